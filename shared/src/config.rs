@@ -1,0 +1,236 @@
+//! Configuration, read once from the environment. A missing or malformed variable is named in
+//! the error.
+
+use crate::auth::ApiKeys;
+use crate::limits::{Limits, TargetAllowList};
+use crate::provision::Resources;
+use std::collections::HashMap;
+
+/// Why configuration could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("environment variable {0} is required")]
+    Missing(&'static str),
+    #[error("environment variable {name}: {reason}")]
+    Invalid { name: &'static str, reason: String },
+}
+
+/// Everything the functions are configured with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Prefix of every resource name (the stack name).
+    pub stack: String,
+    pub resources: Resources,
+    pub limits: Limits,
+    pub targets: TargetAllowList,
+    pub api_keys: ApiKeys,
+    /// Partitions of each minute of the `by-due` index.
+    pub due_shards: u16,
+    /// Base URL of the dashboard, for links in notifications.
+    pub public_url: Option<String>,
+}
+
+/// A source of variables: the process environment, or a map in tests.
+pub trait Vars {
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Debug, Clone, Copy)]
+pub struct Env;
+
+impl Vars for Env {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    }
+}
+
+impl Vars for HashMap<&str, &str> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).map(|v| v.to_string())
+    }
+}
+
+fn required(vars: &dyn Vars, name: &'static str) -> Result<String, ConfigError> {
+    vars.var(name).ok_or(ConfigError::Missing(name))
+}
+
+fn number<T: std::str::FromStr>(
+    vars: &dyn Vars,
+    name: &'static str,
+    default: T,
+) -> Result<T, ConfigError> {
+    match vars.var(name) {
+        None => Ok(default),
+        Some(text) => text.trim().parse().map_err(|_| ConfigError::Invalid {
+            name,
+            reason: format!("`{text}` is not a valid number"),
+        }),
+    }
+}
+
+fn list(vars: &dyn Vars, name: &str) -> Vec<String> {
+    vars.var(name)
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Config {
+    /// Reads the configuration of a deployed function: resource names come from variables.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_vars(&Env, None)
+    }
+
+    /// Reads the configuration; `resources`, when given (the local stack provisions them), wins
+    /// over the resource variables.
+    pub fn from_vars(vars: &dyn Vars, resources: Option<Resources>) -> Result<Self, ConfigError> {
+        let stack = vars
+            .var("SUNDIAL_STACK")
+            .unwrap_or_else(|| "sundial".to_string());
+        let resources = match resources {
+            Some(r) => r,
+            None => Resources {
+                jobs_table: required(vars, "SUNDIAL_JOBS_TABLE")?,
+                runs_table: required(vars, "SUNDIAL_RUNS_TABLE")?,
+                idempotency_table: required(vars, "SUNDIAL_IDEMPOTENCY_TABLE")?,
+                runs_queue_url: required(vars, "SUNDIAL_RUNS_QUEUE_URL")?,
+                dlq_url: required(vars, "SUNDIAL_DLQ_URL")?,
+                events_topic_arn: required(vars, "SUNDIAL_EVENTS_TOPIC_ARN")?,
+            },
+        };
+        let defaults = Limits::default();
+        let limits = Limits {
+            max_payload_bytes: number(
+                vars,
+                "SUNDIAL_MAX_PAYLOAD_BYTES",
+                defaults.max_payload_bytes,
+            )?,
+            min_interval_s: number(vars, "SUNDIAL_MIN_INTERVAL_S", defaults.min_interval_s)?,
+            max_attempts: number(vars, "SUNDIAL_MAX_ATTEMPTS", defaults.max_attempts)?,
+            max_jobs_per_owner: number(
+                vars,
+                "SUNDIAL_MAX_JOBS_PER_OWNER",
+                defaults.max_jobs_per_owner,
+            )?,
+        };
+        if limits.max_payload_bytes > 200 * 1024 {
+            return Err(ConfigError::Invalid {
+                name: "SUNDIAL_MAX_PAYLOAD_BYTES",
+                reason: "must leave room in a 256 KiB SQS message (at most 204800)".into(),
+            });
+        }
+        if !(1..=10).contains(&limits.max_attempts) {
+            return Err(ConfigError::Invalid {
+                name: "SUNDIAL_MAX_ATTEMPTS",
+                reason: "must be 1-10, below the runs queue's maxReceiveCount".into(),
+            });
+        }
+        let targets = TargetAllowList {
+            lambda: list(vars, "SUNDIAL_ALLOWED_LAMBDA"),
+            sqs: list(vars, "SUNDIAL_ALLOWED_SQS"),
+            sns: list(vars, "SUNDIAL_ALLOWED_SNS"),
+            own_prefix: format!("{stack}-"),
+        };
+        let mut api_keys = match vars.var("SUNDIAL_API_KEYS") {
+            Some(plain) => ApiKeys::from_plain_list(&plain).map_err(|e| ConfigError::Invalid {
+                name: "SUNDIAL_API_KEYS",
+                reason: e.to_string(),
+            })?,
+            None => ApiKeys::default(),
+        };
+        if let Some(digests) = vars.var("SUNDIAL_API_KEY_HASHES") {
+            api_keys
+                .add_digest_list(&digests)
+                .map_err(|e| ConfigError::Invalid {
+                    name: "SUNDIAL_API_KEY_HASHES",
+                    reason: e.to_string(),
+                })?;
+        }
+        let due_shards: u16 = number(vars, "SUNDIAL_DUE_SHARDS", 8)?;
+        if !(1..=100).contains(&due_shards) {
+            return Err(ConfigError::Invalid {
+                name: "SUNDIAL_DUE_SHARDS",
+                reason: "must be 1-100".into(),
+            });
+        }
+        Ok(Config {
+            stack,
+            resources,
+            limits,
+            targets,
+            api_keys,
+            due_shards,
+            public_url: vars.var("SUNDIAL_PUBLIC_URL"),
+        })
+    }
+}
+
+/// The AWS SDK configuration: region, credentials and endpoint (`AWS_ENDPOINT_URL` points it at
+/// the emulator) from the standard variables.
+pub async fn aws_sdk_config() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> HashMap<&'static str, &'static str> {
+        HashMap::from([
+            ("SUNDIAL_JOBS_TABLE", "j"),
+            ("SUNDIAL_RUNS_TABLE", "r"),
+            ("SUNDIAL_IDEMPOTENCY_TABLE", "i"),
+            ("SUNDIAL_RUNS_QUEUE_URL", "q"),
+            ("SUNDIAL_DLQ_URL", "d"),
+            ("SUNDIAL_EVENTS_TOPIC_ARN", "t"),
+        ])
+    }
+
+    #[test]
+    fn names_the_missing_variable() {
+        let mut vars = base();
+        vars.remove("SUNDIAL_RUNS_TABLE");
+        assert_eq!(
+            Config::from_vars(&vars, None).err(),
+            Some(ConfigError::Missing("SUNDIAL_RUNS_TABLE"))
+        );
+    }
+
+    #[test]
+    fn names_the_malformed_variable() {
+        let mut vars = base();
+        vars.insert("SUNDIAL_DUE_SHARDS", "many");
+        assert!(matches!(
+            Config::from_vars(&vars, None),
+            Err(ConfigError::Invalid {
+                name: "SUNDIAL_DUE_SHARDS",
+                ..
+            })
+        ));
+        let mut vars = base();
+        vars.insert("SUNDIAL_API_KEYS", "keywithoutowner");
+        assert!(matches!(
+            Config::from_vars(&vars, None),
+            Err(ConfigError::Invalid {
+                name: "SUNDIAL_API_KEYS",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn defaults_apply() {
+        let config = Config::from_vars(&base(), None).unwrap();
+        assert_eq!(config.limits, Limits::default());
+        assert_eq!(config.due_shards, 8);
+        assert_eq!(config.targets.own_prefix, "sundial-");
+    }
+}

@@ -1,0 +1,363 @@
+//! Jobs: the document a user writes, and the stored job around it.
+//!
+//! [`JobDocument`] is exactly what `POST /v1/jobs` accepts and what a JSON merge patch applies
+//! to; it is checked by [`crate::validation`] before anything is written. [`Job`] adds what
+//! Sundial owns (id, owner, version, times, `next_run_at`). Secret header values live in the
+//! stored document and are removed by [`JobDocument::redacted`] before any response.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use utoipa::ToSchema;
+
+/// A job's id: a ULID, so ids sort by creation time and never collide.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(String);
+
+impl JobId {
+    pub fn generate() -> Self {
+        JobId(ulid::Ulid::generate().to_string().to_ascii_lowercase())
+    }
+
+    /// Parses a job id from a URL; `None` for anything that is not a ULID.
+    pub fn parse(text: &str) -> Option<Self> {
+        ulid::Ulid::from_string(text)
+            .ok()
+            .map(|u| JobId(u.to_string().to_ascii_lowercase()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The owner of a job: the API key's owner, or the JWT subject.
+pub type Owner = String;
+
+/// A job as the user defines it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobDocument {
+    /// Unique per owner: 1–128 letters, digits, `-`, `_`, `.`.
+    pub name: String,
+    /// When the job fires; absent: once, now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleDocument>,
+    /// What a run calls.
+    pub target: TargetDocument,
+    /// JSON passed to the target with every run.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub payload: serde_json::Value,
+    #[serde(default)]
+    pub retry: RetryPolicy,
+    /// Hard limit of one attempt, in seconds.
+    #[serde(default = "default_timeout_s")]
+    pub timeout_s: u32,
+    /// From the scheduled instant to the end of the run; past it `sla_missed` is published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sla_s: Option<u32>,
+    /// How late a first attempt may start before `late_start` is published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_deadline_s: Option<u32>,
+    #[serde(default)]
+    pub concurrency: ConcurrencyPolicy,
+    #[serde(default)]
+    pub catchup: CatchupPolicy,
+    /// Publish `failing` after this many failed runs in a row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_after_failures: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<NotifySettings>,
+    #[serde(default)]
+    pub paused: bool,
+}
+
+pub const DEFAULT_TIMEOUT_S: u32 = 300;
+
+fn default_timeout_s() -> u32 {
+    DEFAULT_TIMEOUT_S
+}
+
+/// When a job fires: exactly one of `cron`, `rate`, `at`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDocument {
+    /// 5 fields, or 6 with a leading seconds field; macros such as `@daily`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// `"N seconds|minutes|hours|days"`, anchored at `start_at` (default: creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    /// One RFC 3339 instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// IANA zone name; default UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// No instant before this RFC 3339 instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    /// No instant after this RFC 3339 instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<String>,
+    /// Spread each start over 0..=jitter_s seconds, the same offset for the same instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_s: Option<u32>,
+}
+
+/// What a run calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum TargetDocument {
+    Http {
+        url: String,
+        #[serde(default = "default_method")]
+        method: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        headers: BTreeMap<String, HeaderValue>,
+    },
+    Lambda {
+        /// Function name or ARN; must match the configured allow-list.
+        function: String,
+    },
+    Sqs {
+        /// Must match the configured allow-list.
+        queue_url: String,
+    },
+    Sns {
+        /// Must match the configured allow-list.
+        topic_arn: String,
+    },
+}
+
+fn default_method() -> String {
+    "POST".to_string()
+}
+
+/// A header value: plain text, or a secret that is stored but never shown again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum HeaderValue {
+    Plain(String),
+    Secret(SecretHeader),
+}
+
+/// A write-only header value: responses show `{"secret": true}` without the value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SecretHeader {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub secret: bool,
+}
+
+/// How failed attempts are retried: exponential backoff with full jitter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    #[serde(default = "default_max_attempts")]
+    pub max_attempts: u32,
+    /// The backoff before the second attempt, doubled for each next one.
+    #[serde(default = "default_backoff_s")]
+    pub backoff_s: u32,
+    /// The longest backoff.
+    #[serde(default = "default_max_backoff_s")]
+    pub max_backoff_s: u32,
+}
+
+fn default_max_attempts() -> u32 {
+    3
+}
+fn default_backoff_s() -> u32 {
+    10
+}
+fn default_max_backoff_s() -> u32 {
+    3_600
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: default_max_attempts(),
+            backoff_s: default_backoff_s(),
+            max_backoff_s: default_max_backoff_s(),
+        }
+    }
+}
+
+/// What happens when a run falls due while another run of the job is active.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ConcurrencyPolicy {
+    /// Both run.
+    #[default]
+    Allow,
+    /// The new run is recorded SKIPPED.
+    Forbid,
+    /// The active run is cancelled.
+    Replace,
+}
+
+/// Which instants missed while the scheduler was down are run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum CatchupPolicy {
+    /// None.
+    Skip,
+    /// The latest one, once.
+    #[default]
+    Latest,
+    /// All, up to the configured maximum.
+    All,
+}
+
+/// Events a person can be told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Succeeded,
+    Failed,
+    Retrying,
+    TimedOut,
+    SlaMissed,
+    LateStart,
+    Skipped,
+    Failing,
+}
+
+/// Who hears about which events of this job.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NotifySettings {
+    /// The events to send; default `failed`, `timed_out`, `sla_missed`, `failing`.
+    #[serde(default = "default_notify_on")]
+    pub on: Vec<EventKind>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub email: Vec<String>,
+    /// E.164 phone numbers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sms: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub https: Vec<String>,
+    /// SQS queue ARNs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sqs: Vec<String>,
+}
+
+fn default_notify_on() -> Vec<EventKind> {
+    vec![
+        EventKind::Failed,
+        EventKind::TimedOut,
+        EventKind::SlaMissed,
+        EventKind::Failing,
+    ]
+}
+
+impl JobDocument {
+    /// The document as responses show it: secret header values removed.
+    pub fn redacted(&self) -> JobDocument {
+        let mut doc = self.clone();
+        if let TargetDocument::Http { headers, .. } = &mut doc.target {
+            for value in headers.values_mut() {
+                if let HeaderValue::Secret(secret) = value {
+                    secret.value = None;
+                }
+            }
+        }
+        doc
+    }
+}
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: JobId,
+    pub owner: Owner,
+    pub document: JobDocument,
+    /// Optimistic-locking version, the ETag; starts at 1.
+    pub version: u64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The next instant the tick will claim; kept while paused so that resuming a run-once job
+    /// that never ran still runs it, and shown as null while paused.
+    pub next_run_at: Option<DateTime<Utc>>,
+}
+
+impl Job {
+    /// Whether the job belongs in the due index: active and with a next run.
+    pub fn due_at(&self) -> Option<DateTime<Utc>> {
+        if self.document.paused {
+            None
+        } else {
+            self.next_run_at
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_fill_a_minimal_document() {
+        let doc: JobDocument = serde_json::from_value(json!({
+            "name": "n", "target": {"type": "http", "url": "https://example.test/"}
+        }))
+        .unwrap();
+        assert_eq!(doc.timeout_s, DEFAULT_TIMEOUT_S);
+        assert_eq!(doc.retry, RetryPolicy::default());
+        assert_eq!(doc.concurrency, ConcurrencyPolicy::Allow);
+        assert_eq!(doc.catchup, CatchupPolicy::Latest);
+        assert!(matches!(doc.target, TargetDocument::Http { ref method, .. } if method == "POST"));
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_at_every_level() {
+        for bad in [
+            json!({"name": "n", "target": {"type": "http", "url": "u"}, "extra": 1}),
+            json!({"name": "n", "target": {"type": "http", "url": "u", "extra": 1}}),
+            json!({"name": "n", "target": {"type": "http", "url": "u"}, "retry": {"tries": 1}}),
+            json!({"name": "n", "target": {"type": "http", "url": "u"}, "schedule": {"every": 1}}),
+        ] {
+            assert!(
+                serde_json::from_value::<JobDocument>(bad.clone()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn secret_headers_are_redacted() {
+        let doc: JobDocument = serde_json::from_value(json!({
+            "name": "n",
+            "target": {"type": "http", "url": "https://x.test/", "headers": {
+                "Authorization": {"value": "Bearer s3cret", "secret": true},
+                "X-Plain": "visible"
+            }}
+        }))
+        .unwrap();
+        let shown = serde_json::to_string(&doc.redacted()).unwrap();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("visible"));
+        assert!(serde_json::to_string(&doc).unwrap().contains("s3cret"));
+    }
+
+    #[test]
+    fn job_ids_are_ulids() {
+        let id = JobId::generate();
+        assert_eq!(JobId::parse(id.as_str()), Some(id.clone()));
+        assert_eq!(JobId::parse(&id.as_str().to_ascii_uppercase()), Some(id));
+        assert_eq!(JobId::parse("not-an-id"), None);
+    }
+}

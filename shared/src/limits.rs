@@ -1,0 +1,130 @@
+//! Limits and target allow-lists: the configurable bounds every job is checked against.
+
+/// Configurable limits (defaults from the design).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest `payload`, serialized, in bytes (64 KiB: well under SQS's 256 KiB message).
+    pub max_payload_bytes: usize,
+    /// Shortest allowed gap between two instants of a schedule.
+    pub min_interval_s: u64,
+    /// Largest `retry.max_attempts`; the runs queue's `maxReceiveCount` sits above it.
+    pub max_attempts: u32,
+    /// Jobs one owner may have.
+    pub max_jobs_per_owner: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_payload_bytes: 64 * 1024,
+            min_interval_s: 10,
+            max_attempts: 10,
+            max_jobs_per_owner: 1_000,
+        }
+    }
+}
+
+/// Largest `timeout_s`: an HTTP target that answers 202 may keep an attempt open for 7 days.
+pub const MAX_TIMEOUT_S: u32 = 7 * 86_400;
+/// Largest backoff: SQS's longest visibility timeout (12 hours).
+pub const MAX_BACKOFF_S: u32 = 12 * 3_600;
+/// Largest `jitter_s`: SQS's longest message delay (15 minutes).
+pub const MAX_JITTER_S: u32 = 900;
+/// Largest `sla_s` and `start_deadline_s`: 30 days.
+pub const MAX_DEADLINE_S: u32 = 30 * 86_400;
+/// Largest `alert_after_failures`.
+pub const MAX_ALERT_AFTER_FAILURES: u32 = 100;
+/// Most endpoints of one kind in `notify`.
+pub const MAX_ENDPOINTS_PER_KIND: usize = 10;
+
+/// Which Lambda functions, SQS queues and SNS topics jobs may target.
+///
+/// Patterns are matched against the whole identifier as written in the job; `*` matches any
+/// run of characters. Anything containing Sundial's own resource prefix is refused whatever the
+/// patterns say, so a job can never feed Sundial's own queues or functions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetAllowList {
+    pub lambda: Vec<String>,
+    pub sqs: Vec<String>,
+    pub sns: Vec<String>,
+    /// Names of Sundial's own resources start with this (the stack name and a dash).
+    pub own_prefix: String,
+}
+
+/// Why an identifier may not be a target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    OwnResource,
+    NotAllowed,
+}
+
+impl TargetAllowList {
+    pub fn check(&self, patterns: &[String], identifier: &str) -> Result<(), Refusal> {
+        if !self.own_prefix.is_empty() && identifier.contains(&self.own_prefix) {
+            return Err(Refusal::OwnResource);
+        }
+        if patterns.iter().any(|p| glob_matches(p, identifier)) {
+            Ok(())
+        } else {
+            Err(Refusal::NotAllowed)
+        }
+    }
+}
+
+/// `*` matches any run of characters (also none); everything else matches itself.
+pub fn glob_matches(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
+        return false;
+    }
+    let mut rest = &text[first.len()..text.len() - last.len()];
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(i) => rest = &rest[i + middle.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_matches(
+            "arn:aws:lambda:*:123:function:team-*",
+            "arn:aws:lambda:eu-west-1:123:function:team-a"
+        ));
+        assert!(!glob_matches(
+            "arn:aws:lambda:*:123:function:team-*",
+            "arn:aws:lambda:eu-west-1:999:function:team-a"
+        ));
+        assert!(glob_matches("exact", "exact"));
+        assert!(!glob_matches("exact", "exactly"));
+        assert!(glob_matches("*", "anything"));
+        assert!(glob_matches("a*b*c", "aXXbYYc"));
+        assert!(!glob_matches("a*b*c", "aXXcYYb"));
+        assert!(!glob_matches("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn own_resources_are_refused_even_when_allowed() {
+        let list = TargetAllowList {
+            sqs: vec!["*".into()],
+            own_prefix: "sundial-prod-".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            list.check(&list.sqs, "http://q/123/sundial-prod-runs"),
+            Err(Refusal::OwnResource)
+        );
+        assert_eq!(list.check(&list.sqs, "http://q/123/reports"), Ok(()));
+        assert_eq!(list.check(&list.lambda, "fn"), Err(Refusal::NotAllowed));
+    }
+}

@@ -1,0 +1,252 @@
+//! Schedules: when a job fires.
+//!
+//! A [`Schedule`] is a validated, pure value: cron in a time zone, a rate anchored at a start
+//! instant, one instant (`at`), or once now; bounded by `start_at`/`end_at`. Its only question is
+//! [`Schedule::next_after`], a pure function of an instant. All instants are whole UTC seconds:
+//! a run never starts before its instant, so anything finer is rounded up.
+
+pub mod cron;
+pub mod rate;
+pub mod zoned;
+
+pub use self::cron::{CronError, CronExpr};
+pub use self::rate::Rate;
+
+use chrono::{DateTime, Duration, SubsecRound, Utc};
+use chrono_tz::Tz;
+
+/// What makes a job fire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recurrence {
+    /// A cron expression evaluated in a time zone.
+    Cron(CronExpr),
+    /// Every `rate` from `anchor`: instants at anchor + k × rate, k ≥ 0, without drift.
+    Rate { rate: Rate, anchor: DateTime<Utc> },
+    /// Exactly one instant.
+    At(DateTime<Utc>),
+}
+
+/// A job's schedule: recurrence, zone and bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schedule {
+    pub recurrence: Recurrence,
+    pub timezone: Tz,
+    pub start_at: Option<DateTime<Utc>>,
+    pub end_at: Option<DateTime<Utc>>,
+}
+
+/// Rounds an instant up to a whole second.
+pub fn ceil_second(t: DateTime<Utc>) -> DateTime<Utc> {
+    let floor = t.trunc_subsecs(0);
+    if floor == t {
+        t
+    } else {
+        floor + Duration::seconds(1)
+    }
+}
+
+impl Schedule {
+    /// The first instant strictly after `t` (and not before `start_at`, not after `end_at`).
+    pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        // Instants before start_at do not exist: search from just before it.
+        let from = match self.start_at {
+            Some(start) if start - Duration::seconds(1) > t => start - Duration::seconds(1),
+            _ => t,
+        };
+        let next = match &self.recurrence {
+            Recurrence::Cron(expr) => zoned::next_after(expr, self.timezone, from),
+            Recurrence::Rate { rate, anchor } => Some(rate.next_after(*anchor, from)),
+            Recurrence::At(at) => (*at > from).then_some(*at),
+        }?;
+        match self.end_at {
+            Some(end) if next > end => None,
+            _ => Some(next),
+        }
+    }
+
+    /// The first instant at or after `t`: the next run of a job created or resumed at `t`.
+    pub fn first_at_or_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        self.next_after(ceil_second(t) - Duration::seconds(1))
+    }
+
+    /// The next `n` instants strictly after `t`.
+    pub fn upcoming(&self, t: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
+        let mut out = Vec::with_capacity(n);
+        let mut cursor = t;
+        while out.len() < n {
+            match self.next_after(cursor) {
+                Some(next) => {
+                    out.push(next);
+                    cursor = next;
+                }
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// The shortest gap between two consecutive instants, in seconds, if the schedule repeats.
+    pub fn min_interval_seconds(&self) -> Option<u64> {
+        match &self.recurrence {
+            Recurrence::Cron(expr) => Some(u64::from(expr.min_gap_seconds())),
+            Recurrence::Rate { rate, .. } => Some(rate.seconds()),
+            Recurrence::At(_) => None,
+        }
+    }
+}
+
+/// The deterministic start offset of `jitter_s` for one instant of one job: the same job and
+/// instant always get the same offset in `0..=jitter_s` seconds (FNV-1a of both).
+pub fn jitter_offset(job_id: &str, instant: DateTime<Utc>, jitter_s: u32) -> Duration {
+    if jitter_s == 0 {
+        return Duration::zero();
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in job_id.bytes().chain(instant.timestamp().to_be_bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    Duration::seconds((hash % (u64::from(jitter_s) + 1)) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use proptest::prelude::*;
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn cron(expr: &str, tz: Tz) -> Schedule {
+        Schedule {
+            recurrence: Recurrence::Cron(expr.parse().unwrap()),
+            timezone: tz,
+            start_at: None,
+            end_at: None,
+        }
+    }
+
+    #[test]
+    fn start_and_end_bound_the_instants() {
+        let mut s = cron("0 * * * *", Tz::UTC);
+        s.start_at = Some(utc("2026-01-01T05:00:00Z"));
+        s.end_at = Some(utc("2026-01-01T07:00:00Z"));
+        assert_eq!(
+            s.upcoming(utc("2026-01-01T00:00:00Z"), 10),
+            [
+                utc("2026-01-01T05:00:00Z"),
+                utc("2026-01-01T06:00:00Z"),
+                utc("2026-01-01T07:00:00Z")
+            ]
+        );
+    }
+
+    #[test]
+    fn at_fires_once() {
+        let s = Schedule {
+            recurrence: Recurrence::At(utc("2026-05-01T10:00:00Z")),
+            timezone: Tz::UTC,
+            start_at: None,
+            end_at: None,
+        };
+        assert_eq!(
+            s.upcoming(utc("2026-01-01T00:00:00Z"), 3),
+            [utc("2026-05-01T10:00:00Z")]
+        );
+        assert_eq!(s.next_after(utc("2026-05-01T10:00:00Z")), None);
+        assert_eq!(
+            s.first_at_or_after(utc("2026-05-01T10:00:00Z")),
+            Some(utc("2026-05-01T10:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn jitter_is_deterministic_and_bounded() {
+        let t = utc("2026-01-01T00:00:00Z");
+        assert_eq!(jitter_offset("job", t, 30), jitter_offset("job", t, 30));
+        assert_eq!(jitter_offset("job", t, 0), Duration::zero());
+        let offsets: std::collections::HashSet<i64> = (0..200)
+            .map(|k| jitter_offset("job", t + Duration::minutes(k), 30).num_seconds())
+            .collect();
+        assert!(offsets.iter().all(|o| (0..=30).contains(o)));
+        assert!(offsets.len() > 20, "offsets should spread: {offsets:?}");
+    }
+
+    const EXPRS: &[&str] = &[
+        "* * * * *",
+        "*/7 * * * *",
+        "30 2 * * *",
+        "30 1 * * *",
+        "0 */3 * * 1-5",
+        "15,45 9-17 * * MON-FRI",
+        "0 0 13 * 5",
+        "*/20 * * * * *",
+        "0 0 1 */2 *",
+        "@hourly",
+    ];
+    const ZONES: &[&str] = &[
+        "UTC",
+        "America/New_York",
+        "Europe/London",
+        "Australia/Lord_Howe",
+        "Asia/Kolkata",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// next > t, next fires on a matching local time (or the end of a DST gap), and the
+        /// sequence is monotone.
+        #[test]
+        fn next_after_is_later_matching_and_monotone(
+            e in 0..EXPRS.len(), z in 0..ZONES.len(),
+            secs in 1_700_000_000i64..1_900_000_000i64, delta in 0i64..100_000,
+        ) {
+            let tz: Tz = ZONES[z].parse().unwrap_or(Tz::UTC);
+            let s = cron(EXPRS[e], tz);
+            let Recurrence::Cron(expr) = &s.recurrence else { unreachable!() };
+            let t = DateTime::from_timestamp(secs, 0).unwrap_or_default();
+            let next = s.next_after(t);
+            prop_assert!(next.is_some());
+            let next = next.unwrap_or_default();
+            prop_assert!(next > t);
+            let local = next.with_timezone(&tz).naive_local();
+            let in_gap_end = !expr.matches(local)
+                && !expr.follows_real_time()
+                && tz.offset_from_utc_datetime(&(next - Duration::seconds(1)).naive_utc())
+                    != tz.offset_from_utc_datetime(&next.naive_utc());
+            prop_assert!(expr.matches(local) || in_gap_end, "{} at {}", EXPRS[e], local);
+            let later = t + Duration::seconds(delta);
+            prop_assert!(s.next_after(later).unwrap_or_default() >= next);
+        }
+
+        /// Nothing matches strictly between t and next_after(t) in UTC (no instant skipped).
+        #[test]
+        fn next_after_skips_nothing_in_utc(e in 0..EXPRS.len(), secs in 1_700_000_000i64..1_900_000_000i64) {
+            let s = cron(EXPRS[e], Tz::UTC);
+            let Recurrence::Cron(expr) = &s.recurrence else { unreachable!() };
+            let t = DateTime::from_timestamp(secs, 0).unwrap_or_default();
+            let next = s.next_after(t).unwrap_or_default();
+            let span = (next - t).num_seconds().min(200_000);
+            for k in 1..span {
+                let mid = t + Duration::seconds(k);
+                prop_assert!(!expr.matches(mid.naive_utc()), "{} matched {} before {}", EXPRS[e], mid, next);
+            }
+        }
+
+        /// Rates never drift: every instant is anchor + k × rate.
+        #[test]
+        fn rate_instants_are_anchored(rate_s in 10u64..100_000, anchor in 1_700_000_000i64..1_800_000_000, t in 1_600_000_000i64..1_900_000_000) {
+            let anchor = DateTime::from_timestamp(anchor, 0).unwrap_or_default();
+            let rate = Rate::from_seconds(rate_s);
+            let t = DateTime::from_timestamp(t, 0).unwrap_or_default();
+            let next = rate.next_after(anchor, t);
+            prop_assert!(next > t);
+            prop_assert!(next >= anchor);
+            prop_assert_eq!((next - anchor).num_seconds() % rate_s as i64, 0);
+            prop_assert!(next - Duration::seconds(rate_s as i64) <= t || next == anchor);
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Idempotency records in DynamoDB: one item per (owner, key), claimed with a conditional put,
+//! completed with the response, expired by TTL after a day.
+//!
+//! A claim that was never completed (the process died mid-request) is taken over after
+//! [`PENDING_FOR`], so a crash cannot block a key for a whole day.
+
+use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
+use super::{Claim, IdempotencyStore, StoreError, StoreResult, StoredResponse};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use chrono::{DateTime, Duration, Utc};
+use std::collections::BTreeMap;
+
+/// How long a claim blocks the key while its request is processed.
+pub const PENDING_FOR: Duration = Duration::seconds(60);
+/// How long a completed response is replayed.
+pub const RETAIN_FOR: Duration = Duration::hours(24);
+
+/// Idempotency records in one DynamoDB table.
+#[derive(Debug, Clone)]
+pub struct DynamoIdempotencyStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoIdempotencyStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoIdempotencyStore {
+            client,
+            table: table.into(),
+        }
+    }
+
+    async fn read(&self, key: &str) -> StoreResult<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("idem_key", s(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        Ok(out.item)
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for DynamoIdempotencyStore {
+    async fn claim(&self, key: &str, fingerprint: &str, now: DateTime<Utc>) -> StoreResult<Claim> {
+        let claimed = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("idem_key", s(key))
+            .item("fingerprint", s(fingerprint))
+            .item("state", s("pending"))
+            .item("pending_until", n((now + PENDING_FOR).timestamp()))
+            .item("expires_at", n((now + RETAIN_FOR).timestamp()))
+            .condition_expression(
+                "attribute_not_exists(idem_key) OR (#st = :pending AND pending_until < :now)",
+            )
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":pending", s("pending"))
+            .expression_attribute_values(":now", n(now.timestamp()))
+            .send()
+            .await;
+        match claimed.map_err(item::classify) {
+            Ok(_) => return Ok(Claim::New),
+            Err(StoreError::Conflict) => {}
+            Err(e) => return Err(e),
+        }
+        let Some(record) = self.read(key).await? else {
+            // Expired between the two calls: the caller may simply try again.
+            return Err(StoreError::Unavailable(
+                "idempotency record vanished; retry".into(),
+            ));
+        };
+        if get_s(&record, "fingerprint")? != fingerprint {
+            return Ok(Claim::Mismatch);
+        }
+        match get_opt_s(&record, "state") {
+            Some("done") => {
+                let headers: BTreeMap<String, String> =
+                    serde_json::from_str(get_s(&record, "headers")?)
+                        .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?;
+                Ok(Claim::Replay(StoredResponse {
+                    status: get_n(&record, "status")?,
+                    headers,
+                    body: get_s(&record, "body")?.to_string(),
+                }))
+            }
+            _ => Ok(Claim::InProgress),
+        }
+    }
+
+    async fn complete(
+        &self,
+        key: &str,
+        response: &StoredResponse,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let headers = serde_json::to_string(&response.headers)
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("idem_key", s(key))
+            .update_expression("SET #st = :done, #status = :status, headers = :headers, body = :body, expires_at = :exp REMOVE pending_until")
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":done", s("done"))
+            .expression_attribute_values(":status", n(response.status))
+            .expression_attribute_values(":headers", s(headers))
+            .expression_attribute_values(":body", s(&response.body))
+            .expression_attribute_values(":exp", n((now + RETAIN_FOR).timestamp()))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        Ok(())
+    }
+
+    async fn release(&self, key: &str) -> StoreResult<()> {
+        let released = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("idem_key", s(key))
+            .condition_expression("#st = :pending")
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":pending", s("pending"))
+            .send()
+            .await;
+        match released.map_err(item::classify) {
+            // Already completed (or gone): nothing to give up.
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}

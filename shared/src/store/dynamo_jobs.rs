@@ -1,0 +1,367 @@
+//! The jobs table in DynamoDB.
+//!
+//! A job is one item keyed by `job_id`, its document kept as JSON text beside the attributes the
+//! indexes need. Two helper items keep the per-owner rules exact without a scan: a name lock
+//! (`name#<owner>#<name>`) makes names unique per owner, and an owner counter (`owner#<owner>`)
+//! enforces the jobs-per-owner limit; both are written in the same transaction as the job.
+//! `due_bucket`/`due_at` are present only while the job is active and has a next run, so paused
+//! and finished jobs leave the sparse `by-due` index.
+
+use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
+use super::{JobStore, Page, StoreError, StoreResult};
+use crate::due::{due_bucket, format_instant, parse_instant};
+use crate::job::{Job, JobDocument, JobId};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+/// Index of an owner's jobs, sorted by name.
+pub const BY_OWNER_INDEX: &str = "by-owner";
+/// Sparse index of active jobs by due minute and shard.
+pub const BY_DUE_INDEX: &str = "by-due";
+
+/// Jobs in one DynamoDB table.
+#[derive(Debug, Clone)]
+pub struct DynamoJobStore {
+    client: Client,
+    table: String,
+    shards: u16,
+}
+
+fn name_lock_key(owner: &str, name: &str) -> String {
+    format!("name#{owner}#{name}")
+}
+
+fn owner_counter_key(owner: &str) -> String {
+    format!("owner#{owner}")
+}
+
+impl DynamoJobStore {
+    pub fn new(client: Client, table: impl Into<String>, shards: u16) -> Self {
+        DynamoJobStore {
+            client,
+            table: table.into(),
+            shards: shards.max(1),
+        }
+    }
+
+    fn to_item(&self, job: &Job) -> StoreResult<Item> {
+        let document =
+            serde_json::to_string(&job.document).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut item = Item::from([
+            ("job_id".into(), s(job.id.as_str())),
+            ("owner".into(), s(&job.owner)),
+            ("name".into(), s(&job.document.name)),
+            ("document".into(), s(document)),
+            ("version".into(), n(job.version)),
+            ("created_at".into(), s(job.created_at.to_rfc3339())),
+            ("updated_at".into(), s(job.updated_at.to_rfc3339())),
+        ]);
+        if let Some(next) = job.next_run_at {
+            item.insert("next_run_at".into(), s(format_instant(next)));
+        }
+        if let Some(due) = job.due_at() {
+            item.insert(
+                "due_bucket".into(),
+                s(due_bucket(job.id.as_str(), due, self.shards)),
+            );
+            item.insert("due_at".into(), s(format_instant(due)));
+        }
+        Ok(item)
+    }
+
+    fn put(&self, item: Item, condition: &str) -> StoreResult<Put> {
+        Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition)
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    fn name_lock(&self, job: &Job) -> StoreResult<Put> {
+        let lock = Item::from([
+            (
+                "job_id".into(),
+                s(name_lock_key(&job.owner, &job.document.name)),
+            ),
+            ("lock_of".into(), s(job.id.as_str())),
+        ]);
+        self.put(lock, "attribute_not_exists(job_id)")
+    }
+
+    fn release_name(&self, owner: &str, name: &str, id: &JobId) -> StoreResult<Delete> {
+        Delete::builder()
+            .table_name(&self.table)
+            .key("job_id", s(name_lock_key(owner, name)))
+            .condition_expression("lock_of = :id")
+            .expression_attribute_values(":id", s(id.as_str()))
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    fn count(&self, owner: &str, delta: i64, max: Option<u32>) -> StoreResult<Update> {
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .key("job_id", s(owner_counter_key(owner)))
+            .update_expression("SET job_count = if_not_exists(job_count, :zero) + :delta")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":delta", n(delta));
+        if let Some(max) = max {
+            update = update
+                .condition_expression("attribute_not_exists(job_count) OR job_count < :max")
+                .expression_attribute_values(":max", n(max));
+        }
+        update
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+
+    /// Runs a transaction; a cancelled one reports which item's condition failed.
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), TransactFailure> {
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => match item::cancellation_reasons(&e) {
+                Some(reasons) => Err(TransactFailure::Cancelled(reasons)),
+                None => Err(TransactFailure::Store(item::classify(e))),
+            },
+        }
+    }
+}
+
+enum TransactFailure {
+    /// One reason per item, in order.
+    Cancelled(Vec<String>),
+    Store(StoreError),
+}
+
+fn failed(reasons: &[String], index: usize) -> bool {
+    reasons
+        .get(index)
+        .is_some_and(|r| r == "ConditionalCheckFailed")
+}
+
+fn from_item(item: &Item) -> StoreResult<Job> {
+    let time = |name: &str| {
+        parse_instant(get_s(item, name)?)
+            .ok_or_else(|| StoreError::Corrupt(format!("attribute {name} is not a time")))
+    };
+    let document: JobDocument = serde_json::from_str(get_s(item, "document")?)
+        .map_err(|e| StoreError::Corrupt(format!("document: {e}")))?;
+    let id = get_s(item, "job_id")?;
+    Ok(Job {
+        id: JobId::parse(id).ok_or_else(|| StoreError::Corrupt(format!("job_id {id}")))?,
+        owner: get_s(item, "owner")?.to_string(),
+        document,
+        version: get_n(item, "version")?,
+        created_at: time("created_at")?,
+        updated_at: time("updated_at")?,
+        next_run_at: get_opt_s(item, "next_run_at").and_then(parse_instant),
+    })
+}
+
+fn encode_cursor(job: &Job) -> String {
+    let key = serde_json::json!([job.id.as_str(), job.owner, job.document.name]);
+    URL_SAFE_NO_PAD.encode(key.to_string())
+}
+
+fn decode_cursor(cursor: &str, owner: &str) -> StoreResult<Item> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| StoreError::BadCursor)?;
+    let (id, cursor_owner, name): (String, String, String) =
+        serde_json::from_slice(&bytes).map_err(|_| StoreError::BadCursor)?;
+    if cursor_owner != owner {
+        return Err(StoreError::BadCursor);
+    }
+    Ok(Item::from([
+        ("job_id".into(), s(id)),
+        ("owner".into(), s(cursor_owner)),
+        ("name".into(), s(name)),
+    ]))
+}
+
+#[async_trait]
+impl JobStore for DynamoJobStore {
+    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
+        let items = vec![
+            TransactWriteItem::builder()
+                .put(self.put(self.to_item(job)?, "attribute_not_exists(job_id)")?)
+                .build(),
+            TransactWriteItem::builder()
+                .put(self.name_lock(job)?)
+                .build(),
+            TransactWriteItem::builder()
+                .update(self.count(&job.owner, 1, Some(max_jobs))?)
+                .build(),
+        ];
+        match self.transact(items).await {
+            Ok(()) => Ok(()),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => {
+                Err(StoreError::NameTaken(job.document.name.clone()))
+            }
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 2) => {
+                Err(StoreError::QuotaExceeded(max_jobs))
+            }
+            Err(TransactFailure::Cancelled(r)) => Err(StoreError::Unavailable(format!(
+                "transaction cancelled: {r:?}"
+            ))),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+
+    async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(id.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        out.item.as_ref().map(from_item).transpose()
+    }
+
+    async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
+        let start = cursor.map(|c| decode_cursor(c, owner)).transpose()?;
+        let limit = limit.max(1) as usize;
+        let mut items = Vec::with_capacity(limit + 1);
+        let mut exclusive_start = start;
+        // One item more than asked tells whether another page exists, so `next` is never a
+        // pointer to an empty page.
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(BY_OWNER_INDEX)
+                .key_condition_expression("#o = :o")
+                .expression_attribute_names("#o", "owner")
+                .expression_attribute_values(":o", s(owner))
+                .set_exclusive_start_key(exclusive_start)
+                .limit((limit + 1 - items.len()) as i32)
+                .send()
+                .await
+                .map_err(item::classify)?;
+            for it in out.items() {
+                items.push(from_item(it)?);
+            }
+            exclusive_start = out.last_evaluated_key;
+            if items.len() > limit || exclusive_start.is_none() {
+                break;
+            }
+        }
+        let next = if items.len() > limit {
+            items.truncate(limit);
+            items.last().map(encode_cursor)
+        } else {
+            None
+        };
+        Ok(Page { items, next })
+    }
+
+    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
+        let item = self.to_item(after)?;
+        let result = if before.document.name == after.document.name {
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", n(before.version))
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(item::classify)
+        } else {
+            let put = Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", n(before.version))
+                .build()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let items = vec![
+                TransactWriteItem::builder().put(put).build(),
+                TransactWriteItem::builder()
+                    .delete(self.release_name(&before.owner, &before.document.name, &before.id)?)
+                    .build(),
+                TransactWriteItem::builder()
+                    .put(self.name_lock(after)?)
+                    .build(),
+            ];
+            match self.transact(items).await {
+                Ok(()) => Ok(()),
+                Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::Conflict),
+                Err(TransactFailure::Cancelled(r)) if failed(&r, 2) => {
+                    Err(StoreError::NameTaken(after.document.name.clone()))
+                }
+                Err(TransactFailure::Cancelled(r)) => Err(StoreError::Unavailable(format!(
+                    "transaction cancelled: {r:?}"
+                ))),
+                Err(TransactFailure::Store(e)) => Err(e),
+            }
+        };
+        match result {
+            // A lost condition is either a newer version or a deleted job: tell them apart.
+            Err(StoreError::Conflict) if self.get(&before.id).await?.is_none() => {
+                Err(StoreError::NotFound)
+            }
+            other => other,
+        }
+    }
+
+    async fn delete(&self, job: &Job) -> StoreResult<()> {
+        let delete_job = Delete::builder()
+            .table_name(&self.table)
+            .key("job_id", s(job.id.as_str()))
+            .condition_expression("attribute_exists(job_id)")
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let items = vec![
+            TransactWriteItem::builder().delete(delete_job).build(),
+            TransactWriteItem::builder()
+                .delete(self.release_name(&job.owner, &job.document.name, &job.id)?)
+                .build(),
+            TransactWriteItem::builder()
+                .update(self.count(&job.owner, -1, None)?)
+                .build(),
+        ];
+        match self.transact(items).await {
+            Ok(()) => Ok(()),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::NotFound),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => Err(StoreError::Conflict),
+            Err(TransactFailure::Cancelled(r)) => Err(StoreError::Unavailable(format!(
+                "transaction cancelled: {r:?}"
+            ))),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+}
+
+/// Reads a raw attribute of a job item (tests look at the index attributes this way).
+pub async fn raw_attribute(
+    client: &Client,
+    table: &str,
+    id: &JobId,
+    name: &str,
+) -> StoreResult<Option<AttributeValue>> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .key("job_id", s(id.as_str()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(item::classify)?;
+    Ok(out.item.and_then(|mut i| i.remove(name)))
+}

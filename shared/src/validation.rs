@@ -1,0 +1,661 @@
+//! Validation: turning a [`JobDocument`] into a schedule Sundial can run, or an error that names
+//! the field and the reason. Nothing is written for a document that fails here.
+
+use crate::job::{HeaderValue, JobDocument, NotifySettings, ScheduleDocument, TargetDocument};
+use crate::limits::{self, Limits, Refusal, TargetAllowList};
+use crate::schedule::{Recurrence, Schedule, ceil_second};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+
+/// A rejected field: `field` is a dotted path into the document (`schedule.cron`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct ValidationError {
+    pub field: String,
+    pub reason: String,
+}
+
+impl ValidationError {
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ValidationError {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, ValidationError>;
+
+/// What validation needs besides the document.
+#[derive(Debug, Clone)]
+pub struct Rules<'a> {
+    pub limits: &'a Limits,
+    pub targets: &'a TargetAllowList,
+}
+
+/// HTTP methods a target may use.
+pub const HTTP_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// Headers Sundial sets itself or that HTTP owns.
+const RESERVED_HEADERS: [&str; 5] = [
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+];
+const RESERVED_HEADER_PREFIX: &str = "x-sundial-";
+
+/// Checks `doc` and normalises it in place (HTTP method upper-cased). Returns the job's schedule
+/// (`None`: run once, now). `created_at` anchors a rate without `start_at`; `now` decides
+/// whether the schedule still has a future instant.
+pub fn validate(
+    doc: &mut JobDocument,
+    rules: &Rules<'_>,
+    created_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<Schedule>> {
+    validate_name(&doc.name)?;
+    validate_target(&mut doc.target, rules.targets)?;
+    let payload_bytes = serde_json::to_vec(&doc.payload)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if payload_bytes > rules.limits.max_payload_bytes {
+        return Err(ValidationError::new(
+            "payload",
+            format!(
+                "is {payload_bytes} bytes; the limit is {} bytes",
+                rules.limits.max_payload_bytes
+            ),
+        ));
+    }
+    let retry = &doc.retry;
+    in_range(
+        "retry.max_attempts",
+        retry.max_attempts,
+        1,
+        rules.limits.max_attempts,
+    )?;
+    in_range("retry.backoff_s", retry.backoff_s, 1, limits::MAX_BACKOFF_S)?;
+    in_range(
+        "retry.max_backoff_s",
+        retry.max_backoff_s,
+        retry.backoff_s,
+        limits::MAX_BACKOFF_S,
+    )?;
+    in_range("timeout_s", doc.timeout_s, 1, limits::MAX_TIMEOUT_S)?;
+    if let Some(sla) = doc.sla_s {
+        in_range("sla_s", sla, 1, limits::MAX_DEADLINE_S)?;
+    }
+    if let Some(deadline) = doc.start_deadline_s {
+        in_range("start_deadline_s", deadline, 1, limits::MAX_DEADLINE_S)?;
+    }
+    if let Some(n) = doc.alert_after_failures {
+        in_range(
+            "alert_after_failures",
+            n,
+            1,
+            limits::MAX_ALERT_AFTER_FAILURES,
+        )?;
+    }
+    if let Some(notify) = &doc.notify {
+        validate_notify(notify)?;
+    }
+    let Some(schedule_doc) = &doc.schedule else {
+        return Ok(None);
+    };
+    let schedule = parse_schedule(schedule_doc, created_at)?;
+    if let Some(gap) = schedule.min_interval_seconds() {
+        if gap < rules.limits.min_interval_s {
+            let field = if schedule_doc.cron.is_some() {
+                "schedule.cron"
+            } else {
+                "schedule.rate"
+            };
+            return Err(ValidationError::new(
+                field,
+                format!(
+                    "instants can be {gap} s apart; the minimum interval is {} s",
+                    rules.limits.min_interval_s
+                ),
+            ));
+        }
+    }
+    if schedule.first_at_or_after(now).is_none() {
+        let field = match (&schedule.recurrence, schedule.end_at) {
+            (_, Some(end)) if end <= now => "schedule.end_at",
+            (Recurrence::At(_), _) => "schedule.at",
+            (Recurrence::Cron(_), _) => "schedule.cron",
+            _ => "schedule",
+        };
+        return Err(ValidationError::new(
+            field,
+            "the schedule has no instant in the future",
+        ));
+    }
+    Ok(Some(schedule))
+}
+
+/// Builds the [`Schedule`] a (syntactically valid) schedule document stands for.
+pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Result<Schedule> {
+    let timezone = match &doc.timezone {
+        None => Tz::UTC,
+        Some(name) => name.parse::<Tz>().map_err(|_| {
+            ValidationError::new(
+                "schedule.timezone",
+                format!("`{name}` is not an IANA time zone name"),
+            )
+        })?,
+    };
+    let start_at = doc
+        .start_at
+        .as_deref()
+        .map(|s| instant("schedule.start_at", s))
+        .transpose()?;
+    let end_at = doc
+        .end_at
+        .as_deref()
+        .map(|s| instant("schedule.end_at", s))
+        .transpose()?;
+    if let (Some(start), Some(end)) = (start_at, end_at) {
+        if end <= start {
+            return Err(ValidationError::new(
+                "schedule.end_at",
+                "must be later than start_at",
+            ));
+        }
+    }
+    if let Some(jitter) = doc.jitter_s {
+        in_range("schedule.jitter_s", jitter, 0, limits::MAX_JITTER_S)?;
+    }
+    let recurrence = match (&doc.cron, &doc.rate, &doc.at) {
+        (Some(expr), None, None) => Recurrence::Cron(
+            expr.parse()
+                .map_err(|e| ValidationError::new("schedule.cron", format!("{e}")))?,
+        ),
+        (None, Some(rate), None) => Recurrence::Rate {
+            rate: rate
+                .parse()
+                .map_err(|e| ValidationError::new("schedule.rate", format!("{e}")))?,
+            anchor: start_at.unwrap_or_else(|| ceil_second(created_at)),
+        },
+        (None, None, Some(at)) => Recurrence::At(instant("schedule.at", at)?),
+        (None, None, None) => {
+            return Err(ValidationError::new(
+                "schedule",
+                "needs one of cron, rate or at (omit schedule to run once, now)",
+            ));
+        }
+        _ => {
+            return Err(ValidationError::new(
+                "schedule",
+                "takes only one of cron, rate or at (set the others to null when patching)",
+            ));
+        }
+    };
+    Ok(Schedule {
+        recurrence,
+        timezone,
+        start_at,
+        end_at,
+    })
+}
+
+/// Parses an RFC 3339 instant, rounding fractions of a second up: a run never starts early.
+fn instant(field: &str, text: &str) -> Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| ceil_second(t.with_timezone(&Utc)))
+        .map_err(|_| {
+            ValidationError::new(
+                field,
+                format!("`{text}` is not an RFC 3339 instant such as 2026-05-01T09:30:00Z"),
+            )
+        })
+}
+
+fn in_range(field: &str, value: u32, min: u32, max: u32) -> Result<()> {
+    if value < min || value > max {
+        return Err(ValidationError::new(
+            field,
+            format!("{value} is outside {min}..={max}"),
+        ));
+    }
+    Ok(())
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if name.is_empty() || name.len() > 128 || !ok_chars {
+        return Err(ValidationError::new(
+            "name",
+            "must be 1-128 characters of letters, digits, '-', '_' and '.'",
+        ));
+    }
+    Ok(())
+}
+
+/// The scheme and host of an http(s) URL, or why it is not one.
+fn http_url(field: &str, url: &str, https_only: bool) -> Result<()> {
+    let rest = if let Some(rest) = url.strip_prefix("https://") {
+        rest
+    } else if let Some(rest) = url.strip_prefix("http://").filter(|_| !https_only) {
+        rest
+    } else {
+        let want = if https_only { "https" } else { "http or https" };
+        return Err(ValidationError::new(
+            field,
+            format!("`{url}` is not an {want} URL"),
+        ));
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty()
+        || host.chars().any(|c| c.is_whitespace() || c.is_control())
+        || url.len() > 2048
+    {
+        return Err(ValidationError::new(
+            field,
+            format!("`{url}` has no valid host"),
+        ));
+    }
+    Ok(())
+}
+
+fn allowed(
+    list: &TargetAllowList,
+    patterns: &[String],
+    field: &str,
+    id: &str,
+    variable: &str,
+) -> Result<()> {
+    if id.trim().is_empty() {
+        return Err(ValidationError::new(field, "must not be empty"));
+    }
+    list.check(patterns, id).map_err(|refusal| match refusal {
+        Refusal::OwnResource => {
+            ValidationError::new(field, format!("`{id}` is one of Sundial's own resources"))
+        }
+        Refusal::NotAllowed => ValidationError::new(
+            field,
+            format!("`{id}` does not match the allow-list ({variable})"),
+        ),
+    })
+}
+
+fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Result<()> {
+    match target {
+        TargetDocument::Http {
+            url,
+            method,
+            headers,
+        } => {
+            http_url("target.url", url, false)?;
+            *method = method.to_ascii_uppercase();
+            if !HTTP_METHODS.contains(&method.as_str()) {
+                return Err(ValidationError::new(
+                    "target.method",
+                    format!("`{method}` is not one of {}", HTTP_METHODS.join(", ")),
+                ));
+            }
+            for (name, value) in headers.iter() {
+                let field = format!("target.headers.{name}");
+                let token = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if !token {
+                    return Err(ValidationError::new(field, "is not a valid header name"));
+                }
+                let lower = name.to_ascii_lowercase();
+                if RESERVED_HEADERS.contains(&lower.as_str())
+                    || lower.starts_with(RESERVED_HEADER_PREFIX)
+                {
+                    return Err(ValidationError::new(
+                        field,
+                        "is set by Sundial and cannot be overridden",
+                    ));
+                }
+                let text = match value {
+                    HeaderValue::Plain(text) => text,
+                    HeaderValue::Secret(secret) => {
+                        if !secret.secret {
+                            return Err(ValidationError::new(
+                                field,
+                                "an object value must be {\"value\": \"...\", \"secret\": true}",
+                            ));
+                        }
+                        secret.value.as_ref().ok_or_else(|| {
+                            ValidationError::new(field.clone(), "a secret header needs a value")
+                        })?
+                    }
+                };
+                if text.len() > 4096 || text.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                    return Err(ValidationError::new(
+                        format!("target.headers.{name}"),
+                        "value must be at most 4096 bytes with no line breaks",
+                    ));
+                }
+            }
+            Ok(())
+        }
+        TargetDocument::Lambda { function } => allowed(
+            list,
+            &list.lambda,
+            "target.function",
+            function,
+            "SUNDIAL_ALLOWED_LAMBDA",
+        ),
+        TargetDocument::Sqs { queue_url } => {
+            http_url("target.queue_url", queue_url, false)?;
+            allowed(
+                list,
+                &list.sqs,
+                "target.queue_url",
+                queue_url,
+                "SUNDIAL_ALLOWED_SQS",
+            )
+        }
+        TargetDocument::Sns { topic_arn } => {
+            if !topic_arn.starts_with("arn:") {
+                return Err(ValidationError::new(
+                    "target.topic_arn",
+                    format!("`{topic_arn}` is not an ARN"),
+                ));
+            }
+            allowed(
+                list,
+                &list.sns,
+                "target.topic_arn",
+                topic_arn,
+                "SUNDIAL_ALLOWED_SNS",
+            )
+        }
+    }
+}
+
+fn validate_notify(notify: &NotifySettings) -> Result<()> {
+    let kinds: [(&str, &Vec<String>); 4] = [
+        ("email", &notify.email),
+        ("sms", &notify.sms),
+        ("https", &notify.https),
+        ("sqs", &notify.sqs),
+    ];
+    for (kind, endpoints) in kinds {
+        if endpoints.len() > limits::MAX_ENDPOINTS_PER_KIND {
+            return Err(ValidationError::new(
+                format!("notify.{kind}"),
+                format!("at most {} endpoints", limits::MAX_ENDPOINTS_PER_KIND),
+            ));
+        }
+        for (i, endpoint) in endpoints.iter().enumerate() {
+            let field = format!("notify.{kind}[{i}]");
+            let ok = match kind {
+                "email" => endpoint.split_once('@').is_some_and(|(user, domain)| {
+                    !user.is_empty()
+                        && domain.contains('.')
+                        && !endpoint.contains(char::is_whitespace)
+                }),
+                "sms" => endpoint.strip_prefix('+').is_some_and(|digits| {
+                    (7..=15).contains(&digits.len())
+                        && digits.bytes().all(|b| b.is_ascii_digit())
+                        && !digits.starts_with('0')
+                }),
+                "https" => http_url(&field, endpoint, true).is_ok(),
+                _ => endpoint.starts_with("arn:aws:sqs:") && endpoint.split(':').count() == 6,
+            };
+            if !ok {
+                let want = match kind {
+                    "email" => "an e-mail address",
+                    "sms" => "an E.164 phone number such as +14155550100",
+                    "https" => "an https URL",
+                    _ => "an SQS queue ARN",
+                };
+                return Err(ValidationError::new(
+                    field,
+                    format!("`{endpoint}` is not {want}"),
+                ));
+            }
+        }
+    }
+    if notify.on.is_empty() {
+        return Err(ValidationError::new(
+            "notify.on",
+            "must name at least one event",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(doc: serde_json::Value) -> std::result::Result<Option<Schedule>, ValidationError> {
+        let mut doc: JobDocument = serde_json::from_value(doc).unwrap();
+        let limits = Limits::default();
+        let targets = TargetAllowList {
+            lambda: vec!["allowed-*".into()],
+            sqs: vec!["http://127.0.0.1:4566/000000000000/allowed-*".into()],
+            sns: vec!["arn:aws:sns:*:*:allowed-*".into()],
+            own_prefix: "sundial-test-".into(),
+        };
+        let now: DateTime<Utc> = "2026-06-01T00:00:00Z".parse().unwrap();
+        validate(
+            &mut doc,
+            &Rules {
+                limits: &limits,
+                targets: &targets,
+            },
+            now,
+            now,
+        )
+    }
+
+    fn field_of(doc: serde_json::Value) -> String {
+        check(doc)
+            .err()
+            .map(|e| e.field)
+            .unwrap_or_else(|| "<accepted>".into())
+    }
+
+    fn job(extra: serde_json::Value) -> serde_json::Value {
+        let mut base = json!({"name": "job-1", "target": {"type": "http", "url": "https://example.test/hook"}});
+        if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
+            for (k, v) in extra {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+        base
+    }
+
+    #[test]
+    fn a_good_job_passes() {
+        let schedule = check(job(
+            json!({"schedule": {"cron": "30 2 * * *", "timezone": "America/New_York"}}),
+        ));
+        assert!(matches!(schedule, Ok(Some(_))));
+        assert!(matches!(check(job(json!({}))), Ok(None)));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cases = [
+            (job(json!({"name": ""})), "name"),
+            (job(json!({"name": "has space"})), "name"),
+            (job(json!({"name": "x".repeat(129)})), "name"),
+            (
+                job(json!({"schedule": {"cron": "61 * * * *"}})),
+                "schedule.cron",
+            ),
+            (
+                job(json!({"schedule": {"cron": "0 0 30 2 *"}})),
+                "schedule.cron",
+            ),
+            (
+                job(json!({"schedule": {"cron": "* * * * * *"}})),
+                "schedule.cron",
+            ),
+            (
+                job(json!({"schedule": {"rate": "5 seconds"}})),
+                "schedule.rate",
+            ),
+            (job(json!({"schedule": {"rate": "often"}})), "schedule.rate"),
+            (job(json!({"schedule": {"at": "tomorrow"}})), "schedule.at"),
+            (
+                job(json!({"schedule": {"at": "2020-01-01T00:00:00Z"}})),
+                "schedule.at",
+            ),
+            (
+                job(json!({"schedule": {"cron": "@daily", "timezone": "Mars/Olympus"}})),
+                "schedule.timezone",
+            ),
+            (
+                job(json!({"schedule": {"cron": "@daily", "rate": "1 day"}})),
+                "schedule",
+            ),
+            (job(json!({"schedule": {}})), "schedule"),
+            (
+                job(json!({"schedule": {"cron": "@daily", "end_at": "2026-01-01T00:00:00Z"}})),
+                "schedule.end_at",
+            ),
+            (
+                job(
+                    json!({"schedule": {"cron": "@daily", "start_at": "2027-01-01T00:00:00Z", "end_at": "2026-12-01T00:00:00Z"}}),
+                ),
+                "schedule.end_at",
+            ),
+            (
+                job(json!({"schedule": {"cron": "@daily", "jitter_s": 901}})),
+                "schedule.jitter_s",
+            ),
+            (
+                job(json!({"target": {"type": "http", "url": "ftp://example.test/"}})),
+                "target.url",
+            ),
+            (
+                job(json!({"target": {"type": "http", "url": "https://"}})),
+                "target.url",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "method": "TRACE"}}),
+                ),
+                "target.method",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"Host": "h"}}}),
+                ),
+                "target.headers.Host",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"X-Sundial-Run": "h"}}}),
+                ),
+                "target.headers.X-Sundial-Run",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"A": {"secret": true}}}}),
+                ),
+                "target.headers.A",
+            ),
+            (
+                job(json!({"target": {"type": "lambda", "function": "other"}})),
+                "target.function",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "lambda", "function": "allowed-but-sundial-test-worker"}}),
+                ),
+                "target.function",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "sqs", "queue_url": "http://127.0.0.1:4566/000000000000/other"}}),
+                ),
+                "target.queue_url",
+            ),
+            (
+                job(json!({"target": {"type": "sns", "topic_arn": "not-an-arn"}})),
+                "target.topic_arn",
+            ),
+            (
+                job(json!({"payload": {"blob": "x".repeat(70_000)}})),
+                "payload",
+            ),
+            (
+                job(json!({"retry": {"max_attempts": 0}})),
+                "retry.max_attempts",
+            ),
+            (
+                job(json!({"retry": {"max_attempts": 11}})),
+                "retry.max_attempts",
+            ),
+            (
+                job(json!({"retry": {"backoff_s": 100, "max_backoff_s": 10}})),
+                "retry.max_backoff_s",
+            ),
+            (job(json!({"timeout_s": 0})), "timeout_s"),
+            (job(json!({"timeout_s": 604_801})), "timeout_s"),
+            (job(json!({"sla_s": 0})), "sla_s"),
+            (job(json!({"start_deadline_s": 0})), "start_deadline_s"),
+            (
+                job(json!({"alert_after_failures": 0})),
+                "alert_after_failures",
+            ),
+            (
+                job(json!({"notify": {"email": ["nobody"]}})),
+                "notify.email[0]",
+            ),
+            (
+                job(json!({"notify": {"sms": ["555-1234"]}})),
+                "notify.sms[0]",
+            ),
+            (
+                job(json!({"notify": {"https": ["http://plain.test/"]}})),
+                "notify.https[0]",
+            ),
+            (
+                job(json!({"notify": {"sqs": ["https://queue"]}})),
+                "notify.sqs[0]",
+            ),
+            (
+                job(json!({"notify": {"on": [], "email": ["a@b.test"]}})),
+                "notify.on",
+            ),
+        ];
+        for (doc, field) in cases {
+            assert_eq!(field_of(doc.clone()), field, "{doc}");
+        }
+    }
+
+    #[test]
+    fn allowed_targets_pass() {
+        for target in [
+            json!({"type": "lambda", "function": "allowed-fn"}),
+            json!({"type": "sqs", "queue_url": "http://127.0.0.1:4566/000000000000/allowed-q"}),
+            json!({"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:000000000000:allowed-t"}),
+            json!({"type": "http", "url": "http://127.0.0.1:9/x", "method": "put"}),
+        ] {
+            assert_eq!(
+                field_of(job(json!({"target": target.clone()}))),
+                "<accepted>",
+                "{target}"
+            );
+        }
+    }
+
+    #[test]
+    fn fractional_at_rounds_up() {
+        let schedule = check(job(json!({"schedule": {"at": "2026-07-01T00:00:00.250Z"}})))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            schedule.recurrence,
+            Recurrence::At("2026-07-01T00:00:01Z".parse().unwrap())
+        );
+    }
+}
