@@ -1,1 +1,245 @@
+//! The integration-test harness: a fresh stack of real resources on the emulator for each test,
+//! and a client for the real API router.
+//!
+//! `scripts/test` starts the emulator and exports `AWS_ENDPOINT_URL`; every test provisions its
+//! own stack (unique name) from `infra/template.yaml`, so tests run in parallel without sharing
+//! state. The SDK talks to the emulator over HTTP: nothing of AWS is faked.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use axum::Router;
+use axum::body::Body;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use sundial_api::AppState;
+use sundial_shared::clock::{Clock, SystemClock};
+use sundial_shared::config::{Config, aws_sdk_config};
+use sundial_shared::provision::{Resources, provision};
+use tower::ServiceExt;
+
+/// API keys every test stack knows.
+pub const ALICE: &str = "alice-key";
+pub const BOB: &str = "bob-key";
+
+/// One test's resources and the API over them.
+#[derive(Debug)]
+pub struct Stack {
+    pub name: String,
+    pub resources: Resources,
+    pub config: Config,
+    pub dynamo: aws_sdk_dynamodb::Client,
+    pub api: Api,
+}
+
+/// Settings a test may change before the stack is built.
+#[derive(Debug, Default)]
+pub struct Options {
+    pub vars: HashMap<&'static str, String>,
+    pub clock: Option<Arc<dyn Clock>>,
+}
+
+impl Stack {
+    pub async fn new() -> Stack {
+        Self::with(Options::default()).await
+    }
+
+    pub async fn with(options: Options) -> Stack {
+        assert!(
+            std::env::var("AWS_ENDPOINT_URL").is_ok(),
+            "AWS_ENDPOINT_URL is not set: run the suite with scripts/test, which starts the emulator"
+        );
+        let name = format!(
+            "t{}",
+            ulid::Ulid::generate().to_string().to_ascii_lowercase()
+        );
+        let sdk = aws_sdk_config().await;
+        let resources = provision(&sdk, &name)
+            .await
+            .expect("provisioning the test stack");
+        let mut vars: HashMap<&str, &str> = HashMap::from([
+            ("SUNDIAL_STACK", name.as_str()),
+            ("SUNDIAL_API_KEYS", "alice-key:alice,bob-key:bob"),
+        ]);
+        for (k, v) in &options.vars {
+            vars.insert(k, v.as_str());
+        }
+        let config = Config::from_vars(&vars, Some(resources.clone())).expect("test configuration");
+        let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
+        let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let state = AppState::from_config(&config, dynamo.clone(), clock);
+        Stack {
+            name,
+            resources,
+            config,
+            dynamo,
+            api: Api {
+                router: sundial_api::router(state),
+            },
+        }
+    }
+
+    /// Every item of the jobs table (jobs, name locks, owner counters).
+    pub async fn jobs_table_items(
+        &self,
+    ) -> Vec<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+        let out = self
+            .dynamo
+            .scan()
+            .table_name(&self.resources.jobs_table)
+            .send()
+            .await
+            .unwrap();
+        out.items.unwrap_or_default()
+    }
+
+    /// The jobs of the `by-due` index (sparse: active jobs with a next run).
+    pub async fn due_index_ids(&self) -> Vec<String> {
+        let out = self
+            .dynamo
+            .scan()
+            .table_name(&self.resources.jobs_table)
+            .index_name(sundial_shared::store::dynamo_jobs::BY_DUE_INDEX)
+            .send()
+            .await
+            .unwrap();
+        out.items()
+            .iter()
+            .filter_map(|i| i.get("job_id").and_then(|v| v.as_s().ok()).cloned())
+            .collect()
+    }
+}
+
+/// A response: status, headers and JSON body (`Value::Null` when empty).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The `error.field` of an error body.
+    pub fn error_field(&self) -> &str {
+        self.body["error"]["field"].as_str().unwrap_or("")
+    }
+
+    pub fn etag(&self) -> &str {
+        self.headers
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// The real router, called in process.
+#[derive(Debug, Clone)]
+pub struct Api {
+    router: Router,
+}
+
+/// One request to build.
+#[derive(Debug)]
+pub struct Call<'a> {
+    pub method: Method,
+    pub path: String,
+    pub key: Option<&'a str>,
+    pub body: Option<Vec<u8>>,
+    pub headers: Vec<(&'a str, String)>,
+}
+
+impl<'a> Call<'a> {
+    pub fn new(method: Method, path: impl Into<String>) -> Self {
+        Call {
+            method,
+            path: path.into(),
+            key: None,
+            body: None,
+            headers: vec![],
+        }
+    }
+    pub fn key(mut self, key: &'a str) -> Self {
+        self.key = Some(key);
+        self
+    }
+    pub fn json(mut self, body: &Value) -> Self {
+        self.body = Some(serde_json::to_vec(body).unwrap());
+        self.headers
+            .push(("content-type", "application/json".into()));
+        self
+    }
+    pub fn raw(mut self, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
+        self.body = Some(body.into());
+        self.headers.push(("content-type", content_type.into()));
+        self
+    }
+    pub fn header(mut self, name: &'a str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+}
+
+impl Api {
+    pub async fn call(&self, call: Call<'_>) -> Reply {
+        let mut request = Request::builder().method(call.method).uri(call.path);
+        if let Some(key) = call.key {
+            request = request.header("authorization", format!("Bearer {key}"));
+        }
+        for (name, value) in call.headers {
+            request = request.header(name, value);
+        }
+        let request = request
+            .body(Body::from(call.body.unwrap_or_default()))
+            .unwrap();
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn get(&self, key: &str, path: &str) -> Reply {
+        self.call(Call::new(Method::GET, path).key(key)).await
+    }
+
+    pub async fn post(&self, key: &str, path: &str, body: &Value) -> Reply {
+        self.call(Call::new(Method::POST, path).key(key).json(body))
+            .await
+    }
+
+    pub async fn patch(&self, key: &str, path: &str, body: &Value) -> Reply {
+        self.call(Call::new(Method::PATCH, path).key(key).json(body))
+            .await
+    }
+
+    pub async fn delete(&self, key: &str, path: &str) -> Reply {
+        self.call(Call::new(Method::DELETE, path).key(key)).await
+    }
+
+    /// Creates a job and returns its id; panics unless the API answers 201.
+    pub async fn create_job(&self, key: &str, body: &Value) -> String {
+        let reply = self.post(key, "/v1/jobs", body).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+        reply.body["id"].as_str().unwrap().to_string()
+    }
+}
+
+/// A minimal valid job document named `name`.
+pub fn job(name: &str) -> Value {
+    serde_json::json!({
+        "name": name,
+        "schedule": {"cron": "*/5 * * * *"},
+        "target": {"type": "http", "url": "http://127.0.0.1:9/hook"}
+    })
+}

@@ -1,1 +1,56 @@
+//! Sundial's HTTP API: one axum [`Router`], served by `lambda_http` in Lambda (`main.rs`) and by
+//! axum in the local runtime.
+//!
+//! - [`jobs`]: the `/v1/jobs` handlers;
+//! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
+//! - [`extract`]: request decoding with field-named errors; [`error`]: error responses;
+//! - [`view`]: response bodies; [`openapi`]: the OpenAPI document generated from all of these;
+//! - [`state`]: what the handlers share.
+//!
+//! Exempt from authentication: the OpenAPI document (and, as they land, the dashboard's assets
+//! and the run callbacks, which carry their own token).
 
+pub mod auth;
+pub mod error;
+pub mod extract;
+pub mod idempotency;
+pub mod jobs;
+pub mod openapi;
+pub mod state;
+pub mod view;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
+use axum::routing::{get, post};
+pub use state::AppState;
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    let protected = Router::new()
+        .route("/v1/jobs", post(jobs::create).get(jobs::list))
+        .route(
+            "/v1/jobs/{id}",
+            get(jobs::get).patch(jobs::patch).delete(jobs::delete),
+        )
+        .route("/v1/jobs/{id}/pause", post(jobs::pause))
+        .route("/v1/jobs/{id}/resume", post(jobs::resume))
+        .route("/v1/jobs/{id}/preview", get(jobs::preview))
+        // Layers run bottom-up: authenticate, then the idempotency check that needs the caller.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::idempotent,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ));
+    Router::new()
+        .route("/v1/openapi.json", get(openapi::serve))
+        .merge(protected)
+        .fallback(|| async {
+            error::ApiError::new(http::StatusCode::NOT_FOUND, "not_found", "no such route")
+        })
+        .layer(DefaultBodyLimit::max(state.body_limit))
+        .with_state(state)
+}

@@ -1,0 +1,121 @@
+//! Request extractors that fail with the API's JSON errors: the caller's identity, JSON bodies
+//! (size-limited, field-named errors), job ids from the path, and `If-Match`.
+
+use crate::error::ApiError;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use serde::de::DeserializeOwned;
+use sundial_shared::job::{JobId, Owner};
+use sundial_shared::validation::ValidationError;
+
+/// The authenticated owner, put into the request by the auth middleware.
+#[derive(Debug, Clone)]
+pub struct Caller(pub Owner);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(ApiError::unauthorized)
+    }
+}
+
+/// A JSON body decoded into `T`; errors name the field.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let is_json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.split(';')
+                    .next()
+                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+            });
+        if !is_json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as application/json",
+            )
+            .with_field("Content-Type"));
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            ApiError::new(rejection.status(), "body_rejected", rejection.body_text())
+                .with_field("body")
+        })?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+            ApiError::bad_request(ValidationError::new("body", format!("not valid JSON: {e}")))
+        })?;
+        let decoded = sundial_shared::jobs::decode(value).map_err(ApiError::bad_request)?;
+        Ok(JsonBody(decoded))
+    }
+}
+
+/// A raw JSON object body (a merge patch).
+#[derive(Debug)]
+pub struct JsonObject(pub serde_json::Value);
+
+impl<S: Send + Sync> FromRequest<S> for JsonObject {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let JsonBody(value) =
+            JsonBody::<serde_json::Map<String, serde_json::Value>>::from_request(req, state)
+                .await?;
+        Ok(JsonObject(serde_json::Value::Object(value)))
+    }
+}
+
+/// A job id from the path; anything that is not a job id is simply not found.
+#[derive(Debug)]
+pub struct JobPath(pub JobId);
+
+impl<S: Send + Sync> FromRequestParts<S> for JobPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| ApiError::not_found())?;
+        JobId::parse(&id)
+            .map(JobPath)
+            .ok_or_else(ApiError::not_found)
+    }
+}
+
+/// The version in `If-Match`, if the header is present: `"3"`, `W/"3"` or `3`.
+#[derive(Debug)]
+pub struct IfMatch(pub Option<u64>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IfMatch {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let Some(value) = parts.headers.get(header::IF_MATCH) else {
+            return Ok(IfMatch(None));
+        };
+        let text = value.to_str().unwrap_or_default().trim();
+        if text == "*" {
+            return Ok(IfMatch(None));
+        }
+        let bare = text.trim_start_matches("W/").trim_matches('"');
+        bare.parse().map(|v| IfMatch(Some(v))).map_err(|_| {
+            ApiError::bad_request(ValidationError::new(
+                "If-Match",
+                "must be the job's ETag, such as \"3\"",
+            ))
+        })
+    }
+}

@@ -1,0 +1,149 @@
+//! `Idempotency-Key` on POST: a retried request gets the first response again; the same key on
+//! a different request is a 409.
+//!
+//! The key is scoped to the owner; the request's fingerprint is a digest of method, path and
+//! body. The key is claimed before the handler runs (so two concurrent retries cannot both act),
+//! the response is stored after, and a 5xx releases the claim so that a retry runs again.
+
+use crate::error::ApiError;
+use crate::extract::Caller;
+use crate::state::AppState;
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use sundial_shared::store::{Claim, StoredResponse};
+
+pub const HEADER: &str = "idempotency-key";
+/// Response headers worth replaying.
+const KEPT_HEADERS: [HeaderName; 3] = [header::CONTENT_TYPE, header::ETAG, header::LOCATION];
+
+pub async fn idempotent(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let Some(key) = req.headers().get(HEADER).cloned() else {
+        return Ok(next.run(req).await);
+    };
+    if req.method() != Method::POST {
+        return Ok(next.run(req).await);
+    }
+    let key = key
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 255)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "must be 1-255 visible ASCII characters",
+            )
+            .with_field("Idempotency-Key")
+        })?
+        .to_string();
+    let Caller(owner) = req
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(ApiError::unauthorized)?;
+    let (parts, body) = req.into_parts();
+    let bytes = to_bytes(body, state.body_limit).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("the limit is {} bytes", state.body_limit),
+        )
+        .with_field("body")
+    })?;
+    let mut digest = Sha256::new();
+    digest.update(parts.method.as_str());
+    digest.update(b" ");
+    digest.update(parts.uri.path());
+    digest.update(b"\n");
+    digest.update(&bytes);
+    let fingerprint = hex::encode(digest.finalize());
+    let scoped = format!("{owner}#{key}");
+
+    match state
+        .idempotency
+        .claim(&scoped, &fingerprint, state.clock.now())
+        .await?
+    {
+        Claim::Replay(stored) => return Ok(replay(stored)),
+        Claim::Mismatch => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "idempotency_key_reused",
+                "this Idempotency-Key was used for a different request",
+            )
+            .with_field("Idempotency-Key"));
+        }
+        Claim::InProgress => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "request_in_progress",
+                "a request with this Idempotency-Key is being processed; retry shortly",
+            )
+            .with_field("Idempotency-Key"));
+        }
+        Claim::New => {}
+    }
+
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    if response.status().is_server_error() {
+        if let Err(e) = state.idempotency.release(&scoped).await {
+            tracing::warn!(error = %e, "could not release an idempotency claim; it expires by itself");
+        }
+        return Ok(response);
+    }
+    let (parts, body) = response.into_parts();
+    let body = to_bytes(body, usize::MAX).await.map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("reading the response: {e}"),
+        )
+    })?;
+    let stored = StoredResponse {
+        status: parts.status.as_u16(),
+        headers: KEPT_HEADERS
+            .iter()
+            .filter_map(|name| {
+                Some((
+                    name.to_string(),
+                    parts.headers.get(name)?.to_str().ok()?.to_string(),
+                ))
+            })
+            .collect::<BTreeMap<_, _>>(),
+        body: String::from_utf8_lossy(&body).into_owned(),
+    };
+    // The effect happened: even if recording it fails, the caller gets the real response.
+    if let Err(e) = state
+        .idempotency
+        .complete(&scoped, &stored, state.clock.now())
+        .await
+    {
+        tracing::error!(error = %e, "could not record an idempotent response");
+    }
+    Ok(Response::from_parts(parts, Body::from(body)))
+}
+
+fn replay(stored: StoredResponse) -> Response {
+    let status = StatusCode::from_u16(stored.status).unwrap_or(StatusCode::OK);
+    let mut response = (status, stored.body).into_response();
+    for (name, value) in stored.headers {
+        if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+        .headers_mut()
+        .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    response
+}

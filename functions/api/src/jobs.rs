@@ -1,0 +1,188 @@
+//! Handlers of `/v1/jobs`: decode the request, call [`sundial_shared::jobs::Jobs`], encode the
+//! result with its `ETag`.
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{Caller, IfMatch, JobPath, JsonBody, JsonObject};
+use crate::state::AppState;
+use crate::view::{JobList, JobView, Preview};
+use axum::Json;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use sundial_shared::job::{Job, JobDocument};
+use sundial_shared::jobs::{MAX_PAGE, MAX_PREVIEW};
+use sundial_shared::validation::ValidationError;
+
+/// A job response with its version as `ETag`.
+fn job_response(status: StatusCode, job: &Job) -> Response {
+    let mut headers = HeaderMap::new();
+    if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", job.version)) {
+        headers.insert(header::ETAG, etag);
+    }
+    if status == StatusCode::CREATED {
+        if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id)) {
+            headers.insert(header::LOCATION, location);
+        }
+    }
+    (status, headers, Json(JobView::from(job))).into_response()
+}
+
+/// Parses a numeric query parameter within bounds.
+fn query_number(
+    query: &HashMap<String, String>,
+    name: &str,
+    default: u32,
+    max: u32,
+) -> Result<u32, ApiError> {
+    match query.get(name) {
+        None => Ok(default),
+        Some(text) => text
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(ValidationError::new(
+                    name,
+                    format!("must be a whole number from 1 to {max}"),
+                ))
+            }),
+    }
+}
+
+/// Create a job.
+#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = JobDocument,
+    params(("Idempotency-Key" = Option<String>, Header, description = "Replays return the first response")),
+    responses(
+        (status = 201, description = "Created", body = JobView),
+        (status = 400, description = "Malformed body", body = ErrorBody),
+        (status = 401, description = "Missing or unknown key", body = ErrorBody),
+        (status = 403, description = "Jobs-per-owner limit reached", body = ErrorBody),
+        (status = 409, description = "Name taken, or Idempotency-Key reused", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "Invalid field", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn create(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JsonBody(document): JsonBody<JobDocument>,
+) -> Result<Response, ApiError> {
+    let job = state.jobs.create(&owner, document).await?;
+    Ok(job_response(StatusCode::CREATED, &job))
+}
+
+/// List the caller's jobs by name.
+#[utoipa::path(get, path = "/v1/jobs", tag = "jobs",
+    params(
+        ("limit" = Option<u32>, Query, description = "Page size, 1-100 (default 50)"),
+        ("next" = Option<String>, Query, description = "Token from the previous page"),
+    ),
+    responses((status = 200, body = JobList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<JobList>, ApiError> {
+    let limit = query_number(&query, "limit", 50, MAX_PAGE)?;
+    let page = state
+        .jobs
+        .list(&owner, limit, query.get("next").map(String::as_str))
+        .await?;
+    Ok(Json(JobList {
+        jobs: page.items.iter().map(JobView::from).collect(),
+        next: page.next,
+    }))
+}
+
+/// Get one job.
+#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = String, Path)),
+    responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn get(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+) -> Result<Response, ApiError> {
+    let job = state.jobs.get(&owner, &id).await?;
+    Ok(job_response(StatusCode::OK, &job))
+}
+
+/// Change a job with a JSON merge patch (RFC 7386).
+#[utoipa::path(patch, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path), ("If-Match" = Option<String>, Header, description = "The ETag this edit is based on")),
+    request_body(content = Object, content_type = "application/json", description = "A merge patch of the job document"),
+    responses(
+        (status = 200, body = JobView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+        (status = 412, description = "If-Match names an older version", body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn patch(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+    IfMatch(if_match): IfMatch,
+    JsonObject(patch): JsonObject,
+) -> Result<Response, ApiError> {
+    let job = state.jobs.patch(&owner, &id, &patch, if_match).await?;
+    Ok(job_response(StatusCode::OK, &job))
+}
+
+/// Delete a job (its runs' history is kept until it expires).
+#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+) -> Result<StatusCode, ApiError> {
+    state.jobs.delete(&owner, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Pause a job: it leaves the due index and nothing new is claimed.
+#[utoipa::path(post, path = "/v1/jobs/{id}/pause", tag = "jobs", params(("id" = String, Path)),
+    responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn pause(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+) -> Result<Response, ApiError> {
+    let job = state.jobs.pause(&owner, &id).await?;
+    Ok(job_response(StatusCode::OK, &job))
+}
+
+/// Resume a job from now: instants missed while paused are skipped.
+#[utoipa::path(post, path = "/v1/jobs/{id}/resume", tag = "jobs", params(("id" = String, Path)),
+    responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn resume(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+) -> Result<Response, ApiError> {
+    let job = state.jobs.resume(&owner, &id).await?;
+    Ok(job_response(StatusCode::OK, &job))
+}
+
+/// The next instants of a job, in UTC and in its zone, paused or not.
+#[utoipa::path(get, path = "/v1/jobs/{id}/preview", tag = "jobs",
+    params(("id" = String, Path), ("count" = Option<u32>, Query, description = "1-500 (default 10)")),
+    responses((status = 200, body = Preview), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn preview(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Json<Preview>, ApiError> {
+    let count = query_number(&query, "count", 10, MAX_PREVIEW as u32)?;
+    let (job, instants) = state.jobs.preview(&owner, &id, count as usize).await?;
+    Ok(Json(Preview::new(&job, &instants)))
+}

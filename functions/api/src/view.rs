@@ -1,0 +1,90 @@
+//! Response bodies: how jobs and previews look on the wire. Secret header values never appear.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+use sundial_shared::job::{Job, JobDocument};
+use utoipa::ToSchema;
+
+/// A job as the API shows it: the document (secrets removed) and what Sundial adds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobView {
+    pub id: String,
+    pub owner: String,
+    /// The ETag: send it back in `If-Match` to edit only this version.
+    pub version: u64,
+    #[serde(flatten)]
+    pub document: JobDocument,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The next scheduled instant; null while paused or once a job has no more instants.
+    pub next_run_at: Option<DateTime<Utc>>,
+    /// The latest run (state, instant), read from the runs table; null before the first run.
+    #[schema(value_type = Option<Object>)]
+    pub last_run: Option<serde_json::Value>,
+}
+
+impl From<&Job> for JobView {
+    fn from(job: &Job) -> Self {
+        JobView {
+            id: job.id.to_string(),
+            owner: job.owner.clone(),
+            version: job.version,
+            document: job.document.redacted(),
+            created_at: job.created_at,
+            updated_at: job.updated_at,
+            next_run_at: job.due_at(),
+            last_run: None,
+        }
+    }
+}
+
+/// One page of jobs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobList {
+    pub jobs: Vec<JobView>,
+    /// Pass back as `next` for the following page; null on the last page.
+    pub next: Option<String>,
+}
+
+/// One instant of a preview, in UTC and in the job's zone.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PreviewInstant {
+    pub utc: String,
+    pub local: String,
+}
+
+/// The next instants of a job.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Preview {
+    pub job_id: String,
+    pub timezone: String,
+    pub paused: bool,
+    pub instants: Vec<PreviewInstant>,
+}
+
+impl Preview {
+    pub fn new(job: &Job, instants: &[DateTime<Utc>]) -> Self {
+        let zone = job
+            .document
+            .schedule
+            .as_ref()
+            .and_then(|s| s.timezone.clone())
+            .unwrap_or_else(|| "UTC".into());
+        let tz: Tz = zone.parse().unwrap_or(Tz::UTC);
+        Preview {
+            job_id: job.id.to_string(),
+            timezone: zone,
+            paused: job.document.paused,
+            instants: instants
+                .iter()
+                .map(|t| PreviewInstant {
+                    utc: t.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    local: t
+                        .with_timezone(&tz)
+                        .to_rfc3339_opts(SecondsFormat::Secs, false),
+                })
+                .collect(),
+        }
+    }
+}
