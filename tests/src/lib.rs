@@ -61,7 +61,10 @@ impl Stack {
             .expect("provisioning the test stack");
         let mut vars: HashMap<&str, &str> = HashMap::from([
             ("SUNDIAL_STACK", name.as_str()),
-            ("SUNDIAL_API_KEYS", "alice-key:alice,bob-key:bob"),
+            (
+                "SUNDIAL_API_KEYS",
+                "alice-key:alice,bob-key:bob,sundial-dev-key:dev",
+            ),
         ]);
         for (k, v) in &options.vars {
             vars.insert(k, v.as_str());
@@ -182,6 +185,24 @@ impl<'a> Call<'a> {
 }
 
 impl Api {
+    /// Sends an already-built request (a decoded Lambda event, say).
+    pub async fn send(&self, request: Request<Body>) -> Reply {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap()
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
     pub async fn call(&self, call: Call<'_>) -> Reply {
         let mut request = Request::builder().method(call.method).uri(call.path);
         if let Some(key) = call.key {
