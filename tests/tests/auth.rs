@@ -1,5 +1,7 @@
 //! Authentication and owner isolation on every route, and the exempt OpenAPI document.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use http::{Method, StatusCode};
 use serde_json::json;
 use sundial_tests::{ALICE, BOB, Call, Stack, job};

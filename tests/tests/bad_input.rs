@@ -1,5 +1,7 @@
 //! Bad input: every kind gets the right 4xx with the field named, and nothing is written.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use sundial_tests::{ALICE, Call, Stack, job};

@@ -1,5 +1,7 @@
 //! `Idempotency-Key` on POST: replays return the first response, reuse with another body is 409.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use http::{Method, StatusCode};
 use serde_json::json;
 use sundial_tests::{ALICE, BOB, Call, Stack, job};

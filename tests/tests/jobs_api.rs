@@ -1,6 +1,8 @@
 //! The jobs API end to end against the emulator: lifecycle, pagination, merge patch with
 //! optimistic locking, pause/resume and the due index, delete, preview.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use http::StatusCode;
 use serde_json::json;
 use sundial_tests::{ALICE, Stack, job};

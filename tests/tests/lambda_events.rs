@@ -1,6 +1,8 @@
 //! The API function's handler driven by the sample API Gateway (HTTP API, v2) events in
 //! `events/`, decoded by `lambda_http` exactly as in Lambda.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use axum::body::Body;
 use http::StatusCode;
 use sundial_tests::Stack;

@@ -1,6 +1,8 @@
 //! The local stack's resources come from `infra/template.yaml`: what the emulator holds after
 //! provisioning matches what the template declares and what the code expects.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
 use sundial_shared::provision::{TEMPLATE, Template};
 use sundial_shared::store::dynamo_jobs::{BY_DUE_INDEX, BY_OWNER_INDEX};
 use sundial_tests::Stack;
