@@ -1,6 +1,7 @@
-//! The local runtime: provisions the emulator's resources from `infra/template.yaml`, then serves
-//! the API (and, as they land, runs the tick, worker and watchdog loops) in one process until
-//! Ctrl-C.
+//! The local runtime: provisions the emulator's resources from `infra/template.yaml`, then runs
+//! Sundial in one process until Ctrl-C: the API, and the tick every minute.
+//!
+//! `sundial-local` serves; `sundial-local tick` runs one tick on demand and prints its summary.
 
 use anyhow::Context;
 use std::net::SocketAddr;
@@ -8,50 +9,80 @@ use std::sync::Arc;
 use sundial_api::{AppState, router};
 use sundial_shared::clock::SystemClock;
 use sundial_shared::config::{Config, Env, Vars, aws_sdk_config};
+use sundial_shared::metrics::{Clients, Ledger};
 use sundial_shared::provision::provision;
+use sundial_shared::services::Services;
+use tokio::sync::watch;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     sundial_shared::telemetry::init();
-    let stack = Env
-        .var("SUNDIAL_STACK")
-        .unwrap_or_else(|| "sundial-local".into());
+    let command = std::env::args().nth(1).unwrap_or_else(|| "serve".into());
+    let stack = Env.var("SUNDIAL_STACK").unwrap_or_else(|| "sundial-local".into());
+    let endpoint = Env.var("AWS_ENDPOINT_URL").context("AWS_ENDPOINT_URL must point at the emulator")?;
+
+    let sdk = aws_sdk_config().await;
+    let resources =
+        provision(&sdk, &stack).await.context("creating the stack's resources on the emulator")?;
+    let config = Config::from_vars(&Env, Some(resources)).context("reading configuration")?;
+    let services = Services::new(config, &Clients::new(&sdk, Ledger::new()), Arc::new(SystemClock));
+
+    match command.as_str() {
+        "tick" => {
+            let report = services.tick.run().await?;
+            println!("{}", serde_json::to_string_pretty(&sundial_tick::Summary::from(&report))?);
+            Ok(())
+        }
+        "serve" => serve(services, &stack, &endpoint).await,
+        other => anyhow::bail!("unknown command `{other}`: use `serve` (default) or `tick`"),
+    }
+}
+
+async fn serve(services: Services, stack: &str, endpoint: &str) -> anyhow::Result<()> {
+    if services.config.api_keys.is_empty() {
+        anyhow::bail!("SUNDIAL_API_KEYS is empty: set it to `key:owner[,key:owner…]`");
+    }
     let listen: SocketAddr = Env
         .var("SUNDIAL_LISTEN")
         .unwrap_or_else(|| "127.0.0.1:8080".into())
         .parse()
         .context("SUNDIAL_LISTEN must be an address such as 127.0.0.1:8080")?;
-    let endpoint = Env
-        .var("AWS_ENDPOINT_URL")
-        .context("AWS_ENDPOINT_URL must point at the emulator")?;
+    let listener =
+        tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
+    let (stop, stopped) = watch::channel(false);
+    let tick = tokio::spawn(tick_every_minute(services.clone(), stopped.clone()));
 
-    let sdk = aws_sdk_config().await;
-    let resources = provision(&sdk, &stack)
-        .await
-        .context("creating the stack's resources on the emulator")?;
-    let config = Config::from_vars(&Env, Some(resources)).context("reading configuration")?;
-    if config.api_keys.is_empty() {
-        anyhow::bail!("SUNDIAL_API_KEYS is empty: set it to `key:owner[,key:owner…]`");
-    }
-    let state = AppState::from_config(
-        &config,
-        aws_sdk_dynamodb::Client::new(&sdk),
-        Arc::new(SystemClock),
-    );
-
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("binding {listen}"))?;
     println!("Sundial is running.");
     println!("  API:      http://{}/v1/jobs", listener.local_addr()?);
     println!("  Emulator: {endpoint}");
     println!("  Stack:    {stack}");
+    println!("  Tick:     every minute (run one now: target/debug/sundial-local tick)");
     println!("Stop with Ctrl-C.");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving the API")?;
+    let mut api_stopped = stopped.clone();
+    let served = axum::serve(listener, router(AppState::new(&services))).with_graceful_shutdown(async move {
+        let _ = api_stopped.wait_for(|s| *s).await;
+    });
+    let api = tokio::spawn(async move { served.await });
+    let _ = tokio::signal::ctrl_c().await;
+    let _ = stop.send(true);
+    api.await?.context("serving the API")?;
+    tick.await?;
     Ok(())
+}
+
+/// Runs the tick at the start of every minute, as the EventBridge schedule does in AWS.
+async fn tick_every_minute(services: Services, mut stopped: watch::Receiver<bool>) {
+    loop {
+        let now = chrono::Utc::now();
+        let next = sundial_shared::due::minute_of(now) + chrono::Duration::minutes(1);
+        let wait = (next - now).to_std().unwrap_or_default();
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+        match services.tick.run().await {
+            Ok(report) => tracing::info!(jobs = report.jobs, claimed = report.claims.claimed, "tick"),
+            Err(e) => tracing::error!(error = %e, "tick failed; the next one catches up"),
+        }
+    }
 }

@@ -43,8 +43,7 @@ impl ApiKeys {
             if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(KeyListError::BadDigest(i + 1));
             }
-            self.owners_by_digest
-                .insert(hash.to_ascii_lowercase(), owner.to_string());
+            self.owners_by_digest.insert(hash.to_ascii_lowercase(), owner.to_string());
         }
         Ok(())
     }
@@ -89,24 +88,14 @@ mod tests {
     #[test]
     fn digest_lists_hold_no_keys() {
         let mut keys = ApiKeys::default();
-        keys.add_digest_list(&format!("{}:carol", digest("secret")))
-            .unwrap();
+        keys.add_digest_list(&format!("{}:carol", digest("secret"))).unwrap();
         assert_eq!(keys.owner_of("secret").map(String::as_str), Some("carol"));
-        assert_eq!(
-            keys.add_digest_list("abc:dave"),
-            Err(KeyListError::BadDigest(1))
-        );
+        assert_eq!(keys.add_digest_list("abc:dave"), Err(KeyListError::BadDigest(1)));
     }
 
     #[test]
     fn malformed_lists_are_rejected() {
-        assert_eq!(
-            ApiKeys::from_plain_list("nokey").err(),
-            Some(KeyListError::Malformed(1))
-        );
-        assert_eq!(
-            ApiKeys::from_plain_list("a:b,c:").err(),
-            Some(KeyListError::Malformed(2))
-        );
+        assert_eq!(ApiKeys::from_plain_list("nokey").err(), Some(KeyListError::Malformed(1)));
+        assert_eq!(ApiKeys::from_plain_list("a:b,c:").err(), Some(KeyListError::Malformed(2)));
     }
 }

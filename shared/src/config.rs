@@ -4,6 +4,9 @@
 use crate::auth::ApiKeys;
 use crate::limits::{Limits, TargetAllowList};
 use crate::provision::Resources;
+use crate::tick::TickSettings;
+use crate::tick::claim::ClaimSettings;
+use chrono::Duration;
 use std::collections::HashMap;
 
 /// Why configuration could not be read.
@@ -26,6 +29,8 @@ pub struct Config {
     pub api_keys: ApiKeys,
     /// Partitions of each minute of the `by-due` index.
     pub due_shards: u16,
+    pub claim: ClaimSettings,
+    pub tick: TickSettings,
     /// Base URL of the dashboard, for links in notifications.
     pub public_url: Option<String>,
 }
@@ -55,29 +60,19 @@ fn required(vars: &dyn Vars, name: &'static str) -> Result<String, ConfigError> 
     vars.var(name).ok_or(ConfigError::Missing(name))
 }
 
-fn number<T: std::str::FromStr>(
-    vars: &dyn Vars,
-    name: &'static str,
-    default: T,
-) -> Result<T, ConfigError> {
+fn number<T: std::str::FromStr>(vars: &dyn Vars, name: &'static str, default: T) -> Result<T, ConfigError> {
     match vars.var(name) {
         None => Ok(default),
-        Some(text) => text.trim().parse().map_err(|_| ConfigError::Invalid {
-            name,
-            reason: format!("`{text}` is not a valid number"),
-        }),
+        Some(text) => text
+            .trim()
+            .parse()
+            .map_err(|_| ConfigError::Invalid { name, reason: format!("`{text}` is not a valid number") }),
     }
 }
 
 fn list(vars: &dyn Vars, name: &str) -> Vec<String> {
     vars.var(name)
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect()
-        })
+        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect())
         .unwrap_or_default()
 }
 
@@ -90,9 +85,7 @@ impl Config {
     /// Reads the configuration; `resources`, when given (the local stack provisions them), wins
     /// over the resource variables.
     pub fn from_vars(vars: &dyn Vars, resources: Option<Resources>) -> Result<Self, ConfigError> {
-        let stack = vars
-            .var("SUNDIAL_STACK")
-            .unwrap_or_else(|| "sundial".to_string());
+        let stack = vars.var("SUNDIAL_STACK").unwrap_or_else(|| "sundial".to_string());
         let resources = match resources {
             Some(r) => r,
             None => Resources {
@@ -106,18 +99,10 @@ impl Config {
         };
         let defaults = Limits::default();
         let limits = Limits {
-            max_payload_bytes: number(
-                vars,
-                "SUNDIAL_MAX_PAYLOAD_BYTES",
-                defaults.max_payload_bytes,
-            )?,
+            max_payload_bytes: number(vars, "SUNDIAL_MAX_PAYLOAD_BYTES", defaults.max_payload_bytes)?,
             min_interval_s: number(vars, "SUNDIAL_MIN_INTERVAL_S", defaults.min_interval_s)?,
             max_attempts: number(vars, "SUNDIAL_MAX_ATTEMPTS", defaults.max_attempts)?,
-            max_jobs_per_owner: number(
-                vars,
-                "SUNDIAL_MAX_JOBS_PER_OWNER",
-                defaults.max_jobs_per_owner,
-            )?,
+            max_jobs_per_owner: number(vars, "SUNDIAL_MAX_JOBS_PER_OWNER", defaults.max_jobs_per_owner)?,
         };
         if limits.max_payload_bytes > 200 * 1024 {
             return Err(ConfigError::Invalid {
@@ -138,27 +123,39 @@ impl Config {
             own_prefix: format!("{stack}-"),
         };
         let mut api_keys = match vars.var("SUNDIAL_API_KEYS") {
-            Some(plain) => ApiKeys::from_plain_list(&plain).map_err(|e| ConfigError::Invalid {
-                name: "SUNDIAL_API_KEYS",
-                reason: e.to_string(),
-            })?,
+            Some(plain) => ApiKeys::from_plain_list(&plain)
+                .map_err(|e| ConfigError::Invalid { name: "SUNDIAL_API_KEYS", reason: e.to_string() })?,
             None => ApiKeys::default(),
         };
         if let Some(digests) = vars.var("SUNDIAL_API_KEY_HASHES") {
-            api_keys
-                .add_digest_list(&digests)
-                .map_err(|e| ConfigError::Invalid {
-                    name: "SUNDIAL_API_KEY_HASHES",
-                    reason: e.to_string(),
-                })?;
+            api_keys.add_digest_list(&digests).map_err(|e| ConfigError::Invalid {
+                name: "SUNDIAL_API_KEY_HASHES",
+                reason: e.to_string(),
+            })?;
         }
         let due_shards: u16 = number(vars, "SUNDIAL_DUE_SHARDS", 8)?;
         if !(1..=100).contains(&due_shards) {
+            return Err(ConfigError::Invalid { name: "SUNDIAL_DUE_SHARDS", reason: "must be 1-100".into() });
+        }
+        let defaults = ClaimSettings::default();
+        let seconds = |name: &'static str, default: Duration| -> Result<Duration, ConfigError> {
+            number(vars, name, default.num_seconds()).map(Duration::seconds)
+        };
+        let claim = ClaimSettings {
+            lookahead: seconds("SUNDIAL_LOOKAHEAD_S", defaults.lookahead)?,
+            claim_ahead: seconds("SUNDIAL_CLAIM_AHEAD_S", defaults.claim_ahead)?,
+            grace: seconds("SUNDIAL_DISPATCH_GRACE_S", defaults.grace)?,
+            catchup_max: number(vars, "SUNDIAL_CATCHUP_MAX", defaults.catchup_max)?,
+            retention: Duration::days(number(vars, "SUNDIAL_RETENTION_DAYS", defaults.retention.num_days())?),
+            concurrency: defaults.concurrency,
+        };
+        if claim.lookahead < Duration::seconds(60) || claim.claim_ahead > Duration::seconds(900) {
             return Err(ConfigError::Invalid {
-                name: "SUNDIAL_DUE_SHARDS",
-                reason: "must be 1-100".into(),
+                name: "SUNDIAL_LOOKAHEAD_S",
+                reason: "the lookahead must be at least 60 s and the claim-ahead at most 900 s".into(),
             });
         }
+        let tick = TickSettings { shards: due_shards, ..TickSettings::default() };
         Ok(Config {
             stack,
             resources,
@@ -166,6 +163,8 @@ impl Config {
             targets,
             api_keys,
             due_shards,
+            claim,
+            tick,
             public_url: vars.var("SUNDIAL_PUBLIC_URL"),
         })
     }
@@ -174,9 +173,7 @@ impl Config {
 /// The AWS SDK configuration: region, credentials and endpoint (`AWS_ENDPOINT_URL` points it at
 /// the emulator) from the standard variables.
 pub async fn aws_sdk_config() -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .load()
-        .await
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await
 }
 
 #[cfg(test)]
@@ -198,10 +195,7 @@ mod tests {
     fn names_the_missing_variable() {
         let mut vars = base();
         vars.remove("SUNDIAL_RUNS_TABLE");
-        assert_eq!(
-            Config::from_vars(&vars, None).err(),
-            Some(ConfigError::Missing("SUNDIAL_RUNS_TABLE"))
-        );
+        assert_eq!(Config::from_vars(&vars, None).err(), Some(ConfigError::Missing("SUNDIAL_RUNS_TABLE")));
     }
 
     #[test]
@@ -210,19 +204,13 @@ mod tests {
         vars.insert("SUNDIAL_DUE_SHARDS", "many");
         assert!(matches!(
             Config::from_vars(&vars, None),
-            Err(ConfigError::Invalid {
-                name: "SUNDIAL_DUE_SHARDS",
-                ..
-            })
+            Err(ConfigError::Invalid { name: "SUNDIAL_DUE_SHARDS", .. })
         ));
         let mut vars = base();
         vars.insert("SUNDIAL_API_KEYS", "keywithoutowner");
         assert!(matches!(
             Config::from_vars(&vars, None),
-            Err(ConfigError::Invalid {
-                name: "SUNDIAL_API_KEYS",
-                ..
-            })
+            Err(ConfigError::Invalid { name: "SUNDIAL_API_KEYS", .. })
         ));
     }
 

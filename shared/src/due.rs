@@ -13,16 +13,14 @@ pub fn format_instant(t: DateTime<Utc>) -> String {
 
 /// Parses an instant written by [`format_instant`] (or any RFC 3339 text).
 pub fn parse_instant(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(text).ok().map(|t| t.with_timezone(&Utc))
 }
 
 /// The shard of a job: a stable hash of its id modulo the shard count.
 pub fn shard_of(job_id: &str, shards: u16) -> u16 {
-    let hash = job_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = job_id
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     (hash % u64::from(shards.max(1))) as u16
 }
 

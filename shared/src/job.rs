@@ -23,9 +23,7 @@ impl JobId {
 
     /// Parses a job id from a URL; `None` for anything that is not a ULID.
     pub fn parse(text: &str) -> Option<Self> {
-        ulid::Ulid::from_string(text)
-            .ok()
-            .map(|u| JobId(u.to_string().to_ascii_lowercase()))
+        ulid::Ulid::from_string(text).ok().map(|u| JobId(u.to_string().to_ascii_lowercase()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -255,12 +253,7 @@ pub struct NotifySettings {
 }
 
 fn default_notify_on() -> Vec<EventKind> {
-    vec![
-        EventKind::Failed,
-        EventKind::TimedOut,
-        EventKind::SlaMissed,
-        EventKind::Failing,
-    ]
+    vec![EventKind::Failed, EventKind::TimedOut, EventKind::SlaMissed, EventKind::Failing]
 }
 
 impl JobDocument {
@@ -296,11 +289,7 @@ pub struct Job {
 impl Job {
     /// Whether the job belongs in the due index: active and with a next run.
     pub fn due_at(&self) -> Option<DateTime<Utc>> {
-        if self.document.paused {
-            None
-        } else {
-            self.next_run_at
-        }
+        if self.document.paused { None } else { self.next_run_at }
     }
 }
 
@@ -330,10 +319,7 @@ mod tests {
             json!({"name": "n", "target": {"type": "http", "url": "u"}, "retry": {"tries": 1}}),
             json!({"name": "n", "target": {"type": "http", "url": "u"}, "schedule": {"every": 1}}),
         ] {
-            assert!(
-                serde_json::from_value::<JobDocument>(bad.clone()).is_err(),
-                "{bad}"
-            );
+            assert!(serde_json::from_value::<JobDocument>(bad.clone()).is_err(), "{bad}");
         }
     }
 

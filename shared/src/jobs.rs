@@ -10,10 +10,14 @@
 //! - the `version` (the ETag) changes with every edit of the document.
 
 use crate::clock::Clock;
-use crate::job::{Job, JobDocument, JobId, Owner};
+use crate::job::{ConcurrencyPolicy, Job, JobDocument, JobId, Owner};
 use crate::limits::{Limits, TargetAllowList};
+use crate::queue::{Dispatch, delay_until};
+use crate::run::{Run, RunId, RunKey, RunState};
 use crate::schedule::{Schedule, ceil_second};
 use crate::store::{JobStore, Page, StoreError};
+use crate::tick::claim::Claimer;
+use crate::tick::claim::{active_window, first_attempt};
 use crate::validation::{self, Rules, ValidationError};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
@@ -39,6 +43,12 @@ pub enum JobsError {
     QuotaExceeded(u32),
     #[error("the job kept changing while this edit was applied; retry")]
     Contended,
+    /// `concurrency: forbid` and a run is active.
+    #[error("run {0} is active and the job's concurrency policy is forbid")]
+    RunActive(String),
+    /// A message could not be sent; the run exists and is re-sent later.
+    #[error("the run was recorded but could not be dispatched yet: {0}")]
+    DispatchFailed(String),
     #[error(transparent)]
     Store(StoreError),
 }
@@ -49,16 +59,22 @@ impl From<StoreError> for JobsError {
             StoreError::NotFound => JobsError::NotFound,
             StoreError::NameTaken(name) => JobsError::NameTaken(name),
             StoreError::QuotaExceeded(max) => JobsError::QuotaExceeded(max),
-            StoreError::BadCursor => JobsError::Malformed(ValidationError::new(
-                "next",
-                "is not a token from a previous page",
-            )),
+            StoreError::BadCursor => {
+                JobsError::Malformed(ValidationError::new("next", "is not a token from a previous page"))
+            }
             other => JobsError::Store(other),
         }
     }
 }
 
 pub type JobsResult<T> = Result<T, JobsError>;
+
+/// A job due before the next tick plus this is claimed by the API itself.
+const DUE_SOON_MARGIN: chrono::Duration = chrono::Duration::seconds(10);
+/// Most instants one backfill claims.
+pub const MAX_BACKFILL: usize = 1_000;
+/// Backfilled runs are spread at this many per second.
+pub const BACKFILL_PER_SECOND: usize = 10;
 
 /// Largest `count` of a preview.
 pub const MAX_PREVIEW: usize = 500;
@@ -98,6 +114,7 @@ pub struct Jobs {
     clock: Arc<dyn Clock>,
     limits: Limits,
     targets: TargetAllowList,
+    claimer: Claimer,
 }
 
 impl Jobs {
@@ -106,20 +123,13 @@ impl Jobs {
         clock: Arc<dyn Clock>,
         limits: Limits,
         targets: TargetAllowList,
+        claimer: Claimer,
     ) -> Self {
-        Jobs {
-            store,
-            clock,
-            limits,
-            targets,
-        }
+        Jobs { store, clock, limits, targets, claimer }
     }
 
     fn rules(&self) -> Rules<'_> {
-        Rules {
-            limits: &self.limits,
-            targets: &self.targets,
-        }
+        Rules { limits: &self.limits, targets: &self.targets }
     }
 
     /// The job's schedule as stored (validated when written).
@@ -152,10 +162,27 @@ impl Jobs {
             created_at: now,
             updated_at: now,
         };
-        self.store
-            .create(&job, self.limits.max_jobs_per_owner)
-            .await?;
-        Ok(job)
+        self.store.create(&job, self.limits.max_jobs_per_owner).await?;
+        self.claim_if_due_soon(job).await
+    }
+
+    /// A job whose next instant falls before the next tick could dispatch it (or that has no
+    /// schedule) is claimed right away, through the tick's own claim path; the job is returned as
+    /// it stands afterwards.
+    async fn claim_if_due_soon(&self, job: Job) -> JobsResult<Job> {
+        let now = self.clock.now();
+        let next_tick = crate::due::minute_of(now) + chrono::Duration::seconds(60) + DUE_SOON_MARGIN;
+        match job.due_at() {
+            Some(due) if due < next_tick => {
+                let report = self.claimer.claim(vec![job.clone()], None, now).await;
+                if report.failed > 0 || report.send_failures > 0 {
+                    // The tick heals it after the grace period; the job itself is saved.
+                    tracing::warn!(job_id = %job.id, "claiming a job due soon failed; the tick will");
+                }
+                Ok(self.store.get(&job.id).await?.unwrap_or(job))
+            }
+            _ => Ok(job),
+        }
     }
 
     pub async fn get(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
@@ -165,16 +192,8 @@ impl Jobs {
         }
     }
 
-    pub async fn list(
-        &self,
-        owner: &Owner,
-        limit: u32,
-        cursor: Option<&str>,
-    ) -> JobsResult<Page<Job>> {
-        Ok(self
-            .store
-            .list(owner, limit.clamp(1, MAX_PAGE), cursor)
-            .await?)
+    pub async fn list(&self, owner: &Owner, limit: u32, cursor: Option<&str>) -> JobsResult<Page<Job>> {
+        Ok(self.store.list(owner, limit.clamp(1, MAX_PAGE), cursor).await?)
     }
 
     /// Applies a JSON merge patch to the job's document.
@@ -230,9 +249,7 @@ impl Jobs {
             let before = self.get(owner, id).await?;
             if let Some(expected) = if_match {
                 if expected != before.version {
-                    return Err(JobsError::VersionMismatch {
-                        current: before.version,
-                    });
+                    return Err(JobsError::VersionMismatch { current: before.version });
                 }
             }
             let mut document = before.document.clone();
@@ -244,11 +261,7 @@ impl Jobs {
             let schedule_changed = document.schedule != before.document.schedule;
             // A schedule that is not edited keeps its instants: a one-time job that already ran
             // stays valid when its payload changes.
-            let validate_at = if schedule_changed {
-                now
-            } else {
-                before.created_at.min(now)
-            };
+            let validate_at = if schedule_changed { now } else { before.created_at.min(now) };
             let schedule =
                 validation::validate(&mut document, &self.rules(), before.created_at, validate_at)?;
             let resumed = before.document.paused && !document.paused;
@@ -258,14 +271,12 @@ impl Jobs {
                 // Run-once jobs keep their pending run (or its absence, once it ran).
                 (None, true) => before.next_run_at.map(|t| t.max(ceil_second(now))),
             };
-            let after = Job {
-                document,
-                version: before.version + 1,
-                updated_at: now,
-                next_run_at,
-                ..before.clone()
-            };
+            let after =
+                Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
             match self.store.update(&before, &after).await {
+                Ok(()) if after.next_run_at != before.next_run_at || resumed => {
+                    return self.claim_if_due_soon(after).await;
+                }
                 Ok(()) => return Ok(after),
                 Err(StoreError::Conflict) => match if_match {
                     Some(_) => {
@@ -283,6 +294,104 @@ impl Jobs {
     pub async fn delete(&self, owner: &Owner, id: &JobId) -> JobsResult<()> {
         let job = self.get(owner, id).await?;
         Ok(self.store.delete(&job).await?)
+    }
+
+    /// Starts a manual run now (`<now>#m#<ulid>`), obeying the concurrency policy: under
+    /// `forbid` an active run is a `RunActive` error, under `replace` it is cancelled.
+    pub async fn trigger(&self, owner: &Owner, id: &JobId) -> JobsResult<Run> {
+        let job = self.get(owner, id).await?;
+        let now = self.clock.now();
+        let key = RunKey::manual(ceil_second(now));
+        let runs = self.claimer.runs();
+        if job.document.concurrency != ConcurrencyPolicy::Allow {
+            let active = runs.active(&job.id, now - active_window(&job)).await?;
+            for run in &active {
+                if job.document.concurrency == ConcurrencyPolicy::Forbid {
+                    return Err(JobsError::RunActive(run.id().to_string()));
+                }
+                let why = format!(
+                    "concurrency replace: replaced by run {}",
+                    RunId::new(job.id.clone(), key.clone())
+                );
+                match runs.finish_without_attempt(run, RunState::Cancelled, &why, now).await {
+                    Ok(()) | Err(StoreError::Conflict) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        let run = self.claimer.new_run(&job, key, now, RunState::Queued, now);
+        runs.insert(&run).await?;
+        self.dispatch(vec![(run.clone(), 0)]).await?;
+        Ok(runs.get(&run.job_id, &run.key).await?.unwrap_or(run))
+    }
+
+    /// Claims every scheduled instant in `[from, to]` (up to now) that has no run yet, paced at
+    /// [`BACKFILL_PER_SECOND`]; returns the runs created and how many instants already had one.
+    pub async fn backfill(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> JobsResult<(Vec<Run>, usize)> {
+        let job = self.get(owner, id).await?;
+        let Some(schedule) = Self::schedule_of(&job)? else {
+            return Err(ValidationError::new("job", "has no schedule to backfill").into());
+        };
+        if to < from {
+            return Err(ValidationError::new("to", "must not be before from").into());
+        }
+        let now = self.clock.now();
+        let to = to.min(now);
+        let mut instants = Vec::new();
+        let mut cursor = schedule.next_after(from - chrono::Duration::seconds(1));
+        while let Some(t) = cursor.filter(|t| *t <= to) {
+            if instants.len() == MAX_BACKFILL {
+                return Err(ValidationError::new(
+                    "to",
+                    format!("the range holds more than {MAX_BACKFILL} instants; backfill it in parts"),
+                )
+                .into());
+            }
+            instants.push(t);
+            cursor = schedule.next_after(t);
+        }
+        let runs = self.claimer.runs();
+        let mut created = Vec::new();
+        let mut existing = 0;
+        for instant in instants {
+            let due = now + chrono::Duration::seconds((created.len() / BACKFILL_PER_SECOND) as i64);
+            let run = self.claimer.new_run(&job, RunKey::scheduled(instant), due, RunState::Queued, now);
+            match runs.insert(&run).await? {
+                crate::store::Inserted::Created => created.push(run),
+                crate::store::Inserted::Exists(_) => existing += 1,
+            }
+        }
+        let paced = created.iter().map(|r| (r.clone(), delay_until(r.due_at, now))).collect();
+        self.dispatch(paced).await?;
+        Ok((created, existing))
+    }
+
+    /// Sends runs the API created and marks each as dispatched (the watchdog re-sends a run
+    /// left unmarked).
+    async fn dispatch(&self, runs: Vec<(Run, u32)>) -> JobsResult<()> {
+        let batch: Vec<Dispatch> = runs
+            .iter()
+            .map(|(run, delay_s)| Dispatch { message: first_attempt(run), delay_s: *delay_s })
+            .collect();
+        let results = self.claimer.queue().send(&batch).await;
+        let now = self.clock.now();
+        let mut failure = None;
+        for ((run, _), result) in runs.iter().zip(results) {
+            match result {
+                Ok(()) => self.claimer.runs().mark_dispatched(run, now).await?,
+                Err(e) => failure = Some(e.to_string()),
+            }
+        }
+        match failure {
+            Some(e) => Err(JobsError::DispatchFailed(e)),
+            None => Ok(()),
+        }
     }
 
     /// The next `count` instants of the job, paused or not.
@@ -323,12 +432,7 @@ mod tests {
 
     #[test]
     fn decode_names_the_field() {
-        let field = |v| {
-            decode::<Outer>(v)
-                .err()
-                .map(|e| e.field)
-                .unwrap_or_default()
-        };
+        let field = |v| decode::<Outer>(v).err().map(|e| e.field).unwrap_or_default();
         assert_eq!(field(json!({"inner": {"n": "x"}})), "inner.n");
         assert_eq!(field(json!({"inner": {"n": 1, "m": 2}})), "inner.m");
         assert_eq!(field(json!({"inner": {"n": 1}, "extra": 2})), "extra");

@@ -5,6 +5,8 @@
 //! - [`schedule`]: cron, rate and one-off schedules, time zones and DST, `next_after`;
 //! - [`validation`]: documents checked against [`limits`], errors naming the field;
 //! - [`jobs`]: the job lifecycle (create, patch, pause, resume, delete, preview);
+//! - [`run`]: runs, their states (who moves a run in and out of each), keys and ids;
+//! - [`tick`]: the scheduler: which instants are due, claimed once, dispatched to the second;
 //! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
 //! - [`due`]: due-index bucket and shard maths;
 //! - [`auth`]: API keys (stored hashed) and owners;
@@ -12,8 +14,11 @@
 //!
 //! Ports and adapters:
 //! - [`store`]: the storage traits and their DynamoDB implementations;
+//! - [`queue`]: the runs queue (SQS);
+//! - [`metrics`]: counters of AWS requests and DynamoDB writes by kind;
 //! - [`provision`]: creating the tables, queues and topic declared in `infra/template.yaml`;
 //! - [`config`]: configuration read once from the environment;
+//! - [`services`]: the adapters and use cases of a process, wired once;
 //! - [`telemetry`]: JSON logs through `tracing`.
 
 pub mod auth;
@@ -24,8 +29,13 @@ pub mod job;
 pub mod jobs;
 pub mod limits;
 pub mod merge_patch;
+pub mod metrics;
 pub mod provision;
+pub mod queue;
+pub mod run;
 pub mod schedule;
+pub mod services;
 pub mod store;
 pub mod telemetry;
+pub mod tick;
 pub mod validation;

@@ -63,11 +63,7 @@ impl TargetAllowList {
         if !self.own_prefix.is_empty() && identifier.contains(&self.own_prefix) {
             return Err(Refusal::OwnResource);
         }
-        if patterns.iter().any(|p| glob_matches(p, identifier)) {
-            Ok(())
-        } else {
-            Err(Refusal::NotAllowed)
-        }
+        if patterns.iter().any(|p| glob_matches(p, identifier)) { Ok(()) } else { Err(Refusal::NotAllowed) }
     }
 }
 
@@ -120,10 +116,7 @@ mod tests {
             own_prefix: "sundial-prod-".into(),
             ..Default::default()
         };
-        assert_eq!(
-            list.check(&list.sqs, "http://q/123/sundial-prod-runs"),
-            Err(Refusal::OwnResource)
-        );
+        assert_eq!(list.check(&list.sqs, "http://q/123/sundial-prod-runs"), Err(Refusal::OwnResource));
         assert_eq!(list.check(&list.sqs, "http://q/123/reports"), Ok(()));
         assert_eq!(list.check(&list.lambda, "fn"), Err(Refusal::NotAllowed));
     }

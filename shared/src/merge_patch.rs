@@ -35,18 +35,10 @@ mod tests {
             (json!({"a":"b"}), json!({"a":"c"}), json!({"a":"c"})),
             (json!({"a":"b"}), json!({"b":"c"}), json!({"a":"b","b":"c"})),
             (json!({"a":"b"}), json!({"a":null}), json!({})),
-            (
-                json!({"a":"b","b":"c"}),
-                json!({"a":null}),
-                json!({"b":"c"}),
-            ),
+            (json!({"a":"b","b":"c"}), json!({"a":null}), json!({"b":"c"})),
             (json!({"a":["b"]}), json!({"a":"c"}), json!({"a":"c"})),
             (json!({"a":"c"}), json!({"a":["b"]}), json!({"a":["b"]})),
-            (
-                json!({"a":{"b":"c"}}),
-                json!({"a":{"b":"d","c":null}}),
-                json!({"a":{"b":"d"}}),
-            ),
+            (json!({"a":{"b":"c"}}), json!({"a":{"b":"d","c":null}}), json!({"a":{"b":"d"}})),
             (json!({"a":[{"b":"c"}]}), json!({"a":[1]}), json!({"a":[1]})),
             (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
             (json!({"a":"b"}), json!(["c"]), json!(["c"])),
@@ -54,11 +46,7 @@ mod tests {
             (json!({"a":"foo"}), json!("bar"), json!("bar")),
             (json!({"e":null}), json!({"a":1}), json!({"e":null,"a":1})),
             (json!([1, 2]), json!({"a":"b","c":null}), json!({"a":"b"})),
-            (
-                json!({}),
-                json!({"a":{"bb":{"ccc":null}}}),
-                json!({"a":{"bb":{}}}),
-            ),
+            (json!({}), json!({"a":{"bb":{"ccc":null}}}), json!({"a":{"bb":{}}})),
         ];
         for (mut target, patch, want) in cases {
             apply(&mut target, &patch);

@@ -142,20 +142,12 @@ impl Template {
                 }
             }
         }
-        let resources = doc
-            .get("Resources")
-            .and_then(Value::as_mapping)
-            .ok_or_else(|| err("no Resources"))?;
+        let resources =
+            doc.get("Resources").and_then(Value::as_mapping).ok_or_else(|| err("no Resources"))?;
         let mut template = Template::default();
         for (id, resource) in resources {
-            let id = id
-                .as_str()
-                .ok_or_else(|| err("a resource id is not text"))?
-                .to_string();
-            let kind = resource
-                .get("Type")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
+            let id = id.as_str().ok_or_else(|| err("a resource id is not text"))?.to_string();
+            let kind = resource.get("Type").and_then(Value::as_str).unwrap_or_default();
             let empty = Value::Mapping(Default::default());
             let props = resource.get("Properties").unwrap_or(&empty);
             let name_of = |key: &str| {
@@ -201,9 +193,7 @@ impl Template {
                         .unwrap_or_default();
                     let ttl_attribute = props.get("TimeToLiveSpecification").and_then(|ttl| {
                         let enabled = ttl.get("Enabled").and_then(Value::as_bool).unwrap_or(false);
-                        enabled
-                            .then(|| ttl.get("AttributeName")?.as_str().map(str::to_string))
-                            .flatten()
+                        enabled.then(|| ttl.get("AttributeName")?.as_str().map(str::to_string)).flatten()
                     });
                     let table = TableDef {
                         name: name_of("TableName")?,
@@ -216,32 +206,21 @@ impl Template {
                 }
                 "AWS::SQS::Queue" => {
                     let number = |key: &str| {
-                        props
-                            .get(key)
-                            .and_then(|v| scalar(v, stack, &params))
-                            .and_then(|s| s.parse().ok())
+                        props.get(key).and_then(|v| scalar(v, stack, &params)).and_then(|s| s.parse().ok())
                     };
                     let redrive = match props.get("RedrivePolicy") {
                         None => None,
                         Some(policy) => {
                             let target = policy.get("deadLetterTargetArn").and_then(|v| match v {
-                                Value::Tagged(t) if t.tag == "GetAtt" => {
-                                    t.value.as_str().map(str::to_string)
+                                Value::Tagged(t) if t.tag == "GetAtt" => t.value.as_str().map(str::to_string),
+                                _ => {
+                                    v.get("Fn::GetAtt")?.as_sequence()?.first()?.as_str().map(str::to_string)
                                 }
-                                _ => v
-                                    .get("Fn::GetAtt")?
-                                    .as_sequence()?
-                                    .first()?
-                                    .as_str()
-                                    .map(str::to_string),
                             });
-                            let target = target
-                                .and_then(|t| t.split('.').next().map(str::to_string))
-                                .ok_or_else(|| {
-                                    err(format!(
-                                        "{id}: deadLetterTargetArn must be !GetAtt <Queue>.Arn"
-                                    ))
-                                })?;
+                            let target =
+                                target.and_then(|t| t.split('.').next().map(str::to_string)).ok_or_else(
+                                    || err(format!("{id}: deadLetterTargetArn must be !GetAtt <Queue>.Arn")),
+                                )?;
                             let count = policy
                                 .get("maxReceiveCount")
                                 .and_then(|v| scalar(v, stack, &params))
@@ -268,23 +247,15 @@ impl Template {
     }
 
     fn table(&self, id: &str) -> Result<&TableDef, ProvisionError> {
-        self.tables
-            .get(id)
-            .ok_or_else(|| err(format!("no table {id}")))
+        self.tables.get(id).ok_or_else(|| err(format!("no table {id}")))
     }
 }
 
 fn aws_err<E: std::error::Error>(resource: &str, e: E) -> ProvisionError {
-    ProvisionError::Aws {
-        resource: resource.to_string(),
-        message: DisplayErrorContext(e).to_string(),
-    }
+    ProvisionError::Aws { resource: resource.to_string(), message: DisplayErrorContext(e).to_string() }
 }
 
-async fn create_table(
-    client: &aws_sdk_dynamodb::Client,
-    table: &TableDef,
-) -> Result<(), ProvisionError> {
+async fn create_table(client: &aws_sdk_dynamodb::Client, table: &TableDef) -> Result<(), ProvisionError> {
     let key = |k: &KeyDef| {
         KeySchemaElement::builder()
             .attribute_name(&k.attribute)
@@ -292,10 +263,7 @@ async fn create_table(
             .build()
             .map_err(|e| aws_err(&table.name, e))
     };
-    let mut request = client
-        .create_table()
-        .table_name(&table.name)
-        .billing_mode(BillingMode::PayPerRequest);
+    let mut request = client.create_table().table_name(&table.name).billing_mode(BillingMode::PayPerRequest);
     for (name, kind) in &table.attributes {
         let attribute = AttributeDefinition::builder()
             .attribute_name(name)
@@ -308,25 +276,17 @@ async fn create_table(
         request = request.key_schema(key(k)?);
     }
     for index in &table.indexes {
-        let mut gsi = GlobalSecondaryIndex::builder()
-            .index_name(&index.name)
-            .projection(
-                Projection::builder()
-                    .projection_type(ProjectionType::from(index.projection.as_str()))
-                    .build(),
-            );
+        let mut gsi = GlobalSecondaryIndex::builder().index_name(&index.name).projection(
+            Projection::builder().projection_type(ProjectionType::from(index.projection.as_str())).build(),
+        );
         for k in &index.keys {
             gsi = gsi.key_schema(key(k)?);
         }
-        request =
-            request.global_secondary_indexes(gsi.build().map_err(|e| aws_err(&table.name, e))?);
+        request = request.global_secondary_indexes(gsi.build().map_err(|e| aws_err(&table.name, e))?);
     }
     match request.send().await {
         Ok(_) => {}
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_resource_in_use_exception()) =>
-        {
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {
             return Ok(());
         }
         Err(e) => return Err(aws_err(&table.name, e)),
@@ -366,10 +326,8 @@ async fn create_queue(
         request = request.attributes(A::RedrivePolicy, policy.to_string());
     }
     let out = request.send().await.map_err(|e| aws_err(&queue.name, e))?;
-    out.queue_url.ok_or_else(|| ProvisionError::Aws {
-        resource: queue.name.clone(),
-        message: "no queue URL".into(),
-    })
+    out.queue_url
+        .ok_or_else(|| ProvisionError::Aws { resource: queue.name.clone(), message: "no queue URL".into() })
 }
 
 async fn queue_arn(client: &aws_sdk_sqs::Client, url: &str) -> Result<String, ProvisionError> {
@@ -382,17 +340,11 @@ async fn queue_arn(client: &aws_sdk_sqs::Client, url: &str) -> Result<String, Pr
         .map_err(|e| aws_err(url, e))?;
     out.attributes
         .and_then(|mut a| a.remove(&aws_sdk_sqs::types::QueueAttributeName::QueueArn))
-        .ok_or_else(|| ProvisionError::Aws {
-            resource: url.to_string(),
-            message: "no queue ARN".into(),
-        })
+        .ok_or_else(|| ProvisionError::Aws { resource: url.to_string(), message: "no queue ARN".into() })
 }
 
 /// Creates (or finds) every table, queue and topic of the template for `stack`.
-pub async fn provision(
-    sdk: &aws_config::SdkConfig,
-    stack: &str,
-) -> Result<Resources, ProvisionError> {
+pub async fn provision(sdk: &aws_config::SdkConfig, stack: &str) -> Result<Resources, ProvisionError> {
     let template = Template::parse(TEMPLATE, stack)?;
     let dynamo = aws_sdk_dynamodb::Client::new(sdk);
     let sqs = aws_sdk_sqs::Client::new(sdk);
@@ -403,10 +355,7 @@ pub async fn provision(
 
     // Dead-letter queues first: a queue's redrive policy needs its DLQ's ARN.
     let mut urls: BTreeMap<String, String> = BTreeMap::new();
-    let (plain, redriven): (Vec<_>, Vec<_>) = template
-        .queues
-        .iter()
-        .partition(|(_, q)| q.redrive.is_none());
+    let (plain, redriven): (Vec<_>, Vec<_>) = template.queues.iter().partition(|(_, q)| q.redrive.is_none());
     for (id, queue) in plain.into_iter().chain(redriven) {
         let dlq_arn = match &queue.redrive {
             Some((dlq, _)) => {
@@ -422,30 +371,18 @@ pub async fn provision(
 
     let mut arns: BTreeMap<String, String> = BTreeMap::new();
     for (id, name) in &template.topics {
-        let out = sns
-            .create_topic()
-            .name(name)
-            .send()
-            .await
-            .map_err(|e| aws_err(name, e))?;
+        let out = sns.create_topic().name(name).send().await.map_err(|e| aws_err(name, e))?;
         arns.insert(id.clone(), out.topic_arn.unwrap_or_default());
     }
 
-    let url = |id: &str| {
-        urls.get(id)
-            .cloned()
-            .ok_or_else(|| err(format!("no queue {id}")))
-    };
+    let url = |id: &str| urls.get(id).cloned().ok_or_else(|| err(format!("no queue {id}")));
     Ok(Resources {
         jobs_table: template.table("JobsTable")?.name.clone(),
         runs_table: template.table("RunsTable")?.name.clone(),
         idempotency_table: template.table("IdempotencyTable")?.name.clone(),
         runs_queue_url: url("RunsQueue")?,
         dlq_url: url("RunsDeadLetterQueue")?,
-        events_topic_arn: arns
-            .get("EventsTopic")
-            .cloned()
-            .ok_or_else(|| err("no topic EventsTopic"))?,
+        events_topic_arn: arns.get("EventsTopic").cloned().ok_or_else(|| err("no topic EventsTopic"))?,
     })
 }
 
@@ -458,15 +395,9 @@ mod tests {
         let t = Template::parse(TEMPLATE, "sundial-x").unwrap();
         assert_eq!(t.tables["JobsTable"].name, "sundial-x-jobs");
         assert_eq!(t.queues["RunsQueue"].name, "sundial-x-runs");
-        assert_eq!(
-            t.queues["RunsQueue"].redrive,
-            Some(("RunsDeadLetterQueue".into(), 15))
-        );
+        assert_eq!(t.queues["RunsQueue"].redrive, Some(("RunsDeadLetterQueue".into(), 15)));
         assert_eq!(t.topics["EventsTopic"], "sundial-x-events");
-        assert_eq!(
-            t.tables["RunsTable"].ttl_attribute.as_deref(),
-            Some("expires_at")
-        );
+        assert_eq!(t.tables["RunsTable"].ttl_attribute.as_deref(), Some("expires_at"));
         assert_eq!(t.tables["JobsTable"].ttl_attribute, None);
     }
 }

@@ -17,10 +17,7 @@ pub struct ValidationError {
 
 impl ValidationError {
     pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ValidationError {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        ValidationError { field: field.into(), reason: reason.into() }
     }
 }
 
@@ -37,13 +34,8 @@ pub struct Rules<'a> {
 pub const HTTP_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 /// Headers Sundial sets itself or that HTTP owns.
-const RESERVED_HEADERS: [&str; 5] = [
-    "host",
-    "content-length",
-    "content-type",
-    "transfer-encoding",
-    "connection",
-];
+const RESERVED_HEADERS: [&str; 5] =
+    ["host", "content-length", "content-type", "transfer-encoding", "connection"];
 const RESERVED_HEADER_PREFIX: &str = "x-sundial-";
 
 /// Checks `doc` and normalises it in place (HTTP method upper-cased). Returns the job's schedule
@@ -57,32 +49,17 @@ pub fn validate(
 ) -> Result<Option<Schedule>> {
     validate_name(&doc.name)?;
     validate_target(&mut doc.target, rules.targets)?;
-    let payload_bytes = serde_json::to_vec(&doc.payload)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
+    let payload_bytes = serde_json::to_vec(&doc.payload).map(|v| v.len()).unwrap_or(usize::MAX);
     if payload_bytes > rules.limits.max_payload_bytes {
         return Err(ValidationError::new(
             "payload",
-            format!(
-                "is {payload_bytes} bytes; the limit is {} bytes",
-                rules.limits.max_payload_bytes
-            ),
+            format!("is {payload_bytes} bytes; the limit is {} bytes", rules.limits.max_payload_bytes),
         ));
     }
     let retry = &doc.retry;
-    in_range(
-        "retry.max_attempts",
-        retry.max_attempts,
-        1,
-        rules.limits.max_attempts,
-    )?;
+    in_range("retry.max_attempts", retry.max_attempts, 1, rules.limits.max_attempts)?;
     in_range("retry.backoff_s", retry.backoff_s, 1, limits::MAX_BACKOFF_S)?;
-    in_range(
-        "retry.max_backoff_s",
-        retry.max_backoff_s,
-        retry.backoff_s,
-        limits::MAX_BACKOFF_S,
-    )?;
+    in_range("retry.max_backoff_s", retry.max_backoff_s, retry.backoff_s, limits::MAX_BACKOFF_S)?;
     in_range("timeout_s", doc.timeout_s, 1, limits::MAX_TIMEOUT_S)?;
     if let Some(sla) = doc.sla_s {
         in_range("sla_s", sla, 1, limits::MAX_DEADLINE_S)?;
@@ -91,12 +68,7 @@ pub fn validate(
         in_range("start_deadline_s", deadline, 1, limits::MAX_DEADLINE_S)?;
     }
     if let Some(n) = doc.alert_after_failures {
-        in_range(
-            "alert_after_failures",
-            n,
-            1,
-            limits::MAX_ALERT_AFTER_FAILURES,
-        )?;
+        in_range("alert_after_failures", n, 1, limits::MAX_ALERT_AFTER_FAILURES)?;
     }
     if let Some(notify) = &doc.notify {
         validate_notify(notify)?;
@@ -107,11 +79,7 @@ pub fn validate(
     let schedule = parse_schedule(schedule_doc, created_at)?;
     if let Some(gap) = schedule.min_interval_seconds() {
         if gap < rules.limits.min_interval_s {
-            let field = if schedule_doc.cron.is_some() {
-                "schedule.cron"
-            } else {
-                "schedule.rate"
-            };
+            let field = if schedule_doc.cron.is_some() { "schedule.cron" } else { "schedule.rate" };
             return Err(ValidationError::new(
                 field,
                 format!(
@@ -128,10 +96,7 @@ pub fn validate(
             (Recurrence::Cron(_), _) => "schedule.cron",
             _ => "schedule",
         };
-        return Err(ValidationError::new(
-            field,
-            "the schedule has no instant in the future",
-        ));
+        return Err(ValidationError::new(field, "the schedule has no instant in the future"));
     }
     Ok(Some(schedule))
 }
@@ -141,42 +106,25 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
     let timezone = match &doc.timezone {
         None => Tz::UTC,
         Some(name) => name.parse::<Tz>().map_err(|_| {
-            ValidationError::new(
-                "schedule.timezone",
-                format!("`{name}` is not an IANA time zone name"),
-            )
+            ValidationError::new("schedule.timezone", format!("`{name}` is not an IANA time zone name"))
         })?,
     };
-    let start_at = doc
-        .start_at
-        .as_deref()
-        .map(|s| instant("schedule.start_at", s))
-        .transpose()?;
-    let end_at = doc
-        .end_at
-        .as_deref()
-        .map(|s| instant("schedule.end_at", s))
-        .transpose()?;
+    let start_at = doc.start_at.as_deref().map(|s| instant("schedule.start_at", s)).transpose()?;
+    let end_at = doc.end_at.as_deref().map(|s| instant("schedule.end_at", s)).transpose()?;
     if let (Some(start), Some(end)) = (start_at, end_at) {
         if end <= start {
-            return Err(ValidationError::new(
-                "schedule.end_at",
-                "must be later than start_at",
-            ));
+            return Err(ValidationError::new("schedule.end_at", "must be later than start_at"));
         }
     }
     if let Some(jitter) = doc.jitter_s {
         in_range("schedule.jitter_s", jitter, 0, limits::MAX_JITTER_S)?;
     }
     let recurrence = match (&doc.cron, &doc.rate, &doc.at) {
-        (Some(expr), None, None) => Recurrence::Cron(
-            expr.parse()
-                .map_err(|e| ValidationError::new("schedule.cron", format!("{e}")))?,
-        ),
+        (Some(expr), None, None) => {
+            Recurrence::Cron(expr.parse().map_err(|e| ValidationError::new("schedule.cron", format!("{e}")))?)
+        }
         (None, Some(rate), None) => Recurrence::Rate {
-            rate: rate
-                .parse()
-                .map_err(|e| ValidationError::new("schedule.rate", format!("{e}")))?,
+            rate: rate.parse().map_err(|e| ValidationError::new("schedule.rate", format!("{e}")))?,
             anchor: start_at.unwrap_or_else(|| ceil_second(created_at)),
         },
         (None, None, Some(at)) => Recurrence::At(instant("schedule.at", at)?),
@@ -193,40 +141,28 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
             ));
         }
     };
-    Ok(Schedule {
-        recurrence,
-        timezone,
-        start_at,
-        end_at,
-    })
+    Ok(Schedule { recurrence, timezone, start_at, end_at })
 }
 
 /// Parses an RFC 3339 instant, rounding fractions of a second up: a run never starts early.
 fn instant(field: &str, text: &str) -> Result<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| ceil_second(t.with_timezone(&Utc)))
-        .map_err(|_| {
-            ValidationError::new(
-                field,
-                format!("`{text}` is not an RFC 3339 instant such as 2026-05-01T09:30:00Z"),
-            )
-        })
+    DateTime::parse_from_rfc3339(text).map(|t| ceil_second(t.with_timezone(&Utc))).map_err(|_| {
+        ValidationError::new(
+            field,
+            format!("`{text}` is not an RFC 3339 instant such as 2026-05-01T09:30:00Z"),
+        )
+    })
 }
 
 fn in_range(field: &str, value: u32, min: u32, max: u32) -> Result<()> {
     if value < min || value > max {
-        return Err(ValidationError::new(
-            field,
-            format!("{value} is outside {min}..={max}"),
-        ));
+        return Err(ValidationError::new(field, format!("{value} is outside {min}..={max}")));
     }
     Ok(())
 }
 
 fn validate_name(name: &str) -> Result<()> {
-    let ok_chars = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if name.is_empty() || name.len() > 128 || !ok_chars {
         return Err(ValidationError::new(
             "name",
@@ -244,31 +180,16 @@ fn http_url(field: &str, url: &str, https_only: bool) -> Result<()> {
         rest
     } else {
         let want = if https_only { "https" } else { "http or https" };
-        return Err(ValidationError::new(
-            field,
-            format!("`{url}` is not an {want} URL"),
-        ));
+        return Err(ValidationError::new(field, format!("`{url}` is not an {want} URL")));
     };
     let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if host.is_empty()
-        || host.chars().any(|c| c.is_whitespace() || c.is_control())
-        || url.len() > 2048
-    {
-        return Err(ValidationError::new(
-            field,
-            format!("`{url}` has no valid host"),
-        ));
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) || url.len() > 2048 {
+        return Err(ValidationError::new(field, format!("`{url}` has no valid host")));
     }
     Ok(())
 }
 
-fn allowed(
-    list: &TargetAllowList,
-    patterns: &[String],
-    field: &str,
-    id: &str,
-    variable: &str,
-) -> Result<()> {
+fn allowed(list: &TargetAllowList, patterns: &[String], field: &str, id: &str, variable: &str) -> Result<()> {
     if id.trim().is_empty() {
         return Err(ValidationError::new(field, "must not be empty"));
     }
@@ -276,20 +197,15 @@ fn allowed(
         Refusal::OwnResource => {
             ValidationError::new(field, format!("`{id}` is one of Sundial's own resources"))
         }
-        Refusal::NotAllowed => ValidationError::new(
-            field,
-            format!("`{id}` does not match the allow-list ({variable})"),
-        ),
+        Refusal::NotAllowed => {
+            ValidationError::new(field, format!("`{id}` does not match the allow-list ({variable})"))
+        }
     })
 }
 
 fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Result<()> {
     match target {
-        TargetDocument::Http {
-            url,
-            method,
-            headers,
-        } => {
+        TargetDocument::Http { url, method, headers } => {
             http_url("target.url", url, false)?;
             *method = method.to_ascii_uppercase();
             if !HTTP_METHODS.contains(&method.as_str()) {
@@ -301,20 +217,13 @@ fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Resul
             for (name, value) in headers.iter() {
                 let field = format!("target.headers.{name}");
                 let token = !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
                 if !token {
                     return Err(ValidationError::new(field, "is not a valid header name"));
                 }
                 let lower = name.to_ascii_lowercase();
-                if RESERVED_HEADERS.contains(&lower.as_str())
-                    || lower.starts_with(RESERVED_HEADER_PREFIX)
-                {
-                    return Err(ValidationError::new(
-                        field,
-                        "is set by Sundial and cannot be overridden",
-                    ));
+                if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with(RESERVED_HEADER_PREFIX) {
+                    return Err(ValidationError::new(field, "is set by Sundial and cannot be overridden"));
                 }
                 let text = match value {
                     HeaderValue::Plain(text) => text,
@@ -339,48 +248,25 @@ fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Resul
             }
             Ok(())
         }
-        TargetDocument::Lambda { function } => allowed(
-            list,
-            &list.lambda,
-            "target.function",
-            function,
-            "SUNDIAL_ALLOWED_LAMBDA",
-        ),
+        TargetDocument::Lambda { function } => {
+            allowed(list, &list.lambda, "target.function", function, "SUNDIAL_ALLOWED_LAMBDA")
+        }
         TargetDocument::Sqs { queue_url } => {
             http_url("target.queue_url", queue_url, false)?;
-            allowed(
-                list,
-                &list.sqs,
-                "target.queue_url",
-                queue_url,
-                "SUNDIAL_ALLOWED_SQS",
-            )
+            allowed(list, &list.sqs, "target.queue_url", queue_url, "SUNDIAL_ALLOWED_SQS")
         }
         TargetDocument::Sns { topic_arn } => {
             if !topic_arn.starts_with("arn:") {
-                return Err(ValidationError::new(
-                    "target.topic_arn",
-                    format!("`{topic_arn}` is not an ARN"),
-                ));
+                return Err(ValidationError::new("target.topic_arn", format!("`{topic_arn}` is not an ARN")));
             }
-            allowed(
-                list,
-                &list.sns,
-                "target.topic_arn",
-                topic_arn,
-                "SUNDIAL_ALLOWED_SNS",
-            )
+            allowed(list, &list.sns, "target.topic_arn", topic_arn, "SUNDIAL_ALLOWED_SNS")
         }
     }
 }
 
 fn validate_notify(notify: &NotifySettings) -> Result<()> {
-    let kinds: [(&str, &Vec<String>); 4] = [
-        ("email", &notify.email),
-        ("sms", &notify.sms),
-        ("https", &notify.https),
-        ("sqs", &notify.sqs),
-    ];
+    let kinds: [(&str, &Vec<String>); 4] =
+        [("email", &notify.email), ("sms", &notify.sms), ("https", &notify.https), ("sqs", &notify.sqs)];
     for (kind, endpoints) in kinds {
         if endpoints.len() > limits::MAX_ENDPOINTS_PER_KIND {
             return Err(ValidationError::new(
@@ -392,9 +278,7 @@ fn validate_notify(notify: &NotifySettings) -> Result<()> {
             let field = format!("notify.{kind}[{i}]");
             let ok = match kind {
                 "email" => endpoint.split_once('@').is_some_and(|(user, domain)| {
-                    !user.is_empty()
-                        && domain.contains('.')
-                        && !endpoint.contains(char::is_whitespace)
+                    !user.is_empty() && domain.contains('.') && !endpoint.contains(char::is_whitespace)
                 }),
                 "sms" => endpoint.strip_prefix('+').is_some_and(|digits| {
                     (7..=15).contains(&digits.len())
@@ -411,18 +295,12 @@ fn validate_notify(notify: &NotifySettings) -> Result<()> {
                     "https" => "an https URL",
                     _ => "an SQS queue ARN",
                 };
-                return Err(ValidationError::new(
-                    field,
-                    format!("`{endpoint}` is not {want}"),
-                ));
+                return Err(ValidationError::new(field, format!("`{endpoint}` is not {want}")));
             }
         }
     }
     if notify.on.is_empty() {
-        return Err(ValidationError::new(
-            "notify.on",
-            "must name at least one event",
-        ));
+        return Err(ValidationError::new("notify.on", "must name at least one event"));
     }
     Ok(())
 }
@@ -442,26 +320,16 @@ mod tests {
             own_prefix: "sundial-test-".into(),
         };
         let now: DateTime<Utc> = "2026-06-01T00:00:00Z".parse().unwrap();
-        validate(
-            &mut doc,
-            &Rules {
-                limits: &limits,
-                targets: &targets,
-            },
-            now,
-            now,
-        )
+        validate(&mut doc, &Rules { limits: &limits, targets: &targets }, now, now)
     }
 
     fn field_of(doc: serde_json::Value) -> String {
-        check(doc)
-            .err()
-            .map(|e| e.field)
-            .unwrap_or_else(|| "<accepted>".into())
+        check(doc).err().map(|e| e.field).unwrap_or_else(|| "<accepted>".into())
     }
 
     fn job(extra: serde_json::Value) -> serde_json::Value {
-        let mut base = json!({"name": "job-1", "target": {"type": "http", "url": "https://example.test/hook"}});
+        let mut base =
+            json!({"name": "job-1", "target": {"type": "http", "url": "https://example.test/hook"}});
         if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
             for (k, v) in extra {
                 base.insert(k.clone(), v.clone());
@@ -472,9 +340,8 @@ mod tests {
 
     #[test]
     fn a_good_job_passes() {
-        let schedule = check(job(
-            json!({"schedule": {"cron": "30 2 * * *", "timezone": "America/New_York"}}),
-        ));
+        let schedule =
+            check(job(json!({"schedule": {"cron": "30 2 * * *", "timezone": "America/New_York"}})));
         assert!(matches!(schedule, Ok(Some(_))));
         assert!(matches!(check(job(json!({}))), Ok(None)));
     }
@@ -485,36 +352,15 @@ mod tests {
             (job(json!({"name": ""})), "name"),
             (job(json!({"name": "has space"})), "name"),
             (job(json!({"name": "x".repeat(129)})), "name"),
-            (
-                job(json!({"schedule": {"cron": "61 * * * *"}})),
-                "schedule.cron",
-            ),
-            (
-                job(json!({"schedule": {"cron": "0 0 30 2 *"}})),
-                "schedule.cron",
-            ),
-            (
-                job(json!({"schedule": {"cron": "* * * * * *"}})),
-                "schedule.cron",
-            ),
-            (
-                job(json!({"schedule": {"rate": "5 seconds"}})),
-                "schedule.rate",
-            ),
+            (job(json!({"schedule": {"cron": "61 * * * *"}})), "schedule.cron"),
+            (job(json!({"schedule": {"cron": "0 0 30 2 *"}})), "schedule.cron"),
+            (job(json!({"schedule": {"cron": "* * * * * *"}})), "schedule.cron"),
+            (job(json!({"schedule": {"rate": "5 seconds"}})), "schedule.rate"),
             (job(json!({"schedule": {"rate": "often"}})), "schedule.rate"),
             (job(json!({"schedule": {"at": "tomorrow"}})), "schedule.at"),
-            (
-                job(json!({"schedule": {"at": "2020-01-01T00:00:00Z"}})),
-                "schedule.at",
-            ),
-            (
-                job(json!({"schedule": {"cron": "@daily", "timezone": "Mars/Olympus"}})),
-                "schedule.timezone",
-            ),
-            (
-                job(json!({"schedule": {"cron": "@daily", "rate": "1 day"}})),
-                "schedule",
-            ),
+            (job(json!({"schedule": {"at": "2020-01-01T00:00:00Z"}})), "schedule.at"),
+            (job(json!({"schedule": {"cron": "@daily", "timezone": "Mars/Olympus"}})), "schedule.timezone"),
+            (job(json!({"schedule": {"cron": "@daily", "rate": "1 day"}})), "schedule"),
             (job(json!({"schedule": {}})), "schedule"),
             (
                 job(json!({"schedule": {"cron": "@daily", "end_at": "2026-01-01T00:00:00Z"}})),
@@ -526,28 +372,15 @@ mod tests {
                 ),
                 "schedule.end_at",
             ),
+            (job(json!({"schedule": {"cron": "@daily", "jitter_s": 901}})), "schedule.jitter_s"),
+            (job(json!({"target": {"type": "http", "url": "ftp://example.test/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "https://"}})), "target.url"),
             (
-                job(json!({"schedule": {"cron": "@daily", "jitter_s": 901}})),
-                "schedule.jitter_s",
-            ),
-            (
-                job(json!({"target": {"type": "http", "url": "ftp://example.test/"}})),
-                "target.url",
-            ),
-            (
-                job(json!({"target": {"type": "http", "url": "https://"}})),
-                "target.url",
-            ),
-            (
-                job(
-                    json!({"target": {"type": "http", "url": "https://x.test/", "method": "TRACE"}}),
-                ),
+                job(json!({"target": {"type": "http", "url": "https://x.test/", "method": "TRACE"}})),
                 "target.method",
             ),
             (
-                job(
-                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"Host": "h"}}}),
-                ),
+                job(json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"Host": "h"}}})),
                 "target.headers.Host",
             ),
             (
@@ -562,14 +395,9 @@ mod tests {
                 ),
                 "target.headers.A",
             ),
+            (job(json!({"target": {"type": "lambda", "function": "other"}})), "target.function"),
             (
-                job(json!({"target": {"type": "lambda", "function": "other"}})),
-                "target.function",
-            ),
-            (
-                job(
-                    json!({"target": {"type": "lambda", "function": "allowed-but-sundial-test-worker"}}),
-                ),
+                job(json!({"target": {"type": "lambda", "function": "allowed-but-sundial-test-worker"}})),
                 "target.function",
             ),
             (
@@ -578,54 +406,21 @@ mod tests {
                 ),
                 "target.queue_url",
             ),
-            (
-                job(json!({"target": {"type": "sns", "topic_arn": "not-an-arn"}})),
-                "target.topic_arn",
-            ),
-            (
-                job(json!({"payload": {"blob": "x".repeat(70_000)}})),
-                "payload",
-            ),
-            (
-                job(json!({"retry": {"max_attempts": 0}})),
-                "retry.max_attempts",
-            ),
-            (
-                job(json!({"retry": {"max_attempts": 11}})),
-                "retry.max_attempts",
-            ),
-            (
-                job(json!({"retry": {"backoff_s": 100, "max_backoff_s": 10}})),
-                "retry.max_backoff_s",
-            ),
+            (job(json!({"target": {"type": "sns", "topic_arn": "not-an-arn"}})), "target.topic_arn"),
+            (job(json!({"payload": {"blob": "x".repeat(70_000)}})), "payload"),
+            (job(json!({"retry": {"max_attempts": 0}})), "retry.max_attempts"),
+            (job(json!({"retry": {"max_attempts": 11}})), "retry.max_attempts"),
+            (job(json!({"retry": {"backoff_s": 100, "max_backoff_s": 10}})), "retry.max_backoff_s"),
             (job(json!({"timeout_s": 0})), "timeout_s"),
             (job(json!({"timeout_s": 604_801})), "timeout_s"),
             (job(json!({"sla_s": 0})), "sla_s"),
             (job(json!({"start_deadline_s": 0})), "start_deadline_s"),
-            (
-                job(json!({"alert_after_failures": 0})),
-                "alert_after_failures",
-            ),
-            (
-                job(json!({"notify": {"email": ["nobody"]}})),
-                "notify.email[0]",
-            ),
-            (
-                job(json!({"notify": {"sms": ["555-1234"]}})),
-                "notify.sms[0]",
-            ),
-            (
-                job(json!({"notify": {"https": ["http://plain.test/"]}})),
-                "notify.https[0]",
-            ),
-            (
-                job(json!({"notify": {"sqs": ["https://queue"]}})),
-                "notify.sqs[0]",
-            ),
-            (
-                job(json!({"notify": {"on": [], "email": ["a@b.test"]}})),
-                "notify.on",
-            ),
+            (job(json!({"alert_after_failures": 0})), "alert_after_failures"),
+            (job(json!({"notify": {"email": ["nobody"]}})), "notify.email[0]"),
+            (job(json!({"notify": {"sms": ["555-1234"]}})), "notify.sms[0]"),
+            (job(json!({"notify": {"https": ["http://plain.test/"]}})), "notify.https[0]"),
+            (job(json!({"notify": {"sqs": ["https://queue"]}})), "notify.sqs[0]"),
+            (job(json!({"notify": {"on": [], "email": ["a@b.test"]}})), "notify.on"),
         ];
         for (doc, field) in cases {
             assert_eq!(field_of(doc.clone()), field, "{doc}");
@@ -640,22 +435,13 @@ mod tests {
             json!({"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:000000000000:allowed-t"}),
             json!({"type": "http", "url": "http://127.0.0.1:9/x", "method": "put"}),
         ] {
-            assert_eq!(
-                field_of(job(json!({"target": target.clone()}))),
-                "<accepted>",
-                "{target}"
-            );
+            assert_eq!(field_of(job(json!({"target": target.clone()}))), "<accepted>", "{target}");
         }
     }
 
     #[test]
     fn fractional_at_rounds_up() {
-        let schedule = check(job(json!({"schedule": {"at": "2026-07-01T00:00:00.250Z"}})))
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            schedule.recurrence,
-            Recurrence::At("2026-07-01T00:00:01Z".parse().unwrap())
-        );
+        let schedule = check(job(json!({"schedule": {"at": "2026-07-01T00:00:00.250Z"}}))).unwrap().unwrap();
+        assert_eq!(schedule.recurrence, Recurrence::At("2026-07-01T00:00:01Z".parse().unwrap()));
     }
 }

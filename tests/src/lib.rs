@@ -17,7 +17,9 @@ use std::sync::Arc;
 use sundial_api::AppState;
 use sundial_shared::clock::{Clock, SystemClock};
 use sundial_shared::config::{Config, aws_sdk_config};
+use sundial_shared::metrics::{Clients, Ledger};
 use sundial_shared::provision::{Resources, provision};
+use sundial_shared::services::Services;
 use tower::ServiceExt;
 
 /// API keys every test stack knows.
@@ -31,6 +33,8 @@ pub struct Stack {
     pub resources: Resources,
     pub config: Config,
     pub dynamo: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub services: Services,
     pub api: Api,
 }
 
@@ -51,50 +55,94 @@ impl Stack {
             std::env::var("AWS_ENDPOINT_URL").is_ok(),
             "AWS_ENDPOINT_URL is not set: run the suite with scripts/test, which starts the emulator"
         );
-        let name = format!(
-            "t{}",
-            ulid::Ulid::generate().to_string().to_ascii_lowercase()
-        );
+        let name = format!("t{}", ulid::Ulid::generate().to_string().to_ascii_lowercase());
         let sdk = aws_sdk_config().await;
-        let resources = provision(&sdk, &name)
-            .await
-            .expect("provisioning the test stack");
+        let resources = provision(&sdk, &name).await.expect("provisioning the test stack");
         let mut vars: HashMap<&str, &str> = HashMap::from([
             ("SUNDIAL_STACK", name.as_str()),
-            (
-                "SUNDIAL_API_KEYS",
-                "alice-key:alice,bob-key:bob,sundial-dev-key:dev",
-            ),
+            ("SUNDIAL_API_KEYS", "alice-key:alice,bob-key:bob,sundial-dev-key:dev"),
         ]);
         for (k, v) in &options.vars {
             vars.insert(k, v.as_str());
         }
         let config = Config::from_vars(&vars, Some(resources.clone())).expect("test configuration");
-        let dynamo = aws_sdk_dynamodb::Client::new(&sdk);
+        let clients = Clients::new(&sdk, Ledger::new());
         let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
-        let state = AppState::from_config(&config, dynamo.clone(), clock);
-        Stack {
-            name,
-            resources,
-            config,
-            dynamo,
-            api: Api {
-                router: sundial_api::router(state),
-            },
+        let services = Services::new(config.clone(), &clients, clock);
+        let api = Api { router: sundial_api::router(AppState::new(&services)) };
+        Stack { name, resources, config, dynamo: clients.dynamo, sqs: clients.sqs, services, api }
+    }
+
+    /// Every run of a job, oldest first.
+    pub async fn runs_of(&self, job_id: &str) -> Vec<sundial_shared::run::Run> {
+        let id = sundial_shared::job::JobId::parse(job_id).unwrap();
+        let mut runs = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.services.runs.list(&id, 100, cursor.as_deref(), None).await.unwrap();
+            runs.extend(page.items);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        runs.reverse();
+        runs
+    }
+
+    /// Every message now visible on the runs queue (received and deleted), as JSON bodies.
+    pub async fn drain_queue(&self) -> Vec<Value> {
+        let mut bodies = Vec::new();
+        loop {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.resources.runs_queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(0)
+                .send()
+                .await
+                .unwrap();
+            let messages = out.messages.unwrap_or_default();
+            if messages.is_empty() {
+                return bodies;
+            }
+            for m in messages {
+                bodies.push(serde_json::from_str(m.body().unwrap()).unwrap());
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.resources.runs_queue_url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
         }
     }
 
-    /// Every item of the jobs table (jobs, name locks, owner counters).
-    pub async fn jobs_table_items(
-        &self,
-    ) -> Vec<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+    /// How many messages the runs queue holds, visible, delayed or in flight.
+    pub async fn queue_depth(&self) -> u64 {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let names = [
+            A::ApproximateNumberOfMessages,
+            A::ApproximateNumberOfMessagesDelayed,
+            A::ApproximateNumberOfMessagesNotVisible,
+        ];
         let out = self
-            .dynamo
-            .scan()
-            .table_name(&self.resources.jobs_table)
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&self.resources.runs_queue_url)
+            .set_attribute_names(Some(names.to_vec()))
             .send()
             .await
             .unwrap();
+        let attrs = out.attributes.unwrap_or_default();
+        names.iter().map(|a| attrs.get(a).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)).sum()
+    }
+
+    /// Every item of the jobs table (jobs, name locks, owner counters).
+    pub async fn jobs_table_items(&self) -> Vec<HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+        let out = self.dynamo.scan().table_name(&self.resources.jobs_table).send().await.unwrap();
         out.items.unwrap_or_default()
     }
 
@@ -108,10 +156,7 @@ impl Stack {
             .send()
             .await
             .unwrap();
-        out.items()
-            .iter()
-            .filter_map(|i| i.get("job_id").and_then(|v| v.as_s().ok()).cloned())
-            .collect()
+        out.items().iter().filter_map(|i| i.get("job_id").and_then(|v| v.as_s().ok()).cloned()).collect()
     }
 }
 
@@ -130,10 +175,7 @@ impl Reply {
     }
 
     pub fn etag(&self) -> &str {
-        self.headers
-            .get("etag")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
+        self.headers.get("etag").and_then(|v| v.to_str().ok()).unwrap_or("")
     }
 }
 
@@ -155,13 +197,7 @@ pub struct Call<'a> {
 
 impl<'a> Call<'a> {
     pub fn new(method: Method, path: impl Into<String>) -> Self {
-        Call {
-            method,
-            path: path.into(),
-            key: None,
-            body: None,
-            headers: vec![],
-        }
+        Call { method, path: path.into(), key: None, body: None, headers: vec![] }
     }
     pub fn key(mut self, key: &'a str) -> Self {
         self.key = Some(key);
@@ -169,8 +205,7 @@ impl<'a> Call<'a> {
     }
     pub fn json(mut self, body: &Value) -> Self {
         self.body = Some(serde_json::to_vec(body).unwrap());
-        self.headers
-            .push(("content-type", "application/json".into()));
+        self.headers.push(("content-type", "application/json".into()));
         self
     }
     pub fn raw(mut self, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
@@ -191,16 +226,8 @@ impl Api {
         let status = response.status();
         let headers = response.headers().clone();
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap()
-        };
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        Reply { status, headers, body }
     }
 
     pub async fn call(&self, call: Call<'_>) -> Reply {
@@ -211,23 +238,13 @@ impl Api {
         for (name, value) in call.headers {
             request = request.header(name, value);
         }
-        let request = request
-            .body(Body::from(call.body.unwrap_or_default()))
-            .unwrap();
+        let request = request.body(Body::from(call.body.unwrap_or_default())).unwrap();
         let response = self.router.clone().oneshot(request).await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap()
-        };
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+        Reply { status, headers, body }
     }
 
     pub async fn get(&self, key: &str, path: &str) -> Reply {
@@ -235,13 +252,11 @@ impl Api {
     }
 
     pub async fn post(&self, key: &str, path: &str, body: &Value) -> Reply {
-        self.call(Call::new(Method::POST, path).key(key).json(body))
-            .await
+        self.call(Call::new(Method::POST, path).key(key).json(body)).await
     }
 
     pub async fn patch(&self, key: &str, path: &str, body: &Value) -> Reply {
-        self.call(Call::new(Method::PATCH, path).key(key).json(body))
-            .await
+        self.call(Call::new(Method::PATCH, path).key(key).json(body)).await
     }
 
     pub async fn delete(&self, key: &str, path: &str) -> Reply {

@@ -24,108 +24,33 @@ fn cases() -> Vec<(&'static str, Value, StatusCode, &'static str)> {
     use StatusCode as S;
     let unprocessable = S::UNPROCESSABLE_ENTITY;
     vec![
-        (
-            "empty name",
-            with(job("x"), "name", json!("")),
-            unprocessable,
-            "name",
-        ),
-        (
-            "name with spaces",
-            with(job("x"), "name", json!("a b")),
-            unprocessable,
-            "name",
-        ),
-        (
-            "name too long",
-            with(job("x"), "name", json!("n".repeat(129))),
-            unprocessable,
-            "name",
-        ),
-        (
-            "name not a string",
-            with(job("x"), "name", json!(5)),
-            S::BAD_REQUEST,
-            "name",
-        ),
-        (
-            "missing target",
-            json!({"name": "x"}),
-            S::BAD_REQUEST,
-            "target",
-        ),
-        (
-            "unknown top-level field",
-            with(job("x"), "colour", json!("red")),
-            S::BAD_REQUEST,
-            "colour",
-        ),
+        ("empty name", with(job("x"), "name", json!("")), unprocessable, "name"),
+        ("name with spaces", with(job("x"), "name", json!("a b")), unprocessable, "name"),
+        ("name too long", with(job("x"), "name", json!("n".repeat(129))), unprocessable, "name"),
+        ("name not a string", with(job("x"), "name", json!(5)), S::BAD_REQUEST, "name"),
+        ("missing target", json!({"name": "x"}), S::BAD_REQUEST, "target"),
+        ("unknown top-level field", with(job("x"), "colour", json!("red")), S::BAD_REQUEST, "colour"),
         (
             "unknown schedule field",
             schedule(json!({"cron": "@daily", "every": 5})),
             S::BAD_REQUEST,
             "schedule.every",
         ),
-        (
-            "cron out of range",
-            schedule(json!({"cron": "61 * * * *"})),
-            unprocessable,
-            "schedule.cron",
-        ),
-        (
-            "cron wrong field count",
-            schedule(json!({"cron": "* * *"})),
-            unprocessable,
-            "schedule.cron",
-        ),
-        (
-            "cron never fires",
-            schedule(json!({"cron": "0 0 31 2 *"})),
-            unprocessable,
-            "schedule.cron",
-        ),
-        (
-            "cron every second",
-            schedule(json!({"cron": "* * * * * *"})),
-            unprocessable,
-            "schedule.cron",
-        ),
+        ("cron out of range", schedule(json!({"cron": "61 * * * *"})), unprocessable, "schedule.cron"),
+        ("cron wrong field count", schedule(json!({"cron": "* * *"})), unprocessable, "schedule.cron"),
+        ("cron never fires", schedule(json!({"cron": "0 0 31 2 *"})), unprocessable, "schedule.cron"),
+        ("cron every second", schedule(json!({"cron": "* * * * * *"})), unprocessable, "schedule.cron"),
         (
             "unknown time zone",
             schedule(json!({"cron": "@daily", "timezone": "Moon/Base"})),
             unprocessable,
             "schedule.timezone",
         ),
-        (
-            "rate too short",
-            schedule(json!({"rate": "2 seconds"})),
-            unprocessable,
-            "schedule.rate",
-        ),
-        (
-            "rate unparseable",
-            schedule(json!({"rate": "fortnightly"})),
-            unprocessable,
-            "schedule.rate",
-        ),
-        (
-            "at in the past",
-            schedule(json!({"at": "2001-01-01T00:00:00Z"})),
-            unprocessable,
-            "schedule.at",
-        ),
-        (
-            "at not RFC 3339",
-            schedule(json!({"at": "next tuesday"})),
-            unprocessable,
-            "schedule.at",
-        ),
-        (
-            "two recurrences",
-            schedule(json!({"cron": "@daily", "rate": "1 day"})),
-            unprocessable,
-            "schedule",
-        ),
+        ("rate too short", schedule(json!({"rate": "2 seconds"})), unprocessable, "schedule.rate"),
+        ("rate unparseable", schedule(json!({"rate": "fortnightly"})), unprocessable, "schedule.rate"),
+        ("at in the past", schedule(json!({"at": "2001-01-01T00:00:00Z"})), unprocessable, "schedule.at"),
+        ("at not RFC 3339", schedule(json!({"at": "next tuesday"})), unprocessable, "schedule.at"),
+        ("two recurrences", schedule(json!({"cron": "@daily", "rate": "1 day"})), unprocessable, "schedule"),
         (
             "end before start",
             schedule(
@@ -140,12 +65,7 @@ fn cases() -> Vec<(&'static str, Value, StatusCode, &'static str)> {
             unprocessable,
             "schedule.jitter_s",
         ),
-        (
-            "unknown target type",
-            target(json!({"type": "carrier-pigeon"})),
-            S::BAD_REQUEST,
-            "target.type",
-        ),
+        ("unknown target type", target(json!({"type": "carrier-pigeon"})), S::BAD_REQUEST, "target.type"),
         (
             "target url not http",
             target(json!({"type": "http", "url": "file:///etc/passwd"})),
@@ -160,9 +80,7 @@ fn cases() -> Vec<(&'static str, Value, StatusCode, &'static str)> {
         ),
         (
             "reserved header",
-            target(
-                json!({"type": "http", "url": "http://127.0.0.1:9/", "headers": {"Content-Length": "1"}}),
-            ),
+            target(json!({"type": "http", "url": "http://127.0.0.1:9/", "headers": {"Content-Length": "1"}})),
             unprocessable,
             "target.headers.Content-Length",
         ),
@@ -208,58 +126,29 @@ fn cases() -> Vec<(&'static str, Value, StatusCode, &'static str)> {
             S::BAD_REQUEST,
             "retry.backoff_s",
         ),
-        (
-            "timeout zero",
-            with(job("x"), "timeout_s", json!(0)),
-            unprocessable,
-            "timeout_s",
-        ),
-        (
-            "timeout over 7 days",
-            with(job("x"), "timeout_s", json!(700_000)),
-            unprocessable,
-            "timeout_s",
-        ),
+        ("timeout zero", with(job("x"), "timeout_s", json!(0)), unprocessable, "timeout_s"),
+        ("timeout over 7 days", with(job("x"), "timeout_s", json!(700_000)), unprocessable, "timeout_s"),
         (
             "unknown concurrency",
             with(job("x"), "concurrency", json!("sometimes")),
             S::BAD_REQUEST,
             "concurrency",
         ),
-        (
-            "unknown catchup",
-            with(job("x"), "catchup", json!("most")),
-            S::BAD_REQUEST,
-            "catchup",
-        ),
+        ("unknown catchup", with(job("x"), "catchup", json!("most")), S::BAD_REQUEST, "catchup"),
         (
             "bad email",
             with(job("x"), "notify", json!({"email": ["not-an-address"]})),
             unprocessable,
             "notify.email[0]",
         ),
-        (
-            "bad sms",
-            with(job("x"), "notify", json!({"sms": ["12345"]})),
-            unprocessable,
-            "notify.sms[0]",
-        ),
+        ("bad sms", with(job("x"), "notify", json!({"sms": ["12345"]})), unprocessable, "notify.sms[0]"),
         (
             "unknown event",
-            with(
-                job("x"),
-                "notify",
-                json!({"on": ["exploded"], "email": ["a@b.test"]}),
-            ),
+            with(job("x"), "notify", json!({"on": ["exploded"], "email": ["a@b.test"]})),
             S::BAD_REQUEST,
             "notify.on[0]",
         ),
-        (
-            "body is an array",
-            json!([job("x")]),
-            S::BAD_REQUEST,
-            "body",
-        ),
+        ("body is an array", json!([job("x")]), S::BAD_REQUEST, "body"),
     ]
 }
 
@@ -274,18 +163,10 @@ async fn bad_documents_are_rejected_with_the_field_and_nothing_is_written() {
         let reply = stack.api.post(ALICE, "/v1/jobs", &body).await;
         assert_eq!(reply.status, status, "{what}: {}", reply.body);
         assert_eq!(reply.error_field(), field, "{what}: {}", reply.body);
-        assert!(
-            reply.body["error"]["message"]
-                .as_str()
-                .is_some_and(|m| !m.is_empty()),
-            "{what}"
-        );
+        assert!(reply.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}");
         assert!(reply.body["error"]["code"].is_string(), "{what}");
     }
-    assert!(
-        stack.jobs_table_items().await.is_empty(),
-        "a rejected request wrote something"
-    );
+    assert!(stack.jobs_table_items().await.is_empty(), "a rejected request wrote something");
 }
 
 /// Transport-level bad input: not JSON, wrong content type, body over the limit.
@@ -294,44 +175,19 @@ async fn malformed_bodies_are_rejected() {
     let stack = Stack::new().await;
     let not_json = stack
         .api
-        .call(
-            Call::new(Method::POST, "/v1/jobs")
-                .key(ALICE)
-                .raw("application/json", "{name:"),
-        )
+        .call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("application/json", "{name:"))
         .await;
     assert_eq!(not_json.status, StatusCode::BAD_REQUEST);
     assert_eq!(not_json.error_field(), "body");
 
-    let text = stack
-        .api
-        .call(
-            Call::new(Method::POST, "/v1/jobs")
-                .key(ALICE)
-                .raw("text/plain", "{}"),
-        )
-        .await;
+    let text = stack.api.call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("text/plain", "{}")).await;
     assert_eq!(text.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_eq!(text.error_field(), "Content-Type");
 
-    let huge = format!(
-        "{{\"name\": \"x\", \"payload\": \"{}\"}}",
-        "x".repeat(200_000)
-    );
-    let too_big = stack
-        .api
-        .call(
-            Call::new(Method::POST, "/v1/jobs")
-                .key(ALICE)
-                .raw("application/json", huge),
-        )
-        .await;
-    assert_eq!(
-        too_big.status,
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "{}",
-        too_big.body
-    );
+    let huge = format!("{{\"name\": \"x\", \"payload\": \"{}\"}}", "x".repeat(200_000));
+    let too_big =
+        stack.api.call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("application/json", huge)).await;
+    assert_eq!(too_big.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", too_big.body);
     assert_eq!(too_big.error_field(), "body");
     assert!(stack.jobs_table_items().await.is_empty());
 }
@@ -344,23 +200,11 @@ async fn bad_patches_change_nothing() {
     let path = format!("/v1/jobs/{id}");
     let before = stack.api.get(ALICE, &path).await.body;
     for (patch, status, field) in [
-        (
-            json!({"schedule": {"cron": "not cron"}}),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "schedule.cron",
-        ),
-        (
-            json!({"retry": {"max_attempts": 0}}),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "retry.max_attempts",
-        ),
+        (json!({"schedule": {"cron": "not cron"}}), StatusCode::UNPROCESSABLE_ENTITY, "schedule.cron"),
+        (json!({"retry": {"max_attempts": 0}}), StatusCode::UNPROCESSABLE_ENTITY, "retry.max_attempts"),
         (json!({"unknown": 1}), StatusCode::BAD_REQUEST, "unknown"),
         (json!({"target": null}), StatusCode::BAD_REQUEST, "target"),
-        (
-            json!({"name": "no spaces allowed"}),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "name",
-        ),
+        (json!({"name": "no spaces allowed"}), StatusCode::UNPROCESSABLE_ENTITY, "name"),
     ] {
         let reply = stack.api.patch(ALICE, &path, &patch).await;
         assert_eq!(reply.status, status, "{patch}: {}", reply.body);
@@ -384,20 +228,13 @@ async fn bad_patches_change_nothing() {
 #[tokio::test]
 async fn unknown_ids_are_not_found() {
     let stack = Stack::new().await;
-    for path in [
-        "/v1/jobs/not-a-ulid",
-        "/v1/jobs/01JCZZZZZZZZZZZZZZZZZZZZZZ",
-        "/v1/nothing-here",
-    ] {
+    for path in ["/v1/jobs/not-a-ulid", "/v1/jobs/01JCZZZZZZZZZZZZZZZZZZZZZZ", "/v1/nothing-here"] {
         let reply = stack.api.get(ALICE, path).await;
         assert_eq!(reply.status, StatusCode::NOT_FOUND, "{path}");
         assert_eq!(reply.body["error"]["code"], "not_found", "{path}");
     }
     let preview = stack.api.create_job(ALICE, &job("p")).await;
-    let reply = stack
-        .api
-        .get(ALICE, &format!("/v1/jobs/{preview}/preview?count=501"))
-        .await;
+    let reply = stack.api.get(ALICE, &format!("/v1/jobs/{preview}/preview?count=501")).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.error_field(), "count");
 }

@@ -7,10 +7,7 @@ use serde_json::json;
 use sundial_tests::{ALICE, BOB, Call, Stack, job};
 
 fn create<'a>(key: &'a str, idem: &str, body: &serde_json::Value) -> Call<'a> {
-    Call::new(Method::POST, "/v1/jobs")
-        .key(key)
-        .header("idempotency-key", idem.to_string())
-        .json(body)
+    Call::new(Method::POST, "/v1/jobs").key(key).header("idempotency-key", idem.to_string()).json(body)
 }
 
 /// The same request twice creates one job and answers the same both times.

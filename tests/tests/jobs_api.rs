@@ -31,32 +31,16 @@ async fn job_lifecycle() {
         .await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     let id = created.body["id"].as_str().unwrap().to_string();
-    assert_eq!(
-        created.headers["location"],
-        format!("/v1/jobs/{id}").as_str()
-    );
+    assert_eq!(created.headers["location"], format!("/v1/jobs/{id}").as_str());
     assert_eq!(created.etag(), "\"1\"");
     assert_eq!(created.body["owner"], "alice");
     assert_eq!(created.body["version"], 1);
     assert_eq!(created.body["target"]["method"], "POST");
-    assert_eq!(
-        created.body["retry"],
-        json!({"max_attempts": 5, "backoff_s": 10, "max_backoff_s": 3600})
-    );
-    assert_eq!(
-        created.body["target"]["headers"]["Authorization"],
-        json!({"secret": true})
-    );
-    assert!(
-        !created.body.to_string().contains("t0ps3cret"),
-        "secret leaked: {}",
-        created.body
-    );
+    assert_eq!(created.body["retry"], json!({"max_attempts": 5, "backoff_s": 10, "max_backoff_s": 3600}));
+    assert_eq!(created.body["target"]["headers"]["Authorization"], json!({"secret": true}));
+    assert!(!created.body.to_string().contains("t0ps3cret"), "secret leaked: {}", created.body);
     let next = created.body["next_run_at"].as_str().unwrap();
-    assert!(
-        next.ends_with(":30:00Z"),
-        "02:30 New York is a :30 in UTC: {next}"
-    );
+    assert!(next.ends_with(":30:00Z"), "02:30 New York is a :30 in UTC: {next}");
     assert_eq!(stack.due_index_ids().await, vec![id.clone()]);
 
     let got = api.get(ALICE, &format!("/v1/jobs/{id}")).await;
@@ -79,16 +63,13 @@ async fn job_lifecycle() {
     assert!(patched.body.get("sla_s").is_none());
     assert_eq!(patched.body["retry"]["max_attempts"], 5);
     assert_eq!(patched.body["retry"]["backoff_s"], 30);
-    assert_eq!(
-        patched.body["next_run_at"], created.body["next_run_at"],
-        "schedule untouched"
-    );
+    assert_eq!(patched.body["next_run_at"], created.body["next_run_at"], "schedule untouched");
     let items = stack.jobs_table_items().await;
-    assert!(items.iter().any(|i| {
-        i.get("document")
-            .and_then(|d| d.as_s().ok())
-            .is_some_and(|d| d.contains("t0ps3cret"))
-    }));
+    assert!(
+        items.iter().any(|i| {
+            i.get("document").and_then(|d| d.as_s().ok()).is_some_and(|d| d.contains("t0ps3cret"))
+        })
+    );
 
     // A stale If-Match is refused and changes nothing.
     let stale = stack
@@ -100,21 +81,14 @@ async fn job_lifecycle() {
                 .json(&json!({"payload": {"report": "never"}})),
         )
         .await;
-    assert_eq!(
-        stale.status,
-        StatusCode::PRECONDITION_FAILED,
-        "{}",
-        stale.body
-    );
+    assert_eq!(stale.status, StatusCode::PRECONDITION_FAILED, "{}", stale.body);
     assert_eq!(stale.body["error"]["code"], "version_mismatch");
     let after = api.get(ALICE, &format!("/v1/jobs/{id}")).await;
     assert_eq!(after.body["payload"], json!({"report": "weekly"}));
     assert_eq!(after.body["version"], 2);
 
     // Pause: out of the due index, next_run_at shown as null.
-    let paused = api
-        .post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({}))
-        .await;
+    let paused = api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await;
     assert_eq!(paused.status, StatusCode::OK, "{}", paused.body);
     assert_eq!(paused.body["paused"], true);
     assert_eq!(paused.body["next_run_at"], json!(null));
@@ -122,26 +96,19 @@ async fn job_lifecycle() {
     assert!(stack.due_index_ids().await.is_empty());
 
     // Preview works while paused, in UTC and in the job's zone.
-    let preview = api
-        .get(ALICE, &format!("/v1/jobs/{id}/preview?count=3"))
-        .await;
+    let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=3")).await;
     assert_eq!(preview.status, StatusCode::OK, "{}", preview.body);
     assert_eq!(preview.body["timezone"], "America/New_York");
     let instants = preview.body["instants"].as_array().unwrap();
     assert_eq!(instants.len(), 3);
     for instant in instants {
         let local = instant["local"].as_str().unwrap();
-        assert!(
-            local.contains("T02:30:00-0") || local.contains("T03:00:00-04:00"),
-            "{local}"
-        );
+        assert!(local.contains("T02:30:00-0") || local.contains("T03:00:00-04:00"), "{local}");
         assert!(instant["utc"].as_str().unwrap().ends_with('Z'));
     }
 
     // Resume: back in the index with a next run.
-    let resumed = api
-        .post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({}))
-        .await;
+    let resumed = api.post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({})).await;
     assert_eq!(resumed.status, StatusCode::OK);
     assert_eq!(resumed.body["paused"], false);
     assert!(resumed.body["next_run_at"].is_string());
@@ -150,10 +117,7 @@ async fn job_lifecycle() {
     // Delete: gone, name free again, history (runs) untouched by design.
     let deleted = api.delete(ALICE, &format!("/v1/jobs/{id}")).await;
     assert_eq!(deleted.status, StatusCode::NO_CONTENT);
-    assert_eq!(
-        api.get(ALICE, &format!("/v1/jobs/{id}")).await.status,
-        StatusCode::NOT_FOUND
-    );
+    assert_eq!(api.get(ALICE, &format!("/v1/jobs/{id}")).await.status, StatusCode::NOT_FOUND);
     assert!(stack.due_index_ids().await.is_empty());
     api.create_job(ALICE, &job("nightly-report")).await;
 }
@@ -166,10 +130,7 @@ async fn list_paginates() {
     for name in &names {
         stack.api.create_job(ALICE, &job(name)).await;
     }
-    stack
-        .api
-        .create_job(sundial_tests::BOB, &job("bobs-job"))
-        .await;
+    stack.api.create_job(sundial_tests::BOB, &job("bobs-job")).await;
 
     let mut seen = Vec::new();
     let mut next: Option<String> = None;
@@ -210,29 +171,12 @@ async fn names_are_unique_per_owner() {
     let dup = stack.api.post(ALICE, "/v1/jobs", &job("shared-name")).await;
     assert_eq!(dup.status, StatusCode::CONFLICT);
     assert_eq!(dup.error_field(), "name");
-    stack
-        .api
-        .create_job(sundial_tests::BOB, &job("shared-name"))
-        .await;
+    stack.api.create_job(sundial_tests::BOB, &job("shared-name")).await;
 
     let other = stack.api.create_job(ALICE, &job("other")).await;
-    let clash = stack
-        .api
-        .patch(
-            ALICE,
-            &format!("/v1/jobs/{other}"),
-            &json!({"name": "shared-name"}),
-        )
-        .await;
+    let clash = stack.api.patch(ALICE, &format!("/v1/jobs/{other}"), &json!({"name": "shared-name"})).await;
     assert_eq!(clash.status, StatusCode::CONFLICT, "{}", clash.body);
-    let renamed = stack
-        .api
-        .patch(
-            ALICE,
-            &format!("/v1/jobs/{id}"),
-            &json!({"name": "renamed"}),
-        )
-        .await;
+    let renamed = stack.api.patch(ALICE, &format!("/v1/jobs/{id}"), &json!({"name": "renamed"})).await;
     assert_eq!(renamed.status, StatusCode::OK, "{}", renamed.body);
     stack.api.create_job(ALICE, &job("shared-name")).await;
 }
@@ -251,14 +195,7 @@ async fn jobs_per_owner_limit() {
     assert_eq!(third.status, StatusCode::FORBIDDEN, "{}", third.body);
     assert_eq!(third.body["error"]["code"], "quota_exceeded");
     stack.api.create_job(sundial_tests::BOB, &job("c")).await;
-    assert_eq!(
-        stack
-            .api
-            .delete(ALICE, &format!("/v1/jobs/{first}"))
-            .await
-            .status,
-        StatusCode::NO_CONTENT
-    );
+    assert_eq!(stack.api.delete(ALICE, &format!("/v1/jobs/{first}")).await.status, StatusCode::NO_CONTENT);
     stack.api.create_job(ALICE, &job("c")).await;
 }
 
@@ -269,21 +206,16 @@ async fn next_run_follows_the_schedule() {
     let stack = Stack::new().await;
     let id = stack.api.create_job(ALICE, &job("moves")).await;
     let before = stack.api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["next_run_at"].clone();
-    let at = (chrono::Utc::now() + chrono::Duration::days(3))
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
+    let at = (chrono::Utc::now() + chrono::Duration::days(3)).format("%Y-%m-%dT%H:%M:%SZ").to_string();
     let moved = stack
         .api
-        .patch(
-            ALICE,
-            &format!("/v1/jobs/{id}"),
-            &json!({"schedule": {"cron": null, "at": at}}),
-        )
+        .patch(ALICE, &format!("/v1/jobs/{id}"), &json!({"schedule": {"cron": null, "at": at}}))
         .await;
     assert_eq!(moved.status, StatusCode::OK, "{}", moved.body);
     assert_eq!(moved.body["next_run_at"], json!(at));
     assert_ne!(moved.body["next_run_at"], before);
 
+    // A job without a schedule runs once, now: the API claims it at once and it leaves the index.
     let now_job = stack
         .api
         .post(
@@ -293,9 +225,12 @@ async fn next_run_follows_the_schedule() {
         )
         .await;
     assert_eq!(now_job.status, StatusCode::CREATED);
-    let next = chrono::DateTime::parse_from_rfc3339(now_job.body["next_run_at"].as_str().unwrap())
-        .unwrap();
-    assert!((chrono::Utc::now() - next.to_utc()).num_seconds().abs() < 60);
+    assert_eq!(now_job.body["next_run_at"], json!(null), "{}", now_job.body);
+    let now_id = now_job.body["id"].as_str().unwrap();
+    let runs = stack.runs_of(now_id).await;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].state, sundial_shared::run::RunState::Queued);
+    assert!(!stack.due_index_ids().await.contains(&now_id.to_string()));
 
     let mut paused = job("born-paused");
     paused["paused"] = json!(true);

@@ -34,9 +34,5 @@ async fn jwt_authorizer_subject_is_the_owner() {
     stack.api.send(event("api-create-job.json")).await;
     let listed = stack.api.send(event("api-list-jobs-jwt.json")).await;
     assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
-    assert_eq!(
-        listed.body["jobs"],
-        serde_json::json!([]),
-        "the JWT subject is a different owner from `dev`"
-    );
+    assert_eq!(listed.body["jobs"], serde_json::json!([]), "the JWT subject is a different owner from `dev`");
 }

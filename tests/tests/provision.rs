@@ -14,29 +14,15 @@ async fn provisioned_resources_match_the_template() {
     let template = Template::parse(TEMPLATE, &stack.name).unwrap();
 
     for table in template.tables.values() {
-        let described = stack
-            .dynamo
-            .describe_table()
-            .table_name(&table.name)
-            .send()
-            .await
-            .unwrap();
+        let described = stack.dynamo.describe_table().table_name(&table.name).send().await.unwrap();
         let described = described.table.unwrap();
         let keys: Vec<(String, String)> = described
             .key_schema()
             .iter()
-            .map(|k| {
-                (
-                    k.attribute_name().to_string(),
-                    k.key_type().as_str().to_string(),
-                )
-            })
+            .map(|k| (k.attribute_name().to_string(), k.key_type().as_str().to_string()))
             .collect();
-        let declared: Vec<(String, String)> = table
-            .keys
-            .iter()
-            .map(|k| (k.attribute.clone(), k.key_type.clone()))
-            .collect();
+        let declared: Vec<(String, String)> =
+            table.keys.iter().map(|k| (k.attribute.clone(), k.key_type.clone())).collect();
         assert_eq!(keys, declared, "{}", table.name);
         let mut indexes: Vec<String> = described
             .global_secondary_indexes()
@@ -48,17 +34,9 @@ async fn provisioned_resources_match_the_template() {
         want.sort();
         assert_eq!(indexes, want, "{}", table.name);
 
-        let ttl = stack
-            .dynamo
-            .describe_time_to_live()
-            .table_name(&table.name)
-            .send()
-            .await
-            .unwrap();
-        let ttl_attribute = ttl
-            .time_to_live_description()
-            .and_then(|d| d.attribute_name())
-            .map(str::to_string);
+        let ttl = stack.dynamo.describe_time_to_live().table_name(&table.name).send().await.unwrap();
+        let ttl_attribute =
+            ttl.time_to_live_description().and_then(|d| d.attribute_name()).map(str::to_string);
         assert_eq!(ttl_attribute, table.ttl_attribute, "{} TTL", table.name);
     }
 
@@ -66,15 +44,9 @@ async fn provisioned_resources_match_the_template() {
     let jobs = &template.tables["JobsTable"];
     assert_eq!(jobs.name, stack.resources.jobs_table);
     for index in [BY_OWNER_INDEX, BY_DUE_INDEX] {
-        assert!(
-            jobs.indexes.iter().any(|i| i.name == index),
-            "{index} missing from the template"
-        );
+        assert!(jobs.indexes.iter().any(|i| i.name == index), "{index} missing from the template");
     }
-    assert_eq!(
-        template.tables["RunsTable"].ttl_attribute.as_deref(),
-        Some("expires_at")
-    );
+    assert_eq!(template.tables["RunsTable"].ttl_attribute.as_deref(), Some("expires_at"));
 
     let sdk = sundial_shared::config::aws_sdk_config().await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
@@ -87,32 +59,13 @@ async fn provisioned_resources_match_the_template() {
         .unwrap();
     let attrs = attrs.attributes.unwrap();
     let redrive: serde_json::Value =
-        serde_json::from_str(&attrs[&aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy])
-            .unwrap();
-    assert_eq!(
-        redrive["maxReceiveCount"].to_string().trim_matches('"'),
-        "15"
-    );
-    assert!(
-        redrive["deadLetterTargetArn"]
-            .as_str()
-            .unwrap()
-            .ends_with("-runs-dlq")
-    );
-    assert_eq!(
-        attrs[&aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout],
-        "960"
-    );
-    assert!(
-        stack
-            .resources
-            .events_topic_arn
-            .ends_with(&format!("{}-events", stack.name))
-    );
+        serde_json::from_str(&attrs[&aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy]).unwrap();
+    assert_eq!(redrive["maxReceiveCount"].to_string().trim_matches('"'), "15");
+    assert!(redrive["deadLetterTargetArn"].as_str().unwrap().ends_with("-runs-dlq"));
+    assert_eq!(attrs[&aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout], "960");
+    assert!(stack.resources.events_topic_arn.ends_with(&format!("{}-events", stack.name)));
 
     // Provisioning again is harmless (the local runtime does it at every start).
-    let again = sundial_shared::provision::provision(&sdk, &stack.name)
-        .await
-        .unwrap();
+    let again = sundial_shared::provision::provision(&sdk, &stack.name).await.unwrap();
     assert_eq!(again, stack.resources);
 }

@@ -16,14 +16,9 @@ use lambda_http::request::RequestContext;
 /// The owner named by an API Gateway JWT authorizer, if one ran for this request.
 fn jwt_subject(req: &Request) -> Option<String> {
     match req.extensions().get::<RequestContext>()? {
-        RequestContext::ApiGatewayV2(ctx) => ctx
-            .authorizer
-            .as_ref()?
-            .jwt
-            .as_ref()?
-            .claims
-            .get("sub")
-            .cloned(),
+        RequestContext::ApiGatewayV2(ctx) => {
+            ctx.authorizer.as_ref()?.jwt.as_ref()?.claims.get("sub").cloned()
+        }
         #[allow(unreachable_patterns)]
         _ => None,
     }

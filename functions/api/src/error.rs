@@ -36,12 +36,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            field: None,
-        }
+        ApiError { status, code, message: message.into(), field: None }
     }
 
     pub fn with_field(mut self, field: impl Into<String>) -> Self {
@@ -50,12 +45,8 @@ impl ApiError {
     }
 
     pub fn unauthorized() -> Self {
-        ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "missing or unknown API key",
-        )
-        .with_field("Authorization")
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "missing or unknown API key")
+            .with_field("Authorization")
     }
 
     pub fn not_found() -> Self {
@@ -71,11 +62,7 @@ impl ApiError {
 impl From<ValidationError> for ApiError {
     /// A well-formed document with a value Sundial cannot accept: 422.
     fn from(e: ValidationError) -> Self {
-        let code = if e.field == "payload" {
-            "payload_too_large"
-        } else {
-            "invalid_field"
-        };
+        let code = if e.field == "payload" { "payload_too_large" } else { "invalid_field" };
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, e.reason).with_field(e.field)
     }
 }
@@ -86,12 +73,10 @@ impl From<JobsError> for ApiError {
             JobsError::Malformed(v) => ApiError::bad_request(v),
             JobsError::Invalid(v) => v.into(),
             JobsError::NotFound => ApiError::not_found(),
-            JobsError::VersionMismatch { .. } => ApiError::new(
-                StatusCode::PRECONDITION_FAILED,
-                "version_mismatch",
-                e.to_string(),
-            )
-            .with_field("If-Match"),
+            JobsError::VersionMismatch { .. } => {
+                ApiError::new(StatusCode::PRECONDITION_FAILED, "version_mismatch", e.to_string())
+                    .with_field("If-Match")
+            }
             JobsError::NameTaken(_) => {
                 ApiError::new(StatusCode::CONFLICT, "name_taken", e.to_string()).with_field("name")
             }
@@ -99,6 +84,10 @@ impl From<JobsError> for ApiError {
                 ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", e.to_string())
             }
             JobsError::Contended => ApiError::new(StatusCode::CONFLICT, "contended", e.to_string()),
+            JobsError::RunActive(_) => ApiError::new(StatusCode::CONFLICT, "run_active", e.to_string()),
+            JobsError::DispatchFailed(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "dispatch_failed", e.to_string())
+            }
             JobsError::Store(s) => s.into(),
         }
     }
@@ -108,17 +97,9 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "storage error");
         if e.is_retryable() {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "storage is unavailable; retry",
-            )
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "storage is unavailable; retry")
         } else {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "internal error",
-            )
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
         }
     }
 }
@@ -126,18 +107,11 @@ impl From<StoreError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let unauthorized = self.status == StatusCode::UNAUTHORIZED;
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code,
-                message: self.message,
-                field: self.field,
-            },
-        };
+        let body =
+            ErrorBody { error: ErrorDetail { code: self.code, message: self.message, field: self.field } };
         let mut response = (self.status, Json(body)).into_response();
         if unauthorized {
-            response
-                .headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         response
     }

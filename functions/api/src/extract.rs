@@ -18,11 +18,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        parts
-            .extensions
-            .get::<Caller>()
-            .cloned()
-            .ok_or_else(ApiError::unauthorized)
+        parts.extensions.get::<Caller>().cloned().ok_or_else(ApiError::unauthorized)
     }
 }
 
@@ -34,14 +30,9 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let is_json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.split(';')
-                    .next()
-                    .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+        let is_json =
+            req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+                v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
             });
         if !is_json {
             return Err(ApiError::new(
@@ -52,8 +43,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             .with_field("Content-Type"));
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            ApiError::new(rejection.status(), "body_rejected", rejection.body_text())
-                .with_field("body")
+            ApiError::new(rejection.status(), "body_rejected", rejection.body_text()).with_field("body")
         })?;
         let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
             ApiError::bad_request(ValidationError::new("body", format!("not valid JSON: {e}")))
@@ -72,8 +62,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let JsonBody(value) =
-            JsonBody::<serde_json::Map<String, serde_json::Value>>::from_request(req, state)
-                .await?;
+            JsonBody::<serde_json::Map<String, serde_json::Value>>::from_request(req, state).await?;
         Ok(JsonObject(serde_json::Value::Object(value)))
     }
 }
@@ -86,12 +75,9 @@ impl<S: Send + Sync> FromRequestParts<S> for JobPath {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(id) = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| ApiError::not_found())?;
-        JobId::parse(&id)
-            .map(JobPath)
-            .ok_or_else(ApiError::not_found)
+        let Path(id) =
+            Path::<String>::from_request_parts(parts, state).await.map_err(|_| ApiError::not_found())?;
+        JobId::parse(&id).map(JobPath).ok_or_else(ApiError::not_found)
     }
 }
 
@@ -112,10 +98,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IfMatch {
         }
         let bare = text.trim_start_matches("W/").trim_matches('"');
         bare.parse().map(|v| IfMatch(Some(v))).map_err(|_| {
-            ApiError::bad_request(ValidationError::new(
-                "If-Match",
-                "must be the job's ETag, such as \"3\"",
-            ))
+            ApiError::bad_request(ValidationError::new("If-Match", "must be the job's ETag, such as \"3\""))
         })
     }
 }

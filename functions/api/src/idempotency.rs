@@ -37,19 +37,11 @@ pub async fn idempotent(
         .ok()
         .filter(|k| !k.is_empty() && k.len() <= 255)
         .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                "must be 1-255 visible ASCII characters",
-            )
-            .with_field("Idempotency-Key")
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "must be 1-255 visible ASCII characters")
+                .with_field("Idempotency-Key")
         })?
         .to_string();
-    let Caller(owner) = req
-        .extensions()
-        .get::<Caller>()
-        .cloned()
-        .ok_or_else(ApiError::unauthorized)?;
+    let Caller(owner) = req.extensions().get::<Caller>().cloned().ok_or_else(ApiError::unauthorized)?;
     let (parts, body) = req.into_parts();
     let bytes = to_bytes(body, state.body_limit).await.map_err(|_| {
         ApiError::new(
@@ -68,11 +60,7 @@ pub async fn idempotent(
     let fingerprint = hex::encode(digest.finalize());
     let scoped = format!("{owner}#{key}");
 
-    match state
-        .idempotency
-        .claim(&scoped, &fingerprint, state.clock.now())
-        .await?
-    {
+    match state.idempotency.claim(&scoped, &fingerprint, state.clock.now()).await? {
         Claim::Replay(stored) => return Ok(replay(stored)),
         Claim::Mismatch => {
             return Err(ApiError::new(
@@ -93,9 +81,7 @@ pub async fn idempotent(
         Claim::New => {}
     }
 
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes)))
-        .await;
+    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     if response.status().is_server_error() {
         if let Err(e) = state.idempotency.release(&scoped).await {
             tracing::warn!(error = %e, "could not release an idempotency claim; it expires by itself");
@@ -104,31 +90,18 @@ pub async fn idempotent(
     }
     let (parts, body) = response.into_parts();
     let body = to_bytes(body, usize::MAX).await.map_err(|e| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            format!("reading the response: {e}"),
-        )
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("reading the response: {e}"))
     })?;
     let stored = StoredResponse {
         status: parts.status.as_u16(),
         headers: KEPT_HEADERS
             .iter()
-            .filter_map(|name| {
-                Some((
-                    name.to_string(),
-                    parts.headers.get(name)?.to_str().ok()?.to_string(),
-                ))
-            })
+            .filter_map(|name| Some((name.to_string(), parts.headers.get(name)?.to_str().ok()?.to_string())))
             .collect::<BTreeMap<_, _>>(),
         body: String::from_utf8_lossy(&body).into_owned(),
     };
     // The effect happened: even if recording it fails, the caller gets the real response.
-    if let Err(e) = state
-        .idempotency
-        .complete(&scoped, &stored, state.clock.now())
-        .await
-    {
+    if let Err(e) = state.idempotency.complete(&scoped, &stored, state.clock.now()).await {
         tracing::error!(error = %e, "could not record an idempotent response");
     }
     Ok(Response::from_parts(parts, Body::from(body)))
@@ -142,8 +115,6 @@ fn replay(stored: StoredResponse) -> Response {
             response.headers_mut().insert(name, value);
         }
     }
-    response
-        .headers_mut()
-        .insert("idempotent-replayed", HeaderValue::from_static("true"));
+    response.headers_mut().insert("idempotent-replayed", HeaderValue::from_static("true"));
     response
 }

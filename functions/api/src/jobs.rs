@@ -4,7 +4,7 @@
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, IfMatch, JobPath, JsonBody, JsonObject};
 use crate::state::AppState;
-use crate::view::{JobList, JobView, Preview};
+use crate::view::{BackfillView, JobList, JobView, Preview, RunView};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -37,16 +37,12 @@ fn query_number(
 ) -> Result<u32, ApiError> {
     match query.get(name) {
         None => Ok(default),
-        Some(text) => text
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=max).contains(n))
-            .ok_or_else(|| {
-                ApiError::bad_request(ValidationError::new(
-                    name,
-                    format!("must be a whole number from 1 to {max}"),
-                ))
-            }),
+        Some(text) => text.parse::<u32>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+            ApiError::bad_request(ValidationError::new(
+                name,
+                format!("must be a whole number from 1 to {max}"),
+            ))
+        }),
     }
 }
 
@@ -87,14 +83,8 @@ pub async fn list(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<JobList>, ApiError> {
     let limit = query_number(&query, "limit", 50, MAX_PAGE)?;
-    let page = state
-        .jobs
-        .list(&owner, limit, query.get("next").map(String::as_str))
-        .await?;
-    Ok(Json(JobList {
-        jobs: page.items.iter().map(JobView::from).collect(),
-        next: page.next,
-    }))
+    let page = state.jobs.list(&owner, limit, query.get("next").map(String::as_str)).await?;
+    Ok(Json(JobList { jobs: page.items.iter().map(JobView::from).collect(), next: page.next }))
 }
 
 /// Get one job.
@@ -185,4 +175,50 @@ pub async fn preview(
     let count = query_number(&query, "count", 10, MAX_PREVIEW as u32)?;
     let (job, instants) = state.jobs.preview(&owner, &id, count as usize).await?;
     Ok(Json(Preview::new(&job, &instants)))
+}
+
+/// Start a manual run now; obeys the concurrency policy (409 naming the active run under `forbid`).
+#[utoipa::path(post, path = "/v1/jobs/{id}/trigger", tag = "jobs",
+    params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key is the same run")),
+    responses(
+        (status = 202, description = "Run queued", body = RunView), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "A run is active under forbid", body = ErrorBody),
+    ),
+    security(("bearer" = [])))]
+pub async fn trigger(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+) -> Result<(StatusCode, Json<RunView>), ApiError> {
+    let run = state.jobs.trigger(&owner, &id).await?;
+    Ok((StatusCode::ACCEPTED, Json(RunView::from(&run))))
+}
+
+/// The range of a backfill.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BackfillRequest {
+    /// RFC 3339; the first instant considered.
+    pub from: chrono::DateTime<chrono::Utc>,
+    /// RFC 3339; the last instant considered (at most now).
+    pub to: chrono::DateTime<chrono::Utc>,
+}
+
+/// Run every scheduled instant in a range that has no run yet (at most 1000, paced 10/s).
+#[utoipa::path(post, path = "/v1/jobs/{id}/backfill", tag = "jobs", params(("id" = String, Path)),
+    request_body = BackfillRequest,
+    responses((status = 202, body = BackfillView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn backfill(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+    JsonBody(range): JsonBody<BackfillRequest>,
+) -> Result<(StatusCode, Json<BackfillView>), ApiError> {
+    let (runs, existing) = state.jobs.backfill(&owner, &id, range.from, range.to).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(BackfillView { runs: runs.iter().map(RunView::from).collect(), existing }),
+    ))
 }

@@ -29,22 +29,15 @@ pub use state::AppState;
 pub fn router(state: AppState) -> Router {
     let protected = Router::new()
         .route("/v1/jobs", post(jobs::create).get(jobs::list))
-        .route(
-            "/v1/jobs/{id}",
-            get(jobs::get).patch(jobs::patch).delete(jobs::delete),
-        )
+        .route("/v1/jobs/{id}", get(jobs::get).patch(jobs::patch).delete(jobs::delete))
         .route("/v1/jobs/{id}/pause", post(jobs::pause))
         .route("/v1/jobs/{id}/resume", post(jobs::resume))
         .route("/v1/jobs/{id}/preview", get(jobs::preview))
+        .route("/v1/jobs/{id}/trigger", post(jobs::trigger))
+        .route("/v1/jobs/{id}/backfill", post(jobs::backfill))
         // Layers run bottom-up: authenticate, then the idempotency check that needs the caller.
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            idempotency::idempotent,
-        ))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::authenticate,
-        ));
+        .layer(middleware::from_fn_with_state(state.clone(), idempotency::idempotent))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
     Router::new()
         .route("/v1/openapi.json", get(openapi::serve))
         .merge(protected)

@@ -4,16 +4,14 @@ use std::sync::Arc;
 use sundial_api::{AppState, router};
 use sundial_shared::clock::SystemClock;
 use sundial_shared::config::{Config, aws_sdk_config};
+use sundial_shared::metrics::{Clients, Ledger};
+use sundial_shared::services::Services;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     sundial_shared::telemetry::init();
     let config = Config::from_env()?;
-    let sdk = aws_sdk_config().await;
-    let state = AppState::from_config(
-        &config,
-        aws_sdk_dynamodb::Client::new(&sdk),
-        Arc::new(SystemClock),
-    );
-    lambda_http::run(router(state)).await
+    let clients = Clients::new(&aws_sdk_config().await, Ledger::new());
+    let services = Services::new(config, &clients, Arc::new(SystemClock));
+    lambda_http::run(router(AppState::new(&services))).await
 }

@@ -17,6 +17,8 @@ use utoipa::{Modify, OpenApi};
         crate::jobs::pause,
         crate::jobs::resume,
         crate::jobs::preview,
+        crate::jobs::trigger,
+        crate::jobs::backfill,
     ),
     modifiers(&BearerAuth),
     tags((name = "jobs", description = "Job definitions and their schedules"))

@@ -3,9 +3,9 @@
 use std::sync::Arc;
 use sundial_shared::auth::ApiKeys;
 use sundial_shared::clock::Clock;
-use sundial_shared::config::Config;
 use sundial_shared::jobs::Jobs;
-use sundial_shared::store::{DynamoIdempotencyStore, DynamoJobStore, IdempotencyStore, JobStore};
+use sundial_shared::services::Services;
+use sundial_shared::store::IdempotencyStore;
 
 /// Largest request body: the payload limit plus room for the rest of a job document.
 pub const BODY_OVERHEAD: usize = 32 * 1024;
@@ -20,32 +20,13 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Builds the state over DynamoDB from configuration and an SDK client.
-    pub fn from_config(
-        config: &Config,
-        dynamo: aws_sdk_dynamodb::Client,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
-        let store: Arc<dyn JobStore> = Arc::new(DynamoJobStore::new(
-            dynamo.clone(),
-            &config.resources.jobs_table,
-            config.due_shards,
-        ));
-        let idempotency = Arc::new(DynamoIdempotencyStore::new(
-            dynamo,
-            &config.resources.idempotency_table,
-        ));
+    pub fn new(services: &Services) -> Self {
         AppState {
-            jobs: Jobs::new(
-                store,
-                clock.clone(),
-                config.limits.clone(),
-                config.targets.clone(),
-            ),
-            idempotency,
-            api_keys: Arc::new(config.api_keys.clone()),
-            clock,
-            body_limit: config.limits.max_payload_bytes + BODY_OVERHEAD,
+            jobs: services.jobs.clone(),
+            idempotency: services.idempotency.clone(),
+            api_keys: Arc::new(services.config.api_keys.clone()),
+            clock: services.clock.clone(),
+            body_limit: services.config.limits.max_payload_bytes + BODY_OVERHEAD,
         }
     }
 }

@@ -4,6 +4,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
 use sundial_shared::job::{Job, JobDocument};
+use sundial_shared::run::{Attempt, Run, RunKind, RunState};
 use utoipa::ToSchema;
 
 /// A job as the API shows it: the document (secrets removed) and what Sundial adds.
@@ -65,12 +66,8 @@ pub struct Preview {
 
 impl Preview {
     pub fn new(job: &Job, instants: &[DateTime<Utc>]) -> Self {
-        let zone = job
-            .document
-            .schedule
-            .as_ref()
-            .and_then(|s| s.timezone.clone())
-            .unwrap_or_else(|| "UTC".into());
+        let zone =
+            job.document.schedule.as_ref().and_then(|s| s.timezone.clone()).unwrap_or_else(|| "UTC".into());
         let tz: Tz = zone.parse().unwrap_or(Tz::UTC);
         Preview {
             job_id: job.id.to_string(),
@@ -80,11 +77,53 @@ impl Preview {
                 .iter()
                 .map(|t| PreviewInstant {
                     utc: t.to_rfc3339_opts(SecondsFormat::Secs, true),
-                    local: t
-                        .with_timezone(&tz)
-                        .to_rfc3339_opts(SecondsFormat::Secs, false),
+                    local: t.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, false),
                 })
                 .collect(),
         }
     }
+}
+
+/// A run as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunView {
+    /// URL-safe; the idempotency key the target receives.
+    pub id: String,
+    pub job_id: String,
+    pub scheduled_at: DateTime<Utc>,
+    /// When its first attempt may start (the instant plus the job's jitter).
+    pub due_at: DateTime<Utc>,
+    pub kind: RunKind,
+    pub state: RunState,
+    /// Why the run was skipped or cancelled.
+    pub reason: Option<String>,
+    pub attempts: Vec<Attempt>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<&Run> for RunView {
+    fn from(run: &Run) -> Self {
+        RunView {
+            id: run.id().to_string(),
+            job_id: run.job_id.to_string(),
+            scheduled_at: run.scheduled_at(),
+            due_at: run.due_at,
+            kind: run.key.kind(),
+            state: run.state,
+            reason: run.reason.clone(),
+            attempts: run.attempts.clone(),
+            created_at: run.created_at,
+            updated_at: run.updated_at,
+        }
+    }
+}
+
+/// What a backfill did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BackfillView {
+    /// Runs created, oldest instant first.
+    pub runs: Vec<RunView>,
+    /// Instants in the range that already had a run (nothing runs twice).
+    pub existing: usize,
 }

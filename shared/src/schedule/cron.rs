@@ -56,37 +56,15 @@ struct FieldSpec {
     names: &'static [&'static str],
 }
 
-const SECOND: FieldSpec = FieldSpec {
-    name: "second",
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const MINUTE: FieldSpec = FieldSpec {
-    name: "minute",
-    min: 0,
-    max: 59,
-    names: &[],
-};
-const HOUR: FieldSpec = FieldSpec {
-    name: "hour",
-    min: 0,
-    max: 23,
-    names: &[],
-};
-const DAY_OF_MONTH: FieldSpec = FieldSpec {
-    name: "day-of-month",
-    min: 1,
-    max: 31,
-    names: &[],
-};
+const SECOND: FieldSpec = FieldSpec { name: "second", min: 0, max: 59, names: &[] };
+const MINUTE: FieldSpec = FieldSpec { name: "minute", min: 0, max: 59, names: &[] };
+const HOUR: FieldSpec = FieldSpec { name: "hour", min: 0, max: 23, names: &[] };
+const DAY_OF_MONTH: FieldSpec = FieldSpec { name: "day-of-month", min: 1, max: 31, names: &[] };
 const MONTH: FieldSpec = FieldSpec {
     name: "month",
     min: 1,
     max: 12,
-    names: &[
-        "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
-    ],
+    names: &["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"],
 };
 // 7 is accepted as a second name for Sunday and folded onto 0 after parsing.
 const DAY_OF_WEEK: FieldSpec = FieldSpec {
@@ -104,24 +82,14 @@ struct Field {
 
 impl FieldSpec {
     fn value(&self, token: &str) -> Result<u32, CronError> {
-        if let Some(pos) = self
-            .names
-            .iter()
-            .position(|n| n.eq_ignore_ascii_case(token))
-        {
+        if let Some(pos) = self.names.iter().position(|n| n.eq_ignore_ascii_case(token)) {
             return Ok(pos as u32 + if self.min == 1 { 1 } else { 0 });
         }
-        let v: u32 = token.parse().map_err(|_| {
-            CronError(format!(
-                "{} field: `{token}` is not a number or a name",
-                self.name
-            ))
-        })?;
+        let v: u32 = token
+            .parse()
+            .map_err(|_| CronError(format!("{} field: `{token}` is not a number or a name", self.name)))?;
         if v < self.min || v > self.max {
-            return Err(CronError(format!(
-                "{} field: {v} is outside {}-{}",
-                self.name, self.min, self.max
-            )));
+            return Err(CronError(format!("{} field: {v} is outside {}-{}", self.name, self.min, self.max)));
         }
         Ok(v)
     }
@@ -133,10 +101,7 @@ impl FieldSpec {
             let (range, step) = match item.split_once('/') {
                 Some((r, s)) => {
                     let step: u32 = s.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
-                        CronError(format!(
-                            "{} field: step `{s}` must be a positive number",
-                            self.name
-                        ))
+                        CronError(format!("{} field: step `{s}` must be a positive number", self.name))
                     })?;
                     (r, step)
                 }
@@ -147,10 +112,7 @@ impl FieldSpec {
             } else if let Some((a, b)) = range.split_once('-') {
                 let (a, b) = (self.value(a)?, self.value(b)?);
                 if a > b {
-                    return Err(CronError(format!(
-                        "{} field: range `{range}` runs backwards",
-                        self.name
-                    )));
+                    return Err(CronError(format!("{} field: range `{range}` runs backwards", self.name)));
                 }
                 (a, b)
             } else if range.is_empty() {
@@ -158,11 +120,7 @@ impl FieldSpec {
             } else {
                 let a = self.value(range)?;
                 // Vixie: `a/N` means from a to the end of the range in steps of N.
-                if item.contains('/') {
-                    (a, self.max)
-                } else {
-                    (a, a)
-                }
+                if item.contains('/') { (a, self.max) } else { (a, a) }
             };
             let mut v = lo;
             while v <= hi {
@@ -191,8 +149,7 @@ impl FromStr for CronExpr {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let source = text.trim().to_string();
         let expanded = if source.starts_with('@') {
-            macro_expansion(&source)
-                .ok_or_else(|| CronError(format!("unknown macro `{source}`")))?
+            macro_expansion(&source).ok_or_else(|| CronError(format!("unknown macro `{source}`")))?
         } else {
             source.as_str()
         };
@@ -263,11 +220,7 @@ impl CronExpr {
         }
         let dom = self.days_of_month & (1 << date.day()) != 0;
         let dow = self.days_of_week & (1 << date.weekday().num_days_from_sunday()) != 0;
-        if self.dom_restricted && self.dow_restricted {
-            dom || dow
-        } else {
-            dom && dow
-        }
+        if self.dom_restricted && self.dow_restricted { dom || dow } else { dom && dow }
     }
 
     /// Whether a local time matches every field.
@@ -320,11 +273,7 @@ impl CronExpr {
     /// of the next counts whenever two consecutive minutes match.
     pub fn min_gap_seconds(&self) -> u32 {
         let secs: Vec<u32> = self.seconds().collect();
-        let mut gap = secs
-            .windows(2)
-            .map(|w| w[1] - w[0])
-            .min()
-            .unwrap_or(u32::MAX);
+        let mut gap = secs.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(u32::MAX);
         let consecutive_minutes =
             (0..60).any(|m| self.minute_matches(m) && self.minute_matches((m + 1) % 60));
         if let (Some(first), Some(last)) = (secs.first(), secs.last()) {
@@ -348,122 +297,58 @@ mod tests {
 
     fn next(expr: &str, from: &str) -> Option<String> {
         let e: CronExpr = expr.parse().ok()?;
-        e.next_local_at_or_after(local(from))
-            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        e.next_local_at_or_after(local(from)).map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
     }
 
     #[test]
     fn five_fields_fire_at_second_zero() {
-        assert_eq!(
-            next("30 2 * * *", "2026-01-01 00:00:00").as_deref(),
-            Some("2026-01-01 02:30:00")
-        );
-        assert_eq!(
-            next("30 2 * * *", "2026-01-01 02:30:01").as_deref(),
-            Some("2026-01-02 02:30:00")
-        );
+        assert_eq!(next("30 2 * * *", "2026-01-01 00:00:00").as_deref(), Some("2026-01-01 02:30:00"));
+        assert_eq!(next("30 2 * * *", "2026-01-01 02:30:01").as_deref(), Some("2026-01-02 02:30:00"));
     }
 
     #[test]
     fn six_fields_have_a_leading_seconds_field() {
-        assert_eq!(
-            next("*/15 * * * * *", "2026-01-01 00:00:01").as_deref(),
-            Some("2026-01-01 00:00:15")
-        );
-        assert_eq!(
-            next("10 0 0 * * *", "2026-01-01 00:00:11").as_deref(),
-            Some("2026-01-02 00:00:10")
-        );
+        assert_eq!(next("*/15 * * * * *", "2026-01-01 00:00:01").as_deref(), Some("2026-01-01 00:00:15"));
+        assert_eq!(next("10 0 0 * * *", "2026-01-01 00:00:11").as_deref(), Some("2026-01-02 00:00:10"));
     }
 
     #[test]
     fn macros_expand() {
-        assert_eq!(
-            next("@hourly", "2026-01-01 00:00:01").as_deref(),
-            Some("2026-01-01 01:00:00")
-        );
-        assert_eq!(
-            next("@daily", "2026-01-01 00:00:01").as_deref(),
-            Some("2026-01-02 00:00:00")
-        );
-        assert_eq!(
-            next("@weekly", "2026-01-01 00:00:00").as_deref(),
-            Some("2026-01-04 00:00:00")
-        );
-        assert_eq!(
-            next("@monthly", "2026-01-01 00:00:01").as_deref(),
-            Some("2026-02-01 00:00:00")
-        );
-        assert_eq!(
-            next("@yearly", "2026-01-01 00:00:01").as_deref(),
-            Some("2027-01-01 00:00:00")
-        );
-        assert_eq!(
-            next("@annually", "2026-01-01 00:00:01").as_deref(),
-            Some("2027-01-01 00:00:00")
-        );
+        assert_eq!(next("@hourly", "2026-01-01 00:00:01").as_deref(), Some("2026-01-01 01:00:00"));
+        assert_eq!(next("@daily", "2026-01-01 00:00:01").as_deref(), Some("2026-01-02 00:00:00"));
+        assert_eq!(next("@weekly", "2026-01-01 00:00:00").as_deref(), Some("2026-01-04 00:00:00"));
+        assert_eq!(next("@monthly", "2026-01-01 00:00:01").as_deref(), Some("2026-02-01 00:00:00"));
+        assert_eq!(next("@yearly", "2026-01-01 00:00:01").as_deref(), Some("2027-01-01 00:00:00"));
+        assert_eq!(next("@annually", "2026-01-01 00:00:01").as_deref(), Some("2027-01-01 00:00:00"));
     }
 
     #[test]
     fn names_are_case_insensitive_and_sunday_is_0_or_7() {
-        assert_eq!(
-            next("0 9 * jan-mar mon", "2026-04-01 00:00:00").as_deref(),
-            Some("2027-01-04 09:00:00")
-        );
-        assert_eq!(
-            next("0 0 * * 7", "2026-01-01 00:00:00").as_deref(),
-            Some("2026-01-04 00:00:00")
-        );
-        assert_eq!(
-            next("0 0 * * SUN", "2026-01-01 00:00:00").as_deref(),
-            Some("2026-01-04 00:00:00")
-        );
-        assert_eq!(
-            next("0 0 * * FRI-SAT", "2026-01-01 00:00:00").as_deref(),
-            Some("2026-01-02 00:00:00")
-        );
+        assert_eq!(next("0 9 * jan-mar mon", "2026-04-01 00:00:00").as_deref(), Some("2027-01-04 09:00:00"));
+        assert_eq!(next("0 0 * * 7", "2026-01-01 00:00:00").as_deref(), Some("2026-01-04 00:00:00"));
+        assert_eq!(next("0 0 * * SUN", "2026-01-01 00:00:00").as_deref(), Some("2026-01-04 00:00:00"));
+        assert_eq!(next("0 0 * * FRI-SAT", "2026-01-01 00:00:00").as_deref(), Some("2026-01-02 00:00:00"));
     }
 
     #[test]
     fn vixie_day_rule_either_day_when_both_restricted() {
         // 2026-01-01 is a Thursday; the 13th or any Monday.
-        assert_eq!(
-            next("0 0 13 * 1", "2026-01-01 00:00:01").as_deref(),
-            Some("2026-01-05 00:00:00")
-        );
+        assert_eq!(next("0 0 13 * 1", "2026-01-01 00:00:01").as_deref(), Some("2026-01-05 00:00:00"));
         // A day field starting with `*` is unrestricted: then both must match (every Monday).
-        assert_eq!(
-            next("0 0 */1 * 1", "2026-01-01 00:00:01").as_deref(),
-            Some("2026-01-05 00:00:00")
-        );
-        assert_eq!(
-            next("0 0 13 * */1", "2026-01-01 00:00:01").as_deref(),
-            Some("2026-01-13 00:00:00")
-        );
+        assert_eq!(next("0 0 */1 * 1", "2026-01-01 00:00:01").as_deref(), Some("2026-01-05 00:00:00"));
+        assert_eq!(next("0 0 13 * */1", "2026-01-01 00:00:01").as_deref(), Some("2026-01-13 00:00:00"));
     }
 
     #[test]
     fn steps_and_ranges() {
-        assert_eq!(
-            next("5/20 * * * *", "2026-01-01 00:06:00").as_deref(),
-            Some("2026-01-01 00:25:00")
-        );
-        assert_eq!(
-            next("0 1-5/2 * * *", "2026-01-01 01:00:01").as_deref(),
-            Some("2026-01-01 03:00:00")
-        );
-        assert_eq!(
-            next("0,30 * * * *", "2026-01-01 00:00:01").as_deref(),
-            Some("2026-01-01 00:30:00")
-        );
+        assert_eq!(next("5/20 * * * *", "2026-01-01 00:06:00").as_deref(), Some("2026-01-01 00:25:00"));
+        assert_eq!(next("0 1-5/2 * * *", "2026-01-01 01:00:01").as_deref(), Some("2026-01-01 03:00:00"));
+        assert_eq!(next("0,30 * * * *", "2026-01-01 00:00:01").as_deref(), Some("2026-01-01 00:30:00"));
     }
 
     #[test]
     fn leap_day_is_found_years_ahead() {
-        assert_eq!(
-            next("0 0 29 2 *", "2097-03-01 00:00:00").as_deref(),
-            Some("2104-02-29 00:00:00")
-        );
+        assert_eq!(next("0 0 29 2 *", "2097-03-01 00:00:00").as_deref(), Some("2104-02-29 00:00:00"));
     }
 
     #[test]
@@ -488,47 +373,21 @@ mod tests {
             ("1,,2 * * * *", "empty list item"),
         ];
         for (expr, want) in cases {
-            let err = expr
-                .parse::<CronExpr>()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            assert!(
-                err.contains(want),
-                "{expr}: {err:?} should mention {want:?}"
-            );
+            let err = expr.parse::<CronExpr>().err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains(want), "{expr}: {err:?} should mention {want:?}");
         }
     }
 
     #[test]
     fn hour_wildcard_means_real_time() {
-        assert!(
-            "30 * * * *"
-                .parse::<CronExpr>()
-                .map(|e| e.follows_real_time())
-                .unwrap_or(false)
-        );
-        assert!(
-            "0 */2 * * *"
-                .parse::<CronExpr>()
-                .map(|e| e.follows_real_time())
-                .unwrap_or(false)
-        );
-        assert!(
-            !"30 2 * * *"
-                .parse::<CronExpr>()
-                .map(|e| e.follows_real_time())
-                .unwrap_or(true)
-        );
+        assert!("30 * * * *".parse::<CronExpr>().map(|e| e.follows_real_time()).unwrap_or(false));
+        assert!("0 */2 * * *".parse::<CronExpr>().map(|e| e.follows_real_time()).unwrap_or(false));
+        assert!(!"30 2 * * *".parse::<CronExpr>().map(|e| e.follows_real_time()).unwrap_or(true));
     }
 
     #[test]
     fn min_gap() {
-        let gap = |e: &str| {
-            e.parse::<CronExpr>()
-                .map(|e| e.min_gap_seconds())
-                .unwrap_or(0)
-        };
+        let gap = |e: &str| e.parse::<CronExpr>().map(|e| e.min_gap_seconds()).unwrap_or(0);
         assert_eq!(gap("* * * * *"), 60);
         assert_eq!(gap("*/5 * * * * *"), 5);
         assert_eq!(gap("0,55 0 * * * *"), 55);

@@ -38,11 +38,7 @@ pub struct Schedule {
 /// Rounds an instant up to a whole second.
 pub fn ceil_second(t: DateTime<Utc>) -> DateTime<Utc> {
     let floor = t.trunc_subsecs(0);
-    if floor == t {
-        t
-    } else {
-        floor + Duration::seconds(1)
-    }
+    if floor == t { t } else { floor + Duration::seconds(1) }
 }
 
 impl Schedule {
@@ -135,11 +131,7 @@ mod tests {
         s.end_at = Some(utc("2026-01-01T07:00:00Z"));
         assert_eq!(
             s.upcoming(utc("2026-01-01T00:00:00Z"), 10),
-            [
-                utc("2026-01-01T05:00:00Z"),
-                utc("2026-01-01T06:00:00Z"),
-                utc("2026-01-01T07:00:00Z")
-            ]
+            [utc("2026-01-01T05:00:00Z"), utc("2026-01-01T06:00:00Z"), utc("2026-01-01T07:00:00Z")]
         );
     }
 
@@ -151,15 +143,9 @@ mod tests {
             start_at: None,
             end_at: None,
         };
-        assert_eq!(
-            s.upcoming(utc("2026-01-01T00:00:00Z"), 3),
-            [utc("2026-05-01T10:00:00Z")]
-        );
+        assert_eq!(s.upcoming(utc("2026-01-01T00:00:00Z"), 3), [utc("2026-05-01T10:00:00Z")]);
         assert_eq!(s.next_after(utc("2026-05-01T10:00:00Z")), None);
-        assert_eq!(
-            s.first_at_or_after(utc("2026-05-01T10:00:00Z")),
-            Some(utc("2026-05-01T10:00:00Z"))
-        );
+        assert_eq!(s.first_at_or_after(utc("2026-05-01T10:00:00Z")), Some(utc("2026-05-01T10:00:00Z")));
     }
 
     #[test]
@@ -167,9 +153,8 @@ mod tests {
         let t = utc("2026-01-01T00:00:00Z");
         assert_eq!(jitter_offset("job", t, 30), jitter_offset("job", t, 30));
         assert_eq!(jitter_offset("job", t, 0), Duration::zero());
-        let offsets: std::collections::HashSet<i64> = (0..200)
-            .map(|k| jitter_offset("job", t + Duration::minutes(k), 30).num_seconds())
-            .collect();
+        let offsets: std::collections::HashSet<i64> =
+            (0..200).map(|k| jitter_offset("job", t + Duration::minutes(k), 30).num_seconds()).collect();
         assert!(offsets.iter().all(|o| (0..=30).contains(o)));
         assert!(offsets.len() > 20, "offsets should spread: {offsets:?}");
     }
@@ -186,13 +171,8 @@ mod tests {
         "0 0 1 */2 *",
         "@hourly",
     ];
-    const ZONES: &[&str] = &[
-        "UTC",
-        "America/New_York",
-        "Europe/London",
-        "Australia/Lord_Howe",
-        "Asia/Kolkata",
-    ];
+    const ZONES: &[&str] =
+        &["UTC", "America/New_York", "Europe/London", "Australia/Lord_Howe", "Asia/Kolkata"];
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(400))]

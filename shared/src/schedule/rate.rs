@@ -54,9 +54,7 @@ impl FromStr for Rate {
             "hour" => 3_600,
             "day" => 86_400,
             _ => {
-                return Err(RateError(format!(
-                    "unit `{unit}` is not one of seconds, minutes, hours, days"
-                )));
+                return Err(RateError(format!("unit `{unit}` is not one of seconds, minutes, hours, days")));
             }
         };
         n.checked_mul(unit_s)
@@ -95,16 +93,9 @@ mod tests {
 
     #[test]
     fn rejects_malformed_rates() {
-        for bad in [
-            "",
-            "5",
-            "five minutes",
-            "0 minutes",
-            "-1 minutes",
-            "5 weeks",
-            "5 minutes ago",
-            "400 days",
-        ] {
+        for bad in
+            ["", "5", "five minutes", "0 minutes", "-1 minutes", "5 weeks", "5 minutes ago", "400 days"]
+        {
             assert!(bad.parse::<Rate>().is_err(), "{bad:?} should be rejected");
         }
     }
@@ -114,14 +105,8 @@ mod tests {
         let anchor: DateTime<Utc> = "2026-01-01T00:00:07Z".parse().unwrap();
         let r = Rate(300);
         assert_eq!(r.next_after(anchor, anchor - Duration::hours(1)), anchor);
-        assert_eq!(
-            r.next_after(anchor, anchor),
-            anchor + Duration::seconds(300)
-        );
-        assert_eq!(
-            r.next_after(anchor, anchor + Duration::seconds(299)),
-            anchor + Duration::seconds(300)
-        );
+        assert_eq!(r.next_after(anchor, anchor), anchor + Duration::seconds(300));
+        assert_eq!(r.next_after(anchor, anchor + Duration::seconds(299)), anchor + Duration::seconds(300));
         assert_eq!(
             r.next_after(anchor, anchor + Duration::days(100) + Duration::seconds(1)),
             anchor + Duration::days(100) + Duration::seconds(300)

@@ -15,11 +15,7 @@ use chrono_tz::Tz;
 const MAX_SHIFT: Duration = Duration::hours(3);
 
 fn offset_at(tz: Tz, t: DateTime<Utc>) -> Duration {
-    Duration::seconds(i64::from(
-        tz.offset_from_utc_datetime(&t.naive_utc())
-            .fix()
-            .local_minus_utc(),
-    ))
+    Duration::seconds(i64::from(tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc()))
 }
 
 /// The instant at which local wall-clock time jumps over `gap_time`, a local time that does not
@@ -34,11 +30,7 @@ fn end_of_gap(tz: Tz, gap_time: NaiveDateTime) -> Option<DateTime<Utc>> {
     }
     while hi - lo > Duration::seconds(1) {
         let mid = lo + (hi - lo) / 2;
-        if local(mid) > gap_time {
-            hi = mid
-        } else {
-            lo = mid
-        }
+        if local(mid) > gap_time { hi = mid } else { lo = mid }
     }
     Some(hi)
 }
@@ -98,11 +90,9 @@ mod tests {
     use super::*;
 
     fn fires(expr: &str, zone: &str, from: &str, n: usize) -> Vec<String> {
-        let (Ok(expr), Ok(tz), Ok(from)) = (
-            expr.parse::<CronExpr>(),
-            zone.parse::<Tz>(),
-            from.parse::<DateTime<Utc>>(),
-        ) else {
+        let (Ok(expr), Ok(tz), Ok(from)) =
+            (expr.parse::<CronExpr>(), zone.parse::<Tz>(), from.parse::<DateTime<Utc>>())
+        else {
             return vec!["bad test input".into()];
         };
         let mut out = Vec::new();
@@ -111,10 +101,7 @@ mod tests {
             let Some(next) = next_after(&expr, tz, t) else {
                 break;
             };
-            out.push(format!(
-                "{}",
-                next.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S%:z")
-            ));
+            out.push(format!("{}", next.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S%:z")));
             t = next;
         }
         out
@@ -126,11 +113,7 @@ mod tests {
     fn new_york_spring_forward_fixed_0230_fires_at_end_of_gap() {
         assert_eq!(
             fires("30 2 * * *", NY, "2026-03-07T00:00:00Z", 3),
-            [
-                "2026-03-07 02:30:00-05:00",
-                "2026-03-08 03:00:00-04:00",
-                "2026-03-09 02:30:00-04:00"
-            ]
+            ["2026-03-07 02:30:00-05:00", "2026-03-08 03:00:00-04:00", "2026-03-09 02:30:00-04:00"]
         );
     }
 
@@ -146,11 +129,7 @@ mod tests {
     fn new_york_spring_forward_star_hour_skips_the_missing_hour() {
         assert_eq!(
             fires("30 * * * *", NY, "2026-03-08T05:00:00Z", 3),
-            [
-                "2026-03-08 00:30:00-05:00",
-                "2026-03-08 01:30:00-05:00",
-                "2026-03-08 03:30:00-04:00"
-            ]
+            ["2026-03-08 00:30:00-05:00", "2026-03-08 01:30:00-05:00", "2026-03-08 03:30:00-04:00"]
         );
     }
 
@@ -186,10 +165,7 @@ mod tests {
     #[test]
     fn fall_back_from_inside_the_first_pass_still_finds_the_second() {
         // 01:40 EDT: the next `:30` in real time is 01:30 EST, fifty minutes later.
-        assert_eq!(
-            fires("30 * * * *", NY, "2026-11-01T05:40:00Z", 1),
-            ["2026-11-01 01:30:00-05:00"]
-        );
+        assert_eq!(fires("30 * * * *", NY, "2026-11-01T05:40:00Z", 1), ["2026-11-01 01:30:00-05:00"]);
     }
 
     #[test]
@@ -212,11 +188,7 @@ mod tests {
         );
         assert_eq!(
             fires("15 * * * *", "Europe/London", "2026-10-24T23:30:00Z", 3),
-            [
-                "2026-10-25 01:15:00+01:00",
-                "2026-10-25 01:15:00+00:00",
-                "2026-10-25 02:15:00+00:00"
-            ]
+            ["2026-10-25 01:15:00+01:00", "2026-10-25 01:15:00+00:00", "2026-10-25 02:15:00+00:00"]
         );
     }
 
@@ -224,32 +196,17 @@ mod tests {
     fn lord_howe_half_hour_shift() {
         // 2026-10-04 02:00 +10:30 → 02:30 +11:00: 02:15 is skipped and fires at 02:30.
         assert_eq!(
-            fires(
-                "15 2 * * *",
-                "Australia/Lord_Howe",
-                "2026-10-03T00:00:00Z",
-                2
-            ),
+            fires("15 2 * * *", "Australia/Lord_Howe", "2026-10-03T00:00:00Z", 2),
             ["2026-10-04 02:30:00+11:00", "2026-10-05 02:15:00+11:00"]
         );
         // 2026-04-05 02:00 +11:00 → 01:30 +10:30: 01:45 occurs twice and fires once.
         assert_eq!(
-            fires(
-                "45 1 * * *",
-                "Australia/Lord_Howe",
-                "2026-04-04T00:00:00Z",
-                2
-            ),
+            fires("45 1 * * *", "Australia/Lord_Howe", "2026-04-04T00:00:00Z", 2),
             ["2026-04-05 01:45:00+11:00", "2026-04-06 01:45:00+10:30"]
         );
         // Real time: `*/15` over the repeated half hour fires in both passes.
         assert_eq!(
-            fires(
-                "*/15 * * * *",
-                "Australia/Lord_Howe",
-                "2026-04-04T14:20:00Z",
-                5
-            ),
+            fires("*/15 * * * *", "Australia/Lord_Howe", "2026-04-04T14:20:00Z", 5),
             [
                 "2026-04-05 01:30:00+11:00",
                 "2026-04-05 01:45:00+11:00",

@@ -25,10 +25,7 @@ pub struct DynamoIdempotencyStore {
 
 impl DynamoIdempotencyStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        DynamoIdempotencyStore {
-            client,
-            table: table.into(),
-        }
+        DynamoIdempotencyStore { client, table: table.into() }
     }
 
     async fn read(&self, key: &str) -> StoreResult<Option<Item>> {
@@ -72,18 +69,15 @@ impl IdempotencyStore for DynamoIdempotencyStore {
         }
         let Some(record) = self.read(key).await? else {
             // Expired between the two calls: the caller may simply try again.
-            return Err(StoreError::Unavailable(
-                "idempotency record vanished; retry".into(),
-            ));
+            return Err(StoreError::Unavailable("idempotency record vanished; retry".into()));
         };
         if get_s(&record, "fingerprint")? != fingerprint {
             return Ok(Claim::Mismatch);
         }
         match get_opt_s(&record, "state") {
             Some("done") => {
-                let headers: BTreeMap<String, String> =
-                    serde_json::from_str(get_s(&record, "headers")?)
-                        .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?;
+                let headers: BTreeMap<String, String> = serde_json::from_str(get_s(&record, "headers")?)
+                    .map_err(|e| StoreError::Corrupt(format!("headers: {e}")))?;
                 Ok(Claim::Replay(StoredResponse {
                     status: get_n(&record, "status")?,
                     headers,
@@ -94,14 +88,9 @@ impl IdempotencyStore for DynamoIdempotencyStore {
         }
     }
 
-    async fn complete(
-        &self,
-        key: &str,
-        response: &StoredResponse,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        let headers = serde_json::to_string(&response.headers)
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    async fn complete(&self, key: &str, response: &StoredResponse, now: DateTime<Utc>) -> StoreResult<()> {
+        let headers =
+            serde_json::to_string(&response.headers).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         self.client
             .update_item()
             .table_name(&self.table)

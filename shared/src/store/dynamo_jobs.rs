@@ -11,11 +11,14 @@ use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
 use super::{JobStore, Page, StoreError, StoreResult};
 use crate::due::{due_bucket, format_instant, parse_instant};
 use crate::job::{Job, JobDocument, JobId};
+use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
 
 /// Index of an owner's jobs, sorted by name.
 pub const BY_OWNER_INDEX: &str = "by-owner";
@@ -28,6 +31,7 @@ pub struct DynamoJobStore {
     client: Client,
     table: String,
     shards: u16,
+    ledger: Arc<Ledger>,
 }
 
 fn name_lock_key(owner: &str, name: &str) -> String {
@@ -39,12 +43,41 @@ fn owner_counter_key(owner: &str) -> String {
 }
 
 impl DynamoJobStore {
-    pub fn new(client: Client, table: impl Into<String>, shards: u16) -> Self {
-        DynamoJobStore {
-            client,
-            table: table.into(),
-            shards: shards.max(1),
+    pub fn new(client: Client, table: impl Into<String>, shards: u16, ledger: Arc<Ledger>) -> Self {
+        DynamoJobStore { client, table: table.into(), shards: shards.max(1), ledger }
+    }
+
+    /// Reads full jobs for keys from the keys-only `by-owner` index, in the given order.
+    async fn batch_get(&self, ids: &[String]) -> StoreResult<Vec<Job>> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut found: std::collections::HashMap<String, Job> = std::collections::HashMap::new();
+        for chunk in ids.chunks(100) {
+            let keys: Vec<Item> =
+                chunk.iter().map(|id| Item::from([("job_id".to_string(), s(id))])).collect();
+            let mut request = Some(
+                KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            );
+            while let Some(keys) = request.take() {
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, keys)
+                    .send()
+                    .await
+                    .map_err(item::classify)?;
+                for it in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
+                    let job = from_item(it)?;
+                    found.insert(job.id.to_string(), job);
+                }
+                request = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table));
+            }
         }
+        // A job deleted between the index query and the read is simply not listed.
+        Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
 
     fn to_item(&self, job: &Job) -> StoreResult<Item> {
@@ -63,10 +96,7 @@ impl DynamoJobStore {
             item.insert("next_run_at".into(), s(format_instant(next)));
         }
         if let Some(due) = job.due_at() {
-            item.insert(
-                "due_bucket".into(),
-                s(due_bucket(job.id.as_str(), due, self.shards)),
-            );
+            item.insert("due_bucket".into(), s(due_bucket(job.id.as_str(), due, self.shards)));
             item.insert("due_at".into(), s(format_instant(due)));
         }
         Ok(item)
@@ -83,10 +113,7 @@ impl DynamoJobStore {
 
     fn name_lock(&self, job: &Job) -> StoreResult<Put> {
         let lock = Item::from([
-            (
-                "job_id".into(),
-                s(name_lock_key(&job.owner, &job.document.name)),
-            ),
+            ("job_id".into(), s(name_lock_key(&job.owner, &job.document.name))),
             ("lock_of".into(), s(job.id.as_str())),
         ]);
         self.put(lock, "attribute_not_exists(job_id)")
@@ -114,20 +141,12 @@ impl DynamoJobStore {
                 .condition_expression("attribute_not_exists(job_count) OR job_count < :max")
                 .expression_attribute_values(":max", n(max));
         }
-        update
-            .build()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))
+        update.build().map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
     /// Runs a transaction; a cancelled one reports which item's condition failed.
     async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), TransactFailure> {
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-        {
+        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
             Ok(_) => Ok(()),
             Err(e) => match item::cancellation_reasons(&e) {
                 Some(reasons) => Err(TransactFailure::Cancelled(reasons)),
@@ -144,9 +163,7 @@ enum TransactFailure {
 }
 
 fn failed(reasons: &[String], index: usize) -> bool {
-    reasons
-        .get(index)
-        .is_some_and(|r| r == "ConditionalCheckFailed")
+    reasons.get(index).is_some_and(|r| r == "ConditionalCheckFailed")
 }
 
 fn from_item(item: &Item) -> StoreResult<Job> {
@@ -168,25 +185,19 @@ fn from_item(item: &Item) -> StoreResult<Job> {
     })
 }
 
-fn encode_cursor(job: &Job) -> String {
-    let key = serde_json::json!([job.id.as_str(), job.owner, job.document.name]);
+fn encode_cursor(id: &str, owner: &str, name: &str) -> String {
+    let key = serde_json::json!([id, owner, name]);
     URL_SAFE_NO_PAD.encode(key.to_string())
 }
 
 fn decode_cursor(cursor: &str, owner: &str) -> StoreResult<Item> {
-    let bytes = URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| StoreError::BadCursor)?;
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| StoreError::BadCursor)?;
     let (id, cursor_owner, name): (String, String, String) =
         serde_json::from_slice(&bytes).map_err(|_| StoreError::BadCursor)?;
     if cursor_owner != owner {
         return Err(StoreError::BadCursor);
     }
-    Ok(Item::from([
-        ("job_id".into(), s(id)),
-        ("owner".into(), s(cursor_owner)),
-        ("name".into(), s(name)),
-    ]))
+    Ok(Item::from([("job_id".into(), s(id)), ("owner".into(), s(cursor_owner)), ("name".into(), s(name))]))
 }
 
 #[async_trait]
@@ -196,24 +207,18 @@ impl JobStore for DynamoJobStore {
             TransactWriteItem::builder()
                 .put(self.put(self.to_item(job)?, "attribute_not_exists(job_id)")?)
                 .build(),
-            TransactWriteItem::builder()
-                .put(self.name_lock(job)?)
-                .build(),
-            TransactWriteItem::builder()
-                .update(self.count(&job.owner, 1, Some(max_jobs))?)
-                .build(),
+            TransactWriteItem::builder().put(self.name_lock(job)?).build(),
+            TransactWriteItem::builder().update(self.count(&job.owner, 1, Some(max_jobs))?).build(),
         ];
         match self.transact(items).await {
             Ok(()) => Ok(()),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => {
                 Err(StoreError::NameTaken(job.document.name.clone()))
             }
-            Err(TransactFailure::Cancelled(r)) if failed(&r, 2) => {
-                Err(StoreError::QuotaExceeded(max_jobs))
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 2) => Err(StoreError::QuotaExceeded(max_jobs)),
+            Err(TransactFailure::Cancelled(r)) => {
+                Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")))
             }
-            Err(TransactFailure::Cancelled(r)) => Err(StoreError::Unavailable(format!(
-                "transaction cancelled: {r:?}"
-            ))),
             Err(TransactFailure::Store(e)) => Err(e),
         }
     }
@@ -234,9 +239,9 @@ impl JobStore for DynamoJobStore {
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         let start = cursor.map(|c| decode_cursor(c, owner)).transpose()?;
         let limit = limit.max(1) as usize;
-        let mut items = Vec::with_capacity(limit + 1);
+        let mut keys: Vec<(String, String)> = Vec::with_capacity(limit + 1);
         let mut exclusive_start = start;
-        // One item more than asked tells whether another page exists, so `next` is never a
+        // One key more than asked tells whether another page exists, so `next` is never a
         // pointer to an empty page.
         loop {
             let out = self
@@ -248,25 +253,26 @@ impl JobStore for DynamoJobStore {
                 .expression_attribute_names("#o", "owner")
                 .expression_attribute_values(":o", s(owner))
                 .set_exclusive_start_key(exclusive_start)
-                .limit((limit + 1 - items.len()) as i32)
+                .limit((limit + 1 - keys.len()) as i32)
                 .send()
                 .await
                 .map_err(item::classify)?;
             for it in out.items() {
-                items.push(from_item(it)?);
+                keys.push((get_s(it, "job_id")?.to_string(), get_s(it, "name")?.to_string()));
             }
             exclusive_start = out.last_evaluated_key;
-            if items.len() > limit || exclusive_start.is_none() {
+            if keys.len() > limit || exclusive_start.is_none() {
                 break;
             }
         }
-        let next = if items.len() > limit {
-            items.truncate(limit);
-            items.last().map(encode_cursor)
+        let next = if keys.len() > limit {
+            keys.truncate(limit);
+            keys.last().map(|(id, name)| encode_cursor(id, owner, name))
         } else {
             None
         };
-        Ok(Page { items, next })
+        let ids: Vec<String> = keys.into_iter().map(|(id, _)| id).collect();
+        Ok(Page { items: self.batch_get(&ids).await?, next })
     }
 
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
@@ -295,9 +301,7 @@ impl JobStore for DynamoJobStore {
                 TransactWriteItem::builder()
                     .delete(self.release_name(&before.owner, &before.document.name, &before.id)?)
                     .build(),
-                TransactWriteItem::builder()
-                    .put(self.name_lock(after)?)
-                    .build(),
+                TransactWriteItem::builder().put(self.name_lock(after)?).build(),
             ];
             match self.transact(items).await {
                 Ok(()) => Ok(()),
@@ -305,17 +309,15 @@ impl JobStore for DynamoJobStore {
                 Err(TransactFailure::Cancelled(r)) if failed(&r, 2) => {
                     Err(StoreError::NameTaken(after.document.name.clone()))
                 }
-                Err(TransactFailure::Cancelled(r)) => Err(StoreError::Unavailable(format!(
-                    "transaction cancelled: {r:?}"
-                ))),
+                Err(TransactFailure::Cancelled(r)) => {
+                    Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")))
+                }
                 Err(TransactFailure::Store(e)) => Err(e),
             }
         };
         match result {
             // A lost condition is either a newer version or a deleted job: tell them apart.
-            Err(StoreError::Conflict) if self.get(&before.id).await?.is_none() => {
-                Err(StoreError::NotFound)
-            }
+            Err(StoreError::Conflict) if self.get(&before.id).await?.is_none() => Err(StoreError::NotFound),
             other => other,
         }
     }
@@ -332,19 +334,79 @@ impl JobStore for DynamoJobStore {
             TransactWriteItem::builder()
                 .delete(self.release_name(&job.owner, &job.document.name, &job.id)?)
                 .build(),
-            TransactWriteItem::builder()
-                .update(self.count(&job.owner, -1, None)?)
-                .build(),
+            TransactWriteItem::builder().update(self.count(&job.owner, -1, None)?).build(),
         ];
         match self.transact(items).await {
             Ok(()) => Ok(()),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::NotFound),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => Err(StoreError::Conflict),
-            Err(TransactFailure::Cancelled(r)) => Err(StoreError::Unavailable(format!(
-                "transaction cancelled: {r:?}"
-            ))),
+            Err(TransactFailure::Cancelled(r)) => {
+                Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")))
+            }
             Err(TransactFailure::Store(e)) => Err(e),
         }
+    }
+
+    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
+        let mut jobs = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(BY_DUE_INDEX)
+                .key_condition_expression("due_bucket = :b")
+                .expression_attribute_values(":b", s(bucket))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(item::classify)?;
+            for it in out.items() {
+                jobs.push(from_item(it)?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(jobs);
+            }
+        }
+    }
+
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(job.id.as_str()))
+            .expression_attribute_values(":v", n(job.version));
+        let mut condition = "attribute_exists(job_id) AND version = :v".to_string();
+        match job.next_run_at {
+            Some(current) => {
+                condition.push_str(" AND next_run_at = :current");
+                request = request.expression_attribute_values(":current", s(format_instant(current)));
+            }
+            None => condition.push_str(" AND attribute_not_exists(next_run_at)"),
+        }
+        let active = !job.document.paused;
+        request = match next {
+            Some(next) if active => request
+                .update_expression("SET next_run_at = :next, due_bucket = :bucket, due_at = :next")
+                .expression_attribute_values(":next", s(format_instant(next)))
+                .expression_attribute_values(":bucket", s(due_bucket(job.id.as_str(), next, self.shards))),
+            Some(next) => request
+                .update_expression("SET next_run_at = :next REMOVE due_bucket, due_at")
+                .expression_attribute_values(":next", s(format_instant(next))),
+            None => request.update_expression("REMOVE next_run_at, due_bucket, due_at"),
+        };
+        request.condition_expression(condition).send().await.map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        if job.due_at().is_some() {
+            self.ledger.add(writes::INDEX_REMOVE, 1);
+        }
+        if next.is_some() && active {
+            self.ledger.add(writes::INDEX_PUT, 1);
+        }
+        Ok(())
     }
 }
 

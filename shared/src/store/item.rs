@@ -19,9 +19,7 @@ pub fn n(value: impl ToString) -> AttributeValue {
 pub fn get_s<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
     match item.get(name) {
         Some(AttributeValue::S(v)) => Ok(v),
-        _ => Err(StoreError::Corrupt(format!(
-            "attribute {name} missing or not a string"
-        ))),
+        _ => Err(StoreError::Corrupt(format!("attribute {name} missing or not a string"))),
     }
 }
 
@@ -34,12 +32,10 @@ pub fn get_opt_s<'a>(item: &'a Item, name: &str) -> Option<&'a str> {
 
 pub fn get_n<T: std::str::FromStr>(item: &Item, name: &str) -> Result<T, StoreError> {
     match item.get(name) {
-        Some(AttributeValue::N(v)) => v
-            .parse()
-            .map_err(|_| StoreError::Corrupt(format!("attribute {name} is not a valid number"))),
-        _ => Err(StoreError::Corrupt(format!(
-            "attribute {name} missing or not a number"
-        ))),
+        Some(AttributeValue::N(v)) => {
+            v.parse().map_err(|_| StoreError::Corrupt(format!("attribute {name} is not a valid number")))
+        }
+        _ => Err(StoreError::Corrupt(format!("attribute {name} missing or not a number"))),
     }
 }
 

@@ -6,12 +6,17 @@
 
 pub mod dynamo_idempotency;
 pub mod dynamo_jobs;
+pub mod dynamo_runs;
+pub mod dynamo_tick;
 mod item;
 
 pub use dynamo_idempotency::DynamoIdempotencyStore;
 pub use dynamo_jobs::DynamoJobStore;
+pub use dynamo_runs::DynamoRunStore;
+pub use dynamo_tick::DynamoTickStateStore;
 
 use crate::job::{Job, JobId};
+use crate::run::{Run, RunKey, RunState};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -76,6 +81,71 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
 
     /// Deletes the job and frees its name.
     async fn delete(&self, job: &Job) -> StoreResult<()>;
+
+    /// The active jobs of one `by-due` partition (`<minute>#<shard>`), every page.
+    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>>;
+
+    /// Moves `job` from its `next_run_at` to `next` without touching its version, if it still
+    /// exists with the version and `next_run_at` it was read with (`Conflict` otherwise): a job
+    /// paused, edited or deleted since it was read is not re-armed.
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()>;
+}
+
+/// Whether an insert created the run or found it there.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inserted {
+    Created,
+    /// The run already existed (another claimer won): here it is.
+    Exists(Box<Run>),
+}
+
+/// Runs.
+#[async_trait]
+pub trait RunStore: Send + Sync + std::fmt::Debug {
+    /// Writes a new run if no run has its key: the fence that makes a scheduled instant run once.
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted>;
+
+    async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>>;
+
+    /// The job's RUNNING and RETRYING runs scheduled at or after `since`.
+    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>>;
+
+    /// A job's runs, newest first, optionally only those in `state`.
+    async fn list(
+        &self,
+        job_id: &JobId,
+        limit: u32,
+        cursor: Option<&str>,
+        state: Option<RunState>,
+    ) -> StoreResult<Page<Run>>;
+
+    /// Moves `run` to a terminal CANCELLED or SKIPPED with a reason, if it is still in the state
+    /// and attempt it was read in (`Conflict` otherwise).
+    async fn finish_without_attempt(
+        &self,
+        run: &Run,
+        state: RunState,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
+    /// Records that the run's message was sent (manual and backfilled runs).
+    async fn mark_dispatched(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
+}
+
+/// The tick's progress: the last minute fully processed, and the last minute it reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TickState {
+    pub watermark: Option<DateTime<Utc>>,
+    pub reached: Option<DateTime<Utc>>,
+}
+
+/// Where the tick keeps its progress. Both updates only ever move forward.
+#[async_trait]
+pub trait TickStateStore: Send + Sync + std::fmt::Debug {
+    async fn get(&self) -> StoreResult<TickState>;
+    async fn set_reached(&self, minute: DateTime<Utc>) -> StoreResult<()>;
+    async fn set_watermark(&self, minute: DateTime<Utc>) -> StoreResult<()>;
 }
 
 /// A response kept for an idempotent replay.
@@ -105,12 +175,7 @@ pub trait IdempotencyStore: Send + Sync + std::fmt::Debug {
     /// Claims `key` for a request whose fingerprint is `fingerprint`.
     async fn claim(&self, key: &str, fingerprint: &str, now: DateTime<Utc>) -> StoreResult<Claim>;
     /// Records the response of a claimed request.
-    async fn complete(
-        &self,
-        key: &str,
-        response: &StoredResponse,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()>;
+    async fn complete(&self, key: &str, response: &StoredResponse, now: DateTime<Utc>) -> StoreResult<()>;
     /// Gives a claim up (the request failed without effect), so a retry processes it again.
     async fn release(&self, key: &str) -> StoreResult<()>;
 }

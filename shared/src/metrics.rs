@@ -1,0 +1,108 @@
+//! Counters of what Sundial asks of AWS: requests by service and operation (counted by an SDK
+//! interceptor, so nothing is missed), and DynamoDB writes by kind (counted by the adapters,
+//! which know which index entries a write adds or removes). The emulator reports no real
+//! consumed capacity, so benchmarks read these instead.
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// Kinds of DynamoDB writes, as counted per run.
+pub mod writes {
+    /// A table item put, updated or deleted.
+    pub const ITEM: &str = "dynamodb.write.item";
+    /// A global secondary index entry written.
+    pub const INDEX_PUT: &str = "dynamodb.write.index_entry_put";
+    /// A global secondary index entry removed.
+    pub const INDEX_REMOVE: &str = "dynamodb.write.index_entry_removed";
+}
+
+/// Named counters, shared by every adapter of a process.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    counts: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Ledger {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Ledger::default())
+    }
+
+    pub fn add(&self, name: &str, n: u64) {
+        // A poisoned lock only means a panic elsewhere; the counts are still usable.
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        *counts.entry(name.to_string()).or_default() += n;
+    }
+
+    pub fn get(&self, name: &str) -> u64 {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner()).get(name).copied().unwrap_or(0)
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<String, u64> {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn reset(&self) {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// An SDK interceptor counting each operation once (retries included in the one count) as
+/// `aws.<service>.<Operation>`.
+#[derive(Debug, Clone)]
+pub struct RequestCounter(pub Arc<Ledger>);
+
+impl Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "SundialRequestCounter"
+    }
+
+    fn read_before_execution(
+        &self,
+        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(metadata) = cfg.load::<Metadata>() {
+            self.0.add(&format!("aws.{}.{}", metadata.service(), metadata.name()), 1);
+        }
+        Ok(())
+    }
+
+    fn read_after_execution(
+        &self,
+        _context: &aws_smithy_runtime_api::client::interceptors::context::FinalizerInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// The SDK clients of a process, each counting its requests into one ledger.
+#[derive(Debug, Clone)]
+pub struct Clients {
+    pub dynamo: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub sns: aws_sdk_sns::Client,
+    pub ledger: Arc<Ledger>,
+}
+
+impl Clients {
+    pub fn new(sdk: &aws_config::SdkConfig, ledger: Arc<Ledger>) -> Self {
+        let counter = RequestCounter(ledger.clone());
+        let dynamo = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(counter.clone()).build();
+        let sqs = aws_sdk_sqs::config::Builder::from(sdk).interceptor(counter.clone()).build();
+        let sns = aws_sdk_sns::config::Builder::from(sdk).interceptor(counter).build();
+        Clients {
+            dynamo: aws_sdk_dynamodb::Client::from_conf(dynamo),
+            sqs: aws_sdk_sqs::Client::from_conf(sqs),
+            sns: aws_sdk_sns::Client::from_conf(sns),
+            ledger,
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The runs table in DynamoDB.
+//!
+//! One item per run, keyed (`job_id`, `run_key`). The sparse, keys-only `in-flight` index
+//! (`inflight_shard`, `inflight_at`) is written once at claim and removed at the terminal state,
+//! so starting an attempt, heartbeats and retries never touch an index. Every state change is a
+//! conditional write from the expected state and attempt number (the fencing token).
+
+use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
+use super::{Inserted, Page, RunStore, StoreError, StoreResult};
+use crate::due::{format_instant, parse_instant, shard_of};
+use crate::job::JobId;
+use crate::metrics::{Ledger, writes};
+use crate::run::{Attempt, Run, RunKey, RunState};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+
+/// Index of in-flight runs (QUEUED, RUNNING, RETRYING) by shard and scheduled instant.
+pub const IN_FLIGHT_INDEX: &str = "in-flight";
+
+/// Runs in one DynamoDB table.
+#[derive(Debug, Clone)]
+pub struct DynamoRunStore {
+    client: Client,
+    table: String,
+    shards: u16,
+    ledger: Arc<Ledger>,
+}
+
+impl DynamoRunStore {
+    pub fn new(client: Client, table: impl Into<String>, shards: u16, ledger: Arc<Ledger>) -> Self {
+        DynamoRunStore { client, table: table.into(), shards: shards.max(1), ledger }
+    }
+
+    fn to_item(&self, run: &Run) -> StoreResult<Item> {
+        let attempts =
+            serde_json::to_string(&run.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let key = run.key.encode();
+        let mut item = Item::from([
+            ("job_id".into(), s(run.job_id.as_str())),
+            ("run_key".into(), s(&key)),
+            ("state".into(), s(run.state.as_str())),
+            ("due_at".into(), s(format_instant(run.due_at))),
+            ("attempt".into(), n(run.attempt)),
+            ("attempts".into(), s(attempts)),
+            ("job_version".into(), n(run.job_version)),
+            ("created_at".into(), s(run.created_at.to_rfc3339())),
+            ("updated_at".into(), s(run.updated_at.to_rfc3339())),
+            ("expires_at".into(), n(run.expires_at.timestamp())),
+        ]);
+        if let Some(reason) = &run.reason {
+            item.insert("reason".into(), s(reason));
+        }
+        if let Some(at) = run.dispatched_at {
+            item.insert("dispatched_at".into(), s(at.to_rfc3339()));
+        }
+        if run.state.is_in_flight() {
+            let shard = shard_of(&format!("{}#{key}", run.job_id), self.shards);
+            item.insert("inflight_shard".into(), s(format!("{shard:02}")));
+            item.insert(
+                "inflight_at".into(),
+                s(format!("{}#{}", format_instant(run.key.instant), run.job_id)),
+            );
+        }
+        Ok(item)
+    }
+}
+
+pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
+    let time = |name: &str| {
+        parse_instant(get_s(item, name)?)
+            .ok_or_else(|| StoreError::Corrupt(format!("attribute {name} is not a time")))
+    };
+    let job_id = get_s(item, "job_id")?;
+    let key = get_s(item, "run_key")?;
+    let attempts: Vec<Attempt> = serde_json::from_str(get_s(item, "attempts")?)
+        .map_err(|e| StoreError::Corrupt(format!("attempts: {e}")))?;
+    let expires: i64 = get_n(item, "expires_at")?;
+    Ok(Run {
+        job_id: JobId::parse(job_id).ok_or_else(|| StoreError::Corrupt(format!("job_id {job_id}")))?,
+        key: RunKey::decode(key).ok_or_else(|| StoreError::Corrupt(format!("run_key {key}")))?,
+        state: get_s(item, "state")?.parse().map_err(StoreError::Corrupt)?,
+        due_at: time("due_at")?,
+        attempt: get_n(item, "attempt")?,
+        attempts,
+        job_version: get_n(item, "job_version")?,
+        created_at: time("created_at")?,
+        updated_at: time("updated_at")?,
+        reason: get_opt_s(item, "reason").map(str::to_string),
+        dispatched_at: get_opt_s(item, "dispatched_at").and_then(parse_instant),
+        expires_at: DateTime::from_timestamp(expires, 0).unwrap_or_default(),
+    })
+}
+
+#[async_trait]
+impl RunStore for DynamoRunStore {
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.to_item(run)?))
+            .condition_expression("attribute_not_exists(run_key)")
+            .send()
+            .await
+            .map_err(item::classify);
+        match result {
+            Ok(_) => {
+                self.ledger.add(writes::ITEM, 1);
+                if run.state.is_in_flight() {
+                    self.ledger.add(writes::INDEX_PUT, 1);
+                }
+                Ok(Inserted::Created)
+            }
+            Err(StoreError::Conflict) => match self.get(&run.job_id, &run.key).await? {
+                Some(existing) => Ok(Inserted::Exists(Box::new(existing))),
+                None => Err(StoreError::Unavailable("run vanished after a conflicting insert".into())),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(job_id.as_str()))
+            .key("run_key", s(key.encode()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        out.item.as_ref().map(from_item).transpose()
+    }
+
+    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
+        let mut runs = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("job_id = :j AND run_key >= :since")
+                .filter_expression("#st IN (:running, :retrying)")
+                .expression_attribute_names("#st", "state")
+                .expression_attribute_values(":j", s(job_id.as_str()))
+                .expression_attribute_values(":since", s(format_instant(since)))
+                .expression_attribute_values(":running", s(RunState::Running.as_str()))
+                .expression_attribute_values(":retrying", s(RunState::Retrying.as_str()))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(item::classify)?;
+            for it in out.items() {
+                runs.push(from_item(it)?);
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(runs);
+            }
+        }
+    }
+
+    async fn list(
+        &self,
+        job_id: &JobId,
+        limit: u32,
+        cursor: Option<&str>,
+        state: Option<RunState>,
+    ) -> StoreResult<Page<Run>> {
+        let limit = limit.max(1) as usize;
+        let mut start = match cursor {
+            None => None,
+            Some(c) => {
+                let bytes = URL_SAFE_NO_PAD.decode(c).map_err(|_| StoreError::BadCursor)?;
+                let key = String::from_utf8(bytes).map_err(|_| StoreError::BadCursor)?;
+                RunKey::decode(&key).ok_or(StoreError::BadCursor)?;
+                Some(Item::from([("job_id".into(), s(job_id.as_str())), ("run_key".into(), s(key))]))
+            }
+        };
+        let mut runs = Vec::new();
+        loop {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("job_id = :j")
+                .expression_attribute_values(":j", s(job_id.as_str()))
+                .scan_index_forward(false)
+                .set_exclusive_start_key(start)
+                .limit((limit + 1 - runs.len()) as i32);
+            if let Some(state) = state {
+                query = query
+                    .filter_expression("#st = :state")
+                    .expression_attribute_names("#st", "state")
+                    .expression_attribute_values(":state", s(state.as_str()));
+            }
+            let out = query.send().await.map_err(item::classify)?;
+            for it in out.items() {
+                runs.push(from_item(it)?);
+            }
+            start = out.last_evaluated_key;
+            if runs.len() > limit || start.is_none() {
+                break;
+            }
+        }
+        let next = if runs.len() > limit {
+            runs.truncate(limit);
+            runs.last().map(|r| URL_SAFE_NO_PAD.encode(r.key.encode()))
+        } else {
+            None
+        };
+        Ok(Page { items: runs, next })
+    }
+
+    async fn finish_without_attempt(
+        &self,
+        run: &Run,
+        state: RunState,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression(
+                "SET #st = :new, reason = :reason, updated_at = :now REMOVE inflight_shard, inflight_at",
+            )
+            .condition_expression("#st = :old AND attempt = :attempt")
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":new", s(state.as_str()))
+            .expression_attribute_values(":old", s(run.state.as_str()))
+            .expression_attribute_values(":attempt", n(run.attempt))
+            .expression_attribute_values(":reason", s(reason))
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        if run.state.is_in_flight() {
+            self.ledger.add(writes::INDEX_REMOVE, 1);
+        }
+        Ok(())
+    }
+
+    async fn mark_dispatched(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET dispatched_at = :at")
+            .condition_expression("attribute_exists(run_key)")
+            .expression_attribute_values(":at", s(at.to_rfc3339()))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+}

@@ -1,0 +1,72 @@
+//! The tick's progress in DynamoDB: one item (`job_id = scheduler#tick`) in the jobs table,
+//! outside every index. Updates are conditional so that the minutes only ever move forward,
+//! whatever order concurrent ticks finish in.
+
+use super::item::{self, get_opt_s, s};
+use super::{StoreError, StoreResult, TickState, TickStateStore};
+use crate::due::{format_instant, parse_instant};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use chrono::{DateTime, Utc};
+
+const KEY: &str = "scheduler#tick";
+
+#[derive(Debug, Clone)]
+pub struct DynamoTickStateStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoTickStateStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoTickStateStore { client, table: table.into() }
+    }
+
+    async fn raise(&self, attribute: &str, minute: DateTime<Utc>) -> StoreResult<()> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(KEY))
+            .update_expression("SET #a = :m")
+            .condition_expression("attribute_not_exists(#a) OR #a < :m")
+            .expression_attribute_names("#a", attribute)
+            .expression_attribute_values(":m", s(format_instant(minute)))
+            .send()
+            .await
+            .map_err(item::classify);
+        match result {
+            // Another tick already recorded a later minute.
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[async_trait]
+impl TickStateStore for DynamoTickStateStore {
+    async fn get(&self) -> StoreResult<TickState> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(KEY))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        let Some(it) = out.item else { return Ok(TickState::default()) };
+        Ok(TickState {
+            watermark: get_opt_s(&it, "watermark").and_then(parse_instant),
+            reached: get_opt_s(&it, "reached").and_then(parse_instant),
+        })
+    }
+
+    async fn set_reached(&self, minute: DateTime<Utc>) -> StoreResult<()> {
+        self.raise("reached", minute).await
+    }
+
+    async fn set_watermark(&self, minute: DateTime<Utc>) -> StoreResult<()> {
+        self.raise("watermark", minute).await
+    }
+}

@@ -1,0 +1,195 @@
+//! The scheduler's minute tick: find the jobs that are due and claim them.
+//!
+//! Each invocation reads the watermark (the last minute fully processed), then processes the
+//! minute buckets from a trailing window behind it up to now + the lookahead: all shards of a
+//! minute are queried in parallel (bounded), following pagination, and every job found is
+//! claimed through [`claim::Claimer`]. Claims are idempotent, so re-querying processed minutes
+//! is safe, and it is what catches a job created, resumed or edited into a minute already
+//! processed. The watermark only advances past minutes that are entirely in the past and were
+//! processed without error; a long gap (downtime) is processed in bounded chunks, and a burst one
+//! invocation cannot finish within its time budget is continued by the next.
+//!
+//! Before claiming a chunk the tick records the last minute it has *reached*; instants in minutes
+//! no tick had reached when they fell due are the missed ones the jobs' `catchup` policies act on.
+
+pub mod claim;
+pub mod plan;
+
+use crate::clock::Clock;
+use crate::due::{bucket, minute_of};
+use crate::job::Job;
+use crate::store::{JobStore, StoreError, TickStateStore};
+use chrono::{DateTime, Duration, Utc};
+use claim::{ClaimReport, Claimer};
+use futures::StreamExt;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// How the tick walks the minutes.
+#[derive(Debug, Clone)]
+pub struct TickSettings {
+    /// Minutes behind the watermark re-queried every time (at least 1: the watermark minute).
+    pub trailing_minutes: i64,
+    /// Minutes processed per chunk of a long gap.
+    pub chunk_minutes: i64,
+    /// Bucket queries in flight at once.
+    pub query_concurrency: usize,
+    /// Jobs claimed per batch; the time budget is checked between batches.
+    pub batch_jobs: usize,
+    /// Stop starting new work after this long (a Lambda invocation's margin).
+    pub budget: std::time::Duration,
+    /// Partitions per minute of the due index.
+    pub shards: u16,
+}
+
+impl Default for TickSettings {
+    fn default() -> Self {
+        TickSettings {
+            trailing_minutes: 2,
+            chunk_minutes: 30,
+            query_concurrency: 16,
+            batch_jobs: 500,
+            budget: std::time::Duration::from_secs(45),
+            shards: 8,
+        }
+    }
+}
+
+/// What one invocation did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// The first and last minute queried.
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    /// Bucket queries made.
+    pub queries: usize,
+    /// Due jobs found.
+    pub jobs: usize,
+    pub claims: ClaimReport,
+    /// The watermark after this invocation.
+    pub watermark: Option<DateTime<Utc>>,
+    /// True when the budget ran out before `to`: the next invocation continues.
+    pub unfinished: bool,
+}
+
+/// Why a tick could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    #[error("reading or writing the tick's progress: {0}")]
+    State(#[from] StoreError),
+}
+
+/// The minute tick.
+#[derive(Debug, Clone)]
+pub struct Tick {
+    jobs: Arc<dyn JobStore>,
+    state: Arc<dyn TickStateStore>,
+    claimer: Claimer,
+    clock: Arc<dyn Clock>,
+    settings: TickSettings,
+}
+
+impl Tick {
+    pub fn new(
+        jobs: Arc<dyn JobStore>,
+        state: Arc<dyn TickStateStore>,
+        claimer: Claimer,
+        clock: Arc<dyn Clock>,
+        settings: TickSettings,
+    ) -> Self {
+        Tick { jobs, state, claimer, clock, settings }
+    }
+
+    /// The jobs due in one minute: every shard, in parallel.
+    async fn due_in(&self, minute: DateTime<Utc>) -> Result<Vec<Job>, StoreError> {
+        let buckets: Vec<String> = (0..self.settings.shards).map(|shard| bucket(minute, shard)).collect();
+        let results: Vec<Result<Vec<Job>, StoreError>> = futures::stream::iter(buckets)
+            .map(|b| async move { self.jobs.due_jobs(&b).await })
+            .buffer_unordered(self.settings.query_concurrency.max(1))
+            .collect()
+            .await;
+        let mut jobs = Vec::new();
+        for r in results {
+            jobs.extend(r?);
+        }
+        Ok(jobs)
+    }
+
+    /// Runs one invocation.
+    pub async fn run(&self) -> Result<TickReport, TickError> {
+        let started = std::time::Instant::now();
+        let mut now = self.clock.now();
+        let progress = self.state.get().await?;
+        let reached_before = progress.reached;
+        let current = minute_of(now);
+        let watermark = progress.watermark.unwrap_or(current - Duration::minutes(2));
+        let trailing = self.settings.trailing_minutes.max(1);
+        let mut minute = watermark - Duration::minutes(trailing - 1);
+        let mut report = TickReport { watermark: progress.watermark, ..Default::default() };
+        let mut seen: HashSet<String> = HashSet::new();
+
+        'chunks: loop {
+            let end = minute_of(now + self.claimer.settings.lookahead);
+            if minute > end {
+                break;
+            }
+            let chunk_end = end.min(minute + Duration::minutes(self.settings.chunk_minutes.max(1) - 1));
+            self.state.set_reached(chunk_end).await?;
+            report.from.get_or_insert(minute);
+            let mut processed_to: Option<DateTime<Utc>> = None;
+            while minute <= chunk_end {
+                report.queries += usize::from(self.settings.shards);
+                let due = match self.due_in(minute).await {
+                    Ok(jobs) => jobs,
+                    Err(e) => {
+                        tracing::warn!(minute = %minute, error = %e, "due-index query failed; retried next tick");
+                        self.advance_watermark(processed_to, now, &mut report).await?;
+                        break 'chunks;
+                    }
+                };
+                // A job advanced by this tick may show up again in a later bucket: claim once.
+                let due: Vec<Job> = due.into_iter().filter(|j| seen.insert(j.id.to_string())).collect();
+                report.jobs += due.len();
+                report.to = Some(minute);
+                let mut finished = true;
+                for batch in due.chunks(self.settings.batch_jobs.max(1)) {
+                    let claims = self.claimer.claim(batch.to_vec(), reached_before, now).await;
+                    let failed = claims.failed > 0;
+                    report.claims.add(claims);
+                    if failed || started.elapsed() > self.settings.budget {
+                        finished = false;
+                        break;
+                    }
+                }
+                if finished {
+                    processed_to = Some(minute);
+                    minute += Duration::minutes(1);
+                }
+                if !finished || started.elapsed() > self.settings.budget {
+                    report.unfinished = started.elapsed() > self.settings.budget;
+                    self.advance_watermark(processed_to, now, &mut report).await?;
+                    break 'chunks;
+                }
+            }
+            self.advance_watermark(processed_to, now, &mut report).await?;
+            now = self.clock.now();
+        }
+        Ok(report)
+    }
+
+    /// Moves the watermark to the last processed minute that is entirely in the past.
+    async fn advance_watermark(
+        &self,
+        processed_to: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        let Some(processed) = processed_to else { return Ok(()) };
+        let candidate = processed.min(minute_of(now) - Duration::minutes(1));
+        if report.watermark.is_none_or(|w| candidate > w) {
+            self.state.set_watermark(candidate).await?;
+            report.watermark = Some(candidate);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,279 @@
+//! Which instants of one job to claim now, and where the job goes next: a pure function.
+//!
+//! The tick claims every instant from the job's `next_run_at` up to a horizon (the lookahead,
+//! or further ahead for frequent jobs: several minutes in one pass, one job advance). Instants
+//! that fell due in minutes the scheduler had not reached (downtime) are *missed*, and the job's
+//! `catchup` policy decides which of them still run; a burst an earlier tick reached but could not
+//! finish is not missed.
+
+use crate::job::CatchupPolicy;
+use crate::schedule::Schedule;
+use chrono::{DateTime, Utc};
+
+/// Instants enumerated for one job in one pass, at most; beyond that the oldest missed ones are
+/// dropped as if skipped (a job every 10 s down for 11 days).
+pub const MAX_ENUMERATED: usize = 100_000;
+
+/// What one pass over a job will do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Instants to claim, oldest first.
+    pub claim: Vec<DateTime<Utc>>,
+    /// Missed instants the catch-up policy drops.
+    pub skipped_missed: usize,
+    /// The job's next instant after this pass (`None`: no more instants).
+    pub next_run_at: Option<DateTime<Utc>>,
+}
+
+/// Plans a pass over a job whose next instant is `next_run_at` (and which repeats per
+/// `schedule`; `None`: it runs once).
+///
+/// - `now`: the tick's time; `horizon`: claim instants up to this one;
+/// - `reached`: the last minute a previous tick had started processing (`None` before the first
+///   tick: nothing counts as missed);
+/// - `catchup_max`: the most missed instants `all` runs.
+pub fn plan(
+    next_run_at: DateTime<Utc>,
+    schedule: Option<&Schedule>,
+    catchup: CatchupPolicy,
+    now: DateTime<Utc>,
+    horizon: DateTime<Utc>,
+    reached: Option<DateTime<Utc>>,
+    catchup_max: usize,
+) -> Plan {
+    let current_minute = crate::due::minute_of(now);
+    let is_missed = |t: DateTime<Utc>| {
+        reached.is_some_and(|reached| crate::due::minute_of(t) > reached) && t < current_minute
+    };
+    let keep = match catchup {
+        CatchupPolicy::Skip => 0,
+        CatchupPolicy::Latest => 1,
+        CatchupPolicy::All => catchup_max,
+    };
+    let mut missed = Vec::new();
+    let mut claim = Vec::new();
+    let mut skipped = 0usize;
+    let mut cursor = Some(next_run_at);
+    let mut enumerated = 0usize;
+    while let Some(t) = cursor {
+        if t > horizon {
+            break;
+        }
+        enumerated += 1;
+        if enumerated > MAX_ENUMERATED && is_missed(t) {
+            // A very long outage: drop what was collected and restart close enough to now that
+            // the newest missed instants are the ones enumerated.
+            skipped += missed.len();
+            missed.clear();
+            enumerated = 0;
+            cursor = schedule.and_then(|s| restart_point(s, t, current_minute, keep.max(1)));
+            continue;
+        }
+        if is_missed(t) {
+            missed.push(t);
+            // Only the newest `keep` can run: bound the memory of a long outage.
+            if missed.len() > 2 * keep.max(1) {
+                let drop = missed.len() - keep;
+                missed.drain(..drop);
+                skipped += drop;
+            }
+        } else {
+            claim.push(t);
+        }
+        cursor = schedule.and_then(|s| s.next_after(t));
+    }
+    let keep = keep.min(missed.len());
+    skipped += missed.len() - keep;
+    let mut instants: Vec<DateTime<Utc>> = missed.split_off(missed.len() - keep);
+    instants.extend(claim);
+    Plan { claim: instants, skipped_missed: skipped, next_run_at: cursor }
+}
+
+/// The first instant of the shortest window ending at `end` that holds at least `want` instants
+/// (the window doubles from a minute; never earlier than just after `after`).
+fn restart_point(
+    schedule: &Schedule,
+    after: DateTime<Utc>,
+    end: DateTime<Utc>,
+    want: usize,
+) -> Option<DateTime<Utc>> {
+    let mut window = chrono::Duration::minutes(1);
+    loop {
+        let from = end - window;
+        if from <= after {
+            return schedule.next_after(after);
+        }
+        let found = schedule.upcoming(from, want).into_iter().filter(|t| *t < end).count();
+        if found >= want {
+            return schedule.next_after(from);
+        }
+        window = window * 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::{Rate, Recurrence};
+    use chrono::Duration;
+    use chrono_tz::Tz;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn every_minute() -> Schedule {
+        Schedule {
+            recurrence: Recurrence::Cron("* * * * *".parse().unwrap()),
+            timezone: Tz::UTC,
+            start_at: None,
+            end_at: None,
+        }
+    }
+
+    /// Tick down from 12:01 to 12:06 (reached 12:01); now 12:06:00 → 12:02..12:05 are missed.
+    fn after_outage(policy: CatchupPolicy) -> Plan {
+        let now = t("2026-01-01T12:06:00Z");
+        plan(
+            t("2026-01-01T12:02:00Z"),
+            Some(&every_minute()),
+            policy,
+            now,
+            now + Duration::seconds(60),
+            Some(t("2026-01-01T12:01:00Z")),
+            100,
+        )
+    }
+
+    #[test]
+    fn catchup_skip_runs_none_of_the_missed() {
+        let p = after_outage(CatchupPolicy::Skip);
+        assert_eq!(p.claim, [t("2026-01-01T12:06:00Z"), t("2026-01-01T12:07:00Z")]);
+        assert_eq!(p.skipped_missed, 4);
+        assert_eq!(p.next_run_at, Some(t("2026-01-01T12:08:00Z")));
+    }
+
+    #[test]
+    fn catchup_latest_runs_the_latest_missed_once() {
+        let p = after_outage(CatchupPolicy::Latest);
+        assert_eq!(
+            p.claim,
+            [t("2026-01-01T12:05:00Z"), t("2026-01-01T12:06:00Z"), t("2026-01-01T12:07:00Z")]
+        );
+        assert_eq!(p.skipped_missed, 3);
+    }
+
+    #[test]
+    fn catchup_all_runs_every_missed_up_to_the_cap() {
+        let p = after_outage(CatchupPolicy::All);
+        assert_eq!(p.claim.len(), 6);
+        assert_eq!(p.skipped_missed, 0);
+        let now = t("2026-01-01T12:06:00Z");
+        let capped = plan(
+            t("2026-01-01T12:02:00Z"),
+            Some(&every_minute()),
+            CatchupPolicy::All,
+            now,
+            now,
+            Some(t("2026-01-01T12:01:00Z")),
+            2,
+        );
+        assert_eq!(capped.claim, [t("2026-01-01T12:04:00Z"), t("2026-01-01T12:05:00Z"), now]);
+        assert_eq!(capped.skipped_missed, 2);
+    }
+
+    #[test]
+    fn a_burst_the_scheduler_reached_is_not_missed() {
+        // A previous tick reached 12:05 but did not finish it: 12:02..12:05 are a continuation.
+        let now = t("2026-01-01T12:06:00Z");
+        let p = plan(
+            t("2026-01-01T12:02:00Z"),
+            Some(&every_minute()),
+            CatchupPolicy::Skip,
+            now,
+            now,
+            Some(t("2026-01-01T12:05:00Z")),
+            100,
+        );
+        assert_eq!(p.claim.len(), 5);
+        assert_eq!(p.skipped_missed, 0);
+    }
+
+    #[test]
+    fn one_time_jobs_leave_after_their_instant() {
+        let now = t("2026-01-01T12:00:00Z");
+        let p = plan(
+            now + Duration::seconds(20),
+            None,
+            CatchupPolicy::Latest,
+            now,
+            now + Duration::seconds(60),
+            None,
+            100,
+        );
+        assert_eq!(p.claim, [now + Duration::seconds(20)]);
+        assert_eq!(p.next_run_at, None);
+    }
+
+    #[test]
+    fn frequent_jobs_claim_every_instant_in_the_horizon() {
+        let now = t("2026-01-01T12:00:00Z");
+        let every_15s = Schedule {
+            recurrence: Recurrence::Rate { rate: Rate::from_seconds(15), anchor: now },
+            timezone: Tz::UTC,
+            start_at: None,
+            end_at: None,
+        };
+        let p = plan(
+            now,
+            Some(&every_15s),
+            CatchupPolicy::Latest,
+            now,
+            now + Duration::seconds(59),
+            Some(now),
+            100,
+        );
+        assert_eq!(p.claim.len(), 4);
+        assert_eq!(p.next_run_at, Some(now + Duration::seconds(60)));
+    }
+
+    #[test]
+    fn nothing_due_claims_nothing() {
+        let now = t("2026-01-01T12:00:00Z");
+        let p = plan(
+            now + Duration::hours(1),
+            Some(&every_minute()),
+            CatchupPolicy::All,
+            now,
+            now,
+            Some(now),
+            100,
+        );
+        assert!(p.claim.is_empty());
+        assert_eq!(p.next_run_at, Some(now + Duration::hours(1)));
+    }
+
+    #[test]
+    fn very_long_outages_are_bounded() {
+        let now = t("2026-03-01T00:00:00Z");
+        let every_10s = Schedule {
+            recurrence: Recurrence::Rate { rate: Rate::from_seconds(10), anchor: t("2026-01-01T00:00:00Z") },
+            timezone: Tz::UTC,
+            start_at: None,
+            end_at: None,
+        };
+        let p = plan(
+            t("2026-01-01T00:00:00Z"),
+            Some(&every_10s),
+            CatchupPolicy::All,
+            now,
+            now,
+            Some(t("2025-12-31T23:59:00Z")),
+            5,
+        );
+        assert_eq!(p.claim.len(), 6, "the 5 newest missed + now");
+        assert_eq!(p.claim[0], now - Duration::seconds(50));
+        assert_eq!(*p.claim.last().unwrap(), now);
+        assert!(p.skipped_missed > 90_000, "{}", p.skipped_missed);
+    }
+}
