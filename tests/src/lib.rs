@@ -51,6 +51,8 @@ impl Stack {
     }
 
     pub async fn with(options: Options) -> Stack {
+        // Logs go to the test's captured output: shown when a test fails.
+        sundial_shared::telemetry::init();
         assert!(
             std::env::var("AWS_ENDPOINT_URL").is_ok(),
             "AWS_ENDPOINT_URL is not set: run the suite with scripts/test, which starts the emulator"

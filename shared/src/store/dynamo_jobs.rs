@@ -14,11 +14,15 @@ use crate::job::{Job, JobDocument, JobId};
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+
+/// Retries of a transaction cancelled by a concurrent one.
+const TRANSACTION_RETRIES: u32 = 6;
 
 /// Index of an owner's jobs, sorted by name.
 pub const BY_OWNER_INDEX: &str = "by-owner";
@@ -45,6 +49,35 @@ fn owner_counter_key(owner: &str) -> String {
 impl DynamoJobStore {
     pub fn new(client: Client, table: impl Into<String>, shards: u16, ledger: Arc<Ledger>) -> Self {
         DynamoJobStore { client, table: table.into(), shards: shards.max(1), ledger }
+    }
+
+    /// Bulk-loads jobs with BatchWriteItem (25 at a time), for seeding benchmarks and tests.
+    /// It writes no name locks or owner counters: names and limits are not enforced, so it is
+    /// not a substitute for [`JobStore::create`].
+    pub async fn import(&self, jobs: &[Job]) -> StoreResult<()> {
+        use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+        for chunk in jobs.chunks(25) {
+            let mut requests = Vec::with_capacity(chunk.len());
+            for job in chunk {
+                let put = PutRequest::builder()
+                    .set_item(Some(self.to_item(job)?))
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                requests.push(WriteRequest::builder().put_request(put).build());
+            }
+            let mut pending = Some(requests);
+            while let Some(requests) = pending.take().filter(|r| !r.is_empty()) {
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .request_items(&self.table, requests)
+                    .send()
+                    .await
+                    .map_err(item::classify)?;
+                pending = out.unprocessed_items.and_then(|mut u| u.remove(&self.table));
+            }
+        }
+        Ok(())
     }
 
     /// Reads full jobs for keys from the keys-only `by-owner` index, in the given order.
@@ -145,13 +178,32 @@ impl DynamoJobStore {
     }
 
     /// Runs a transaction; a cancelled one reports which item's condition failed.
+    /// Runs a transaction; a cancelled one reports which item's condition failed. Concurrent
+    /// transactions on one item (two creates of one owner both count its jobs) cancel each other
+    /// with `TransactionConflict`: those are retried with jittered backoff.
     async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), TransactFailure> {
-        match self.client.transact_write_items().set_transact_items(Some(items)).send().await {
-            Ok(_) => Ok(()),
-            Err(e) => match item::cancellation_reasons(&e) {
-                Some(reasons) => Err(TransactFailure::Cancelled(reasons)),
-                None => Err(TransactFailure::Store(item::classify(e))),
-            },
+        let mut attempt = 0u32;
+        loop {
+            let sent =
+                self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+            let failure = match sent {
+                Ok(_) => return Ok(()),
+                Err(e) => match item::cancellation_reasons(&e) {
+                    Some(reasons) => TransactFailure::Cancelled(reasons),
+                    None if e.code() == Some("TransactionConflictException") => {
+                        TransactFailure::Cancelled(vec!["TransactionConflict".into()])
+                    }
+                    None => return Err(TransactFailure::Store(item::classify(e))),
+                },
+            };
+            let conflicted = matches!(&failure, TransactFailure::Cancelled(r)
+                if r.iter().any(|c| c == "TransactionConflict") && !r.iter().any(|c| c == "ConditionalCheckFailed"));
+            if !conflicted || attempt >= TRANSACTION_RETRIES {
+                return Err(failure);
+            }
+            attempt += 1;
+            let jitter = u64::from(ulid::Ulid::generate().random() as u16 % 25);
+            tokio::time::sleep(std::time::Duration::from_millis(10 * (1 << attempt) + jitter)).await;
         }
     }
 }

@@ -98,15 +98,18 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
 #[async_trait]
 impl RunStore for DynamoRunStore {
     async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        use aws_sdk_dynamodb::operation::put_item::PutItemError;
+        use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
         let result = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(self.to_item(run)?))
             .condition_expression("attribute_not_exists(run_key)")
+            // The winner's run comes back with the failure: no second read.
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
-            .await
-            .map_err(item::classify);
+            .await;
         match result {
             Ok(_) => {
                 self.ledger.add(writes::ITEM, 1);
@@ -115,11 +118,23 @@ impl RunStore for DynamoRunStore {
                 }
                 Ok(Inserted::Created)
             }
-            Err(StoreError::Conflict) => match self.get(&run.job_id, &run.key).await? {
-                Some(existing) => Ok(Inserted::Exists(Box::new(existing))),
-                None => Err(StoreError::Unavailable("run vanished after a conflicting insert".into())),
-            },
-            Err(e) => Err(e),
+            Err(e) => {
+                let existing = match e.as_service_error() {
+                    Some(PutItemError::ConditionalCheckFailedException(c)) => Some(c.item.clone()),
+                    _ => None,
+                };
+                match existing {
+                    Some(Some(item)) => Ok(Inserted::Exists(Box::new(from_item(&item)?))),
+                    // Lost the race, but the emulator sent no item back: read it.
+                    Some(None) => match self.get(&run.job_id, &run.key).await? {
+                        Some(existing) => Ok(Inserted::Exists(Box::new(existing))),
+                        None => {
+                            Err(StoreError::Unavailable("run vanished after a conflicting insert".into()))
+                        }
+                    },
+                    None => Err(item::classify(e)),
+                }
+            }
         }
     }
 

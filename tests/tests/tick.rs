@@ -1,0 +1,478 @@
+//! The minute tick against the emulator, on a simulated clock: exactly one run per instant under
+//! racing ticks, healing after a crash between claim and send, no re-arming of changed jobs,
+//! catch-up policies, DST end to end, concurrency policies, trigger, backfill, pause, `end_at`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use sundial_shared::clock::{Clock, ManualClock};
+use sundial_shared::due::format_instant;
+use sundial_shared::queue::{Dispatch, QueueError, RunQueue};
+use sundial_shared::run::{Run, RunState};
+use sundial_shared::tick::Tick;
+use sundial_shared::tick::claim::Claimer;
+use sundial_tests::{ALICE, Call, Options, Stack};
+
+fn t(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+/// A stack whose API and tick read `clock`, with extra configuration.
+async fn stack_at(clock: &Arc<ManualClock>, vars: &[(&'static str, &str)]) -> Stack {
+    Stack::with(Options {
+        vars: vars.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        clock: Some(clock.clone() as Arc<dyn Clock>),
+    })
+    .await
+}
+
+fn http_job(name: &str, schedule: Value) -> Value {
+    json!({"name": name, "schedule": schedule, "target": {"type": "http", "url": "http://127.0.0.1:9/"}})
+}
+
+fn instants(runs: &[Run]) -> Vec<String> {
+    runs.iter().map(|r| format_instant(r.scheduled_at())).collect()
+}
+
+/// Every run in the stack's runs table.
+async fn all_runs(stack: &Stack) -> Vec<Value> {
+    let mut count = Vec::new();
+    let mut start = None;
+    loop {
+        let out = stack
+            .dynamo
+            .scan()
+            .table_name(&stack.resources.runs_table)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .unwrap();
+        for item in out.items() {
+            count.push(json!({
+                "job_id": item["job_id"].as_s().unwrap(),
+                "run_key": item["run_key"].as_s().unwrap(),
+                "state": item["state"].as_s().unwrap(),
+            }));
+        }
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            return count;
+        }
+    }
+}
+
+/// Forces a run into RUNNING at attempt 1, as a worker would (the worker is not part of this).
+async fn force_running(stack: &Stack, run: &Run) {
+    use aws_sdk_dynamodb::types::AttributeValue::{N, S};
+    stack
+        .dynamo
+        .update_item()
+        .table_name(&stack.resources.runs_table)
+        .key("job_id", S(run.job_id.to_string()))
+        .key("run_key", S(run.key.encode()))
+        .update_expression("SET #st = :r, attempt = :one")
+        .expression_attribute_names("#st", "state")
+        .expression_attribute_values(":r", S("RUNNING".into()))
+        .expression_attribute_values(":one", N("1".into()))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A runs queue that is down: every send fails, as if the process died before sending.
+#[derive(Debug)]
+struct DeadQueue;
+
+#[async_trait]
+impl RunQueue for DeadQueue {
+    async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
+        batch.iter().map(|_| Err(QueueError("injected fault".into()))).collect()
+    }
+}
+
+/// Loads `n` one-time jobs due at `at` straight into the jobs table (no API: seeding 500 jobs
+/// through the emulator's transactions takes a minute).
+async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
+    let jobs: Vec<sundial_shared::job::Job> = (0..n)
+        .map(|i| sundial_shared::job::Job {
+            id: sundial_shared::job::JobId::generate(),
+            owner: "alice".into(),
+            document: serde_json::from_value(http_job(
+                &format!("job-{i:04}"),
+                json!({"at": format_instant(at)}),
+            ))
+            .unwrap(),
+            version: 1,
+            created_at: at - Duration::hours(1),
+            updated_at: at - Duration::hours(1),
+            next_run_at: Some(at),
+        })
+        .collect();
+    let store = sundial_shared::store::DynamoJobStore::new(
+        stack.dynamo.clone(),
+        &stack.resources.jobs_table,
+        stack.config.due_shards,
+        sundial_shared::metrics::Ledger::new(),
+    );
+    store.import(&jobs).await.unwrap();
+}
+
+fn tick_with_queue(stack: &Stack, queue: Arc<dyn RunQueue>, clock: Arc<ManualClock>) -> Tick {
+    let s = &stack.services;
+    let claimer =
+        Claimer::new(s.job_store.clone(), s.runs.clone(), queue, clock.clone(), s.config.claim.clone());
+    Tick::new(s.job_store.clone(), s.tick_state.clone(), claimer, clock, s.config.tick.clone())
+}
+
+/// Creates `n` one-time jobs through the API, one after another: the emulator's transactions
+/// are not safe to run concurrently (moto deep-copies every table while other requests write).
+async fn create_many(stack: &Stack, n: usize, at: DateTime<Utc>) -> Vec<String> {
+    let mut ids = Vec::with_capacity(n);
+    for i in 0..n {
+        let job = http_job(&format!("job-{i:04}"), json!({"at": format_instant(at)}));
+        ids.push(stack.api.create_job(ALICE, &job).await);
+    }
+    ids
+}
+
+/// Three ticks racing over 500 due jobs create exactly 500 runs and send exactly 500 messages,
+/// and every job leaves the due index.
+#[tokio::test]
+async fn racing_ticks_claim_each_instant_once() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
+    let stack = stack_at(&clock, &[]).await;
+    let due = t("2030-01-01T12:00:30Z");
+    import_many(&stack, 500, due).await;
+    clock.set(t("2030-01-01T12:00:00Z"));
+
+    let tick = &stack.services.tick;
+    let (a, b, c) = tokio::join!(tick.run(), tick.run(), tick.run());
+    let reports = [a.unwrap(), b.unwrap(), c.unwrap()];
+    let claimed: usize = reports.iter().map(|r| r.claims.claimed).sum();
+    let dispatched: usize = reports.iter().map(|r| r.claims.dispatched).sum();
+    assert_eq!(claimed, 500, "{reports:?}");
+    assert_eq!(dispatched, 500, "{reports:?}");
+
+    let runs = all_runs(&stack).await;
+    assert_eq!(runs.len(), 500);
+    let distinct: BTreeSet<&str> = runs.iter().map(|r| r["job_id"].as_str().unwrap()).collect();
+    assert_eq!(distinct.len(), 500);
+    assert_eq!(stack.queue_depth().await, 500);
+    assert!(stack.due_index_ids().await.is_empty(), "one-time jobs leave the index once claimed");
+
+    // Another tick finds nothing left to do.
+    let again = tick.run().await.unwrap();
+    assert_eq!(again.claims.claimed + again.claims.dispatched, 0);
+    assert_eq!(stack.queue_depth().await, 500);
+}
+
+/// A tick that dies after claiming and before sending leaves runs and jobs as they were; a tick
+/// within the grace period does not touch them (the first might still be sending), one after it
+/// sends each run exactly once and advances the jobs.
+#[tokio::test]
+async fn a_crash_between_claim_and_send_heals_after_the_grace_period() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
+    let stack = stack_at(&clock, &[]).await;
+    let ids = create_many(&stack, 20, t("2030-01-01T12:00:30Z")).await;
+    clock.set(t("2030-01-01T12:00:00Z"));
+
+    let crashed = tick_with_queue(&stack, Arc::new(DeadQueue), clock.clone()).run().await.unwrap();
+    assert_eq!(crashed.claims.claimed, 20);
+    assert_eq!(crashed.claims.send_failures, 20);
+    assert_eq!(all_runs(&stack).await.len(), 20);
+    assert_eq!(stack.queue_depth().await, 0);
+    assert_eq!(stack.due_index_ids().await.len(), 20, "not advanced: the jobs are still due");
+
+    clock.set(t("2030-01-01T12:01:00Z"));
+    let early = stack.services.tick.run().await.unwrap();
+    assert_eq!(early.claims.duplicates, 20);
+    assert_eq!(early.claims.deferred, 20);
+    assert_eq!(early.claims.dispatched, 0, "within the grace period nothing is re-sent");
+    assert_eq!(stack.queue_depth().await, 0);
+
+    clock.set(t("2030-01-01T12:02:01Z"));
+    let healed = stack.services.tick.run().await.unwrap();
+    assert_eq!(healed.claims.resent, 20);
+    assert_eq!(healed.claims.dispatched, 20);
+    assert_eq!(healed.claims.claimed, 0, "no duplicate run");
+    assert_eq!(all_runs(&stack).await.len(), 20);
+    assert_eq!(stack.queue_depth().await, 20);
+    assert!(stack.due_index_ids().await.is_empty());
+    for id in ids {
+        let runs = stack.runs_of(&id).await;
+        assert_eq!(instants(&runs), ["2030-01-01T12:00:30Z"]);
+    }
+    let later = stack.services.tick.run().await.unwrap();
+    assert_eq!(later.claims.dispatched, 0);
+    assert_eq!(stack.queue_depth().await, 20);
+}
+
+/// A job paused, and one deleted, between the tick's read and its advance are not re-armed.
+#[tokio::test]
+async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
+    let stack = stack_at(&clock, &[]).await;
+    let paused = stack.api.create_job(ALICE, &http_job("paused", json!({"cron": "0 * * * *"}))).await;
+    let deleted = stack.api.create_job(ALICE, &http_job("deleted", json!({"cron": "0 * * * *"}))).await;
+    let read = |id: &str| {
+        let id = sundial_shared::job::JobId::parse(id).unwrap();
+        let store = stack.services.job_store.clone();
+        async move { store.get(&id).await.unwrap().unwrap() }
+    };
+    let (stale_paused, stale_deleted) = (read(&paused).await, read(&deleted).await);
+
+    assert_eq!(
+        stack.api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NO_CONTENT);
+
+    clock.set(t("2030-01-01T12:00:00Z"));
+    let report = stack.services.claimer.claim(vec![stale_paused, stale_deleted], None, clock.now()).await;
+    assert_eq!(report.advance_conflicts, 2, "{report:?}");
+    assert_eq!(report.advanced, 0);
+
+    let job = stack.api.get(ALICE, &format!("/v1/jobs/{paused}")).await;
+    assert_eq!(job.body["paused"], true);
+    assert_eq!(job.body["version"], 2);
+    assert!(stack.due_index_ids().await.is_empty(), "neither job is back in the due index");
+    assert_eq!(stack.api.get(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NOT_FOUND);
+    let raw = sundial_shared::store::dynamo_jobs::raw_attribute(
+        &stack.dynamo,
+        &stack.resources.jobs_table,
+        &sundial_shared::job::JobId::parse(&deleted).unwrap(),
+        "job_id",
+    )
+    .await
+    .unwrap();
+    assert!(raw.is_none(), "the advance must not recreate a deleted job");
+}
+
+/// A job every minute, the tick down for five minutes: `skip` runs none of the missed
+/// instants, `latest` the latest one, `all` every one.
+#[tokio::test]
+async fn catchup_policies_after_downtime() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:00Z")));
+    let stack = stack_at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let mut ids = Vec::new();
+    for policy in ["skip", "latest", "all"] {
+        let mut job = http_job(policy, json!({"cron": "* * * * *"}));
+        job["catchup"] = json!(policy);
+        ids.push(stack.api.create_job(ALICE, &job).await);
+    }
+    // Ticks run normally until 12:00, then nothing until 12:06.
+    for minute in ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z"] {
+        clock.set(t(minute));
+        stack.services.tick.run().await.unwrap();
+    }
+    clock.set(t("2030-01-01T12:06:00Z"));
+    stack.services.tick.run().await.unwrap();
+
+    // 11:58 was due at creation and claimed by the API; 12:01 by the 12:00 tick's lookahead.
+    let before_outage =
+        ["2030-01-01T11:58:00Z", "2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z"];
+    let after = ["2030-01-01T12:06:00Z", "2030-01-01T12:07:00Z"];
+    let missed =
+        ["2030-01-01T12:02:00Z", "2030-01-01T12:03:00Z", "2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z"];
+    let expect = |kept: &[&str]| -> Vec<String> {
+        before_outage.iter().chain(kept).chain(after.iter()).map(|s| s.to_string()).collect()
+    };
+    assert_eq!(instants(&stack.runs_of(&ids[0]).await), expect(&[]), "skip");
+    assert_eq!(instants(&stack.runs_of(&ids[1]).await), expect(&missed[3..]), "latest");
+    assert_eq!(instants(&stack.runs_of(&ids[2]).await), expect(&missed), "all");
+}
+
+/// Ticks every simulated minute across a DST change; returns each job's run instants in UTC.
+async fn simulate_dst(from: &str, to: &str) -> Vec<Vec<String>> {
+    let start = t(from);
+    let clock = Arc::new(ManualClock::new(start - Duration::minutes(5)));
+    let stack = stack_at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60"), ("SUNDIAL_DUE_SHARDS", "1")]).await;
+    let mut ids = Vec::new();
+    for (name, cron) in [("at-0230", "30 2 * * *"), ("at-0130", "30 1 * * *"), ("every-hour", "30 * * * *")] {
+        let job = http_job(name, json!({"cron": cron, "timezone": "America/New_York"}));
+        ids.push(stack.api.create_job(ALICE, &job).await);
+    }
+    let mut now = start - Duration::minutes(4);
+    while now < t(to) {
+        clock.set(now);
+        stack.services.tick.run().await.unwrap();
+        now += Duration::minutes(1);
+    }
+    let mut out = Vec::new();
+    for id in ids {
+        let runs = stack.runs_of(&id).await;
+        out.push(instants(&runs).into_iter().filter(|i| i.as_str() < to).collect());
+    }
+    out
+}
+
+/// 2026-03-08, New York springs forward 02:00 EST → 03:00 EDT: 02:30 fires once at 03:00,
+/// 01:30 is unaffected, the `*` hour has no 02:30.
+#[tokio::test]
+async fn dst_spring_forward_end_to_end() {
+    let fired = simulate_dst("2026-03-08T05:00:00Z", "2026-03-08T08:00:00Z").await;
+    assert_eq!(fired[0], ["2026-03-08T07:00:00Z"], "02:30 → 03:00 EDT");
+    assert_eq!(fired[1], ["2026-03-08T06:30:00Z"], "01:30 EST");
+    assert_eq!(fired[2], ["2026-03-08T05:30:00Z", "2026-03-08T06:30:00Z", "2026-03-08T07:30:00Z"], "* hour");
+}
+
+/// 2026-11-01, New York falls back 02:00 EDT → 01:00 EST: 01:30 fires once (EDT), 02:30 once
+/// (EST), the `*` hour fires in both passes of 01:30.
+#[tokio::test]
+async fn dst_fall_back_end_to_end() {
+    let fired = simulate_dst("2026-11-01T04:00:00Z", "2026-11-01T08:00:00Z").await;
+    assert_eq!(fired[0], ["2026-11-01T07:30:00Z"], "02:30 EST");
+    assert_eq!(fired[1], ["2026-11-01T05:30:00Z"], "01:30 EDT only");
+    assert_eq!(
+        fired[2],
+        ["2026-11-01T04:30:00Z", "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-01T07:30:00Z"],
+        "* hour, both passes"
+    );
+}
+
+/// `forbid` records a SKIPPED run naming the active one; `replace` cancels the active run.
+#[tokio::test]
+async fn concurrency_forbid_and_replace() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:10Z")));
+    let stack = stack_at(&clock, &[]).await;
+    let mut ids = Vec::new();
+    for policy in ["forbid", "replace"] {
+        let mut job = http_job(policy, json!({"cron": "* * * * *"}));
+        job["concurrency"] = json!(policy);
+        ids.push(stack.api.create_job(ALICE, &job).await);
+    }
+    // Due soon: the API claimed 12:01 for both. Make those runs active.
+    for id in &ids {
+        let runs = stack.runs_of(id).await;
+        assert_eq!(instants(&runs), ["2030-01-01T12:01:00Z"]);
+        force_running(&stack, &runs[0]).await;
+    }
+    clock.set(t("2030-01-01T12:01:30Z"));
+    stack.services.tick.run().await.unwrap();
+
+    let forbid = stack.runs_of(&ids[0]).await;
+    assert_eq!(instants(&forbid), ["2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]);
+    assert_eq!(forbid[0].state, RunState::Running);
+    assert_eq!(forbid[1].state, RunState::Skipped);
+    assert!(
+        forbid[1].reason.as_deref().unwrap().contains(&forbid[0].id().to_string()),
+        "{:?}",
+        forbid[1].reason
+    );
+
+    let replace = stack.runs_of(&ids[1]).await;
+    assert_eq!(replace[0].state, RunState::Cancelled);
+    assert!(replace[0].reason.as_deref().unwrap().contains(&replace[1].id().to_string()));
+    assert_eq!(replace[1].state, RunState::Queued);
+}
+
+/// Trigger creates a manual run dispatched now; under `forbid` with an active run it is a 409
+/// naming that run; a retried trigger with the same Idempotency-Key is the same run.
+#[tokio::test]
+async fn trigger_obeys_the_concurrency_policy() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = stack_at(&clock, &[]).await;
+    let mut job = http_job("forbidden", json!({"cron": "0 0 * * *"}));
+    job["concurrency"] = json!("forbid");
+    let id = stack.api.create_job(ALICE, &job).await;
+
+    let trigger = |key: &'static str| {
+        Call::new(Method::POST, format!("/v1/jobs/{id}/trigger"))
+            .key(ALICE)
+            .header("idempotency-key", key)
+            .json(&json!({}))
+    };
+    let first = stack.api.call(trigger("t-1")).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.body);
+    assert_eq!(first.body["kind"], "manual");
+    assert_eq!(first.body["state"], "QUEUED");
+    let retried = stack.api.call(trigger("t-1")).await;
+    assert_eq!(retried.body["id"], first.body["id"]);
+    assert_eq!(stack.runs_of(&id).await.len(), 1);
+    assert_eq!(stack.queue_depth().await, 1);
+
+    let runs = stack.runs_of(&id).await;
+    force_running(&stack, &runs[0]).await;
+    let refused = stack.api.call(trigger("t-2")).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    assert_eq!(refused.body["error"]["code"], "run_active");
+    assert!(refused.body["error"]["message"].as_str().unwrap().contains(first.body["id"].as_str().unwrap()));
+    assert_eq!(stack.runs_of(&id).await.len(), 1);
+}
+
+/// Backfill claims every scheduled instant in the range without a run; a second backfill over
+/// the same range runs nothing new.
+#[tokio::test]
+async fn backfill_runs_nothing_twice() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:30:00Z")));
+    let stack = stack_at(&clock, &[]).await;
+    let id = stack.api.create_job(ALICE, &http_job("hourly", json!({"cron": "0 * * * *"}))).await;
+    let range = json!({"from": "2030-01-01T07:00:00Z", "to": "2030-01-01T11:00:00Z"});
+    let first = stack.api.post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.body);
+    assert_eq!(first.body["runs"].as_array().unwrap().len(), 5);
+    assert_eq!(first.body["existing"], 0);
+    let second = stack.api.post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
+    assert_eq!(second.body["runs"], json!([]));
+    assert_eq!(second.body["existing"], 5);
+    assert_eq!(stack.runs_of(&id).await.len(), 5);
+    assert_eq!(stack.queue_depth().await, 5);
+
+    let bad = stack
+        .api
+        .post(
+            ALICE,
+            &format!("/v1/jobs/{id}/backfill"),
+            &json!({"from": "2030-01-01T11:00:00Z", "to": "2030-01-01T07:00:00Z"}),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(bad.error_field(), "to");
+}
+
+/// A paused job is not claimed; resumed, it is, from now on. `end_at` ends a job: it leaves the
+/// due index after its last instant.
+#[tokio::test]
+async fn pause_resume_and_end_at() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:30Z")));
+    let stack = stack_at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let paused = stack.api.create_job(ALICE, &http_job("paused", json!({"cron": "* * * * *"}))).await;
+    let ending = stack
+        .api
+        .create_job(
+            ALICE,
+            &http_job("ending", json!({"cron": "* * * * *", "end_at": "2030-01-01T12:02:00Z"})),
+        )
+        .await;
+    stack.api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await;
+    let paused_runs = stack.runs_of(&paused).await.len();
+
+    for minute in 0..6 {
+        clock.set(t("2030-01-01T11:59:00Z") + Duration::minutes(minute));
+        stack.services.tick.run().await.unwrap();
+    }
+    assert_eq!(stack.runs_of(&paused).await.len(), paused_runs, "paused: nothing claimed");
+    assert_eq!(
+        instants(&stack.runs_of(&ending).await),
+        ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]
+    );
+    let ended = stack.api.get(ALICE, &format!("/v1/jobs/{ending}")).await;
+    assert_eq!(ended.body["next_run_at"], json!(null));
+    assert!(!stack.due_index_ids().await.contains(&ending));
+
+    // Resumed at 12:04:00: from now on; due at once, so the API claims 12:04 and 12:05 itself.
+    let resumed = stack.api.post(ALICE, &format!("/v1/jobs/{paused}/resume"), &json!({})).await;
+    assert_eq!(resumed.body["next_run_at"], "2030-01-01T12:06:00Z", "{}", resumed.body);
+    clock.set(t("2030-01-01T12:05:00Z"));
+    stack.services.tick.run().await.unwrap();
+    let after = instants(&stack.runs_of(&paused).await);
+    assert_eq!(
+        after[paused_runs..],
+        ["2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z", "2030-01-01T12:06:00Z"]
+    );
+}
