@@ -52,7 +52,7 @@ impl Ledger {
     }
 }
 
-/// An SDK interceptor counting each operation once (retries included in the one count) as
+/// An SDK interceptor counting each operation once (its retries not counted again) as
 /// `aws.<service>.<Operation>`.
 #[derive(Debug, Clone)]
 pub struct RequestCounter(pub Arc<Ledger>);
@@ -62,23 +62,17 @@ impl Intercept for RequestCounter {
         "SundialRequestCounter"
     }
 
-    fn read_before_execution(
+    // Not `read_before_execution`: client interceptors see that hook before the operation's
+    // metadata is in the config bag. This one runs once per operation, retries excluded.
+    fn read_before_serialization(
         &self,
         _context: &BeforeSerializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if let Some(metadata) = cfg.load::<Metadata>() {
             self.0.add(&format!("aws.{}.{}", metadata.service(), metadata.name()), 1);
         }
-        Ok(())
-    }
-
-    fn read_after_execution(
-        &self,
-        _context: &aws_smithy_runtime_api::client::interceptors::context::FinalizerInterceptorContextRef<'_>,
-        _runtime_components: &RuntimeComponents,
-        _cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
         Ok(())
     }
 }
