@@ -75,6 +75,7 @@ fn job(i: usize, schedule: Value, created: DateTime<Utc>, next: DateTime<Utc>) -
         created_at: created,
         updated_at: created,
         next_run_at: Some(next),
+        signing_secret: "bench-secret".into(),
     })
 }
 

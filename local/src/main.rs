@@ -1,7 +1,9 @@
 //! The local runtime: provisions the emulator's resources from `infra/template.yaml`, then runs
-//! Sundial in one process until Ctrl-C: the API, and the tick every minute.
+//! Sundial in one process until Ctrl-C: the API, the tick every minute, and worker tasks that
+//! long-poll the runs queue and call the same handler as the Lambda function.
 //!
-//! `sundial-local` serves; `sundial-local tick` runs one tick on demand and prints its summary.
+//! `sundial-local` serves; `sundial-local tick` runs one tick on demand and prints its summary;
+//! `sundial-local redrive` moves the dead-letter queue's messages back to the runs queue.
 
 use anyhow::Context;
 use std::net::SocketAddr;
@@ -33,8 +35,13 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&sundial_tick::Summary::from(&report))?);
             Ok(())
         }
+        "redrive" => {
+            let moved = services.inbox.redrive().await?;
+            println!("moved {moved} message(s) from the dead-letter queue back to the runs queue");
+            Ok(())
+        }
         "serve" => serve(services, &stack, &endpoint).await,
-        other => anyhow::bail!("unknown command `{other}`: use `serve` (default) or `tick`"),
+        other => anyhow::bail!("unknown command `{other}`: use `serve` (default), `tick` or `redrive`"),
     }
 }
 
@@ -51,12 +58,16 @@ async fn serve(services: Services, stack: &str, endpoint: &str) -> anyhow::Resul
         tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let (stop, stopped) = watch::channel(false);
     let tick = tokio::spawn(tick_every_minute(services.clone(), stopped.clone()));
+    let workers: usize = Env.var("SUNDIAL_LOCAL_WORKERS").and_then(|n| n.parse().ok()).unwrap_or(4);
+    let pollers: Vec<_> =
+        (0..workers).map(|n| tokio::spawn(poll_runs_queue(services.clone(), n, stopped.clone()))).collect();
 
     println!("Sundial is running.");
     println!("  API:      http://{}/v1/jobs", listener.local_addr()?);
     println!("  Emulator: {endpoint}");
     println!("  Stack:    {stack}");
     println!("  Tick:     every minute (run one now: target/debug/sundial-local tick)");
+    println!("  Workers:  {workers} polling the runs queue");
     println!("Stop with Ctrl-C.");
     let mut api_stopped = stopped.clone();
     let served = axum::serve(listener, router(AppState::new(&services))).with_graceful_shutdown(async move {
@@ -67,7 +78,25 @@ async fn serve(services: Services, stack: &str, endpoint: &str) -> anyhow::Resul
     let _ = stop.send(true);
     api.await?.context("serving the API")?;
     tick.await?;
+    for poller in pollers {
+        poller.await?;
+    }
     Ok(())
+}
+
+/// One local worker: long-polls the runs queue and handles messages like the Lambda function.
+/// Stopping lets the attempts in hand finish (a poll waits at most a second for messages).
+async fn poll_runs_queue(services: Services, n: usize, stopped: watch::Receiver<bool>) {
+    let identity = format!("local:{}/worker-{n}", std::process::id());
+    while !*stopped.borrow() {
+        let polled =
+            sundial_shared::worker::poll::poll_once(&services.worker, services.inbox.as_ref(), &identity, 1)
+                .await;
+        if let Err(e) = polled {
+            tracing::warn!(error = %e, "polling the runs queue failed; retrying");
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    }
 }
 
 /// Runs the tick at the start of every minute, as the EventBridge schedule does in AWS.

@@ -31,6 +31,8 @@ pub struct Config {
     pub due_shards: u16,
     pub claim: ClaimSettings,
     pub tick: TickSettings,
+    /// How long a 202 or a heartbeat keeps an attempt's lease alive.
+    pub heartbeat_window: Duration,
     /// Base URL of the dashboard, for links in notifications.
     pub public_url: Option<String>,
 }
@@ -156,6 +158,8 @@ impl Config {
             });
         }
         let tick = TickSettings { shards: due_shards, ..TickSettings::default() };
+        let heartbeat_window =
+            seconds("SUNDIAL_HEARTBEAT_WINDOW_S", crate::history::DEFAULT_HEARTBEAT_WINDOW)?;
         Ok(Config {
             stack,
             resources,
@@ -165,6 +169,7 @@ impl Config {
             due_shards,
             claim,
             tick,
+            heartbeat_window,
             public_url: vars.var("SUNDIAL_PUBLIC_URL"),
         })
     }

@@ -284,6 +284,14 @@ pub struct Job {
     /// The next instant the tick will claim; kept while paused so that resuming a run-once job
     /// that never ran still runs it, and shown as null while paused.
     pub next_run_at: Option<DateTime<Utc>>,
+    /// The key HTTP targets' bodies are signed with (HMAC-SHA256). Shown once, at creation (and
+    /// on an idempotent replay of it), and when rotated; never otherwise, never logged.
+    pub signing_secret: String,
+}
+
+/// A new random signing secret: 256 bits, hex.
+pub fn new_signing_secret() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
 }
 
 impl Job {

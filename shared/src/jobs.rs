@@ -46,6 +46,9 @@ pub enum JobsError {
     /// `concurrency: forbid` and a run is active.
     #[error("run {0} is active and the job's concurrency policy is forbid")]
     RunActive(String),
+    /// The run has already ended.
+    #[error("the run has already ended ({0})")]
+    RunEnded(String),
     /// A message could not be sent; the run exists and is re-sent later.
     #[error("the run was recorded but could not be dispatched yet: {0}")]
     DispatchFailed(String),
@@ -161,6 +164,7 @@ impl Jobs {
             version: 1,
             created_at: now,
             updated_at: now,
+            signing_secret: crate::job::new_signing_secret(),
         };
         self.store.create(&job, self.limits.max_jobs_per_owner).await?;
         self.claim_if_due_soon(job).await
@@ -285,6 +289,25 @@ impl Jobs {
                     }
                     None => continue,
                 },
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(JobsError::Contended)
+    }
+
+    /// Issues a new signing secret; the old one stops working at once.
+    pub async fn rotate_secret(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
+        for _ in 0..EDIT_ATTEMPTS {
+            let before = self.get(owner, id).await?;
+            let after = Job {
+                signing_secret: crate::job::new_signing_secret(),
+                version: before.version + 1,
+                updated_at: self.clock.now(),
+                ..before.clone()
+            };
+            match self.store.update(&before, &after).await {
+                Ok(()) => return Ok(after),
+                Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
             }
         }

@@ -44,16 +44,48 @@ pub trait RunQueue: Send + Sync + std::fmt::Debug {
     async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>>;
 }
 
-/// The runs queue in SQS, sent to in batches of ten.
+/// A message received from the runs queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    pub message_id: String,
+    pub receipt: String,
+    pub body: String,
+    pub receive_count: u32,
+}
+
+/// What a consumer of the runs queue does with messages (the Lambda event source does the
+/// receiving and deleting in AWS; the local worker loop does it through this).
+#[async_trait]
+pub trait RunInbox: Send + Sync + std::fmt::Debug {
+    /// Long-polls for up to `max` messages for up to `wait`.
+    async fn receive(&self, max: i32, wait_s: i32) -> Result<Vec<Received>, QueueError>;
+    async fn delete(&self, receipt: &str) -> Result<(), QueueError>;
+    /// Makes the message visible again after `delay_s` (SQS's longest is 12 hours).
+    async fn retry_after(&self, receipt: &str, delay_s: u32) -> Result<(), QueueError>;
+    /// Moves a message to the dead-letter queue with the reason, then deletes it.
+    async fn dead_letter(&self, message: &Received, reason: &str) -> Result<(), QueueError>;
+    /// Moves every message of the dead-letter queue back to the runs queue; returns how many.
+    async fn redrive(&self) -> Result<usize, QueueError>;
+}
+
+/// SQS's longest visibility timeout.
+pub const MAX_VISIBILITY_S: u32 = 12 * 3600;
+
+/// The runs queue in SQS, sent to in batches of ten, with its dead-letter queue.
 #[derive(Debug, Clone)]
 pub struct SqsRunQueue {
     client: Client,
     url: String,
+    dlq_url: String,
+}
+
+fn queue_error<E: std::error::Error>(e: E) -> QueueError {
+    QueueError(DisplayErrorContext(e).to_string())
 }
 
 impl SqsRunQueue {
-    pub fn new(client: Client, url: impl Into<String>) -> Self {
-        SqsRunQueue { client, url: url.into() }
+    pub fn new(client: Client, url: impl Into<String>, dlq_url: impl Into<String>) -> Self {
+        SqsRunQueue { client, url: url.into(), dlq_url: dlq_url.into() }
     }
 
     async fn send_chunk(&self, chunk: &[Dispatch]) -> Vec<Result<(), QueueError>> {
@@ -96,6 +128,114 @@ impl RunQueue for SqsRunQueue {
     async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
         let chunks = batch.chunks(BATCH).map(|chunk| self.send_chunk(chunk));
         futures::future::join_all(chunks).await.into_iter().flatten().collect()
+    }
+}
+
+#[async_trait]
+impl RunInbox for SqsRunQueue {
+    async fn receive(&self, max: i32, wait_s: i32) -> Result<Vec<Received>, QueueError> {
+        use aws_sdk_sqs::types::MessageSystemAttributeName;
+        let out = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(max.clamp(1, 10))
+            .wait_time_seconds(wait_s.clamp(0, 20))
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(queue_error)?;
+        Ok(out
+            .messages
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| Received {
+                receive_count: m
+                    .attributes
+                    .as_ref()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(1),
+                message_id: m.message_id.unwrap_or_default(),
+                receipt: m.receipt_handle.unwrap_or_default(),
+                body: m.body.unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    async fn delete(&self, receipt: &str) -> Result<(), QueueError> {
+        self.client
+            .delete_message()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(queue_error)?;
+        Ok(())
+    }
+
+    async fn retry_after(&self, receipt: &str, delay_s: u32) -> Result<(), QueueError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .visibility_timeout(delay_s.min(MAX_VISIBILITY_S) as i32)
+            .send()
+            .await
+            .map_err(queue_error)?;
+        Ok(())
+    }
+
+    async fn dead_letter(&self, message: &Received, reason: &str) -> Result<(), QueueError> {
+        let attribute = aws_sdk_sqs::types::MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(reason)
+            .build()
+            .map_err(queue_error)?;
+        self.client
+            .send_message()
+            .queue_url(&self.dlq_url)
+            .message_body(&message.body)
+            .message_attributes("sundial_reason", attribute)
+            .send()
+            .await
+            .map_err(queue_error)?;
+        self.delete(&message.receipt).await
+    }
+
+    async fn redrive(&self) -> Result<usize, QueueError> {
+        let mut moved = 0;
+        loop {
+            let out = self
+                .client
+                .receive_message()
+                .queue_url(&self.dlq_url)
+                .max_number_of_messages(10)
+                .send()
+                .await
+                .map_err(queue_error)?;
+            let messages = out.messages.unwrap_or_default();
+            if messages.is_empty() {
+                return Ok(moved);
+            }
+            for m in messages {
+                self.client
+                    .send_message()
+                    .queue_url(&self.url)
+                    .message_body(m.body.unwrap_or_default())
+                    .send()
+                    .await
+                    .map_err(queue_error)?;
+                self.client
+                    .delete_message()
+                    .queue_url(&self.dlq_url)
+                    .receipt_handle(m.receipt_handle.unwrap_or_default())
+                    .send()
+                    .await
+                    .map_err(queue_error)?;
+                moved += 1;
+            }
+        }
     }
 }
 

@@ -215,12 +215,20 @@ pub struct Attempt {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// While the attempt is open: the digest of the callback token its target was given.
+    /// Kept in storage only; the API never shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub callback: Option<String>,
 }
 
 /// A run as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
     pub job_id: JobId,
+    /// The job's owner when the run was claimed: a run's history stays visible to its owner
+    /// after the job is deleted.
+    pub owner: String,
     pub key: RunKey,
     pub state: RunState,
     /// When the message becomes visible: the instant plus the job's jitter.
@@ -234,6 +242,10 @@ pub struct Run {
     pub updated_at: DateTime<Utc>,
     /// Why a run was skipped or cancelled.
     pub reason: Option<String>,
+    /// While RUNNING: the attempt's lease; past it, the attempt is lost.
+    pub lease_until: Option<DateTime<Utc>>,
+    /// While RETRYING: the next attempt may not start before this.
+    pub retry_at: Option<DateTime<Utc>>,
     /// Set by the API once it sent a manual or backfilled run's message. Runs the tick claims
     /// need no mark: the job's advance, made only after the send, says the message went out.
     pub dispatched_at: Option<DateTime<Utc>>,

@@ -3,15 +3,18 @@
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::history::History;
 use crate::jobs::Jobs;
 use crate::metrics::{Clients, Ledger};
-use crate::queue::{RunQueue, SqsRunQueue};
+use crate::queue::{RunInbox, RunQueue, SqsRunQueue};
 use crate::store::{
     DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore, DynamoTickStateStore, IdempotencyStore, JobStore,
     RunStore, TickStateStore,
 };
 use crate::tick::Tick;
 use crate::tick::claim::Claimer;
+use crate::worker::target::{Caller, Targets};
+use crate::worker::{Worker, WorkerSettings};
 use std::sync::Arc;
 
 /// Everything built from one configuration.
@@ -23,11 +26,14 @@ pub struct Services {
     pub job_store: Arc<dyn JobStore>,
     pub runs: Arc<dyn RunStore>,
     pub queue: Arc<dyn RunQueue>,
+    pub inbox: Arc<dyn RunInbox>,
     pub tick_state: Arc<dyn TickStateStore>,
     pub idempotency: Arc<dyn IdempotencyStore>,
     pub claimer: Claimer,
     pub jobs: Jobs,
+    pub history: History,
     pub tick: Tick,
+    pub worker: Worker,
 }
 
 impl Services {
@@ -46,7 +52,9 @@ impl Services {
             config.due_shards,
             ledger.clone(),
         ));
-        let queue: Arc<dyn RunQueue> = Arc::new(SqsRunQueue::new(clients.sqs.clone(), &r.runs_queue_url));
+        let sqs_queue = Arc::new(SqsRunQueue::new(clients.sqs.clone(), &r.runs_queue_url, &r.dlq_url));
+        let queue: Arc<dyn RunQueue> = sqs_queue.clone();
+        let inbox: Arc<dyn RunInbox> = sqs_queue;
         let tick_state: Arc<dyn TickStateStore> =
             Arc::new(DynamoTickStateStore::new(clients.dynamo.clone(), &r.jobs_table));
         let idempotency: Arc<dyn IdempotencyStore> =
@@ -67,6 +75,18 @@ impl Services {
             clock.clone(),
             config.tick.clone(),
         );
+        let caller: Arc<dyn Caller> =
+            Arc::new(Targets::new(clients.sqs.clone(), clients.sns.clone(), config.targets.clone()));
+        let worker_settings =
+            WorkerSettings { heartbeat_window: config.heartbeat_window, ..WorkerSettings::default() };
+        let worker = Worker::new(job_store.clone(), runs.clone(), caller, clock.clone(), worker_settings);
+        let history = History::new(
+            jobs.clone(),
+            job_store.clone(),
+            runs.clone(),
+            clock.clone(),
+            config.heartbeat_window,
+        );
         Services {
             config,
             clock,
@@ -74,11 +94,14 @@ impl Services {
             job_store,
             runs,
             queue,
+            inbox,
             tick_state,
             idempotency,
             claimer,
             jobs,
+            history,
             tick,
+            worker,
         }
     }
 }

@@ -43,9 +43,14 @@ async fn job_lifecycle() {
     assert!(next.ends_with(":30:00Z"), "02:30 New York is a :30 in UTC: {next}");
     assert_eq!(stack.due_index_ids().await, vec![id.clone()]);
 
+    // The signing secret is shown once, at creation.
+    let secret = created.body["signing_secret"].as_str().unwrap().to_string();
+    assert_eq!(secret.len(), 64);
     let got = api.get(ALICE, &format!("/v1/jobs/{id}")).await;
     assert_eq!(got.status, StatusCode::OK);
-    assert_eq!(got.body, created.body);
+    let mut without_secret = created.body.clone();
+    without_secret.as_object_mut().unwrap().remove("signing_secret");
+    assert_eq!(got.body, without_secret);
 
     // A merge patch changes only what it names; secrets survive edits they do not touch.
     let patched = stack
@@ -85,6 +90,7 @@ async fn job_lifecycle() {
     assert_eq!(stale.body["error"]["code"], "version_mismatch");
     let after = api.get(ALICE, &format!("/v1/jobs/{id}")).await;
     assert_eq!(after.body["payload"], json!({"report": "weekly"}));
+    assert!(!after.body.to_string().contains(&secret), "the signing secret is shown only at creation");
     assert_eq!(after.body["version"], 2);
 
     // Pause: out of the due index, next_run_at shown as null.

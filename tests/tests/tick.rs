@@ -111,6 +111,7 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
             created_at: at - Duration::hours(1),
             updated_at: at - Duration::hours(1),
             next_run_at: Some(at),
+            signing_secret: "test-secret".into(),
         })
         .collect();
     let store = sundial_shared::store::DynamoJobStore::new(
@@ -475,4 +476,41 @@ async fn pause_resume_and_end_at() {
         after[paused_runs..],
         ["2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z", "2030-01-01T12:06:00Z"]
     );
+}
+
+/// A burst larger than one invocation can finish within its time budget is continued by the
+/// next invocations, without loss or duplication, and none of it counts as missed.
+#[tokio::test]
+async fn a_burst_is_continued_by_the_next_invocation() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = stack_at(&clock, &[]).await;
+    import_many(&stack, 120, t("2030-01-01T12:00:30Z")).await;
+    let s = &stack.services;
+    // A budget of zero: each invocation does one step (a minute, or a batch of 25 jobs of a
+    // busy minute), then hands over.
+    let settings = sundial_shared::tick::TickSettings {
+        batch_jobs: 25,
+        budget: std::time::Duration::ZERO,
+        ..s.config.tick.clone()
+    };
+    let tick =
+        Tick::new(s.job_store.clone(), s.tick_state.clone(), s.claimer.clone(), clock.clone(), settings);
+    let mut invocations = 0;
+    let mut claimed = 0;
+    loop {
+        let report = tick.run().await.unwrap();
+        invocations += 1;
+        claimed += report.claims.claimed;
+        assert_eq!(report.claims.missed_dropped, 0);
+        assert!(report.unfinished || claimed == 120);
+        if claimed == 120 || invocations > 40 {
+            break;
+        }
+        // Time moves on between invocations, past the minute the burst was due in.
+        clock.advance(Duration::seconds(50));
+    }
+    assert!(invocations >= 5, "{invocations} invocations");
+    assert_eq!(claimed, 120);
+    assert_eq!(all_runs(&stack).await.len(), 120);
+    assert_eq!(stack.queue_depth().await, 120);
 }

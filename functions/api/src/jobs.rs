@@ -16,6 +16,10 @@ use sundial_shared::validation::ValidationError;
 
 /// A job response with its version as `ETag`.
 fn job_response(status: StatusCode, job: &Job) -> Response {
+    job_response_with(status, job, JobView::from(job))
+}
+
+fn job_response_with(status: StatusCode, job: &Job, view: JobView) -> Response {
     let mut headers = HeaderMap::new();
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", job.version)) {
         headers.insert(header::ETAG, etag);
@@ -25,7 +29,7 @@ fn job_response(status: StatusCode, job: &Job) -> Response {
             headers.insert(header::LOCATION, location);
         }
     }
-    (status, headers, Json(JobView::from(job))).into_response()
+    (status, headers, Json(view)).into_response()
 }
 
 /// Parses a numeric query parameter within bounds.
@@ -66,7 +70,7 @@ pub async fn create(
     JsonBody(document): JsonBody<JobDocument>,
 ) -> Result<Response, ApiError> {
     let job = state.jobs.create(&owner, document).await?;
-    Ok(job_response(StatusCode::CREATED, &job))
+    Ok(job_response_with(StatusCode::CREATED, &job, JobView::with_secret(&job)))
 }
 
 /// List the caller's jobs by name.
@@ -221,4 +225,17 @@ pub async fn backfill(
         StatusCode::ACCEPTED,
         Json(BackfillView { runs: runs.iter().map(RunView::from).collect(), existing }),
     ))
+}
+
+/// Issue a new signing secret for the job's HTTP targets; the response is the only place it shows.
+#[utoipa::path(post, path = "/v1/jobs/{id}/rotate-secret", tag = "jobs", params(("id" = String, Path)),
+    responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn rotate_secret(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+) -> Result<Response, ApiError> {
+    let job = state.jobs.rotate_secret(&owner, &id).await?;
+    Ok(job_response_with(StatusCode::OK, &job, JobView::with_secret(&job)))
 }

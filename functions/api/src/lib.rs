@@ -1,14 +1,14 @@
 //! Sundial's HTTP API: one axum [`Router`], served by `lambda_http` in Lambda (`main.rs`) and by
 //! axum in the local runtime.
 //!
-//! - [`jobs`]: the `/v1/jobs` handlers;
+//! - [`jobs`]: the `/v1/jobs` handlers; [`runs`]: run history, control and target callbacks;
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
 //! - [`extract`]: request decoding with field-named errors; [`error`]: error responses;
 //! - [`view`]: response bodies; [`openapi`]: the OpenAPI document generated from all of these;
 //! - [`state`]: what the handlers share.
 //!
-//! Exempt from authentication: the OpenAPI document (and, as they land, the dashboard's assets
-//! and the run callbacks, which carry their own token).
+//! Exempt from authentication: the OpenAPI document, the run callbacks (which carry the run's
+//! own token) and, as it lands, the dashboard's assets.
 
 pub mod auth;
 pub mod error;
@@ -16,6 +16,7 @@ pub mod extract;
 pub mod idempotency;
 pub mod jobs;
 pub mod openapi;
+pub mod runs;
 pub mod state;
 pub mod view;
 
@@ -35,11 +36,19 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/preview", get(jobs::preview))
         .route("/v1/jobs/{id}/trigger", post(jobs::trigger))
         .route("/v1/jobs/{id}/backfill", post(jobs::backfill))
+        .route("/v1/jobs/{id}/rotate-secret", post(jobs::rotate_secret))
+        .route("/v1/jobs/{id}/runs", get(runs::list))
+        .route("/v1/runs/{id}", get(runs::get))
+        .route("/v1/runs/{id}/cancel", post(runs::cancel))
+        .route("/v1/runs/{id}/rerun", post(runs::rerun))
         // Layers run bottom-up: authenticate, then the idempotency check that needs the caller.
         .layer(middleware::from_fn_with_state(state.clone(), idempotency::idempotent))
         .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
     Router::new()
         .route("/v1/openapi.json", get(openapi::serve))
+        // Callbacks carry the run's own token instead of an API key.
+        .route("/v1/runs/{id}/heartbeat", post(runs::heartbeat))
+        .route("/v1/runs/{id}/complete", post(runs::complete))
         .merge(protected)
         .fallback(|| async {
             error::ApiError::new(http::StatusCode::NOT_FOUND, "not_found", "no such route")

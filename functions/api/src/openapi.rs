@@ -19,9 +19,20 @@ use utoipa::{Modify, OpenApi};
         crate::jobs::preview,
         crate::jobs::trigger,
         crate::jobs::backfill,
+        crate::jobs::rotate_secret,
+        crate::runs::list,
+        crate::runs::get,
+        crate::runs::cancel,
+        crate::runs::rerun,
+        crate::runs::heartbeat,
+        crate::runs::complete,
     ),
     modifiers(&BearerAuth),
-    tags((name = "jobs", description = "Job definitions and their schedules"))
+    tags(
+        (name = "jobs", description = "Job definitions and their schedules"),
+        (name = "runs", description = "Run history and control"),
+        (name = "callbacks", description = "Called by targets that answered 202, with the run's callback token"),
+    )
 )]
 pub struct ApiDoc;
 

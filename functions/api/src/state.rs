@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use sundial_shared::auth::ApiKeys;
 use sundial_shared::clock::Clock;
+use sundial_shared::history::History;
 use sundial_shared::jobs::Jobs;
 use sundial_shared::services::Services;
 use sundial_shared::store::IdempotencyStore;
@@ -13,6 +14,7 @@ pub const BODY_OVERHEAD: usize = 32 * 1024;
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub jobs: Jobs,
+    pub history: History,
     pub idempotency: Arc<dyn IdempotencyStore>,
     pub api_keys: Arc<ApiKeys>,
     pub clock: Arc<dyn Clock>,
@@ -23,6 +25,7 @@ impl AppState {
     pub fn new(services: &Services) -> Self {
         AppState {
             jobs: services.jobs.clone(),
+            history: services.history.clone(),
             idempotency: services.idempotency.clone(),
             api_keys: Arc::new(services.config.api_keys.clone()),
             clock: services.clock.clone(),

@@ -23,6 +23,17 @@ pub struct JobView {
     /// The latest run (state, instant), read from the runs table; null before the first run.
     #[schema(value_type = Option<Object>)]
     pub last_run: Option<serde_json::Value>,
+    /// The key HTTP targets' bodies are signed with: present only in the response that creates
+    /// the job (and its idempotent replay) and in the one that rotates it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<String>,
+}
+
+impl JobView {
+    /// The view of a job, with its signing secret shown (creation and rotation only).
+    pub fn with_secret(job: &Job) -> Self {
+        JobView { signing_secret: Some(job.signing_secret.clone()), ..JobView::from(job) }
+    }
 }
 
 impl From<&Job> for JobView {
@@ -36,6 +47,7 @@ impl From<&Job> for JobView {
             updated_at: job.updated_at,
             next_run_at: job.due_at(),
             last_run: None,
+            signing_secret: None,
         }
     }
 }
@@ -100,6 +112,15 @@ pub struct RunView {
     pub attempts: Vec<Attempt>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Where the run's logs are: the local log, or a CloudWatch Logs Insights query in AWS.
+    pub logs: String,
+}
+
+/// One page of runs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunList {
+    pub runs: Vec<RunView>,
+    pub next: Option<String>,
 }
 
 impl From<&Run> for RunView {
@@ -112,9 +133,14 @@ impl From<&Run> for RunView {
             kind: run.key.kind(),
             state: run.state,
             reason: run.reason.clone(),
-            attempts: run.attempts.clone(),
+            attempts: run.attempts.iter().map(|a| Attempt { callback: None, ..a.clone() }).collect(),
             created_at: run.created_at,
             updated_at: run.updated_at,
+            logs: format!(
+                "logs with run_id=\"{}\" (CloudWatch Logs Insights: filter run_id = \"{}\")",
+                run.id(),
+                run.id()
+            ),
         }
     }
 }

@@ -122,6 +122,7 @@ impl DynamoJobStore {
             ("name".into(), s(&job.document.name)),
             ("document".into(), s(document)),
             ("version".into(), n(job.version)),
+            ("signing_secret".into(), s(&job.signing_secret)),
             ("created_at".into(), s(job.created_at.to_rfc3339())),
             ("updated_at".into(), s(job.updated_at.to_rfc3339())),
         ]);
@@ -234,6 +235,7 @@ fn from_item(item: &Item) -> StoreResult<Job> {
         created_at: time("created_at")?,
         updated_at: time("updated_at")?,
         next_run_at: get_opt_s(item, "next_run_at").and_then(parse_instant),
+        signing_secret: get_s(item, "signing_secret")?.to_string(),
     })
 }
 

@@ -42,6 +42,7 @@ impl DynamoRunStore {
         let mut item = Item::from([
             ("job_id".into(), s(run.job_id.as_str())),
             ("run_key".into(), s(&key)),
+            ("owner".into(), s(&run.owner)),
             ("state".into(), s(run.state.as_str())),
             ("due_at".into(), s(format_instant(run.due_at))),
             ("attempt".into(), n(run.attempt)),
@@ -56,6 +57,12 @@ impl DynamoRunStore {
         }
         if let Some(at) = run.dispatched_at {
             item.insert("dispatched_at".into(), s(at.to_rfc3339()));
+        }
+        if let Some(at) = run.lease_until {
+            item.insert("lease_until".into(), s(at.to_rfc3339()));
+        }
+        if let Some(at) = run.retry_at {
+            item.insert("retry_at".into(), s(at.to_rfc3339()));
         }
         if run.state.is_in_flight() {
             let shard = shard_of(&format!("{}#{key}", run.job_id), self.shards);
@@ -82,6 +89,7 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
     Ok(Run {
         job_id: JobId::parse(job_id).ok_or_else(|| StoreError::Corrupt(format!("job_id {job_id}")))?,
         key: RunKey::decode(key).ok_or_else(|| StoreError::Corrupt(format!("run_key {key}")))?,
+        owner: get_s(item, "owner")?.to_string(),
         state: get_s(item, "state")?.parse().map_err(StoreError::Corrupt)?,
         due_at: time("due_at")?,
         attempt: get_n(item, "attempt")?,
@@ -91,6 +99,8 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
         updated_at: time("updated_at")?,
         reason: get_opt_s(item, "reason").map(str::to_string),
         dispatched_at: get_opt_s(item, "dispatched_at").and_then(parse_instant),
+        lease_until: get_opt_s(item, "lease_until").and_then(parse_instant),
+        retry_at: get_opt_s(item, "retry_at").and_then(parse_instant),
         expires_at: DateTime::from_timestamp(expires, 0).unwrap_or_default(),
     })
 }
@@ -241,26 +251,69 @@ impl RunStore for DynamoRunStore {
         reason: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
-        self.client
+        let after = Run {
+            state,
+            reason: Some(reason.to_string()),
+            updated_at: now,
+            lease_until: None,
+            retry_at: None,
+            ..run.clone()
+        };
+        self.transition(run, &after).await
+    }
+
+    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
+        let attempts =
+            serde_json::to_string(&after.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut set =
+            vec!["#st = :new", "attempt = :attempt_new", "attempts = :attempts", "updated_at = :now"];
+        let mut remove = Vec::new();
+        let mut request = self
+            .client
             .update_item()
             .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .update_expression(
-                "SET #st = :new, reason = :reason, updated_at = :now REMOVE inflight_shard, inflight_at",
-            )
-            .condition_expression("#st = :old AND attempt = :attempt")
+            .key("job_id", s(before.job_id.as_str()))
+            .key("run_key", s(before.key.encode()))
+            .condition_expression("#st = :old AND attempt = :attempt_old")
             .expression_attribute_names("#st", "state")
-            .expression_attribute_values(":new", s(state.as_str()))
-            .expression_attribute_values(":old", s(run.state.as_str()))
-            .expression_attribute_values(":attempt", n(run.attempt))
-            .expression_attribute_values(":reason", s(reason))
-            .expression_attribute_values(":now", s(now.to_rfc3339()))
-            .send()
-            .await
-            .map_err(item::classify)?;
+            .expression_attribute_values(":old", s(before.state.as_str()))
+            .expression_attribute_values(":attempt_old", n(before.attempt))
+            .expression_attribute_values(":new", s(after.state.as_str()))
+            .expression_attribute_values(":attempt_new", n(after.attempt))
+            .expression_attribute_values(":attempts", s(attempts))
+            .expression_attribute_values(":now", s(after.updated_at.to_rfc3339()));
+        for (name, placeholder, value) in
+            [("lease_until", ":lease", after.lease_until), ("retry_at", ":retry", after.retry_at)]
+        {
+            match value {
+                Some(t) => {
+                    set.push(match name {
+                        "lease_until" => "lease_until = :lease",
+                        _ => "retry_at = :retry",
+                    });
+                    request = request.expression_attribute_values(placeholder, s(t.to_rfc3339()));
+                }
+                None => remove.push(name),
+            }
+        }
+        match &after.reason {
+            Some(reason) => {
+                set.push("reason = :reason");
+                request = request.expression_attribute_values(":reason", s(reason));
+            }
+            None => remove.push("reason"),
+        }
+        let leaves_index = before.state.is_in_flight() && after.state.is_terminal();
+        if leaves_index {
+            remove.extend(["inflight_shard", "inflight_at"]);
+        }
+        let mut expression = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        request.update_expression(expression).send().await.map_err(item::classify)?;
         self.ledger.add(writes::ITEM, 1);
-        if run.state.is_in_flight() {
+        if leaves_index {
             self.ledger.add(writes::INDEX_REMOVE, 1);
         }
         Ok(())

@@ -129,6 +129,11 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
 
+    /// Replaces `before` with `after` if the run is still in `before`'s state and attempt (the
+    /// fencing token): `Conflict` otherwise. A move to a terminal state leaves the in-flight
+    /// index.
+    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
+
     /// Records that the run's message was sent (manual and backfilled runs).
     async fn mark_dispatched(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
 }

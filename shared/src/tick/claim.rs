@@ -172,6 +172,7 @@ impl Claimer {
     ) -> Run {
         Run {
             job_id: job.id.clone(),
+            owner: job.owner.clone(),
             key,
             state,
             due_at,
@@ -181,6 +182,8 @@ impl Claimer {
             created_at: now,
             updated_at: now,
             reason: None,
+            lease_until: None,
+            retry_at: None,
             dispatched_at: None,
             expires_at: now + self.settings.retention,
         }

@@ -161,11 +161,14 @@ impl Tick {
                         break;
                     }
                 }
+                let had_work = !due.is_empty();
                 if finished {
                     processed_to = Some(minute);
                     minute += Duration::minutes(1);
                 }
-                if !finished || started.elapsed() > self.settings.budget {
+                // The budget is checked after work only: empty minutes (the trailing window
+                // among them) cost a few queries, and stopping on them could starve progress.
+                if !finished || (had_work && started.elapsed() > self.settings.budget) {
                     report.unfinished = started.elapsed() > self.settings.budget;
                     self.advance_watermark(processed_to, now, &mut report).await?;
                     break 'chunks;

@@ -1,0 +1,85 @@
+//! The worker function's handler: an SQS batch in, the ids of the messages to retry out
+//! (`ReportBatchItemFailures`), so one bad message never fails the batch.
+//!
+//! The same function serves two event sources: the runs queue (attempts) and its dead-letter
+//! queue (runs whose messages gave up are recorded FAILED; undecodable messages are logged).
+
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use lambda_runtime::{Error, LambdaEvent};
+use sundial_shared::queue::{Received, RunInbox};
+use sundial_shared::worker::poll::apply;
+use sundial_shared::worker::{Disposition, Worker};
+
+/// Who runs an attempt: the Lambda request id and its log stream.
+pub fn worker_identity(request_id: &str) -> String {
+    let stream = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_default();
+    format!("lambda:{request_id} {stream}").trim_end().to_string()
+}
+
+fn received(m: &SqsMessage) -> Received {
+    Received {
+        message_id: m.message_id.clone().unwrap_or_default(),
+        receipt: m.receipt_handle.clone().unwrap_or_default(),
+        body: m.body.clone().unwrap_or_default(),
+        receive_count: m.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1),
+    }
+}
+
+fn from_dead_letter_queue(m: &SqsMessage) -> bool {
+    m.event_source_arn.as_deref().is_some_and(|arn| arn.ends_with("-dlq"))
+}
+
+/// Handles one batch.
+pub async fn handle(
+    worker: &Worker,
+    inbox: &dyn RunInbox,
+    event: LambdaEvent<SqsEvent>,
+) -> Result<SqsBatchResponse, Error> {
+    let identity = worker_identity(&event.context.request_id);
+    let results = event.payload.records.iter().map(|record| {
+        let identity = identity.clone();
+        async move {
+            let message = received(record);
+            if from_dead_letter_queue(record) {
+                let reason = format!("received {} times from the runs queue", message.receive_count);
+                return match worker.dead_lettered(&message.body, &reason).await {
+                    Ok(done) => {
+                        tracing::warn!(message_id = %message.message_id, done = %done, "dead letter handled");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::error!(message_id = %message.message_id, error = %e, "dead letter not handled; retried");
+                        Some(message.message_id)
+                    }
+                };
+            }
+            match worker.handle(&message.body, &identity).await {
+                Disposition::Delete => None,
+                retry @ Disposition::RetryAfter(_) => {
+                    // Set the backoff, then report the message failed so it is not deleted.
+                    if let Err(e) = apply(inbox, &message, &retry).await {
+                        tracing::warn!(message_id = %message.message_id, error = %e, "could not set the backoff");
+                    }
+                    Some(message.message_id)
+                }
+                dead @ Disposition::DeadLetter(_) => match apply(inbox, &message, &dead).await {
+                    Ok(()) => None,
+                    Err(e) => {
+                        tracing::error!(message_id = %message.message_id, error = %e, "could not dead-letter");
+                        Some(message.message_id)
+                    }
+                },
+            }
+        }
+    });
+    let failures = futures::future::join_all(results).await.into_iter().flatten();
+    let mut response = SqsBatchResponse::default();
+    response.batch_item_failures = failures
+        .map(|id| {
+            let mut f = BatchItemFailure::default();
+            f.item_identifier = id;
+            f
+        })
+        .collect();
+    Ok(response)
+}

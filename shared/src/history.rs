@@ -1,0 +1,192 @@
+//! Runs as users and targets see them: history, cancel, re-run, and the callbacks of targets
+//! that answered 202 (`heartbeat` keeps the attempt's lease alive, `complete` ends it).
+//!
+//! The owner checks of [`crate::jobs`] apply: another owner's run is "not found". Callbacks
+//! authenticate with the attempt's callback token instead, compared by digest.
+
+use crate::clock::Clock;
+use crate::job::{Job, Owner};
+use crate::jobs::{Jobs, JobsError, JobsResult};
+use crate::run::{Outcome, Run, RunId, RunState};
+use crate::store::{JobStore, Page, RunStore, StoreError};
+use crate::worker::{finished, token_digest};
+use chrono::Duration;
+use std::sync::Arc;
+
+/// How long a heartbeat (or a 202) keeps an attempt's lease alive, by default.
+pub const DEFAULT_HEARTBEAT_WINDOW: Duration = Duration::seconds(60);
+
+/// Why a callback was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallbackError {
+    #[error("no such run")]
+    NotFound,
+    #[error("the callback token does not match the run's open attempt")]
+    BadToken,
+    #[error("the attempt is no longer open (the run is {0})")]
+    NotOpen(RunState),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+/// How a target reports the end of its work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    pub succeeded: bool,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    /// A failure that retrying will not fix ends the run now.
+    pub permanent: bool,
+}
+
+/// The run use cases.
+#[derive(Debug, Clone)]
+pub struct History {
+    jobs: Jobs,
+    job_store: Arc<dyn JobStore>,
+    runs: Arc<dyn RunStore>,
+    clock: Arc<dyn Clock>,
+    heartbeat_window: Duration,
+}
+
+impl History {
+    pub fn new(
+        jobs: Jobs,
+        job_store: Arc<dyn JobStore>,
+        runs: Arc<dyn RunStore>,
+        clock: Arc<dyn Clock>,
+        heartbeat_window: Duration,
+    ) -> Self {
+        History { jobs, job_store, runs, clock, heartbeat_window }
+    }
+
+    /// A job's runs, newest first.
+    pub async fn list(
+        &self,
+        owner: &Owner,
+        job: &crate::job::JobId,
+        limit: u32,
+        cursor: Option<&str>,
+        state: Option<RunState>,
+    ) -> JobsResult<Page<Run>> {
+        let job = self.jobs.get(owner, job).await?;
+        Ok(self.runs.list(&job.id, limit.clamp(1, crate::jobs::MAX_PAGE), cursor, state).await?)
+    }
+
+    /// One run, if its job is the owner's. The run outlives its job (history is kept until it
+    /// expires), so a deleted job's runs are found through the run's own record of its owner.
+    pub async fn get(&self, owner: &Owner, id: &RunId) -> JobsResult<(Run, Option<Job>)> {
+        let run = self.runs.get(&id.job_id, &id.key).await?.ok_or(JobsError::NotFound)?;
+        let job = self.job_store.get(&id.job_id).await?;
+        match &job {
+            Some(job) if &job.owner != owner => Err(JobsError::NotFound),
+            None if &run.owner != owner => Err(JobsError::NotFound),
+            _ => Ok((run, job)),
+        }
+    }
+
+    /// Cancels a run that has not ended; an open attempt's late result is then ignored.
+    pub async fn cancel(&self, owner: &Owner, id: &RunId) -> JobsResult<Run> {
+        for _ in 0..3 {
+            let (run, _) = self.get(owner, id).await?;
+            if run.state.is_terminal() {
+                return Err(JobsError::RunEnded(run.state.to_string()));
+            }
+            let now = self.clock.now();
+            let mut after = Run {
+                state: RunState::Cancelled,
+                reason: Some("cancelled through the API".into()),
+                lease_until: None,
+                retry_at: None,
+                updated_at: now,
+                ..run.clone()
+            };
+            if let Some(last) = after.attempts.last_mut().filter(|a| a.outcome.is_none()) {
+                last.finished_at = Some(now);
+                last.error = Some("cancelled".into());
+                last.callback = None;
+            }
+            match self.runs.transition(&run, &after).await {
+                Ok(()) => return Ok(after),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(JobsError::Contended)
+    }
+
+    /// Starts a new manual run of the job of a finished run.
+    pub async fn rerun(&self, owner: &Owner, id: &RunId) -> JobsResult<Run> {
+        let (run, job) = self.get(owner, id).await?;
+        if !run.state.is_terminal() {
+            return Err(JobsError::RunActive(id.to_string()));
+        }
+        let job = job.ok_or(JobsError::NotFound)?;
+        self.jobs.trigger(owner, &job.id).await
+    }
+
+    /// Finds the run and checks the token against its open attempt.
+    async fn open_attempt(&self, id: &RunId, token: &str) -> Result<(Run, Job), CallbackError> {
+        let run = self
+            .runs
+            .get(&id.job_id, &id.key)
+            .await
+            .map_err(CallbackError::Store)?
+            .ok_or(CallbackError::NotFound)?;
+        let expected = run.attempts.last().and_then(|a| a.callback.as_deref());
+        if expected != Some(token_digest(token).as_str()) {
+            return Err(CallbackError::BadToken);
+        }
+        if run.state != RunState::Running {
+            return Err(CallbackError::NotOpen(run.state));
+        }
+        let job = self
+            .job_store
+            .get(&id.job_id)
+            .await
+            .map_err(CallbackError::Store)?
+            .ok_or(CallbackError::NotFound)?;
+        Ok((run, job))
+    }
+
+    /// Extends the open attempt's lease by the heartbeat window, never past its timeout.
+    pub async fn heartbeat(&self, id: &RunId, token: &str) -> Result<Run, CallbackError> {
+        let (run, job) = self.open_attempt(id, token).await?;
+        let now = self.clock.now();
+        let started = run.attempts.last().map(|a| a.started_at).unwrap_or(now);
+        let deadline = started + Duration::seconds(i64::from(job.document.timeout_s));
+        let after = Run {
+            lease_until: Some((now + self.heartbeat_window).min(deadline)),
+            updated_at: now,
+            ..run.clone()
+        };
+        self.runs.transition(&run, &after).await.map_err(|e| match e {
+            StoreError::Conflict => CallbackError::NotOpen(run.state),
+            e => CallbackError::Store(e),
+        })?;
+        Ok(after)
+    }
+
+    /// Ends the open attempt as the target reports it; a failure is retried per the job's policy.
+    pub async fn complete(
+        &self,
+        id: &RunId,
+        token: &str,
+        completion: Completion,
+    ) -> Result<Run, CallbackError> {
+        let (run, job) = self.open_attempt(id, token).await?;
+        let now = self.clock.now();
+        let outcome = if completion.succeeded { Outcome::Succeeded } else { Outcome::Failed };
+        let output = completion.output.map(|o| crate::worker::target::truncate(&o));
+        let error = completion.error.map(|e| crate::worker::target::truncate(&e));
+        let status = run.attempts.last().and_then(|a| a.status_code);
+        let ending =
+            crate::worker::Ending { outcome, status, error, output, permanent: completion.permanent };
+        let after = finished(&job, &run, ending, now, rand::random::<f64>());
+        self.runs.transition(&run, &after).await.map_err(|e| match e {
+            StoreError::Conflict => CallbackError::NotOpen(run.state),
+            e => CallbackError::Store(e),
+        })?;
+        Ok(after)
+    }
+}

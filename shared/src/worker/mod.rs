@@ -1,0 +1,377 @@
+//! The worker: one queue message in, at most one attempt of its run out.
+//!
+//! For a message (run, attempt) the worker re-reads the run and its job, decides whether an
+//! attempt may start, starts it with a conditional write (the attempt number is the fencing
+//! token, the lease lives in DynamoDB), calls the target and records the outcome the same way.
+//! What happens to the message is the [`Disposition`]: deleted, made visible again after a
+//! backoff (SQS visibility only spaces retries), or moved to the dead-letter queue.
+//!
+//! A message never executes an attempt twice: a duplicate or stale one finds the run terminal,
+//! already past its attempt, or leased by another live attempt, and is dropped (or, for a live
+//! lease, looked at again once the lease would have expired).
+
+pub mod poll;
+pub mod target;
+
+use crate::clock::Clock;
+use crate::job::Job;
+use crate::retry;
+use crate::run::{Attempt, Outcome, Run, RunKey, RunMessage, RunState};
+use crate::store::{JobStore, RunStore, StoreError};
+use chrono::{DateTime, Duration, Utc};
+use std::sync::Arc;
+use target::{Answer, Caller, Invocation};
+use tracing::Instrument;
+
+/// What to do with a message once handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposition {
+    /// Done with it: delete it.
+    Delete,
+    /// Look at it again after this long (retry backoff, or a lease still running).
+    RetryAfter(Duration),
+    /// Undecodable: move it to the dead-letter queue with the reason.
+    DeadLetter(String),
+}
+
+/// Worker limits.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// The longest a call is waited on: a Lambda worker stops at 900 s, minus a margin.
+    pub max_call: Duration,
+    /// Added to the lease beyond the attempt's timeout.
+    pub lease_margin: Duration,
+    /// How long a 202 (and each heartbeat after it) keeps an attempt's lease alive.
+    pub heartbeat_window: Duration,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        WorkerSettings {
+            max_call: Duration::seconds(870),
+            lease_margin: Duration::seconds(30),
+            heartbeat_window: crate::history::DEFAULT_HEARTBEAT_WINDOW,
+        }
+    }
+}
+
+/// Consumes the runs queue.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    jobs: Arc<dyn JobStore>,
+    runs: Arc<dyn RunStore>,
+    caller: Arc<dyn Caller>,
+    clock: Arc<dyn Clock>,
+    settings: WorkerSettings,
+}
+
+/// The digest of a callback token, as kept on the run.
+pub fn token_digest(token: &str) -> String {
+    crate::auth::digest(token)
+}
+
+impl Worker {
+    pub fn new(
+        jobs: Arc<dyn JobStore>,
+        runs: Arc<dyn RunStore>,
+        caller: Arc<dyn Caller>,
+        clock: Arc<dyn Clock>,
+        settings: WorkerSettings,
+    ) -> Self {
+        Worker { jobs, runs, caller, clock, settings }
+    }
+
+    /// Handles one message body; `worker` names who runs the attempt.
+    pub async fn handle(&self, body: &str, worker: &str) -> Disposition {
+        let message: RunMessage = match serde_json::from_str(body) {
+            Ok(m) => m,
+            Err(e) => return Disposition::DeadLetter(format!("undecodable message: {e}")),
+        };
+        let (Some(job_id), Some(key)) =
+            (crate::job::JobId::parse(&message.job_id), RunKey::decode(&message.run_key))
+        else {
+            return Disposition::DeadLetter("message names no valid run".into());
+        };
+        match self.process(&job_id, &key, worker).await {
+            Ok(disposition) => disposition,
+            Err(e) => {
+                // Storage trouble: try the message again shortly; nothing was half-done.
+                tracing::warn!(job_id = %job_id, run_key = %message.run_key, error = %e, "worker storage error");
+                Disposition::RetryAfter(Duration::seconds(10))
+            }
+        }
+    }
+
+    async fn process(
+        &self,
+        job_id: &crate::job::JobId,
+        key: &RunKey,
+        worker: &str,
+    ) -> Result<Disposition, StoreError> {
+        let Some(run) = self.runs.get(job_id, key).await? else {
+            tracing::info!(job_id = %job_id, run_key = %key.encode(), "message for a run that does not exist; dropped");
+            return Ok(Disposition::Delete);
+        };
+        let now = self.clock.now();
+        let mut run = run;
+        match run.state {
+            state if state.is_terminal() => return Ok(Disposition::Delete),
+            RunState::Retrying if run.retry_at.is_some_and(|at| at > now) => {
+                // A duplicate arrived during the backoff: not before its time.
+                let wait = run.retry_at.map(|at| at - now).unwrap_or_default();
+                return Ok(Disposition::RetryAfter(wait.max(Duration::seconds(1))));
+            }
+            RunState::Running => match run.lease_until {
+                Some(lease) if lease > now => {
+                    // Another attempt holds a live lease: look again once it would have expired.
+                    return Ok(Disposition::RetryAfter((lease - now).max(Duration::seconds(1))));
+                }
+                _ => {
+                    // The attempt's worker is gone, or its target stopped calling back: past the
+                    // attempt's timeout it timed out, before it the attempt is lost.
+                    let Some(job) = self.jobs.get(&run.job_id).await? else {
+                        return self.cancel_for_deleted_job(&run, now).await;
+                    };
+                    let started = run.attempts.last().map(|a| a.started_at).unwrap_or(now);
+                    let timed_out = now >= started + Duration::seconds(i64::from(job.document.timeout_s));
+                    let (outcome, why) = if timed_out {
+                        (Outcome::TimedOut, "no result within the attempt's timeout")
+                    } else {
+                        (Outcome::Lost, "the attempt's lease expired (worker lost or heartbeats missing)")
+                    };
+                    match self.finish(&job, &run, Ending::new(outcome).because(why), now).await {
+                        Ok(next) => run = next,
+                        Err(StoreError::Conflict) => return Ok(Disposition::Delete),
+                        Err(e) => return Err(e),
+                    }
+                    if run.state.is_terminal() {
+                        return Ok(Disposition::Delete);
+                    }
+                    if let Some(at) = run.retry_at.filter(|at| *at > now) {
+                        return Ok(Disposition::RetryAfter(at - now));
+                    }
+                }
+            },
+            _ => {}
+        }
+        let Some(job) = self.jobs.get(&run.job_id).await? else {
+            return self.cancel_for_deleted_job(&run, now).await;
+        };
+        if job.document.paused {
+            let after = Run {
+                state: RunState::Skipped,
+                reason: Some("the job was paused after the run was claimed".into()),
+                updated_at: now,
+                retry_at: None,
+                ..run.clone()
+            };
+            return match self.runs.transition(&run, &after).await {
+                Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
+                Err(e) => Err(e),
+            };
+        }
+        self.attempt(&job, run, worker, now).await
+    }
+
+    /// Handles a message from the dead-letter queue: its run, if it names one that has not
+    /// ended, is recorded FAILED with the reason; an undecodable message is logged in full.
+    /// Returns what was done, for the caller to report.
+    pub async fn dead_lettered(&self, body: &str, reason: &str) -> Result<String, StoreError> {
+        let message: Option<RunMessage> = serde_json::from_str(body).ok();
+        let ids = message
+            .as_ref()
+            .and_then(|m| Some((crate::job::JobId::parse(&m.job_id)?, RunKey::decode(&m.run_key)?)));
+        let Some((job_id, key)) = ids else {
+            tracing::error!(body = %body, reason = %reason, "undecodable message in the dead-letter queue");
+            return Ok(format!("undecodable message logged: {reason}"));
+        };
+        for _ in 0..3 {
+            let Some(run) = self.runs.get(&job_id, &key).await? else {
+                return Ok("no such run".into());
+            };
+            if run.state.is_terminal() {
+                return Ok(format!("run already {}", run.state));
+            }
+            let now = self.clock.now();
+            let mut after = Run {
+                state: RunState::Failed,
+                reason: Some(format!("dead-lettered: {reason}")),
+                lease_until: None,
+                retry_at: None,
+                updated_at: now,
+                ..run.clone()
+            };
+            if let Some(last) = after.attempts.last_mut().filter(|a| a.outcome.is_none()) {
+                last.finished_at = Some(now);
+                last.outcome = Some(Outcome::Lost);
+                last.callback = None;
+            }
+            match self.runs.transition(&run, &after).await {
+                Ok(()) => return Ok(format!("run {} recorded FAILED", run.id())),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Unavailable("the run kept changing".into()))
+    }
+
+    async fn cancel_for_deleted_job(&self, run: &Run, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
+        match self.runs.finish_without_attempt(run, RunState::Cancelled, "the job was deleted", now).await {
+            Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Starts the next attempt, calls the target, records the outcome.
+    async fn attempt(
+        &self,
+        job: &Job,
+        run: Run,
+        worker: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Disposition, StoreError> {
+        let n = run.attempt + 1;
+        let timeout = Duration::seconds(i64::from(job.document.timeout_s));
+        let call_limit = timeout.min(self.settings.max_call);
+        let token = crate::job::new_signing_secret();
+        let mut attempts = run.attempts.clone();
+        attempts.push(Attempt {
+            n,
+            started_at: now,
+            finished_at: None,
+            worker: worker.to_string(),
+            outcome: None,
+            status_code: None,
+            error: None,
+            output: None,
+            callback: Some(token_digest(&token)),
+        });
+        let started = Run {
+            state: RunState::Running,
+            attempt: n,
+            attempts,
+            lease_until: Some(now + call_limit + self.settings.lease_margin),
+            retry_at: None,
+            updated_at: now,
+            ..run.clone()
+        };
+        match self.runs.transition(&run, &started).await {
+            Ok(()) => {}
+            // Another worker started this attempt first.
+            Err(StoreError::Conflict) => return Ok(Disposition::Delete),
+            Err(e) => return Err(e),
+        }
+        let span = tracing::info_span!("attempt", run_id = %started.id(), job_id = %job.id, attempt = n);
+        let invocation = Invocation {
+            job,
+            run_id: started.id().to_string(),
+            attempt: n,
+            scheduled_at: started.scheduled_at(),
+            callback_token: token,
+            timeout: call_limit.to_std().unwrap_or_default(),
+        };
+        let answer = self.caller.call(&invocation).instrument(span).await;
+        let now = self.clock.now();
+        let ending = match answer {
+            Answer::Accepted { status } => {
+                // The target reports back through the callbacks; heartbeats keep the lease
+                // alive up to the attempt's timeout. This message looks again when it expires.
+                let deadline = started.attempts.last().map(|a| a.started_at).unwrap_or(now) + timeout;
+                let lease = (now + self.settings.heartbeat_window).min(deadline);
+                let mut attempts = started.attempts.clone();
+                if let Some(last) = attempts.last_mut() {
+                    last.status_code = Some(status);
+                }
+                let accepted = Run { lease_until: Some(lease), attempts, updated_at: now, ..started.clone() };
+                return match self.runs.transition(&started, &accepted).await {
+                    Ok(()) => Ok(Disposition::RetryAfter((lease - now).max(Duration::seconds(1)))),
+                    Err(StoreError::Conflict) => Ok(Disposition::Delete),
+                    Err(e) => Err(e),
+                };
+            }
+            Answer::Succeeded { status, output } => {
+                Ending { status, output, ..Ending::new(Outcome::Succeeded) }
+            }
+            Answer::TimedOut => Ending::new(Outcome::TimedOut)
+                .because(format!("no answer within {} s", call_limit.num_seconds())),
+            Answer::Failed { retryable, status, error } => {
+                // A permanent failure ends the run whatever attempts remain.
+                Ending { status, permanent: !retryable, ..Ending::new(Outcome::Failed).because(error) }
+            }
+        };
+        Self::after_end(self.finish(job, &started, ending, now).await)
+    }
+
+    fn after_end(ended: Result<Run, StoreError>) -> Result<Disposition, StoreError> {
+        match ended {
+            Ok(run) if run.state == RunState::Retrying => {
+                let wait = run.retry_at.map(|at| at - run.updated_at).unwrap_or(Duration::seconds(1));
+                Ok(Disposition::RetryAfter(wait.max(Duration::seconds(1))))
+            }
+            Ok(_) => Ok(Disposition::Delete),
+            // The attempt was taken from us (cancelled, completed by callback, lease lost).
+            Err(StoreError::Conflict) => Ok(Disposition::Delete),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records how the current attempt of `run` (RUNNING) ended and where the run goes next.
+    async fn finish(
+        &self,
+        job: &Job,
+        run: &Run,
+        ending: Ending,
+        now: DateTime<Utc>,
+    ) -> Result<Run, StoreError> {
+        let after = finished(job, run, ending, now, rand::random::<f64>());
+        self.runs.transition(run, &after).await?;
+        Ok(after)
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    pub outcome: Outcome,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+    pub output: Option<String>,
+    /// A failure retrying cannot fix: the run ends whatever attempts remain.
+    pub permanent: bool,
+}
+
+impl Ending {
+    pub fn new(outcome: Outcome) -> Self {
+        Ending { outcome, status: None, error: None, output: None, permanent: false }
+    }
+
+    pub fn because(mut self, error: impl Into<String>) -> Self {
+        self.error = Some(error.into());
+        self
+    }
+}
+
+/// The run after its current attempt ended: RETRYING with its backoff (`unit`: a random number
+/// in `[0, 1)` for the jitter) while attempts remain and the failure is not permanent, else
+/// terminal (TIMED_OUT when the last attempt timed out).
+pub fn finished(job: &Job, run: &Run, ending: Ending, now: DateTime<Utc>, unit: f64) -> Run {
+    let mut attempts = run.attempts.clone();
+    if let Some(last) = attempts.last_mut() {
+        last.finished_at = Some(now);
+        last.outcome = Some(ending.outcome);
+        last.status_code = ending.status.or(last.status_code);
+        last.error = ending.error;
+        last.output = ending.output;
+        last.callback = None;
+    }
+    let policy = &job.document.retry;
+    let (state, retry_at) = match ending.outcome {
+        Outcome::Succeeded => (RunState::Succeeded, None),
+        _ if !ending.permanent && retry::attempts_remain(run.attempt, policy) => {
+            (RunState::Retrying, Some(now + retry::backoff(run.attempt, policy, unit)))
+        }
+        Outcome::TimedOut => (RunState::TimedOut, None),
+        _ => (RunState::Failed, None),
+    };
+    Run { state, attempts, lease_until: None, retry_at, updated_at: now, ..run.clone() }
+}

@@ -1,0 +1,284 @@
+//! Targets: what an attempt calls, and how its answer is classified.
+//!
+//! Every target receives the run id (the idempotency key, stable across attempts), the attempt
+//! number, the scheduled instant and the job's payload. HTTP targets get them as headers with
+//! the payload as the JSON body, signed with the job's secret (HMAC-SHA256); SQS and SNS targets
+//! get an envelope with all four. Answers are classified: 2xx succeeded (202: the target will
+//! report back), 408, 429, 5xx, timeouts and connection errors are retryable, other 4xx and
+//! invalid configuration are permanent.
+
+use crate::job::{HeaderValue, Job, TargetDocument};
+use crate::limits::TargetAllowList;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::time::Duration;
+
+/// Longest output or error text kept per attempt.
+pub const MAX_OUTPUT_BYTES: usize = 4096;
+
+/// Headers Sundial sets on HTTP targets.
+pub mod headers {
+    pub const RUN_ID: &str = "x-sundial-run-id";
+    pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+    pub const ATTEMPT: &str = "x-sundial-attempt";
+    pub const SCHEDULED_AT: &str = "x-sundial-scheduled-at";
+    pub const JOB_ID: &str = "x-sundial-job-id";
+    /// `sha256=<hex HMAC-SHA256 of the body with the job's secret>`.
+    pub const SIGNATURE: &str = "x-sundial-signature";
+    /// The token a target that answered 202 presents to `/v1/runs/{id}/heartbeat|complete`.
+    pub const CALLBACK_TOKEN: &str = "x-sundial-callback-token";
+}
+
+/// One call of a target.
+#[derive(Debug, Clone)]
+pub struct Invocation<'a> {
+    pub job: &'a Job,
+    pub run_id: String,
+    pub attempt: u32,
+    pub scheduled_at: DateTime<Utc>,
+    pub callback_token: String,
+    /// The call is cut after this.
+    pub timeout: Duration,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    Succeeded {
+        status: Option<u16>,
+        output: Option<String>,
+    },
+    /// 202: the attempt stays open until the target calls back.
+    Accepted {
+        status: u16,
+    },
+    Failed {
+        retryable: bool,
+        status: Option<u16>,
+        error: String,
+    },
+    TimedOut,
+}
+
+/// Calls targets.
+#[async_trait]
+pub trait Caller: Send + Sync + std::fmt::Debug {
+    async fn call(&self, invocation: &Invocation<'_>) -> Answer;
+}
+
+/// `sha256=<hex>` of `body` under `secret`.
+pub fn sign(secret: &str, body: &[u8]) -> String {
+    let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
+        Ok(mac) => mac,
+        // HMAC takes keys of any length; this arm is never taken.
+        Err(_) => return String::new(),
+    };
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// Cuts text to at most `MAX_OUTPUT_BYTES`, on a character boundary.
+pub fn truncate(text: &str) -> String {
+    if text.len() <= MAX_OUTPUT_BYTES {
+        return text.to_string();
+    }
+    let mut end = MAX_OUTPUT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// How an HTTP status is classified.
+pub fn classify_status(status: u16, body: String) -> Answer {
+    match status {
+        202 => Answer::Accepted { status },
+        200..=299 => Answer::Succeeded { status: Some(status), output: Some(truncate(&body)) },
+        408 | 429 | 500..=599 => Answer::Failed {
+            retryable: true,
+            status: Some(status),
+            error: truncate(&format!("HTTP {status}: {body}")),
+        },
+        _ => Answer::Failed {
+            retryable: false,
+            status: Some(status),
+            error: truncate(&format!("HTTP {status}: {body}")),
+        },
+    }
+}
+
+/// The envelope SQS and SNS targets receive.
+fn envelope(inv: &Invocation<'_>) -> String {
+    serde_json::json!({
+        "run_id": inv.run_id,
+        "attempt": inv.attempt,
+        "scheduled_at": inv.scheduled_at.to_rfc3339(),
+        "job_id": inv.job.id.to_string(),
+        "payload": inv.job.document.payload,
+    })
+    .to_string()
+}
+
+/// The real targets: HTTP(S) through reqwest, SQS and SNS through the SDK.
+#[derive(Debug, Clone)]
+pub struct Targets {
+    http: reqwest::Client,
+    sqs: aws_sdk_sqs::Client,
+    sns: aws_sdk_sns::Client,
+    allow: TargetAllowList,
+}
+
+impl Targets {
+    pub fn new(sqs: aws_sdk_sqs::Client, sns: aws_sdk_sns::Client, allow: TargetAllowList) -> Self {
+        // No redirects: a target answers for itself.
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Targets { http, sqs, sns, allow }
+    }
+
+    async fn http(
+        &self,
+        inv: &Invocation<'_>,
+        url: &str,
+        method: &str,
+        extra: &std::collections::BTreeMap<String, HeaderValue>,
+    ) -> Answer {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
+        let with_body = !matches!(method, reqwest::Method::GET | reqwest::Method::DELETE);
+        let body = if with_body {
+            serde_json::to_vec(&inv.job.document.payload).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let mut request = self
+            .http
+            .request(method, url)
+            .timeout(inv.timeout)
+            .header(headers::RUN_ID, &inv.run_id)
+            .header(headers::IDEMPOTENCY_KEY, &inv.run_id)
+            .header(headers::ATTEMPT, inv.attempt.to_string())
+            .header(headers::SCHEDULED_AT, inv.scheduled_at.to_rfc3339())
+            .header(headers::JOB_ID, inv.job.id.to_string())
+            .header(headers::SIGNATURE, sign(&inv.job.signing_secret, &body))
+            .header(headers::CALLBACK_TOKEN, &inv.callback_token);
+        for (name, value) in extra {
+            let text = match value {
+                HeaderValue::Plain(text) => text.as_str(),
+                HeaderValue::Secret(secret) => secret.value.as_deref().unwrap_or(""),
+            };
+            request = request.header(name.as_str(), text);
+        }
+        if with_body {
+            request = request.header(reqwest::header::CONTENT_TYPE, "application/json").body(body);
+        }
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status().as_u16();
+                let text = match tokio::time::timeout(inv.timeout, response.text()).await {
+                    Ok(Ok(text)) => text,
+                    Ok(Err(_)) => String::new(),
+                    Err(_) => return Answer::TimedOut,
+                };
+                classify_status(status, text)
+            }
+            Err(e) if e.is_timeout() => Answer::TimedOut,
+            Err(e) if e.is_builder() => {
+                Answer::Failed { retryable: false, status: None, error: truncate(&e.to_string()) }
+            }
+            Err(e) => Answer::Failed { retryable: true, status: None, error: truncate(&format!("{e}")) },
+        }
+    }
+}
+
+fn aws_failure<E: std::error::Error>(e: E) -> Answer {
+    Answer::Failed {
+        retryable: true,
+        status: None,
+        error: truncate(&aws_sdk_sqs::error::DisplayErrorContext(e).to_string()),
+    }
+}
+
+#[async_trait]
+impl Caller for Targets {
+    async fn call(&self, inv: &Invocation<'_>) -> Answer {
+        let refused = |what: &str| Answer::Failed {
+            retryable: false,
+            status: None,
+            error: format!("{what} is not in the target allow-list"),
+        };
+        match &inv.job.document.target {
+            TargetDocument::Http { url, method, headers } => self.http(inv, url, method, headers).await,
+            TargetDocument::Sqs { queue_url } => {
+                if self.allow.check(&self.allow.sqs, queue_url).is_err() {
+                    return refused(queue_url);
+                }
+                let sent = self.sqs.send_message().queue_url(queue_url).message_body(envelope(inv)).send();
+                match tokio::time::timeout(inv.timeout, sent).await {
+                    Ok(Ok(out)) => Answer::Succeeded { status: None, output: out.message_id },
+                    Ok(Err(e)) => aws_failure(e),
+                    Err(_) => Answer::TimedOut,
+                }
+            }
+            TargetDocument::Sns { topic_arn } => {
+                if self.allow.check(&self.allow.sns, topic_arn).is_err() {
+                    return refused(topic_arn);
+                }
+                let published = self.sns.publish().topic_arn(topic_arn).message(envelope(inv)).send();
+                match tokio::time::timeout(inv.timeout, published).await {
+                    Ok(Ok(out)) => Answer::Succeeded { status: None, output: out.message_id },
+                    Ok(Err(e)) => aws_failure(e),
+                    Err(_) => Answer::TimedOut,
+                }
+            }
+            TargetDocument::Lambda { .. } => Answer::Failed {
+                retryable: false,
+                status: None,
+                error: "Lambda targets are not executed by this version of the worker".into(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_classified() {
+        assert!(matches!(classify_status(200, "ok".into()), Answer::Succeeded { status: Some(200), .. }));
+        assert_eq!(classify_status(202, String::new()), Answer::Accepted { status: 202 });
+        for retryable in [408, 429, 500, 502, 503] {
+            assert!(
+                matches!(classify_status(retryable, String::new()), Answer::Failed { retryable: true, .. }),
+                "{retryable}"
+            );
+        }
+        for permanent in [400, 401, 403, 404, 410, 422] {
+            assert!(
+                matches!(classify_status(permanent, String::new()), Answer::Failed { retryable: false, .. }),
+                "{permanent}"
+            );
+        }
+    }
+
+    #[test]
+    fn signatures_are_hmac_sha256() {
+        // RFC 4231 test case 2.
+        assert_eq!(
+            sign("Jefe", b"what do ya want for nothing?"),
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn output_is_truncated_on_a_character_boundary() {
+        let long = "é".repeat(5000);
+        let cut = truncate(&long);
+        assert!(cut.len() <= MAX_OUTPUT_BYTES + "…".len());
+        assert!(cut.ends_with('…'));
+    }
+}
