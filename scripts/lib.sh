@@ -46,7 +46,8 @@ start_emulator() {
     exit 1
   fi
   log "starting the AWS emulator (moto) on 127.0.0.1:$port"
-  "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$STATE/emulator-$port.log" 2>&1 &
+  # moto's server, with DynamoDB writes made atomic as in AWS (see scripts/emulator.py).
+  "$VENV/bin/python" "$ROOT/scripts/emulator.py" -H 127.0.0.1 -p "$port" >"$STATE/emulator-$port.log" 2>&1 &
   EMULATOR_PID=$!
   for _ in $(seq 1 100); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then

@@ -104,7 +104,6 @@ impl History {
             if let Some(last) = after.attempts.last_mut().filter(|a| a.outcome.is_none()) {
                 last.finished_at = Some(now);
                 last.error = Some("cancelled".into());
-                last.callback = None;
             }
             match self.runs.transition(&run, &after).await {
                 Ok(()) => return Ok(after),

@@ -215,8 +215,8 @@ pub struct Attempt {
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
-    /// While the attempt is open: the digest of the callback token its target was given.
-    /// Kept in storage only; the API never shows it.
+    /// The digest of the callback token the attempt's target was given (a late callback is
+    /// told the attempt closed). Kept in storage only; the API never shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub callback: Option<String>,

@@ -34,6 +34,7 @@ pub struct Stack {
     pub config: Config,
     pub dynamo: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
+    pub sns: aws_sdk_sns::Client,
     pub services: Services,
     pub api: Api,
 }
@@ -51,8 +52,9 @@ impl Stack {
     }
 
     pub async fn with(options: Options) -> Stack {
-        // Logs go to the test's captured output: shown when a test fails.
-        sundial_shared::telemetry::init();
+        // Logs go to the test's captured output (shown when a test fails) and to a buffer the
+        // test can search.
+        sundial_shared::telemetry::init_with_writer(|| Tee);
         assert!(
             std::env::var("AWS_ENDPOINT_URL").is_ok(),
             "AWS_ENDPOINT_URL is not set: run the suite with scripts/test, which starts the emulator"
@@ -72,7 +74,16 @@ impl Stack {
         let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let services = Services::new(config.clone(), &clients, clock);
         let api = Api { router: sundial_api::router(AppState::new(&services)) };
-        Stack { name, resources, config, dynamo: clients.dynamo, sqs: clients.sqs, services, api }
+        Stack {
+            name,
+            resources,
+            config,
+            dynamo: clients.dynamo,
+            sqs: clients.sqs,
+            sns: clients.sns,
+            services,
+            api,
+        }
     }
 
     /// Every run of a job, oldest first.
@@ -280,4 +291,92 @@ pub fn job(name: &str) -> Value {
         "schedule": {"cron": "*/5 * * * *"},
         "target": {"type": "http", "url": "http://127.0.0.1:9/hook"}
     })
+}
+
+static LOGS: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+/// Writes log lines to stdout and to [`LOGS`].
+#[derive(Debug)]
+struct Tee;
+
+impl std::io::Write for Tee {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOGS.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(buf);
+        std::io::stdout().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stdout().flush()
+    }
+}
+
+/// Everything this test process has logged so far.
+pub fn logs() -> String {
+    String::from_utf8_lossy(&LOGS.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+}
+
+/// One request a target server received.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub method: String,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+/// What a target server does with its n-th request (counting from 0).
+#[derive(Debug, Clone, Copy)]
+pub enum Answer {
+    Status(u16),
+    /// Never answers.
+    Hang,
+}
+
+/// A real HTTP target on loopback that records what it receives and answers by script.
+#[derive(Debug, Clone)]
+pub struct TargetServer {
+    pub url: String,
+    hits: Arc<std::sync::Mutex<Vec<Hit>>>,
+}
+
+impl TargetServer {
+    pub async fn start(script: impl Fn(usize) -> Answer + Send + Sync + 'static) -> TargetServer {
+        use axum::response::IntoResponse;
+        let hits: Arc<std::sync::Mutex<Vec<Hit>>> = Arc::default();
+        let script = Arc::new(script);
+        let recorded = hits.clone();
+        let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+            let (hits, script) = (recorded.clone(), script.clone());
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default().to_vec();
+                let n = {
+                    let mut hits = hits.lock().unwrap();
+                    hits.push(Hit {
+                        at: chrono::Utc::now(),
+                        method: parts.method.to_string(),
+                        headers: parts.headers,
+                        body,
+                    });
+                    hits.len() - 1
+                };
+                match script(n) {
+                    Answer::Status(code) => {
+                        (StatusCode::from_u16(code).unwrap(), format!("answer {n}")).into_response()
+                    }
+                    Answer::Hang => {
+                        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+                        StatusCode::OK.into_response()
+                    }
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        TargetServer { url, hits }
+    }
+
+    pub fn hits(&self) -> Vec<Hit> {
+        self.hits.lock().unwrap().clone()
+    }
 }

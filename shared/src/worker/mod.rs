@@ -127,13 +127,18 @@ impl Worker {
                     return Ok(Disposition::RetryAfter((lease - now).max(Duration::seconds(1))));
                 }
                 _ => {
-                    // The attempt's worker is gone, or its target stopped calling back: past the
-                    // attempt's timeout it timed out, before it the attempt is lost.
+                    // The attempt's worker is gone, or its target stopped calling back.
                     let Some(job) = self.jobs.get(&run.job_id).await? else {
                         return self.cancel_for_deleted_job(&run, now).await;
                     };
-                    let started = run.attempts.last().map(|a| a.started_at).unwrap_or(now);
-                    let timed_out = now >= started + Duration::seconds(i64::from(job.document.timeout_s));
+                    // A worker enforces its own calls' timeouts, so an expired lease of a
+                    // plain attempt means the worker died; an accepted (202) attempt is timed
+                    // out once past its timeout, lost (heartbeats missing) before.
+                    let last = run.attempts.last();
+                    let accepted = last.is_some_and(|a| a.status_code == Some(202));
+                    let started = last.map(|a| a.started_at).unwrap_or(now);
+                    let timed_out =
+                        accepted && now >= started + Duration::seconds(i64::from(job.document.timeout_s));
                     let (outcome, why) = if timed_out {
                         (Outcome::TimedOut, "no result within the attempt's timeout")
                     } else {
@@ -204,7 +209,6 @@ impl Worker {
             if let Some(last) = after.attempts.last_mut().filter(|a| a.outcome.is_none()) {
                 last.finished_at = Some(now);
                 last.outcome = Some(Outcome::Lost);
-                last.callback = None;
             }
             match self.runs.transition(&run, &after).await {
                 Ok(()) => return Ok(format!("run {} recorded FAILED", run.id())),
@@ -362,7 +366,6 @@ pub fn finished(job: &Job, run: &Run, ending: Ending, now: DateTime<Utc>, unit: 
         last.status_code = ending.status.or(last.status_code);
         last.error = ending.error;
         last.output = ending.output;
-        last.callback = None;
     }
     let policy = &job.document.retry;
     let (state, retry_at) = match ending.outcome {

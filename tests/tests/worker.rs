@@ -1,0 +1,432 @@
+//! The worker against the emulator's real queue and real HTTP targets on loopback: retries with
+//! backoff, final failure, duplicates and stale messages, a worker lost mid-attempt, dead
+//! letters and redrive, the 202 + callback flow, signatures, and runs of paused jobs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use chrono::Duration;
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use sundial_shared::clock::SystemClock;
+use sundial_shared::run::{Outcome, Run, RunId, RunState};
+use sundial_shared::worker::poll::poll_once;
+use sundial_shared::worker::target::{Targets, headers, sign};
+use sundial_shared::worker::{Disposition, Worker, WorkerSettings};
+use sundial_tests::{ALICE, Answer, Call, Options, Stack, TargetServer};
+
+fn job(name: &str, url: &str, retry: Value) -> Value {
+    json!({
+        "name": name,
+        "schedule": {"cron": "0 0 1 1 *"},
+        "target": {"type": "http", "url": url},
+        "payload": {"hello": "world"},
+        "retry": retry,
+        "timeout_s": 5
+    })
+}
+
+/// A worker with a short lease margin, so a lost attempt is noticed within seconds.
+fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
+    let s = &stack.services;
+    let caller = Arc::new(Targets::new(stack.sqs.clone(), stack.sns.clone(), s.config.targets.clone()));
+    let settings = WorkerSettings {
+        lease_margin: Duration::seconds(lease_margin_s),
+        heartbeat_window: s.config.heartbeat_window,
+        ..WorkerSettings::default()
+    };
+    Worker::new(s.job_store.clone(), s.runs.clone(), caller, Arc::new(SystemClock), settings)
+}
+
+async fn trigger(stack: &Stack, job_id: &str) -> RunId {
+    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &json!({})).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+    RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
+}
+
+async fn run(stack: &Stack, id: &RunId) -> Run {
+    stack.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
+}
+
+/// Polls the real queue with `worker` until the run has ended.
+async fn drive(stack: &Stack, worker: &Worker, id: &RunId, limit_s: u64) -> Run {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
+    loop {
+        poll_once(worker, stack.services.inbox.as_ref(), "test-worker", 1).await.unwrap();
+        let current = run(stack, id).await;
+        if current.state.is_terminal() {
+            return current;
+        }
+        assert!(std::time::Instant::now() < deadline, "run still {} after {limit_s} s", current.state);
+    }
+}
+
+/// A target failing twice then succeeding: SUCCEEDED at attempt 3, the gaps respect the
+/// backoff, three attempts in the run's detail, one idempotency key for all three.
+#[tokio::test]
+async fn fails_twice_then_succeeds() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|n| if n < 2 { Answer::Status(503) } else { Answer::Status(200) }).await;
+    let id = stack
+        .api
+        .create_job(
+            ALICE,
+            &job("flaky", &target.url, json!({"max_attempts": 5, "backoff_s": 1, "max_backoff_s": 2})),
+        )
+        .await;
+    let run_id = trigger(&stack, &id).await;
+    let done = drive(&stack, &stack.services.worker, &run_id, 60).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(done.attempt, 3);
+
+    let hits = target.hits();
+    assert_eq!(hits.len(), 3);
+    for (i, hit) in hits.iter().enumerate() {
+        assert_eq!(hit.headers[headers::IDEMPOTENCY_KEY], run_id.to_string().as_str());
+        assert_eq!(hit.headers[headers::RUN_ID], run_id.to_string().as_str());
+        assert_eq!(hit.headers[headers::ATTEMPT], (i + 1).to_string().as_str());
+        assert_eq!(serde_json::from_slice::<Value>(&hit.body).unwrap(), json!({"hello": "world"}));
+    }
+    // Backoff is at least a second (full jitter over [1 s, ceiling]): never sooner.
+    for pair in hits.windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(gap >= Duration::milliseconds(900), "retried after {gap}");
+    }
+
+    let detail = stack.api.get(ALICE, &format!("/v1/runs/{run_id}")).await;
+    assert_eq!(detail.status, StatusCode::OK, "{}", detail.body);
+    assert_eq!(detail.body["state"], "SUCCEEDED");
+    let attempts = detail.body["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3);
+    assert_eq!(attempts[0]["outcome"], "failed");
+    assert_eq!(attempts[0]["status_code"], 503);
+    assert_eq!(attempts[2]["outcome"], "succeeded");
+    assert_eq!(attempts[2]["worker"], "test-worker");
+    assert!(attempts.iter().all(|a| a.get("callback").is_none()));
+}
+
+/// A target that always fails: FAILED after max_attempts, and the message is gone.
+#[tokio::test]
+async fn always_failing_ends_failed_and_the_message_is_gone() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(500)).await;
+    let id = stack
+        .api
+        .create_job(
+            ALICE,
+            &job("broken", &target.url, json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1})),
+        )
+        .await;
+    let run_id = trigger(&stack, &id).await;
+    let done = drive(&stack, &stack.services.worker, &run_id, 60).await;
+    assert_eq!(done.state, RunState::Failed);
+    assert_eq!(done.attempts.len(), 3);
+    assert_eq!(target.hits().len(), 3);
+    assert_eq!(stack.queue_depth().await, 0);
+}
+
+/// A permanent failure (404) ends the run at once, whatever attempts remain.
+#[tokio::test]
+async fn permanent_failures_are_not_retried() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(404)).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &job("gone", &target.url, json!({"max_attempts": 5, "backoff_s": 1})))
+        .await;
+    let run_id = trigger(&stack, &id).await;
+    let done = drive(&stack, &stack.services.worker, &run_id, 30).await;
+    assert_eq!(done.state, RunState::Failed);
+    assert_eq!(target.hits().len(), 1);
+}
+
+/// The same message delivered twice at once (five times over, to give a race its chance), and
+/// then a stale one: the target is called once per attempt, and there is one terminal record.
+#[tokio::test]
+async fn duplicates_and_stale_messages_never_run_an_attempt_twice() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.api.create_job(ALICE, &job("once", &target.url, json!({}))).await;
+    let w = &stack.services.worker;
+    for round in 1..=5 {
+        let run_id = trigger(&stack, &id).await;
+        let bodies = stack.drain_queue().await;
+        assert_eq!(bodies.len(), 1);
+        let body = bodies[0].to_string();
+
+        let (a, b) = tokio::join!(w.handle(&body, "worker-a"), w.handle(&body, "worker-b"));
+        assert_eq!((a, b), (Disposition::Delete, Disposition::Delete));
+        assert_eq!(target.hits().len(), round, "round {round}: the target was called twice");
+        let done = run(&stack, &run_id).await;
+        assert_eq!(done.state, RunState::Succeeded);
+        assert_eq!(done.attempts.len(), 1);
+
+        // A late copy of the first attempt's message: dropped unread.
+        assert_eq!(w.handle(&body, "worker-c").await, Disposition::Delete);
+        assert_eq!(target.hits().len(), round);
+        assert_eq!(run(&stack, &run_id).await, done);
+    }
+}
+
+/// A worker killed mid-attempt: once the attempt's lease expires the redelivered message records
+/// the attempt lost and the run is attempted again, ending SUCCEEDED.
+#[tokio::test]
+async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|n| if n == 0 { Answer::Hang } else { Answer::Status(200) }).await;
+    let mut doc = job("killed", &target.url, json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1}));
+    doc["timeout_s"] = json!(3);
+    let id = stack.api.create_job(ALICE, &doc).await;
+    let run_id = trigger(&stack, &id).await;
+    let body = stack.drain_queue().await[0].to_string();
+
+    let doomed = worker(&stack, 1);
+    let attempt = tokio::spawn(async move { doomed.handle(&body, "doomed-worker").await });
+    while target.hits().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    attempt.abort();
+    let held = run(&stack, &run_id).await;
+    assert_eq!(held.state, RunState::Running);
+
+    // The message comes back (its visibility timeout, simulated by a re-send), and a healthy
+    // worker takes over once the lease (3 s + 1 s margin) has expired.
+    let message = json!({"job_id": run_id.job_id.to_string(), "run_key": run_id.key.encode(), "attempt": 1});
+    let healthy = worker(&stack, 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        healthy.handle(&message.to_string(), "healthy-worker").await;
+        let current = run(&stack, &run_id).await;
+        if current.state.is_terminal() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{current:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let done = run(&stack, &run_id).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(done.attempts[0].outcome, Some(Outcome::Lost));
+    assert_eq!(done.attempts[0].worker, "doomed-worker");
+    assert_eq!(done.attempts[1].worker, "healthy-worker");
+    assert!(done.attempts[1].started_at >= held.lease_until.unwrap());
+}
+
+/// A malformed message goes to the DLQ with its reason, without a panic; redrive brings it
+/// back; a run whose message was dead-lettered is recorded FAILED.
+#[tokio::test]
+async fn malformed_messages_are_dead_lettered_and_redrive_works() {
+    let stack = Stack::new().await;
+    stack
+        .sqs
+        .send_message()
+        .queue_url(&stack.resources.runs_queue_url)
+        .message_body("{this is not a run")
+        .send()
+        .await
+        .unwrap();
+    poll_once(&stack.services.worker, stack.services.inbox.as_ref(), "w", 1).await.unwrap();
+    assert_eq!(stack.queue_depth().await, 0);
+    let dlq = stack
+        .sqs
+        .receive_message()
+        .queue_url(&stack.resources.dlq_url)
+        .message_attribute_names("All")
+        .visibility_timeout(0)
+        .send()
+        .await
+        .unwrap();
+    let messages = dlq.messages.unwrap_or_default();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].body(), Some("{this is not a run"));
+    let reason = messages[0].message_attributes.as_ref().unwrap()["sundial_reason"]
+        .string_value()
+        .unwrap()
+        .to_string();
+    assert!(reason.contains("undecodable"), "{reason}");
+    assert!(sundial_tests::logs().contains("{this is not a run"), "the dead letter is logged in full");
+
+    assert_eq!(stack.services.inbox.redrive().await.unwrap(), 1);
+    assert_eq!(stack.queue_depth().await, 1);
+
+    // The DLQ handler on a decodable message: its run is recorded FAILED with the reason.
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.api.create_job(ALICE, &job("dead", &target.url, json!({}))).await;
+    let run_id = trigger(&stack, &id).await;
+    let body = json!({"job_id": run_id.job_id.to_string(), "run_key": run_id.key.encode(), "attempt": 1});
+    let done = stack.services.worker.dead_lettered(&body.to_string(), "received 16 times").await.unwrap();
+    assert!(done.contains("FAILED"), "{done}");
+    let failed = run(&stack, &run_id).await;
+    assert_eq!(failed.state, RunState::Failed);
+    assert!(failed.reason.unwrap().contains("received 16 times"));
+    assert!(target.hits().is_empty());
+}
+
+/// The 202 flow: heartbeats keep a long attempt alive past the heartbeat window, and a
+/// completion with the callback token ends it; a wrong token is refused.
+#[tokio::test]
+async fn accepted_work_reports_back_with_heartbeats_and_completion() {
+    let stack = Stack::with(Options {
+        vars: [("SUNDIAL_HEARTBEAT_WINDOW_S", "2".to_string())].into(),
+        ..Default::default()
+    })
+    .await;
+    let target = TargetServer::start(|_| Answer::Status(202)).await;
+    let mut doc = job("long", &target.url, json!({"max_attempts": 1}));
+    doc["timeout_s"] = json!(600);
+    let id = stack.api.create_job(ALICE, &doc).await;
+    let run_id = trigger(&stack, &id).await;
+    let body = stack.drain_queue().await[0].to_string();
+    let disposition = stack.services.worker.handle(&body, "w").await;
+    assert!(matches!(disposition, Disposition::RetryAfter(_)), "{disposition:?}");
+    let token = target.hits()[0].headers[headers::CALLBACK_TOKEN].to_str().unwrap().to_string();
+    assert_eq!(run(&stack, &run_id).await.state, RunState::Running);
+
+    let callback = |path: &str, token: &str| {
+        Call::new(Method::POST, format!("/v1/runs/{run_id}/{path}"))
+            .header("x-sundial-callback-token", token.to_string())
+    };
+    let wrong = stack.api.call(callback("heartbeat", "not-the-token")).await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+
+    // Five seconds of heartbeats, past the 2 s window: the attempt stays open.
+    for _ in 0..5 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let beat = stack.api.call(callback("heartbeat", &token)).await;
+        assert_eq!(beat.status, StatusCode::OK, "{}", beat.body);
+        let redelivered = stack.services.worker.handle(&body, "w").await;
+        assert!(matches!(redelivered, Disposition::RetryAfter(_)), "a live lease: look again later");
+    }
+    assert_eq!(run(&stack, &run_id).await.state, RunState::Running);
+
+    let done = stack
+        .api
+        .call(callback("complete", &token).json(&json!({"succeeded": true, "output": "42 rows"})))
+        .await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    assert_eq!(done.body["state"], "SUCCEEDED");
+    assert_eq!(done.body["attempts"][0]["output"], "42 rows");
+    assert_eq!(done.body["attempts"][0]["status_code"], 202);
+    let again = stack.api.call(callback("complete", &token).json(&json!({"succeeded": true}))).await;
+    assert_eq!(again.status, StatusCode::CONFLICT);
+}
+
+/// A 202 without heartbeats: once the window passes, the attempt is lost and retried.
+#[tokio::test]
+async fn accepted_work_without_heartbeats_is_lost() {
+    let stack = Stack::with(Options {
+        vars: [("SUNDIAL_HEARTBEAT_WINDOW_S", "1".to_string())].into(),
+        ..Default::default()
+    })
+    .await;
+    let target =
+        TargetServer::start(|n| if n == 0 { Answer::Status(202) } else { Answer::Status(200) }).await;
+    let mut doc = job("silent", &target.url, json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1}));
+    doc["timeout_s"] = json!(600);
+    let id = stack.api.create_job(ALICE, &doc).await;
+    let run_id = trigger(&stack, &id).await;
+    let done = drive(&stack, &stack.services.worker, &run_id, 30).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(done.attempts[0].outcome, Some(Outcome::Lost));
+    assert_eq!(done.attempts[1].outcome, Some(Outcome::Succeeded));
+}
+
+/// The body's signature verifies with the secret returned at creation, and the secret shows in
+/// no other response and no log line; rotating it changes the signature.
+#[tokio::test]
+async fn signatures_verify_and_the_secret_stays_secret() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let created = stack.api.post(ALICE, "/v1/jobs", &job("signed", &target.url, json!({}))).await;
+    let id = created.body["id"].as_str().unwrap().to_string();
+    let secret = created.body["signing_secret"].as_str().unwrap().to_string();
+    let run_id = trigger(&stack, &id).await;
+    drive(&stack, &stack.services.worker, &run_id, 30).await;
+    let hit = &target.hits()[0];
+    assert_eq!(hit.headers[headers::SIGNATURE], sign(&secret, &hit.body).as_str());
+
+    for path in [
+        format!("/v1/jobs/{id}"),
+        "/v1/jobs".into(),
+        format!("/v1/runs/{run_id}"),
+        format!("/v1/jobs/{id}/runs"),
+    ] {
+        let reply = stack.api.get(ALICE, &path).await;
+        assert!(!reply.body.to_string().contains(&secret), "{path} shows the secret");
+    }
+    assert!(!sundial_tests::logs().contains(&secret), "a log line holds the secret");
+
+    let rotated = stack.api.post(ALICE, &format!("/v1/jobs/{id}/rotate-secret"), &json!({})).await;
+    let new_secret = rotated.body["signing_secret"].as_str().unwrap().to_string();
+    assert_ne!(new_secret, secret);
+    let second = trigger(&stack, &id).await;
+    drive(&stack, &stack.services.worker, &second, 30).await;
+    let hit = &target.hits()[1];
+    assert_eq!(hit.headers[headers::SIGNATURE], sign(&new_secret, &hit.body).as_str());
+}
+
+/// A job paused after its run was claimed: the run ends SKIPPED and the target is not called;
+/// a deleted job's run is CANCELLED.
+#[tokio::test]
+async fn paused_and_deleted_jobs_do_not_execute() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let paused = stack.api.create_job(ALICE, &job("paused", &target.url, json!({}))).await;
+    let deleted = stack.api.create_job(ALICE, &job("deleted", &target.url, json!({}))).await;
+    let paused_run = trigger(&stack, &paused).await;
+    let deleted_run = trigger(&stack, &deleted).await;
+    stack.api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await;
+    stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await;
+
+    let skipped = drive(&stack, &stack.services.worker, &paused_run, 30).await;
+    let cancelled = drive(&stack, &stack.services.worker, &deleted_run, 30).await;
+    assert_eq!(skipped.state, RunState::Skipped);
+    assert_eq!(cancelled.state, RunState::Cancelled);
+    assert!(target.hits().is_empty());
+    // The deleted job's history is still its owner's to read, nobody else's.
+    assert_eq!(stack.api.get(ALICE, &format!("/v1/runs/{deleted_run}")).await.status, StatusCode::OK);
+    assert_eq!(
+        stack.api.get(sundial_tests::BOB, &format!("/v1/runs/{deleted_run}")).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+/// The history API: newest first, paginated, filtered by state; cancel and re-run.
+#[tokio::test]
+async fn run_history_cancel_and_rerun() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.api.create_job(ALICE, &job("history", &target.url, json!({}))).await;
+    let first = trigger(&stack, &id).await;
+    drive(&stack, &stack.services.worker, &first, 30).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let second = trigger(&stack, &id).await;
+
+    let page = stack.api.get(ALICE, &format!("/v1/jobs/{id}/runs?limit=1")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert_eq!(page.body["runs"][0]["id"], second.to_string().as_str(), "newest first");
+    let next = page.body["next"].as_str().unwrap();
+    let rest = stack.api.get(ALICE, &format!("/v1/jobs/{id}/runs?limit=1&next={next}")).await;
+    assert_eq!(rest.body["runs"][0]["id"], first.to_string().as_str());
+    let succeeded = stack.api.get(ALICE, &format!("/v1/jobs/{id}/runs?state=SUCCEEDED")).await;
+    assert_eq!(succeeded.body["runs"].as_array().unwrap().len(), 1);
+    let bad = stack.api.get(ALICE, &format!("/v1/jobs/{id}/runs?state=EXPLODED")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert_eq!(bad.error_field(), "state");
+
+    let cancelled = stack.api.post(ALICE, &format!("/v1/runs/{second}/cancel"), &json!({})).await;
+    assert_eq!(cancelled.body["state"], "CANCELLED", "{}", cancelled.body);
+    let twice = stack.api.post(ALICE, &format!("/v1/runs/{second}/cancel"), &json!({})).await;
+    assert_eq!(twice.status, StatusCode::CONFLICT);
+    // The cancelled run's message is dropped without calling the target.
+    drive(&stack, &stack.services.worker, &second, 10).await;
+    assert_eq!(target.hits().len(), 1);
+
+    let rerun = stack.api.post(ALICE, &format!("/v1/runs/{first}/rerun"), &json!({})).await;
+    assert_eq!(rerun.status, StatusCode::ACCEPTED, "{}", rerun.body);
+    assert_eq!(rerun.body["kind"], "manual");
+    assert_ne!(rerun.body["id"], first.to_string().as_str());
+    assert_eq!(
+        stack.api.get(sundial_tests::BOB, &format!("/v1/runs/{first}")).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
