@@ -5,6 +5,7 @@
 //! authenticate with the attempt's callback token instead, compared by digest.
 
 use crate::clock::Clock;
+use crate::events::{Announcer, caused};
 use crate::job::{Job, Owner};
 use crate::jobs::{Jobs, JobsError, JobsResult};
 use crate::run::{Outcome, Run, RunId, RunState};
@@ -43,6 +44,7 @@ pub struct Completion {
 #[derive(Debug, Clone)]
 pub struct History {
     jobs: Jobs,
+    announcer: Announcer,
     job_store: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
     clock: Arc<dyn Clock>,
@@ -54,10 +56,11 @@ impl History {
         jobs: Jobs,
         job_store: Arc<dyn JobStore>,
         runs: Arc<dyn RunStore>,
+        announcer: Announcer,
         clock: Arc<dyn Clock>,
         heartbeat_window: Duration,
     ) -> Self {
-        History { jobs, job_store, runs, clock, heartbeat_window }
+        History { jobs, announcer, job_store, runs, clock, heartbeat_window }
     }
 
     /// A job's runs, newest first.
@@ -181,11 +184,13 @@ impl History {
         let status = run.attempts.last().and_then(|a| a.status_code);
         let ending =
             crate::worker::Ending { outcome, status, error, output, permanent: completion.permanent };
-        let after = finished(&job, &run, ending, now, rand::random::<f64>());
+        let mut after = finished(&job, &run, ending, now, rand::random::<f64>());
+        after.events.extend(caused(&job, &run, &after, now));
         self.runs.transition(&run, &after).await.map_err(|e| match e {
             StoreError::Conflict => CallbackError::NotOpen(run.state),
             e => CallbackError::Store(e),
         })?;
+        self.announcer.announce(&job, &after).await;
         Ok(after)
     }
 }

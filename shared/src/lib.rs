@@ -5,6 +5,7 @@
 //! - [`schedule`]: cron, rate and one-off schedules, time zones and DST, `next_after`;
 //! - [`validation`]: documents checked against [`limits`], errors naming the field;
 //! - [`jobs`]: the job lifecycle (create, patch, pause, resume, delete, preview);
+//! - [`events`]: what people are told about runs, recorded by the winner of a change, sent once;
 //! - [`history`]: run history, cancel, re-run, and target callbacks;
 //! - [`run`]: runs, their states (who moves a run in and out of each), keys and ids;
 //! - [`retry`]: exponential backoff with full jitter;
@@ -28,6 +29,7 @@ pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod due;
+pub mod events;
 pub mod history;
 pub mod job;
 pub mod jobs;

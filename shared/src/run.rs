@@ -251,6 +251,8 @@ pub struct Run {
     pub dispatched_at: Option<DateTime<Utc>>,
     /// When the row expires (DynamoDB TTL).
     pub expires_at: DateTime<Utc>,
+    /// Events recorded on the run, each marked once published.
+    pub events: Vec<crate::events::RunEvent>,
 }
 
 impl Run {

@@ -3,6 +3,7 @@
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::events::{Announcer, EventBus, SnsEventBus};
 use crate::history::History;
 use crate::jobs::Jobs;
 use crate::metrics::{Clients, Ledger};
@@ -34,6 +35,7 @@ pub struct Services {
     pub history: History,
     pub tick: Tick,
     pub worker: Worker,
+    pub announcer: Announcer,
 }
 
 impl Services {
@@ -79,11 +81,21 @@ impl Services {
             Arc::new(Targets::new(clients.sqs.clone(), clients.sns.clone(), config.targets.clone()));
         let worker_settings =
             WorkerSettings { heartbeat_window: config.heartbeat_window, ..WorkerSettings::default() };
-        let worker = Worker::new(job_store.clone(), runs.clone(), caller, clock.clone(), worker_settings);
+        let bus: Arc<dyn EventBus> = Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn));
+        let announcer = Announcer::new(bus, runs.clone());
+        let worker = Worker::new(
+            job_store.clone(),
+            runs.clone(),
+            caller,
+            announcer.clone(),
+            clock.clone(),
+            worker_settings,
+        );
         let history = History::new(
             jobs.clone(),
             job_store.clone(),
             runs.clone(),
+            announcer.clone(),
             clock.clone(),
             config.heartbeat_window,
         );
@@ -102,6 +114,7 @@ impl Services {
             history,
             tick,
             worker,
+            announcer,
         }
     }
 }

@@ -35,7 +35,14 @@ fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
         heartbeat_window: s.config.heartbeat_window,
         ..WorkerSettings::default()
     };
-    Worker::new(s.job_store.clone(), s.runs.clone(), caller, Arc::new(SystemClock), settings)
+    Worker::new(
+        s.job_store.clone(),
+        s.runs.clone(),
+        caller,
+        s.announcer.clone(),
+        Arc::new(SystemClock),
+        settings,
+    )
 }
 
 async fn trigger(stack: &Stack, job_id: &str) -> RunId {
@@ -429,4 +436,118 @@ async fn run_history_cancel_and_rerun() {
         stack.api.get(sundial_tests::BOB, &format!("/v1/runs/{first}")).await.status,
         StatusCode::NOT_FOUND
     );
+}
+
+/// Subscribes a new SQS queue to the events topic (it stands in for a person's inbox).
+async fn subscribe_inbox(stack: &Stack) -> String {
+    let queue = stack.sqs.create_queue().queue_name(format!("{}-inbox", stack.name)).send().await.unwrap();
+    let url = queue.queue_url.unwrap();
+    let arn = stack
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+        .clone();
+    stack
+        .sns
+        .subscribe()
+        .topic_arn(&stack.resources.events_topic_arn)
+        .protocol("sqs")
+        .endpoint(arn)
+        .send()
+        .await
+        .unwrap();
+    url
+}
+
+/// Reads `count` notifications (SNS envelopes) from an inbox queue, waiting up to 20 s.
+async fn read_inbox(stack: &Stack, url: &str, count: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = Vec::new();
+    while seen.len() < count && std::time::Instant::now() < deadline {
+        let out = stack
+            .sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        for m in out.messages.unwrap_or_default() {
+            seen.push(serde_json::from_str(m.body().unwrap()).unwrap());
+            stack
+                .sqs
+                .delete_message()
+                .queue_url(url)
+                .receipt_handle(m.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    seen
+}
+
+/// The worker publishes the events it wins on the shared topic, once each, with the `event`,
+/// `job_id`, `job_name` and `owner` attributes: `retrying` and `succeeded` (asked for) of a flaky
+/// job, `failed` of a broken one, `timed_out` and `sla_missed` of a slow one; each is marked sent.
+#[tokio::test]
+async fn events_are_published_once_with_their_attributes() {
+    let stack = Stack::new().await;
+    let inbox = subscribe_inbox(&stack).await;
+    let flaky = TargetServer::start(|n| if n == 0 { Answer::Status(500) } else { Answer::Status(200) }).await;
+    let broken = TargetServer::start(|_| Answer::Status(500)).await;
+    let slow = TargetServer::start(|_| Answer::Hang).await;
+
+    let mut a = job("flaky", &flaky.url, json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1}));
+    a["notify"] = json!({"on": ["succeeded", "failed"]});
+    let a = stack.api.create_job(ALICE, &a).await;
+    let b = stack.api.create_job(ALICE, &job("broken", &broken.url, json!({"max_attempts": 1}))).await;
+    let mut c = job("slow", &slow.url, json!({"max_attempts": 1}));
+    c["timeout_s"] = json!(2);
+    c["sla_s"] = json!(1);
+    let c = stack.api.create_job(ALICE, &c).await;
+
+    let runs = [trigger(&stack, &a).await, trigger(&stack, &b).await, trigger(&stack, &c).await];
+    for id in &runs {
+        drive(&stack, &stack.services.worker, id, 60).await;
+    }
+    let messages = read_inbox(&stack, &inbox, 5).await;
+    let mut seen: Vec<(String, String)> = messages
+        .iter()
+        .map(|m| {
+            let attrs = &m["MessageAttributes"];
+            let body: Value = serde_json::from_str(m["Message"].as_str().unwrap()).unwrap();
+            assert_eq!(attrs["owner"]["Value"], "alice");
+            assert_eq!(attrs["job_id"]["Value"], body["job_id"]);
+            assert_eq!(attrs["event"]["Value"], body["event"]);
+            (
+                attrs["job_name"]["Value"].as_str().unwrap().to_string(),
+                body["event"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let expected: Vec<(String, String)> = [
+        ("broken", "failed"),
+        ("flaky", "retrying"),
+        ("flaky", "succeeded"),
+        ("slow", "sla_missed"),
+        ("slow", "timed_out"),
+    ]
+    .iter()
+    .map(|(j, e)| (j.to_string(), e.to_string()))
+    .collect();
+    assert_eq!(seen, expected);
+    assert!(read_inbox(&stack, &inbox, 1).await.is_empty(), "one message per event");
+    for id in &runs {
+        let events = run(&stack, id).await.events;
+        assert!(!events.is_empty() && events.iter().all(|e| e.sent), "{events:?}");
+    }
 }

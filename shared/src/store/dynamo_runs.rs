@@ -8,14 +8,17 @@
 use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
 use super::{Inserted, Page, RunStore, StoreError, StoreResult};
 use crate::due::{format_instant, parse_instant, shard_of};
+use crate::events::RunEvent;
 use crate::job::JobId;
 use crate::metrics::{Ledger, writes};
 use crate::run::{Attempt, Run, RunKey, RunState};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Index of in-flight runs (QUEUED, RUNNING, RETRYING) by shard and scheduled instant.
@@ -64,6 +67,10 @@ impl DynamoRunStore {
         if let Some(at) = run.retry_at {
             item.insert("retry_at".into(), s(at.to_rfc3339()));
         }
+        item.insert(
+            "events".into(),
+            AttributeValue::M(run.events.iter().map(|e| (e.id.clone(), event_value(e))).collect()),
+        );
         if run.state.is_in_flight() {
             let shard = shard_of(&format!("{}#{key}", run.job_id), self.shards);
             item.insert("inflight_shard".into(), s(format!("{shard:02}")));
@@ -74,6 +81,35 @@ impl DynamoRunStore {
         }
         Ok(item)
     }
+}
+
+fn event_value(event: &RunEvent) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("kind".to_string(), s(crate::events::kind_name(event.kind))),
+        ("at".to_string(), s(event.at.to_rfc3339())),
+        ("sent".to_string(), AttributeValue::Bool(event.sent)),
+    ]))
+}
+
+fn events_of(item: &Item) -> StoreResult<Vec<RunEvent>> {
+    let Some(AttributeValue::M(map)) = item.get("events") else { return Ok(Vec::new()) };
+    let mut events = Vec::with_capacity(map.len());
+    for (id, value) in map {
+        let AttributeValue::M(fields) = value else {
+            return Err(StoreError::Corrupt(format!("event {id} is not a map")));
+        };
+        let kind = get_s(fields, "kind")?;
+        events.push(RunEvent {
+            id: id.clone(),
+            kind: serde_json::from_value(serde_json::Value::String(kind.to_string()))
+                .map_err(|_| StoreError::Corrupt(format!("event kind {kind}")))?,
+            at: parse_instant(get_s(fields, "at")?)
+                .ok_or_else(|| StoreError::Corrupt(format!("event {id} time")))?,
+            sent: matches!(fields.get("sent"), Some(AttributeValue::Bool(true))),
+        });
+    }
+    events.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
+    Ok(events)
 }
 
 pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
@@ -102,6 +138,7 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
         lease_until: get_opt_s(item, "lease_until").and_then(parse_instant),
         retry_at: get_opt_s(item, "retry_at").and_then(parse_instant),
         expires_at: DateTime::from_timestamp(expires, 0).unwrap_or_default(),
+        events: events_of(item)?,
     })
 }
 
@@ -265,8 +302,10 @@ impl RunStore for DynamoRunStore {
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         let attempts =
             serde_json::to_string(&after.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut set =
-            vec!["#st = :new", "attempt = :attempt_new", "attempts = :attempts", "updated_at = :now"];
+        let mut set: Vec<String> =
+            ["#st = :new", "attempt = :attempt_new", "attempts = :attempts", "updated_at = :now"]
+                .map(String::from)
+                .to_vec();
         let mut remove = Vec::new();
         let mut request = self
             .client
@@ -287,10 +326,7 @@ impl RunStore for DynamoRunStore {
         {
             match value {
                 Some(t) => {
-                    set.push(match name {
-                        "lease_until" => "lease_until = :lease",
-                        _ => "retry_at = :retry",
-                    });
+                    set.push(format!("{name} = {placeholder}"));
                     request = request.expression_attribute_values(placeholder, s(t.to_rfc3339()));
                 }
                 None => remove.push(name),
@@ -298,10 +334,18 @@ impl RunStore for DynamoRunStore {
         }
         match &after.reason {
             Some(reason) => {
-                set.push("reason = :reason");
+                set.push("reason = :reason".into());
                 request = request.expression_attribute_values(":reason", s(reason));
             }
             None => remove.push("reason"),
+        }
+        // New events join the map in the same write: recorded by whoever wins the change.
+        let new_events = after.events.iter().filter(|e| !before.events.iter().any(|b| b.id == e.id));
+        for (i, event) in new_events.enumerate() {
+            set.push(format!("events.#ev{i} = :ev{i}"));
+            request = request
+                .expression_attribute_names(format!("#ev{i}"), &event.id)
+                .expression_attribute_values(format!(":ev{i}"), event_value(event));
         }
         let leaves_index = before.state.is_in_flight() && after.state.is_terminal();
         if leaves_index {
@@ -316,6 +360,23 @@ impl RunStore for DynamoRunStore {
         if leaves_index {
             self.ledger.add(writes::INDEX_REMOVE, 1);
         }
+        Ok(())
+    }
+
+    async fn mark_event_sent(&self, run: &Run, id: &str) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET events.#id.sent = :true")
+            .condition_expression("attribute_exists(events.#id)")
+            .expression_attribute_names("#id", id)
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
 

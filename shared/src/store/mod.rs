@@ -134,6 +134,9 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// index.
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
 
+    /// Marks the run's event `id` published.
+    async fn mark_event_sent(&self, run: &Run, id: &str) -> StoreResult<()>;
+
     /// Records that the run's message was sent (manual and backfilled runs).
     async fn mark_dispatched(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
 }

@@ -186,6 +186,7 @@ impl Claimer {
             retry_at: None,
             dispatched_at: None,
             expires_at: now + self.settings.retention,
+            events: Vec::new(),
         }
     }
 

@@ -14,6 +14,7 @@ pub mod poll;
 pub mod target;
 
 use crate::clock::Clock;
+use crate::events::{Announcer, caused};
 use crate::job::Job;
 use crate::retry;
 use crate::run::{Attempt, Outcome, Run, RunKey, RunMessage, RunState};
@@ -61,6 +62,7 @@ pub struct Worker {
     jobs: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
     caller: Arc<dyn Caller>,
+    announcer: Announcer,
     clock: Arc<dyn Clock>,
     settings: WorkerSettings,
 }
@@ -75,10 +77,25 @@ impl Worker {
         jobs: Arc<dyn JobStore>,
         runs: Arc<dyn RunStore>,
         caller: Arc<dyn Caller>,
+        announcer: Announcer,
         clock: Arc<dyn Clock>,
         settings: WorkerSettings,
     ) -> Self {
-        Worker { jobs, runs, caller, clock, settings }
+        Worker { jobs, runs, caller, announcer, clock, settings }
+    }
+
+    /// Moves `before` to `after` (recording the events the change causes) and announces them.
+    async fn change(
+        &self,
+        job: &Job,
+        before: &Run,
+        mut after: Run,
+        now: DateTime<Utc>,
+    ) -> Result<Run, StoreError> {
+        after.events.extend(caused(job, before, &after, now));
+        self.runs.transition(before, &after).await?;
+        self.announcer.announce(job, &after).await;
+        Ok(after)
     }
 
     /// Handles one message body; `worker` names who runs the attempt.
@@ -170,8 +187,8 @@ impl Worker {
                 retry_at: None,
                 ..run.clone()
             };
-            return match self.runs.transition(&run, &after).await {
-                Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
+            return match self.change(&job, &run, after, now).await {
+                Ok(_) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
                 Err(e) => Err(e),
             };
         }
@@ -210,7 +227,11 @@ impl Worker {
                 last.finished_at = Some(now);
                 last.outcome = Some(Outcome::Lost);
             }
-            match self.runs.transition(&run, &after).await {
+            let changed = match self.jobs.get(&job_id).await? {
+                Some(job) => self.change(&job, &run, after, now).await.map(|_| ()),
+                None => self.runs.transition(&run, &after).await,
+            };
+            match changed {
                 Ok(()) => return Ok(format!("run {} recorded FAILED", run.id())),
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e),
@@ -327,9 +348,7 @@ impl Worker {
         ending: Ending,
         now: DateTime<Utc>,
     ) -> Result<Run, StoreError> {
-        let after = finished(job, run, ending, now, rand::random::<f64>());
-        self.runs.transition(run, &after).await?;
-        Ok(after)
+        self.change(job, run, finished(job, run, ending, now, rand::random::<f64>()), now).await
     }
 }
 
