@@ -196,6 +196,11 @@ impl Jobs {
         }
     }
 
+    /// The job's newest run, read from the runs table (never written onto the job).
+    pub async fn last_run(&self, job: &Job) -> JobsResult<Option<Run>> {
+        Ok(self.claimer.runs().list(&job.id, 1, None, None).await?.items.into_iter().next())
+    }
+
     pub async fn list(&self, owner: &Owner, limit: u32, cursor: Option<&str>) -> JobsResult<Page<Job>> {
         Ok(self.store.list(owner, limit.clamp(1, MAX_PAGE), cursor).await?)
     }

@@ -88,3 +88,46 @@ async fn realtime_seconds_schedule_is_visible_at_each_second() {
         assert!(*received <= instant + LATE, "{instant} visible {} late", *received - instant);
     }
 }
+
+/// A hanging target: each attempt is abandoned at `timeout_s` (± 1 s), the run goes RETRYING,
+/// then TIMED_OUT after the last attempt.
+#[tokio::test]
+async fn realtime_hanging_target_times_out_at_its_timeout() {
+    use sundial_shared::run::{Outcome, RunId, RunState};
+    let stack = Stack::new().await;
+    let target = sundial_tests::TargetServer::start(|_| sundial_tests::Answer::Hang).await;
+    let job = json!({
+        "name": "hangs", "target": {"type": "http", "url": target.url}, "timeout_s": 3,
+        "schedule": {"cron": "0 0 1 1 *"}, "retry": {"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1}
+    });
+    let id = stack.api.create_job(ALICE, &job).await;
+    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
+    let run_id = RunId::parse(reply.body["id"].as_str().unwrap()).unwrap();
+
+    let mut states = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    let run = loop {
+        sundial_shared::worker::poll::poll_once(
+            &stack.services.worker,
+            stack.services.inbox.as_ref(),
+            "w",
+            1,
+        )
+        .await
+        .unwrap();
+        let run = stack.services.runs.get(&run_id.job_id, &run_id.key).await.unwrap().unwrap();
+        states.push(run.state);
+        if run.state.is_terminal() || std::time::Instant::now() > deadline {
+            break run;
+        }
+    };
+    assert_eq!(run.state, RunState::TimedOut);
+    assert!(states.contains(&RunState::Retrying), "{states:?}");
+    assert_eq!(run.attempts.len(), 2);
+    for attempt in &run.attempts {
+        assert_eq!(attempt.outcome, Some(Outcome::TimedOut));
+        let took = attempt.finished_at.unwrap() - attempt.started_at;
+        assert!((Duration::seconds(2)..=Duration::seconds(4)).contains(&took), "attempt took {took}");
+    }
+    assert_eq!(target.hits().len(), 2);
+}

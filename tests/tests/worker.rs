@@ -110,6 +110,11 @@ async fn fails_twice_then_succeeds() {
     assert_eq!(attempts[2]["outcome"], "succeeded");
     assert_eq!(attempts[2]["worker"], "test-worker");
     assert!(attempts.iter().all(|a| a.get("callback").is_none()));
+
+    // The job shows its newest run, read from the runs table.
+    let shown = stack.api.get(ALICE, &format!("/v1/jobs/{id}")).await;
+    assert_eq!(shown.body["last_run"]["id"], run_id.to_string().as_str());
+    assert_eq!(shown.body["last_run"]["state"], "SUCCEEDED");
 }
 
 /// A target that always fails: FAILED after max_attempts, and the message is gone.

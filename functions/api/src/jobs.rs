@@ -14,9 +14,15 @@ use sundial_shared::job::{Job, JobDocument};
 use sundial_shared::jobs::{MAX_PAGE, MAX_PREVIEW};
 use sundial_shared::validation::ValidationError;
 
-/// A job response with its version as `ETag`.
-fn job_response(status: StatusCode, job: &Job) -> Response {
-    job_response_with(status, job, JobView::from(job))
+/// The view of a job with its newest run.
+async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
+    let last = state.jobs.last_run(job).await?;
+    Ok(JobView::from(job).with_last_run(last.as_ref()))
+}
+
+/// A job response (with its newest run) and its version as `ETag`.
+async fn job_response(state: &AppState, status: StatusCode, job: &Job) -> Result<Response, ApiError> {
+    Ok(job_response_with(status, job, view(state, job).await?))
 }
 
 fn job_response_with(status: StatusCode, job: &Job, view: JobView) -> Response {
@@ -70,7 +76,8 @@ pub async fn create(
     JsonBody(document): JsonBody<JobDocument>,
 ) -> Result<Response, ApiError> {
     let job = state.jobs.create(&owner, document).await?;
-    Ok(job_response_with(StatusCode::CREATED, &job, JobView::with_secret(&job)))
+    let last = state.jobs.last_run(&job).await?;
+    Ok(job_response_with(StatusCode::CREATED, &job, JobView::with_secret(&job).with_last_run(last.as_ref())))
 }
 
 /// List the caller's jobs by name.
@@ -88,7 +95,11 @@ pub async fn list(
 ) -> Result<Json<JobList>, ApiError> {
     let limit = query_number(&query, "limit", 50, MAX_PAGE)?;
     let page = state.jobs.list(&owner, limit, query.get("next").map(String::as_str)).await?;
-    Ok(Json(JobList { jobs: page.items.iter().map(JobView::from).collect(), next: page.next }))
+    let mut jobs = Vec::with_capacity(page.items.len());
+    for job in &page.items {
+        jobs.push(view(&state, job).await?);
+    }
+    Ok(Json(JobList { jobs, next: page.next }))
 }
 
 /// Get one job.
@@ -101,7 +112,7 @@ pub async fn get(
     JobPath(id): JobPath,
 ) -> Result<Response, ApiError> {
     let job = state.jobs.get(&owner, &id).await?;
-    Ok(job_response(StatusCode::OK, &job))
+    job_response(&state, StatusCode::OK, &job).await
 }
 
 /// Change a job with a JSON merge patch (RFC 7386).
@@ -123,7 +134,7 @@ pub async fn patch(
     JsonObject(patch): JsonObject,
 ) -> Result<Response, ApiError> {
     let job = state.jobs.patch(&owner, &id, &patch, if_match).await?;
-    Ok(job_response(StatusCode::OK, &job))
+    job_response(&state, StatusCode::OK, &job).await
 }
 
 /// Delete a job (its runs' history is kept until it expires).
@@ -149,7 +160,7 @@ pub async fn pause(
     JobPath(id): JobPath,
 ) -> Result<Response, ApiError> {
     let job = state.jobs.pause(&owner, &id).await?;
-    Ok(job_response(StatusCode::OK, &job))
+    job_response(&state, StatusCode::OK, &job).await
 }
 
 /// Resume a job from now: instants missed while paused are skipped.
@@ -162,7 +173,7 @@ pub async fn resume(
     JobPath(id): JobPath,
 ) -> Result<Response, ApiError> {
     let job = state.jobs.resume(&owner, &id).await?;
-    Ok(job_response(StatusCode::OK, &job))
+    job_response(&state, StatusCode::OK, &job).await
 }
 
 /// The next instants of a job, in UTC and in its zone, paused or not.

@@ -20,16 +20,40 @@ pub struct JobView {
     pub updated_at: DateTime<Utc>,
     /// The next scheduled instant; null while paused or once a job has no more instants.
     pub next_run_at: Option<DateTime<Utc>>,
-    /// The latest run (state, instant), read from the runs table; null before the first run.
-    #[schema(value_type = Option<Object>)]
-    pub last_run: Option<serde_json::Value>,
+    /// The newest run, read from the runs table; null before the first run.
+    pub last_run: Option<LastRun>,
     /// The key HTTP targets' bodies are signed with: present only in the response that creates
     /// the job (and its idempotent replay) and in the one that rotates it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<String>,
 }
 
+/// The newest run of a job, in brief.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LastRun {
+    pub id: String,
+    pub state: RunState,
+    pub scheduled_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<&Run> for LastRun {
+    fn from(run: &Run) -> Self {
+        LastRun {
+            id: run.id().to_string(),
+            state: run.state,
+            scheduled_at: run.scheduled_at(),
+            updated_at: run.updated_at,
+        }
+    }
+}
+
 impl JobView {
+    pub fn with_last_run(mut self, run: Option<&Run>) -> Self {
+        self.last_run = run.map(LastRun::from);
+        self
+    }
+
     /// The view of a job, with its signing secret shown (creation and rotation only).
     pub fn with_secret(job: &Job) -> Self {
         JobView { signing_secret: Some(job.signing_secret.clone()), ..JobView::from(job) }
