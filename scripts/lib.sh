@@ -5,6 +5,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STATE="$ROOT/.local"
 MOTO_VERSION="5.2.5"
+CARGO_LAMBDA_VERSION="1.9.2"
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 
@@ -18,6 +19,15 @@ ensure_emulator() {
      || [ "$("$VENV/bin/python" -c 'import moto; print(moto.__version__)')" != "$MOTO_VERSION" ]; then
     log "installing moto[server]==$MOTO_VERSION into .venv"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
+  fi
+}
+
+# Installs cargo-lambda (from PyPI, with zig) into the project venv when missing: the tests run a
+# Lambda target under `cargo lambda watch`.
+ensure_cargo_lambda() {
+  if [ "$("$VENV/bin/cargo-lambda" lambda --version 2>/dev/null | awk '{print $2}')" != "$CARGO_LAMBDA_VERSION" ]; then
+    log "installing cargo-lambda==$CARGO_LAMBDA_VERSION into .venv"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION"
   fi
 }
 

@@ -83,6 +83,8 @@ pub struct Clients {
     pub dynamo: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub sns: aws_sdk_sns::Client,
+    /// Lambda targets; `AWS_ENDPOINT_URL_LAMBDA` points it elsewhere (`cargo lambda watch`).
+    pub lambda: aws_sdk_lambda::Client,
     pub ledger: Arc<Ledger>,
 }
 
@@ -91,11 +93,13 @@ impl Clients {
         let counter = RequestCounter(ledger.clone());
         let dynamo = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(counter.clone()).build();
         let sqs = aws_sdk_sqs::config::Builder::from(sdk).interceptor(counter.clone()).build();
-        let sns = aws_sdk_sns::config::Builder::from(sdk).interceptor(counter).build();
+        let sns = aws_sdk_sns::config::Builder::from(sdk).interceptor(counter.clone()).build();
+        let lambda = aws_sdk_lambda::config::Builder::from(sdk).interceptor(counter).build();
         Clients {
             dynamo: aws_sdk_dynamodb::Client::from_conf(dynamo),
             sqs: aws_sdk_sqs::Client::from_conf(sqs),
             sns: aws_sdk_sns::Client::from_conf(sns),
+            lambda: aws_sdk_lambda::Client::from_conf(lambda),
             ledger,
         }
     }

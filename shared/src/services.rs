@@ -39,6 +39,13 @@ pub struct Services {
 }
 
 impl Services {
+    /// The services of a deployed function: configuration from the environment, the real clock.
+    pub async fn from_env() -> Result<Self, crate::config::ConfigError> {
+        let config = Config::from_env()?;
+        let clients = Clients::new(&crate::config::aws_sdk_config().await, crate::metrics::Ledger::new());
+        Ok(Services::new(config, &clients, Arc::new(crate::clock::SystemClock)))
+    }
+
     pub fn new(config: Config, clients: &Clients, clock: Arc<dyn Clock>) -> Self {
         let r = &config.resources;
         let ledger = clients.ledger.clone();
@@ -77,8 +84,12 @@ impl Services {
             clock.clone(),
             config.tick.clone(),
         );
-        let caller: Arc<dyn Caller> =
-            Arc::new(Targets::new(clients.sqs.clone(), clients.sns.clone(), config.targets.clone()));
+        let caller: Arc<dyn Caller> = Arc::new(Targets::new(
+            clients.sqs.clone(),
+            clients.sns.clone(),
+            clients.lambda.clone(),
+            config.targets.clone(),
+        ));
         let worker_settings =
             WorkerSettings { heartbeat_window: config.heartbeat_window, ..WorkerSettings::default() };
         let bus: Arc<dyn EventBus> = Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn));

@@ -35,6 +35,7 @@ pub struct Stack {
     pub dynamo: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub sns: aws_sdk_sns::Client,
+    pub lambda: aws_sdk_lambda::Client,
     pub services: Services,
     pub api: Api,
 }
@@ -81,6 +82,7 @@ impl Stack {
             dynamo: clients.dynamo,
             sqs: clients.sqs,
             sns: clients.sns,
+            lambda: clients.lambda,
             services,
             api,
         }

@@ -29,7 +29,12 @@ fn job(name: &str, url: &str, retry: Value) -> Value {
 /// A worker with a short lease margin, so a lost attempt is noticed within seconds.
 fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
     let s = &stack.services;
-    let caller = Arc::new(Targets::new(stack.sqs.clone(), stack.sns.clone(), s.config.targets.clone()));
+    let caller = Arc::new(Targets::new(
+        stack.sqs.clone(),
+        stack.sns.clone(),
+        stack.lambda.clone(),
+        s.config.targets.clone(),
+    ));
     let settings = WorkerSettings {
         lease_margin: Duration::seconds(lease_margin_s),
         heartbeat_window: s.config.heartbeat_window,
@@ -555,4 +560,81 @@ async fn events_are_published_once_with_their_attributes() {
         let events = run(&stack, id).await.events;
         assert!(!events.is_empty() && events.iter().all(|e| e.sent), "{events:?}");
     }
+}
+
+/// Serves `sundial-test-lambda` through `cargo lambda watch` (installed into the project venv by
+/// the test scripts) on a free loopback port; the process ends with the returned guard.
+async fn cargo_lambda_watch() -> (tokio::process::Child, String) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Logs go outside the workspace: cargo lambda watch rebuilds when its folder changes.
+    let log = std::fs::File::create(std::env::temp_dir().join(format!("cargo-lambda-{port}.log"))).unwrap();
+    let child = tokio::process::Command::new(root.join(".venv/bin/cargo-lambda"))
+        .args(["lambda", "watch", "-p", "sundial-test-lambda"])
+        .args(["--invoke-address", "127.0.0.1", "--invoke-port", &port.to_string()])
+        .current_dir(&root)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cargo-lambda is installed into .venv by scripts/test");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "cargo lambda watch did not listen on {port}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    (child, format!("http://127.0.0.1:{port}"))
+}
+
+/// A Lambda target through the real Lambda Invoke API of `cargo lambda watch`: a success (the
+/// function's answer is the attempt's output), and a function error (retried, then FAILED).
+#[tokio::test]
+async fn lambda_targets_through_cargo_lambda_watch() {
+    let (_watch, endpoint) = cargo_lambda_watch().await;
+    let stack = Stack::with(Options {
+        vars: [("SUNDIAL_ALLOWED_LAMBDA", "sundial-test-lambda".to_string())].into(),
+        ..Default::default()
+    })
+    .await;
+    let sdk = sundial_shared::config::aws_sdk_config().await;
+    let lambda = aws_sdk_lambda::Client::from_conf(
+        aws_sdk_lambda::config::Builder::from(&sdk).endpoint_url(&endpoint).build(),
+    );
+    let s = &stack.services;
+    let caller =
+        Arc::new(Targets::new(stack.sqs.clone(), stack.sns.clone(), lambda, s.config.targets.clone()));
+    let worker = Worker::new(
+        s.job_store.clone(),
+        s.runs.clone(),
+        caller,
+        s.announcer.clone(),
+        Arc::new(SystemClock),
+        WorkerSettings::default(),
+    );
+    let lambda_job = |name: &str, payload: Value| {
+        json!({
+            "name": name, "schedule": {"cron": "0 0 1 1 *"},
+            "target": {"type": "lambda", "function": "sundial-test-lambda"},
+            "payload": payload, "timeout_s": 300,
+            "retry": {"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1}
+        })
+    };
+    let ok = stack.api.create_job(ALICE, &lambda_job("lambda-ok", json!({}))).await;
+    let failing = stack.api.create_job(ALICE, &lambda_job("lambda-fails", json!({"fail": true}))).await;
+
+    let ok_run = trigger(&stack, &ok).await;
+    let done = drive(&stack, &worker, &ok_run, 180).await;
+    assert_eq!(done.state, RunState::Succeeded, "{done:?}");
+    let output = done.attempts[0].output.clone().unwrap();
+    assert!(output.contains(&ok_run.to_string()), "{output}");
+
+    let failing_run = trigger(&stack, &failing).await;
+    let failed = drive(&stack, &worker, &failing_run, 120).await;
+    assert_eq!(failed.state, RunState::Failed);
+    assert_eq!(failed.attempts.len(), 2);
+    assert!(
+        failed.attempts[0].error.as_deref().unwrap_or("").contains("asked to fail"),
+        "{:?}",
+        failed.attempts[0]
+    );
 }

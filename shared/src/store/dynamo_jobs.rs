@@ -402,28 +402,14 @@ impl JobStore for DynamoJobStore {
     }
 
     async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
-        let mut jobs = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(BY_DUE_INDEX)
-                .key_condition_expression("due_bucket = :b")
-                .expression_attribute_values(":b", s(bucket))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(item::classify)?;
-            for it in out.items() {
-                jobs.push(from_item(it)?);
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(jobs);
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(BY_DUE_INDEX)
+            .key_condition_expression("due_bucket = :b")
+            .expression_attribute_values(":b", s(bucket));
+        item::query_all(query, from_item).await
     }
 
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {

@@ -200,33 +200,19 @@ impl RunStore for DynamoRunStore {
     }
 
     async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
-        let mut runs = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("job_id = :j AND run_key >= :since")
-                .filter_expression("#st IN (:running, :retrying)")
-                .expression_attribute_names("#st", "state")
-                .expression_attribute_values(":j", s(job_id.as_str()))
-                .expression_attribute_values(":since", s(format_instant(since)))
-                .expression_attribute_values(":running", s(RunState::Running.as_str()))
-                .expression_attribute_values(":retrying", s(RunState::Retrying.as_str()))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(item::classify)?;
-            for it in out.items() {
-                runs.push(from_item(it)?);
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(runs);
-            }
-        }
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("job_id = :j AND run_key >= :since")
+            .filter_expression("#st IN (:running, :retrying)")
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":j", s(job_id.as_str()))
+            .expression_attribute_values(":since", s(format_instant(since)))
+            .expression_attribute_values(":running", s(RunState::Running.as_str()))
+            .expression_attribute_values(":retrying", s(RunState::Retrying.as_str()))
+            .consistent_read(true);
+        item::query_all(query, from_item).await
     }
 
     async fn list(

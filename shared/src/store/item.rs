@@ -70,3 +70,22 @@ pub fn cancellation_reasons<R>(
         _ => None,
     }
 }
+
+/// Runs `query` page by page, decoding every item: for reads that want all of a partition.
+pub async fn query_all<T>(
+    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    decode: impl Fn(&Item) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut decoded = Vec::new();
+    let mut start = None;
+    loop {
+        let out = query.clone().set_exclusive_start_key(start).send().await.map_err(classify)?;
+        for it in out.items() {
+            decoded.push(decode(it)?);
+        }
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            return Ok(decoded);
+        }
+    }
+}

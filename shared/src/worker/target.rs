@@ -121,23 +121,60 @@ fn envelope(inv: &Invocation<'_>) -> String {
     .to_string()
 }
 
-/// The real targets: HTTP(S) through reqwest, SQS and SNS through the SDK.
+/// The real targets: HTTP(S) through reqwest; Lambda, SQS and SNS through the SDK.
 #[derive(Debug, Clone)]
 pub struct Targets {
     http: reqwest::Client,
     sqs: aws_sdk_sqs::Client,
     sns: aws_sdk_sns::Client,
+    lambda: aws_sdk_lambda::Client,
     allow: TargetAllowList,
 }
 
 impl Targets {
-    pub fn new(sqs: aws_sdk_sqs::Client, sns: aws_sdk_sns::Client, allow: TargetAllowList) -> Self {
+    pub fn new(
+        sqs: aws_sdk_sqs::Client,
+        sns: aws_sdk_sns::Client,
+        lambda: aws_sdk_lambda::Client,
+        allow: TargetAllowList,
+    ) -> Self {
         // No redirects: a target answers for itself.
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_else(|_| reqwest::Client::new());
-        Targets { http, sqs, sns, allow }
+        Targets { http, sqs, sns, lambda, allow }
+    }
+
+    /// Invokes a function and waits for its answer (RequestResponse); a function error is a
+    /// (retryable) failure with the function's error payload.
+    async fn lambda(&self, inv: &Invocation<'_>, function: &str) -> Answer {
+        let invoked = self
+            .lambda
+            .invoke()
+            .function_name(function)
+            .invocation_type(aws_sdk_lambda::types::InvocationType::RequestResponse)
+            .payload(aws_sdk_lambda::primitives::Blob::new(envelope(inv)))
+            .send();
+        let out = match tokio::time::timeout(inv.timeout, invoked).await {
+            Err(_) => return Answer::TimedOut,
+            Ok(Err(e)) => {
+                let permanent = e.as_service_error().is_some_and(|s| {
+                    s.is_resource_not_found_exception() || s.is_invalid_request_content_exception()
+                });
+                let error = truncate(&aws_sdk_lambda::error::DisplayErrorContext(e).to_string());
+                return Answer::Failed { retryable: !permanent, status: None, error };
+            }
+            Ok(Ok(out)) => out,
+        };
+        let status = u16::try_from(out.status_code).ok();
+        let body = out.payload.map(|p| String::from_utf8_lossy(p.as_ref()).into_owned()).unwrap_or_default();
+        match out.function_error {
+            Some(kind) => {
+                Answer::Failed { retryable: true, status, error: truncate(&format!("{kind}: {body}")) }
+            }
+            None => Answer::Succeeded { status, output: Some(truncate(&body)) },
+        }
     }
 
     async fn http(
@@ -234,11 +271,12 @@ impl Caller for Targets {
                     Err(_) => Answer::TimedOut,
                 }
             }
-            TargetDocument::Lambda { .. } => Answer::Failed {
-                retryable: false,
-                status: None,
-                error: "Lambda targets are not executed by this version of the worker".into(),
-            },
+            TargetDocument::Lambda { function } => {
+                if self.allow.check(&self.allow.lambda, function).is_err() {
+                    return refused(function);
+                }
+                self.lambda(inv, function).await
+            }
         }
     }
 }
