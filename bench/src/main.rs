@@ -261,21 +261,25 @@ async fn main() -> anyhow::Result<()> {
             drain(args.get(1).context("drain QUEUE_URL COUNT")?, expect).await
         }
         Some("burst") => {
-            let mut results = Vec::new();
-            for n in &args[1..] {
-                let n: usize = n.parse().context("burst N [N…]")?;
-                eprintln!("burst of {n} jobs…");
-                results.push(burst(n).await?);
-            }
-            eprintln!("frequent jobs…");
-            results.push(frequent(100, 10, "60").await?);
-            results.push(frequent(100, 10, "300").await?);
             let path =
                 std::env::var("SUNDIAL_BENCH_OUT").unwrap_or_else(|_| "bench/results/tick.json".into());
             if let Some(dir) = std::path::Path::new(&path).parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")?;
+            // Written after every scenario, so a long one cut short keeps the others' figures.
+            let save = |results: &Vec<Value>| -> anyhow::Result<()> {
+                std::fs::write(&path, serde_json::to_string_pretty(results)? + "\n")?;
+                Ok(())
+            };
+            eprintln!("frequent jobs…");
+            let mut results = vec![frequent(100, 10, "60").await?, frequent(100, 10, "300").await?];
+            save(&results)?;
+            for n in &args[1..] {
+                let n: usize = n.parse().context("burst N [N…]")?;
+                eprintln!("burst of {n} jobs…");
+                results.push(burst(n).await?);
+                save(&results)?;
+            }
             println!("{}", table(&results));
             println!("figures written to {path}");
             Ok(())
