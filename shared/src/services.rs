@@ -68,8 +68,16 @@ impl Services {
             Arc::new(DynamoTickStateStore::new(clients.dynamo.clone(), &r.jobs_table));
         let idempotency: Arc<dyn IdempotencyStore> =
             Arc::new(DynamoIdempotencyStore::new(clients.dynamo.clone(), &r.idempotency_table));
-        let claimer =
-            Claimer::new(job_store.clone(), runs.clone(), queue.clone(), clock.clone(), config.claim.clone());
+        let bus: Arc<dyn EventBus> = Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn));
+        let announcer = Announcer::new(bus, runs.clone());
+        let claimer = Claimer::new(
+            job_store.clone(),
+            runs.clone(),
+            queue.clone(),
+            announcer.clone(),
+            clock.clone(),
+            config.claim.clone(),
+        );
         let jobs = Jobs::new(
             job_store.clone(),
             clock.clone(),
@@ -92,8 +100,6 @@ impl Services {
         ));
         let worker_settings =
             WorkerSettings { heartbeat_window: config.heartbeat_window, ..WorkerSettings::default() };
-        let bus: Arc<dyn EventBus> = Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn));
-        let announcer = Announcer::new(bus, runs.clone());
         let worker = Worker::new(
             job_store.clone(),
             runs.clone(),

@@ -125,8 +125,14 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
 
 fn tick_with_queue(stack: &Stack, queue: Arc<dyn RunQueue>, clock: Arc<ManualClock>) -> Tick {
     let s = &stack.services;
-    let claimer =
-        Claimer::new(s.job_store.clone(), s.runs.clone(), queue, clock.clone(), s.config.claim.clone());
+    let claimer = Claimer::new(
+        s.job_store.clone(),
+        s.runs.clone(),
+        queue,
+        s.announcer.clone(),
+        clock.clone(),
+        s.config.claim.clone(),
+    );
     Tick::new(s.job_store.clone(), s.tick_state.clone(), claimer, clock, s.config.tick.clone())
 }
 
@@ -365,6 +371,10 @@ async fn concurrency_forbid_and_replace() {
         "{:?}",
         forbid[1].reason
     );
+    // The tick won the SKIPPED write: it recorded the event in it and published it.
+    assert_eq!(forbid[1].events.len(), 1);
+    assert_eq!(forbid[1].events[0].kind, sundial_shared::job::EventKind::Skipped);
+    assert!(forbid[1].events[0].sent);
 
     let replace = stack.runs_of(&ids[1]).await;
     assert_eq!(replace[0].state, RunState::Cancelled);

@@ -13,6 +13,8 @@
 
 use super::plan::plan;
 use crate::clock::Clock;
+use crate::events::{Announcer, RunEvent};
+use crate::job::EventKind;
 use crate::job::{ConcurrencyPolicy, Job};
 use crate::jobs::Jobs;
 use crate::queue::{Dispatch, MAX_DELAY_S, RunQueue, delay_until};
@@ -126,6 +128,8 @@ pub struct Claimer {
     jobs: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
     queue: Arc<dyn RunQueue>,
+    /// Announces the `skipped` event of a run recorded SKIPPED under `forbid`.
+    announcer: Announcer,
     clock: Arc<dyn Clock>,
     pub settings: ClaimSettings,
 }
@@ -147,10 +151,11 @@ impl Claimer {
         jobs: Arc<dyn JobStore>,
         runs: Arc<dyn RunStore>,
         queue: Arc<dyn RunQueue>,
+        announcer: Announcer,
         clock: Arc<dyn Clock>,
         settings: ClaimSettings,
     ) -> Self {
-        Claimer { jobs, runs, queue, clock, settings }
+        Claimer { jobs, runs, queue, announcer, clock, settings }
     }
 
     pub fn runs(&self) -> &Arc<dyn RunStore> {
@@ -345,6 +350,10 @@ impl Claimer {
             }
             let mut run = self.new_run(job, RunKey::scheduled(instant), due, state, now);
             run.reason = reason;
+            if state == RunState::Skipped {
+                // Whoever writes the SKIPPED run records its event in that write (invariant 5).
+                run.events.push(RunEvent::new(EventKind::Skipped, 0, now));
+            }
             match self.runs.insert(&run).await? {
                 Inserted::Created if state == RunState::Queued => {
                     prepared.report.claimed += 1;
@@ -352,7 +361,10 @@ impl Claimer {
                         .messages
                         .push(Dispatch { message: first_attempt(&run), delay_s: delay_until(due, now) });
                 }
-                Inserted::Created => prepared.report.skipped += 1,
+                Inserted::Created => {
+                    prepared.report.skipped += 1;
+                    self.announcer.announce(job, &run).await;
+                }
                 Inserted::Exists(existing) => {
                     prepared.report.duplicates += 1;
                     let unstarted = existing.state == RunState::Queued && existing.attempt == 0;
