@@ -75,7 +75,6 @@ impl Services {
             runs.clone(),
             queue.clone(),
             announcer.clone(),
-            clock.clone(),
             config.claim.clone(),
         );
         let jobs = Jobs::new(

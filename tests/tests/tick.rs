@@ -125,14 +125,8 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
 
 fn tick_with_queue(stack: &Stack, queue: Arc<dyn RunQueue>, clock: Arc<ManualClock>) -> Tick {
     let s = &stack.services;
-    let claimer = Claimer::new(
-        s.job_store.clone(),
-        s.runs.clone(),
-        queue,
-        s.announcer.clone(),
-        clock.clone(),
-        s.config.claim.clone(),
-    );
+    let claimer =
+        Claimer::new(s.job_store.clone(), s.runs.clone(), queue, s.announcer.clone(), s.config.claim.clone());
     Tick::new(s.job_store.clone(), s.tick_state.clone(), claimer, clock, s.config.tick.clone())
 }
 

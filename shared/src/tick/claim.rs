@@ -12,7 +12,6 @@
 //! - if it is younger, another claimer may be sending it right now: the job is left alone.
 
 use super::plan::plan;
-use crate::clock::Clock;
 use crate::events::{Announcer, RunEvent};
 use crate::job::EventKind;
 use crate::job::{ConcurrencyPolicy, Job};
@@ -130,7 +129,6 @@ pub struct Claimer {
     queue: Arc<dyn RunQueue>,
     /// Announces the `skipped` event of a run recorded SKIPPED under `forbid`.
     announcer: Announcer,
-    clock: Arc<dyn Clock>,
     pub settings: ClaimSettings,
 }
 
@@ -152,10 +150,9 @@ impl Claimer {
         runs: Arc<dyn RunStore>,
         queue: Arc<dyn RunQueue>,
         announcer: Announcer,
-        clock: Arc<dyn Clock>,
         settings: ClaimSettings,
     ) -> Self {
-        Claimer { jobs, runs, queue, announcer, clock, settings }
+        Claimer { jobs, runs, queue, announcer, settings }
     }
 
     pub fn runs(&self) -> &Arc<dyn RunStore> {
@@ -383,10 +380,5 @@ impl Claimer {
             }
         }
         Ok(prepared)
-    }
-
-    /// Now, as the claimer's clock tells it.
-    pub fn now(&self) -> DateTime<Utc> {
-        self.clock.now()
     }
 }
