@@ -350,7 +350,7 @@ impl Jobs {
         let run = self.claimer.new_run(&job, key, now, RunState::Queued, now);
         runs.insert(&run).await?;
         self.dispatch(vec![(run.clone(), 0)]).await?;
-        Ok(runs.get(&run.job_id, &run.key).await?.unwrap_or(run))
+        Ok(run)
     }
 
     /// Claims every scheduled instant in `[from, to]` (up to now) that has no run yet, paced at

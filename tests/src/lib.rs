@@ -253,13 +253,7 @@ impl Api {
         for (name, value) in call.headers {
             request = request.header(name, value);
         }
-        let request = request.body(Body::from(call.body.unwrap_or_default())).unwrap();
-        let response = self.router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
-        Reply { status, headers, body }
+        self.send(request.body(Body::from(call.body.unwrap_or_default())).unwrap()).await
     }
 
     pub async fn get(&self, key: &str, path: &str) -> Reply {
