@@ -1,8 +1,9 @@
 //! The local runtime: provisions the emulator's resources from `infra/template.yaml`, then runs
-//! Sundial in one process until Ctrl-C: the API, the tick every minute, and worker tasks that
-//! long-poll the runs queue and call the same handler as the Lambda function.
+//! Sundial in one process until Ctrl-C: the API, the tick and the watchdog every minute, and
+//! worker tasks that long-poll the runs queue and call the same handler as the Lambda function.
 //!
-//! `sundial-local` serves; `sundial-local tick` runs one tick on demand and prints its summary;
+//! `sundial-local` serves; `sundial-local tick` runs one tick on demand and prints its summary,
+//! `sundial-local watchdog` one watchdog pass and its report;
 //! `sundial-local redrive` moves the dead-letter queue's messages back to the runs queue.
 
 use anyhow::Context;
@@ -35,13 +36,20 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&sundial_tick::Summary::from(&report))?);
             Ok(())
         }
+        "watchdog" => {
+            let report = services.watchdog.run().await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(())
+        }
         "redrive" => {
             let moved = services.inbox.redrive().await?;
             println!("moved {moved} message(s) from the dead-letter queue back to the runs queue");
             Ok(())
         }
         "serve" => serve(services, &stack, &endpoint).await,
-        other => anyhow::bail!("unknown command `{other}`: use `serve` (default), `tick` or `redrive`"),
+        other => {
+            anyhow::bail!("unknown command `{other}`: use `serve` (default), `tick`, `watchdog` or `redrive`")
+        }
     }
 }
 
@@ -57,7 +65,8 @@ async fn serve(services: Services, stack: &str, endpoint: &str) -> anyhow::Resul
     let listener =
         tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     let (stop, stopped) = watch::channel(false);
-    let tick = tokio::spawn(tick_every_minute(services.clone(), stopped.clone()));
+    let tick = tokio::spawn(every_minute(services.clone(), stopped.clone(), Periodic::Tick));
+    let watchdog = tokio::spawn(every_minute(services.clone(), stopped.clone(), Periodic::Watchdog));
     let workers: usize = Env.var("SUNDIAL_LOCAL_WORKERS").and_then(|n| n.parse().ok()).unwrap_or(4);
     let pollers: Vec<_> =
         (0..workers).map(|n| tokio::spawn(poll_runs_queue(services.clone(), n, stopped.clone()))).collect();
@@ -67,6 +76,9 @@ async fn serve(services: Services, stack: &str, endpoint: &str) -> anyhow::Resul
     println!("  Emulator: {endpoint}");
     println!("  Stack:    {stack}");
     println!("  Tick:     every minute (run one now: target/debug/sundial-local tick)");
+    println!(
+        "  Watchdog: every minute, 30 s after the tick (run one now: target/debug/sundial-local watchdog)"
+    );
     println!("  Workers:  {workers} polling the runs queue");
     println!("Stop with Ctrl-C.");
     let mut api_stopped = stopped.clone();
@@ -78,6 +90,7 @@ async fn serve(services: Services, stack: &str, endpoint: &str) -> anyhow::Resul
     let _ = stop.send(true);
     api.await?.context("serving the API")?;
     tick.await?;
+    watchdog.await?;
     for poller in pollers {
         poller.await?;
     }
@@ -99,19 +112,41 @@ async fn poll_runs_queue(services: Services, n: usize, stopped: watch::Receiver<
     }
 }
 
-/// Runs the tick at the start of every minute, as the EventBridge schedule does in AWS.
-async fn tick_every_minute(services: Services, mut stopped: watch::Receiver<bool>) {
+/// The jobs EventBridge schedules every minute in AWS.
+#[derive(Debug, Clone, Copy)]
+enum Periodic {
+    /// At the start of the minute.
+    Tick,
+    /// Half a minute later, so it sees the tick's work settled.
+    Watchdog,
+}
+
+/// Runs the tick or the watchdog once a minute, as the EventBridge schedules do in AWS.
+async fn every_minute(services: Services, mut stopped: watch::Receiver<bool>, job: Periodic) {
+    let offset = match job {
+        Periodic::Tick => chrono::Duration::zero(),
+        Periodic::Watchdog => chrono::Duration::seconds(30),
+    };
     loop {
         let now = chrono::Utc::now();
-        let next = sundial_shared::due::minute_of(now) + chrono::Duration::minutes(1);
+        let mut next = sundial_shared::due::minute_of(now) + offset;
+        if next <= now {
+            next += chrono::Duration::minutes(1);
+        }
         let wait = (next - now).to_std().unwrap_or_default();
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = stopped.wait_for(|s| *s) => return,
         }
-        match services.tick.run().await {
-            Ok(report) => tracing::info!(jobs = report.jobs, claimed = report.claims.claimed, "tick"),
-            Err(e) => tracing::error!(error = %e, "tick failed; the next one catches up"),
+        match job {
+            Periodic::Tick => match services.tick.run().await {
+                Ok(report) => tracing::info!(jobs = report.jobs, claimed = report.claims.claimed, "tick"),
+                Err(e) => tracing::error!(error = %e, "tick failed; the next one catches up"),
+            },
+            Periodic::Watchdog => match services.watchdog.run().await {
+                Ok(report) => tracing::info!(report = ?report, "watchdog"),
+                Err(e) => tracing::error!(error = %e, "watchdog pass failed; the next one retries"),
+            },
         }
     }
 }

@@ -6,6 +6,7 @@ use crate::limits::{Limits, TargetAllowList};
 use crate::provision::Resources;
 use crate::tick::TickSettings;
 use crate::tick::claim::ClaimSettings;
+use crate::watchdog::inspect::WatchdogSettings;
 use chrono::Duration;
 use std::collections::HashMap;
 
@@ -35,6 +36,7 @@ pub struct Config {
     pub heartbeat_window: Duration,
     /// Base URL of the dashboard, for links in notifications.
     pub public_url: Option<String>,
+    pub watchdog: WatchdogSettings,
 }
 
 /// A source of variables: the process environment, or a map in tests.
@@ -160,7 +162,22 @@ impl Config {
         let tick = TickSettings { shards: due_shards, ..TickSettings::default() };
         let heartbeat_window =
             seconds("SUNDIAL_HEARTBEAT_WINDOW_S", crate::history::DEFAULT_HEARTBEAT_WINDOW)?;
+        let defaults = WatchdogSettings::default();
+        let watchdog = WatchdogSettings {
+            dispatch_grace: claim.grace,
+            retry_margin: seconds("SUNDIAL_RETRY_MARGIN_S", defaults.retry_margin)?,
+            publish_grace: seconds("SUNDIAL_PUBLISH_GRACE_S", defaults.publish_grace)?,
+            stall_after_minutes: number(vars, "SUNDIAL_STALL_AFTER_MINUTES", defaults.stall_after_minutes)?,
+            concurrency: defaults.concurrency,
+        };
+        if watchdog.stall_after_minutes < 2 {
+            return Err(ConfigError::Invalid {
+                name: "SUNDIAL_STALL_AFTER_MINUTES",
+                reason: "must be at least 2 (the current minute's tick may not have run yet)".into(),
+            });
+        }
         Ok(Config {
+            watchdog,
             stack,
             resources,
             limits,

@@ -4,7 +4,9 @@
 //! write* (unsent), then publishes them, then marks them sent (invariant 5). A crash between
 //! publishing and marking can send an event twice; a crash before publishing leaves it unsent,
 //! for the watchdog to publish. Messages go to the shared events topic with the attributes
-//! `event`, `job_id`, `job_name` and `owner`, so operators filter with filter policies.
+//! `event`, `job_id`, `job_name` and `owner`, so operators filter with filter policies, and,
+//! when the job asked for the event, to the job's own topic (see [`crate::topics`]). Each
+//! message carries a body per protocol: a short text for email and SMS, JSON for HTTPS and SQS.
 
 use crate::job::{EventKind, Job};
 use crate::run::{Run, RunState};
@@ -70,6 +72,14 @@ pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<R
         events.extend(kind.map(|k| RunEvent::new(k, after.attempt, now)));
     }
     let already = |kind: EventKind| after.events.iter().chain(&before.events).any(|e| e.kind == kind);
+    let first_start = before.attempt == 0 && after.attempt == 1;
+    if first_start && !already(EventKind::LateStart) {
+        if let Some(deadline) = job.document.start_deadline_s {
+            if now > after.scheduled_at() + Duration::seconds(i64::from(deadline)) {
+                events.push(RunEvent::new(EventKind::LateStart, after.attempt, now));
+            }
+        }
+    }
     if after.state.is_terminal() && !already(EventKind::SlaMissed) {
         if let Some(sla) = job.document.sla_s {
             if now > after.scheduled_at() + Duration::seconds(i64::from(sla)) {
@@ -80,11 +90,23 @@ pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<R
     events
 }
 
-/// One message about one event.
+/// Whether the run ending now as a failure completes a streak of `threshold` failed runs in
+/// a row: `previous` are the job's earlier ended runs, newest first. `failing` is published once
+/// per streak, when it reaches the threshold; a success starts a new streak.
+pub fn completes_failing_streak(previous: &[Run], threshold: u32) -> bool {
+    let failed = |run: &&Run| matches!(run.state, RunState::Failed | RunState::TimedOut);
+    let ended =
+        |run: &&Run| run.state.is_terminal() && !matches!(run.state, RunState::Skipped | RunState::Cancelled);
+    let streak = previous.iter().filter(ended).take_while(failed).count();
+    streak + 1 == threshold as usize
+}
+
+/// One message about one event of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Notification {
     pub event: &'static str,
     pub job_id: String,
+    /// The job's name, or its id once the job is deleted.
     pub job_name: String,
     pub owner: String,
     pub run_id: String,
@@ -92,31 +114,116 @@ pub struct Notification {
     pub attempt: u32,
     pub scheduled_at: DateTime<Utc>,
     pub at: DateTime<Utc>,
+    /// From the first attempt's start to the last one's end (or to `at` while running).
+    pub duration_ms: Option<i64>,
     /// The last attempt's error, if any.
     pub error: Option<String>,
+    /// The run's page in the dashboard, when a public URL is configured.
+    pub link: Option<String>,
 }
 
 impl Notification {
-    pub fn new(job: &Job, run: &Run, event: &RunEvent) -> Self {
+    pub fn new(job: Option<&Job>, run: &Run, event: &RunEvent, public_url: Option<&str>) -> Self {
+        let started = run.attempts.first().map(|a| a.started_at);
+        let ended = run.attempts.last().and_then(|a| a.finished_at).unwrap_or(event.at);
         Notification {
             event: kind_name(event.kind),
-            job_id: job.id.to_string(),
-            job_name: job.document.name.clone(),
-            owner: job.owner.clone(),
+            job_id: run.job_id.to_string(),
+            job_name: job.map_or_else(|| run.job_id.to_string(), |j| j.document.name.clone()),
+            owner: run.owner.clone(),
             run_id: run.id().to_string(),
             state: run.state,
             attempt: run.attempt,
             scheduled_at: run.scheduled_at(),
             at: event.at,
+            duration_ms: started.map(|s| (ended - s).num_milliseconds().max(0)),
             error: run.attempts.last().and_then(|a| a.error.clone()),
+            link: public_url.map(|base| dashboard_link(base, &run.id().to_string())),
         }
     }
 
-    /// A short human line: `nightly-report: failed (run …, attempt 3): HTTP 500`.
+    /// The subject line of an email: `nightly-report: failed (attempt 3)`.
     pub fn subject(&self) -> String {
         let mut line = format!("{}: {} (attempt {})", self.job_name, self.event, self.attempt);
-        line.truncate(100);
+        truncate_chars(&mut line, 100);
         line
+    }
+
+    /// The body for people (email): what happened, to which run, and where to look.
+    pub fn text(&self) -> String {
+        let mut text = format!(
+            "Job {job} ({job_id}): {event}.\nRun {run}, scheduled {scheduled}, is {state} after attempt {attempt}.",
+            job = self.job_name,
+            job_id = self.job_id,
+            event = self.event,
+            run = self.run_id,
+            scheduled = self.scheduled_at.to_rfc3339(),
+            state = self.state,
+            attempt = self.attempt,
+        );
+        if let Some(ms) = self.duration_ms {
+            text.push_str(&format!("\nDuration: {}.", human_duration(ms)));
+        }
+        if let Some(error) = &self.error {
+            text.push_str(&format!("\nError: {error}"));
+        }
+        if let Some(link) = &self.link {
+            text.push_str(&format!("\n{link}"));
+        }
+        text
+    }
+
+    /// The body for a phone (SMS): one short line.
+    pub fn short_text(&self) -> String {
+        let mut line = format!("Sundial {}: {} ({})", self.job_name, self.event, self.state);
+        if let Some(link) = &self.link {
+            line.push(' ');
+            line.push_str(link);
+        }
+        truncate_chars(&mut line, 140);
+        line
+    }
+}
+
+/// The dashboard's page of a run.
+pub fn dashboard_link(base: &str, run_id: &str) -> String {
+    format!("{}/ui/#/runs/{run_id}", base.trim_end_matches('/'))
+}
+
+fn human_duration(ms: i64) -> String {
+    match ms {
+        ms if ms < 1_000 => format!("{ms} ms"),
+        ms if ms < 60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        ms => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
+fn truncate_chars(text: &mut String, max: usize) {
+    if let Some((cut, _)) = text.char_indices().nth(max) {
+        text.truncate(cut);
+    }
+}
+
+/// The scheduler's own health, told to operators on the shared topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SchedulerAlert {
+    /// `scheduler_stalled` or `scheduler_recovered`.
+    pub event: &'static str,
+    /// The last minute the tick fully processed.
+    pub watermark: Option<DateTime<Utc>>,
+    pub at: DateTime<Utc>,
+}
+
+impl SchedulerAlert {
+    pub const STALLED: &'static str = "scheduler_stalled";
+    pub const RECOVERED: &'static str = "scheduler_recovered";
+
+    pub fn text(&self) -> String {
+        let mark = self.watermark.map_or_else(|| "never".to_string(), |w| w.to_rfc3339());
+        match self.event {
+            Self::STALLED => format!("Sundial's scheduler is stalled: the last minute processed is {mark}."),
+            _ => format!("Sundial's scheduler has recovered: it has processed up to {mark}."),
+        }
     }
 }
 
@@ -128,76 +235,148 @@ pub struct PublishError(pub String);
 /// Where notifications go.
 #[async_trait]
 pub trait EventBus: Send + Sync + std::fmt::Debug {
+    /// To the shared events topic (operators).
     async fn publish(&self, notification: &Notification) -> Result<(), PublishError>;
+    /// To the topic of the job `notification` is about (the people its settings name).
+    async fn publish_to_job(&self, notification: &Notification) -> Result<(), PublishError>;
+    /// A scheduler alert, to the shared events topic.
+    async fn alert(&self, alert: &SchedulerAlert) -> Result<(), PublishError>;
 }
 
-/// The shared events topic in SNS.
+/// SNS: the shared events topic, and the per-job topics named by [`crate::topics::TopicNames`].
 #[derive(Debug, Clone)]
 pub struct SnsEventBus {
     client: aws_sdk_sns::Client,
     topic_arn: String,
+    names: crate::topics::TopicNames,
 }
 
 impl SnsEventBus {
-    pub fn new(client: aws_sdk_sns::Client, topic_arn: impl Into<String>) -> Self {
-        SnsEventBus { client, topic_arn: topic_arn.into() }
+    pub fn new(
+        client: aws_sdk_sns::Client,
+        topic_arn: impl Into<String>,
+        names: crate::topics::TopicNames,
+    ) -> Self {
+        SnsEventBus { client, topic_arn: topic_arn.into(), names }
     }
-}
 
-#[async_trait]
-impl EventBus for SnsEventBus {
-    async fn publish(&self, n: &Notification) -> Result<(), PublishError> {
+    async fn send(
+        &self,
+        topic: &str,
+        subject: String,
+        bodies: serde_json::Value,
+        attributes: &[(&str, &str)],
+    ) -> Result<(), PublishError> {
         use aws_sdk_sns::types::MessageAttributeValue;
-        let attribute = |value: &str| {
-            MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(value)
-                .build()
-                .map_err(|e| PublishError(e.to_string()))
-        };
-        let body = serde_json::to_string(n).map_err(|e| PublishError(e.to_string()))?;
-        self.client
+        let mut request = self
+            .client
             .publish()
-            .topic_arn(&self.topic_arn)
-            .subject(n.subject())
-            .message(body)
-            .message_attributes("event", attribute(n.event)?)
-            .message_attributes("job_id", attribute(&n.job_id)?)
-            .message_attributes("job_name", attribute(&n.job_name)?)
-            .message_attributes("owner", attribute(&n.owner)?)
+            .topic_arn(topic)
+            .subject(subject)
+            .message_structure("json")
+            .message(bodies.to_string());
+        for (name, value) in attributes {
+            let value = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(*value)
+                .build()
+                .map_err(|e| PublishError(e.to_string()))?;
+            request = request.message_attributes(*name, value);
+        }
+        request
             .send()
             .await
             .map_err(|e| PublishError(aws_sdk_sns::error::DisplayErrorContext(e).to_string()))?;
         Ok(())
     }
+
+    async fn publish_at(&self, topic: &str, n: &Notification) -> Result<(), PublishError> {
+        let json = serde_json::to_string(n).map_err(|e| PublishError(e.to_string()))?;
+        let bodies = protocol_bodies(&json, &n.text(), &n.short_text());
+        let attributes =
+            [("event", n.event), ("job_id", &n.job_id), ("job_name", &n.job_name), ("owner", &n.owner)];
+        self.send(topic, n.subject(), bodies, &attributes).await
+    }
 }
 
-/// Publishes a run's unsent events and marks each sent.
+/// SNS's per-protocol message (`MessageStructure: json`): JSON for machines, text for people.
+pub fn protocol_bodies(json: &str, text: &str, short: &str) -> serde_json::Value {
+    serde_json::json!({
+        "default": json,
+        "sqs": json,
+        "https": json,
+        "http": json,
+        "lambda": json,
+        "email": text,
+        "email-json": json,
+        "sms": short,
+    })
+}
+
+#[async_trait]
+impl EventBus for SnsEventBus {
+    async fn publish(&self, n: &Notification) -> Result<(), PublishError> {
+        self.publish_at(&self.topic_arn, n).await
+    }
+
+    async fn publish_to_job(&self, n: &Notification) -> Result<(), PublishError> {
+        self.publish_at(&self.names.arn(&n.job_id), n).await
+    }
+
+    async fn alert(&self, alert: &SchedulerAlert) -> Result<(), PublishError> {
+        let json = serde_json::to_string(alert).map_err(|e| PublishError(e.to_string()))?;
+        let text = alert.text();
+        let bodies = protocol_bodies(&json, &text, &text);
+        self.send(&self.topic_arn, format!("Sundial: {}", alert.event), bodies, &[("event", alert.event)])
+            .await
+    }
+}
+
+/// Publishes the events of runs and marks them sent.
 #[derive(Debug, Clone)]
 pub struct Announcer {
     bus: Arc<dyn EventBus>,
     runs: Arc<dyn RunStore>,
+    public_url: Option<String>,
 }
 
 impl Announcer {
-    pub fn new(bus: Arc<dyn EventBus>, runs: Arc<dyn RunStore>) -> Self {
-        Announcer { bus, runs }
+    pub fn new(bus: Arc<dyn EventBus>, runs: Arc<dyn RunStore>, public_url: Option<String>) -> Self {
+        Announcer { bus, runs, public_url }
     }
 
-    /// Publishes every unsent event of `run`; a failure leaves the event unsent (and is logged)
-    /// for a later pass to publish. Returns how many were published.
-    pub async fn announce(&self, job: &Job, run: &Run) -> usize {
-        let mut published = 0;
-        for event in run.events.iter().filter(|e| !e.sent) {
-            if let Err(e) = self.bus.publish(&Notification::new(job, run, event)).await {
-                tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent");
-                continue;
+    pub fn bus(&self) -> &Arc<dyn EventBus> {
+        &self.bus
+    }
+
+    /// Publishes `events` of `run` (those not yet sent) to the shared topic and, when the job
+    /// asked for them, to the job's topic; marks the published ones sent in one write, and lets
+    /// an ended run whose events are all published leave the in-flight index. A failure leaves
+    /// the event unsent (and is logged) for the watchdog to publish. `job` is `None` once the
+    /// job is deleted. Returns how many were published.
+    pub async fn announce(&self, job: Option<&Job>, run: &Run, events: &[RunEvent]) -> usize {
+        if events.iter().all(|e| e.sent) {
+            return 0;
+        }
+        let mut published = Vec::new();
+        for event in events.iter().filter(|e| !e.sent) {
+            let notification = Notification::new(job, run, event, self.public_url.as_deref());
+            let mut result = self.bus.publish(&notification).await;
+            if result.is_ok() && job.is_some_and(|j| crate::topics::wants(j, event.kind)) {
+                result = self.bus.publish_to_job(&notification).await;
             }
-            published += 1;
-            if let Err(e) = self.runs.mark_event_sent(run, &event.id).await {
-                tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "published event not marked sent");
+            match result {
+                Ok(()) => published.push(event.id.clone()),
+                Err(e) => {
+                    tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent")
+                }
             }
         }
-        published
+        let all_sent = run.events.iter().all(|e| e.sent || published.contains(&e.id));
+        let settle = run.state.is_terminal() && all_sent;
+        if let Err(e) = self.runs.mark_events_sent(run, &published, settle).await {
+            tracing::warn!(run_id = %run.id(), error = %e, "published events not marked sent");
+        }
+        published.len()
     }
 }

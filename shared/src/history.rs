@@ -5,9 +5,9 @@
 //! authenticate with the attempt's callback token instead, compared by digest.
 
 use crate::clock::Clock;
-use crate::events::{Announcer, caused};
 use crate::job::{Job, Owner};
 use crate::jobs::{Jobs, JobsError, JobsResult};
+use crate::record::Recorder;
 use crate::run::{Outcome, Run, RunId, RunState};
 use crate::store::{JobStore, Page, RunStore, StoreError};
 use crate::worker::{finished, token_digest};
@@ -44,7 +44,7 @@ pub struct Completion {
 #[derive(Debug, Clone)]
 pub struct History {
     jobs: Jobs,
-    announcer: Announcer,
+    recorder: Recorder,
     job_store: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
     clock: Arc<dyn Clock>,
@@ -56,11 +56,11 @@ impl History {
         jobs: Jobs,
         job_store: Arc<dyn JobStore>,
         runs: Arc<dyn RunStore>,
-        announcer: Announcer,
+        recorder: Recorder,
         clock: Arc<dyn Clock>,
         heartbeat_window: Duration,
     ) -> Self {
-        History { jobs, announcer, job_store, runs, clock, heartbeat_window }
+        History { jobs, recorder, job_store, runs, clock, heartbeat_window }
     }
 
     /// A job's runs, newest first.
@@ -184,13 +184,10 @@ impl History {
         let status = run.attempts.last().and_then(|a| a.status_code);
         let ending =
             crate::worker::Ending { outcome, status, error, output, permanent: completion.permanent };
-        let mut after = finished(&job, &run, ending, now, rand::random::<f64>());
-        after.events.extend(caused(&job, &run, &after, now));
-        self.runs.transition(&run, &after).await.map_err(|e| match e {
+        let after = finished(&job, &run, ending, now, rand::random::<f64>());
+        self.recorder.change(&job, &run, after, now).await.map_err(|e| match e {
             StoreError::Conflict => CallbackError::NotOpen(run.state),
             e => CallbackError::Store(e),
-        })?;
-        self.announcer.announce(&job, &after).await;
-        Ok(after)
+        })
     }
 }

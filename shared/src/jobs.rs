@@ -18,6 +18,7 @@ use crate::schedule::{Schedule, ceil_second};
 use crate::store::{JobStore, Page, StoreError};
 use crate::tick::claim::Claimer;
 use crate::tick::claim::{active_window, first_attempt};
+use crate::topics::{JobTopics, Subscription, TopicError};
 use crate::validation::{self, Rules, ValidationError};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
@@ -79,6 +80,13 @@ pub const MAX_BACKFILL: usize = 1_000;
 /// Backfilled runs are spread at this many per second.
 pub const BACKFILL_PER_SECOND: usize = 10;
 
+fn topic_error(e: TopicError) -> JobsError {
+    match e {
+        TopicError::Rejected { field, reason } => JobsError::Invalid(ValidationError::new(field, reason)),
+        TopicError::Unavailable(reason) => JobsError::Store(StoreError::Unavailable(reason)),
+    }
+}
+
 /// Largest `count` of a preview.
 pub const MAX_PREVIEW: usize = 500;
 /// Largest page of a listing.
@@ -118,6 +126,7 @@ pub struct Jobs {
     limits: Limits,
     targets: TargetAllowList,
     claimer: Claimer,
+    topics: Arc<dyn JobTopics>,
 }
 
 impl Jobs {
@@ -127,8 +136,9 @@ impl Jobs {
         limits: Limits,
         targets: TargetAllowList,
         claimer: Claimer,
+        topics: Arc<dyn JobTopics>,
     ) -> Self {
-        Jobs { store, clock, limits, targets, claimer }
+        Jobs { store, clock, limits, targets, claimer, topics }
     }
 
     fn rules(&self) -> Rules<'_> {
@@ -166,7 +176,12 @@ impl Jobs {
             updated_at: now,
             signing_secret: crate::job::new_signing_secret(),
         };
-        self.store.create(&job, self.limits.max_jobs_per_owner).await?;
+        // The topic first: an endpoint SNS refuses fails the request before anything is saved.
+        self.sync_topic(&job).await?;
+        if let Err(e) = self.store.create(&job, self.limits.max_jobs_per_owner).await {
+            self.remove_topic(&job).await;
+            return Err(e.into());
+        }
         self.claim_if_due_soon(job).await
     }
 
@@ -282,7 +297,18 @@ impl Jobs {
             };
             let after =
                 Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
-            match self.store.update(&before, &after).await {
+            let notify_changed = after.document.notify != before.document.notify;
+            if notify_changed {
+                self.sync_topic(&after).await?;
+            }
+            let updated = self.store.update(&before, &after).await;
+            if notify_changed && updated.is_err() {
+                // Put the subscriptions back as the saved job has them.
+                if let Err(e) = self.topics.sync(&before).await {
+                    tracing::warn!(job_id = %before.id, error = %e, "could not restore the job's subscriptions");
+                }
+            }
+            match updated {
                 Ok(()) if after.next_run_at != before.next_run_at || resumed => {
                     return self.claim_if_due_soon(after).await;
                 }
@@ -321,7 +347,32 @@ impl Jobs {
 
     pub async fn delete(&self, owner: &Owner, id: &JobId) -> JobsResult<()> {
         let job = self.get(owner, id).await?;
-        Ok(self.store.delete(&job).await?)
+        self.store.delete(&job).await?;
+        self.remove_topic(&job).await;
+        Ok(())
+    }
+
+    /// The subscriptions of the job's notification topic and their status.
+    pub async fn subscriptions(&self, job: &Job) -> JobsResult<Vec<Subscription>> {
+        if job.document.notify.as_ref().is_none_or(|n| crate::topics::endpoints(n).is_empty()) {
+            return Ok(Vec::new());
+        }
+        self.topics.subscriptions(&job.id).await.map_err(topic_error)
+    }
+
+    async fn sync_topic(&self, job: &Job) -> JobsResult<()> {
+        let has_topic = job.document.notify.as_ref().is_some_and(|n| !crate::topics::endpoints(n).is_empty());
+        if !has_topic && job.version == 1 {
+            return Ok(());
+        }
+        self.topics.sync(job).await.map_err(topic_error)
+    }
+
+    /// Removes the job's topic; a failure leaves an orphan topic, logged for an operator.
+    async fn remove_topic(&self, job: &Job) {
+        if let Err(e) = self.topics.remove(&job.id).await {
+            tracing::warn!(job_id = %job.id, error = %e, "the job's notification topic was not removed");
+        }
     }
 
     /// Starts a manual run now (`<now>#m#<ulid>`), obeying the concurrency policy: under

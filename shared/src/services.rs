@@ -8,12 +8,15 @@ use crate::history::History;
 use crate::jobs::Jobs;
 use crate::metrics::{Clients, Ledger};
 use crate::queue::{RunInbox, RunQueue, SqsRunQueue};
+use crate::record::Recorder;
 use crate::store::{
     DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore, DynamoTickStateStore, IdempotencyStore, JobStore,
     RunStore, TickStateStore,
 };
 use crate::tick::Tick;
 use crate::tick::claim::Claimer;
+use crate::topics::{JobTopics, SnsJobTopics, TopicNames};
+use crate::watchdog::Watchdog;
 use crate::worker::target::{Caller, Targets};
 use crate::worker::{Worker, WorkerSettings};
 use std::sync::Arc;
@@ -35,7 +38,10 @@ pub struct Services {
     pub history: History,
     pub tick: Tick,
     pub worker: Worker,
+    pub watchdog: Watchdog,
     pub announcer: Announcer,
+    pub recorder: Recorder,
+    pub topics: Arc<dyn JobTopics>,
 }
 
 impl Services {
@@ -68,8 +74,12 @@ impl Services {
             Arc::new(DynamoTickStateStore::new(clients.dynamo.clone(), &r.jobs_table));
         let idempotency: Arc<dyn IdempotencyStore> =
             Arc::new(DynamoIdempotencyStore::new(clients.dynamo.clone(), &r.idempotency_table));
-        let bus: Arc<dyn EventBus> = Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn));
-        let announcer = Announcer::new(bus, runs.clone());
+        let names = TopicNames::new(&config.stack, &r.events_topic_arn);
+        let topics: Arc<dyn JobTopics> = Arc::new(SnsJobTopics::new(clients.sns.clone(), names.clone()));
+        let bus: Arc<dyn EventBus> =
+            Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn, names));
+        let announcer = Announcer::new(bus, runs.clone(), config.public_url.clone());
+        let recorder = Recorder::new(runs.clone(), announcer.clone());
         let claimer = Claimer::new(
             job_store.clone(),
             runs.clone(),
@@ -83,6 +93,7 @@ impl Services {
             config.limits.clone(),
             config.targets.clone(),
             claimer.clone(),
+            topics.clone(),
         );
         let tick = Tick::new(
             job_store.clone(),
@@ -103,7 +114,7 @@ impl Services {
             job_store.clone(),
             runs.clone(),
             caller,
-            announcer.clone(),
+            recorder.clone(),
             clock.clone(),
             worker_settings,
         );
@@ -111,9 +122,18 @@ impl Services {
             jobs.clone(),
             job_store.clone(),
             runs.clone(),
-            announcer.clone(),
+            recorder.clone(),
             clock.clone(),
             config.heartbeat_window,
+        );
+        let watchdog = Watchdog::new(
+            job_store.clone(),
+            runs.clone(),
+            queue.clone(),
+            recorder.clone(),
+            tick_state.clone(),
+            clock.clone(),
+            config.watchdog.clone(),
         );
         Services {
             config,
@@ -130,7 +150,10 @@ impl Services {
             history,
             tick,
             worker,
+            watchdog,
             announcer,
+            recorder,
+            topics,
         }
     }
 }

@@ -105,6 +105,69 @@ impl Stack {
         runs
     }
 
+    /// A new SQS queue, as (URL, ARN).
+    pub async fn new_queue(&self, suffix: &str) -> (String, String) {
+        let queue =
+            self.sqs.create_queue().queue_name(format!("{}-{suffix}", self.name)).send().await.unwrap();
+        let url = queue.queue_url.unwrap();
+        let arn = self
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+            .clone();
+        (url, arn)
+    }
+
+    /// Subscribes a new SQS queue to the shared events topic (it stands in for an operator's
+    /// inbox); returns its URL.
+    pub async fn subscribe_inbox(&self) -> String {
+        let (url, arn) = self.new_queue("inbox").await;
+        self.sns
+            .subscribe()
+            .topic_arn(&self.resources.events_topic_arn)
+            .protocol("sqs")
+            .endpoint(arn)
+            .send()
+            .await
+            .unwrap();
+        url
+    }
+
+    /// Reads up to `count` messages from a queue (deleting them), waiting up to `wait_s` seconds
+    /// for them: each body as JSON (an SNS envelope, or the raw notification).
+    pub async fn read_inbox(&self, url: &str, count: usize, wait_s: u64) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_s);
+        let mut seen = Vec::new();
+        while seen.len() < count && std::time::Instant::now() < deadline {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .unwrap();
+            for m in out.messages.unwrap_or_default() {
+                seen.push(serde_json::from_str(m.body().unwrap()).unwrap());
+                self.sqs
+                    .delete_message()
+                    .queue_url(url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+        seen
+    }
+
     /// Every message now visible on the runs queue (received and deleted), as JSON bodies.
     pub async fn drain_queue(&self) -> Vec<Value> {
         let mut bodies = Vec::new();

@@ -44,7 +44,7 @@ fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
         s.job_store.clone(),
         s.runs.clone(),
         caller,
-        s.announcer.clone(),
+        s.recorder.clone(),
         Arc::new(SystemClock),
         settings,
     )
@@ -448,69 +448,13 @@ async fn run_history_cancel_and_rerun() {
     );
 }
 
-/// Subscribes a new SQS queue to the events topic (it stands in for a person's inbox).
-async fn subscribe_inbox(stack: &Stack) -> String {
-    let queue = stack.sqs.create_queue().queue_name(format!("{}-inbox", stack.name)).send().await.unwrap();
-    let url = queue.queue_url.unwrap();
-    let arn = stack
-        .sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-        .clone();
-    stack
-        .sns
-        .subscribe()
-        .topic_arn(&stack.resources.events_topic_arn)
-        .protocol("sqs")
-        .endpoint(arn)
-        .send()
-        .await
-        .unwrap();
-    url
-}
-
-/// Reads `count` notifications (SNS envelopes) from an inbox queue, waiting up to 20 s.
-async fn read_inbox(stack: &Stack, url: &str, count: usize) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let mut seen = Vec::new();
-    while seen.len() < count && std::time::Instant::now() < deadline {
-        let out = stack
-            .sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .unwrap();
-        for m in out.messages.unwrap_or_default() {
-            seen.push(serde_json::from_str(m.body().unwrap()).unwrap());
-            stack
-                .sqs
-                .delete_message()
-                .queue_url(url)
-                .receipt_handle(m.receipt_handle().unwrap())
-                .send()
-                .await
-                .unwrap();
-        }
-    }
-    seen
-}
-
 /// The worker publishes the events it wins on the shared topic, once each, with the `event`,
 /// `job_id`, `job_name` and `owner` attributes: `retrying` and `succeeded` (asked for) of a flaky
 /// job, `failed` of a broken one, `timed_out` and `sla_missed` of a slow one; each is marked sent.
 #[tokio::test]
 async fn events_are_published_once_with_their_attributes() {
     let stack = Stack::new().await;
-    let inbox = subscribe_inbox(&stack).await;
+    let inbox = stack.subscribe_inbox().await;
     let flaky = TargetServer::start(|n| if n == 0 { Answer::Status(500) } else { Answer::Status(200) }).await;
     let broken = TargetServer::start(|_| Answer::Status(500)).await;
     let slow = TargetServer::start(|_| Answer::Hang).await;
@@ -528,7 +472,7 @@ async fn events_are_published_once_with_their_attributes() {
     for id in &runs {
         drive(&stack, &stack.services.worker, id, 60).await;
     }
-    let messages = read_inbox(&stack, &inbox, 5).await;
+    let messages = stack.read_inbox(&inbox, 5, 20).await;
     let mut seen: Vec<(String, String)> = messages
         .iter()
         .map(|m| {
@@ -555,7 +499,7 @@ async fn events_are_published_once_with_their_attributes() {
     .map(|(j, e)| (j.to_string(), e.to_string()))
     .collect();
     assert_eq!(seen, expected);
-    assert!(read_inbox(&stack, &inbox, 1).await.is_empty(), "one message per event");
+    assert!(stack.read_inbox(&inbox, 1, 3).await.is_empty(), "one message per event");
     for id in &runs {
         let events = run(&stack, id).await.events;
         assert!(!events.is_empty() && events.iter().all(|e| e.sent), "{events:?}");
@@ -607,7 +551,7 @@ async fn lambda_targets_through_cargo_lambda_watch() {
         s.job_store.clone(),
         s.runs.clone(),
         caller,
-        s.announcer.clone(),
+        s.recorder.clone(),
         Arc::new(SystemClock),
         WorkerSettings::default(),
     );

@@ -17,7 +17,22 @@ use sundial_shared::validation::ValidationError;
 /// The view of a job with its newest run.
 async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
     let last = state.jobs.last_run(job).await?;
-    Ok(JobView::from(job).with_last_run(last.as_ref()))
+    let mut view = JobView::from(job).with_last_run(last.as_ref());
+    view.subscriptions = subscriptions(state, job).await;
+    Ok(view)
+}
+
+/// The job's subscriptions, if it has endpoints; a failure to list them is logged and leaves
+/// them out rather than failing the read.
+async fn subscriptions(state: &AppState, job: &Job) -> Option<Vec<sundial_shared::topics::Subscription>> {
+    job.document.notify.as_ref()?;
+    match state.jobs.subscriptions(job).await {
+        Ok(list) => Some(list),
+        Err(e) => {
+            tracing::warn!(job_id = %job.id, error = %e, "could not list the job's subscriptions");
+            None
+        }
+    }
 }
 
 /// A job response (with its newest run) and its version as `ETag`.
@@ -77,7 +92,9 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let job = state.jobs.create(&owner, document).await?;
     let last = state.jobs.last_run(&job).await?;
-    Ok(job_response_with(StatusCode::CREATED, &job, JobView::with_secret(&job).with_last_run(last.as_ref())))
+    let mut view = JobView::with_secret(&job).with_last_run(last.as_ref());
+    view.subscriptions = subscriptions(&state, &job).await;
+    Ok(job_response_with(StatusCode::CREATED, &job, view))
 }
 
 /// List the caller's jobs by name.

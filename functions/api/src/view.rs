@@ -5,6 +5,7 @@ use chrono_tz::Tz;
 use serde::Serialize;
 use sundial_shared::job::{Job, JobDocument};
 use sundial_shared::run::{Attempt, Run, RunKind, RunState};
+use sundial_shared::topics::Subscription;
 use utoipa::ToSchema;
 
 /// A job as the API shows it: the document (secrets removed) and what Sundial adds.
@@ -26,6 +27,11 @@ pub struct JobView {
     /// the job (and its idempotent replay) and in the one that rotates it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<String>,
+    /// The subscriptions of the job's notification topic and whether each is confirmed (an
+    /// email stays pending until its owner confirms it). Shown on single-job responses of jobs
+    /// with endpoints.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscriptions: Option<Vec<Subscription>>,
 }
 
 /// The newest run of a job, in brief.
@@ -72,6 +78,7 @@ impl From<&Job> for JobView {
             next_run_at: job.due_at(),
             last_run: None,
             signing_secret: None,
+            subscriptions: None,
         }
     }
 }

@@ -38,6 +38,39 @@ impl DynamoRunStore {
         DynamoRunStore { client, table: table.into(), shards: shards.max(1), ledger }
     }
 
+    /// Reads the runs of `keys` (at most 100), asking again for what DynamoDB left unprocessed.
+    async fn batch_get(&self, keys: Vec<Item>) -> StoreResult<Vec<Run>> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut runs = Vec::with_capacity(keys.len());
+        let mut pending = keys;
+        for _ in 0..5 {
+            if pending.is_empty() {
+                return Ok(runs);
+            }
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(pending))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, request)
+                .send()
+                .await
+                .map_err(item::classify)?;
+            for it in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
+                runs.push(from_item(it)?);
+            }
+            pending = out
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.table))
+                .map(|k| k.keys)
+                .unwrap_or_default();
+        }
+        Err(StoreError::Unavailable("runs left unprocessed by repeated batch reads".into()))
+    }
+
     fn to_item(&self, run: &Run) -> StoreResult<Item> {
         let attempts =
             serde_json::to_string(&run.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -299,7 +332,6 @@ impl RunStore for DynamoRunStore {
             .table_name(&self.table)
             .key("job_id", s(before.job_id.as_str()))
             .key("run_key", s(before.key.encode()))
-            .condition_expression("#st = :old AND attempt = :attempt_old")
             .expression_attribute_names("#st", "state")
             .expression_attribute_values(":old", s(before.state.as_str()))
             .expression_attribute_values(":attempt_old", n(before.attempt))
@@ -327,13 +359,24 @@ impl RunStore for DynamoRunStore {
         }
         // New events join the map in the same write: recorded by whoever wins the change.
         let new_events = after.events.iter().filter(|e| !before.events.iter().any(|b| b.id == e.id));
+        let mut new_count = 0;
         for (i, event) in new_events.enumerate() {
+            new_count += 1;
             set.push(format!("events.#ev{i} = :ev{i}"));
             request = request
                 .expression_attribute_names(format!("#ev{i}"), &event.id)
                 .expression_attribute_values(format!(":ev{i}"), event_value(event));
         }
-        let leaves_index = before.state.is_in_flight() && after.state.is_terminal();
+        // Each new event is recorded once: a conditional flag set meanwhile (the watchdog's
+        // `sla_missed`) makes this write a `Conflict`, and the caller re-reads.
+        let mut condition = String::from("#st = :old AND attempt = :attempt_old");
+        for i in 0..new_count {
+            condition.push_str(&format!(" AND attribute_not_exists(events.#ev{i})"));
+        }
+        // A terminal run leaves the in-flight index once its events are published (then the
+        // mark-sent write removes it), so the watchdog finds events a crash left unsent.
+        let leaves_index =
+            before.state.is_in_flight() && after.state.is_terminal() && after.events.iter().all(|e| e.sent);
         if leaves_index {
             remove.extend(["inflight_shard", "inflight_at"]);
         }
@@ -341,7 +384,12 @@ impl RunStore for DynamoRunStore {
         if !remove.is_empty() {
             expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
-        request.update_expression(expression).send().await.map_err(item::classify)?;
+        request
+            .condition_expression(condition)
+            .update_expression(expression)
+            .send()
+            .await
+            .map_err(item::classify)?;
         self.ledger.add(writes::ITEM, 1);
         if leaves_index {
             self.ledger.add(writes::INDEX_REMOVE, 1);
@@ -349,21 +397,97 @@ impl RunStore for DynamoRunStore {
         Ok(())
     }
 
-    async fn mark_event_sent(&self, run: &Run, id: &str) -> StoreResult<()> {
+    async fn mark_events_sent(&self, run: &Run, ids: &[String], settle: bool) -> StoreResult<()> {
+        if ids.is_empty() && !settle {
+            return Ok(());
+        }
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .condition_expression("attribute_exists(run_key)");
+        let mut set = Vec::new();
+        for (i, id) in ids.iter().enumerate() {
+            set.push(format!("events.#id{i}.sent = :true"));
+            request = request.expression_attribute_names(format!("#id{i}"), id);
+        }
+        if !set.is_empty() {
+            request = request.expression_attribute_values(":true", AttributeValue::Bool(true));
+        }
+        let mut expression = if set.is_empty() { String::new() } else { format!("SET {}", set.join(", ")) };
+        if settle {
+            // Only a run that has ended leaves the index.
+            expression.push_str(" REMOVE inflight_shard, inflight_at");
+            let terminal: Vec<String> = RunState::ALL
+                .into_iter()
+                .filter(|state| state.is_terminal())
+                .map(|state| state.as_str().to_string())
+                .collect();
+            let mut names = Vec::new();
+            for (i, state) in terminal.iter().enumerate() {
+                names.push(format!(":t{i}"));
+                request = request.expression_attribute_values(format!(":t{i}"), s(state));
+            }
+            request = request
+                .condition_expression(format!("attribute_exists(run_key) AND #st IN ({})", names.join(", ")))
+                .expression_attribute_names("#st", "state");
+        }
+        request.update_expression(expression.trim()).send().await.map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        if settle {
+            self.ledger.add(writes::INDEX_REMOVE, 1);
+        }
+        Ok(())
+    }
+
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
         self.client
             .update_item()
             .table_name(&self.table)
             .key("job_id", s(run.job_id.as_str()))
             .key("run_key", s(run.key.encode()))
-            .update_expression("SET events.#id.sent = :true")
-            .condition_expression("attribute_exists(events.#id)")
-            .expression_attribute_names("#id", id)
-            .expression_attribute_values(":true", AttributeValue::Bool(true))
+            .update_expression("SET events.#id = :event")
+            .condition_expression("#st = :state AND attempt = :attempt AND attribute_not_exists(events.#id)")
+            .expression_attribute_names("#id", &event.id)
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":event", event_value(event))
+            .expression_attribute_values(":state", s(run.state.as_str()))
+            .expression_attribute_values(":attempt", n(run.attempt))
             .send()
             .await
             .map_err(item::classify)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
+    }
+
+    async fn in_flight(&self, until: DateTime<Utc>) -> StoreResult<Vec<Run>> {
+        // Every shard's keys, in parallel; then the items, a hundred at a time.
+        let bound = format!("{}#~", format_instant(until));
+        let shards = futures::future::try_join_all((0..self.shards).map(|shard| {
+            let query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(IN_FLIGHT_INDEX)
+                .key_condition_expression("inflight_shard = :shard AND inflight_at <= :until")
+                .expression_attribute_values(":shard", s(format!("{shard:02}")))
+                .expression_attribute_values(":until", s(bound.clone()));
+            item::query_all(query, |it| {
+                Ok(Item::from([
+                    ("job_id".to_string(), it.get("job_id").cloned().unwrap_or_else(|| s(""))),
+                    ("run_key".to_string(), it.get("run_key").cloned().unwrap_or_else(|| s(""))),
+                ]))
+            })
+        }))
+        .await?;
+        let keys: Vec<Item> = shards.into_iter().flatten().collect();
+        let mut runs = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
+            runs.extend(self.batch_get(chunk.to_vec()).await?);
+        }
+        Ok(runs)
     }
 
     async fn mark_dispatched(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {

@@ -1,6 +1,7 @@
 //! The tick's progress in DynamoDB: one item (`job_id = scheduler#tick`) in the jobs table,
 //! outside every index. Updates are conditional so that the minutes only ever move forward,
-//! whatever order concurrent ticks finish in.
+//! whatever order concurrent ticks finish in. The watchdog keeps its stall incident on the same
+//! item.
 
 use super::item::{self, get_opt_s, s};
 use super::{StoreError, StoreResult, TickState, TickStateStore};
@@ -59,6 +60,8 @@ impl TickStateStore for DynamoTickStateStore {
         Ok(TickState {
             watermark: get_opt_s(&it, "watermark").and_then(parse_instant),
             reached: get_opt_s(&it, "reached").and_then(parse_instant),
+            stalled_since: get_opt_s(&it, "stalled_since").and_then(parse_instant),
+            unsent_alert: get_opt_s(&it, "unsent_alert").map(str::to_string),
         })
     }
 
@@ -68,5 +71,49 @@ impl TickStateStore for DynamoTickStateStore {
 
     async fn set_watermark(&self, minute: DateTime<Utc>) -> StoreResult<()> {
         self.raise("watermark", minute).await
+    }
+
+    async fn open_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(KEY))
+            .update_expression("SET stalled_since = :since, unsent_alert = :alert")
+            .condition_expression("attribute_not_exists(stalled_since)")
+            .expression_attribute_values(":since", s(format_instant(since)))
+            .expression_attribute_values(":alert", s(alert))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        Ok(())
+    }
+
+    async fn close_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(KEY))
+            .update_expression("SET unsent_alert = :alert REMOVE stalled_since")
+            .condition_expression("stalled_since = :since")
+            .expression_attribute_values(":since", s(format_instant(since)))
+            .expression_attribute_values(":alert", s(alert))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        Ok(())
+    }
+
+    async fn mark_alert_sent(&self, alert: &str) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(KEY))
+            .update_expression("REMOVE unsent_alert")
+            .condition_expression("unsent_alert = :alert")
+            .expression_attribute_values(":alert", s(alert))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        Ok(())
     }
 }

@@ -15,6 +15,7 @@ pub use dynamo_jobs::DynamoJobStore;
 pub use dynamo_runs::DynamoRunStore;
 pub use dynamo_tick::DynamoTickStateStore;
 
+use crate::events::RunEvent;
 use crate::job::{Job, JobId};
 use crate::run::{Run, RunKey, RunState};
 use async_trait::async_trait;
@@ -134,26 +135,47 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// index.
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
 
-    /// Marks the run's event `id` published.
-    async fn mark_event_sent(&self, run: &Run, id: &str) -> StoreResult<()>;
+    /// Marks the run's events `ids` published, in one write; with `settle`, the ended run also
+    /// leaves the in-flight index (`Conflict` if it has not ended).
+    async fn mark_events_sent(&self, run: &Run, ids: &[String], settle: bool) -> StoreResult<()>;
+
+    /// Records `event` on `run` if the run is still in the state and attempt it was read in and
+    /// has no event of that id: the conditional flag behind `sla_missed` and `late_start`.
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()>;
+
+    /// The runs in the in-flight index scheduled at or before `until`: every QUEUED, RUNNING
+    /// and RETRYING run, and ended runs whose events are not all published yet.
+    async fn in_flight(&self, until: DateTime<Utc>) -> StoreResult<Vec<Run>>;
 
     /// Records that the run's message was sent (manual and backfilled runs).
     async fn mark_dispatched(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
 }
 
-/// The tick's progress: the last minute fully processed, and the last minute it reached.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// The tick's progress: the last minute fully processed, and the last minute it reached; and
+/// the watchdog's view of it: an open stall incident, and an alert recorded but not yet sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TickState {
     pub watermark: Option<DateTime<Utc>>,
     pub reached: Option<DateTime<Utc>>,
+    /// When the watchdog found the scheduler stalled; cleared when it recovers.
+    pub stalled_since: Option<DateTime<Utc>>,
+    /// `scheduler_stalled` or `scheduler_recovered`, recorded and not yet published.
+    pub unsent_alert: Option<String>,
 }
 
-/// Where the tick keeps its progress. Both updates only ever move forward.
+/// Where the tick keeps its progress. Both minutes only ever move forward; an incident opens
+/// and closes once, whatever number of watchdogs race on it (the loser gets `Conflict`).
 #[async_trait]
 pub trait TickStateStore: Send + Sync + std::fmt::Debug {
     async fn get(&self) -> StoreResult<TickState>;
     async fn set_reached(&self, minute: DateTime<Utc>) -> StoreResult<()>;
     async fn set_watermark(&self, minute: DateTime<Utc>) -> StoreResult<()>;
+    /// Opens a stall incident, if none is open, recording `alert` unsent.
+    async fn open_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()>;
+    /// Closes the incident opened at `since`, recording `alert` unsent.
+    async fn close_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()>;
+    /// Marks `alert` published.
+    async fn mark_alert_sent(&self, alert: &str) -> StoreResult<()>;
 }
 
 /// A response kept for an idempotent replay.

@@ -360,7 +360,7 @@ impl Claimer {
                 }
                 Inserted::Created => {
                     prepared.report.skipped += 1;
-                    self.announcer.announce(job, &run).await;
+                    self.announcer.announce(Some(job), &run, &run.events).await;
                 }
                 Inserted::Exists(existing) => {
                     prepared.report.duplicates += 1;

@@ -14,8 +14,8 @@ pub mod poll;
 pub mod target;
 
 use crate::clock::Clock;
-use crate::events::{Announcer, caused};
 use crate::job::Job;
+use crate::record::Recorder;
 use crate::retry;
 use crate::run::{Attempt, Outcome, Run, RunKey, RunMessage, RunState};
 use crate::store::{JobStore, RunStore, StoreError};
@@ -62,7 +62,7 @@ pub struct Worker {
     jobs: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
     caller: Arc<dyn Caller>,
-    announcer: Announcer,
+    recorder: Recorder,
     clock: Arc<dyn Clock>,
     settings: WorkerSettings,
 }
@@ -77,25 +77,22 @@ impl Worker {
         jobs: Arc<dyn JobStore>,
         runs: Arc<dyn RunStore>,
         caller: Arc<dyn Caller>,
-        announcer: Announcer,
+        recorder: Recorder,
         clock: Arc<dyn Clock>,
         settings: WorkerSettings,
     ) -> Self {
-        Worker { jobs, runs, caller, announcer, clock, settings }
+        Worker { jobs, runs, caller, recorder, clock, settings }
     }
 
-    /// Moves `before` to `after` (recording the events the change causes) and announces them.
+    /// Moves `before` to `after`, recording and announcing the events the change causes.
     async fn change(
         &self,
         job: &Job,
         before: &Run,
-        mut after: Run,
+        after: Run,
         now: DateTime<Utc>,
     ) -> Result<Run, StoreError> {
-        after.events.extend(caused(job, before, &after, now));
-        self.runs.transition(before, &after).await?;
-        self.announcer.announce(job, &after).await;
-        Ok(after)
+        self.recorder.change(job, before, after, now).await
     }
 
     /// Handles one message body; `worker` names who runs the attempt.
@@ -148,20 +145,8 @@ impl Worker {
                     let Some(job) = self.jobs.get(&run.job_id).await? else {
                         return self.cancel_for_deleted_job(&run, now).await;
                     };
-                    // A worker enforces its own calls' timeouts, so an expired lease of a
-                    // plain attempt means the worker died; an accepted (202) attempt is timed
-                    // out once past its timeout, lost (heartbeats missing) before.
-                    let last = run.attempts.last();
-                    let accepted = last.is_some_and(|a| a.status_code == Some(202));
-                    let started = last.map(|a| a.started_at).unwrap_or(now);
-                    let timed_out =
-                        accepted && now >= started + Duration::seconds(i64::from(job.document.timeout_s));
-                    let (outcome, why) = if timed_out {
-                        (Outcome::TimedOut, "no result within the attempt's timeout")
-                    } else {
-                        (Outcome::Lost, "the attempt's lease expired (worker lost or heartbeats missing)")
-                    };
-                    match self.finish(&job, &run, Ending::new(outcome).because(why), now).await {
+                    let ending = abandoned(&job, &run, now).unwrap_or_else(|| Ending::new(Outcome::Lost));
+                    match self.finish(&job, &run, ending, now).await {
                         Ok(next) => run = next,
                         Err(StoreError::Conflict) => return Ok(Disposition::Delete),
                         Err(e) => return Err(e),
@@ -372,6 +357,25 @@ impl Ending {
         self.error = Some(error.into());
         self
     }
+}
+
+/// How the open attempt of a RUNNING `run` ended if its lease has expired (`None` while the
+/// lease is live). A worker enforces its own calls' timeouts, so an expired lease of a plain
+/// attempt means its worker died (`lost`); an accepted (202) attempt is `timed_out` once past
+/// the job's timeout, and `lost` before (its heartbeats stopped).
+pub fn abandoned(job: &Job, run: &Run, now: DateTime<Utc>) -> Option<Ending> {
+    if run.state != RunState::Running || run.lease_until.is_some_and(|lease| lease > now) {
+        return None;
+    }
+    let last = run.attempts.last();
+    let accepted = last.is_some_and(|a| a.status_code == Some(202));
+    let started = last.map_or(now, |a| a.started_at);
+    let timed_out = accepted && now >= started + Duration::seconds(i64::from(job.document.timeout_s));
+    Some(if timed_out {
+        Ending::new(Outcome::TimedOut).because("no result within the attempt's timeout")
+    } else {
+        Ending::new(Outcome::Lost).because("the attempt's lease expired (worker lost or heartbeats missing)")
+    })
 }
 
 /// The run after its current attempt ended: RETRYING with its backoff (`unit`: a random number

@@ -1,0 +1,93 @@
+//! Recording a run's state change together with the events it causes (invariant 5).
+//!
+//! The change and its new events go in one conditional write (from the state and attempt read);
+//! whoever wins it publishes the events, then marks them sent. A conditional flag set meanwhile
+//! without a state change (the watchdog's `sla_missed` or `late_start`) fails the write; the
+//! change is then recomputed on the fresh run, so such an event is recorded, and told, once.
+
+use crate::events::{Announcer, RunEvent, caused, completes_failing_streak};
+use crate::job::{EventKind, Job};
+use crate::run::{Run, RunState};
+use crate::store::{RunStore, StoreError};
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+
+/// Writes state changes and announces their events.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    runs: Arc<dyn RunStore>,
+    announcer: Announcer,
+}
+
+/// How often a change is recomputed when only the run's events moved under it.
+const EVENT_RACES: usize = 3;
+
+impl Recorder {
+    pub fn new(runs: Arc<dyn RunStore>, announcer: Announcer) -> Self {
+        Recorder { runs, announcer }
+    }
+
+    pub fn announcer(&self) -> &Announcer {
+        &self.announcer
+    }
+
+    /// Moves `before` to `after` with the events the change causes, then announces them.
+    /// `Conflict` if the run left `before`'s state or attempt meanwhile.
+    pub async fn change(
+        &self,
+        job: &Job,
+        before: &Run,
+        after: Run,
+        now: DateTime<Utc>,
+    ) -> Result<Run, StoreError> {
+        let mut before = before.clone();
+        for _ in 0..EVENT_RACES {
+            let mut candidate = Run { events: before.events.clone(), ..after.clone() };
+            let mut new = caused(job, &before, &candidate, now);
+            if self.completes_failing_streak(job, &before, &candidate).await? {
+                new.push(RunEvent::new(EventKind::Failing, candidate.attempt, now));
+            }
+            candidate.events.extend(new.iter().cloned());
+            match self.runs.transition(&before, &candidate).await {
+                Ok(()) => {
+                    if !new.is_empty() {
+                        self.announcer.announce(Some(job), &candidate, &new).await;
+                    }
+                    return Ok(candidate);
+                }
+                Err(StoreError::Conflict) => {
+                    let fresh =
+                        self.runs.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
+                    if fresh.state != before.state || fresh.attempt != before.attempt {
+                        return Err(StoreError::Conflict);
+                    }
+                    // Only its events changed: decide again on the fresh run.
+                    before = fresh;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Conflict)
+    }
+
+    /// Whether `after`, ending the run as a failure, makes `alert_after_failures` failed runs in
+    /// a row (the job's earlier runs are read only then).
+    async fn completes_failing_streak(
+        &self,
+        job: &Job,
+        before: &Run,
+        after: &Run,
+    ) -> Result<bool, StoreError> {
+        let Some(threshold) = job.document.alert_after_failures else { return Ok(false) };
+        let ends_failed = matches!(after.state, RunState::Failed | RunState::TimedOut);
+        if !ends_failed || before.state.is_terminal() {
+            return Ok(false);
+        }
+        // Enough history to see the streak through interleaved skipped or cancelled runs.
+        let limit = (threshold * 2 + 10).min(crate::jobs::MAX_PAGE);
+        let page = self.runs.list(&job.id, limit, None, None).await?;
+        let this = after.key.encode();
+        let previous: Vec<Run> = page.items.into_iter().filter(|r| r.key.encode() < this).collect();
+        Ok(completes_failing_streak(&previous, threshold))
+    }
+}

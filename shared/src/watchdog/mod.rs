@@ -1,0 +1,281 @@
+//! The watchdog: Sundial's rescuer and its voice, run once a minute.
+//!
+//! It reads the in-flight runs through the runs table's in-flight index (never a table scan)
+//! and, for each, applies what [`inspect`] decides: publishes events a crash left unsent, flags
+//! `sla_missed` and `late_start` (conditional flags: once per run), ends an attempt whose lease
+//! expired (`timed_out` or `lost`) and dispatches the next one, and re-sends a message that was
+//! never sent or whose retry vanished. It also watches the tick's watermark and tells operators
+//! once when the scheduler stalls and once when it recovers. Every change is a conditional write
+//! from what was read, so racing watchdogs, workers and callbacks each take effect once.
+
+pub mod inspect;
+
+use crate::clock::Clock;
+use crate::events::{RunEvent, SchedulerAlert};
+use crate::job::{EventKind, Job, JobId};
+use crate::queue::RunQueue;
+use crate::record::Recorder;
+use crate::run::{Outcome, Run, RunState};
+use crate::store::{JobStore, RunStore, StoreError, TickStateStore};
+use crate::worker::{abandoned, finished};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use inspect::{
+    WatchdogSettings, flags_due, minutes_behind, missing_dispatch, needs_settling, retry_dispatch,
+    unsent_events,
+};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What one pass did, for the function's result and its log line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct WatchdogReport {
+    /// Runs read from the in-flight index.
+    pub inspected: usize,
+    /// Events published again after a crash left them unsent.
+    pub republished: usize,
+    /// Ended runs removed from the in-flight index.
+    pub settled: usize,
+    pub sla_missed: usize,
+    pub late_start: usize,
+    /// Attempts ended as `timed_out` past their timeout.
+    pub timed_out: usize,
+    /// Attempts ended as `lost` (lease expired).
+    pub lost: usize,
+    /// Messages sent for runs whose message was missing (or for the next attempt after a repair).
+    pub dispatched: usize,
+    /// In-flight runs of deleted jobs, cancelled.
+    pub cancelled: usize,
+    /// `scheduler_stalled` or `scheduler_recovered`, if one was published.
+    pub alert: Option<String>,
+    /// Runs whose repair failed; they are looked at again next minute.
+    pub errors: usize,
+}
+
+impl WatchdogReport {
+    fn add(&mut self, other: WatchdogReport) {
+        self.republished += other.republished;
+        self.settled += other.settled;
+        self.sla_missed += other.sla_missed;
+        self.late_start += other.late_start;
+        self.timed_out += other.timed_out;
+        self.lost += other.lost;
+        self.dispatched += other.dispatched;
+        self.cancelled += other.cancelled;
+        self.errors += other.errors;
+    }
+}
+
+/// The watchdog's parts.
+#[derive(Debug, Clone)]
+pub struct Watchdog {
+    jobs: Arc<dyn JobStore>,
+    runs: Arc<dyn RunStore>,
+    queue: Arc<dyn RunQueue>,
+    recorder: Recorder,
+    tick_state: Arc<dyn TickStateStore>,
+    clock: Arc<dyn Clock>,
+    settings: WatchdogSettings,
+}
+
+impl Watchdog {
+    pub fn new(
+        jobs: Arc<dyn JobStore>,
+        runs: Arc<dyn RunStore>,
+        queue: Arc<dyn RunQueue>,
+        recorder: Recorder,
+        tick_state: Arc<dyn TickStateStore>,
+        clock: Arc<dyn Clock>,
+        settings: WatchdogSettings,
+    ) -> Self {
+        Watchdog { jobs, runs, queue, recorder, tick_state, clock, settings }
+    }
+
+    /// One pass: the scheduler's health, then every in-flight run due by now.
+    pub async fn run(&self) -> Result<WatchdogReport, StoreError> {
+        let now = self.clock.now();
+        let mut report = WatchdogReport { alert: self.watch_scheduler(now).await?, ..Default::default() };
+        let runs = self.runs.in_flight(now).await?;
+        report.inspected = runs.len();
+        let jobs = self.jobs_of(&runs).await?;
+        let jobs = &jobs;
+        let results: Vec<WatchdogReport> = futures::stream::iter(runs)
+            .map(|run| async move {
+                let job = jobs.get(&run.job_id).and_then(Option::as_ref);
+                let id = run.id();
+                match self.watch(run, job, now).await {
+                    Ok(report) => report,
+                    Err(e) => {
+                        tracing::warn!(run_id = %id, error = %e, "watchdog repair failed; retried next pass");
+                        WatchdogReport { errors: 1, ..Default::default() }
+                    }
+                }
+            })
+            .buffer_unordered(self.settings.concurrency.max(1))
+            .collect()
+            .await;
+        for r in results {
+            report.add(r);
+        }
+        Ok(report)
+    }
+
+    /// The jobs of `runs`, each read once; `None` for a deleted job.
+    async fn jobs_of(&self, runs: &[Run]) -> Result<HashMap<JobId, Option<Job>>, StoreError> {
+        let mut ids: Vec<JobId> = runs.iter().map(|r| r.job_id.clone()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        futures::stream::iter(ids)
+            .map(|id| async move { self.jobs.get(&id).await.map(|job| (id, job)) })
+            .buffer_unordered(self.settings.concurrency.max(1))
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Applies every repair one run needs.
+    async fn watch(
+        &self,
+        mut run: Run,
+        job: Option<&Job>,
+        now: DateTime<Utc>,
+    ) -> Result<WatchdogReport, StoreError> {
+        let mut report = WatchdogReport::default();
+        let unsent = unsent_events(&run, now, self.settings.publish_grace);
+        if !unsent.is_empty() {
+            report.republished += self.recorder.announcer().announce(job, &run, &unsent).await;
+        } else if needs_settling(&run, now, self.settings.publish_grace) {
+            match self.runs.mark_events_sent(&run, &[], true).await {
+                Ok(()) => report.settled += 1,
+                Err(StoreError::Conflict) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if run.state.is_terminal() {
+            return Ok(report);
+        }
+        let Some(job) = job else {
+            return self.cancel_orphan(&run, now, report).await;
+        };
+        for kind in flags_due(job, &run, now) {
+            let event = RunEvent::new(kind, run.attempt, now);
+            match self.runs.record_event(&run, &event).await {
+                Ok(()) => {
+                    run.events.push(event.clone());
+                    self.recorder.announcer().announce(Some(job), &run, &[event]).await;
+                    match kind {
+                        EventKind::SlaMissed => report.sla_missed += 1,
+                        _ => report.late_start += 1,
+                    }
+                }
+                // Recorded by someone else, or the run moved on: their write tells it.
+                Err(StoreError::Conflict) => return Ok(report),
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(ending) = abandoned(job, &run, now) {
+            let outcome = ending.outcome;
+            let after = finished(job, &run, ending, now, rand::random::<f64>());
+            match self.recorder.change(job, &run, after, now).await {
+                Ok(after) => {
+                    match outcome {
+                        Outcome::TimedOut => report.timed_out += 1,
+                        _ => report.lost += 1,
+                    }
+                    if after.state == RunState::Retrying {
+                        // The attempt's own message may be gone with its worker: send the next.
+                        self.dispatch(&after, retry_dispatch(&after, now), now, &mut report).await?;
+                    }
+                }
+                Err(StoreError::Conflict) => {}
+                Err(e) => return Err(e),
+            }
+            return Ok(report);
+        }
+        if let Some(dispatch) = missing_dispatch(job, &run, now, &self.settings) {
+            self.dispatch(&run, dispatch, now, &mut report).await?;
+        }
+        Ok(report)
+    }
+
+    async fn dispatch(
+        &self,
+        run: &Run,
+        dispatch: crate::queue::Dispatch,
+        now: DateTime<Utc>,
+        report: &mut WatchdogReport,
+    ) -> Result<(), StoreError> {
+        let sent = self.queue.send(std::slice::from_ref(&dispatch)).await;
+        if let Some(Err(e)) = sent.into_iter().next() {
+            return Err(StoreError::Unavailable(e.to_string()));
+        }
+        report.dispatched += 1;
+        tracing::info!(run_id = %run.id(), attempt = dispatch.message.attempt, "watchdog dispatched a missing message");
+        self.runs.mark_dispatched(run, now).await
+    }
+
+    /// An in-flight run of a deleted job is cancelled, unless an attempt still holds its lease.
+    async fn cancel_orphan(
+        &self,
+        run: &Run,
+        now: DateTime<Utc>,
+        mut report: WatchdogReport,
+    ) -> Result<WatchdogReport, StoreError> {
+        if run.state == RunState::Running && run.lease_until.is_some_and(|lease| lease > now) {
+            return Ok(report);
+        }
+        match self.runs.finish_without_attempt(run, RunState::Cancelled, "the job was deleted", now).await {
+            Ok(()) => report.cancelled += 1,
+            Err(StoreError::Conflict) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(report)
+    }
+
+    /// Opens a stall incident when the tick's watermark falls behind, closes it when the tick
+    /// catches up; each alert is recorded before it is published, so a crash leaves it for the
+    /// next pass. Returns the alert published, if any.
+    async fn watch_scheduler(&self, now: DateTime<Utc>) -> Result<Option<String>, StoreError> {
+        let state = self.tick_state.get().await?;
+        let behind = minutes_behind(state.watermark, now);
+        let stalled = behind >= self.settings.stall_after_minutes;
+        let recorded = match (state.stalled_since, stalled) {
+            (None, true) => {
+                tracing::error!(minutes_behind = behind, watermark = ?state.watermark, "the scheduler is stalled");
+                self.tick_state
+                    .open_incident(now, SchedulerAlert::STALLED)
+                    .await
+                    .map(|()| SchedulerAlert::STALLED)
+            }
+            (Some(since), false) => {
+                tracing::info!(since = %since, "the scheduler has recovered");
+                self.tick_state
+                    .close_incident(since, SchedulerAlert::RECOVERED)
+                    .await
+                    .map(|()| SchedulerAlert::RECOVERED)
+            }
+            _ => match state.unsent_alert.as_deref() {
+                Some(SchedulerAlert::STALLED) => Ok(SchedulerAlert::STALLED),
+                Some(SchedulerAlert::RECOVERED) => Ok(SchedulerAlert::RECOVERED),
+                _ => return Ok(None),
+            },
+        };
+        let event = match recorded {
+            Ok(event) => event,
+            // Another watchdog recorded it: it publishes.
+            Err(StoreError::Conflict) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let alert = SchedulerAlert { event, watermark: state.watermark, at: now };
+        if let Err(e) = self.recorder.announcer().bus().alert(&alert).await {
+            tracing::warn!(event, error = %e, "scheduler alert left unsent");
+            return Ok(None);
+        }
+        match self.tick_state.mark_alert_sent(event).await {
+            Ok(()) | Err(StoreError::Conflict) => Ok(Some(event.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+}

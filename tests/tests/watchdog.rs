@@ -1,0 +1,433 @@
+//! The watchdog against the emulator: SLA misses once, timeouts and lost workers repaired,
+//! missing messages re-sent (and only those), unsent events published after a crash, per-job
+//! topics and their filters, and the scheduler's stall and recovery told once each. The clock is
+//! manual, so every deadline is crossed on purpose; an SQS queue subscribed to a topic stands in
+//! for a person's inbox.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use axum::http::StatusCode;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use sundial_shared::clock::{Clock, ManualClock};
+use sundial_shared::events::RunEvent;
+use sundial_shared::job::{EventKind, JobId};
+use sundial_shared::run::{Attempt, Outcome, Run, RunId, RunKey, RunState};
+use sundial_shared::watchdog::WatchdogReport;
+use sundial_tests::{ALICE, Answer, Options, Stack, TargetServer};
+
+const START: &str = "2030-01-01T12:00:00Z";
+
+fn t(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+async fn stack_at(clock: &Arc<ManualClock>, vars: &[(&'static str, &str)]) -> Stack {
+    Stack::with(Options {
+        vars: vars.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+        clock: Some(clock.clone() as Arc<dyn Clock>),
+    })
+    .await
+}
+
+fn job(name: &str, url: &str, extra: Value) -> Value {
+    let mut job = json!({
+        "name": name,
+        "schedule": {"cron": "0 0 1 1 *"},
+        "target": {"type": "http", "url": url},
+        "retry": {"max_attempts": 1},
+        "timeout_s": 600
+    });
+    job.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    job
+}
+
+async fn trigger(stack: &Stack, job_id: &str) -> RunId {
+    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &json!({})).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+    RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
+}
+
+async fn run(stack: &Stack, id: &RunId) -> Run {
+    stack.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
+}
+
+async fn watchdog(stack: &Stack) -> WatchdogReport {
+    stack.services.watchdog.run().await.unwrap()
+}
+
+/// Receives `count` messages of the runs queue (waiting up to 20 s for delayed ones) and hands
+/// each to the worker as Lambda would; returns the attempts they asked for.
+async fn work(stack: &Stack, count: usize, worker: &str) -> Vec<u64> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut attempts = Vec::new();
+    while attempts.len() < count && std::time::Instant::now() < deadline {
+        for body in stack.drain_queue().await {
+            attempts.push(body["attempt"].as_u64().unwrap());
+            stack.services.worker.handle(&body.to_string(), worker).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(attempts.len(), count, "messages on the runs queue");
+    attempts
+}
+
+/// The `event` of each notification an inbox received (SNS envelopes), sorted.
+fn events_of(messages: &[Value]) -> Vec<String> {
+    let mut events: Vec<String> = messages
+        .iter()
+        .map(|m| m["MessageAttributes"]["event"]["Value"].as_str().unwrap().to_string())
+        .collect();
+    events.sort();
+    events
+}
+
+/// A run past its SLA gets one `sla_missed` however many passes see it; one that ends past its
+/// SLA between two passes gets one from the worker; and when the watchdog flags a run the worker
+/// is finishing from an older read, the worker's write is redone without a second `sla_missed`.
+#[tokio::test]
+async fn sla_missed_is_told_once() {
+    let clock = Arc::new(ManualClock::new(t(START)));
+    let stack = stack_at(&clock, &[("SUNDIAL_HEARTBEAT_WINDOW_S", "3600")]).await;
+    let inbox = stack.subscribe_inbox().await;
+    let accepting = TargetServer::start(|_| Answer::Status(202)).await;
+    let quick = TargetServer::start(|_| Answer::Status(200)).await;
+
+    // Still running past its SLA: the watchdog flags it, once in five passes.
+    let slow = stack.api.create_job(ALICE, &job("slow", &accepting.url, json!({"sla_s": 60}))).await;
+    let slow_run = trigger(&stack, &slow).await;
+    work(&stack, 1, "w1").await;
+    assert_eq!(run(&stack, &slow_run).await.state, RunState::Running);
+    clock.advance(Duration::seconds(30));
+    assert_eq!(watchdog(&stack).await.sla_missed, 0, "not before the SLA");
+    let mut flagged = 0;
+    for _ in 0..5 {
+        clock.advance(Duration::seconds(40));
+        flagged += watchdog(&stack).await.sla_missed;
+    }
+    assert_eq!(flagged, 1);
+    let slow_state = run(&stack, &slow_run).await;
+    assert_eq!(slow_state.state, RunState::Running, "an SLA miss does not stop the run");
+    assert!(slow_state.events.iter().any(|e| e.kind == EventKind::SlaMissed && e.sent));
+
+    // Ends past its SLA between two passes: the worker's write carries the flag.
+    let late = stack.api.create_job(ALICE, &job("late", &quick.url, json!({"sla_s": 60}))).await;
+    let late_run = trigger(&stack, &late).await;
+    watchdog(&stack).await;
+    clock.advance(Duration::seconds(90));
+    work(&stack, 1, "w2").await;
+    assert_eq!(run(&stack, &late_run).await.state, RunState::Succeeded);
+    clock.advance(Duration::seconds(60));
+    assert_eq!(watchdog(&stack).await.sla_missed, 0);
+
+    // The watchdog flags a run between the worker's read and its write.
+    let raced = stack.api.create_job(ALICE, &job("raced", &accepting.url, json!({"sla_s": 60}))).await;
+    let raced_run = trigger(&stack, &raced).await;
+    work(&stack, 1, "w3").await;
+    let read_by_worker = run(&stack, &raced_run).await;
+    clock.advance(Duration::seconds(61));
+    assert_eq!(watchdog(&stack).await.sla_missed, 1);
+    let job = stack.services.job_store.get(&read_by_worker.job_id).await.unwrap().unwrap();
+    let now = clock.now();
+    let ending = sundial_shared::worker::Ending::new(Outcome::Succeeded);
+    let after = sundial_shared::worker::finished(&job, &read_by_worker, ending, now, 0.5);
+    let done = stack.services.recorder.change(&job, &read_by_worker, after, now).await.unwrap();
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(done.events.iter().filter(|e| e.kind == EventKind::SlaMissed).count(), 1);
+
+    let messages = stack.read_inbox(&inbox, 3, 20).await;
+    assert_eq!(events_of(&messages), ["sla_missed", "sla_missed", "sla_missed"]);
+    assert!(stack.read_inbox(&inbox, 1, 2).await.is_empty(), "one message per event");
+    let jobs: Vec<&str> =
+        messages.iter().map(|m| m["MessageAttributes"]["job_name"]["Value"].as_str().unwrap()).collect();
+    for name in ["slow", "late", "raced"] {
+        assert_eq!(jobs.iter().filter(|j| **j == name).count(), 1, "{name}: {jobs:?}");
+    }
+}
+
+/// An accepted attempt that never reports back is `timed_out` by the watchdog at its timeout,
+/// retried per the policy, then the run ends TIMED_OUT; one `retrying` and one `timed_out`.
+#[tokio::test]
+async fn a_run_past_its_timeout_is_retried_then_ends() {
+    let clock = Arc::new(ManualClock::new(t(START)));
+    let stack = stack_at(&clock, &[]).await;
+    let inbox = stack.subscribe_inbox().await;
+    let accepting = TargetServer::start(|_| Answer::Status(202)).await;
+    let retry = json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1});
+    let id = stack
+        .api
+        .create_job(ALICE, &job("stuck", &accepting.url, json!({"timeout_s": 5, "retry": retry})))
+        .await;
+    let run_id = trigger(&stack, &id).await;
+
+    assert_eq!(work(&stack, 1, "w1").await, [1]);
+    assert_eq!(run(&stack, &run_id).await.state, RunState::Running);
+    clock.advance(Duration::seconds(4));
+    assert_eq!(watchdog(&stack).await.timed_out, 0, "not before the timeout");
+    clock.advance(Duration::seconds(2));
+    let report = watchdog(&stack).await;
+    assert_eq!((report.timed_out, report.dispatched), (1, 1));
+    let retrying = run(&stack, &run_id).await;
+    assert_eq!(retrying.state, RunState::Retrying);
+    assert_eq!(retrying.attempts[0].outcome, Some(Outcome::TimedOut));
+
+    clock.advance(Duration::seconds(2));
+    assert_eq!(work(&stack, 1, "w2").await, [2], "the watchdog sent the next attempt");
+    assert_eq!(run(&stack, &run_id).await.state, RunState::Running);
+    clock.advance(Duration::seconds(6));
+    let report = watchdog(&stack).await;
+    assert_eq!((report.timed_out, report.dispatched), (1, 0), "no attempt left to dispatch");
+    let ended = run(&stack, &run_id).await;
+    assert_eq!(ended.state, RunState::TimedOut);
+    let outcomes: Vec<_> = ended.attempts.iter().map(|a| (a.n, a.worker.as_str(), a.outcome)).collect();
+    assert_eq!(outcomes, [(1, "w1", Some(Outcome::TimedOut)), (2, "w2", Some(Outcome::TimedOut))]);
+    assert_eq!(watchdog(&stack).await.timed_out, 0);
+    assert_eq!(events_of(&stack.read_inbox(&inbox, 2, 20).await), ["retrying", "timed_out"]);
+    assert!(stack.read_inbox(&inbox, 1, 2).await.is_empty(), "one message per event");
+}
+
+/// A worker that died mid-attempt: the lease expires, the attempt is `lost`, the run is
+/// dispatched again and completes; both attempts are in the run's record.
+#[tokio::test]
+async fn a_lost_worker_is_replaced() {
+    let clock = Arc::new(ManualClock::new(t(START)));
+    let stack = stack_at(&clock, &[]).await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
+    let id =
+        stack.api.create_job(ALICE, &job("job", &target.url, json!({"timeout_s": 30, "retry": retry}))).await;
+    let run_id = trigger(&stack, &id).await;
+
+    // A worker takes the message, starts the attempt, and dies.
+    assert_eq!(stack.drain_queue().await.len(), 1);
+    let queued = run(&stack, &run_id).await;
+    let now = clock.now();
+    let started = Run {
+        state: RunState::Running,
+        attempt: 1,
+        attempts: vec![Attempt {
+            n: 1,
+            started_at: now,
+            finished_at: None,
+            worker: "doomed".into(),
+            outcome: None,
+            status_code: None,
+            error: None,
+            output: None,
+            callback: None,
+        }],
+        lease_until: Some(now + Duration::seconds(60)),
+        updated_at: now,
+        ..queued.clone()
+    };
+    stack.services.runs.transition(&queued, &started).await.unwrap();
+
+    clock.advance(Duration::seconds(59));
+    assert_eq!(watchdog(&stack).await.lost, 0, "the lease still holds");
+    clock.advance(Duration::seconds(2));
+    let report = watchdog(&stack).await;
+    assert_eq!((report.lost, report.dispatched), (1, 1));
+    clock.advance(Duration::seconds(2));
+    assert_eq!(work(&stack, 1, "rescuer").await, [2]);
+    let done = run(&stack, &run_id).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    let attempts: Vec<_> = done.attempts.iter().map(|a| (a.n, a.worker.as_str(), a.outcome)).collect();
+    assert_eq!(attempts, [(1, "doomed", Some(Outcome::Lost)), (2, "rescuer", Some(Outcome::Succeeded))]);
+    assert_eq!(target.hits().len(), 1);
+}
+
+/// A run recorded but never sent (the API crashed between) is dispatched after the grace
+/// period, not before; runs that were sent and merely wait in a backlog are not re-sent.
+#[tokio::test]
+async fn only_runs_never_sent_are_dispatched() {
+    let clock = Arc::new(ManualClock::new(t(START)));
+    let stack = stack_at(&clock, &[("SUNDIAL_DISPATCH_GRACE_S", "120")]).await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.api.create_job(ALICE, &job("job", &target.url, json!({}))).await;
+
+    // A backlog: twenty runs sent and not yet consumed.
+    for _ in 0..20 {
+        trigger(&stack, &id).await;
+    }
+    // And one the API recorded and never sent.
+    let stored = stack.services.job_store.get(&JobId::parse(&id).unwrap()).await.unwrap().unwrap();
+    let now = clock.now();
+    let orphan = stack.services.claimer.new_run(&stored, RunKey::manual(now), now, RunState::Queued, now);
+    stack.services.runs.insert(&orphan).await.unwrap();
+
+    clock.advance(Duration::seconds(119));
+    assert_eq!(watchdog(&stack).await.dispatched, 0, "not before the grace period");
+    clock.advance(Duration::seconds(1));
+    let report = watchdog(&stack).await;
+    assert_eq!(report.inspected, 21);
+    assert_eq!(report.dispatched, 1, "only the run never sent");
+    assert!(run(&stack, &orphan.id()).await.dispatched_at.is_some());
+    clock.advance(Duration::minutes(30));
+    assert_eq!(watchdog(&stack).await.dispatched, 0, "a backlog is not re-sent");
+
+    let messages = stack.drain_queue().await;
+    assert_eq!(messages.len(), 21);
+    let orphan_key = orphan.key.encode();
+    assert_eq!(messages.iter().filter(|m| m["run_key"] == orphan_key.as_str()).count(), 1);
+}
+
+/// An event recorded with its state change but never published (a crash between) is published
+/// by the next pass after the grace period, once; then the run leaves the in-flight index.
+#[tokio::test]
+async fn an_event_left_unsent_is_published_once() {
+    let clock = Arc::new(ManualClock::new(t(START)));
+    let stack = stack_at(&clock, &[]).await;
+    let inbox = stack.subscribe_inbox().await;
+    let id = stack.api.create_job(ALICE, &job("job", "http://127.0.0.1:9/", json!({}))).await;
+    let run_id = trigger(&stack, &id).await;
+    stack.drain_queue().await;
+
+    // The worker's final write lands with its `failed` event; then the worker crashes.
+    let queued = run(&stack, &run_id).await;
+    let now = clock.now();
+    let failed = Run {
+        state: RunState::Failed,
+        updated_at: now,
+        events: vec![RunEvent::new(EventKind::Failed, 0, now)],
+        ..queued.clone()
+    };
+    stack.services.runs.transition(&queued, &failed).await.unwrap();
+    let in_flight = stack.services.runs.in_flight(now + Duration::hours(1)).await.unwrap();
+    assert_eq!(in_flight.len(), 1, "an ended run stays in the index until its events are out");
+
+    clock.advance(Duration::seconds(30));
+    assert_eq!(watchdog(&stack).await.republished, 0, "the writer may still be publishing");
+    clock.advance(Duration::seconds(31));
+    assert_eq!(watchdog(&stack).await.republished, 1);
+    for _ in 0..3 {
+        clock.advance(Duration::minutes(1));
+        assert_eq!(watchdog(&stack).await, WatchdogReport::default(), "nothing left to do");
+    }
+    assert!(run(&stack, &run_id).await.events.iter().all(|e| e.sent));
+    assert!(stack.services.runs.in_flight(clock.now()).await.unwrap().is_empty());
+    let messages = stack.read_inbox(&inbox, 2, 5).await;
+    assert_eq!(events_of(&messages), ["failed"]);
+}
+
+/// The tick stopped for three minutes: one `scheduler_stalled` however many passes see it, then
+/// one `scheduler_recovered` once the tick has caught up.
+#[tokio::test]
+async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:05Z")));
+    let stack = stack_at(&clock, &[("SUNDIAL_STALL_AFTER_MINUTES", "3")]).await;
+    let inbox = stack.subscribe_inbox().await;
+    let tick = &stack.services.tick;
+    tick.run().await.unwrap();
+    clock.set(t("2030-01-01T12:00:30Z"));
+    assert_eq!(watchdog(&stack).await.alert, None);
+
+    // No tick at 12:01, 12:02, 12:03.
+    let mut alerts = Vec::new();
+    for at in ["12:01:30", "12:02:30", "12:03:30", "12:04:30", "12:05:30"] {
+        clock.set(t(&format!("2030-01-01T{at}Z")));
+        alerts.extend(watchdog(&stack).await.alert);
+    }
+    assert_eq!(alerts, ["scheduler_stalled"]);
+    let health = stack.services.tick_state.get().await.unwrap();
+    assert!(health.stalled_since.is_some() && health.unsent_alert.is_none());
+
+    clock.set(t("2030-01-01T12:06:02Z"));
+    tick.run().await.unwrap();
+    clock.set(t("2030-01-01T12:06:30Z"));
+    assert_eq!(watchdog(&stack).await.alert.as_deref(), Some("scheduler_recovered"));
+    clock.set(t("2030-01-01T12:07:30Z"));
+    tick.run().await.unwrap();
+    assert_eq!(watchdog(&stack).await.alert, None);
+
+    let messages = stack.read_inbox(&inbox, 3, 5).await;
+    assert_eq!(events_of(&messages), ["scheduler_recovered", "scheduler_stalled"]);
+}
+
+/// Per-job topics: a subscriber of job A's `failed` gets A's failures, as JSON, and nothing of
+/// job B nor of A's successes; email and SMS endpoints are subscribed with the job's filter
+/// policy, shown with their status, follow edits, and vanish with the job.
+#[tokio::test]
+async fn job_topics_reach_only_their_subscribers() {
+    let clock = Arc::new(ManualClock::new(t(START)));
+    let stack = stack_at(&clock, &[("SUNDIAL_PUBLIC_URL", "https://sundial.example.test")]).await;
+    let failing = TargetServer::start(|_| Answer::Status(500)).await;
+    let flaky = TargetServer::start(|n| if n == 0 { Answer::Status(500) } else { Answer::Status(200) }).await;
+    let (a_inbox, a_arn) = stack.new_queue("a-inbox").await;
+
+    let a = json!({"on": ["failed"], "sqs": [a_arn]});
+    let a = stack.api.create_job(ALICE, &job("a", &flaky.url, json!({"notify": a}))).await;
+    let b = json!({"on": ["failed", "succeeded"]});
+    let b = stack.api.create_job(ALICE, &job("b", &failing.url, json!({"notify": b}))).await;
+    let a_failed = trigger(&stack, &a).await;
+    let _b_failed = trigger(&stack, &b).await;
+    work(&stack, 2, "w").await;
+    let _a_succeeded = trigger(&stack, &a).await;
+    work(&stack, 1, "w").await;
+
+    let received = stack.read_inbox(&a_inbox, 2, 5).await;
+    assert_eq!(received.len(), 1, "{received:?}");
+    let body = &received[0];
+    assert_eq!(body["event"], "failed");
+    assert_eq!(body["job_id"], a.as_str());
+    assert_eq!(body["run_id"], a_failed.to_string().as_str());
+    assert_eq!(body["link"], format!("https://sundial.example.test/ui/#/runs/{a_failed}").as_str());
+
+    // Email and SMS: subscribed with the filter, shown, edited, removed.
+    let notify =
+        json!({"on": ["failed", "timed_out"], "email": ["ops@example.test"], "sms": ["+15555550100"]});
+    let c = stack.api.create_job(ALICE, &job("c", &failing.url, json!({"notify": notify}))).await;
+    let topic =
+        format!("{}:{}-job-{c}", stack.resources.events_topic_arn.rsplit_once(':').unwrap().0, stack.name);
+    let subscriptions = |stack: &Stack| {
+        let (sns, topic) = (stack.sns.clone(), topic.clone());
+        async move {
+            let out = sns.list_subscriptions_by_topic().topic_arn(&topic).send().await?;
+            let mut found = Vec::new();
+            for s in out.subscriptions() {
+                let attributes = sns
+                    .get_subscription_attributes()
+                    .subscription_arn(s.subscription_arn().unwrap())
+                    .send()
+                    .await
+                    .unwrap()
+                    .attributes
+                    .unwrap();
+                let policy: Value = serde_json::from_str(&attributes["FilterPolicy"]).unwrap();
+                found.push((s.protocol().unwrap().to_string(), s.endpoint().unwrap().to_string(), policy));
+            }
+            found.sort_by(|x, y| x.0.cmp(&y.0));
+            Ok::<_, aws_sdk_sns::Error>(found)
+        }
+    };
+    let policy = json!({"event": ["failed", "timed_out"]});
+    assert_eq!(
+        subscriptions(&stack).await.unwrap(),
+        [
+            ("email".to_string(), "ops@example.test".to_string(), policy.clone()),
+            ("sms".to_string(), "+15555550100".to_string(), policy)
+        ]
+    );
+    let shown = stack.api.get(ALICE, &format!("/v1/jobs/{c}")).await;
+    let mut shown: Vec<(String, String)> = shown.body["subscriptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["protocol"].as_str().unwrap().to_string(), s["status"].as_str().unwrap().to_string()))
+        .collect();
+    shown.sort();
+    // The emulator confirms every subscription at once; SNS keeps an email pending.
+    assert_eq!(shown, [("email".into(), "confirmed".into()), ("sms".into(), "confirmed".into())]);
+
+    let edit = json!({"notify": {"on": ["sla_missed"], "sms": null}});
+    let edited = stack.api.patch(ALICE, &format!("/v1/jobs/{c}"), &edit).await;
+    assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
+    assert_eq!(
+        subscriptions(&stack).await.unwrap(),
+        [("email".to_string(), "ops@example.test".to_string(), json!({"event": ["sla_missed"]}))]
+    );
+
+    assert_eq!(stack.api.delete(ALICE, &format!("/v1/jobs/{c}")).await.status, StatusCode::NO_CONTENT);
+    assert!(subscriptions(&stack).await.is_err(), "the topic is gone with the job");
+    let topics = stack.sns.list_topics().send().await.unwrap();
+    assert!(topics.topics().iter().all(|t| t.topic_arn() != Some(topic.as_str())));
+}
