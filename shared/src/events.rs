@@ -380,3 +380,135 @@ impl Announcer {
         published.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{JobDocument, JobId};
+    use crate::run::{Attempt, RunKey};
+
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap()
+    }
+
+    fn job(extra: serde_json::Value) -> Job {
+        let mut doc =
+            serde_json::json!({"name": "nightly", "target": {"type": "http", "url": "https://x.test/"}});
+        doc.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let document: JobDocument = serde_json::from_value(doc).unwrap();
+        Job {
+            id: JobId::generate(),
+            owner: "alice".into(),
+            document,
+            version: 1,
+            created_at: at("2026-11-22T00:00:00Z"),
+            updated_at: at("2026-11-22T00:00:00Z"),
+            next_run_at: None,
+            signing_secret: "s".into(),
+        }
+    }
+
+    fn run(job: &Job, instant: &str, state: RunState) -> Run {
+        let t = at(instant);
+        Run {
+            job_id: job.id.clone(),
+            owner: job.owner.clone(),
+            key: RunKey::scheduled(t),
+            state,
+            due_at: t,
+            attempt: 0,
+            attempts: Vec::new(),
+            job_version: 1,
+            created_at: t,
+            updated_at: t,
+            reason: None,
+            lease_until: None,
+            retry_at: None,
+            dispatched_at: None,
+            expires_at: t,
+            events: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn failing_is_told_when_the_streak_reaches_the_threshold_only() {
+        let j = job(serde_json::json!({}));
+        let r = |state| run(&j, "2026-11-22T10:00:00Z", state);
+        use RunState::*;
+        // Newest first.
+        assert!(completes_failing_streak(&[r(Failed), r(TimedOut)], 3));
+        assert!(!completes_failing_streak(&[r(Failed)], 3), "two in a row of three");
+        assert!(!completes_failing_streak(&[r(Failed), r(Failed), r(Failed)], 3), "already told");
+        assert!(completes_failing_streak(&[r(Failed), r(Skipped), r(Failed), r(Succeeded), r(Failed)], 3));
+        assert!(
+            completes_failing_streak(&[r(Running), r(Failed), r(Failed)], 3),
+            "in-flight runs do not count"
+        );
+        assert!(completes_failing_streak(&[], 1));
+        assert!(!completes_failing_streak(&[r(Succeeded)], 2));
+    }
+
+    #[test]
+    fn the_first_attempt_starting_past_its_deadline_is_a_late_start() {
+        let j = job(serde_json::json!({"start_deadline_s": 30}));
+        let before = run(&j, "2026-11-22T10:00:00Z", RunState::Queued);
+        let started = Run { state: RunState::Running, attempt: 1, ..before.clone() };
+        assert!(caused(&j, &before, &started, at("2026-11-22T10:00:30Z")).is_empty());
+        let late = caused(&j, &before, &started, at("2026-11-22T10:00:31Z"));
+        assert_eq!(late.iter().map(|e| e.kind).collect::<Vec<_>>(), [EventKind::LateStart]);
+        let mut flagged = before.clone();
+        flagged.events.push(RunEvent::new(EventKind::LateStart, 0, at("2026-11-22T10:00:31Z")));
+        assert!(caused(&j, &flagged, &started, at("2026-11-22T10:01:00Z")).is_empty(), "once per run");
+    }
+
+    #[test]
+    fn succeeded_is_told_only_when_asked_for() {
+        let quiet = job(serde_json::json!({}));
+        let before = run(&quiet, "2026-11-22T10:00:00Z", RunState::Running);
+        let after = Run { state: RunState::Succeeded, ..before.clone() };
+        assert!(caused(&quiet, &before, &after, at("2026-11-22T10:00:01Z")).is_empty());
+        let asking = job(serde_json::json!({"notify": {"on": ["succeeded"]}}));
+        let kinds: Vec<_> =
+            caused(&asking, &before, &after, at("2026-11-22T10:00:01Z")).iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [EventKind::Succeeded]);
+    }
+
+    #[test]
+    fn people_get_text_and_machines_get_json() {
+        let j = job(serde_json::json!({}));
+        let mut r = run(&j, "2026-11-22T10:00:00Z", RunState::Failed);
+        r.attempt = 2;
+        r.attempts = vec![Attempt {
+            n: 2,
+            started_at: at("2026-11-22T10:00:01Z"),
+            finished_at: Some(at("2026-11-22T10:01:31Z")),
+            worker: "w".into(),
+            outcome: Some(crate::run::Outcome::Failed),
+            status_code: Some(500),
+            error: Some("HTTP 500".into()),
+            output: None,
+            callback: None,
+        }];
+        let event = RunEvent::new(EventKind::Failed, 2, at("2026-11-22T10:01:31Z"));
+        let n = Notification::new(Some(&j), &r, &event, Some("https://sundial.test/"));
+        assert_eq!(n.subject(), "nightly: failed (attempt 2)");
+        assert_eq!(n.duration_ms, Some(90_000));
+        let link = format!("https://sundial.test/ui/#/runs/{}", r.id());
+        assert_eq!(n.link.as_deref(), Some(link.as_str()));
+        let text = n.text();
+        for part in ["Job nightly", "failed", "FAILED", "1 min 30 s", "Error: HTTP 500", link.as_str()] {
+            assert!(text.contains(part), "{part} missing from {text}");
+        }
+        assert!(n.short_text().chars().count() <= 140);
+        let json = serde_json::to_string(&n).unwrap();
+        let bodies = protocol_bodies(&json, &text, &n.short_text());
+        for machine in ["default", "sqs", "https"] {
+            let parsed: serde_json::Value = serde_json::from_str(bodies[machine].as_str().unwrap()).unwrap();
+            assert_eq!(parsed["event"], "failed");
+            assert_eq!(parsed["run_id"], r.id().to_string());
+        }
+        assert_eq!(bodies["email"], text.as_str());
+        // A deleted job is named by its id.
+        assert_eq!(Notification::new(None, &r, &event, None).job_name, j.id.to_string());
+    }
+}

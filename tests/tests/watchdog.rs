@@ -431,3 +431,44 @@ async fn job_topics_reach_only_their_subscribers() {
     let topics = stack.sns.list_topics().send().await.unwrap();
     assert!(topics.topics().iter().all(|t| t.topic_arn() != Some(topic.as_str())));
 }
+
+/// `failing` is told when failed runs in a row reach `alert_after_failures`, once until a success
+/// starts a new streak; `late_start` once for a run still queued past its start deadline.
+#[tokio::test]
+async fn failing_streaks_and_late_starts_are_told_once() {
+    let clock = Arc::new(ManualClock::new(t(START)));
+    let stack = stack_at(&clock, &[]).await;
+    let inbox = stack.subscribe_inbox().await;
+    // Runs: failed, failed (streak of 2: failing), failed, succeeded, failed, failed (failing).
+    let target =
+        TargetServer::start(|n| if n == 3 { Answer::Status(200) } else { Answer::Status(500) }).await;
+    let id =
+        stack.api.create_job(ALICE, &job("flappy", &target.url, json!({"alert_after_failures": 2}))).await;
+    let mut failing_runs = Vec::new();
+    for _ in 0..6 {
+        let run_id = trigger(&stack, &id).await;
+        work(&stack, 1, "w").await;
+        let done = run(&stack, &run_id).await;
+        if done.events.iter().any(|e| e.kind == EventKind::Failing) {
+            failing_runs.push(done.attempts[0].n);
+        }
+        clock.advance(Duration::seconds(1));
+    }
+    assert_eq!(failing_runs.len(), 2);
+
+    let waiting =
+        stack.api.create_job(ALICE, &job("waiting", &target.url, json!({"start_deadline_s": 30}))).await;
+    let waiting_run = trigger(&stack, &waiting).await;
+    clock.advance(Duration::seconds(30));
+    assert_eq!(watchdog(&stack).await.late_start, 0);
+    clock.advance(Duration::seconds(2));
+    assert_eq!(watchdog(&stack).await.late_start, 1);
+    assert_eq!(watchdog(&stack).await.late_start, 0);
+    assert_eq!(run(&stack, &waiting_run).await.state, RunState::Queued, "a late start is only told");
+
+    let messages = stack.read_inbox(&inbox, 8, 20).await;
+    let events = events_of(&messages);
+    assert_eq!(events.iter().filter(|e| *e == "failing").count(), 2, "{events:?}");
+    assert_eq!(events.iter().filter(|e| *e == "failed").count(), 5, "{events:?}");
+    assert_eq!(events.iter().filter(|e| *e == "late_start").count(), 1, "{events:?}");
+}
