@@ -6,6 +6,10 @@ VENV="$ROOT/.venv"
 STATE="$ROOT/.local"
 MOTO_VERSION="5.2.5"
 CARGO_LAMBDA_VERSION="1.9.2"
+# The template's linters live in a venv of their own, so their pins never move moto's.
+INFRA_VENV="$ROOT/.venv-infra"
+CFN_LINT_VERSION="1.58.0"
+CHECKOV_VERSION="3.3.30"
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 
@@ -28,6 +32,20 @@ ensure_cargo_lambda() {
   if [ "$("$VENV/bin/cargo-lambda" lambda --version 2>/dev/null | awk '{print $2}')" != "$CARGO_LAMBDA_VERSION" ]; then
     log "installing cargo-lambda==$CARGO_LAMBDA_VERSION into .venv"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION"
+  fi
+}
+
+# Installs cfn-lint and checkov into .venv-infra when missing.
+ensure_infra_linters() {
+  if [ ! -x "$INFRA_VENV/bin/python" ]; then
+    log "creating the template linters' venv (.venv-infra)"
+    python3 -m venv "$INFRA_VENV"
+  fi
+  if [ "$("$INFRA_VENV/bin/cfn-lint" --version 2>/dev/null | awk '{print $2}')" != "$CFN_LINT_VERSION" ] \
+     || [ "$("$INFRA_VENV/bin/checkov" --version 2>/dev/null)" != "$CHECKOV_VERSION" ]; then
+    log "installing cfn-lint==$CFN_LINT_VERSION and checkov==$CHECKOV_VERSION into .venv-infra"
+    "$INFRA_VENV/bin/pip" install --quiet --disable-pip-version-check \
+      "cfn-lint==$CFN_LINT_VERSION" "checkov==$CHECKOV_VERSION"
   fi
 }
 

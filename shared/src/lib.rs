@@ -29,6 +29,7 @@ pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod due;
+pub mod emf;
 pub mod events;
 pub mod history;
 pub mod job;

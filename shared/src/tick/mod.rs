@@ -72,6 +72,19 @@ pub struct TickReport {
     pub unfinished: bool,
 }
 
+impl TickReport {
+    /// The tick's metrics: runs claimed, dispatched and skipped, jobs due, and how long it took.
+    pub fn metrics(&self, at: DateTime<Utc>, took: std::time::Duration) -> crate::emf::Record {
+        use crate::emf::{Record, Unit, names};
+        Record::new("tick", at)
+            .count(names::RUNS_CLAIMED, self.claims.claimed)
+            .count(names::RUNS_DISPATCHED, self.claims.dispatched)
+            .count(names::RUNS_SKIPPED, self.claims.skipped)
+            .count(names::JOBS_PER_TICK, self.jobs)
+            .values(names::TICK_DURATION, Unit::Milliseconds, vec![took.as_secs_f64() * 1000.0])
+    }
+}
+
 /// Why a tick could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum TickError {

@@ -49,11 +49,26 @@ pub struct WatchdogReport {
     pub cancelled: usize,
     /// `scheduler_stalled` or `scheduler_recovered`, if one was published.
     pub alert: Option<String>,
+    /// How many minutes the tick's watermark is behind the clock.
+    pub minutes_behind: i64,
     /// Runs whose repair failed; they are looked at again next minute.
     pub errors: usize,
 }
 
 impl WatchdogReport {
+    /// The pass's metrics: the repairs by kind, and the scheduler's lag (the stall alarm's input).
+    pub fn metrics(&self, at: DateTime<Utc>) -> crate::emf::Record {
+        use crate::emf::{Record, Unit, names};
+        Record::new("watchdog", at)
+            .count(names::SLA_MISSED, self.sla_missed)
+            .count(names::LATE_STARTS, self.late_start)
+            .count(names::RUNS_TIMED_OUT, self.timed_out)
+            .count(names::ATTEMPTS_LOST, self.lost)
+            .count(names::RUNS_REDISPATCHED, self.dispatched)
+            .count(names::EVENTS_REPUBLISHED, self.republished)
+            .values(names::SCHEDULER_MINUTES_BEHIND, Unit::Count, vec![self.minutes_behind as f64])
+    }
+
     fn add(&mut self, other: WatchdogReport) {
         self.republished += other.republished;
         self.settled += other.settled;
@@ -95,7 +110,8 @@ impl Watchdog {
     /// One pass: the scheduler's health, then every in-flight run due by now.
     pub async fn run(&self) -> Result<WatchdogReport, StoreError> {
         let now = self.clock.now();
-        let mut report = WatchdogReport { alert: self.watch_scheduler(now).await?, ..Default::default() };
+        let (alert, minutes_behind) = self.watch_scheduler(now).await?;
+        let mut report = WatchdogReport { alert, minutes_behind, ..Default::default() };
         let runs = self.runs.in_flight(now).await?;
         report.inspected = runs.len();
         let jobs = self.jobs_of(&runs).await?;
@@ -236,10 +252,19 @@ impl Watchdog {
 
     /// Opens a stall incident when the tick's watermark falls behind, closes it when the tick
     /// catches up; each alert is recorded before it is published, so a crash leaves it for the
-    /// next pass. Returns the alert published, if any.
-    async fn watch_scheduler(&self, now: DateTime<Utc>) -> Result<Option<String>, StoreError> {
+    /// next pass. Returns the alert published, if any, and the minutes behind.
+    async fn watch_scheduler(&self, now: DateTime<Utc>) -> Result<(Option<String>, i64), StoreError> {
         let state = self.tick_state.get().await?;
         let behind = minutes_behind(state.watermark, now);
+        Ok((self.alert_on(state, behind, now).await?, behind))
+    }
+
+    async fn alert_on(
+        &self,
+        state: crate::store::TickState,
+        behind: i64,
+        now: DateTime<Utc>,
+    ) -> Result<Option<String>, StoreError> {
         let stalled = behind >= self.settings.stall_after_minutes;
         let recorded = match (state.stalled_since, stalled) {
             (None, true) => {
