@@ -64,6 +64,9 @@ pub trait RunInbox: Send + Sync + std::fmt::Debug {
     async fn retry_after(&self, receipt: &str, delay_s: u32) -> Result<(), QueueError>;
     /// Moves a message to the dead-letter queue with the reason, then deletes it.
     async fn dead_letter(&self, message: &Received, reason: &str) -> Result<(), QueueError>;
+    /// Sends a copy of a message body to the dead-letter queue with the reason, and nothing
+    /// else: a Lambda event source deletes the original itself once the batch reports success.
+    async fn forward_to_dead_letter(&self, body: &str, reason: &str) -> Result<(), QueueError>;
     /// Moves every message of the dead-letter queue back to the runs queue; returns how many.
     async fn redrive(&self) -> Result<usize, QueueError>;
 }
@@ -187,6 +190,11 @@ impl RunInbox for SqsRunQueue {
     }
 
     async fn dead_letter(&self, message: &Received, reason: &str) -> Result<(), QueueError> {
+        self.forward_to_dead_letter(&message.body, reason).await?;
+        self.delete(&message.receipt).await
+    }
+
+    async fn forward_to_dead_letter(&self, body: &str, reason: &str) -> Result<(), QueueError> {
         let attribute = aws_sdk_sqs::types::MessageAttributeValue::builder()
             .data_type("String")
             .string_value(reason)
@@ -195,12 +203,12 @@ impl RunInbox for SqsRunQueue {
         self.client
             .send_message()
             .queue_url(&self.dlq_url)
-            .message_body(&message.body)
+            .message_body(body)
             .message_attributes("sundial_reason", attribute)
             .send()
             .await
             .map_err(queue_error)?;
-        self.delete(&message.receipt).await
+        Ok(())
     }
 
     async fn redrive(&self) -> Result<usize, QueueError> {

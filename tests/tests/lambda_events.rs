@@ -1,5 +1,7 @@
-//! The API function's handler driven by the sample API Gateway (HTTP API, v2) events in
-//! `events/`, decoded by `lambda_http` exactly as in Lambda.
+//! Every function's handler driven by its sample events in `events/`: the API by API Gateway
+//! (HTTP API, v2) requests decoded by `lambda_http` exactly as in Lambda; the tick and the
+//! watchdog by EventBridge scheduled events; the worker by SQS batches from the runs queue and
+//! from its dead-letter queue.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
@@ -35,4 +37,60 @@ async fn jwt_authorizer_subject_is_the_owner() {
     let listed = stack.api.send(event("api-list-jobs-jwt.json")).await;
     assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
     assert_eq!(listed.body["jobs"], serde_json::json!([]), "the JWT subject is a different owner from `dev`");
+}
+
+fn sample<T: serde::de::DeserializeOwned>(name: &str) -> lambda_runtime::LambdaEvent<T> {
+    let path = format!("{}/../events/{name}", env!("CARGO_MANIFEST_DIR"));
+    let payload = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut context = lambda_runtime::Context::default();
+    context.request_id = "sample-request".into();
+    lambda_runtime::LambdaEvent::new(payload, context)
+}
+
+/// The tick's handler with the EventBridge scheduled event: one tick, its summary returned.
+#[tokio::test]
+async fn tick_handles_its_scheduled_event() {
+    let stack = Stack::new().await;
+    let summary = sundial_tick::handle(&stack.services.tick, sample("tick-scheduled.json")).await.unwrap();
+    assert!(summary.watermark.is_some(), "the tick recorded its progress");
+    assert_eq!((summary.claimed, summary.failed), (0, 0));
+}
+
+/// The watchdog's handler with its scheduled event: one pass over an empty stack.
+#[tokio::test]
+async fn watchdog_handles_its_scheduled_event() {
+    let stack = Stack::new().await;
+    let report =
+        sundial_watchdog::handle(&stack.services.watchdog, sample("watchdog-scheduled.json")).await.unwrap();
+    assert_eq!(report, sundial_shared::watchdog::WatchdogReport::default());
+}
+
+/// The worker's handler with an SQS batch from the runs queue: a message for a run that does
+/// not exist is dropped, an undecodable one is forwarded to the dead-letter queue; neither is
+/// reported as a failure (the event source deletes both). From the dead-letter queue, a message
+/// naming an unknown run is handled without failure too.
+#[tokio::test]
+async fn worker_handles_sqs_batches_from_both_queues() {
+    let stack = Stack::new().await;
+    let s = &stack.services;
+    let response =
+        sundial_worker::handle(&s.worker, s.inbox.as_ref(), sample("worker-sqs-batch.json")).await.unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    let out = stack
+        .sqs
+        .receive_message()
+        .queue_url(&stack.resources.dlq_url)
+        .max_number_of_messages(10)
+        .message_attribute_names("All")
+        .send()
+        .await
+        .unwrap();
+    let dead: Vec<_> = out.messages().iter().map(|m| m.body().unwrap_or_default().to_string()).collect();
+    assert_eq!(dead, ["not a run message"]);
+    let reason = out.messages()[0].message_attributes().unwrap()["sundial_reason"].string_value().unwrap();
+    assert!(reason.contains("undecodable"), "{reason}");
+
+    let response =
+        sundial_worker::handle(&s.worker, s.inbox.as_ref(), sample("worker-dlq-batch.json")).await.unwrap();
+    assert!(response.batch_item_failures.is_empty());
 }

@@ -62,8 +62,12 @@ pub async fn handle(
                     }
                     Some(message.message_id)
                 }
-                dead @ Disposition::DeadLetter(_) => match apply(inbox, &message, &dead).await {
-                    Ok(()) => None,
+                Disposition::DeadLetter(reason) => match inbox.forward_to_dead_letter(&message.body, &reason).await {
+                    Ok(()) => {
+                        // Reported a success: the event source deletes the original.
+                        tracing::error!(message_id = %message.message_id, body = %message.body, reason = %reason, "message dead-lettered");
+                        None
+                    }
                     Err(e) => {
                         tracing::error!(message_id = %message.message_id, error = %e, "could not dead-letter");
                         Some(message.message_id)

@@ -1,0 +1,200 @@
+//! `infra/template.yaml` declares what the code expects: table keys, indexes and TTL; the
+//! environment every function reads; queue settings the worker relies on; the per-job topic
+//! prefix the IAM policies are scoped to; the metric names the alarms watch; a sample event per
+//! function. (That the local stack is built from the same file is `provision.rs`.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_yaml::Value;
+use std::collections::HashMap;
+use sundial_shared::config::Config;
+use sundial_shared::provision::{KeyDef, TEMPLATE, Template};
+use sundial_shared::store::dynamo_jobs::{BY_DUE_INDEX, BY_OWNER_INDEX};
+use sundial_shared::store::dynamo_runs::IN_FLIGHT_INDEX;
+
+fn keys(pairs: &[(&str, &str)]) -> Vec<KeyDef> {
+    pairs.iter().map(|(a, t)| KeyDef { attribute: a.to_string(), key_type: t.to_string() }).collect()
+}
+
+fn yaml() -> Value {
+    serde_yaml::from_str(TEMPLATE).unwrap()
+}
+
+/// The `!Sub`, `!Ref` or plain text of a property, as written.
+fn text(value: &Value) -> String {
+    match value {
+        Value::Tagged(t) => text(&t.value),
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Tables: the keys, indexes (with their key attributes) and TTL the stores read and write.
+#[test]
+fn tables_match_what_the_stores_expect() {
+    let template = Template::parse(TEMPLATE, "s").unwrap();
+    let jobs = &template.tables["JobsTable"];
+    assert_eq!(jobs.name, "s-jobs");
+    assert_eq!(jobs.keys, keys(&[("job_id", "HASH")]));
+    let index = |table: &sundial_shared::provision::TableDef, name: &str| {
+        table.indexes.iter().find(|i| i.name == name).unwrap_or_else(|| panic!("{name} missing")).clone()
+    };
+    assert_eq!(index(jobs, BY_OWNER_INDEX).keys, keys(&[("owner", "HASH"), ("name", "RANGE")]));
+    assert_eq!(index(jobs, BY_DUE_INDEX).keys, keys(&[("due_bucket", "HASH"), ("due_at", "RANGE")]));
+    // The tick reads whole jobs from the due index: it must project every attribute.
+    assert_eq!(index(jobs, BY_DUE_INDEX).projection, "ALL");
+    assert_eq!(jobs.ttl_attribute, None);
+
+    let runs = &template.tables["RunsTable"];
+    assert_eq!(runs.keys, keys(&[("job_id", "HASH"), ("run_key", "RANGE")]));
+    assert_eq!(
+        index(runs, IN_FLIGHT_INDEX).keys,
+        keys(&[("inflight_shard", "HASH"), ("inflight_at", "RANGE")])
+    );
+    assert_eq!(runs.ttl_attribute.as_deref(), Some("expires_at"));
+
+    let idempotency = &template.tables["IdempotencyTable"];
+    assert_eq!(idempotency.keys, keys(&[("idem_key", "HASH")]));
+    assert_eq!(idempotency.ttl_attribute.as_deref(), Some("expires_at"));
+    for table in template.tables.values() {
+        for key in table.keys.iter().chain(table.indexes.iter().flat_map(|i| i.keys.iter())) {
+            assert_eq!(
+                table.attributes.get(&key.attribute).map(String::as_str),
+                Some("S"),
+                "{}",
+                key.attribute
+            );
+        }
+    }
+}
+
+/// Every variable the functions need is set by the template, and the configuration accepts the
+/// values it sets (resource references stand in as placeholders).
+#[test]
+fn the_functions_environment_is_complete() {
+    let doc = yaml();
+    let globals = &doc["Globals"]["Function"]["Environment"]["Variables"];
+    let mut names: Vec<String> =
+        globals.as_mapping().unwrap().keys().map(|k| k.as_str().unwrap().to_string()).collect();
+    let api = &doc["Resources"]["ApiFunction"]["Properties"]["Environment"]["Variables"];
+    names.extend(api.as_mapping().unwrap().keys().map(|k| k.as_str().unwrap().to_string()));
+    let values: HashMap<&str, &str> = names
+        .iter()
+        .map(|name| {
+            let value = match name.as_str() {
+                "SUNDIAL_DUE_SHARDS" => "8",
+                "SUNDIAL_RETENTION_DAYS" => "30",
+                "SUNDIAL_API_KEY_HASHES"
+                | "SUNDIAL_ALLOWED_LAMBDA"
+                | "SUNDIAL_ALLOWED_SQS"
+                | "SUNDIAL_ALLOWED_SNS" => "",
+                _ => "placeholder",
+            };
+            (name.as_str(), value)
+        })
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+    Config::from_vars(&values, None).expect("the template's variables configure every function");
+    for required in ["SUNDIAL_STACK", "SUNDIAL_RUNS_TABLE", "SUNDIAL_EVENTS_TOPIC_ARN", "SUNDIAL_DLQ_URL"] {
+        assert!(names.iter().any(|n| n == required), "{required} not set by the template");
+    }
+}
+
+/// The worker's timeout fits in the runs queue's visibility timeout, the DLQ receives only
+/// poison messages (maxReceiveCount above the largest max_attempts), and both queues feed the
+/// worker with partial batch responses.
+#[test]
+fn queues_fit_the_worker() {
+    let doc = yaml();
+    let template = Template::parse(TEMPLATE, "s").unwrap();
+    let runs = &template.queues["RunsQueue"];
+    let worker = &doc["Resources"]["WorkerFunction"]["Properties"];
+    let timeout: u64 = worker["Timeout"].as_u64().unwrap();
+    assert!(
+        runs.visibility_timeout_s.unwrap() > timeout,
+        "visibility timeout must exceed the worker's timeout"
+    );
+    let (dlq, receives) = runs.redrive.clone().unwrap();
+    assert_eq!(dlq, "RunsDeadLetterQueue");
+    assert!(receives > u64::from(sundial_shared::limits::Limits::default().max_attempts));
+    for source in ["Runs", "DeadLetters"] {
+        let event = &worker["Events"][source]["Properties"];
+        assert_eq!(event["FunctionResponseTypes"][0].as_str(), Some("ReportBatchItemFailures"), "{source}");
+    }
+    // The worker tells the two queues apart by the DLQ's name.
+    assert!(template.queues["RunsDeadLetterQueue"].name.ends_with("-dlq"));
+}
+
+/// The IAM rights over per-job topics are scoped to the prefix the code names them with.
+#[test]
+fn job_topic_rights_match_the_topic_names() {
+    let names = sundial_shared::topics::TopicNames::new("STACK", "arn:aws:sns:eu-west-1:1:STACK-events");
+    assert!(names.name("JOB").starts_with("STACK-job-"));
+    let doc = yaml();
+    let statements = doc["Resources"]["ApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        .as_sequence()
+        .unwrap()
+        .clone();
+    let topics = statements.iter().find(|s| s["Sid"].as_str() == Some("JobTopics")).unwrap();
+    assert!(text(&topics["Resource"]).ends_with(":${AWS::StackName}-job-*"), "{:?}", topics["Resource"]);
+    assert_eq!(text(&doc["Resources"]["EventsTopic"]["Properties"]["TopicName"]), "${AWS::StackName}-events");
+}
+
+/// The alarms watch metrics the functions emit, in the namespace they emit them to.
+#[test]
+fn alarms_watch_emitted_metrics() {
+    use sundial_shared::emf::{NAMESPACE, names};
+    let doc = yaml();
+    let resources = doc["Resources"].as_mapping().unwrap();
+    let mut custom = Vec::new();
+    for (id, resource) in resources {
+        if resource["Type"].as_str() == Some("AWS::CloudWatch::Alarm") {
+            let props = &resource["Properties"];
+            if props["Namespace"].as_str() == Some(NAMESPACE) {
+                custom.push((
+                    id.as_str().unwrap().to_string(),
+                    props["MetricName"].as_str().unwrap().to_string(),
+                ));
+            }
+        }
+    }
+    custom.sort();
+    assert_eq!(
+        custom,
+        [
+            ("SchedulerStalledAlarm".to_string(), names::SCHEDULER_MINUTES_BEHIND.to_string()),
+            ("SlaMissedAlarm".to_string(), names::SLA_MISSED.to_string())
+        ]
+    );
+}
+
+/// Each function has its sample events, and the template names each function's build output.
+#[test]
+fn every_function_has_a_sample_event_and_a_build() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for sample in [
+        "api-create-job.json",
+        "tick-scheduled.json",
+        "worker-sqs-batch.json",
+        "worker-dlq-batch.json",
+        "watchdog-scheduled.json",
+    ] {
+        assert!(root.join("events").join(sample).exists(), "events/{sample}");
+    }
+    let doc = yaml();
+    for (id, crate_name) in [
+        ("ApiFunction", "sundial-api"),
+        ("TickFunction", "sundial-tick"),
+        ("WorkerFunction", "sundial-worker"),
+        ("WatchdogFunction", "sundial-watchdog"),
+    ] {
+        let props = &doc["Resources"][id]["Properties"];
+        assert_eq!(text(&props["CodeUri"]), format!("../target/lambda/{crate_name}/"), "{id}");
+        assert!(
+            root.join("functions")
+                .join(crate_name.trim_start_matches("sundial-"))
+                .join("Cargo.toml")
+                .exists()
+        );
+    }
+}
