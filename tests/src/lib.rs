@@ -439,3 +439,33 @@ impl TargetServer {
         self.hits.lock().unwrap().clone()
     }
 }
+
+/// Serves the workspace's functions through `cargo lambda watch` (installed into the project
+/// venv by the test scripts) on a free loopback port, with `env` in their environment; each
+/// function is built on its first invocation. The process ends with the returned guard.
+pub async fn cargo_lambda_watch(env: &[(String, String)]) -> (tokio::process::Child, String) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Logs and the env file go outside the workspace: cargo lambda watch rebuilds when its
+    // folder changes.
+    let log = std::fs::File::create(std::env::temp_dir().join(format!("cargo-lambda-{port}.log"))).unwrap();
+    let env_file = std::env::temp_dir().join(format!("cargo-lambda-{port}.env"));
+    let lines: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+    std::fs::write(&env_file, lines).unwrap();
+    let child = tokio::process::Command::new(root.join(".venv/bin/cargo-lambda"))
+        .args(["lambda", "watch", "--invoke-address", "127.0.0.1", "--invoke-port", &port.to_string()])
+        .arg("--env-file")
+        .arg(&env_file)
+        .current_dir(&root)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cargo-lambda is installed into .venv by scripts/test");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "cargo lambda watch did not listen on {port}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    (child, format!("http://127.0.0.1:{port}"))
+}

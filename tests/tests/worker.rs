@@ -506,35 +506,11 @@ async fn events_are_published_once_with_their_attributes() {
     }
 }
 
-/// Serves `sundial-test-lambda` through `cargo lambda watch` (installed into the project venv by
-/// the test scripts) on a free loopback port; the process ends with the returned guard.
-async fn cargo_lambda_watch() -> (tokio::process::Child, String) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    // Logs go outside the workspace: cargo lambda watch rebuilds when its folder changes.
-    let log = std::fs::File::create(std::env::temp_dir().join(format!("cargo-lambda-{port}.log"))).unwrap();
-    let child = tokio::process::Command::new(root.join(".venv/bin/cargo-lambda"))
-        .args(["lambda", "watch", "-p", "sundial-test-lambda"])
-        .args(["--invoke-address", "127.0.0.1", "--invoke-port", &port.to_string()])
-        .current_dir(&root)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("cargo-lambda is installed into .venv by scripts/test");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
-        assert!(std::time::Instant::now() < deadline, "cargo lambda watch did not listen on {port}");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    (child, format!("http://127.0.0.1:{port}"))
-}
-
 /// A Lambda target through the real Lambda Invoke API of `cargo lambda watch`: a success (the
 /// function's answer is the attempt's output), and a function error (retried, then FAILED).
 #[tokio::test]
 async fn lambda_targets_through_cargo_lambda_watch() {
-    let (_watch, endpoint) = cargo_lambda_watch().await;
+    let (_watch, endpoint) = sundial_tests::cargo_lambda_watch(&[]).await;
     let stack = Stack::with(Options {
         vars: [("SUNDIAL_ALLOWED_LAMBDA", "sundial-test-lambda".to_string())].into(),
         ..Default::default()
