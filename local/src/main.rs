@@ -27,7 +27,12 @@ async fn main() -> anyhow::Result<()> {
     let sdk = aws_sdk_config().await;
     let resources =
         provision(&sdk, &stack).await.context("creating the stack's resources on the emulator")?;
-    let config = Config::from_vars(&Env, Some(resources)).context("reading configuration")?;
+    let mut config = Config::from_vars(&Env, Some(resources)).context("reading configuration")?;
+    if config.public_url.is_none() {
+        // Links in notifications point at the local dashboard.
+        let listen = Env.var("SUNDIAL_LISTEN").unwrap_or_else(|| "127.0.0.1:8080".into());
+        config.public_url = Some(format!("http://{listen}"));
+    }
     let services = Services::new(config, &Clients::new(&sdk, Ledger::new()), Arc::new(SystemClock));
 
     match command.as_str() {

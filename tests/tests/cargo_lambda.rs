@@ -44,7 +44,13 @@ async fn every_function_answers_its_sample_event_under_cargo_lambda() {
     let invoke = |function: &'static str, event: &'static str| {
         let lambda = lambda.clone();
         async move {
-            let out = lambda.invoke().function_name(function).payload(Blob::new(sample(event))).send().await.unwrap();
+            let out = lambda
+                .invoke()
+                .function_name(function)
+                .payload(Blob::new(sample(event)))
+                .send()
+                .await
+                .unwrap();
             assert_eq!(out.function_error(), None, "{function}: {:?}", out.payload());
             serde_json::from_slice::<Value>(out.payload().unwrap().as_ref()).unwrap()
         }
