@@ -6,6 +6,7 @@
 //! a run never starts before its instant, so anything finer is rounded up.
 
 pub mod cron;
+pub mod describe;
 pub mod rate;
 pub mod zoned;
 
