@@ -37,6 +37,9 @@ pub struct Config {
     /// Base URL of the dashboard, for links in notifications.
     pub public_url: Option<String>,
     pub watchdog: WatchdogSettings,
+    /// Write metrics as CloudWatch EMF lines: in Lambda (`AWS_LAMBDA_FUNCTION_NAME` is set), or
+    /// when `SUNDIAL_EMF` is `1`.
+    pub emf: bool,
 }
 
 /// A source of variables: the process environment, or a map in tests.
@@ -176,7 +179,12 @@ impl Config {
                 reason: "must be at least 2 (the current minute's tick may not have run yet)".into(),
             });
         }
+        let emf = match vars.var("SUNDIAL_EMF") {
+            Some(v) => v == "1",
+            None => vars.var("AWS_LAMBDA_FUNCTION_NAME").is_some(),
+        };
         Ok(Config {
+            emf,
             watchdog,
             stack,
             resources,

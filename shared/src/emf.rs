@@ -88,6 +88,15 @@ impl Record {
         self
     }
 
+    pub fn function(&self) -> &'static str {
+        self.function
+    }
+
+    /// The metrics with their values, as added.
+    pub fn metrics(&self) -> impl Iterator<Item = (&'static str, Unit, &[f64])> + '_ {
+        self.metrics.iter().map(|(name, unit, values)| (*name, *unit, values.as_slice()))
+    }
+
     /// A searchable property that is not a dimension (a run id, a job id).
     pub fn property(mut self, name: &str, value: impl Into<Value>) -> Self {
         self.properties.insert(name.to_string(), value.into());

@@ -36,6 +36,7 @@ pub mod job;
 pub mod jobs;
 pub mod limits;
 pub mod merge_patch;
+pub mod meter;
 pub mod metrics;
 pub mod provision;
 pub mod queue;

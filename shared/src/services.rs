@@ -27,6 +27,7 @@ pub struct Services {
     pub config: Config,
     pub clock: Arc<dyn Clock>,
     pub ledger: Arc<Ledger>,
+    pub meter: Arc<crate::meter::Meter>,
     pub job_store: Arc<dyn JobStore>,
     pub runs: Arc<dyn RunStore>,
     pub queue: Arc<dyn RunQueue>,
@@ -55,6 +56,7 @@ impl Services {
     pub fn new(config: Config, clients: &Clients, clock: Arc<dyn Clock>) -> Self {
         let r = &config.resources;
         let ledger = clients.ledger.clone();
+        let meter = crate::meter::Meter::new(config.emf);
         let job_store: Arc<dyn JobStore> = Arc::new(DynamoJobStore::new(
             clients.dynamo.clone(),
             &r.jobs_table,
@@ -100,6 +102,7 @@ impl Services {
             tick_state.clone(),
             claimer.clone(),
             clock.clone(),
+            meter.clone(),
             config.tick.clone(),
         );
         let caller: Arc<dyn Caller> = Arc::new(Targets::new(
@@ -116,6 +119,7 @@ impl Services {
             caller,
             recorder.clone(),
             clock.clone(),
+            meter.clone(),
             worker_settings,
         );
         let history = History::new(
@@ -133,12 +137,14 @@ impl Services {
             recorder.clone(),
             tick_state.clone(),
             clock.clone(),
+            meter.clone(),
             config.watchdog.clone(),
         );
         Services {
             config,
             clock,
             ledger,
+            meter,
             job_store,
             runs,
             queue,

@@ -46,6 +46,7 @@ fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
         caller,
         s.recorder.clone(),
         Arc::new(SystemClock),
+        s.meter.clone(),
         settings,
     )
 }
@@ -529,6 +530,7 @@ async fn lambda_targets_through_cargo_lambda_watch() {
         caller,
         s.recorder.clone(),
         Arc::new(SystemClock),
+        s.meter.clone(),
         WorkerSettings::default(),
     );
     let lambda_job = |name: &str, payload: Value| {

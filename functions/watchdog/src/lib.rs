@@ -11,7 +11,6 @@ pub async fn handle(
 ) -> Result<WatchdogReport, Error> {
     tracing::debug!(event_id = ?event.payload.id, "watchdog");
     let report = watchdog.run().await?;
-    report.metrics(chrono::Utc::now()).emit();
     tracing::info!(report = %serde_json::to_string(&report).unwrap_or_default(), "watchdog done");
     Ok(report)
 }

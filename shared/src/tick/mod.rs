@@ -99,6 +99,7 @@ pub struct Tick {
     state: Arc<dyn TickStateStore>,
     claimer: Claimer,
     clock: Arc<dyn Clock>,
+    meter: Arc<crate::meter::Meter>,
     settings: TickSettings,
 }
 
@@ -108,9 +109,10 @@ impl Tick {
         state: Arc<dyn TickStateStore>,
         claimer: Claimer,
         clock: Arc<dyn Clock>,
+        meter: Arc<crate::meter::Meter>,
         settings: TickSettings,
     ) -> Self {
-        Tick { jobs, state, claimer, clock, settings }
+        Tick { jobs, state, claimer, clock, meter, settings }
     }
 
     /// The jobs due in one minute: every shard, in parallel.
@@ -190,6 +192,7 @@ impl Tick {
             self.advance_watermark(processed_to, now, &mut report).await?;
             now = self.clock.now();
         }
+        self.meter.observe(&report.metrics(self.clock.now(), started.elapsed()));
         Ok(report)
     }
 

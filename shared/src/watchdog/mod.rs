@@ -20,6 +20,7 @@ use crate::store::{JobStore, RunStore, StoreError, TickStateStore};
 use crate::worker::{abandoned, finished};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use tracing::Instrument;
 use inspect::{
     WatchdogSettings, flags_due, minutes_behind, missing_dispatch, needs_settling, retry_dispatch,
     unsent_events,
@@ -91,6 +92,7 @@ pub struct Watchdog {
     recorder: Recorder,
     tick_state: Arc<dyn TickStateStore>,
     clock: Arc<dyn Clock>,
+    meter: Arc<crate::meter::Meter>,
     settings: WatchdogSettings,
 }
 
@@ -102,9 +104,10 @@ impl Watchdog {
         recorder: Recorder,
         tick_state: Arc<dyn TickStateStore>,
         clock: Arc<dyn Clock>,
+        meter: Arc<crate::meter::Meter>,
         settings: WatchdogSettings,
     ) -> Self {
-        Watchdog { jobs, runs, queue, recorder, tick_state, clock, settings }
+        Watchdog { jobs, runs, queue, recorder, tick_state, clock, meter, settings }
     }
 
     /// One pass: the scheduler's health, then every in-flight run due by now.
@@ -120,7 +123,8 @@ impl Watchdog {
             .map(|run| async move {
                 let job = jobs.get(&run.job_id).and_then(Option::as_ref);
                 let id = run.id();
-                match self.watch(run, job, now).await {
+                let span = tracing::info_span!("run", run_id = %id, job_id = %run.job_id, attempt = run.attempt);
+                match self.watch(run, job, now).instrument(span).await {
                     Ok(report) => report,
                     Err(e) => {
                         tracing::warn!(run_id = %id, error = %e, "watchdog repair failed; retried next pass");
@@ -134,6 +138,7 @@ impl Watchdog {
         for r in results {
             report.add(r);
         }
+        self.meter.observe(&report.metrics(self.clock.now()));
         Ok(report)
     }
 

@@ -15,6 +15,8 @@ pub mod target;
 
 use crate::clock::Clock;
 use crate::job::Job;
+use crate::emf::{Record, Unit, names};
+use crate::meter::Meter;
 use crate::record::Recorder;
 use crate::retry;
 use crate::run::{Attempt, Outcome, Run, RunKey, RunMessage, RunState};
@@ -64,6 +66,7 @@ pub struct Worker {
     caller: Arc<dyn Caller>,
     recorder: Recorder,
     clock: Arc<dyn Clock>,
+    meter: Arc<Meter>,
     settings: WorkerSettings,
 }
 
@@ -79,9 +82,10 @@ impl Worker {
         caller: Arc<dyn Caller>,
         recorder: Recorder,
         clock: Arc<dyn Clock>,
+        meter: Arc<Meter>,
         settings: WorkerSettings,
     ) -> Self {
-        Worker { jobs, runs, caller, recorder, clock, settings }
+        Worker { jobs, runs, caller, recorder, clock, meter, settings }
     }
 
     /// Moves `before` to `after`, recording and announcing the events the change causes.
@@ -106,7 +110,14 @@ impl Worker {
         else {
             return Disposition::DeadLetter("message names no valid run".into());
         };
-        match self.process(&job_id, &key, worker).await {
+        // Every log line about this message carries the run, its job and the attempt asked for.
+        let span = tracing::info_span!(
+            "run",
+            run_id = %crate::run::RunId::new(job_id.clone(), key.clone()),
+            job_id = %job_id,
+            attempt = message.attempt
+        );
+        match self.process(&job_id, &key, worker).instrument(span).await {
             Ok(disposition) => disposition,
             Err(e) => {
                 // Storage trouble: try the message again shortly; nothing was half-done.
@@ -271,6 +282,7 @@ impl Worker {
             Err(StoreError::Conflict) => return Ok(Disposition::Delete),
             Err(e) => return Err(e),
         }
+        self.meter.observe(&started_metrics(&started, now));
         let span = tracing::info_span!("attempt", run_id = %started.id(), job_id = %job.id, attempt = n);
         let invocation = Invocation {
             job,
@@ -309,7 +321,11 @@ impl Worker {
                 Ending { status, permanent: !retryable, ..Ending::new(Outcome::Failed).because(error) }
             }
         };
-        Self::after_end(self.finish(job, &started, ending, now).await)
+        let ended = self.finish(job, &started, ending, now).await;
+        if let Ok(run) = &ended {
+            self.meter.observe(&ended_metrics(run, now));
+        }
+        Self::after_end(ended)
     }
 
     fn after_end(ended: Result<Run, StoreError>) -> Result<Disposition, StoreError> {
@@ -357,6 +373,37 @@ impl Ending {
         self.error = Some(error.into());
         self
     }
+}
+
+/// The metrics of an attempt that started: the dispatch lag (start − scheduled instant) of a
+/// run's first attempt.
+pub fn started_metrics(run: &Run, at: DateTime<Utc>) -> Record {
+    let record = Record::new("worker", at).count(names::RUNS_STARTED, 1);
+    match run.attempts.last() {
+        Some(a) if a.n == 1 => {
+            let lag = (a.started_at - run.scheduled_at()).num_milliseconds().max(0) as f64;
+            record.values(names::DISPATCH_LAG, Unit::Milliseconds, vec![lag])
+        }
+        _ => record,
+    }
+}
+
+/// The metrics of an attempt that ended: how (by the run's new state) and how long it took.
+pub fn ended_metrics(run: &Run, at: DateTime<Utc>) -> Record {
+    let outcome = match run.state {
+        RunState::Succeeded => names::RUNS_SUCCEEDED,
+        RunState::Retrying => names::RUNS_RETRIED,
+        RunState::TimedOut => names::RUNS_TIMED_OUT,
+        _ => names::RUNS_FAILED,
+    };
+    let duration = run
+        .attempts
+        .last()
+        .and_then(|a| Some((a.finished_at? - a.started_at).num_milliseconds().max(0) as f64));
+    Record::new("worker", at)
+        .count(outcome, 1)
+        .values(names::RUN_DURATION, Unit::Milliseconds, duration.into_iter().collect())
+        .property("run_id", run.id().to_string())
 }
 
 /// How the open attempt of a RUNNING `run` ended if its lease has expired (`None` while the
