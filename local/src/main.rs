@@ -19,7 +19,20 @@ use tokio::sync::watch;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    sundial_shared::telemetry::init();
+    // Logs go to stdout and to a file the dashboard reads a run's lines from.
+    let log_path = Env.var("SUNDIAL_LOCAL_LOG").unwrap_or_else(|| ".local/sundial.log".into());
+    if let Some(dir) = std::path::Path::new(&log_path).parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("opening the log file {log_path}"))?;
+    {
+        use tracing_subscriber::fmt::writer::MakeWriterExt;
+        sundial_shared::telemetry::init_with_writer(std::io::stdout.and(std::sync::Mutex::new(log_file)));
+    }
     let command = std::env::args().nth(1).unwrap_or_else(|| "serve".into());
     let stack = Env.var("SUNDIAL_STACK").unwrap_or_else(|| "sundial-local".into());
     let endpoint = Env.var("AWS_ENDPOINT_URL").context("AWS_ENDPOINT_URL must point at the emulator")?;
@@ -28,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
     let resources =
         provision(&sdk, &stack).await.context("creating the stack's resources on the emulator")?;
     let mut config = Config::from_vars(&Env, Some(resources)).context("reading configuration")?;
+    config.logs = sundial_shared::logs::LogLocation::Local(log_path.into());
     if config.public_url.is_none() {
         // Links in notifications point at the local dashboard.
         let listen = Env.var("SUNDIAL_LISTEN").unwrap_or_else(|| "127.0.0.1:8080".into());
@@ -78,6 +92,7 @@ async fn serve(services: Services, stack: &str, endpoint: &str) -> anyhow::Resul
 
     println!("Sundial is running.");
     println!("  API:      http://{}/v1/jobs", listener.local_addr()?);
+    println!("  Dashboard: http://{}/ui/", listener.local_addr()?);
     println!("  Emulator: {endpoint}");
     println!("  Stack:    {stack}");
     println!("  Tick:     every minute (run one now: target/debug/sundial-local tick)");

@@ -40,6 +40,8 @@ pub struct Config {
     /// Write metrics as CloudWatch EMF lines: in Lambda (`AWS_LAMBDA_FUNCTION_NAME` is set), or
     /// when `SUNDIAL_EMF` is `1`.
     pub emf: bool,
+    /// Where run logs can be found.
+    pub logs: crate::logs::LogLocation,
 }
 
 /// A source of variables: the process environment, or a map in tests.
@@ -183,7 +185,14 @@ impl Config {
             Some(v) => v == "1",
             None => vars.var("AWS_LAMBDA_FUNCTION_NAME").is_some(),
         };
+        let logs = crate::logs::LogLocation::new(
+            vars.var("SUNDIAL_LOCAL_LOG"),
+            vars.var("AWS_REGION"),
+            vars.var("AWS_LAMBDA_FUNCTION_NAME").is_some(),
+            &stack,
+        );
         Ok(Config {
+            logs,
             emf,
             watchdog,
             stack,

@@ -35,6 +35,7 @@ pub mod history;
 pub mod job;
 pub mod jobs;
 pub mod limits;
+pub mod logs;
 pub mod merge_patch;
 pub mod meter;
 pub mod metrics;

@@ -78,7 +78,8 @@ impl Meter {
                 }
             } else {
                 let base = format!("{base}_total");
-                let _ = writeln!(out, "# HELP {base} {name} since the process started.\n# TYPE {base} counter");
+                let _ =
+                    writeln!(out, "# HELP {base} {name} since the process started.\n# TYPE {base} counter");
                 for (function, s) in &series {
                     let _ = writeln!(out, "{base}{{function=\"{function}\"}} {}", s.sum);
                 }
@@ -119,8 +120,16 @@ mod tests {
             vec![100.0, 50.0],
         ));
         meter.observe(&Record::new("worker", at).count(names::RUNS_SUCCEEDED, 2));
-        meter.observe(&Record::new("watchdog", at).values(names::SCHEDULER_MINUTES_BEHIND, Unit::Count, vec![4.0]));
-        meter.observe(&Record::new("watchdog", at).values(names::SCHEDULER_MINUTES_BEHIND, Unit::Count, vec![0.0]));
+        meter.observe(&Record::new("watchdog", at).values(
+            names::SCHEDULER_MINUTES_BEHIND,
+            Unit::Count,
+            vec![4.0],
+        ));
+        meter.observe(&Record::new("watchdog", at).values(
+            names::SCHEDULER_MINUTES_BEHIND,
+            Unit::Count,
+            vec![0.0],
+        ));
         let text = meter.prometheus();
         assert!(text.contains("# TYPE sundial_runs_succeeded_total counter\n"), "{text}");
         assert!(text.contains("sundial_runs_succeeded_total{function=\"worker\"} 3\n"), "{text}");

@@ -105,6 +105,16 @@ impl Stack {
         runs
     }
 
+    /// Serves this stack's API over real HTTP on a free loopback port, until the test ends;
+    /// returns its base URL.
+    pub async fn serve(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let router = sundial_api::router(AppState::new(&self.services));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        url
+    }
+
     /// A new SQS queue, as (URL, ARN).
     pub async fn new_queue(&self, suffix: &str) -> (String, String) {
         let queue =

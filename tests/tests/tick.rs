@@ -127,7 +127,14 @@ fn tick_with_queue(stack: &Stack, queue: Arc<dyn RunQueue>, clock: Arc<ManualClo
     let s = &stack.services;
     let claimer =
         Claimer::new(s.job_store.clone(), s.runs.clone(), queue, s.announcer.clone(), s.config.claim.clone());
-    Tick::new(s.job_store.clone(), s.tick_state.clone(), claimer, clock, s.meter.clone(), s.config.tick.clone())
+    Tick::new(
+        s.job_store.clone(),
+        s.tick_state.clone(),
+        claimer,
+        clock,
+        s.meter.clone(),
+        s.config.tick.clone(),
+    )
 }
 
 /// Creates `n` one-time jobs through the API, one after another: the emulator's transactions
@@ -497,8 +504,14 @@ async fn a_burst_is_continued_by_the_next_invocation() {
         budget: std::time::Duration::ZERO,
         ..s.config.tick.clone()
     };
-    let tick =
-        Tick::new(s.job_store.clone(), s.tick_state.clone(), s.claimer.clone(), clock.clone(), s.meter.clone(), settings);
+    let tick = Tick::new(
+        s.job_store.clone(),
+        s.tick_state.clone(),
+        s.claimer.clone(),
+        clock.clone(),
+        s.meter.clone(),
+        settings,
+    );
     let mut invocations = 0;
     let mut claimed = 0;
     loop {

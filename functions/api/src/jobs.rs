@@ -223,7 +223,7 @@ pub async fn trigger(
     JobPath(id): JobPath,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
     let run = state.jobs.trigger(&owner, &id).await?;
-    Ok((StatusCode::ACCEPTED, Json(RunView::from(&run))))
+    Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 
 /// The range of a backfill.
@@ -251,7 +251,7 @@ pub async fn backfill(
     let (runs, existing) = state.jobs.backfill(&owner, &id, range.from, range.to).await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(BackfillView { runs: runs.iter().map(RunView::from).collect(), existing }),
+        Json(BackfillView { runs: runs.iter().map(|r| state.run_view(r)).collect(), existing }),
     ))
 }
 

@@ -7,14 +7,18 @@
 //! - [`view`]: response bodies; [`openapi`]: the OpenAPI document generated from all of these;
 //! - [`state`]: what the handlers share.
 //!
+//! - [`dashboard`]: the web dashboard's assets; [`observe`]: `/metrics` and a run's local logs.
+//!
 //! Exempt from authentication: the OpenAPI document, the run callbacks (which carry the run's
-//! own token) and, as it lands, the dashboard's assets.
+//! own token) and the dashboard's assets (the page then calls the API with the user's key).
 
 pub mod auth;
+pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
 pub mod jobs;
+pub mod observe;
 pub mod openapi;
 pub mod runs;
 pub mod state;
@@ -41,11 +45,18 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{id}", get(runs::get))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route("/v1/runs/{id}/rerun", post(runs::rerun))
+        .route("/v1/runs/{id}/logs", get(observe::run_logs))
+        .route("/metrics", get(observe::metrics))
         // Layers run bottom-up: authenticate, then the idempotency check that needs the caller.
         .layer(middleware::from_fn_with_state(state.clone(), idempotency::idempotent))
         .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
     Router::new()
         .route("/v1/openapi.json", get(openapi::serve))
+        .route("/", get(dashboard::to_dashboard))
+        .route("/ui", get(dashboard::to_dashboard))
+        .route("/ui/", get(dashboard::index))
+        .route("/ui/app.js", get(dashboard::script))
+        .route("/ui/app.css", get(dashboard::styles))
         // Callbacks carry the run's own token instead of an API key.
         .route("/v1/runs/{id}/heartbeat", post(runs::heartbeat))
         .route("/v1/runs/{id}/complete", post(runs::complete))

@@ -21,6 +21,7 @@ use utoipa::{Modify, OpenApi};
         crate::jobs::backfill,
         crate::jobs::rotate_secret,
         crate::runs::list,
+        crate::observe::run_logs,
         crate::runs::get,
         crate::runs::cancel,
         crate::runs::rerun,

@@ -55,7 +55,7 @@ pub async fn list(
         .map(|s| s.parse::<RunState>().map_err(|e| ApiError::bad_request(ValidationError::new("state", e))))
         .transpose()?;
     let page = state.history.list(&owner, &id, limit, query.get("next").map(String::as_str), filter).await?;
-    Ok(Json(RunList { runs: page.items.iter().map(RunView::from).collect(), next: page.next }))
+    Ok(Json(RunList { runs: page.items.iter().map(|r| state.run_view(r)).collect(), next: page.next }))
 }
 
 /// One run: its state and every attempt with times, worker, outcome, status code, error, output.
@@ -68,7 +68,7 @@ pub async fn get(
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
     let (run, _) = state.history.get(&owner, &id).await.map_err(not_found_as_run)?;
-    Ok(Json(RunView::from(&run)))
+    Ok(Json(state.run_view(&run)))
 }
 
 /// Cancel a run that has not ended.
@@ -82,7 +82,7 @@ pub async fn cancel(
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
     let run = state.history.cancel(&owner, &id).await.map_err(not_found_as_run)?;
-    Ok(Json(RunView::from(&run)))
+    Ok(Json(state.run_view(&run)))
 }
 
 /// Start a new manual run of a finished run's job.
@@ -96,7 +96,7 @@ pub async fn rerun(
     RunPath(id): RunPath,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
     let run = state.history.rerun(&owner, &id).await.map_err(not_found_as_run)?;
-    Ok((StatusCode::ACCEPTED, Json(RunView::from(&run))))
+    Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 
 fn not_found_as_run(e: sundial_shared::jobs::JobsError) -> ApiError {
@@ -134,7 +134,7 @@ pub async fn heartbeat(
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
     let run = state.history.heartbeat(&id, callback_token(&headers)?).await.map_err(callback_error)?;
-    Ok(Json(RunView::from(&run)))
+    Ok(Json(state.run_view(&run)))
 }
 
 /// How a target reports the end of accepted work.
@@ -171,5 +171,5 @@ pub async fn complete(
     };
     let run =
         state.history.complete(&id, callback_token(&headers)?, completion).await.map_err(callback_error)?;
-    Ok(Json(RunView::from(&run)))
+    Ok(Json(state.run_view(&run)))
 }

@@ -1,10 +1,14 @@
 //! What every handler shares: the use cases, the stores and the configuration, built once.
 
+use crate::view::RunView;
 use std::sync::Arc;
 use sundial_shared::auth::ApiKeys;
 use sundial_shared::clock::Clock;
 use sundial_shared::history::History;
 use sundial_shared::jobs::Jobs;
+use sundial_shared::logs::LogLocation;
+use sundial_shared::meter::Meter;
+use sundial_shared::run::Run;
 use sundial_shared::services::Services;
 use sundial_shared::store::IdempotencyStore;
 
@@ -19,6 +23,8 @@ pub struct AppState {
     pub api_keys: Arc<ApiKeys>,
     pub clock: Arc<dyn Clock>,
     pub body_limit: usize,
+    pub meter: Arc<Meter>,
+    pub logs: LogLocation,
 }
 
 impl AppState {
@@ -30,6 +36,13 @@ impl AppState {
             api_keys: Arc::new(services.config.api_keys.clone()),
             clock: services.clock.clone(),
             body_limit: services.config.limits.max_payload_bytes + BODY_OVERHEAD,
+            meter: services.meter.clone(),
+            logs: services.config.logs.clone(),
         }
+    }
+
+    /// A run as responses show it, with where its logs are.
+    pub fn run_view(&self, run: &Run) -> RunView {
+        RunView::new(run, &self.logs)
     }
 }

@@ -4,6 +4,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
 use sundial_shared::job::{Job, JobDocument};
+use sundial_shared::logs::{LogLocation, LogsLink};
 use sundial_shared::run::{Attempt, Run, RunKind, RunState};
 use sundial_shared::topics::Subscription;
 use utoipa::ToSchema;
@@ -17,6 +18,8 @@ pub struct JobView {
     pub version: u64,
     #[serde(flatten)]
     pub document: JobDocument,
+    /// The schedule in words: "every day at 02:30 America/New_York".
+    pub schedule_description: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// The next scheduled instant; null while paused or once a job has no more instants.
@@ -73,6 +76,9 @@ impl From<&Job> for JobView {
             owner: job.owner.clone(),
             version: job.version,
             document: job.document.redacted(),
+            schedule_description: sundial_shared::schedule::describe::describe(
+                job.document.schedule.as_ref(),
+            ),
             created_at: job.created_at,
             updated_at: job.updated_at,
             next_run_at: job.due_at(),
@@ -143,8 +149,10 @@ pub struct RunView {
     pub attempts: Vec<Attempt>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Whether the run went past its SLA (`sla_missed` was recorded).
+    pub sla_missed: bool,
     /// Where the run's logs are: the local log, or a CloudWatch Logs Insights query in AWS.
-    pub logs: String,
+    pub logs: LogsLink,
 }
 
 /// One page of runs.
@@ -154,8 +162,8 @@ pub struct RunList {
     pub next: Option<String>,
 }
 
-impl From<&Run> for RunView {
-    fn from(run: &Run) -> Self {
+impl RunView {
+    pub fn new(run: &Run, logs: &LogLocation) -> Self {
         RunView {
             id: run.id().to_string(),
             job_id: run.job_id.to_string(),
@@ -167,11 +175,8 @@ impl From<&Run> for RunView {
             attempts: run.attempts.iter().map(|a| Attempt { callback: None, ..a.clone() }).collect(),
             created_at: run.created_at,
             updated_at: run.updated_at,
-            logs: format!(
-                "logs with run_id=\"{}\" (CloudWatch Logs Insights: filter run_id = \"{}\")",
-                run.id(),
-                run.id()
-            ),
+            sla_missed: run.events.iter().any(|e| e.kind == sundial_shared::job::EventKind::SlaMissed),
+            logs: logs.link(&run.id().to_string()),
         }
     }
 }

@@ -20,7 +20,6 @@ use crate::store::{JobStore, RunStore, StoreError, TickStateStore};
 use crate::worker::{abandoned, finished};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use tracing::Instrument;
 use inspect::{
     WatchdogSettings, flags_due, minutes_behind, missing_dispatch, needs_settling, retry_dispatch,
     unsent_events,
@@ -28,6 +27,7 @@ use inspect::{
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// What one pass did, for the function's result and its log line.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -97,6 +97,8 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
+    // Each argument is a distinct port, assembled once in `services.rs`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         jobs: Arc<dyn JobStore>,
         runs: Arc<dyn RunStore>,
@@ -123,7 +125,8 @@ impl Watchdog {
             .map(|run| async move {
                 let job = jobs.get(&run.job_id).and_then(Option::as_ref);
                 let id = run.id();
-                let span = tracing::info_span!("run", run_id = %id, job_id = %run.job_id, attempt = run.attempt);
+                let span =
+                    tracing::info_span!("run", run_id = %id, job_id = %run.job_id, attempt = run.attempt);
                 match self.watch(run, job, now).instrument(span).await {
                     Ok(report) => report,
                     Err(e) => {

@@ -14,8 +14,8 @@ pub mod poll;
 pub mod target;
 
 use crate::clock::Clock;
-use crate::job::Job;
 use crate::emf::{Record, Unit, names};
+use crate::job::Job;
 use crate::meter::Meter;
 use crate::record::Recorder;
 use crate::retry;

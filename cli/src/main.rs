@@ -1,0 +1,368 @@
+//! `sundial`: jobs as files under version control (`apply`), and jobs and runs from a terminal.
+//!
+//! The API's URL and key come from `--url`/`--key`, the `SUNDIAL_URL`/`SUNDIAL_API_KEY`
+//! variables, or the config file (`SUNDIAL_CONFIG`, default `~/.config/sundial/config`, lines of
+//! `url = …` and `key = …`), in that order. Output is a table for people, JSON with `--json`.
+//!
+//! Exit codes: 0 done; 1 the API could not be reached or failed; 2 bad usage; 3 invalid input
+//! (a file or a request the API refused); 4 not found.
+
+mod apply;
+mod client;
+mod locate;
+
+use clap::{Parser, Subcommand};
+use client::Client;
+use reqwest::Method;
+use serde_json::{Value, json};
+use std::process::ExitCode;
+
+/// Why a command failed; each kind has its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("{0}")]
+    Request(String),
+    #[error("{}{}", field.as_deref().map(|f| format!("{f}: ")).unwrap_or_default(), message)]
+    Rejected { message: String, field: Option<String> },
+    #[error("{file}{}: {field}: {reason}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    File { file: String, line: Option<usize>, field: String, reason: String },
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Request(_) => 1,
+            CliError::Usage(_) => 2,
+            CliError::Rejected { .. } | CliError::File { .. } => 3,
+            CliError::NotFound(_) => 4,
+        }
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "sundial", version, about = "Sundial jobs and runs from a terminal")]
+struct Cli {
+    /// The API's base URL.
+    #[arg(long, env = "SUNDIAL_URL", global = true)]
+    url: Option<String>,
+    /// An API key.
+    #[arg(long, env = "SUNDIAL_API_KEY", global = true, hide_env_values = true)]
+    key: Option<String>,
+    /// JSON output, for scripts.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Make the caller's jobs what a YAML file says (matched by name).
+    Apply {
+        /// The jobs file: a list of job documents, or a mapping with a `jobs` list.
+        #[arg(short = 'f', long = "file")]
+        file: String,
+        /// Also delete the caller's jobs that the file does not name.
+        #[arg(long)]
+        prune: bool,
+        /// Print what would change, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Jobs.
+    Jobs {
+        #[command(subcommand)]
+        command: JobsCommand,
+    },
+    /// A job's recent runs, newest first.
+    Runs {
+        job: String,
+        #[arg(short = 'n', long, default_value_t = 20)]
+        limit: u32,
+    },
+    /// One run with its attempts.
+    Run { id: String },
+    /// Run a job now.
+    Trigger { job: String },
+    /// Stop scheduling a job.
+    Pause { job: String },
+    /// Schedule a paused job again.
+    Resume { job: String },
+    /// A job's next instants.
+    Preview {
+        job: String,
+        #[arg(short = 'n', long, default_value_t = 10)]
+        count: u32,
+    },
+    /// Follow a job's runs, printing each state change (Ctrl-C stops).
+    Tail {
+        job: String,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        seconds: Option<u64>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum JobsCommand {
+    /// List the caller's jobs.
+    Ls,
+    /// One job, by name or id.
+    Get { job: String },
+}
+
+/// `url = …` and `key = …` from the config file, if it exists.
+fn config_file() -> (Option<String>, Option<String>) {
+    let path = std::env::var("SUNDIAL_CONFIG")
+        .ok()
+        .or_else(|| std::env::var("HOME").ok().map(|home| format!("{home}/.config/sundial/config")));
+    let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else { return (None, None) };
+    let mut found = (None, None);
+    for line in text.lines() {
+        if let Some((name, value)) = line.split_once('=') {
+            let value = Some(value.trim().trim_matches('"').to_string());
+            match name.trim() {
+                "url" => found.0 = value,
+                "key" => found.1 = value,
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let mut out = vec![line(headers.iter().map(|h| h.to_string()).collect())];
+    out.extend(rows.iter().map(|r| line(r.clone())));
+    out.join("\n")
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn print(json_output: bool, value: &Value, human: impl FnOnce() -> String) {
+    if json_output {
+        println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    } else {
+        println!("{}", human());
+    }
+}
+
+fn run_rows(runs: &[Value]) -> Vec<Vec<String>> {
+    runs.iter()
+        .map(|r| {
+            let attempts = r["attempts"].as_array().map_or(0, Vec::len);
+            vec![text(&r["id"]), text(&r["state"]), text(&r["scheduled_at"]), attempts.to_string()]
+        })
+        .collect()
+}
+
+async fn execute(cli: Cli) -> Result<(), CliError> {
+    let (file_url, file_key) = config_file();
+    let url = cli.url.or(file_url).unwrap_or_else(|| "http://127.0.0.1:8080".into());
+    let key = cli.key.or(file_key).ok_or_else(|| {
+        CliError::Usage(
+            "no API key: pass --key, set SUNDIAL_API_KEY, or put `key = …` in the config file".into(),
+        )
+    })?;
+    let client = Client::new(&url, &key)?;
+    let json_output = cli.json;
+    match cli.command {
+        Command::Apply { file, prune, dry_run } => {
+            let source = std::fs::read_to_string(&file).map_err(|e| CliError::File {
+                file: file.clone(),
+                line: None,
+                field: String::new(),
+                reason: e.to_string(),
+            })?;
+            let desired = apply::read(&file, &source)?;
+            let plan = apply::plan(desired, &client.jobs().await?, prune);
+            if dry_run {
+                print(json_output, &json!({"dry_run": true, "plan": plan.summary()}), || {
+                    plan.describe().trim_end().to_string()
+                });
+                return Ok(());
+            }
+            if !json_output {
+                eprint!("{}", plan.describe());
+            }
+            plan.execute(&client, &file, &source, json_output).await?;
+            print(json_output, &plan.summary(), || {
+                let s = plan.summary();
+                let count = |k: &str| s[k].as_array().map_or(0, Vec::len);
+                format!(
+                    "{} created, {} updated, {} deleted, {} unchanged",
+                    count("created"),
+                    count("updated"),
+                    count("deleted"),
+                    count("unchanged")
+                )
+            });
+        }
+        Command::Jobs { command: JobsCommand::Ls } => {
+            let jobs = client.jobs().await?;
+            print(json_output, &Value::Array(jobs.clone()), || {
+                let rows: Vec<Vec<String>> = jobs
+                    .iter()
+                    .map(|j| {
+                        vec![
+                            text(&j["name"]),
+                            text(&j["schedule_description"]),
+                            text(&j["next_run_at"]),
+                            text(&j["last_run"]["state"]),
+                            if j["paused"] == true { "paused".into() } else { String::new() },
+                        ]
+                    })
+                    .collect();
+                table(&["NAME", "SCHEDULE", "NEXT RUN", "LAST RUN", ""], &rows)
+            });
+        }
+        Command::Jobs { command: JobsCommand::Get { job } } => {
+            let job = client.find_job(&job).await?;
+            print(json_output, &job, || serde_yaml::to_string(&job).unwrap_or_default());
+        }
+        Command::Runs { job, limit } => {
+            let job = client.find_job(&job).await?;
+            let page = client
+                .get(&format!("/v1/jobs/{}/runs?limit={}", text(&job["id"]), limit.clamp(1, 100)))
+                .await?;
+            let runs = page["runs"].as_array().cloned().unwrap_or_default();
+            print(json_output, &Value::Array(runs.clone()), || {
+                table(&["RUN", "STATE", "SCHEDULED", "ATTEMPTS"], &run_rows(&runs))
+            });
+        }
+        Command::Run { id } => {
+            let run = client.get(&format!("/v1/runs/{id}")).await?;
+            print(json_output, &run, || {
+                let attempts: Vec<Vec<String>> = run["attempts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| {
+                        vec![
+                            text(&a["n"]),
+                            text(&a["started_at"]),
+                            text(&a["finished_at"]),
+                            text(&a["worker"]),
+                            text(&a["outcome"]),
+                            text(&a["status_code"]),
+                            text(&a["error"]),
+                        ]
+                    })
+                    .collect();
+                format!(
+                    "{} {}\nscheduled {}\n\n{}",
+                    text(&run["id"]),
+                    text(&run["state"]),
+                    text(&run["scheduled_at"]),
+                    table(&["#", "STARTED", "ENDED", "WORKER", "OUTCOME", "STATUS", "ERROR"], &attempts)
+                )
+            });
+        }
+        Command::Trigger { job } => {
+            let job = client.find_job(&job).await?;
+            let run = client
+                .call(Method::POST, &format!("/v1/jobs/{}/trigger", text(&job["id"])), Some(&json!({})))
+                .await?;
+            print(json_output, &run, || {
+                format!("triggered run {} ({})", text(&run["id"]), text(&run["state"]))
+            });
+        }
+        Command::Pause { job } => state_change(&client, &job, "pause", json_output).await?,
+        Command::Resume { job } => state_change(&client, &job, "resume", json_output).await?,
+        Command::Preview { job, count } => {
+            let job = client.find_job(&job).await?;
+            let preview = client.get(&format!("/v1/jobs/{}/preview?count={count}", text(&job["id"]))).await?;
+            print(json_output, &preview, || {
+                let rows: Vec<Vec<String>> = preview["instants"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|i| vec![text(&i["utc"]), text(&i["local"])])
+                    .collect();
+                table(&["UTC", &format!("LOCAL ({})", text(&preview["timezone"]))], &rows)
+            });
+        }
+        Command::Tail { job, seconds } => tail(&client, &job, seconds, json_output).await?,
+    }
+    Ok(())
+}
+
+async fn state_change(client: &Client, job: &str, action: &str, json_output: bool) -> Result<(), CliError> {
+    let job = client.find_job(job).await?;
+    let after = client
+        .call(Method::POST, &format!("/v1/jobs/{}/{action}", text(&job["id"])), Some(&json!({})))
+        .await?;
+    print(json_output, &after, || {
+        let state = if after["paused"] == true { "paused" } else { "active" };
+        format!("{} is {state}; next run {}", text(&after["name"]), text(&after["next_run_at"]))
+    });
+    Ok(())
+}
+
+/// Polls the job's newest runs every two seconds and prints each change of state (with
+/// `--json`, one object per line).
+async fn tail(client: &Client, job: &str, seconds: Option<u64>, json_output: bool) -> Result<(), CliError> {
+    let job = client.find_job(job).await?;
+    let id = text(&job["id"]);
+    let until = seconds.map(|s| std::time::Instant::now() + std::time::Duration::from_secs(s));
+    let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    loop {
+        let page = client.get(&format!("/v1/jobs/{id}/runs?limit=20")).await?;
+        let mut runs = page["runs"].as_array().cloned().unwrap_or_default();
+        runs.reverse();
+        for run in runs {
+            let (run_id, state) = (text(&run["id"]), text(&run["state"]));
+            if seen.get(&run_id) != Some(&state) {
+                seen.insert(run_id.clone(), state.clone());
+                if json_output {
+                    // One JSON object per line, so a script can read the stream as it comes.
+                    println!("{}", json!({"at": chrono::Utc::now(), "run_id": run_id, "state": state}));
+                } else {
+                    println!("{}  {run_id}  {state}", chrono::Utc::now().format("%H:%M:%S"));
+                }
+            }
+        }
+        if until.is_some_and(|u| std::time::Instant::now() >= u) {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match execute(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sundial: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The `sundial` binary against a real API over loopback HTTP (backed by the emulator): `apply`
+//! is idempotent, a file with an error changes nothing and names its line and field, `--dry-run`
+//! writes nothing, `--json` output parses, and exit codes say what went wrong.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::process::Output;
+use sundial_tests::{ALICE, Stack};
+
+/// Runs `sundial` with the stack's URL and Alice's key.
+async fn sundial(url: &str, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(args)
+        .env("SUNDIAL_URL", url)
+        .env("SUNDIAL_API_KEY", ALICE)
+        .env("SUNDIAL_CONFIG", "/nonexistent")
+        .output()
+        .await
+        .unwrap()
+}
+
+fn json(output: &Output) -> Value {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+fn file(text: &str) -> tempfile_path::Path {
+    tempfile_path::Path::write(text)
+}
+
+/// A file under the system's temporary directory, removed when dropped.
+mod tempfile_path {
+    pub struct Path(pub std::path::PathBuf);
+    impl Path {
+        pub fn write(text: &str) -> Path {
+            let path = std::env::temp_dir().join(format!("sundial-cli-{}.yaml", ulid::Ulid::generate()));
+            std::fs::write(&path, text).unwrap();
+            Path(path)
+        }
+        pub fn as_str(&self) -> &str {
+            self.0.to_str().unwrap()
+        }
+    }
+    impl Drop for Path {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+const JOBS: &str = r#"jobs:
+  - name: nightly-report
+    schedule: {cron: "30 2 * * *", timezone: America/New_York}
+    target: {type: http, url: "https://reports.example.test/run"}
+    retry: {max_attempts: 5}
+  - name: heartbeat
+    schedule: {rate: "10 minutes"}
+    target: {type: http, url: "https://hb.example.test/"}
+    payload: {source: cli}
+"#;
+
+async fn names_and_versions(url: &str) -> Vec<(String, u64)> {
+    let listed = json(&sundial(url, &["jobs", "ls", "--json"]).await);
+    let mut jobs: Vec<(String, u64)> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["name"].as_str().unwrap().to_string(), j["version"].as_u64().unwrap()))
+        .collect();
+    jobs.sort();
+    jobs
+}
+
+#[tokio::test]
+async fn apply_twice_changes_nothing_the_second_time() {
+    let stack = Stack::new().await;
+    let url = stack.serve().await;
+    let jobs = file(JOBS);
+    let first = json(&sundial(&url, &["apply", "-f", jobs.as_str(), "--json"]).await);
+    assert_eq!(first["created"], serde_json::json!(["nightly-report", "heartbeat"]));
+    let before = names_and_versions(&url).await;
+    assert_eq!(before, [("heartbeat".to_string(), 1), ("nightly-report".to_string(), 1)]);
+
+    let second = json(&sundial(&url, &["apply", "-f", jobs.as_str(), "--json"]).await);
+    assert_eq!(second["created"], serde_json::json!([]));
+    assert_eq!(second["updated"], serde_json::json!([]));
+    assert_eq!(second["unchanged"], serde_json::json!(["nightly-report", "heartbeat"]));
+    assert_eq!(names_and_versions(&url).await, before, "no job was written again");
+
+    // An edit is one update, with only the changed field sent.
+    let edited = file(&JOBS.replace("max_attempts: 5", "max_attempts: 7"));
+    let third = json(&sundial(&url, &["apply", "-f", edited.as_str(), "--json"]).await);
+    assert_eq!(third["updated"], serde_json::json!(["nightly-report"]));
+    let after = names_and_versions(&url).await;
+    assert_eq!(after, [("heartbeat".to_string(), 1), ("nightly-report".to_string(), 2)]);
+    let job = json(&sundial(&url, &["jobs", "get", "nightly-report", "--json"]).await);
+    assert_eq!(job["retry"]["max_attempts"], 7);
+    assert_eq!(job["schedule_description"], "every day at 02:30 America/New_York");
+}
+
+#[tokio::test]
+async fn a_file_with_an_error_changes_nothing_and_names_line_and_field() {
+    let stack = Stack::new().await;
+    let url = stack.serve().await;
+    let broken = JOBS.replace("payload: {source: cli}", "payload: {source: cli}\n  - name: third\n    target: {type: http, url: \"https://x.example.test/\"}\n    retry:\n      max_attempts: 99");
+    let jobs = file(&broken);
+    let out = sundial(&url, &["apply", "-f", jobs.as_str()]).await;
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{}:13: jobs[2].retry.max_attempts:", jobs.as_str())), "{stderr}");
+    assert!(names_and_versions(&url).await.is_empty(), "nothing was created");
+
+    let syntax = file("jobs:\n  - name: a\n    target: [unclosed\n");
+    let out = sundial(&url, &["apply", "-f", syntax.as_str()]).await;
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{}:", syntax.as_str())));
+
+    let unknown = file("- name: a\n  target: {type: http, url: \"https://x.example.test/\"}\n  retries: 3\n");
+    let out = sundial(&url, &["apply", "-f", unknown.as_str()]).await;
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(":3: [0].retries:"), "{stderr}");
+    assert!(names_and_versions(&url).await.is_empty());
+}
+
+#[tokio::test]
+async fn dry_run_writes_nothing() {
+    let stack = Stack::new().await;
+    let url = stack.serve().await;
+    let jobs = file(JOBS);
+    json(&sundial(&url, &["apply", "-f", jobs.as_str(), "--json"]).await);
+    let before = names_and_versions(&url).await;
+
+    let next = JOBS.replace("10 minutes", "15 minutes").replace("  - name: nightly-report", "  - name: new-one\n    target: {type: http, url: \"https://n.example.test/\"}\n  - name: nightly-report");
+    let next = file(&next.replace("  - name: heartbeat\n    schedule: {rate: \"15 minutes\"}\n    target: {type: http, url: \"https://hb.example.test/\"}\n    payload: {source: cli}\n", ""));
+    let out = sundial(&url, &["apply", "-f", next.as_str(), "--prune", "--dry-run"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(plan.contains("+ create new-one"), "{plan}");
+    assert!(plan.contains("- delete heartbeat"), "{plan}");
+    assert_eq!(names_and_versions(&url).await, before, "a dry run writes nothing");
+
+    let planned =
+        json(&sundial(&url, &["apply", "-f", next.as_str(), "--prune", "--dry-run", "--json"]).await);
+    assert_eq!(planned["plan"]["created"], serde_json::json!(["new-one"]));
+    assert_eq!(planned["plan"]["deleted"], serde_json::json!(["heartbeat"]));
+    assert_eq!(planned["plan"]["unchanged"], serde_json::json!(["nightly-report"]));
+}
+
+#[tokio::test]
+async fn json_output_parses_and_exit_codes_say_what_went_wrong() {
+    let stack = Stack::new().await;
+    let url = stack.serve().await;
+    let jobs = file(JOBS);
+    json(&sundial(&url, &["apply", "-f", jobs.as_str(), "--json"]).await);
+
+    let preview = json(&sundial(&url, &["preview", "nightly-report", "-n", "3", "--json"]).await);
+    assert_eq!(preview["instants"].as_array().unwrap().len(), 3);
+    let run = json(&sundial(&url, &["trigger", "heartbeat", "--json"]).await);
+    assert_eq!(run["state"], "QUEUED");
+    let runs = json(&sundial(&url, &["runs", "heartbeat", "--json"]).await);
+    assert!(runs.as_array().unwrap().iter().any(|r| r["id"] == run["id"]), "{runs}");
+    let one = json(&sundial(&url, &["run", run["id"].as_str().unwrap(), "--json"]).await);
+    assert_eq!(one["id"], run["id"]);
+    let paused = json(&sundial(&url, &["pause", "heartbeat", "--json"]).await);
+    assert_eq!(paused["paused"], true);
+    let tail = sundial(&url, &["tail", "heartbeat", "--seconds", "0", "--json"]).await;
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&tail.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.iter().any(|l| l["run_id"] == run["id"] && l["state"] == "QUEUED"), "{lines:?}");
+
+    let human = sundial(&url, &["jobs", "ls"]).await;
+    let table = String::from_utf8_lossy(&human.stdout);
+    assert!(table.starts_with("NAME") && table.contains("every day at 02:30 America/New_York"), "{table}");
+
+    assert_eq!(sundial(&url, &["jobs", "get", "no-such-job"]).await.status.code(), Some(4));
+    assert_eq!(sundial(&url, &["apply"]).await.status.code(), Some(2), "usage");
+    let refused = tokio::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(["jobs", "ls"])
+        .env("SUNDIAL_URL", "http://127.0.0.1:9")
+        .env("SUNDIAL_API_KEY", ALICE)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1), "unreachable API");
+}

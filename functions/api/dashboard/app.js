@@ -1,0 +1,178 @@
+// Sundial's dashboard: a small client of the public API. The API key is asked once and kept in
+// sessionStorage (gone when the browser session ends); every call sends it as a Bearer token.
+"use strict";
+
+const KEY = "sundial-api-key";
+const IN_FLIGHT = ["QUEUED", "RUNNING", "RETRYING"];
+const main = document.getElementById("main");
+const statusLine = document.getElementById("status");
+let refreshTimer = null;
+
+const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+const when = (t) => (t ? new Date(t).toLocaleString() : "—");
+const ms = (a, b) => (a && b ? new Date(b) - new Date(a) : null);
+const duration = (m) => (m == null ? "—" : m < 1000 ? `${m} ms` : m < 60000 ? `${(m / 1000).toFixed(1)} s` : `${Math.floor(m / 60000)} min ${Math.round((m % 60000) / 1000)} s`);
+const badge = (s) => `<span class="state ${esc(s)}">${esc(s)}</span>`;
+
+async function api(method, path, body) {
+  const response = await fetch(path, {
+    method,
+    headers: { Authorization: `Bearer ${sessionStorage.getItem(KEY)}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (response.status === 401) { sessionStorage.removeItem(KEY); route(); throw new Error("the API key was refused"); }
+  const text = await response.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!response.ok) throw new Error(data?.error?.message || `${response.status}`);
+  return data;
+}
+
+function login(message) {
+  document.getElementById("signout").hidden = true;
+  main.innerHTML = `<form class="login card" id="login"><h1>Sign in</h1>
+    <label>API key <input type="password" id="key" autocomplete="off" required></label>
+    <button type="submit">Open the dashboard</button><p class="error">${esc(message || "")}</p>
+    <p class="muted">The key stays in this browser tab's session only.</p></form>`;
+  document.getElementById("login").onsubmit = async (e) => {
+    e.preventDefault();
+    sessionStorage.setItem(KEY, document.getElementById("key").value.trim());
+    try { await api("GET", "/v1/jobs?limit=1"); route(); } catch (err) { login(err.message); }
+  };
+}
+
+function schedule(refresh, inFlight) {
+  clearTimeout(refreshTimer);
+  if (inFlight) refreshTimer = setTimeout(refresh, 2000);
+  statusLine.textContent = `updated ${new Date().toLocaleTimeString()}${inFlight ? " · runs in flight, refreshing" : ""}`;
+}
+
+async function allJobs() {
+  let jobs = [], next = null;
+  do {
+    const page = await api("GET", `/v1/jobs?limit=100${next ? `&next=${encodeURIComponent(next)}` : ""}`);
+    jobs = jobs.concat(page.jobs); next = page.next;
+  } while (next);
+  return jobs;
+}
+
+async function jobsPage() {
+  const jobs = await allJobs();
+  const recent = await Promise.all(jobs.map((j) => api("GET", `/v1/jobs/${j.id}/runs?limit=20`).then((r) => r.runs).catch(() => [])));
+  const rows = jobs.map((job, i) => {
+    const ended = recent[i].filter((r) => !IN_FLIGHT.includes(r.state) && r.state !== "SKIPPED" && r.state !== "CANCELLED");
+    const ok = ended.filter((r) => r.state === "SUCCEEDED").length;
+    return { job, rate: ended.length ? Math.round((100 * ok) / ended.length) : null, inFlight: recent[i].some((r) => IN_FLIGHT.includes(r.state)) };
+  });
+  const draw = () => {
+    const q = (document.getElementById("search")?.value || "").toLowerCase();
+    const f = document.getElementById("filter")?.value || "all";
+    const shown = rows.filter(({ job }) => job.name.toLowerCase().includes(q) && (f === "all"
+      || (f === "paused" && job.paused) || (f === "active" && !job.paused)
+      || (f === "failing" && ["FAILED", "TIMED_OUT"].includes(job.last_run?.state))));
+    document.getElementById("jobs").innerHTML = shown.map(({ job, rate }) => `<tr data-job="${esc(job.id)}">
+      <td><a href="#/jobs/${esc(job.id)}">${esc(job.name)}</a>${job.paused ? ' <span class="paused">paused</span>' : ""}</td>
+      <td>${esc(job.schedule_description)}</td><td class="hide-narrow">${when(job.next_run_at)}</td>
+      <td>${job.last_run ? `${badge(job.last_run.state)} <span class="muted">${when(job.last_run.updated_at)}</span>` : '<span class="muted">never ran</span>'}</td>
+      <td class="hide-narrow">${rate == null ? "—" : `${rate}%`}</td></tr>`).join("")
+      || `<tr><td colspan="5" class="muted">No jobs${q || f !== "all" ? " match" : " yet: create one with the API or the sundial CLI"}.</td></tr>`;
+  };
+  if (!document.getElementById("jobs")) {
+    main.innerHTML = `<h1>Jobs</h1><div class="toolbar"><input id="search" placeholder="Search by name" aria-label="Search">
+      <select id="filter" aria-label="Filter"><option value="all">All</option><option value="active">Active</option>
+      <option value="paused">Paused</option><option value="failing">Failing</option></select></div>
+      <table><thead><tr><th>Name</th><th>Schedule</th><th class="hide-narrow">Next run</th><th>Last run</th><th class="hide-narrow">Success</th></tr></thead>
+      <tbody id="jobs"></tbody></table>`;
+    document.getElementById("search").oninput = draw;
+    document.getElementById("filter").onchange = draw;
+  }
+  draw();
+  schedule(jobsPage, rows.some((r) => r.inFlight));
+}
+
+async function jobPage(id) {
+  const [job, runs, preview] = await Promise.all([
+    api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/runs?limit=50`), api("GET", `/v1/jobs/${id}/preview?count=5`),
+  ]);
+  const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, ...definition } = job;
+  const timeline = runs.runs.slice().reverse().map((r) => {
+    const d = ms(r.attempts[0]?.started_at, r.attempts[r.attempts.length - 1]?.finished_at);
+    const h = Math.max(6, Math.min(48, d == null ? 6 : 6 + Math.log10(1 + d) * 8));
+    return `<a href="#/runs/${esc(r.id)}" class="${esc(r.state)}${r.sla_missed ? " sla" : ""}" style="height:${h}px"
+      title="${esc(r.state)} · ${when(r.scheduled_at)} · ${duration(d)}${r.sla_missed ? " · SLA missed" : ""}"></a>`;
+  }).join("");
+  main.innerHTML = `<p><a href="#/">← Jobs</a></p><h1>${esc(job.name)} ${job.paused ? '<span class="paused">paused</span>' : ""}</h1>
+    <div class="toolbar">
+      ${job.paused ? '<button data-act="resume">Resume</button>' : '<button data-act="pause">Pause</button>'}
+      <button data-act="trigger">Trigger now</button><button data-act="delete" class="danger">Delete</button>
+      <span id="action" class="muted"></span></div>
+    <div class="grid card"><div><span>Schedule</span>${esc(schedule_description)}</div>
+      <div><span>Next runs</span>${preview.instants.map((i) => esc(i.local)).join("<br>") || "—"}</div>
+      <div><span>Version</span>${version} · updated ${when(updated_at)}</div></div>
+    <h2>Recent runs <span class="muted">(oldest to newest; height: duration; outlined: SLA missed)</span></h2>
+    <div class="timeline" id="timeline">${timeline || '<span class="muted">No runs yet.</span>'}</div>
+    <table style="margin-top:.8rem"><thead><tr><th>Run</th><th>State</th><th class="hide-narrow">Scheduled</th><th>Duration</th><th class="hide-narrow">Attempts</th></tr></thead><tbody>
+    ${runs.runs.map((r) => `<tr><td><a href="#/runs/${esc(r.id)}">${esc(r.kind)} ${when(r.scheduled_at)}</a></td><td>${badge(r.state)}${r.sla_missed ? ' <span class="paused">SLA</span>' : ""}</td>
+      <td class="hide-narrow">${when(r.scheduled_at)}</td><td>${duration(ms(r.attempts[0]?.started_at, r.attempts[r.attempts.length - 1]?.finished_at))}</td>
+      <td class="hide-narrow">${r.attempts.length}</td></tr>`).join("")}</tbody></table>
+    ${subscriptions ? `<h2>Notifications</h2><table><tbody>${subscriptions.map((s) => `<tr><td>${esc(s.protocol)}</td><td>${esc(s.endpoint)}</td><td>${esc(s.status)}</td></tr>`).join("")}</tbody></table>` : ""}
+    <h2>Definition</h2><pre>${esc(JSON.stringify(definition, null, 2))}</pre>`;
+  main.querySelectorAll("button[data-act]").forEach((b) => (b.onclick = () => act(job, b.dataset.act)));
+  schedule(() => jobPage(id), runs.runs.some((r) => IN_FLIGHT.includes(r.state)));
+}
+
+async function act(job, action) {
+  const note = document.getElementById("action");
+  try {
+    if (action === "delete") {
+      if (!confirm(`Delete ${job.name}? Its run history is kept until it expires.`)) return;
+      await api("DELETE", `/v1/jobs/${job.id}`);
+      location.hash = "#/";
+      return;
+    }
+    const result = await api("POST", `/v1/jobs/${job.id}/${action}`, {});
+    if (action === "trigger") { location.hash = `#/runs/${result.id}`; return; }
+    await jobPage(job.id);
+  } catch (err) { note.textContent = err.message; note.className = "error"; }
+}
+
+async function runPage(id) {
+  const run = await api("GET", `/v1/runs/${id}`);
+  main.innerHTML = `<p><a href="#/jobs/${esc(run.job_id)}">← Job</a></p><h1>Run ${badge(run.state)}</h1>
+    <div class="grid card"><div><span>Run id</span><code>${esc(run.id)}</code></div><div><span>Scheduled</span>${when(run.scheduled_at)}</div>
+      <div><span>Kind</span>${esc(run.kind)}</div><div><span>Updated</span>${when(run.updated_at)}</div>
+      ${run.reason ? `<div><span>Reason</span>${esc(run.reason)}</div>` : ""}${run.sla_missed ? "<div><span>SLA</span>missed</div>" : ""}</div>
+    <h2>Attempts</h2><table><thead><tr><th>#</th><th>Started</th><th class="hide-narrow">Ended</th><th>Duration</th><th>Worker</th><th>Outcome</th><th>Status</th></tr></thead><tbody id="attempts">
+    ${run.attempts.map((a) => `<tr><td>${a.n}</td><td>${when(a.started_at)}</td><td class="hide-narrow">${when(a.finished_at)}</td>
+      <td>${duration(ms(a.started_at, a.finished_at))}</td><td><code>${esc(a.worker)}</code></td><td>${esc(a.outcome || "running")}</td><td>${esc(a.status_code ?? "—")}</td></tr>
+      ${a.error || a.output ? `<tr><td></td><td colspan="6">${a.error ? `<div class="error">${esc(a.error)}</div>` : ""}${a.output ? `<pre>${esc(a.output)}</pre>` : ""}</td></tr>` : ""}`).join("")
+      || '<tr><td colspan="7" class="muted">No attempt yet.</td></tr>'}</tbody></table>
+    <h2>Logs</h2><div id="logs" class="card"></div>`;
+  const logs = document.getElementById("logs");
+  if (run.logs.url && run.logs.url.startsWith("/v1/")) {
+    const lines = await api("GET", run.logs.url).then((l) => l.lines).catch((e) => [`(${e.message})`]);
+    logs.innerHTML = `<pre>${esc(lines.join("\n") || "(no lines yet)")}</pre>`;
+  } else if (run.logs.url) {
+    logs.innerHTML = `<p><a href="${esc(run.logs.url)}" target="_blank" rel="noopener">Open CloudWatch Logs Insights</a> on ${esc(run.logs.log_groups.join(", "))} with:</p><pre>${esc(run.logs.query)}</pre>`;
+  } else {
+    logs.textContent = run.logs.query;
+  }
+  schedule(() => runPage(id), IN_FLIGHT.includes(run.state));
+}
+
+async function route() {
+  clearTimeout(refreshTimer);
+  if (!sessionStorage.getItem(KEY)) return login();
+  document.getElementById("signout").hidden = false;
+  const [, kind, id] = (location.hash || "#/").split("/");
+  try {
+    if (kind === "jobs" && id) await jobPage(decodeURIComponent(id));
+    else if (kind === "runs" && id) await runPage(decodeURIComponent(id));
+    else { if (!document.getElementById("jobs")) main.innerHTML = ""; await jobsPage(); }
+  } catch (err) {
+    if (sessionStorage.getItem(KEY)) main.innerHTML = `<p class="error">${esc(err.message)}</p><p><a href="#/">Back to the jobs</a></p>`;
+  }
+}
+
+document.getElementById("signout").onclick = () => { sessionStorage.removeItem(KEY); route(); };
+window.addEventListener("hashchange", () => { main.innerHTML = ""; route(); });
+route();
