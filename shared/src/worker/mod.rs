@@ -283,6 +283,7 @@ impl Worker {
             Err(e) => return Err(e),
         }
         self.meter.observe(&started_metrics(&started, now));
+        tracing::info!(worker = %worker, scheduled_at = %started.scheduled_at(), "attempt started");
         let span = tracing::info_span!("attempt", run_id = %started.id(), job_id = %job.id, attempt = n);
         let invocation = Invocation {
             job,
@@ -323,6 +324,14 @@ impl Worker {
         };
         let ended = self.finish(job, &started, ending, now).await;
         if let Ok(run) = &ended {
+            let last = run.attempts.last();
+            tracing::info!(
+                state = %run.state,
+                outcome = ?last.and_then(|a| a.outcome),
+                status = ?last.and_then(|a| a.status_code),
+                error = last.and_then(|a| a.error.as_deref()).unwrap_or(""),
+                "attempt ended"
+            );
             self.meter.observe(&ended_metrics(run, now));
         }
         Self::after_end(ended)
