@@ -137,4 +137,52 @@ mod tests {
         assert!(text.contains("sundial_dispatch_lag_milliseconds_count{function=\"worker\"} 2\n"), "{text}");
         assert!(text.contains("sundial_scheduler_minutes_behind{function=\"watchdog\"} 0\n"), "{text}");
     }
+
+    #[test]
+    fn every_component_writes_valid_emf() {
+        use crate::run::{Attempt, Outcome, Run, RunKey, RunState};
+        let at: chrono::DateTime<chrono::Utc> = "2026-11-22T10:00:05Z".parse().unwrap();
+        let instant: chrono::DateTime<chrono::Utc> = "2026-11-22T10:00:00Z".parse().unwrap();
+        let run = Run {
+            job_id: crate::job::JobId::generate(),
+            owner: "o".into(),
+            key: RunKey::scheduled(instant),
+            state: RunState::Succeeded,
+            due_at: instant,
+            attempt: 1,
+            attempts: vec![Attempt {
+                n: 1,
+                started_at: instant + chrono::Duration::milliseconds(1500),
+                finished_at: Some(at),
+                worker: "w".into(),
+                outcome: Some(Outcome::Succeeded),
+                status_code: Some(200),
+                error: None,
+                output: None,
+                callback: None,
+            }],
+            job_version: 1,
+            created_at: instant,
+            updated_at: at,
+            reason: None,
+            lease_until: None,
+            retry_at: None,
+            dispatched_at: None,
+            expires_at: at,
+            events: Vec::new(),
+        };
+        let records = [
+            crate::tick::TickReport::default().metrics(at, std::time::Duration::from_millis(120)).to_json(),
+            crate::watchdog::WatchdogReport::default().metrics(at).to_json(),
+            crate::worker::started_metrics(&run, at).to_json(),
+            crate::worker::ended_metrics(&run, at).to_json(),
+        ];
+        for record in &records {
+            crate::emf::validate(record).unwrap_or_else(|e| panic!("{e}: {record}"));
+        }
+        assert_eq!(records[2][names::DISPATCH_LAG], 1500.0);
+        assert_eq!(records[3][names::RUN_DURATION], 3500.0);
+        assert_eq!(records[3][names::RUNS_SUCCEEDED], 1.0);
+        assert_eq!(records[1]["_aws"]["CloudWatchMetrics"][0]["Namespace"], crate::emf::NAMESPACE);
+    }
 }

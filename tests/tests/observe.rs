@@ -1,0 +1,133 @@
+//! What operators see: `/metrics` (authenticated) parses as Prometheus text and counts what the
+//! worker, the tick and the watchdog did; every log line written while a run is handled carries
+//! its `run_id`, `job_id` and `attempt`; a run's local log lines come back from the API.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use sundial_shared::run::RunId;
+use sundial_tests::{ALICE, Answer, Stack, TargetServer};
+
+/// A strict reader of the Prometheus text format (0.0.4): every family declared by `# TYPE`
+/// before its samples, sample names belonging to their family, labels well formed, values
+/// numbers. Returns sample name with labels → value.
+fn parse_prometheus(text: &str) -> Result<HashMap<String, f64>, String> {
+    let mut types: HashMap<String, String> = HashMap::new();
+    let mut samples = HashMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let at = |why: &str| format!("line {}: {why}: {line}", n + 1);
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# ") {
+            let mut parts = rest.splitn(3, ' ');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("HELP"), Some(_), _) => {}
+                (Some("TYPE"), Some(name), Some(kind)) => {
+                    if !["counter", "gauge", "summary", "histogram", "untyped"].contains(&kind) {
+                        return Err(at("unknown type"));
+                    }
+                    types.insert(name.to_string(), kind.to_string());
+                }
+                _ => return Err(at("malformed comment")),
+            }
+            continue;
+        }
+        let (series, value) = line.rsplit_once(' ').ok_or_else(|| at("no value"))?;
+        let value: f64 = value.parse().map_err(|_| at("value is not a number"))?;
+        let name = series.split('{').next().unwrap();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            return Err(at("bad metric name"));
+        }
+        if let Some(labels) = series.strip_prefix(name) {
+            if !labels.is_empty() {
+                let inner = labels
+                    .strip_prefix('{')
+                    .and_then(|l| l.strip_suffix('}'))
+                    .ok_or_else(|| at("bad labels"))?;
+                for pair in inner.split(',') {
+                    let (k, v) = pair.split_once('=').ok_or_else(|| at("bad label"))?;
+                    if k.is_empty() || !(v.starts_with('"') && v.ends_with('"') && v.len() >= 2) {
+                        return Err(at("bad label"));
+                    }
+                }
+            }
+        }
+        let family = types
+            .keys()
+            .find(|f| {
+                name == f.as_str()
+                    || name.strip_prefix(f.as_str()).is_some_and(|s| ["_sum", "_count"].contains(&s))
+            })
+            .ok_or_else(|| at("sample before its # TYPE"))?;
+        if types[family] != "summary" && name != family {
+            return Err(at("suffix on a non-summary"));
+        }
+        samples.insert(series.to_string(), value);
+    }
+    Ok(samples)
+}
+
+#[tokio::test]
+async fn metrics_and_logs_show_what_happened() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let job = json!({"name": "observed", "schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "http", "url": target.url}});
+    let id = stack.api.create_job(ALICE, &job).await;
+    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
+    let run_id = RunId::parse(reply.body["id"].as_str().unwrap()).unwrap();
+    let s = &stack.services;
+    for _ in 0..50 {
+        sundial_shared::worker::poll::poll_once(&s.worker, s.inbox.as_ref(), "observer", 1).await.unwrap();
+        let run = s.runs.get(&run_id.job_id, &run_id.key).await.unwrap().unwrap();
+        if run.state.is_terminal() {
+            break;
+        }
+    }
+    s.tick.run().await.unwrap();
+    s.watchdog.run().await.unwrap();
+
+    let refused = stack.api.get("", "/metrics").await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    let server = stack.serve().await;
+    let response =
+        reqwest::Client::new().get(format!("{server}/metrics")).bearer_auth(ALICE).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/plain; version=0.0.4"));
+    let text = response.text().await.unwrap();
+    let samples = parse_prometheus(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(samples["sundial_runs_started_total{function=\"worker\"}"], 1.0, "{text}");
+    assert_eq!(samples["sundial_runs_succeeded_total{function=\"worker\"}"], 1.0, "{text}");
+    assert_eq!(samples["sundial_dispatch_lag_milliseconds_count{function=\"worker\"}"], 1.0, "{text}");
+    assert_eq!(samples["sundial_run_duration_milliseconds_count{function=\"worker\"}"], 1.0, "{text}");
+    assert!(samples.contains_key("sundial_tick_duration_milliseconds_sum{function=\"tick\"}"), "{text}");
+    assert_eq!(samples["sundial_scheduler_minutes_behind{function=\"watchdog\"}"], 0.0, "{text}");
+
+    // Every line about the run carries its run, job and attempt.
+    let run_text = run_id.to_string();
+    let lines: Vec<Value> = sundial_tests::logs()
+        .lines()
+        .filter(|l| l.contains(&run_text))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let started =
+        lines.iter().find(|l| l["fields"]["message"] == "attempt started").expect("an attempt-started line");
+    assert_eq!(started["span"]["run_id"], run_text.as_str());
+    assert_eq!(started["span"]["job_id"], id.as_str());
+    assert_eq!(started["span"]["attempt"], 1);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "attempt ended" && l["fields"]["state"] == "SUCCEEDED")
+    );
+}
+
+#[test]
+fn the_prometheus_reader_rejects_malformed_text() {
+    assert!(parse_prometheus("# TYPE a counter\na{x=\"1\"} 2\n").is_ok());
+    assert!(parse_prometheus("a 1\n").is_err(), "no TYPE");
+    assert!(parse_prometheus("# TYPE a counter\na{x=1} 2\n").is_err(), "unquoted label");
+    assert!(parse_prometheus("# TYPE a counter\na two\n").is_err(), "value");
+    assert!(parse_prometheus("# TYPE a counter\na_sum 1\n").is_err(), "suffix on a counter");
+}
