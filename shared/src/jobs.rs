@@ -348,7 +348,9 @@ impl Jobs {
     pub async fn delete(&self, owner: &Owner, id: &JobId) -> JobsResult<()> {
         let job = self.get(owner, id).await?;
         self.store.delete(&job).await?;
-        self.remove_topic(&job).await;
+        if job.document.notify.as_ref().is_some_and(|n| !crate::topics::endpoints(n).is_empty()) {
+            self.remove_topic(&job).await;
+        }
         Ok(())
     }
 

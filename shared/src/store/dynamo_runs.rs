@@ -1,8 +1,9 @@
 //! The runs table in DynamoDB.
 //!
 //! One item per run, keyed (`job_id`, `run_key`). The sparse, keys-only `in-flight` index
-//! (`inflight_shard`, `inflight_at`) is written once at claim and removed at the terminal state,
-//! so starting an attempt, heartbeats and retries never touch an index. Every state change is a
+//! (`inflight_shard`, `inflight_at`) is written once at claim and removed at the terminal state
+//! (once the run's events are published), so starting an attempt, heartbeats and retries never
+//! touch an index. Every state change is a
 //! conditional write from the expected state and attempt number (the fencing token).
 
 use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
@@ -104,7 +105,7 @@ impl DynamoRunStore {
             "events".into(),
             AttributeValue::M(run.events.iter().map(|e| (e.id.clone(), event_value(e))).collect()),
         );
-        if run.state.is_in_flight() {
+        if watched(run) {
             let shard = shard_of(&format!("{}#{key}", run.job_id), self.shards);
             item.insert("inflight_shard".into(), s(format!("{shard:02}")));
             item.insert(
@@ -114,6 +115,12 @@ impl DynamoRunStore {
         }
         Ok(item)
     }
+}
+
+/// Whether a run belongs in the in-flight index: in flight, or ended with events not yet
+/// published (a run the tick writes SKIPPED carries its `skipped` event unsent).
+fn watched(run: &Run) -> bool {
+    run.state.is_in_flight() || run.events.iter().any(|e| !e.sent)
 }
 
 fn event_value(event: &RunEvent) -> AttributeValue {
@@ -193,7 +200,7 @@ impl RunStore for DynamoRunStore {
         match result {
             Ok(_) => {
                 self.ledger.add(writes::ITEM, 1);
-                if run.state.is_in_flight() {
+                if watched(run) {
                     self.ledger.add(writes::INDEX_PUT, 1);
                 }
                 Ok(Inserted::Created)
