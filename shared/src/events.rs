@@ -187,7 +187,7 @@ impl Notification {
 
 /// The dashboard's page of a run.
 pub fn dashboard_link(base: &str, run_id: &str) -> String {
-    format!("{}/ui/#/runs/{run_id}", base.trim_end_matches('/'))
+    format!("{}/ui/index.html#/runs/{run_id}", base.trim_end_matches('/'))
 }
 
 fn human_duration(ms: i64) -> String {
@@ -493,7 +493,7 @@ mod tests {
         let n = Notification::new(Some(&j), &r, &event, Some("https://sundial.test/"));
         assert_eq!(n.subject(), "nightly: failed (attempt 2)");
         assert_eq!(n.duration_ms, Some(90_000));
-        let link = format!("https://sundial.test/ui/#/runs/{}", r.id());
+        let link = format!("https://sundial.test/ui/index.html#/runs/{}", r.id());
         assert_eq!(n.link.as_deref(), Some(link.as_str()));
         let text = n.text();
         for part in ["Job nightly", "failed", "FAILED", "1 min 30 s", "Error: HTTP 500", link.as_str()] {

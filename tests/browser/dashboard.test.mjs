@@ -69,7 +69,7 @@ try {
 
   // A phone-sized screen still shows the job and its run.
   await page.setViewportSize({ width: 390, height: 800 });
-  await page.goto(`${base}/ui/#/jobs/${job.id}`);
+  await page.goto(`${base}/ui/index.html#/jobs/${job.id}`);
   await page.waitForSelector("#timeline a.SUCCEEDED");
   await shot("05-job-page-phone");
   console.log(`browser test passed; screenshots in ${shots}`);

@@ -131,3 +131,23 @@ fn the_prometheus_reader_rejects_malformed_text() {
     assert!(parse_prometheus("# TYPE a counter\na two\n").is_err(), "value");
     assert!(parse_prometheus("# TYPE a counter\na_sum 1\n").is_err(), "suffix on a counter");
 }
+
+/// The dashboard's page and assets are public (the page asks for a key); `/` leads to it.
+#[tokio::test]
+async fn the_dashboard_is_public_and_the_api_behind_it_is_not() {
+    let stack = Stack::new().await;
+    for (path, kind) in [
+        ("/ui/index.html", "text/html"),
+        ("/ui/", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+    ] {
+        let reply = stack.api.get("", path).await;
+        assert_eq!(reply.status, StatusCode::OK, "{path}");
+        assert!(reply.headers["content-type"].to_str().unwrap().starts_with(kind), "{path}");
+    }
+    let root = stack.api.get("", "/").await;
+    assert_eq!(root.status, StatusCode::TEMPORARY_REDIRECT);
+    assert_eq!(root.headers["location"], "/ui/index.html");
+    assert_eq!(stack.api.get("", "/v1/jobs").await.status, StatusCode::UNAUTHORIZED);
+}

@@ -370,7 +370,7 @@ async fn job_topics_reach_only_their_subscribers() {
     assert_eq!(body["event"], "failed");
     assert_eq!(body["job_id"], a.as_str());
     assert_eq!(body["run_id"], a_failed.to_string().as_str());
-    assert_eq!(body["link"], format!("https://sundial.example.test/ui/#/runs/{a_failed}").as_str());
+    assert_eq!(body["link"], format!("https://sundial.example.test/ui/index.html#/runs/{a_failed}").as_str());
 
     // Email and SMS: subscribed with the filter, shown, edited, removed.
     let notify =

@@ -36,7 +36,8 @@ pub async fn styles() -> Response {
     asset("text/css; charset=utf-8", STYLES)
 }
 
-/// `/` and `/ui` lead to the dashboard.
+/// `/` and `/ui` lead to the dashboard (its page is also `/ui/index.html`, which API Gateway's
+/// public `/ui/{proxy+}` route matches).
 pub async fn to_dashboard() -> Redirect {
-    Redirect::temporary("/ui/")
+    Redirect::temporary("/ui/index.html")
 }

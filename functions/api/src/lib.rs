@@ -55,6 +55,7 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(dashboard::to_dashboard))
         .route("/ui", get(dashboard::to_dashboard))
         .route("/ui/", get(dashboard::index))
+        .route("/ui/index.html", get(dashboard::index))
         .route("/ui/app.js", get(dashboard::script))
         .route("/ui/app.css", get(dashboard::styles))
         // Callbacks carry the run's own token instead of an API key.
