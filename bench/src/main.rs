@@ -7,6 +7,9 @@
 //!   meanwhile (so the emulator's SQS does not slow down as it fills) and counts what arrived.
 //! - `frequent`: jobs firing every minute over simulated minutes, with and without claiming
 //!   several minutes ahead: writes per run of each.
+//! - `watchdog N`: N in-flight runs; one watchdog pass with nothing to repair (the steady
+//!   state), then one where every run's worker was lost (each attempt ended `lost` and the next
+//!   dispatched). Figures per run: AWS requests by operation, DynamoDB writes, CPU; pass time.
 //!
 //! Wall-clock figures are bound by the emulator (a Python process serving every request);
 //! CPU per run and the write and request counts are Sundial's own.
@@ -179,6 +182,75 @@ async fn frequent(jobs: usize, minutes: i64, claim_ahead_s: &str) -> anyhow::Res
 
 /// The child process of `burst`: receives and deletes messages until `expect` distinct runs
 /// arrived (or 10 minutes passed), then prints what it saw.
+/// The watchdog over `n` in-flight runs: a quiet pass, then a pass that repairs every run.
+async fn watchdog(n: usize) -> anyhow::Result<Value> {
+    use sundial_shared::run::{Attempt, RunState};
+    let name = format!("bench{}", ulid_suffix());
+    let start: DateTime<Utc> = ceil_second(Utc::now());
+    let clock = Arc::new(ManualClock::new(start));
+    let (services, clients) = stack(&name, &[], clock.clone()).await?;
+    let later = start + Duration::days(365);
+    let jobs: Vec<Job> =
+        (0..n).map(|i| job(i, json!({"cron": "0 0 1 1 *"}), start, later)).collect::<anyhow::Result<_>>()?;
+    let store = DynamoJobStore::new(
+        clients.dynamo.clone(),
+        &services.config.resources.jobs_table,
+        8,
+        clients.ledger.clone(),
+    );
+    store.import(&jobs).await?;
+    // Each job has one run whose attempt started, with a lease of a minute.
+    let mut runs = Vec::with_capacity(n);
+    for job in &jobs {
+        let mut run = services.claimer.new_run(job, RunKey::manual(start), start, RunState::Running, start);
+        run.attempt = 1;
+        run.dispatched_at = Some(start);
+        run.lease_until = Some(start + Duration::seconds(60));
+        run.attempts = vec![Attempt {
+            n: 1,
+            started_at: start,
+            finished_at: None,
+            worker: "bench".into(),
+            outcome: None,
+            status_code: None,
+            error: None,
+            output: None,
+            callback: None,
+        }];
+        services.runs.insert(&run).await?;
+        runs.push(run);
+    }
+    let pass = |label: &'static str| {
+        let (services, clients) = (&services, &clients);
+        async move {
+            clients.ledger.reset();
+            let cpu = cpu_seconds();
+            let began = std::time::Instant::now();
+            let report = services.watchdog.run().await?;
+            let seconds = began.elapsed().as_secs_f64();
+            let cpu_ms = (cpu_seconds() - cpu) * 1000.0;
+            let ledger = clients.ledger.snapshot();
+            let per = per_run(&ledger, n);
+            anyhow::Ok(json!({
+                "pass": label,
+                "inspected": report.inspected,
+                "lost": report.lost,
+                "dispatched": report.dispatched,
+                "seconds": seconds,
+                "cpu_ms_per_run": cpu_ms / n.max(1) as f64,
+                "dynamodb_write_units_per_run": write_units(&per),
+                "aws_requests_per_run": per,
+            }))
+        }
+    };
+    clock.set(start + Duration::seconds(30));
+    let quiet = pass("quiet").await?;
+    clock.set(start + Duration::seconds(90));
+    let repairs = pass("every worker lost").await?;
+    Ok(json!({"scenario": "watchdog", "runs": n, "passes": [quiet, repairs],
+        "bound_by": "seconds: the emulator; requests, writes and CPU: Sundial"}))
+}
+
 async fn drain(queue_url: &str, expect: usize) -> anyhow::Result<()> {
     let sdk = aws_sdk_config().await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
@@ -225,7 +297,20 @@ fn table(results: &[Value]) -> String {
         "\nscenario   jobs    invocations  seconds   runs/s   CPU ms/run  writes/run  dup  lost\n",
     );
     for r in results {
-        if r["scenario"] == "burst" {
+        if r["scenario"] == "watchdog" {
+            for p in r["passes"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "watchdog   {:<7} {:<18} {:<9.2} CPU {:.3} ms/run, {:.2} writes/run, lost {}, dispatched {}\n",
+                    r["runs"].as_u64().unwrap_or(0),
+                    p["pass"].as_str().unwrap_or(""),
+                    p["seconds"].as_f64().unwrap_or(0.0),
+                    p["cpu_ms_per_run"].as_f64().unwrap_or(0.0),
+                    p["dynamodb_write_units_per_run"].as_f64().unwrap_or(0.0),
+                    p["lost"],
+                    p["dispatched"],
+                ));
+            }
+        } else if r["scenario"] == "burst" {
             out.push_str(&format!(
                 "burst      {:<7} {:<12} {:<9.1} {:<8.1} {:<11.3} {:<11.2} {:<4} {}\n",
                 r["jobs"].as_u64().unwrap_or(0),
@@ -284,6 +369,20 @@ async fn main() -> anyhow::Result<()> {
             println!("figures written to {path}");
             Ok(())
         }
-        _ => bail!("usage: sundial-bench burst N [N…] | drain QUEUE_URL COUNT"),
+        Some("watchdog") => {
+            let path =
+                std::env::var("SUNDIAL_BENCH_OUT").unwrap_or_else(|_| "bench/results/watchdog.json".into());
+            let mut results = Vec::new();
+            for n in &args[1..] {
+                let n: usize = n.parse().context("watchdog N [N…]")?;
+                eprintln!("watchdog over {n} in-flight runs…");
+                results.push(watchdog(n).await?);
+                std::fs::write(&path, serde_json::to_string_pretty(&results)? + "\n")?;
+            }
+            println!("{}", table(&results));
+            println!("figures written to {path}");
+            Ok(())
+        }
+        _ => bail!("usage: sundial-bench burst N [N…] | watchdog N [N…] | drain QUEUE_URL COUNT"),
     }
 }

@@ -80,7 +80,8 @@ impl DynamoJobStore {
         Ok(())
     }
 
-    /// Reads full jobs for keys from the keys-only `by-owner` index, in the given order.
+    /// Reads full jobs by id (the keys-only `by-owner` index's, or the watchdog's), in the given
+    /// order; ids without a job are left out.
     async fn batch_get(&self, ids: &[String]) -> StoreResult<Vec<Job>> {
         use aws_sdk_dynamodb::types::KeysAndAttributes;
         let mut found: std::collections::HashMap<String, Job> = std::collections::HashMap::new();
@@ -275,6 +276,11 @@ impl JobStore for DynamoJobStore {
             }
             Err(TransactFailure::Store(e)) => Err(e),
         }
+    }
+
+    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        let ids: Vec<String> = ids.iter().map(JobId::to_string).collect();
+        self.batch_get(&ids).await
     }
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {

@@ -73,6 +73,9 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>>;
 
+    /// The jobs of `ids` that exist, read in batches (order not kept).
+    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>>;
+
     /// The owner's jobs by name, `limit` at a time.
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
 

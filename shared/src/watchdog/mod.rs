@@ -145,18 +145,17 @@ impl Watchdog {
         Ok(report)
     }
 
-    /// The jobs of `runs`, each read once; `None` for a deleted job.
+    /// The jobs of `runs`, read in batches; `None` for a deleted job.
     async fn jobs_of(&self, runs: &[Run]) -> Result<HashMap<JobId, Option<Job>>, StoreError> {
         let mut ids: Vec<JobId> = runs.iter().map(|r| r.job_id.clone()).collect();
         ids.sort_unstable();
         ids.dedup();
-        futures::stream::iter(ids)
-            .map(|id| async move { self.jobs.get(&id).await.map(|job| (id, job)) })
-            .buffer_unordered(self.settings.concurrency.max(1))
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect()
+        let mut jobs: HashMap<JobId, Option<Job>> = ids.into_iter().map(|id| (id, None)).collect();
+        let ids: Vec<JobId> = jobs.keys().cloned().collect();
+        for job in self.jobs.get_many(&ids).await? {
+            jobs.insert(job.id.clone(), Some(job));
+        }
+        Ok(jobs)
     }
 
     /// Applies every repair one run needs.
