@@ -88,6 +88,15 @@ impl Stack {
         }
     }
 
+    /// A stack whose services read `clock`, with extra configuration.
+    pub async fn at(clock: &Arc<sundial_shared::clock::ManualClock>, vars: &[(&'static str, &str)]) -> Stack {
+        Stack::with(Options {
+            vars: vars.iter().map(|(k, v)| (*k, v.to_string())).collect(),
+            clock: Some(clock.clone() as Arc<dyn Clock>),
+        })
+        .await
+    }
+
     /// Every run of a job, oldest first.
     pub async fn runs_of(&self, job_id: &str) -> Vec<sundial_shared::run::Run> {
         let id = sundial_shared::job::JobId::parse(job_id).unwrap();

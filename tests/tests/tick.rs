@@ -16,19 +16,10 @@ use sundial_shared::queue::{Dispatch, QueueError, RunQueue};
 use sundial_shared::run::{Run, RunState};
 use sundial_shared::tick::Tick;
 use sundial_shared::tick::claim::Claimer;
-use sundial_tests::{ALICE, Call, Options, Stack};
+use sundial_tests::{ALICE, Call, Stack};
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
-}
-
-/// A stack whose API and tick read `clock`, with extra configuration.
-async fn stack_at(clock: &Arc<ManualClock>, vars: &[(&'static str, &str)]) -> Stack {
-    Stack::with(Options {
-        vars: vars.iter().map(|(k, v)| (*k, v.to_string())).collect(),
-        clock: Some(clock.clone() as Arc<dyn Clock>),
-    })
-    .await
 }
 
 fn http_job(name: &str, schedule: Value) -> Value {
@@ -153,7 +144,7 @@ async fn create_many(stack: &Stack, n: usize, at: DateTime<Utc>) -> Vec<String> 
 #[tokio::test]
 async fn racing_ticks_claim_each_instant_once() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let due = t("2030-01-01T12:00:30Z");
     import_many(&stack, 500, due).await;
     clock.set(t("2030-01-01T12:00:00Z"));
@@ -185,7 +176,7 @@ async fn racing_ticks_claim_each_instant_once() {
 #[tokio::test]
 async fn a_crash_between_claim_and_send_heals_after_the_grace_period() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let ids = create_many(&stack, 20, t("2030-01-01T12:00:30Z")).await;
     clock.set(t("2030-01-01T12:00:00Z"));
 
@@ -224,7 +215,7 @@ async fn a_crash_between_claim_and_send_heals_after_the_grace_period() {
 #[tokio::test]
 async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let paused = stack.api.create_job(ALICE, &http_job("paused", json!({"cron": "0 * * * *"}))).await;
     let deleted = stack.api.create_job(ALICE, &http_job("deleted", json!({"cron": "0 * * * *"}))).await;
     let read = |id: &str| {
@@ -266,7 +257,7 @@ async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
 #[tokio::test]
 async fn catchup_policies_after_downtime() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:00Z")));
-    let stack = stack_at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
     let mut ids = Vec::new();
     for policy in ["skip", "latest", "all"] {
         let mut job = http_job(policy, json!({"cron": "* * * * *"}));
@@ -299,7 +290,7 @@ async fn catchup_policies_after_downtime() {
 async fn simulate_dst(from: &str, to: &str) -> Vec<Vec<String>> {
     let start = t(from);
     let clock = Arc::new(ManualClock::new(start - Duration::minutes(5)));
-    let stack = stack_at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60"), ("SUNDIAL_DUE_SHARDS", "1")]).await;
+    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60"), ("SUNDIAL_DUE_SHARDS", "1")]).await;
     let mut ids = Vec::new();
     for (name, cron) in [("at-0230", "30 2 * * *"), ("at-0130", "30 1 * * *"), ("every-hour", "30 * * * *")] {
         let job = http_job(name, json!({"cron": cron, "timezone": "America/New_York"}));
@@ -347,7 +338,7 @@ async fn dst_fall_back_end_to_end() {
 #[tokio::test]
 async fn concurrency_forbid_and_replace() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:10Z")));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let mut ids = Vec::new();
     for policy in ["forbid", "replace"] {
         let mut job = http_job(policy, json!({"cron": "* * * * *"}));
@@ -388,7 +379,7 @@ async fn concurrency_forbid_and_replace() {
 #[tokio::test]
 async fn trigger_obeys_the_concurrency_policy() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let mut job = http_job("forbidden", json!({"cron": "0 0 * * *"}));
     job["concurrency"] = json!("forbid");
     let id = stack.api.create_job(ALICE, &job).await;
@@ -422,7 +413,7 @@ async fn trigger_obeys_the_concurrency_policy() {
 #[tokio::test]
 async fn backfill_runs_nothing_twice() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:30:00Z")));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let id = stack.api.create_job(ALICE, &http_job("hourly", json!({"cron": "0 * * * *"}))).await;
     let range = json!({"from": "2030-01-01T07:00:00Z", "to": "2030-01-01T11:00:00Z"});
     let first = stack.api.post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
@@ -452,7 +443,7 @@ async fn backfill_runs_nothing_twice() {
 #[tokio::test]
 async fn pause_resume_and_end_at() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:30Z")));
-    let stack = stack_at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
     let paused = stack.api.create_job(ALICE, &http_job("paused", json!({"cron": "* * * * *"}))).await;
     let ending = stack
         .api
@@ -494,7 +485,7 @@ async fn pause_resume_and_end_at() {
 #[tokio::test]
 async fn a_burst_is_continued_by_the_next_invocation() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     import_many(&stack, 120, t("2030-01-01T12:00:30Z")).await;
     let s = &stack.services;
     // A budget of zero: each invocation does one step (a minute, or a batch of 25 jobs of a

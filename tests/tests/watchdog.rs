@@ -14,20 +14,12 @@ use sundial_shared::events::RunEvent;
 use sundial_shared::job::{EventKind, JobId};
 use sundial_shared::run::{Attempt, Outcome, Run, RunId, RunKey, RunState};
 use sundial_shared::watchdog::WatchdogReport;
-use sundial_tests::{ALICE, Answer, Options, Stack, TargetServer};
+use sundial_tests::{ALICE, Answer, Stack, TargetServer};
 
 const START: &str = "2030-01-01T12:00:00Z";
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
-}
-
-async fn stack_at(clock: &Arc<ManualClock>, vars: &[(&'static str, &str)]) -> Stack {
-    Stack::with(Options {
-        vars: vars.iter().map(|(k, v)| (*k, v.to_string())).collect(),
-        clock: Some(clock.clone() as Arc<dyn Clock>),
-    })
-    .await
 }
 
 fn job(name: &str, url: &str, extra: Value) -> Value {
@@ -88,7 +80,7 @@ fn events_of(messages: &[Value]) -> Vec<String> {
 #[tokio::test]
 async fn sla_missed_is_told_once() {
     let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = stack_at(&clock, &[("SUNDIAL_HEARTBEAT_WINDOW_S", "3600")]).await;
+    let stack = Stack::at(&clock, &[("SUNDIAL_HEARTBEAT_WINDOW_S", "3600")]).await;
     let inbox = stack.subscribe_inbox().await;
     let accepting = TargetServer::start(|_| Answer::Status(202)).await;
     let quick = TargetServer::start(|_| Answer::Status(200)).await;
@@ -150,7 +142,7 @@ async fn sla_missed_is_told_once() {
 #[tokio::test]
 async fn a_run_past_its_timeout_is_retried_then_ends() {
     let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let inbox = stack.subscribe_inbox().await;
     let accepting = TargetServer::start(|_| Answer::Status(202)).await;
     let retry = json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1});
@@ -191,7 +183,7 @@ async fn a_run_past_its_timeout_is_retried_then_ends() {
 #[tokio::test]
 async fn a_lost_worker_is_replaced() {
     let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
     let id =
@@ -241,7 +233,7 @@ async fn a_lost_worker_is_replaced() {
 #[tokio::test]
 async fn only_runs_never_sent_are_dispatched() {
     let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = stack_at(&clock, &[("SUNDIAL_DISPATCH_GRACE_S", "120")]).await;
+    let stack = Stack::at(&clock, &[("SUNDIAL_DISPATCH_GRACE_S", "120")]).await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let id = stack.api.create_job(ALICE, &job("job", &target.url, json!({}))).await;
 
@@ -276,7 +268,7 @@ async fn only_runs_never_sent_are_dispatched() {
 #[tokio::test]
 async fn an_event_left_unsent_is_published_once() {
     let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let inbox = stack.subscribe_inbox().await;
     let id = stack.api.create_job(ALICE, &job("job", "http://127.0.0.1:9/", json!({}))).await;
     let run_id = trigger(&stack, &id).await;
@@ -314,7 +306,7 @@ async fn an_event_left_unsent_is_published_once() {
 #[tokio::test]
 async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:05Z")));
-    let stack = stack_at(&clock, &[("SUNDIAL_STALL_AFTER_MINUTES", "3")]).await;
+    let stack = Stack::at(&clock, &[("SUNDIAL_STALL_AFTER_MINUTES", "3")]).await;
     let inbox = stack.subscribe_inbox().await;
     let tick = &stack.services.tick;
     tick.run().await.unwrap();
@@ -349,7 +341,7 @@ async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
 #[tokio::test]
 async fn job_topics_reach_only_their_subscribers() {
     let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = stack_at(&clock, &[("SUNDIAL_PUBLIC_URL", "https://sundial.example.test")]).await;
+    let stack = Stack::at(&clock, &[("SUNDIAL_PUBLIC_URL", "https://sundial.example.test")]).await;
     let failing = TargetServer::start(|_| Answer::Status(500)).await;
     let flaky = TargetServer::start(|n| if n == 0 { Answer::Status(500) } else { Answer::Status(200) }).await;
     let (a_inbox, a_arn) = stack.new_queue("a-inbox").await;
@@ -437,7 +429,7 @@ async fn job_topics_reach_only_their_subscribers() {
 #[tokio::test]
 async fn failing_streaks_and_late_starts_are_told_once() {
     let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = stack_at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[]).await;
     let inbox = stack.subscribe_inbox().await;
     // Runs: failed, failed (streak of 2: failing), failed, succeeded, failed, failed (failing).
     let target =

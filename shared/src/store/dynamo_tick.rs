@@ -23,6 +23,28 @@ impl DynamoTickStateStore {
         DynamoTickStateStore { client, table: table.into() }
     }
 
+    /// Opens or closes the stall incident of `since`, recording `alert` unsent, under `condition`.
+    async fn incident(
+        &self,
+        update: &str,
+        condition: &str,
+        since: DateTime<Utc>,
+        alert: &str,
+    ) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(KEY))
+            .update_expression(update)
+            .condition_expression(condition)
+            .expression_attribute_values(":since", s(format_instant(since)))
+            .expression_attribute_values(":alert", s(alert))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        Ok(())
+    }
+
     async fn raise(&self, attribute: &str, minute: DateTime<Utc>) -> StoreResult<()> {
         let result = self
             .client
@@ -74,33 +96,13 @@ impl TickStateStore for DynamoTickStateStore {
     }
 
     async fn open_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(KEY))
-            .update_expression("SET stalled_since = :since, unsent_alert = :alert")
-            .condition_expression("attribute_not_exists(stalled_since)")
-            .expression_attribute_values(":since", s(format_instant(since)))
-            .expression_attribute_values(":alert", s(alert))
-            .send()
-            .await
-            .map_err(item::classify)?;
-        Ok(())
+        let update = "SET stalled_since = :since, unsent_alert = :alert";
+        self.incident(update, "attribute_not_exists(stalled_since)", since, alert).await
     }
 
     async fn close_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(KEY))
-            .update_expression("SET unsent_alert = :alert REMOVE stalled_since")
-            .condition_expression("stalled_since = :since")
-            .expression_attribute_values(":since", s(format_instant(since)))
-            .expression_attribute_values(":alert", s(alert))
-            .send()
-            .await
-            .map_err(item::classify)?;
-        Ok(())
+        let update = "SET unsent_alert = :alert REMOVE stalled_since";
+        self.incident(update, "stalled_since = :since", since, alert).await
     }
 
     async fn mark_alert_sent(&self, alert: &str) -> StoreResult<()> {
