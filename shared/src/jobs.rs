@@ -18,7 +18,7 @@ use crate::schedule::{Schedule, ceil_second};
 use crate::store::{JobStore, Page, StoreError};
 use crate::tick::claim::Claimer;
 use crate::tick::claim::{active_window, first_attempt};
-use crate::topics::{JobTopics, Subscription, TopicError};
+use crate::topics::{JobTopics, Subscription, TopicError, has_endpoints};
 use crate::validation::{self, Rules, ValidationError};
 use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
@@ -177,9 +177,14 @@ impl Jobs {
             signing_secret: crate::job::new_signing_secret(),
         };
         // The topic first: an endpoint SNS refuses fails the request before anything is saved.
-        self.sync_topic(&job).await?;
+        let has_topic = has_endpoints(&job);
+        if has_topic {
+            self.topics.sync(&job).await.map_err(topic_error)?;
+        }
         if let Err(e) = self.store.create(&job, self.limits.max_jobs_per_owner).await {
-            self.remove_topic(&job).await;
+            if has_topic {
+                self.remove_topic(&job).await;
+            }
             return Err(e.into());
         }
         self.claim_if_due_soon(job).await
@@ -299,7 +304,8 @@ impl Jobs {
                 Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
             let notify_changed = after.document.notify != before.document.notify;
             if notify_changed {
-                self.sync_topic(&after).await?;
+                // Creates, edits or removes the topic as the new settings say.
+                self.topics.sync(&after).await.map_err(topic_error)?;
             }
             let updated = self.store.update(&before, &after).await;
             if notify_changed && updated.is_err() {
@@ -348,7 +354,7 @@ impl Jobs {
     pub async fn delete(&self, owner: &Owner, id: &JobId) -> JobsResult<()> {
         let job = self.get(owner, id).await?;
         self.store.delete(&job).await?;
-        if job.document.notify.as_ref().is_some_and(|n| !crate::topics::endpoints(n).is_empty()) {
+        if has_endpoints(&job) {
             self.remove_topic(&job).await;
         }
         Ok(())
@@ -356,18 +362,10 @@ impl Jobs {
 
     /// The subscriptions of the job's notification topic and their status.
     pub async fn subscriptions(&self, job: &Job) -> JobsResult<Vec<Subscription>> {
-        if job.document.notify.as_ref().is_none_or(|n| crate::topics::endpoints(n).is_empty()) {
+        if !has_endpoints(job) {
             return Ok(Vec::new());
         }
         self.topics.subscriptions(&job.id).await.map_err(topic_error)
-    }
-
-    async fn sync_topic(&self, job: &Job) -> JobsResult<()> {
-        let has_topic = job.document.notify.as_ref().is_some_and(|n| !crate::topics::endpoints(n).is_empty());
-        if !has_topic && job.version == 1 {
-            return Ok(());
-        }
-        self.topics.sync(job).await.map_err(topic_error)
     }
 
     /// Removes the job's topic; a failure leaves an orphan topic, logged for an operator.

@@ -41,9 +41,14 @@ impl TopicNames {
     }
 }
 
+/// Whether `job` has a topic of its own: its notification settings name an endpoint.
+pub fn has_endpoints(job: &Job) -> bool {
+    job.document.notify.as_ref().is_some_and(|n| !endpoints(n).is_empty())
+}
+
 /// Whether `job` sends `kind` to its own topic: it has endpoints and asked for the event.
 pub fn wants(job: &Job, kind: EventKind) -> bool {
-    job.document.notify.as_ref().is_some_and(|n| !endpoints(n).is_empty() && n.on.contains(&kind))
+    has_endpoints(job) && job.document.notify.as_ref().is_some_and(|n| n.on.contains(&kind))
 }
 
 /// One endpoint of a job's settings: (SNS protocol, endpoint, the settings' field).
@@ -184,7 +189,7 @@ fn is_pending(arn: &str) -> bool {
 #[async_trait]
 impl JobTopics for SnsJobTopics {
     async fn sync(&self, job: &Job) -> Result<(), TopicError> {
-        let Some(notify) = job.document.notify.as_ref().filter(|n| !endpoints(n).is_empty()) else {
+        let Some(notify) = job.document.notify.as_ref().filter(|_| has_endpoints(job)) else {
             return self.remove(&job.id).await;
         };
         let topic = self

@@ -88,17 +88,6 @@ impl Worker {
         Worker { jobs, runs, caller, recorder, clock, meter, settings }
     }
 
-    /// Moves `before` to `after`, recording and announcing the events the change causes.
-    async fn change(
-        &self,
-        job: &Job,
-        before: &Run,
-        after: Run,
-        now: DateTime<Utc>,
-    ) -> Result<Run, StoreError> {
-        self.recorder.change(job, before, after, now).await
-    }
-
     /// Handles one message body; `worker` names who runs the attempt.
     pub async fn handle(&self, body: &str, worker: &str) -> Disposition {
         let message: RunMessage = match serde_json::from_str(body) {
@@ -183,7 +172,7 @@ impl Worker {
                 retry_at: None,
                 ..run.clone()
             };
-            return match self.change(&job, &run, after, now).await {
+            return match self.recorder.change(&job, &run, after, now).await {
                 Ok(_) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
                 Err(e) => Err(e),
             };
@@ -224,7 +213,7 @@ impl Worker {
                 last.outcome = Some(Outcome::Lost);
             }
             let changed = match self.jobs.get(&job_id).await? {
-                Some(job) => self.change(&job, &run, after, now).await.map(|_| ()),
+                Some(job) => self.recorder.change(&job, &run, after, now).await.map(|_| ()),
                 None => self.runs.transition(&run, &after).await,
             };
             match changed {
@@ -358,7 +347,7 @@ impl Worker {
         ending: Ending,
         now: DateTime<Utc>,
     ) -> Result<Run, StoreError> {
-        self.change(job, run, finished(job, run, ending, now, rand::random::<f64>()), now).await
+        self.recorder.change(job, run, finished(job, run, ending, now, rand::random::<f64>()), now).await
     }
 }
 
