@@ -79,6 +79,7 @@ fn job(i: usize, schedule: Value, created: DateTime<Utc>, next: DateTime<Utc>) -
         updated_at: created,
         next_run_at: Some(next),
         signing_secret: "bench-secret".into(),
+        pauses: Vec::new(),
     })
 }
 
@@ -204,7 +205,7 @@ async fn watchdog(n: usize) -> anyhow::Result<Value> {
     for job in &jobs {
         let mut run = services.claimer.new_run(job, RunKey::manual(start), start, RunState::Running, start);
         run.attempt = 1;
-        run.dispatched_at = Some(start);
+        run.resent_at = Some(start);
         run.lease_until = Some(start + Duration::seconds(60));
         run.attempts = vec![Attempt {
             n: 1,

@@ -117,19 +117,20 @@ async fn serve(services: Services, stack: &str, endpoint: &str) -> anyhow::Resul
     Ok(())
 }
 
-/// One local worker: long-polls the runs queue and handles messages like the Lambda function.
-/// Stopping lets the attempts in hand finish (a poll waits at most a second for messages).
+/// One local worker: long-polls the runs queue and handles messages like the Lambda function,
+/// ten at a time, each slot refilled as soon as its message is done. Stopping lets the attempts
+/// in hand finish (a poll waits at most a second for messages).
 async fn poll_runs_queue(services: Services, n: usize, stopped: watch::Receiver<bool>) {
     let identity = format!("local:{}/worker-{n}", std::process::id());
-    while !*stopped.borrow() {
-        let polled =
-            sundial_shared::worker::poll::poll_once(&services.worker, services.inbox.as_ref(), &identity, 1)
-                .await;
-        if let Err(e) = polled {
-            tracing::warn!(error = %e, "polling the runs queue failed; retrying");
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        }
-    }
+    sundial_shared::worker::poll::consume(
+        services.worker.clone(),
+        services.queue.clone(),
+        services.inbox.clone(),
+        identity,
+        10,
+        stopped,
+    )
+    .await;
 }
 
 /// The jobs EventBridge schedules every minute in AWS.

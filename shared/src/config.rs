@@ -153,7 +153,7 @@ impl Config {
         let claim = ClaimSettings {
             lookahead: seconds("SUNDIAL_LOOKAHEAD_S", defaults.lookahead)?,
             claim_ahead: seconds("SUNDIAL_CLAIM_AHEAD_S", defaults.claim_ahead)?,
-            grace: seconds("SUNDIAL_DISPATCH_GRACE_S", defaults.grace)?,
+            resend_after: defaults.resend_after,
             catchup_max: number(vars, "SUNDIAL_CATCHUP_MAX", defaults.catchup_max)?,
             retention: Duration::days(number(vars, "SUNDIAL_RETENTION_DAYS", defaults.retention.num_days())?),
             concurrency: defaults.concurrency,
@@ -169,7 +169,7 @@ impl Config {
             seconds("SUNDIAL_HEARTBEAT_WINDOW_S", crate::history::DEFAULT_HEARTBEAT_WINDOW)?;
         let defaults = WatchdogSettings::default();
         let watchdog = WatchdogSettings {
-            dispatch_grace: claim.grace,
+            dispatch_grace: seconds("SUNDIAL_DISPATCH_GRACE_S", defaults.dispatch_grace)?,
             retry_margin: seconds("SUNDIAL_RETRY_MARGIN_S", defaults.retry_margin)?,
             publish_grace: seconds("SUNDIAL_PUBLISH_GRACE_S", defaults.publish_grace)?,
             stall_after_minutes: number(vars, "SUNDIAL_STALL_AFTER_MINUTES", defaults.stall_after_minutes)?,

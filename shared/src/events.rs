@@ -53,7 +53,8 @@ pub fn kind_name(kind: EventKind) -> &'static str {
 
 /// The events a change of `before` into `after` causes, `now` being when it happens.
 /// `succeeded` only when the job's notification settings ask for it; `sla_missed` when the run
-/// ends past its SLA and nobody recorded it yet.
+/// ends past its SLA and nobody recorded it yet. Deadlines count from the run's due time (see
+/// [`crate::watchdog::inspect::flags_due`]).
 pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<RunEvent> {
     let mut events = Vec::new();
     if after.state != before.state || after.attempt != before.attempt {
@@ -75,14 +76,14 @@ pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<R
     let first_start = before.attempt == 0 && after.attempt == 1;
     if first_start && !already(EventKind::LateStart) {
         if let Some(deadline) = job.document.start_deadline_s {
-            if now > after.scheduled_at() + Duration::seconds(i64::from(deadline)) {
+            if now > after.due_at + Duration::seconds(i64::from(deadline)) {
                 events.push(RunEvent::new(EventKind::LateStart, after.attempt, now));
             }
         }
     }
     if after.state.is_terminal() && !already(EventKind::SlaMissed) {
         if let Some(sla) = job.document.sla_s {
-            if now > after.scheduled_at() + Duration::seconds(i64::from(sla)) {
+            if now > after.due_at + Duration::seconds(i64::from(sla)) {
                 events.push(RunEvent::new(EventKind::SlaMissed, after.attempt, now));
             }
         }
@@ -405,6 +406,7 @@ mod tests {
             updated_at: at("2026-11-22T00:00:00Z"),
             next_run_at: None,
             signing_secret: "s".into(),
+            pauses: Vec::new(),
         }
     }
 
@@ -424,7 +426,7 @@ mod tests {
             reason: None,
             lease_until: None,
             retry_at: None,
-            dispatched_at: None,
+            resent_at: None,
             expires_at: t,
             events: Vec::new(),
         }

@@ -7,6 +7,7 @@
 use crate::clock::Clock;
 use crate::job::{Job, Owner};
 use crate::jobs::{Jobs, JobsError, JobsResult};
+use crate::queue::{Dispatch, RunQueue};
 use crate::record::Recorder;
 use crate::run::{Outcome, Run, RunId, RunState};
 use crate::store::{JobStore, Page, RunStore, StoreError};
@@ -47,6 +48,7 @@ pub struct History {
     recorder: Recorder,
     job_store: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
+    queue: Arc<dyn RunQueue>,
     clock: Arc<dyn Clock>,
     heartbeat_window: Duration,
 }
@@ -56,11 +58,12 @@ impl History {
         jobs: Jobs,
         job_store: Arc<dyn JobStore>,
         runs: Arc<dyn RunStore>,
+        queue: Arc<dyn RunQueue>,
         recorder: Recorder,
         clock: Arc<dyn Clock>,
         heartbeat_window: Duration,
     ) -> Self {
-        History { jobs, recorder, job_store, runs, clock, heartbeat_window }
+        History { jobs, recorder, job_store, runs, queue, clock, heartbeat_window }
     }
 
     /// A job's runs, newest first.
@@ -95,19 +98,7 @@ impl History {
             if run.state.is_terminal() {
                 return Err(JobsError::RunEnded(run.state.to_string()));
             }
-            let now = self.clock.now();
-            let mut after = Run {
-                state: RunState::Cancelled,
-                reason: Some("cancelled through the API".into()),
-                lease_until: None,
-                retry_at: None,
-                updated_at: now,
-                ..run.clone()
-            };
-            if let Some(last) = after.attempts.last_mut().filter(|a| a.outcome.is_none()) {
-                last.finished_at = Some(now);
-                last.error = Some("cancelled".into());
-            }
+            let after = crate::run::cancelled(&run, "cancelled through the API", self.clock.now());
             match self.runs.transition(&run, &after).await {
                 Ok(()) => return Ok(after),
                 Err(StoreError::Conflict) => continue,
@@ -124,7 +115,7 @@ impl History {
             return Err(JobsError::RunActive(id.to_string()));
         }
         let job = job.ok_or(JobsError::NotFound)?;
-        self.jobs.trigger(owner, &job.id).await
+        self.jobs.trigger(owner, &job.id, None).await
     }
 
     /// Finds the run and checks the token against its open attempt.
@@ -151,14 +142,17 @@ impl History {
         Ok((run, job))
     }
 
-    /// Extends the open attempt's lease by the heartbeat window, never past its timeout.
+    /// Extends the open attempt's lease by the heartbeat window, never past its timeout and
+    /// never shorter than it is (a heartbeat during a call the worker still waits on must not
+    /// cut that call's lease).
     pub async fn heartbeat(&self, id: &RunId, token: &str) -> Result<Run, CallbackError> {
         let (run, job) = self.open_attempt(id, token).await?;
         let now = self.clock.now();
         let started = run.attempts.last().map(|a| a.started_at).unwrap_or(now);
         let deadline = started + Duration::seconds(i64::from(job.document.timeout_s));
+        let extended = (now + self.heartbeat_window).min(deadline);
         let after = Run {
-            lease_until: Some((now + self.heartbeat_window).min(deadline)),
+            lease_until: Some(run.lease_until.map_or(extended, |lease| lease.max(extended))),
             updated_at: now,
             ..run.clone()
         };
@@ -185,9 +179,18 @@ impl History {
         let ending =
             crate::worker::Ending { outcome, status, error, output, permanent: completion.permanent };
         let after = finished(&job, &run, ending, now, rand::random::<f64>());
-        self.recorder.change(&job, &run, after, now).await.map_err(|e| match e {
+        let after = self.recorder.change(&job, &run, after, now).await.map_err(|e| match e {
             StoreError::Conflict => CallbackError::NotOpen(run.state),
             e => CallbackError::Store(e),
-        })
+        })?;
+        if after.state == RunState::Retrying {
+            // The attempt's own message is long gone: send the next one (the watchdog re-sends
+            // it if this send fails).
+            let next = Dispatch::next_attempt(&after, now);
+            if let Some(Err(e)) = self.queue.send(std::slice::from_ref(&next)).await.into_iter().next() {
+                tracing::warn!(run_id = %after.id(), error = %e, "next attempt not sent; the watchdog will");
+            }
+        }
+        Ok(after)
     }
 }

@@ -287,6 +287,42 @@ pub struct Job {
     /// The key HTTP targets' bodies are signed with (HMAC-SHA256). Shown once, at creation (and
     /// on an idempotent replay of it), and when rotated; never otherwise, never logged.
     pub signing_secret: String,
+    /// The job's recent pauses, newest last: a run whose instant fell inside one is skipped even
+    /// when a worker reaches it after the resume.
+    pub pauses: Vec<Pause>,
+}
+
+/// One pause of a job: from when it was paused to when it was resumed (`None`: still paused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    pub from: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// Pauses kept on a job at most; older ones are older than any run still waiting to start.
+pub const PAUSES_KEPT: usize = 10;
+
+impl Job {
+    /// Records a change of the paused flag at `now` in the pause history.
+    pub fn record_pause_change(&mut self, was_paused: bool, now: DateTime<Utc>) {
+        match (was_paused, self.document.paused) {
+            (false, true) => self.pauses.push(Pause { from: now, to: None }),
+            (true, false) => match self.pauses.last_mut() {
+                Some(open) if open.to.is_none() => open.to = Some(now),
+                // Paused before pauses were recorded: the start of the pause is unknown.
+                _ => {}
+            },
+            _ => {}
+        }
+        let excess = self.pauses.len().saturating_sub(PAUSES_KEPT);
+        self.pauses.drain(..excess);
+    }
+
+    /// The pause `instant` fell in, if any.
+    pub fn pause_at(&self, instant: DateTime<Utc>) -> Option<&Pause> {
+        self.pauses.iter().find(|p| p.from <= instant && p.to.is_none_or(|to| instant < to))
+    }
 }
 
 /// A new random signing secret: 256 bits, hex.

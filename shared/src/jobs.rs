@@ -12,12 +12,10 @@
 use crate::clock::Clock;
 use crate::job::{ConcurrencyPolicy, Job, JobDocument, JobId, Owner};
 use crate::limits::{Limits, TargetAllowList};
-use crate::queue::{Dispatch, delay_until};
-use crate::run::{Run, RunId, RunKey, RunState};
+use crate::run::{Run, RunKey, RunState};
 use crate::schedule::{Schedule, ceil_second};
 use crate::store::{JobStore, Page, StoreError};
-use crate::tick::claim::Claimer;
-use crate::tick::claim::{active_window, first_attempt};
+use crate::tick::claim::{Claimer, active_window};
 use crate::topics::{JobTopics, Subscription, TopicError, has_endpoints};
 use crate::validation::{self, Rules, ValidationError};
 use chrono::{DateTime, Utc};
@@ -50,9 +48,6 @@ pub enum JobsError {
     /// The run has already ended.
     #[error("the run has already ended ({0})")]
     RunEnded(String),
-    /// A message could not be sent; the run exists and is re-sent later.
-    #[error("the run was recorded but could not be dispatched yet: {0}")]
-    DispatchFailed(String),
     #[error(transparent)]
     Store(StoreError),
 }
@@ -85,6 +80,14 @@ fn topic_error(e: TopicError) -> JobsError {
         TopicError::Rejected { field, reason } => JobsError::Invalid(ValidationError::new(field, reason)),
         TopicError::Unavailable(reason) => JobsError::Store(StoreError::Unavailable(reason)),
     }
+}
+
+/// What identifies a request that may be retried: its `Idempotency-Key` and when that key was
+/// first seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestKey {
+    pub key: String,
+    pub first_seen: DateTime<Utc>,
 }
 
 /// Largest `count` of a preview.
@@ -166,7 +169,7 @@ impl Jobs {
     pub async fn create(&self, owner: &Owner, mut document: JobDocument) -> JobsResult<Job> {
         let now = self.clock.now();
         let schedule = validation::validate(&mut document, &self.rules(), now, now)?;
-        let job = Job {
+        let mut job = Job {
             id: JobId::generate(),
             owner: owner.clone(),
             next_run_at: Self::first_run(schedule.as_ref(), now),
@@ -175,7 +178,9 @@ impl Jobs {
             created_at: now,
             updated_at: now,
             signing_secret: crate::job::new_signing_secret(),
+            pauses: Vec::new(),
         };
+        job.record_pause_change(false, now);
         // The topic first: an endpoint SNS refuses fails the request before anything is saved.
         let has_topic = has_endpoints(&job);
         if has_topic {
@@ -300,8 +305,9 @@ impl Jobs {
                 // Run-once jobs keep their pending run (or its absence, once it ran).
                 (None, true) => before.next_run_at.map(|t| t.max(ceil_second(now))),
             };
-            let after =
+            let mut after =
                 Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
+            after.record_pause_change(before.document.paused, now);
             let notify_changed = after.document.notify != before.document.notify;
             if notify_changed {
                 // Creates, edits or removes the topic as the new settings say.
@@ -320,9 +326,13 @@ impl Jobs {
                 }
                 Ok(()) => return Ok(after),
                 Err(StoreError::Conflict) => match if_match {
-                    Some(_) => {
+                    // Edited by someone else since read: the caller's If-Match is stale.
+                    Some(expected) => {
                         let current = self.get(owner, id).await?.version;
-                        return Err(JobsError::VersionMismatch { current });
+                        if current != expected {
+                            return Err(JobsError::VersionMismatch { current });
+                        }
+                        // Only the tick advanced it: apply the edit to the fresh read.
                     }
                     None => continue,
                 },
@@ -375,32 +385,35 @@ impl Jobs {
         }
     }
 
-    /// Starts a manual run now (`<now>#m#<ulid>`), obeying the concurrency policy: under
-    /// `forbid` an active run is a `RunActive` error, under `replace` it is cancelled.
-    pub async fn trigger(&self, owner: &Owner, id: &JobId) -> JobsResult<Run> {
+    /// Starts a manual run now (`<now>#m#<ulid>`). Under `forbid` an active run is a
+    /// `RunActive` error at once; otherwise the policy is decided when the run starts, as for any
+    /// run. With a `request` key (an `Idempotency-Key`), the run's key derives from the key and
+    /// the time it was first seen, so a retry of a request that failed after the run was written
+    /// finds that run instead of making a second one.
+    pub async fn trigger(&self, owner: &Owner, id: &JobId, request: Option<&RequestKey>) -> JobsResult<Run> {
         let job = self.get(owner, id).await?;
         let now = self.clock.now();
-        let key = RunKey::manual(ceil_second(now));
+        let key = match request {
+            Some(r) => {
+                RunKey::manual_for(ceil_second(r.first_seen), format!("{owner}\n{id}\n{}", r.key).as_bytes())
+            }
+            None => RunKey::manual(ceil_second(now)),
+        };
         let runs = self.claimer.runs();
-        if job.document.concurrency != ConcurrencyPolicy::Allow {
+        if job.document.concurrency == ConcurrencyPolicy::Forbid {
             let active = runs.active(&job.id, now - active_window(&job)).await?;
-            for run in &active {
-                if job.document.concurrency == ConcurrencyPolicy::Forbid {
-                    return Err(JobsError::RunActive(run.id().to_string()));
-                }
-                let why = format!(
-                    "concurrency replace: replaced by run {}",
-                    RunId::new(job.id.clone(), key.clone())
-                );
-                match runs.finish_without_attempt(run, RunState::Cancelled, &why, now).await {
-                    Ok(()) | Err(StoreError::Conflict) => {}
-                    Err(e) => return Err(e.into()),
-                }
+            if let Some(run) = active.iter().find(|run| run.key != key) {
+                return Err(JobsError::RunActive(run.id().to_string()));
             }
         }
         let run = self.claimer.new_run(&job, key, now, RunState::Queued, now);
-        runs.insert(&run).await?;
-        self.dispatch(vec![(run.clone(), 0)]).await?;
+        let run = match runs.insert(&run).await? {
+            crate::store::Inserted::Created => run,
+            crate::store::Inserted::Exists(existing) => *existing,
+        };
+        if run.state == RunState::Queued && run.attempt == 0 {
+            self.dispatch(std::slice::from_ref(&run)).await;
+        }
         Ok(run)
     }
 
@@ -446,30 +459,18 @@ impl Jobs {
                 crate::store::Inserted::Exists(_) => existing += 1,
             }
         }
-        let paced = created.iter().map(|r| (r.clone(), delay_until(r.due_at, now))).collect();
-        self.dispatch(paced).await?;
+        self.dispatch(&created).await;
         Ok((created, existing))
     }
 
-    /// Sends runs the API created and marks each as dispatched (the watchdog re-sends a run
-    /// left unmarked).
-    async fn dispatch(&self, runs: Vec<(Run, u32)>) -> JobsResult<()> {
-        let batch: Vec<Dispatch> = runs
-            .iter()
-            .map(|(run, delay_s)| Dispatch { message: first_attempt(run), delay_s: *delay_s })
-            .collect();
-        let results = self.claimer.queue().send(&batch).await;
-        let now = self.clock.now();
-        let mut failure = None;
-        for ((run, _), result) in runs.iter().zip(results) {
-            match result {
-                Ok(()) => self.claimer.runs().mark_dispatched(run, now).await?,
-                Err(e) => failure = Some(e.to_string()),
+    /// Sends the first-attempt messages of runs the API created. A send that fails is not an
+    /// error of the request: the run exists, and the watchdog sends every run whose attempt has
+    /// not started in time.
+    async fn dispatch(&self, runs: &[Run]) {
+        for (run, result) in runs.iter().zip(self.claimer.send(runs).await) {
+            if let Err(e) = result {
+                tracing::warn!(run_id = %run.id(), error = %e, "run not sent yet; the watchdog will send it");
             }
-        }
-        match failure {
-            Some(e) => Err(JobsError::DispatchFailed(e)),
-            None => Ok(()),
         }
     }
 

@@ -167,7 +167,7 @@ mod tests {
             reason: None,
             lease_until: None,
             retry_at: None,
-            dispatched_at: None,
+            resent_at: None,
             expires_at: at,
             events: Vec::new(),
         };

@@ -2,9 +2,14 @@
 //!
 //! A run becomes visible at its second: `DelaySeconds` is the time until the run is due, rounded
 //! up, so a message is never visible before its instant (SQS caps the delay at 15 minutes; runs
-//! are never claimed further ahead than that).
+//! are never claimed further ahead than that, and a longer wait is a chain of messages).
+//!
+//! Receives are spent only on failures: a consumer holds a message for [`HOLD_S`] and extends
+//! the hold while it works, so a message of a crashed consumer comes back within a minute; a
+//! wait (a backoff, an early arrival) replaces the message with a delayed one instead of hiding
+//! it, so `maxReceiveCount` counts real failures only.
 
-use crate::run::RunMessage;
+use crate::run::{Run, RunMessage};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
@@ -21,6 +26,28 @@ pub const BATCH: usize = 10;
 pub struct Dispatch {
     pub message: RunMessage,
     pub delay_s: u32,
+}
+
+impl Dispatch {
+    /// The message for `run`'s next attempt, visible when that attempt may start.
+    pub fn next_attempt(run: &Run, now: DateTime<Utc>) -> Dispatch {
+        let at = run.waits_until().unwrap_or(now);
+        Dispatch { message: run.next_message(), delay_s: delay_until(at, now) }
+    }
+}
+
+/// How long a consumer holds a message it received; it extends the hold every
+/// [`HOLD_RENEW_S`] while it works.
+pub const HOLD_S: u32 = 60;
+/// How often a held message's hold is renewed.
+pub const HOLD_RENEW_S: u64 = 20;
+
+/// How long a message that failed for a transient reason (storage unavailable, a send that did
+/// not happen) stays hidden before its next receive: 10 s doubling with each receive, at most
+/// 15 minutes, so `maxReceiveCount` (15) outlasts a brownout of hours, not seconds.
+pub fn transient_backoff_s(receive_count: u32) -> u32 {
+    let exponent = receive_count.saturating_sub(1).min(10);
+    (10u32 << exponent).min(MAX_DELAY_S)
 }
 
 /// Seconds from `now` until `due`, rounded up, within SQS's bounds.
@@ -57,11 +84,12 @@ pub struct Received {
 /// receiving and deleting in AWS; the local worker loop does it through this).
 #[async_trait]
 pub trait RunInbox: Send + Sync + std::fmt::Debug {
-    /// Long-polls for up to `max` messages for up to `wait`.
+    /// Long-polls for up to `max` messages for up to `wait`, each held for [`HOLD_S`].
     async fn receive(&self, max: i32, wait_s: i32) -> Result<Vec<Received>, QueueError>;
     async fn delete(&self, receipt: &str) -> Result<(), QueueError>;
-    /// Makes the message visible again after `delay_s` (SQS's longest is 12 hours).
-    async fn retry_after(&self, receipt: &str, delay_s: u32) -> Result<(), QueueError>;
+    /// Hides the message for `seconds` from now (a hold renewed, or a transient failure's
+    /// backoff).
+    async fn set_visibility(&self, receipt: &str, seconds: u32) -> Result<(), QueueError>;
     /// Moves a message to the dead-letter queue with the reason, then deletes it.
     async fn dead_letter(&self, message: &Received, reason: &str) -> Result<(), QueueError>;
     /// Sends a copy of a message body to the dead-letter queue with the reason, and nothing
@@ -144,6 +172,7 @@ impl RunInbox for SqsRunQueue {
             .queue_url(&self.url)
             .max_number_of_messages(max.clamp(1, 10))
             .wait_time_seconds(wait_s.clamp(0, 20))
+            .visibility_timeout(HOLD_S as i32)
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
             .await
@@ -177,12 +206,12 @@ impl RunInbox for SqsRunQueue {
         Ok(())
     }
 
-    async fn retry_after(&self, receipt: &str, delay_s: u32) -> Result<(), QueueError> {
+    async fn set_visibility(&self, receipt: &str, seconds: u32) -> Result<(), QueueError> {
         self.client
             .change_message_visibility()
             .queue_url(&self.url)
             .receipt_handle(receipt)
-            .visibility_timeout(delay_s.min(MAX_VISIBILITY_S) as i32)
+            .visibility_timeout(seconds.min(MAX_VISIBILITY_S) as i32)
             .send()
             .await
             .map_err(queue_error)?;
@@ -261,5 +290,17 @@ mod tests {
         assert_eq!(delay_until(now - Duration::seconds(5), now), 0);
         assert_eq!(delay_until(now + Duration::hours(1), now), MAX_DELAY_S);
         assert_eq!(delay_until(now + Duration::milliseconds(1), now), 1);
+    }
+
+    #[test]
+    fn transient_failures_back_off_so_receives_last_hours() {
+        assert_eq!(transient_backoff_s(1), 10);
+        assert_eq!(transient_backoff_s(2), 20);
+        assert_eq!(transient_backoff_s(7), 640);
+        assert_eq!(transient_backoff_s(8), MAX_DELAY_S);
+        assert_eq!(transient_backoff_s(u32::MAX), MAX_DELAY_S);
+        // The 15 receives a message gets before the DLQ span over two hours of failures.
+        let total: u32 = (1..=15).map(transient_backoff_s).sum();
+        assert!(total > 2 * 3600, "{total}");
     }
 }

@@ -122,6 +122,18 @@ impl RunKey {
         RunKey { instant, manual: Some(ulid::Ulid::generate().to_string().to_ascii_lowercase()) }
     }
 
+    /// The manual run a request names: the same `instant` and `seed` always give the same key,
+    /// so a retried request lands on the run its first try created.
+    pub fn manual_for(instant: DateTime<Utc>, seed: &[u8]) -> Self {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(seed);
+        let mut random = [0u8; 16];
+        random[6..].copy_from_slice(&digest[..10]);
+        let ulid =
+            ulid::Ulid::from_parts(instant.timestamp_millis().max(0) as u64, u128::from_be_bytes(random));
+        RunKey { instant, manual: Some(ulid.to_string().to_ascii_lowercase()) }
+    }
+
     pub fn kind(&self) -> RunKind {
         if self.manual.is_some() { RunKind::Manual } else { RunKind::Scheduled }
     }
@@ -195,6 +207,8 @@ pub enum Outcome {
     TimedOut,
     /// The worker vanished (its lease expired) before recording an end.
     Lost,
+    /// The run was cancelled while the attempt was open; its result, if any comes, is ignored.
+    Cancelled,
 }
 
 /// One attempt of a run.
@@ -246,9 +260,10 @@ pub struct Run {
     pub lease_until: Option<DateTime<Utc>>,
     /// While RETRYING: the next attempt may not start before this.
     pub retry_at: Option<DateTime<Utc>>,
-    /// Set by the API once it sent a manual or backfilled run's message. Runs the tick claims
-    /// need no mark: the job's advance, made only after the send, says the message went out.
-    pub dispatched_at: Option<DateTime<Utc>>,
+    /// When the watchdog last sent this run's message again because its attempt had not
+    /// started in time. Re-sends are safe (an attempt starts only under its fence), so no
+    /// claimer marks its own send; this mark only spaces the watchdog's re-sends.
+    pub resent_at: Option<DateTime<Utc>>,
     /// When the row expires (DynamoDB TTL).
     pub expires_at: DateTime<Utc>,
     /// Events recorded on the run, each marked once published.
@@ -263,6 +278,50 @@ impl Run {
     pub fn scheduled_at(&self) -> DateTime<Utc> {
         self.key.instant
     }
+
+    /// The message that asks for this run's next attempt.
+    pub fn next_message(&self) -> RunMessage {
+        RunMessage { job_id: self.job_id.to_string(), run_key: self.key.encode(), attempt: self.attempt + 1 }
+    }
+
+    /// When a QUEUED or RETRYING run's next attempt may start: its due time, or the end of its
+    /// backoff. `None` for a run that is not waiting for an attempt.
+    pub fn waits_until(&self) -> Option<DateTime<Utc>> {
+        match self.state {
+            RunState::Queued => Some(self.due_at),
+            RunState::Retrying => Some(self.retry_at.unwrap_or(self.updated_at)),
+            _ => None,
+        }
+    }
+
+    /// Whether a message asking for `attempt` still speaks for this run (invariant 3: a stale
+    /// message is deleted unread). A waiting run answers to the message of its next attempt, and
+    /// to that of the attempt that just ended (whose replacement may not have been sent); a
+    /// RUNNING run to the message of its open attempt only.
+    pub fn answers_to(&self, attempt: u32) -> bool {
+        match self.state {
+            RunState::Queued | RunState::Retrying => attempt == self.attempt + 1 || attempt == self.attempt,
+            RunState::Running => attempt == self.attempt,
+            _ => false,
+        }
+    }
+}
+
+/// `run` cancelled at `now` for `reason`: an open attempt is closed, as `cancelled`.
+pub fn cancelled(run: &Run, reason: &str, now: DateTime<Utc>) -> Run {
+    let mut after = Run {
+        state: RunState::Cancelled,
+        reason: Some(reason.to_string()),
+        lease_until: None,
+        retry_at: None,
+        updated_at: now,
+        ..run.clone()
+    };
+    if let Some(open) = after.attempts.last_mut().filter(|a| a.outcome.is_none()) {
+        open.finished_at = Some(now);
+        open.outcome = Some(Outcome::Cancelled);
+    }
+    after
 }
 
 /// The message on the runs queue: which run, and which attempt it asks for.

@@ -82,13 +82,8 @@ impl Services {
             Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn, names));
         let announcer = Announcer::new(bus, runs.clone(), config.public_url.clone());
         let recorder = Recorder::new(runs.clone(), announcer.clone());
-        let claimer = Claimer::new(
-            job_store.clone(),
-            runs.clone(),
-            queue.clone(),
-            announcer.clone(),
-            config.claim.clone(),
-        );
+        let claimer =
+            Claimer::new(job_store.clone(), runs.clone(), queue.clone(), clock.clone(), config.claim.clone());
         let jobs = Jobs::new(
             job_store.clone(),
             clock.clone(),
@@ -126,6 +121,7 @@ impl Services {
             jobs.clone(),
             job_store.clone(),
             runs.clone(),
+            queue.clone(),
             recorder.clone(),
             clock.clone(),
             config.heartbeat_window,

@@ -73,8 +73,14 @@ async fn watchdog_handles_its_scheduled_event() {
 async fn worker_handles_sqs_batches_from_both_queues() {
     let stack = Stack::new().await;
     let s = &stack.services;
-    let response =
-        sundial_worker::handle(&s.worker, s.inbox.as_ref(), sample("worker-sqs-batch.json")).await.unwrap();
+    let response = sundial_worker::handle(
+        &s.worker,
+        s.queue.as_ref(),
+        s.inbox.as_ref(),
+        sample("worker-sqs-batch.json"),
+    )
+    .await
+    .unwrap();
     assert!(response.batch_item_failures.is_empty());
     let out = stack
         .sqs
@@ -90,7 +96,13 @@ async fn worker_handles_sqs_batches_from_both_queues() {
     let reason = out.messages()[0].message_attributes().unwrap()["sundial_reason"].string_value().unwrap();
     assert!(reason.contains("undecodable"), "{reason}");
 
-    let response =
-        sundial_worker::handle(&s.worker, s.inbox.as_ref(), sample("worker-dlq-batch.json")).await.unwrap();
+    let response = sundial_worker::handle(
+        &s.worker,
+        s.queue.as_ref(),
+        s.inbox.as_ref(),
+        sample("worker-dlq-batch.json"),
+    )
+    .await
+    .unwrap();
     assert!(response.batch_item_failures.is_empty());
 }

@@ -79,7 +79,9 @@ async fn metrics_and_logs_show_what_happened() {
     let run_id = RunId::parse(reply.body["id"].as_str().unwrap()).unwrap();
     let s = &stack.services;
     for _ in 0..50 {
-        sundial_shared::worker::poll::poll_once(&s.worker, s.inbox.as_ref(), "observer", 1).await.unwrap();
+        sundial_shared::worker::poll::poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "observer", 1)
+            .await
+            .unwrap();
         let run = s.runs.get(&run_id.job_id, &run_id.key).await.unwrap().unwrap();
         if run.state.is_terminal() {
             break;

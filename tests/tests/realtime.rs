@@ -109,6 +109,7 @@ async fn realtime_hanging_target_times_out_at_its_timeout() {
     let run = loop {
         sundial_shared::worker::poll::poll_once(
             &stack.services.worker,
+            stack.services.queue.as_ref(),
             stack.services.inbox.as_ref(),
             "w",
             1,

@@ -103,6 +103,7 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
             updated_at: at - Duration::hours(1),
             next_run_at: Some(at),
             signing_secret: "test-secret".into(),
+            pauses: Vec::new(),
         })
         .collect();
     let store = sundial_shared::store::DynamoJobStore::new(
@@ -117,7 +118,7 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
 fn tick_with_queue(stack: &Stack, queue: Arc<dyn RunQueue>, clock: Arc<ManualClock>) -> Tick {
     let s = &stack.services;
     let claimer =
-        Claimer::new(s.job_store.clone(), s.runs.clone(), queue, s.announcer.clone(), s.config.claim.clone());
+        Claimer::new(s.job_store.clone(), s.runs.clone(), queue, clock.clone(), s.config.claim.clone());
     Tick::new(
         s.job_store.clone(),
         s.tick_state.clone(),
@@ -170,11 +171,11 @@ async fn racing_ticks_claim_each_instant_once() {
     assert_eq!(stack.queue_depth().await, 500);
 }
 
-/// A tick that dies after claiming and before sending leaves runs and jobs as they were; a tick
-/// within the grace period does not touch them (the first might still be sending), one after it
-/// sends each run exactly once and advances the jobs.
+/// A tick whose sends fail leaves its runs QUEUED and its jobs due; the next tick finds the
+/// runs, sends each exactly once (their claimer is long gone) and advances the jobs; a tick after
+/// that sends nothing more.
 #[tokio::test]
-async fn a_crash_between_claim_and_send_heals_after_the_grace_period() {
+async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
     let stack = Stack::at(&clock, &[]).await;
     let ids = create_many(&stack, 20, t("2030-01-01T12:00:30Z")).await;
@@ -183,19 +184,14 @@ async fn a_crash_between_claim_and_send_heals_after_the_grace_period() {
     let crashed = tick_with_queue(&stack, Arc::new(DeadQueue), clock.clone()).run().await.unwrap();
     assert_eq!(crashed.claims.claimed, 20);
     assert_eq!(crashed.claims.send_failures, 20);
+    assert_eq!(crashed.claims.failed, 20);
     assert_eq!(all_runs(&stack).await.len(), 20);
     assert_eq!(stack.queue_depth().await, 0);
     assert_eq!(stack.due_index_ids().await.len(), 20, "not advanced: the jobs are still due");
 
     clock.set(t("2030-01-01T12:01:00Z"));
-    let early = stack.services.tick.run().await.unwrap();
-    assert_eq!(early.claims.duplicates, 20);
-    assert_eq!(early.claims.deferred, 20);
-    assert_eq!(early.claims.dispatched, 0, "within the grace period nothing is re-sent");
-    assert_eq!(stack.queue_depth().await, 0);
-
-    clock.set(t("2030-01-01T12:02:01Z"));
     let healed = stack.services.tick.run().await.unwrap();
+    assert_eq!(healed.claims.duplicates, 20);
     assert_eq!(healed.claims.resent, 20);
     assert_eq!(healed.claims.dispatched, 20);
     assert_eq!(healed.claims.claimed, 0, "no duplicate run");
@@ -334,15 +330,21 @@ async fn dst_fall_back_end_to_end() {
     );
 }
 
-/// `forbid` records a SKIPPED run naming the active one; `replace` cancels the active run.
+/// The tick claims the next instant of `forbid` and `replace` jobs QUEUED whatever is active:
+/// the policy is decided when the run is about to start. Then, with the earlier run still
+/// active, `forbid` records the new run SKIPPED naming it (the worker won the write, so it
+/// recorded and published the event), and `replace` cancels the earlier run (its open attempt
+/// closed as cancelled) and starts the new one.
 #[tokio::test]
-async fn concurrency_forbid_and_replace() {
+async fn concurrency_forbid_and_replace_are_decided_at_the_start() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:10Z")));
-    let stack = Stack::at(&clock, &[]).await;
+    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let target = sundial_tests::TargetServer::start(|_| sundial_tests::Answer::Status(200)).await;
     let mut ids = Vec::new();
     for policy in ["forbid", "replace"] {
         let mut job = http_job(policy, json!({"cron": "* * * * *"}));
         job["concurrency"] = json!(policy);
+        job["target"]["url"] = json!(target.url);
         ids.push(stack.api.create_job(ALICE, &job).await);
     }
     // Due soon: the API claimed 12:01 for both. Make those runs active.
@@ -353,9 +355,20 @@ async fn concurrency_forbid_and_replace() {
     }
     clock.set(t("2030-01-01T12:01:30Z"));
     stack.services.tick.run().await.unwrap();
+    for id in &ids {
+        let runs = stack.runs_of(id).await;
+        assert_eq!(runs[1].scheduled_at(), t("2030-01-01T12:02:00Z"));
+        assert!(runs.iter().skip(1).all(|r| r.state == RunState::Queued), "the tick decides nothing");
+        assert_eq!(runs[0].state, RunState::Running);
+    }
 
+    clock.set(t("2030-01-01T12:02:00Z"));
+    for id in &ids {
+        let next = &stack.runs_of(id).await[1];
+        let body = json!({"job_id": id, "run_key": next.key.encode(), "attempt": 1}).to_string();
+        stack.services.worker.handle(&body, "w").await;
+    }
     let forbid = stack.runs_of(&ids[0]).await;
-    assert_eq!(instants(&forbid), ["2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]);
     assert_eq!(forbid[0].state, RunState::Running);
     assert_eq!(forbid[1].state, RunState::Skipped);
     assert!(
@@ -363,7 +376,6 @@ async fn concurrency_forbid_and_replace() {
         "{:?}",
         forbid[1].reason
     );
-    // The tick won the SKIPPED write: it recorded the event in it and published it.
     assert_eq!(forbid[1].events.len(), 1);
     assert_eq!(forbid[1].events[0].kind, sundial_shared::job::EventKind::Skipped);
     assert!(forbid[1].events[0].sent);
@@ -371,7 +383,8 @@ async fn concurrency_forbid_and_replace() {
     let replace = stack.runs_of(&ids[1]).await;
     assert_eq!(replace[0].state, RunState::Cancelled);
     assert!(replace[0].reason.as_deref().unwrap().contains(&replace[1].id().to_string()));
-    assert_eq!(replace[1].state, RunState::Queued);
+    assert_eq!(replace[1].state, RunState::Succeeded);
+    assert_eq!(target.hits().len(), 1, "only the replacing run called the target");
 }
 
 /// Trigger creates a manual run dispatched now; under `forbid` with an active run it is a 409

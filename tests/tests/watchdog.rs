@@ -228,10 +228,11 @@ async fn a_lost_worker_is_replaced() {
     assert_eq!(target.hits().len(), 1);
 }
 
-/// A run recorded but never sent (the API crashed between) is dispatched after the grace
-/// period, not before; runs that were sent and merely wait in a backlog are not re-sent.
+/// Runs whose first attempt has not started a grace period after their due time are sent again,
+/// whether their message was lost (the API crashed before sending) or merely waits in a backlog,
+/// once per grace period; the extra messages start nothing twice.
 #[tokio::test]
-async fn only_runs_never_sent_are_dispatched() {
+async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
     let clock = Arc::new(ManualClock::new(t(START)));
     let stack = Stack::at(&clock, &[("SUNDIAL_DISPATCH_GRACE_S", "120")]).await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
@@ -252,15 +253,19 @@ async fn only_runs_never_sent_are_dispatched() {
     clock.advance(Duration::seconds(1));
     let report = watchdog(&stack).await;
     assert_eq!(report.inspected, 21);
-    assert_eq!(report.dispatched, 1, "only the run never sent");
-    assert!(run(&stack, &orphan.id()).await.dispatched_at.is_some());
-    clock.advance(Duration::minutes(30));
-    assert_eq!(watchdog(&stack).await.dispatched, 0, "a backlog is not re-sent");
+    assert_eq!(report.dispatched, 21, "every run not started in time");
+    assert!(run(&stack, &orphan.id()).await.resent_at.is_some());
+    clock.advance(Duration::seconds(119));
+    assert_eq!(watchdog(&stack).await.dispatched, 0, "once per grace period");
 
     let messages = stack.drain_queue().await;
-    assert_eq!(messages.len(), 21);
+    assert_eq!(messages.len(), 41);
     let orphan_key = orphan.key.encode();
     assert_eq!(messages.iter().filter(|m| m["run_key"] == orphan_key.as_str()).count(), 1);
+    for message in &messages {
+        stack.services.worker.handle(&message.to_string(), "w").await;
+    }
+    assert_eq!(target.hits().len(), 21, "each run once, duplicates dropped");
 }
 
 /// An event recorded with its state change but never published (a crash between) is published

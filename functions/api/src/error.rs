@@ -86,9 +86,6 @@ impl From<JobsError> for ApiError {
             JobsError::Contended => ApiError::new(StatusCode::CONFLICT, "contended", e.to_string()),
             JobsError::RunActive(_) => ApiError::new(StatusCode::CONFLICT, "run_active", e.to_string()),
             JobsError::RunEnded(_) => ApiError::new(StatusCode::CONFLICT, "run_ended", e.to_string()),
-            JobsError::DispatchFailed(_) => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "dispatch_failed", e.to_string())
-            }
             JobsError::Store(s) => s.into(),
         }
     }

@@ -3,7 +3,10 @@
 //!
 //! The key is scoped to the owner; the request's fingerprint is a digest of method, path and
 //! body. The key is claimed before the handler runs (so two concurrent retries cannot both act),
-//! the response is stored after, and a 5xx releases the claim so that a retry runs again.
+//! the response is stored after, and a 5xx releases the claim so that a retry runs again. The
+//! handler sees the key and when it was first seen ([`RequestKey`]): an effect it derives from
+//! them (a triggered run's key) is the same on every retry, so a 5xx after the effect cannot
+//! double it.
 
 use crate::error::ApiError;
 use crate::extract::Caller;
@@ -15,6 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use sundial_shared::jobs::RequestKey;
 use sundial_shared::store::{Claim, StoredResponse};
 
 pub const HEADER: &str = "idempotency-key";
@@ -60,7 +64,7 @@ pub async fn idempotent(
     let fingerprint = hex::encode(digest.finalize());
     let scoped = format!("{owner}#{key}");
 
-    match state.idempotency.claim(&scoped, &fingerprint, state.clock.now()).await? {
+    let first_seen = match state.idempotency.claim(&scoped, &fingerprint, state.clock.now()).await? {
         Claim::Replay(stored) => return Ok(replay(stored)),
         Claim::Mismatch => {
             return Err(ApiError::new(
@@ -78,10 +82,12 @@ pub async fn idempotent(
             )
             .with_field("Idempotency-Key"));
         }
-        Claim::New => {}
-    }
+        Claim::New { first_seen } => first_seen,
+    };
 
-    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    let mut request = Request::from_parts(parts, Body::from(bytes));
+    request.extensions_mut().insert(RequestKey { key, first_seen });
+    let response = next.run(request).await;
     if response.status().is_server_error() {
         if let Err(e) = state.idempotency.release(&scoped).await {
             tracing::warn!(error = %e, "could not release an idempotency claim; it expires by itself");

@@ -221,8 +221,9 @@ pub async fn trigger(
     State(state): State<AppState>,
     Caller(owner): Caller,
     JobPath(id): JobPath,
+    request: Option<axum::Extension<sundial_shared::jobs::RequestKey>>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    let run = state.jobs.trigger(&owner, &id).await?;
+    let run = state.jobs.trigger(&owner, &id, request.as_deref()).await?;
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 

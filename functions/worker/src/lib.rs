@@ -6,9 +6,9 @@
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_runtime::{Error, LambdaEvent};
-use sundial_shared::queue::{Received, RunInbox};
-use sundial_shared::worker::poll::apply;
-use sundial_shared::worker::{Disposition, Worker};
+use sundial_shared::queue::{Received, RunInbox, RunQueue};
+use sundial_shared::worker::Worker;
+use sundial_shared::worker::poll::{Settled, handle_message};
 
 /// Who runs an attempt: the Lambda request id and its log stream.
 pub fn worker_identity(request_id: &str) -> String {
@@ -32,6 +32,7 @@ fn from_dead_letter_queue(m: &SqsMessage) -> bool {
 /// Handles one batch.
 pub async fn handle(
     worker: &Worker,
+    queue: &dyn RunQueue,
     inbox: &dyn RunInbox,
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
@@ -53,26 +54,11 @@ pub async fn handle(
                     }
                 };
             }
-            match worker.handle(&message.body, &identity).await {
-                Disposition::Delete => None,
-                retry @ Disposition::RetryAfter(_) => {
-                    // Set the backoff, then report the message failed so it is not deleted.
-                    if let Err(e) = apply(inbox, &message, &retry).await {
-                        tracing::warn!(message_id = %message.message_id, error = %e, "could not set the backoff");
-                    }
-                    Some(message.message_id)
-                }
-                Disposition::DeadLetter(reason) => match inbox.forward_to_dead_letter(&message.body, &reason).await {
-                    Ok(()) => {
-                        // Reported a success: the event source deletes the original.
-                        tracing::error!(message_id = %message.message_id, body = %message.body, reason = %reason, "message dead-lettered");
-                        None
-                    }
-                    Err(e) => {
-                        tracing::error!(message_id = %message.message_id, error = %e, "could not dead-letter");
-                        Some(message.message_id)
-                    }
-                },
+            // Reported a success, the event source deletes the message; a kept one is
+            // reported failed, with the backoff already set on it.
+            match handle_message(worker, queue, inbox, &message, &identity).await {
+                Settled::Done => None,
+                Settled::Kept => Some(message.message_id),
             }
         }
     });

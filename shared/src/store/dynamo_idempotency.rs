@@ -2,7 +2,9 @@
 //! completed with the response, expired by TTL after a day.
 //!
 //! A claim that was never completed (the process died mid-request) is taken over after
-//! [`PENDING_FOR`], so a crash cannot block a key for a whole day.
+//! [`PENDING_FOR`], so a crash cannot block a key for a whole day. A released claim (the request
+//! failed) stays as `released`, keeping the time the key was first seen: its retry is claimed
+//! again with that time, so whatever the request derives from it comes out the same.
 
 use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
 use super::{Claim, IdempotencyStore, StoreError, StoreResult, StoredResponse};
@@ -45,25 +47,41 @@ impl DynamoIdempotencyStore {
 #[async_trait]
 impl IdempotencyStore for DynamoIdempotencyStore {
     async fn claim(&self, key: &str, fingerprint: &str, now: DateTime<Utc>) -> StoreResult<Claim> {
+        use aws_sdk_dynamodb::types::ReturnValue;
         let claimed = self
             .client
-            .put_item()
+            .update_item()
             .table_name(&self.table)
-            .item("idem_key", s(key))
-            .item("fingerprint", s(fingerprint))
-            .item("state", s("pending"))
-            .item("pending_until", n((now + PENDING_FOR).timestamp()))
-            .item("expires_at", n((now + RETAIN_FOR).timestamp()))
+            .key("idem_key", s(key))
+            .update_expression(
+                "SET fingerprint = :f, #st = :pending, pending_until = :until, expires_at = :exp, \
+                 first_seen = if_not_exists(first_seen, :now_text)",
+            )
             .condition_expression(
-                "attribute_not_exists(idem_key) OR (#st = :pending AND pending_until < :now)",
+                "attribute_not_exists(idem_key) OR (#st = :pending AND pending_until < :now) \
+                 OR (#st = :released AND fingerprint = :f)",
             )
             .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":f", s(fingerprint))
             .expression_attribute_values(":pending", s("pending"))
+            .expression_attribute_values(":released", s("released"))
+            .expression_attribute_values(":until", n((now + PENDING_FOR).timestamp()))
+            .expression_attribute_values(":exp", n((now + RETAIN_FOR).timestamp()))
             .expression_attribute_values(":now", n(now.timestamp()))
+            .expression_attribute_values(":now_text", s(now.to_rfc3339()))
+            .return_values(ReturnValue::AllNew)
             .send()
             .await;
         match claimed.map_err(item::classify) {
-            Ok(_) => return Ok(Claim::New),
+            Ok(out) => {
+                let first_seen = out
+                    .attributes
+                    .as_ref()
+                    .and_then(|a| get_opt_s(a, "first_seen"))
+                    .and_then(crate::due::parse_instant)
+                    .unwrap_or(now);
+                return Ok(Claim::New { first_seen });
+            }
             Err(StoreError::Conflict) => {}
             Err(e) => return Err(e),
         }
@@ -112,12 +130,14 @@ impl IdempotencyStore for DynamoIdempotencyStore {
     async fn release(&self, key: &str) -> StoreResult<()> {
         let released = self
             .client
-            .delete_item()
+            .update_item()
             .table_name(&self.table)
             .key("idem_key", s(key))
+            .update_expression("SET #st = :released REMOVE pending_until")
             .condition_expression("#st = :pending")
             .expression_attribute_names("#st", "state")
             .expression_attribute_values(":pending", s("pending"))
+            .expression_attribute_values(":released", s("released"))
             .send()
             .await;
         match released.map_err(item::classify) {

@@ -130,6 +130,11 @@ impl DynamoJobStore {
         if let Some(next) = job.next_run_at {
             item.insert("next_run_at".into(), s(format_instant(next)));
         }
+        if !job.pauses.is_empty() {
+            let pauses =
+                serde_json::to_string(&job.pauses).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            item.insert("pauses".into(), s(pauses));
+        }
         if let Some(due) = job.due_at() {
             item.insert("due_bucket".into(), s(due_bucket(job.id.as_str(), due, self.shards)));
             item.insert("due_at".into(), s(format_instant(due)));
@@ -237,7 +242,28 @@ fn from_item(item: &Item) -> StoreResult<Job> {
         updated_at: time("updated_at")?,
         next_run_at: get_opt_s(item, "next_run_at").and_then(parse_instant),
         signing_secret: get_s(item, "signing_secret")?.to_string(),
+        pauses: match get_opt_s(item, "pauses") {
+            Some(text) => {
+                serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("pauses: {e}")))?
+            }
+            None => Vec::new(),
+        },
     })
+}
+
+/// The condition of a write over a job read as `before`: the same version (no edit since) and
+/// the same `next_run_at` (no advance by the tick since, which keeps the version). The edit and
+/// the tick's advance both write `next_run_at`, so both check it.
+fn read_condition(before: &Job) -> (String, std::collections::HashMap<String, AttributeValue>) {
+    let mut values = std::collections::HashMap::from([(":v".to_string(), n(before.version))]);
+    let condition = match before.next_run_at {
+        Some(next) => {
+            values.insert(":next_read".to_string(), s(format_instant(next)));
+            "version = :v AND next_run_at = :next_read"
+        }
+        None => "version = :v AND attribute_not_exists(next_run_at)",
+    };
+    (condition.to_string(), values)
 }
 
 fn encode_cursor(id: &str, owner: &str, name: &str) -> String {
@@ -338,22 +364,24 @@ impl JobStore for DynamoJobStore {
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
         let item = self.to_item(after)?;
         let result = if before.document.name == after.document.name {
+            let (condition, values) = read_condition(before);
             self.client
                 .put_item()
                 .table_name(&self.table)
                 .set_item(Some(item))
-                .condition_expression("version = :v")
-                .expression_attribute_values(":v", n(before.version))
+                .condition_expression(condition)
+                .set_expression_attribute_values(Some(values))
                 .send()
                 .await
                 .map(|_| ())
                 .map_err(item::classify)
         } else {
+            let (condition, values) = read_condition(before);
             let put = Put::builder()
                 .table_name(&self.table)
                 .set_item(Some(item))
-                .condition_expression("version = :v")
-                .expression_attribute_values(":v", n(before.version))
+                .condition_expression(condition)
+                .set_expression_attribute_values(Some(values))
                 .build()
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let items = vec![

@@ -92,8 +92,8 @@ impl DynamoRunStore {
         if let Some(reason) = &run.reason {
             item.insert("reason".into(), s(reason));
         }
-        if let Some(at) = run.dispatched_at {
-            item.insert("dispatched_at".into(), s(at.to_rfc3339()));
+        if let Some(at) = run.resent_at {
+            item.insert("resent_at".into(), s(at.to_rfc3339()));
         }
         if let Some(at) = run.lease_until {
             item.insert("lease_until".into(), s(at.to_rfc3339()));
@@ -174,7 +174,7 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
         created_at: time("created_at")?,
         updated_at: time("updated_at")?,
         reason: get_opt_s(item, "reason").map(str::to_string),
-        dispatched_at: get_opt_s(item, "dispatched_at").and_then(parse_instant),
+        resent_at: get_opt_s(item, "resent_at").and_then(parse_instant),
         lease_until: get_opt_s(item, "lease_until").and_then(parse_instant),
         retry_at: get_opt_s(item, "retry_at").and_then(parse_instant),
         expires_at: DateTime::from_timestamp(expires, 0).unwrap_or_default(),
@@ -305,24 +305,6 @@ impl RunStore for DynamoRunStore {
             None
         };
         Ok(Page { items: runs, next })
-    }
-
-    async fn finish_without_attempt(
-        &self,
-        run: &Run,
-        state: RunState,
-        reason: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        let after = Run {
-            state,
-            reason: Some(reason.to_string()),
-            updated_at: now,
-            lease_until: None,
-            retry_at: None,
-            ..run.clone()
-        };
-        self.transition(run, &after).await
     }
 
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
@@ -497,13 +479,13 @@ impl RunStore for DynamoRunStore {
         Ok(runs)
     }
 
-    async fn mark_dispatched(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
+    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
         self.client
             .update_item()
             .table_name(&self.table)
             .key("job_id", s(run.job_id.as_str()))
             .key("run_key", s(run.key.encode()))
-            .update_expression("SET dispatched_at = :at")
+            .update_expression("SET resent_at = :at")
             .condition_expression("attribute_exists(run_key)")
             .expression_attribute_values(":at", s(at.to_rfc3339()))
             .send()

@@ -79,8 +79,9 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// The owner's jobs by name, `limit` at a time.
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
 
-    /// Replaces `before` with `after` if `before.version` is still current (`Conflict` if not,
-    /// `NotFound` if the job is gone). `after` carries its new version.
+    /// Replaces `before` with `after` if the job still has `before`'s version and `next_run_at`
+    /// (`Conflict` if not: edited, or advanced by the tick; `NotFound` if the job is gone).
+    /// `after` carries its new version.
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
 
     /// Deletes the job and frees its name.
@@ -123,16 +124,6 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
         state: Option<RunState>,
     ) -> StoreResult<Page<Run>>;
 
-    /// Moves `run` to a terminal CANCELLED or SKIPPED with a reason, if it is still in the state
-    /// and attempt it was read in (`Conflict` otherwise).
-    async fn finish_without_attempt(
-        &self,
-        run: &Run,
-        state: RunState,
-        reason: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()>;
-
     /// Replaces `before` with `after` if the run is still in `before`'s state and attempt (the
     /// fencing token): `Conflict` otherwise. A move to a terminal state leaves the in-flight
     /// index.
@@ -151,7 +142,7 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     async fn in_flight(&self, until: DateTime<Utc>) -> StoreResult<Vec<Run>>;
 
     /// Records that the run's message was sent (manual and backfilled runs).
-    async fn mark_dispatched(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
+    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
 }
 
 /// The tick's progress: the last minute fully processed, and the last minute it reached; and
@@ -192,8 +183,10 @@ pub struct StoredResponse {
 /// What an idempotency key says about a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
-    /// First use: process the request, then `complete` (or `release` on failure).
-    New,
+    /// First use, or a retry of a request that failed: process it, then `complete` (or
+    /// `release` on failure). `first_seen` is when the key was first claimed, the same for
+    /// every retry, so an effect derived from it (a triggered run's key) is the same too.
+    New { first_seen: DateTime<Utc> },
     /// Seen with the same request: send this response again.
     Replay(StoredResponse),
     /// Seen with a different request.
@@ -209,6 +202,7 @@ pub trait IdempotencyStore: Send + Sync + std::fmt::Debug {
     async fn claim(&self, key: &str, fingerprint: &str, now: DateTime<Utc>) -> StoreResult<Claim>;
     /// Records the response of a claimed request.
     async fn complete(&self, key: &str, response: &StoredResponse, now: DateTime<Utc>) -> StoreResult<()>;
-    /// Gives a claim up (the request failed without effect), so a retry processes it again.
+    /// Gives a claim up (the request failed), so a retry processes it again; the key keeps its
+    /// first-seen time and its fingerprint.
     async fn release(&self, key: &str) -> StoreResult<()>;
 }

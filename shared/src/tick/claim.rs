@@ -3,21 +3,22 @@
 //! For each job: plan the instants, then for each instant put the run (`<instant>#s`,
 //! conditional on absence: the fence), send the messages of all jobs in batches, and only then
 //! advance each job whose messages all went out (conditional on the version and `next_run_at`
-//! read). Because the advance follows the send, a job that has advanced past an instant has
-//! dispatched it; a crash anywhere leaves the job where it was, and the next claimer finds the
-//! run already there:
-//! - if the run is still QUEUED and older than the grace period, nobody is sending it any more:
-//!   its message is sent again (a worker ignores a second message for a run already started)
-//!   and the job advanced;
-//! - if it is younger, another claimer may be sending it right now: the job is left alone.
+//! read). A job whose instant already has a run advances too: the claimer that wrote the run is
+//! sending it, or died, and then the run is either re-sent here (when it is older than
+//! [`ClaimSettings::resend_after`], so its first claimer is long gone) or by the watchdog, which
+//! re-sends every attempt that has not started in time. A second message is harmless: an attempt
+//! starts only under its fence. A job whose send or write failed is not advanced, and the report
+//! names its due minute so that the tick comes back to it.
+//!
+//! Concurrency policies are not decided here: whether an earlier run is still active is known
+//! only when a run is about to start, and the worker decides it then (invariant 7).
 
 use super::plan::plan;
-use crate::events::{Announcer, RunEvent};
-use crate::job::EventKind;
-use crate::job::{ConcurrencyPolicy, Job};
+use crate::clock::Clock;
+use crate::job::Job;
 use crate::jobs::Jobs;
-use crate::queue::{Dispatch, MAX_DELAY_S, RunQueue, delay_until};
-use crate::run::{Run, RunKey, RunMessage, RunState};
+use crate::queue::{Dispatch, MAX_DELAY_S, RunQueue};
+use crate::run::{Run, RunKey, RunState};
 use crate::schedule::jitter_offset;
 use crate::store::{Inserted, JobStore, RunStore, StoreError};
 use chrono::{DateTime, Duration, Utc};
@@ -29,11 +30,13 @@ use std::sync::Arc;
 pub struct ClaimSettings {
     /// Instants due within this of now are claimed by every tick (at least 60 s).
     pub lookahead: Duration,
-    /// Jobs with `concurrency: allow` have their instants claimed this far ahead in one pass, so
-    /// a frequent job is advanced once for several runs (at most SQS's 15-minute delay).
+    /// Instants are claimed this far ahead in one pass, so a frequent job is advanced once for
+    /// several runs (at most SQS's 15-minute delay).
     pub claim_ahead: Duration,
-    /// A QUEUED run younger than this may still be in another claimer's hands.
-    pub grace: Duration,
+    /// A QUEUED run another claimer created longer ago than this is sent again by a claimer
+    /// that finds it (its first send failed, or its claimer died); a younger one is still in its
+    /// claimer's hands.
+    pub resend_after: Duration,
     /// The most missed instants `catchup: all` runs.
     pub catchup_max: usize,
     /// How long run rows are kept (DynamoDB TTL).
@@ -47,7 +50,7 @@ impl Default for ClaimSettings {
         ClaimSettings {
             lookahead: Duration::seconds(60),
             claim_ahead: Duration::seconds(300),
-            grace: Duration::seconds(120),
+            resend_after: Duration::seconds(30),
             catchup_max: 100,
             retention: Duration::days(30),
             concurrency: 32,
@@ -62,25 +65,19 @@ pub struct ClaimReport {
     pub claimed: usize,
     /// Messages sent (new runs and healed ones).
     pub dispatched: usize,
-    /// Runs found QUEUED past the grace period and sent again.
+    /// Runs another claimer had left unstarted and unsent long enough, sent again.
     pub resent: usize,
-    /// Runs recorded SKIPPED under `forbid`.
-    pub skipped: usize,
-    /// Active runs cancelled under `replace`.
-    pub replaced: usize,
     /// Missed instants the catch-up policy dropped.
     pub missed_dropped: usize,
     /// Instants whose run another claimer had already created.
     pub duplicates: usize,
-    /// Jobs left to a claimer that may still be at work on them.
-    pub deferred: usize,
     pub send_failures: usize,
     pub advanced: usize,
     /// Jobs changed (paused, edited, deleted) or advanced by someone else since read.
     pub advance_conflicts: usize,
-    /// Jobs that failed on a storage error; they stay due and are retried.
+    /// Jobs not advanced because a write or a send failed; they stay due and are retried.
     pub failed: usize,
-    /// The earliest `next_run_at` among failed jobs: the tick's watermark stays before it.
+    /// The earliest due time among failed jobs: the tick's watermark stays before its minute.
     pub earliest_failure: Option<DateTime<Utc>>,
 }
 
@@ -90,11 +87,8 @@ impl ClaimReport {
         self.claimed += other.claimed;
         self.dispatched += other.dispatched;
         self.resent += other.resent;
-        self.skipped += other.skipped;
-        self.replaced += other.replaced;
         self.missed_dropped += other.missed_dropped;
         self.duplicates += other.duplicates;
-        self.deferred += other.deferred;
         self.send_failures += other.send_failures;
         self.advanced += other.advanced;
         self.advance_conflicts += other.advance_conflicts;
@@ -106,18 +100,17 @@ impl ClaimReport {
     }
 
     fn failure(job: &Job) -> ClaimReport {
-        ClaimReport { failed: 1, earliest_failure: job.next_run_at, ..Default::default() }
+        ClaimReport { failed: 1, earliest_failure: job.due_at(), ..Default::default() }
     }
 }
 
-/// One job after its runs were written, before its messages are sent.
+/// One job after its runs were written, before their messages are sent.
 #[derive(Debug)]
 struct Prepared {
     job: Job,
-    messages: Vec<Dispatch>,
+    /// The runs whose first-attempt messages are to be sent.
+    messages: Vec<Run>,
     next_run_at: Option<DateTime<Utc>>,
-    /// Another claimer may be sending this job's runs: do not advance it.
-    deferred: bool,
     report: ClaimReport,
 }
 
@@ -127,14 +120,9 @@ pub struct Claimer {
     jobs: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
     queue: Arc<dyn RunQueue>,
-    /// Announces the `skipped` event of a run recorded SKIPPED under `forbid`.
-    announcer: Announcer,
+    /// Read just before each send: a delay counts from the send, not from the pass's start.
+    clock: Arc<dyn Clock>,
     pub settings: ClaimSettings,
-}
-
-/// The message that asks for a run's first attempt.
-pub fn first_attempt(run: &Run) -> RunMessage {
-    RunMessage { job_id: run.job_id.to_string(), run_key: run.key.encode(), attempt: 1 }
 }
 
 /// How far back a job's runs may still be active: all attempts at their longest.
@@ -149,10 +137,18 @@ impl Claimer {
         jobs: Arc<dyn JobStore>,
         runs: Arc<dyn RunStore>,
         queue: Arc<dyn RunQueue>,
-        announcer: Announcer,
+        clock: Arc<dyn Clock>,
         settings: ClaimSettings,
     ) -> Self {
-        Claimer { jobs, runs, queue, announcer, settings }
+        Claimer { jobs, runs, queue, clock, settings }
+    }
+
+    /// Sends the first-attempt messages of `runs`, each delayed until its run is due as of the
+    /// moment of sending; the result at index i is that of `runs[i]`.
+    pub async fn send(&self, runs: &[Run]) -> Vec<Result<(), crate::queue::QueueError>> {
+        let now = self.clock.now();
+        let batch: Vec<Dispatch> = runs.iter().map(|run| Dispatch::next_attempt(run, now)).collect();
+        self.queue.send(&batch).await
     }
 
     pub fn runs(&self) -> &Arc<dyn RunStore> {
@@ -186,7 +182,7 @@ impl Claimer {
             reason: None,
             lease_until: None,
             retry_at: None,
-            dispatched_at: None,
+            resent_at: None,
             expires_at: now + self.settings.retention,
             events: Vec::new(),
         }
@@ -223,8 +219,8 @@ impl Claimer {
             }
         }
 
-        let messages: Vec<Dispatch> = ready.iter().flat_map(|p| p.messages.iter().cloned()).collect();
-        let mut results = self.queue.send(&messages).await.into_iter();
+        let runs: Vec<Run> = ready.iter().flat_map(|p| p.messages.iter().cloned()).collect();
+        let mut results = self.send(&runs).await.into_iter();
         let mut to_advance = Vec::new();
         for mut p in ready {
             let sent: Vec<_> = results.by_ref().take(p.messages.len()).collect();
@@ -232,9 +228,10 @@ impl Claimer {
             p.report.dispatched += sent.len() - failures;
             p.report.send_failures += failures;
             if let Some(Err(e)) = sent.iter().find(|r| r.is_err()) {
-                tracing::warn!(job_id = %p.job.id, error = %e, "send failed; re-sent after the grace period");
+                tracing::warn!(job_id = %p.job.id, error = %e, "send failed; the job stays due and is claimed again");
             }
-            if p.deferred || failures > 0 {
+            if failures > 0 {
+                p.report.add(ClaimReport::failure(&p.job));
                 report.add(p.report);
             } else {
                 to_advance.push(p);
@@ -275,7 +272,6 @@ impl Claimer {
             job: job.clone(),
             messages: Vec::new(),
             next_run_at: job.next_run_at,
-            deferred: false,
             report: ClaimReport::default(),
         };
         let Some(first) = job.next_run_at else { return Ok(prepared) };
@@ -287,12 +283,7 @@ impl Claimer {
             }
         };
         let jitter_s = job.document.schedule.as_ref().and_then(|s| s.jitter_s).unwrap_or(0);
-        let ahead = if job.document.concurrency == ConcurrencyPolicy::Allow {
-            self.settings.claim_ahead.max(self.settings.lookahead)
-        } else {
-            // Whether an earlier run is active is only known close to the instant.
-            self.settings.lookahead
-        };
+        let ahead = self.settings.claim_ahead.max(self.settings.lookahead);
         let max_ahead = Duration::seconds(i64::from(MAX_DELAY_S.saturating_sub(jitter_s)));
         let horizon = now + ahead.min(max_ahead);
         let plan = plan(
@@ -307,74 +298,20 @@ impl Claimer {
         prepared.report.missed_dropped = plan.skipped_missed;
         prepared.next_run_at = plan.next_run_at;
 
-        let mut active: Option<Vec<Run>> = None;
         for instant in plan.claim {
             let due = instant + jitter_offset(job.id.as_str(), instant, jitter_s);
-            let mut state = RunState::Queued;
-            let mut reason = None;
-            if job.document.concurrency != ConcurrencyPolicy::Allow {
-                if active.is_none() {
-                    active = Some(self.runs.active(&job.id, now - active_window(job)).await?);
-                }
-                let others: Vec<&Run> =
-                    active.iter().flatten().filter(|r| r.key.instant != instant).collect();
-                if let Some(first_active) = others.first() {
-                    match job.document.concurrency {
-                        ConcurrencyPolicy::Forbid => {
-                            state = RunState::Skipped;
-                            reason = Some(format!("concurrency forbid: run {} is active", first_active.id()));
-                        }
-                        _ => {
-                            let replacing =
-                                crate::run::RunId::new(job.id.clone(), RunKey::scheduled(instant));
-                            for run in &others {
-                                let why = format!("concurrency replace: replaced by run {replacing}");
-                                match self
-                                    .runs
-                                    .finish_without_attempt(run, RunState::Cancelled, &why, now)
-                                    .await
-                                {
-                                    Ok(()) => prepared.report.replaced += 1,
-                                    // It ended (or moved on) by itself meanwhile.
-                                    Err(StoreError::Conflict) => {}
-                                    Err(e) => return Err(e),
-                                }
-                            }
-                            active = Some(Vec::new());
-                        }
-                    }
-                }
-            }
-            let mut run = self.new_run(job, RunKey::scheduled(instant), due, state, now);
-            run.reason = reason;
-            if state == RunState::Skipped {
-                // Whoever writes the SKIPPED run records its event in that write (invariant 5).
-                run.events.push(RunEvent::new(EventKind::Skipped, 0, now));
-            }
+            let run = self.new_run(job, RunKey::scheduled(instant), due, RunState::Queued, now);
             match self.runs.insert(&run).await? {
-                Inserted::Created if state == RunState::Queued => {
-                    prepared.report.claimed += 1;
-                    prepared
-                        .messages
-                        .push(Dispatch { message: first_attempt(&run), delay_s: delay_until(due, now) });
-                }
                 Inserted::Created => {
-                    prepared.report.skipped += 1;
-                    self.announcer.announce(Some(job), &run, &run.events).await;
+                    prepared.report.claimed += 1;
+                    prepared.messages.push(run);
                 }
                 Inserted::Exists(existing) => {
                     prepared.report.duplicates += 1;
                     let unstarted = existing.state == RunState::Queued && existing.attempt == 0;
-                    if unstarted && existing.created_at + self.settings.grace <= now {
+                    if unstarted && existing.created_at + self.settings.resend_after <= now {
                         prepared.report.resent += 1;
-                        prepared.messages.push(Dispatch {
-                            message: first_attempt(&existing),
-                            delay_s: delay_until(existing.due_at, now),
-                        });
-                    } else if unstarted {
-                        prepared.deferred = true;
-                        prepared.report.deferred = 1;
-                        break;
+                        prepared.messages.push(*existing);
                     }
                 }
             }

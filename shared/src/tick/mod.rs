@@ -6,11 +6,17 @@
 //! claimed through [`claim::Claimer`]. Claims are idempotent, so re-querying processed minutes
 //! is safe, and it is what catches a job created, resumed or edited into a minute already
 //! processed. The watermark only advances past minutes that are entirely in the past and were
-//! processed without error; a long gap (downtime) is processed in bounded chunks, and a burst one
-//! invocation cannot finish within its time budget is continued by the next.
+//! processed, and never past the minute of a job whose claim failed (a write or a send), so the
+//! next tick queries that job again: a transient error delays a job, never strands it. A long gap
+//! (downtime) is processed in bounded chunks, and a burst one invocation cannot finish within its
+//! time budget is continued by the next.
 //!
-//! Before claiming a chunk the tick records the last minute it has *reached*; instants in minutes
-//! no tick had reached when they fell due are the missed ones the jobs' `catchup` policies act on.
+//! Instants in minutes no tick had reached when they fell due are the *missed* ones the jobs'
+//! `catchup` policies act on. Before claiming minutes from the current one on, the tick records
+//! that it has *reached* them (it is alive for them: a burst it cannot finish is a continuation,
+//! not a miss). It never records minutes of a gap as reached: those count as processed only
+//! through the watermark, once every job in them has been claimed, so a tick that dies halfway
+//! through a gap leaves the rest of it missed for the next one.
 
 pub mod claim;
 pub mod plan;
@@ -79,7 +85,6 @@ impl TickReport {
         Record::new("tick", at)
             .count(names::RUNS_CLAIMED, self.claims.claimed)
             .count(names::RUNS_DISPATCHED, self.claims.dispatched)
-            .count(names::RUNS_SKIPPED, self.claims.skipped)
             .count(names::JOBS_PER_TICK, self.jobs)
             .values(names::TICK_DURATION, Unit::Milliseconds, vec![took.as_secs_f64() * 1000.0])
     }
@@ -135,30 +140,37 @@ impl Tick {
         let started = std::time::Instant::now();
         let mut now = self.clock.now();
         let progress = self.state.get().await?;
-        let reached_before = progress.reached;
-        let current = minute_of(now);
-        let watermark = progress.watermark.unwrap_or(current - Duration::minutes(2));
+        // Minutes up to this one were reached by a live tick or fully processed: nothing in
+        // them is missed any more.
+        let reached_before = progress.reached.max(progress.watermark);
+        let live_from = minute_of(now);
+        let watermark = progress.watermark.unwrap_or(live_from - Duration::minutes(2));
         let trailing = self.settings.trailing_minutes.max(1);
         let mut minute = watermark - Duration::minutes(trailing - 1);
         let mut report = TickReport { watermark: progress.watermark, ..Default::default() };
         let mut seen: HashSet<String> = HashSet::new();
+        let mut processed_to: Option<DateTime<Utc>> = None;
 
         'chunks: loop {
             let end = minute_of(now + self.claimer.settings.lookahead);
             if minute > end {
                 break;
             }
-            let chunk_end = end.min(minute + Duration::minutes(self.settings.chunk_minutes.max(1) - 1));
-            self.state.set_reached(chunk_end).await?;
+            let mut chunk_end = end.min(minute + Duration::minutes(self.settings.chunk_minutes.max(1) - 1));
+            let in_gap = minute < live_from && reached_before.is_some_and(|r| minute > r);
+            if in_gap {
+                // Missed minutes are a chunk of their own, certified by the watermark only.
+                chunk_end = chunk_end.min(live_from - Duration::minutes(1));
+            } else {
+                self.state.set_reached(chunk_end).await?;
+            }
             report.from.get_or_insert(minute);
-            let mut processed_to: Option<DateTime<Utc>> = None;
             while minute <= chunk_end {
                 report.queries += usize::from(self.settings.shards);
                 let due = match self.due_in(minute).await {
                     Ok(jobs) => jobs,
                     Err(e) => {
                         tracing::warn!(minute = %minute, error = %e, "due-index query failed; retried next tick");
-                        self.advance_watermark(processed_to, now, &mut report).await?;
                         break 'chunks;
                     }
                 };
@@ -166,37 +178,34 @@ impl Tick {
                 let due: Vec<Job> = due.into_iter().filter(|j| seen.insert(j.id.to_string())).collect();
                 report.jobs += due.len();
                 report.to = Some(minute);
-                let mut finished = true;
                 for batch in due.chunks(self.settings.batch_jobs.max(1)) {
-                    let claims = self.claimer.claim(batch.to_vec(), reached_before, now).await;
-                    let failed = claims.failed > 0;
-                    report.claims.add(claims);
-                    if failed || started.elapsed() > self.settings.budget {
-                        finished = false;
-                        break;
+                    // Failed jobs do not stop the pass: they hold the watermark back instead.
+                    report.claims.add(self.claimer.claim(batch.to_vec(), reached_before, now).await);
+                    if started.elapsed() > self.settings.budget {
+                        // The rest of this minute is the next invocation's.
+                        report.unfinished = true;
+                        break 'chunks;
                     }
                 }
-                let had_work = !due.is_empty();
-                if finished {
-                    processed_to = Some(minute);
-                    minute += Duration::minutes(1);
-                }
+                processed_to = Some(minute);
+                minute += Duration::minutes(1);
                 // The budget is checked after work only: empty minutes (the trailing window
                 // among them) cost a few queries, and stopping on them could starve progress.
-                if !finished || (had_work && started.elapsed() > self.settings.budget) {
-                    report.unfinished = started.elapsed() > self.settings.budget;
-                    self.advance_watermark(processed_to, now, &mut report).await?;
+                if !due.is_empty() && started.elapsed() > self.settings.budget {
+                    report.unfinished = true;
                     break 'chunks;
                 }
             }
             self.advance_watermark(processed_to, now, &mut report).await?;
             now = self.clock.now();
         }
+        self.advance_watermark(processed_to, now, &mut report).await?;
         self.meter.observe(&report.metrics(self.clock.now(), started.elapsed()));
         Ok(report)
     }
 
-    /// Moves the watermark to the last processed minute that is entirely in the past.
+    /// Moves the watermark to the last processed minute that is entirely in the past and
+    /// before the minute of every job whose claim failed.
     async fn advance_watermark(
         &self,
         processed_to: Option<DateTime<Utc>>,
@@ -204,7 +213,10 @@ impl Tick {
         report: &mut TickReport,
     ) -> Result<(), StoreError> {
         let Some(processed) = processed_to else { return Ok(()) };
-        let candidate = processed.min(minute_of(now) - Duration::minutes(1));
+        let mut candidate = processed.min(minute_of(now) - Duration::minutes(1));
+        if let Some(failed) = report.claims.earliest_failure {
+            candidate = candidate.min(minute_of(failed) - Duration::minutes(1));
+        }
         if report.watermark.is_none_or(|w| candidate > w) {
             self.state.set_watermark(candidate).await?;
             report.watermark = Some(candidate);

@@ -6,17 +6,18 @@
 
 use crate::events::RunEvent;
 use crate::job::{EventKind, Job};
-use crate::queue::{Dispatch, delay_until};
-use crate::run::{Run, RunKind, RunMessage, RunState};
+use crate::queue::Dispatch;
+use crate::run::{Run, RunState};
 use chrono::{DateTime, Duration, Utc};
 
 /// The watchdog's patience.
 #[derive(Debug, Clone)]
 pub struct WatchdogSettings {
-    /// A claimed run with no sign that its message was sent is dispatched after this long.
+    /// A QUEUED run whose first attempt has not started this long after its due time is sent
+    /// again (and again after as long, until it starts).
     pub dispatch_grace: Duration,
-    /// A RETRYING run whose next attempt has not started this long after its longest backoff
-    /// has lost its message: it is dispatched again.
+    /// A RETRYING run whose next attempt has not started this long after its backoff ended is
+    /// sent again.
     pub retry_margin: Duration,
     /// Events recorded this long ago and still unsent were left by a crash: published again.
     pub publish_grace: Duration,
@@ -51,16 +52,17 @@ pub fn needs_settling(run: &Run, now: DateTime<Utc>, grace: Duration) -> bool {
 }
 
 /// The flags due on an in-flight run: `sla_missed` past its SLA, `late_start` when still not
-/// started past its start deadline; each once per run.
+/// started past its start deadline; each once per run. Both count from the run's due time (its
+/// instant plus the offset Sundial gave it: jitter, a backfill's pacing), so neither a jitter
+/// larger than the deadline nor a backfill of old instants raises them.
 pub fn flags_due(job: &Job, run: &Run, now: DateTime<Utc>) -> Vec<EventKind> {
     let mut due = Vec::new();
     if !run.state.is_in_flight() {
         return due;
     }
     let has = |kind: EventKind| run.events.iter().any(|e| e.kind == kind);
-    let past = |seconds: Option<u32>| {
-        seconds.is_some_and(|s| now > run.scheduled_at() + Duration::seconds(i64::from(s)))
-    };
+    let past =
+        |seconds: Option<u32>| seconds.is_some_and(|s| now > run.due_at + Duration::seconds(i64::from(s)));
     if past(job.document.sla_s) && !has(EventKind::SlaMissed) {
         due.push(EventKind::SlaMissed);
     }
@@ -71,56 +73,20 @@ pub fn flags_due(job: &Job, run: &Run, now: DateTime<Utc>) -> Vec<EventKind> {
     due
 }
 
-/// Whether there is evidence that the message of a QUEUED run went out: the API marks the runs
-/// it sends; the tick advances a job only after sending its claimed runs, so a scheduled run
-/// behind the job's next instant was sent.
-pub fn was_dispatched(job: &Job, run: &Run) -> bool {
-    if run.dispatched_at.is_some() {
-        return true;
-    }
-    run.key.kind() == RunKind::Scheduled && job.next_run_at.is_none_or(|next| next > run.scheduled_at())
-}
-
-/// The message to send for a run whose message is missing, if it is: a QUEUED run claimed
-/// `dispatch_grace` ago without evidence of a send, or a RETRYING run whose retry has not
-/// started long after its backoff. A QUEUED run that was sent and merely waits in a backlog is
-/// left alone.
-pub fn missing_dispatch(
-    job: &Job,
-    run: &Run,
-    now: DateTime<Utc>,
-    settings: &WatchdogSettings,
-) -> Option<Dispatch> {
-    let message =
-        |attempt: u32| RunMessage { job_id: run.job_id.to_string(), run_key: run.key.encode(), attempt };
-    match run.state {
-        RunState::Queued if run.attempt == 0 => {
-            let lost = !was_dispatched(job, run) && run.created_at + settings.dispatch_grace <= now;
-            lost.then(|| Dispatch { message: message(1), delay_s: delay_until(run.due_at, now) })
-        }
-        RunState::Retrying => {
-            let longest = Duration::seconds(i64::from(job.document.retry.max_backoff_s));
-            let expected = run.retry_at.unwrap_or(run.updated_at).max(run.updated_at + longest);
-            let since = run.dispatched_at.map_or(expected, |at| at.max(expected));
-            (since + settings.retry_margin <= now).then(|| Dispatch {
-                message: message(run.attempt + 1),
-                delay_s: run.retry_at.map_or(0, |at| delay_until(at, now)),
-            })
-        }
-        _ => None,
-    }
-}
-
-/// The message for the next attempt of a run the watchdog just moved to RETRYING.
-pub fn retry_dispatch(run: &Run, now: DateTime<Utc>) -> Dispatch {
-    Dispatch {
-        message: RunMessage {
-            job_id: run.job_id.to_string(),
-            run_key: run.key.encode(),
-            attempt: run.attempt + 1,
-        },
-        delay_s: run.retry_at.map_or(0, |at| delay_until(at, now)),
-    }
+/// The message to send for a run whose next attempt has not started in time: a QUEUED run
+/// `dispatch_grace` past its due time, or a RETRYING run `retry_margin` past the end of its
+/// backoff, and not re-sent within that long already. Whether its message was ever sent does not
+/// matter: a second message is harmless (an attempt starts only under its fence, and a stale
+/// message is dropped), while a missing one would strand the run. This covers a send that never
+/// happened, a message a crashed consumer still holds, and one lost with the worker that held it.
+pub fn missing_dispatch(run: &Run, now: DateTime<Utc>, settings: &WatchdogSettings) -> Option<Dispatch> {
+    let waits_until = run.waits_until()?;
+    let patience = match run.state {
+        RunState::Queued => settings.dispatch_grace,
+        _ => settings.retry_margin,
+    };
+    let since = run.resent_at.map_or(waits_until, |at| at.max(waits_until));
+    (since + patience <= now).then(|| Dispatch::next_attempt(run, now))
 }
 
 /// How far the tick's watermark is behind `now`, in whole minutes (0 when it has never run:
@@ -152,6 +118,7 @@ mod tests {
             updated_at: at("2026-11-22T00:00:00Z"),
             next_run_at: Some(at("2026-11-22T10:01:00Z")),
             signing_secret: "s".into(),
+            pauses: Vec::new(),
         }
     }
 
@@ -171,7 +138,7 @@ mod tests {
             reason: None,
             lease_until: None,
             retry_at: None,
-            dispatched_at: None,
+            resent_at: None,
             expires_at: t + Duration::days(30),
             events: Vec::new(),
         }
@@ -201,49 +168,45 @@ mod tests {
     }
 
     #[test]
-    fn a_scheduled_run_behind_its_job_was_sent() {
+    fn a_queued_run_not_started_after_its_grace_is_sent_again_sent_or_not() {
         let j = job(serde_json::json!({}));
-        let r = run(&j, RunKey::scheduled(at(T)), RunState::Queued);
-        let late = at("2026-11-22T10:10:00Z");
-        assert!(was_dispatched(&j, &r), "the job advanced past the instant");
-        assert_eq!(missing_dispatch(&j, &r, late, &WatchdogSettings::default()), None);
-        let stuck = Job { next_run_at: Some(at(T)), ..j.clone() };
-        assert!(!was_dispatched(&stuck, &r));
-        let d = missing_dispatch(&stuck, &r, late, &WatchdogSettings::default()).unwrap();
-        assert_eq!(d.message.attempt, 1);
-        assert_eq!(d.delay_s, 0);
-    }
-
-    #[test]
-    fn a_manual_run_needs_its_mark_and_the_grace_period() {
-        let j = job(serde_json::json!({}));
-        let mut r = run(&j, RunKey::manual(at(T)), RunState::Queued);
         let settings = WatchdogSettings::default();
-        let created = r.created_at;
-        assert_eq!(missing_dispatch(&j, &r, created + Duration::seconds(119), &settings), None);
-        assert!(missing_dispatch(&j, &r, created + Duration::seconds(120), &settings).is_some());
-        r.dispatched_at = Some(created);
-        assert_eq!(
-            missing_dispatch(&j, &r, created + Duration::hours(2), &settings),
-            None,
-            "a sent run waiting in a backlog is not re-sent"
-        );
+        for key in [RunKey::scheduled(at(T)), RunKey::manual(at(T))] {
+            let mut r = run(&j, key, RunState::Queued);
+            // Its job advanced past it (the old evidence of a send) or not: the same answer.
+            assert_eq!(missing_dispatch(&r, at("2026-11-22T10:01:59Z"), &settings), None);
+            let d = missing_dispatch(&r, at("2026-11-22T10:02:00Z"), &settings).unwrap();
+            assert_eq!((d.message.attempt, d.delay_s), (1, 0));
+            r.resent_at = Some(at("2026-11-22T10:02:00Z"));
+            assert_eq!(missing_dispatch(&r, at("2026-11-22T10:03:59Z"), &settings), None, "once per grace");
+            assert!(missing_dispatch(&r, at("2026-11-22T10:04:00Z"), &settings).is_some());
+        }
     }
 
     #[test]
-    fn a_retry_whose_message_is_gone_is_sent_again() {
-        let j = job(serde_json::json!({"retry": {"max_attempts": 3, "backoff_s": 10, "max_backoff_s": 60}}));
+    fn a_run_claimed_ahead_is_left_alone_until_due() {
+        let j = job(serde_json::json!({}));
+        let r = run(&j, RunKey::scheduled(at("2026-11-22T10:05:00Z")), RunState::Queued);
+        assert_eq!(missing_dispatch(&r, at("2026-11-22T10:06:59Z"), &WatchdogSettings::default()), None);
+    }
+
+    #[test]
+    fn a_retry_not_started_after_its_backoff_is_sent_again() {
+        let j =
+            job(serde_json::json!({"retry": {"max_attempts": 3, "backoff_s": 10, "max_backoff_s": 3600}}));
         let mut r = run(&j, RunKey::scheduled(at(T)), RunState::Retrying);
         r.attempt = 1;
         r.updated_at = at(T);
         r.retry_at = Some(at("2026-11-22T10:00:10Z"));
         let settings = WatchdogSettings::default();
-        // Longest backoff (60 s) plus the margin (120 s) after entering RETRYING.
-        assert_eq!(missing_dispatch(&j, &r, at("2026-11-22T10:02:59Z"), &settings), None);
-        let d = missing_dispatch(&j, &r, at("2026-11-22T10:03:00Z"), &settings).unwrap();
+        // The end of this backoff plus the margin (120 s), not the longest backoff (an hour).
+        assert_eq!(missing_dispatch(&r, at("2026-11-22T10:02:09Z"), &settings), None);
+        let d = missing_dispatch(&r, at("2026-11-22T10:02:10Z"), &settings).unwrap();
         assert_eq!((d.message.attempt, d.delay_s), (2, 0));
-        r.dispatched_at = Some(at("2026-11-22T10:03:00Z"));
-        assert_eq!(missing_dispatch(&j, &r, at("2026-11-22T10:04:00Z"), &settings), None, "once per margin");
+        r.resent_at = Some(at("2026-11-22T10:02:10Z"));
+        assert_eq!(missing_dispatch(&r, at("2026-11-22T10:04:00Z"), &settings), None, "once per margin");
+        r.state = RunState::Running;
+        assert_eq!(missing_dispatch(&r, at("2026-11-22T11:00:00Z"), &settings), None, "started");
     }
 
     #[test]

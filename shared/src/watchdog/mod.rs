@@ -20,10 +20,7 @@ use crate::store::{JobStore, RunStore, StoreError, TickStateStore};
 use crate::worker::{abandoned, finished};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use inspect::{
-    WatchdogSettings, flags_due, minutes_behind, missing_dispatch, needs_settling, retry_dispatch,
-    unsent_events,
-};
+use inspect::{WatchdogSettings, flags_due, minutes_behind, missing_dispatch, needs_settling, unsent_events};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -209,7 +206,8 @@ impl Watchdog {
                     }
                     if after.state == RunState::Retrying {
                         // The attempt's own message may be gone with its worker: send the next.
-                        self.dispatch(&after, retry_dispatch(&after, now), now, &mut report).await?;
+                        let next = crate::queue::Dispatch::next_attempt(&after, now);
+                        self.dispatch(&after, next, now, &mut report).await?;
                     }
                 }
                 Err(StoreError::Conflict) => {}
@@ -217,7 +215,7 @@ impl Watchdog {
             }
             return Ok(report);
         }
-        if let Some(dispatch) = missing_dispatch(job, &run, now, &self.settings) {
+        if let Some(dispatch) = missing_dispatch(&run, now, &self.settings) {
             self.dispatch(&run, dispatch, now, &mut report).await?;
         }
         Ok(report)
@@ -236,7 +234,7 @@ impl Watchdog {
         }
         report.dispatched += 1;
         tracing::info!(run_id = %run.id(), attempt = dispatch.message.attempt, "watchdog dispatched a missing message");
-        self.runs.mark_dispatched(run, now).await
+        self.runs.mark_resent(run, now).await
     }
 
     /// An in-flight run of a deleted job is cancelled, unless an attempt still holds its lease.
@@ -249,7 +247,7 @@ impl Watchdog {
         if run.state == RunState::Running && run.lease_until.is_some_and(|lease| lease > now) {
             return Ok(report);
         }
-        match self.runs.finish_without_attempt(run, RunState::Cancelled, "the job was deleted", now).await {
+        match self.runs.transition(run, &crate::run::cancelled(run, "the job was deleted", now)).await {
             Ok(()) => report.cancelled += 1,
             Err(StoreError::Conflict) => {}
             Err(e) => return Err(e),

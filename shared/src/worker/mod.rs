@@ -3,20 +3,23 @@
 //! For a message (run, attempt) the worker re-reads the run and its job, decides whether an
 //! attempt may start, starts it with a conditional write (the attempt number is the fencing
 //! token, the lease lives in DynamoDB), calls the target and records the outcome the same way.
-//! What happens to the message is the [`Disposition`]: deleted, made visible again after a
-//! backoff (SQS visibility only spaces retries), or moved to the dead-letter queue.
+//! The job's concurrency policy is decided here, at the moment the first attempt would start
+//! (invariant 7), never by the claimer ahead of time. What happens to the message is the
+//! [`Disposition`]: deleted, replaced by the message of what comes next (a wait never spends one
+//! of the message's receives), kept for a backoff after a transient failure, or dead-lettered.
 //!
 //! A message never executes an attempt twice: a duplicate or stale one finds the run terminal,
-//! already past its attempt, or leased by another live attempt, and is dropped (or, for a live
-//! lease, looked at again once the lease would have expired).
+//! already past its attempt, or leased by another live attempt, and is dropped. A live lease is
+//! not watched through the queue: it ends by its worker, its callbacks, or the watchdog.
 
 pub mod poll;
 pub mod target;
 
 use crate::clock::Clock;
 use crate::emf::{Record, Unit, names};
-use crate::job::Job;
+use crate::job::{ConcurrencyPolicy, Job};
 use crate::meter::Meter;
+use crate::queue::Dispatch;
 use crate::record::Recorder;
 use crate::retry;
 use crate::run::{Attempt, Outcome, Run, RunKey, RunMessage, RunState};
@@ -31,8 +34,11 @@ use tracing::Instrument;
 pub enum Disposition {
     /// Done with it: delete it.
     Delete,
-    /// Look at it again after this long (retry backoff, or a lease still running).
-    RetryAfter(Duration),
+    /// Done with it, and this message takes its place: the run's next attempt, or the same
+    /// attempt once its wait is over (a backoff, or a message that arrived early).
+    Replace(Dispatch),
+    /// A transient failure (storage unavailable): look at it again after a backoff.
+    Retry,
     /// Undecodable: move it to the dead-letter queue with the reason.
     DeadLetter(String),
 }
@@ -106,12 +112,12 @@ impl Worker {
             job_id = %job_id,
             attempt = message.attempt
         );
-        match self.process(&job_id, &key, worker).instrument(span).await {
+        match self.process(&job_id, &key, message.attempt, worker).instrument(span).await {
             Ok(disposition) => disposition,
             Err(e) => {
-                // Storage trouble: try the message again shortly; nothing was half-done.
+                // Storage trouble: try the message again later; nothing was half-done.
                 tracing::warn!(job_id = %job_id, run_key = %message.run_key, error = %e, "worker storage error");
-                Disposition::RetryAfter(Duration::seconds(10))
+                Disposition::Retry
             }
         }
     }
@@ -120,54 +126,49 @@ impl Worker {
         &self,
         job_id: &crate::job::JobId,
         key: &RunKey,
+        asked: u32,
         worker: &str,
     ) -> Result<Disposition, StoreError> {
-        let Some(run) = self.runs.get(job_id, key).await? else {
+        let Some(mut run) = self.runs.get(job_id, key).await? else {
             tracing::info!(job_id = %job_id, run_key = %key.encode(), "message for a run that does not exist; dropped");
             return Ok(Disposition::Delete);
         };
+        if !run.answers_to(asked) {
+            // Terminal, or past the attempt this message asks for (invariant 3).
+            return Ok(Disposition::Delete);
+        }
         let now = self.clock.now();
-        let mut run = run;
-        match run.state {
-            state if state.is_terminal() => return Ok(Disposition::Delete),
-            RunState::Retrying if run.retry_at.is_some_and(|at| at > now) => {
-                // A duplicate arrived during the backoff: not before its time.
-                let wait = run.retry_at.map(|at| at - now).unwrap_or_default();
-                return Ok(Disposition::RetryAfter(wait.max(Duration::seconds(1))));
+        if run.state == RunState::Running {
+            if run.lease_until.is_some_and(|lease| lease > now) {
+                // The attempt is someone's: its worker, its callbacks or, once the lease
+                // expires, the watchdog ends it. Nothing here to wait for.
+                return Ok(Disposition::Delete);
             }
-            RunState::Running => match run.lease_until {
-                Some(lease) if lease > now => {
-                    // Another attempt holds a live lease: look again once it would have expired.
-                    return Ok(Disposition::RetryAfter((lease - now).max(Duration::seconds(1))));
-                }
-                _ => {
-                    // The attempt's worker is gone, or its target stopped calling back.
-                    let Some(job) = self.jobs.get(&run.job_id).await? else {
-                        return self.cancel_for_deleted_job(&run, now).await;
-                    };
-                    let ending = abandoned(&job, &run, now).unwrap_or_else(|| Ending::new(Outcome::Lost));
-                    match self.finish(&job, &run, ending, now).await {
-                        Ok(next) => run = next,
-                        Err(StoreError::Conflict) => return Ok(Disposition::Delete),
-                        Err(e) => return Err(e),
-                    }
-                    if run.state.is_terminal() {
-                        return Ok(Disposition::Delete);
-                    }
-                    if let Some(at) = run.retry_at.filter(|at| *at > now) {
-                        return Ok(Disposition::RetryAfter(at - now));
-                    }
-                }
-            },
-            _ => {}
+            // The attempt's worker is gone, or its target stopped calling back.
+            let Some(job) = self.jobs.get(&run.job_id).await? else {
+                return self.cancel_for_deleted_job(&run, now).await;
+            };
+            let ending = abandoned(&job, &run, now).unwrap_or_else(|| Ending::new(Outcome::Lost));
+            match self.finish(&job, &run, ending, now).await {
+                Ok(next) => run = next,
+                Err(StoreError::Conflict) => return Ok(Disposition::Delete),
+                Err(e) => return Err(e),
+            }
+            if run.state.is_terminal() {
+                return Ok(Disposition::Delete);
+            }
+        }
+        if run.waits_until().is_some_and(|at| at > now) {
+            // Not before its time: a message that arrived early, or a backoff to wait out.
+            return Ok(Disposition::Replace(Dispatch::next_attempt(&run, now)));
         }
         let Some(job) = self.jobs.get(&run.job_id).await? else {
             return self.cancel_for_deleted_job(&run, now).await;
         };
-        if job.document.paused {
+        if let Some(reason) = paused_reason(&job, &run) {
             let after = Run {
                 state: RunState::Skipped,
-                reason: Some("the job was paused after the run was claimed".into()),
+                reason: Some(reason),
                 updated_at: now,
                 retry_at: None,
                 ..run.clone()
@@ -177,18 +178,67 @@ impl Worker {
                 Err(e) => Err(e),
             };
         }
+        if run.attempt == 0 && job.document.concurrency != ConcurrencyPolicy::Allow {
+            if let Some(disposition) = self.apply_concurrency_policy(&job, &run, now).await? {
+                return Ok(disposition);
+            }
+        }
         self.attempt(&job, run, worker, now).await
     }
 
-    /// Handles a message from the dead-letter queue: its run, if it names one that has not
-    /// ended, is recorded FAILED with the reason; an undecodable message is logged in full.
-    /// Returns what was done, for the caller to report.
+    /// Decides `forbid` and `replace` for a run about to start its first attempt: under
+    /// `forbid` an active run of the job makes this one SKIPPED; under `replace` the active
+    /// runs are cancelled and this one starts. `None`: start it.
+    async fn apply_concurrency_policy(
+        &self,
+        job: &Job,
+        run: &Run,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Disposition>, StoreError> {
+        let since = run.scheduled_at() - crate::tick::claim::active_window(job);
+        let active: Vec<Run> = self
+            .runs
+            .active(&job.id, since)
+            .await?
+            .into_iter()
+            .filter(|other| other.key != run.key)
+            .collect();
+        let Some(first) = active.first() else { return Ok(None) };
+        if job.document.concurrency == ConcurrencyPolicy::Forbid {
+            let after = Run {
+                state: RunState::Skipped,
+                reason: Some(format!("concurrency forbid: run {} is active", first.id())),
+                updated_at: now,
+                ..run.clone()
+            };
+            return match self.recorder.change(job, run, after, now).await {
+                Ok(_) | Err(StoreError::Conflict) => Ok(Some(Disposition::Delete)),
+                Err(e) => Err(e),
+            };
+        }
+        let why = format!("concurrency replace: replaced by run {}", run.id());
+        for other in &active {
+            let cancelled = crate::run::cancelled(other, &why, now);
+            match self.runs.transition(other, &cancelled).await {
+                // It ended (or moved on) by itself meanwhile.
+                Ok(()) | Err(StoreError::Conflict) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Handles a message from the dead-letter queue. The message's attempt fences what it may
+    /// do (invariant 7): only a run still waiting for exactly that attempt (QUEUED or RETRYING,
+    /// the attempt never started) is recorded FAILED with the reason. A run that moved on, or
+    /// whose attempt started (its lease, callbacks or the watchdog end it), is left alone; an
+    /// undecodable message is logged in full. Returns what was done, for the caller to report.
     pub async fn dead_lettered(&self, body: &str, reason: &str) -> Result<String, StoreError> {
         let message: Option<RunMessage> = serde_json::from_str(body).ok();
-        let ids = message
-            .as_ref()
-            .and_then(|m| Some((crate::job::JobId::parse(&m.job_id)?, RunKey::decode(&m.run_key)?)));
-        let Some((job_id, key)) = ids else {
+        let ids = message.as_ref().and_then(|m| {
+            Some((crate::job::JobId::parse(&m.job_id)?, RunKey::decode(&m.run_key)?, m.attempt))
+        });
+        let Some((job_id, key, asked)) = ids else {
             tracing::error!(body = %body, reason = %reason, "undecodable message in the dead-letter queue");
             return Ok(format!("undecodable message logged: {reason}"));
         };
@@ -196,11 +246,17 @@ impl Worker {
             let Some(run) = self.runs.get(&job_id, &key).await? else {
                 return Ok("no such run".into());
             };
-            if run.state.is_terminal() {
-                return Ok(format!("run already {}", run.state));
+            let waiting_for_it = run.waits_until().is_some() && asked == run.attempt + 1;
+            if !waiting_for_it {
+                return Ok(format!(
+                    "run {} is {} at attempt {}: not this message's to end",
+                    run.id(),
+                    run.state,
+                    run.attempt
+                ));
             }
             let now = self.clock.now();
-            let mut after = Run {
+            let after = Run {
                 state: RunState::Failed,
                 reason: Some(format!("dead-lettered: {reason}")),
                 lease_until: None,
@@ -208,10 +264,6 @@ impl Worker {
                 updated_at: now,
                 ..run.clone()
             };
-            if let Some(last) = after.attempts.last_mut().filter(|a| a.outcome.is_none()) {
-                last.finished_at = Some(now);
-                last.outcome = Some(Outcome::Lost);
-            }
             let changed = match self.jobs.get(&job_id).await? {
                 Some(job) => self.recorder.change(&job, &run, after, now).await.map(|_| ()),
                 None => self.runs.transition(&run, &after).await,
@@ -226,7 +278,7 @@ impl Worker {
     }
 
     async fn cancel_for_deleted_job(&self, run: &Run, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
-        match self.runs.finish_without_attempt(run, RunState::Cancelled, "the job was deleted", now).await {
+        match self.runs.transition(run, &crate::run::cancelled(run, "the job was deleted", now)).await {
             Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
             Err(e) => Err(e),
         }
@@ -287,7 +339,8 @@ impl Worker {
         let ending = match answer {
             Answer::Accepted { status } => {
                 // The target reports back through the callbacks; heartbeats keep the lease
-                // alive up to the attempt's timeout. This message looks again when it expires.
+                // alive up to the attempt's timeout, and the watchdog ends it if they stop. The
+                // message has nothing left to do.
                 let deadline = started.attempts.last().map(|a| a.started_at).unwrap_or(now) + timeout;
                 let lease = (now + self.settings.heartbeat_window).min(deadline);
                 let mut attempts = started.attempts.clone();
@@ -296,8 +349,7 @@ impl Worker {
                 }
                 let accepted = Run { lease_until: Some(lease), attempts, updated_at: now, ..started.clone() };
                 return match self.runs.transition(&started, &accepted).await {
-                    Ok(()) => Ok(Disposition::RetryAfter((lease - now).max(Duration::seconds(1)))),
-                    Err(StoreError::Conflict) => Ok(Disposition::Delete),
+                    Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
                     Err(e) => Err(e),
                 };
             }
@@ -323,14 +375,13 @@ impl Worker {
             );
             self.meter.observe(&ended_metrics(run, now));
         }
-        Self::after_end(ended)
+        Self::after_end(ended, now)
     }
 
-    fn after_end(ended: Result<Run, StoreError>) -> Result<Disposition, StoreError> {
+    fn after_end(ended: Result<Run, StoreError>, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
         match ended {
             Ok(run) if run.state == RunState::Retrying => {
-                let wait = run.retry_at.map(|at| at - run.updated_at).unwrap_or(Duration::seconds(1));
-                Ok(Disposition::RetryAfter(wait.max(Duration::seconds(1))))
+                Ok(Disposition::Replace(Dispatch::next_attempt(&run, now)))
             }
             Ok(_) => Ok(Disposition::Delete),
             // The attempt was taken from us (cancelled, completed by callback, lease lost).
@@ -349,6 +400,22 @@ impl Worker {
     ) -> Result<Run, StoreError> {
         self.recorder.change(job, run, finished(job, run, ending, now, rand::random::<f64>()), now).await
     }
+}
+
+/// Why `run` may not start because of its job's pauses: the job is paused now, or the run's
+/// instant fell while it was paused (instants missed while paused are skipped, even when a
+/// worker reaches them after the resume). Attempts already under way are not affected.
+pub fn paused_reason(job: &Job, run: &Run) -> Option<String> {
+    if job.document.paused {
+        return Some("the job was paused after the run was claimed".into());
+    }
+    if run.attempt > 0 {
+        return None;
+    }
+    job.pause_at(run.scheduled_at()).map(|pause| {
+        let until = pause.to.map_or_else(|| "now".to_string(), |to| to.to_rfc3339());
+        format!("the job was paused at the run's instant (paused {} to {until})", pause.from.to_rfc3339())
+    })
 }
 
 /// How an attempt ended.
