@@ -317,6 +317,12 @@ impl<'a> Call<'a> {
 }
 
 impl Api {
+    /// The real router over other services than the stack's own (clients that record their
+    /// calls, say).
+    pub fn over(services: &Services) -> Api {
+        Api { router: sundial_api::router(AppState::new(services)) }
+    }
+
     /// Sends an already-built request (a decoded Lambda event, say).
     pub async fn send(&self, request: Request<Body>) -> Reply {
         let response = self.router.clone().oneshot(request).await.unwrap();

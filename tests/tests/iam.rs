@@ -1,0 +1,1222 @@
+//! Least privilege that is also enough: every AWS call each function makes is allowed by that
+//! function's role in `infra/template.yaml`, for the action and for the resource.
+//!
+//! Each function gets services of its own on a fresh test stack, built from SDK clients that carry
+//! a recording interceptor beside the usual request counter: it notes the service and operation
+//! of every request (from the operation's metadata) and the resources its serialized request
+//! names (DynamoDB tables, indexes and the tables of batch and transaction items, SQS queue URLs,
+//! SNS topics). The function is then driven through the paths it takes in AWS, through its real
+//! handler where it has one, while the stack's own (unrecorded) services stand in for everything
+//! else: users of the API, the Lambda event source, other functions. Each recorded call is turned
+//! into what IAM authorises it by (the single action for SQS batches; the item actions for a
+//! DynamoDB transaction; `sns:TagResource` too for a topic created with tags), with the stack's
+//! real ARNs, and checked against the role's statements, read from the template with their
+//! `!GetAtt`, `!Sub`, `!Ref` and `!If` resolved for the test stack. An index query needs the
+//! index's ARN, a table call the table's.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use chrono::{DateTime, Duration, Utc};
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use serde_yaml::Value as Yaml;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use sundial_shared::clock::{Clock, ManualClock};
+use sundial_shared::metrics::{Clients, Ledger, RequestCounter};
+use sundial_shared::provision::{TEMPLATE, Template};
+use sundial_shared::services::Services;
+use sundial_tests::{ALICE, Answer, Api, Call, Stack, TargetServer};
+
+// -------------------------------------------------------------------------------------------------
+// Recording what a function asks of AWS.
+// -------------------------------------------------------------------------------------------------
+
+/// A resource named by a request, as the request names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Named {
+    /// A DynamoDB table or one of its indexes; `item` is the kind of a transaction's item
+    /// (`Put`, `Update`, `Delete`, `ConditionCheck`, `Get`).
+    Table { table: String, index: Option<String>, item: Option<String> },
+    /// An SQS queue URL.
+    Queue(String),
+    /// An SNS topic ARN.
+    Topic(String),
+    /// The name given to `CreateTopic`.
+    TopicName(String),
+    /// An SNS subscription ARN (`<topic ARN>:<id>`).
+    Subscription(String),
+    /// A Lambda function name or ARN.
+    Function(String),
+}
+
+/// One AWS request as it was sent.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct AwsCall {
+    /// `dynamodb`, `sqs`, `sns`, `lambda`.
+    service: String,
+    operation: String,
+    resources: Vec<Named>,
+    /// The request carries tags (a `CreateTopic` with `Tags`).
+    tagged: bool,
+}
+
+/// Decodes `application/x-www-form-urlencoded` text.
+fn form_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+impl AwsCall {
+    /// What a serialized request names: DynamoDB and SQS speak JSON, SNS form parameters,
+    /// Lambda puts the function in the path.
+    fn parse(service: &str, operation: &str, uri: &str, body: &[u8]) -> AwsCall {
+        let service = service.to_ascii_lowercase();
+        let mut resources = Vec::new();
+        let mut tagged = false;
+        match service.as_str() {
+            "dynamodb" => {
+                let body: Value = serde_json::from_slice(body).unwrap_or_default();
+                if let Some(table) = body["TableName"].as_str() {
+                    let index = body["IndexName"].as_str().map(str::to_string);
+                    resources.push(Named::Table { table: table.to_string(), index, item: None });
+                }
+                for table in body["RequestItems"].as_object().into_iter().flat_map(|m| m.keys()) {
+                    resources.push(Named::Table { table: table.clone(), index: None, item: None });
+                }
+                for item in body["TransactItems"].as_array().into_iter().flatten() {
+                    for (kind, inner) in item.as_object().into_iter().flatten() {
+                        let table = inner["TableName"].as_str().unwrap_or_default().to_string();
+                        resources.push(Named::Table { table, index: None, item: Some(kind.clone()) });
+                    }
+                }
+            }
+            "sqs" => {
+                let body: Value = serde_json::from_slice(body).unwrap_or_default();
+                if let Some(url) = body["QueueUrl"].as_str() {
+                    resources.push(Named::Queue(url.to_string()));
+                }
+            }
+            "sns" => {
+                let body = String::from_utf8_lossy(body);
+                for pair in body.split('&') {
+                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                    let (key, value) = (form_decode(key), form_decode(value));
+                    match key.as_str() {
+                        "TopicArn" | "ResourceArn" => resources.push(Named::Topic(value)),
+                        "Name" if operation == "CreateTopic" => resources.push(Named::TopicName(value)),
+                        "SubscriptionArn" => resources.push(Named::Subscription(value)),
+                        k if k.starts_with("Tags.member.") => tagged = true,
+                        _ => {}
+                    }
+                }
+            }
+            "lambda" => {
+                let path = uri.split("/functions/").nth(1).unwrap_or_default();
+                let function = path.split('/').next().unwrap_or_default();
+                resources.push(Named::Function(form_decode(function)));
+            }
+            _ => {}
+        }
+        AwsCall { service, operation: operation.to_string(), resources, tagged }
+    }
+}
+
+/// An SDK interceptor noting every request sent (each try of it) as an [`AwsCall`].
+#[derive(Debug, Clone, Default)]
+struct CallLog(Arc<Mutex<Vec<AwsCall>>>);
+
+impl CallLog {
+    fn calls(&self) -> Vec<AwsCall> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl Intercept for CallLog {
+    fn name(&self) -> &'static str {
+        "SundialIamCallLog"
+    }
+
+    // The serialized request: what AWS reads the resource from.
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(metadata) = cfg.load::<Metadata>() {
+            let request = context.request();
+            let body = request.body().bytes().unwrap_or_default();
+            let call = AwsCall::parse(metadata.service(), metadata.name(), request.uri(), body);
+            self.0.lock().unwrap().push(call);
+        }
+        Ok(())
+    }
+}
+
+/// A second set of services on the stack (its configuration and clock), whose clients record
+/// every call: one function's.
+async fn recording(stack: &Stack) -> (Services, CallLog) {
+    let sdk = sundial_shared::config::aws_sdk_config().await;
+    let log = CallLog::default();
+    let ledger = Ledger::new();
+    let counter = RequestCounter(ledger.clone());
+    let dynamo = aws_sdk_dynamodb::config::Builder::from(&sdk)
+        .interceptor(counter.clone())
+        .interceptor(log.clone())
+        .build();
+    let sqs = aws_sdk_sqs::config::Builder::from(&sdk)
+        .interceptor(counter.clone())
+        .interceptor(log.clone())
+        .build();
+    let sns = aws_sdk_sns::config::Builder::from(&sdk)
+        .interceptor(counter.clone())
+        .interceptor(log.clone())
+        .build();
+    let lambda =
+        aws_sdk_lambda::config::Builder::from(&sdk).interceptor(counter).interceptor(log.clone()).build();
+    let clients = Clients {
+        dynamo: aws_sdk_dynamodb::Client::from_conf(dynamo),
+        sqs: aws_sdk_sqs::Client::from_conf(sqs),
+        sns: aws_sdk_sns::Client::from_conf(sns),
+        lambda: aws_sdk_lambda::Client::from_conf(lambda),
+        ledger,
+    };
+    let services = Services::new(stack.config.clone(), &clients, stack.services.clock.clone());
+    (services, log)
+}
+
+// -------------------------------------------------------------------------------------------------
+// What IAM authorises a call by.
+// -------------------------------------------------------------------------------------------------
+
+/// Where the stack lives, for ARNs: taken from the events topic's ARN.
+#[derive(Debug, Clone)]
+struct Place {
+    partition: String,
+    region: String,
+    account: String,
+}
+
+impl Place {
+    fn of(topic_arn: &str) -> Place {
+        let parts: Vec<&str> = topic_arn.split(':').collect();
+        assert!(parts.len() >= 6 && parts[0] == "arn", "not an ARN: {topic_arn}");
+        Place { partition: parts[1].into(), region: parts[3].into(), account: parts[4].into() }
+    }
+
+    fn arn(&self, service: &str, resource: &str) -> String {
+        format!("arn:{}:{service}:{}:{}:{resource}", self.partition, self.region, self.account)
+    }
+
+    fn table(&self, name: &str) -> String {
+        if name.starts_with("arn:") {
+            name.to_string()
+        } else {
+            self.arn("dynamodb", &format!("table/{name}"))
+        }
+    }
+
+    /// `https://host/<account>/<name>` → the queue's ARN.
+    fn queue(&self, url: &str) -> String {
+        let mut segments = url.trim_end_matches('/').rsplit('/');
+        let name = segments.next().unwrap_or_default();
+        let account = segments.next().unwrap_or_default();
+        format!("arn:{}:sqs:{}:{account}:{name}", self.partition, self.region)
+    }
+}
+
+/// One (IAM action, resource ARN) a call needs.
+type Need = (String, String);
+
+/// What IAM checks for `call`: every pair must be allowed.
+fn needs(call: &AwsCall, place: &Place) -> Vec<Need> {
+    let mut needed = Vec::new();
+    let op = call.operation.as_str();
+    match call.service.as_str() {
+        "dynamodb" => {
+            for named in &call.resources {
+                let Named::Table { table, index, item } = named else { continue };
+                // A transaction is authorised item by item, by the item's own action.
+                let action = match item.as_deref() {
+                    None => op,
+                    Some("Put") => "PutItem",
+                    Some("Update") => "UpdateItem",
+                    Some("Delete") => "DeleteItem",
+                    Some("ConditionCheck") => "ConditionCheckItem",
+                    Some("Get") => "GetItem",
+                    Some(other) => panic!("unknown transaction item {other}"),
+                };
+                let mut resource = place.table(table);
+                if let Some(index) = index {
+                    resource = format!("{resource}/index/{index}");
+                }
+                needed.push((format!("dynamodb:{action}"), resource));
+            }
+        }
+        "sqs" => {
+            // "You cannot set permissions explicitly for SendMessageBatch, DeleteMessageBatch,
+            // or ChangeMessageVisibilityBatch": the single action authorises the batch.
+            let action = op.strip_suffix("Batch").unwrap_or(op);
+            for named in &call.resources {
+                if let Named::Queue(url) = named {
+                    needed.push((format!("sqs:{action}"), place.queue(url)));
+                }
+            }
+        }
+        "sns" => {
+            let action = if op == "PublishBatch" { "Publish" } else { op };
+            for named in &call.resources {
+                let topic = match named {
+                    Named::Topic(arn) => arn.clone(),
+                    Named::TopicName(name) => place.arn("sns", name),
+                    // A subscription is authorised on its topic.
+                    Named::Subscription(arn) => arn.rsplit_once(':').map(|(t, _)| t.to_string()).unwrap(),
+                    _ => continue,
+                };
+                needed.push((format!("sns:{action}"), topic.clone()));
+                if call.tagged && op == "CreateTopic" {
+                    // The Service Authorization Reference: CreateTopic with tags also needs
+                    // sns:TagResource.
+                    needed.push(("sns:TagResource".into(), topic));
+                }
+            }
+        }
+        "lambda" => {
+            for named in &call.resources {
+                if let Named::Function(name) = named {
+                    let arn = if name.starts_with("arn:") {
+                        name.clone()
+                    } else {
+                        place.arn("lambda", &format!("function:{name}"))
+                    };
+                    needed.push(("lambda:InvokeFunction".into(), arn));
+                }
+            }
+        }
+        other => panic!("a call to an unexpected service: {other}"),
+    }
+    if needed.is_empty() {
+        needed.push((format!("{}:{op}", call.service), "*".into()));
+    }
+    needed
+}
+
+// -------------------------------------------------------------------------------------------------
+// The roles, read from the template.
+// -------------------------------------------------------------------------------------------------
+
+/// A policy statement with its resources resolved for one stack.
+#[derive(Debug, Clone)]
+struct Statement {
+    sid: String,
+    allow: bool,
+    actions: Vec<String>,
+    resources: Vec<String>,
+}
+
+/// `*` and `?` wildcards, as IAM matches actions (case-insensitively) and resources.
+fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+impl Statement {
+    fn matches(&self, (action, resource): &Need) -> bool {
+        let action = action.to_ascii_lowercase();
+        self.actions.iter().any(|a| glob(&a.to_ascii_lowercase(), &action))
+            && self.resources.iter().any(|r| glob(r, resource))
+    }
+}
+
+/// Whether a role's statements allow `need`: some Allow matches and no Deny does.
+fn allowed(statements: &[Statement], need: &Need) -> bool {
+    statements.iter().any(|s| s.allow && s.matches(need))
+        && !statements.iter().any(|s| !s.allow && s.matches(need))
+}
+
+/// The template, resolved for one stack: intrinsic functions, parameters at their defaults (so
+/// conditions on optional parameters are false, as in a default deployment), resource names as
+/// `shared/src/provision.rs` derives them.
+struct Resolver {
+    doc: Yaml,
+    stack: String,
+    place: Place,
+    names: Template,
+    params: BTreeMap<String, String>,
+}
+
+fn tag_is(tagged: &serde_yaml::value::TaggedValue, name: &str) -> bool {
+    tagged.tag == name
+}
+
+impl Resolver {
+    fn new(stack: &str, place: Place) -> Resolver {
+        let doc: Yaml = serde_yaml::from_str(TEMPLATE).unwrap();
+        let mut params = BTreeMap::new();
+        for (name, param) in doc["Parameters"].as_mapping().unwrap() {
+            let value = match &param["Default"] {
+                Yaml::String(s) => s.clone(),
+                Yaml::Number(n) => n.to_string(),
+                Yaml::Null => String::new(),
+                other => panic!("parameter default {other:?}"),
+            };
+            params.insert(name.as_str().unwrap().to_string(), value);
+        }
+        let names = Template::parse(TEMPLATE, stack).unwrap();
+        Resolver { doc, stack: stack.to_string(), place, names, params }
+    }
+
+    fn resource(&self, id: &str) -> &Yaml {
+        let resource = &self.doc["Resources"][id];
+        assert!(!resource.is_null(), "the template has no resource {id}");
+        resource
+    }
+
+    fn kind(&self, id: &str) -> String {
+        self.resource(id)["Type"].as_str().unwrap().to_string()
+    }
+
+    /// `!Ref name`.
+    fn reference(&self, name: &str) -> String {
+        match name {
+            "AWS::Partition" => return self.place.partition.clone(),
+            "AWS::Region" => return self.place.region.clone(),
+            "AWS::AccountId" => return self.place.account.clone(),
+            "AWS::StackName" => return self.stack.clone(),
+            "AWS::URLSuffix" => return "amazonaws.com".into(),
+            _ => {}
+        }
+        if let Some(value) = self.params.get(name) {
+            return value.clone();
+        }
+        match self.kind(name).as_str() {
+            "AWS::DynamoDB::Table" => self.names.tables[name].name.clone(),
+            "AWS::SQS::Queue" => format!(
+                "https://sqs.{}.amazonaws.com/{}/{}",
+                self.place.region, self.place.account, self.names.queues[name].name
+            ),
+            "AWS::SNS::Topic" => self.place.arn("sns", &self.names.topics[name]),
+            "AWS::Logs::LogGroup" => self.scalar(&self.resource(name)["Properties"]["LogGroupName"]),
+            other => panic!("!Ref {name}: a {other} is not resolved here"),
+        }
+    }
+
+    /// `!GetAtt id.attribute`.
+    fn attribute(&self, id: &str, attribute: &str) -> String {
+        match (self.kind(id).as_str(), attribute) {
+            ("AWS::DynamoDB::Table", "Arn") => self.place.table(&self.names.tables[id].name),
+            ("AWS::SQS::Queue", "Arn") => self.place.arn("sqs", &self.names.queues[id].name),
+            ("AWS::SQS::Queue", "QueueName") => self.names.queues[id].name.clone(),
+            ("AWS::SNS::Topic", "TopicArn") => self.reference(id),
+            ("AWS::Logs::LogGroup", "Arn") => {
+                self.place.arn("logs", &format!("log-group:{}:*", self.reference(id)))
+            }
+            (kind, _) => panic!("!GetAtt {id}.{attribute}: a {kind} attribute is not resolved here"),
+        }
+    }
+
+    fn sub(&self, text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let end = rest[start..].find('}').unwrap() + start;
+            let name = &rest[start + 2..end];
+            let value = match name.split_once('.') {
+                Some((id, attribute)) if !name.starts_with("AWS::") => self.attribute(id, attribute),
+                _ => self.reference(name),
+            };
+            out.push_str(&value);
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// A value that must be one string.
+    fn scalar(&self, value: &Yaml) -> String {
+        let values = self.values(value);
+        assert_eq!(values.len(), 1, "{value:?}");
+        values.into_iter().next().unwrap()
+    }
+
+    /// The strings a property stands for (a list, or one value; none for `AWS::NoValue`).
+    fn values(&self, value: &Yaml) -> Vec<String> {
+        match value {
+            Yaml::String(s) => vec![s.clone()],
+            Yaml::Number(n) => vec![n.to_string()],
+            Yaml::Sequence(seq) => seq.iter().flat_map(|v| self.values(v)).collect(),
+            Yaml::Tagged(t) if tag_is(t, "Ref") && t.value.as_str() == Some("AWS::NoValue") => vec![],
+            Yaml::Tagged(t) if tag_is(t, "Ref") => vec![self.reference(t.value.as_str().unwrap())],
+            Yaml::Tagged(t) if tag_is(t, "Sub") => vec![self.sub(t.value.as_str().unwrap())],
+            Yaml::Tagged(t) if tag_is(t, "GetAtt") => {
+                let (id, attribute) = match &t.value {
+                    Yaml::String(s) => s.split_once('.').unwrap(),
+                    other => panic!("!GetAtt {other:?}"),
+                };
+                vec![self.attribute(id, attribute)]
+            }
+            Yaml::Tagged(t) if tag_is(t, "If") => self.values(self.branch(&t.value)),
+            other => panic!("a policy value not resolved here: {other:?}"),
+        }
+    }
+
+    /// The branch `[condition, then, else]` of an `!If` takes.
+    fn branch<'a>(&self, args: &'a Yaml) -> &'a Yaml {
+        let args = args.as_sequence().unwrap();
+        if self.condition(args[0].as_str().unwrap()) { &args[1] } else { &args[2] }
+    }
+
+    fn condition(&self, name: &str) -> bool {
+        let expression = &self.doc["Conditions"][name];
+        assert!(!expression.is_null(), "no condition {name}");
+        self.truth(expression)
+    }
+
+    fn truth(&self, expression: &Yaml) -> bool {
+        let Yaml::Tagged(t) = expression else { panic!("condition {expression:?}") };
+        let args = t.value.as_sequence();
+        if tag_is(t, "Not") {
+            !self.truth(&args.unwrap()[0])
+        } else if tag_is(t, "And") {
+            args.unwrap().iter().all(|a| self.truth(a))
+        } else if tag_is(t, "Or") {
+            args.unwrap().iter().any(|a| self.truth(a))
+        } else if tag_is(t, "Equals") {
+            let args = args.unwrap();
+            self.scalar(&args[0]) == self.scalar(&args[1])
+        } else if tag_is(t, "Condition") {
+            self.condition(t.value.as_str().unwrap())
+        } else {
+            panic!("condition function {:?}", t.tag)
+        }
+    }
+
+    /// The statements of a role's inline policies, `!If`s decided.
+    fn role(&self, role: &str) -> Vec<Statement> {
+        let resource = self.resource(role);
+        assert_eq!(resource["Type"].as_str(), Some("AWS::IAM::Role"), "{role}");
+        assert!(
+            resource["Properties"]["ManagedPolicyArns"].is_null(),
+            "{role}: managed policies are not read"
+        );
+        let mut statements = Vec::new();
+        for policy in resource["Properties"]["Policies"].as_sequence().unwrap() {
+            for statement in policy["PolicyDocument"]["Statement"].as_sequence().unwrap() {
+                let mut statement = statement;
+                while let Yaml::Tagged(t) = statement {
+                    if tag_is(t, "If") {
+                        statement = self.branch(&t.value);
+                    } else {
+                        break;
+                    }
+                }
+                if let Yaml::Tagged(t) = statement {
+                    assert!(tag_is(t, "Ref") && t.value.as_str() == Some("AWS::NoValue"), "{statement:?}");
+                    continue;
+                }
+                for unsupported in ["NotAction", "NotResource", "Condition", "NotPrincipal"] {
+                    assert!(statement[unsupported].is_null(), "{role}: {unsupported} is not evaluated here");
+                }
+                let actions = match &statement["Action"] {
+                    Yaml::String(a) => vec![a.clone()],
+                    Yaml::Sequence(seq) => seq.iter().map(|a| a.as_str().unwrap().to_string()).collect(),
+                    other => panic!("{role}: Action {other:?}"),
+                };
+                statements.push(Statement {
+                    sid: statement["Sid"].as_str().unwrap_or("(no Sid)").to_string(),
+                    allow: statement["Effect"].as_str() == Some("Allow"),
+                    actions,
+                    resources: self.values(&statement["Resource"]),
+                });
+            }
+        }
+        statements
+    }
+}
+
+// -------------------------------------------------------------------------------------------------
+// The check.
+// -------------------------------------------------------------------------------------------------
+
+/// Checks every call `log` recorded against `role`: panics listing each (function, action,
+/// resource) the role does not grant. Prints what the function needed and what the role grants
+/// that it did not use. Returns the needs.
+fn assert_granted(stack: &Stack, function: &str, role: &str, log: &CallLog) -> BTreeSet<Need> {
+    let place = Place::of(&stack.resources.events_topic_arn);
+    let resolver = Resolver::new(&stack.name, place.clone());
+    // The resolver derives the stack's ARNs as AWS would; they must be the emulator's too.
+    let events = resolver.reference("EventsTopic");
+    assert_eq!(events, stack.resources.events_topic_arn);
+    let statements = resolver.role(role);
+    let calls = log.calls();
+    assert!(!calls.is_empty(), "{function}: no AWS call was recorded");
+    let needed: BTreeSet<Need> = calls.iter().flat_map(|c| needs(c, &place)).collect();
+
+    println!("{function} ({role}) needed:");
+    for (action, resource) in &needed {
+        println!("  {action} on {resource}");
+    }
+    // What the role grants and the scenario never needed: an action no call used on any of the
+    // statement's resources, a resource no call used with any of its actions.
+    println!("{role} grants, unused by this scenario:");
+    let used = |action: &str, resource: &str| {
+        needed
+            .iter()
+            .any(|(a, r)| glob(&action.to_ascii_lowercase(), &a.to_ascii_lowercase()) && glob(resource, r))
+    };
+    for s in &statements {
+        for action in s.actions.iter().filter(|a| !s.resources.iter().any(|r| used(a, r))) {
+            println!("  {}: {action} (on {})", s.sid, s.resources.join(", "));
+        }
+        for resource in s.resources.iter().filter(|r| !s.actions.iter().any(|a| used(a, r))) {
+            println!("  {}: {resource} (for {})", s.sid, s.actions.join(", "));
+        }
+    }
+
+    let ungranted: Vec<String> = needed
+        .iter()
+        .filter(|n| !allowed(&statements, n))
+        .map(|(action, resource)| format!("  ({function}, {action}, {resource})"))
+        .collect();
+    assert!(
+        ungranted.is_empty(),
+        "{role} in infra/template.yaml does not grant what {function} calls:\n{}",
+        ungranted.join("\n")
+    );
+    needed
+}
+
+/// Fails unless the scenario made each expected call (`*` wildcards allowed): the paths
+/// the check is meant to cover were taken.
+fn assert_exercised(function: &str, needed: &BTreeSet<Need>, expected: &[(&str, String)]) {
+    let missing: Vec<String> = expected
+        .iter()
+        .filter(|(action, resource)| !needed.iter().any(|(a, r)| glob(action, a) && glob(resource, r)))
+        .map(|(action, resource)| format!("  {action} on {resource}"))
+        .collect();
+    assert!(missing.is_empty(), "{function} never made these calls:\n{}", missing.join("\n"));
+}
+
+/// The ARNs of the stack's tables, queues and topics, for expectations.
+struct Arns {
+    jobs: String,
+    runs: String,
+    idempotency: String,
+    runs_queue: String,
+    dlq: String,
+    events: String,
+    job_topics: String,
+}
+
+impl Arns {
+    fn of(stack: &Stack) -> Arns {
+        let place = Place::of(&stack.resources.events_topic_arn);
+        let r = &stack.resources;
+        Arns {
+            jobs: place.table(&r.jobs_table),
+            runs: place.table(&r.runs_table),
+            idempotency: place.table(&r.idempotency_table),
+            runs_queue: place.queue(&r.runs_queue_url),
+            dlq: place.queue(&r.dlq_url),
+            events: r.events_topic_arn.clone(),
+            job_topics: place.arn("sns", &format!("{}-job-*", stack.name)),
+        }
+    }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Driving the functions.
+// -------------------------------------------------------------------------------------------------
+
+const START: &str = "2030-01-01T12:00:00Z";
+
+fn t(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+fn job(name: &str, url: &str, extra: Value) -> Value {
+    let mut job = json!({
+        "name": name,
+        "schedule": {"cron": "0 0 1 1 *"},
+        "target": {"type": "http", "url": url},
+        "timeout_s": 600
+    });
+    job.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    job
+}
+
+/// Notification settings sending `on` to a new SQS queue (a per-job topic is made for them).
+async fn notify(stack: &Stack, on: &[&str]) -> Value {
+    let (_, arn) = stack.new_queue("notify").await;
+    json!({"on": on, "sqs": [arn]})
+}
+
+async fn trigger(api: &Api, job_id: &str) -> String {
+    let reply = api.post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &json!({})).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+    reply.body["id"].as_str().unwrap().to_string()
+}
+
+/// Receives `count` messages of a queue (not deleting them), waiting up to 20 s.
+async fn receive(stack: &Stack, url: &str, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut messages = Vec::new();
+    while messages.len() < count && std::time::Instant::now() < deadline {
+        let out = stack
+            .sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+            .send()
+            .await
+            .unwrap();
+        messages.extend(out.messages.unwrap_or_default());
+    }
+    assert_eq!(messages.len(), count, "messages on {url}");
+    messages
+}
+
+/// Hands every message now on the runs queue to the stack's own worker (the function under
+/// test is another), as Lambda would; waits for `count` of them.
+async fn work(stack: &Stack, count: usize) {
+    for m in receive(stack, &stack.resources.runs_queue_url, count).await {
+        stack.services.worker.handle(m.body().unwrap(), "setup-worker").await;
+        stack
+            .sqs
+            .delete_message()
+            .queue_url(&stack.resources.runs_queue_url)
+            .receipt_handle(m.receipt_handle().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+async fn queue_arn(stack: &Stack, url: &str) -> String {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    let out =
+        stack.sqs.get_queue_attributes().queue_url(url).attribute_names(A::QueueArn).send().await.unwrap();
+    out.attributes.unwrap()[&A::QueueArn].clone()
+}
+
+/// A Lambda event with `payload`, as the runtime hands it to a handler.
+fn lambda_event<T: serde::de::DeserializeOwned>(payload: Value) -> lambda_runtime::LambdaEvent<T> {
+    let mut context = lambda_runtime::Context::default();
+    context.request_id = "iam-request".into();
+    lambda_runtime::LambdaEvent::new(serde_json::from_value(payload).unwrap(), context)
+}
+
+/// A sample event of `events/`.
+fn sample<T: serde::de::DeserializeOwned>(name: &str) -> lambda_runtime::LambdaEvent<T> {
+    let path = format!("{}/../events/{name}", env!("CARGO_MANIFEST_DIR"));
+    lambda_event(serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap())
+}
+
+/// An SQS event record for `message`, as the event source mapping of `source_arn` delivers it.
+fn record(message: &aws_sdk_sqs::types::Message, source_arn: &str, receive_count: u32) -> Value {
+    json!({
+        "messageId": message.message_id(),
+        "receiptHandle": message.receipt_handle(),
+        "body": message.body(),
+        "attributes": {
+            "ApproximateReceiveCount": receive_count.to_string(),
+            "SentTimestamp": "1893499200000",
+            "SenderId": "AROAEXAMPLE:sundial",
+            "ApproximateFirstReceiveTimestamp": "1893499200000"
+        },
+        "messageAttributes": {},
+        "md5OfBody": message.md5_of_body(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": source_arn,
+        "awsRegion": "us-east-1"
+    })
+}
+
+fn ok(reply: &sundial_tests::Reply, what: &str) {
+    assert!(reply.status.is_success(), "{what}: {} {}", reply.status, reply.body);
+}
+
+/// The API, through its router, along every route that reaches AWS: jobs created (one run at
+/// once, some with email and SQS endpoints, so with a topic of their own), listed, read, renamed
+/// and re-filtered with `If-Match`, paused, resumed, previewed, triggered with an
+/// `Idempotency-Key` (and replayed), refused under `forbid`, replaced under `replace`,
+/// backfilled, their runs listed, read, cancelled and rerun, a 202 target's heartbeat and
+/// completion, a secret rotated, jobs deleted with their topics: every call is granted by
+/// `ApiRole`.
+#[tokio::test]
+async fn the_api_role_grants_every_call_of_the_api() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:30Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let (services, log) = recording(&stack).await;
+    let api = Api::over(&services);
+    let accepting = TargetServer::start(|_| Answer::Status(202)).await;
+    let (_, inbox_arn) = stack.new_queue("inbox").await;
+
+    // Created with an Idempotency-Key and replayed; with endpoints, so with a topic.
+    let nightly = job(
+        "nightly",
+        &accepting.url,
+        json!({
+            "schedule": {"cron": "0 * * * *"},
+            "notify": {"on": ["failed", "succeeded"], "email": ["ops@example.test"], "sqs": [inbox_arn]}
+        }),
+    );
+    let create = || Call::new(Method::POST, "/v1/jobs").key(ALICE).header("idempotency-key", "create-1");
+    let created = api.call(create().json(&nightly)).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let replayed = api.call(create().json(&nightly)).await;
+    assert_eq!(replayed.body["id"], created.body["id"], "{}", replayed.body);
+    let nightly = created.body["id"].as_str().unwrap().to_string();
+    // Without a schedule: claimed by the API at once; its failure is told to its own topic.
+    let told = json!({"on": ["failed"], "email": ["ops@example.test"]});
+    let once = json!({"schedule": null, "retry": {"max_attempts": 1}, "notify": told});
+    let once = api.create_job(ALICE, &job("once", &accepting.url, once)).await;
+    let forbid =
+        api.create_job(ALICE, &job("forbid", &accepting.url, json!({"concurrency": "forbid"}))).await;
+    let replace =
+        api.create_job(ALICE, &job("replace", &accepting.url, json!({"concurrency": "replace"}))).await;
+    let forbid_run = trigger(&api, &forbid).await;
+    let replace_run = trigger(&api, &replace).await;
+    // The runs start (202: their attempts stay open), by the worker.
+    work(&stack, 3).await;
+    let hits = accepting.hits();
+    let once_hit = hits.iter().find(|h| h.headers["x-sundial-job-id"] == once.as_str()).unwrap();
+    let once_run = once_hit.headers["x-sundial-run-id"].to_str().unwrap().to_string();
+    let token = once_hit.headers["x-sundial-callback-token"].to_str().unwrap().to_string();
+
+    let refused = api.post(ALICE, &format!("/v1/jobs/{forbid}/trigger"), &json!({})).await;
+    assert_eq!(refused.status, StatusCode::CONFLICT, "{}", refused.body);
+    let replacing = trigger(&api, &replace).await;
+    assert_ne!(replacing, replace_run);
+
+    let listed = api.get(ALICE, "/v1/jobs?limit=2").await;
+    ok(&listed, "list");
+    let next = listed.body["next"].as_str().unwrap().to_string();
+    ok(&api.get(ALICE, &format!("/v1/jobs?limit=2&next={next}")).await, "list, page 2");
+    let shown = api.get(ALICE, &format!("/v1/jobs/{nightly}")).await;
+    ok(&shown, "get");
+    let edit = json!({"name": "nightly-2", "notify": {"on": ["failed", "sla_missed"], "email": null}});
+    let edited = api
+        .call(
+            Call::new(Method::PATCH, format!("/v1/jobs/{nightly}"))
+                .key(ALICE)
+                .header("if-match", shown.etag().to_string())
+                .json(&edit),
+        )
+        .await;
+    ok(&edited, "patch");
+    ok(&api.post(ALICE, &format!("/v1/jobs/{nightly}/pause"), &json!({})).await, "pause");
+    ok(&api.post(ALICE, &format!("/v1/jobs/{nightly}/resume"), &json!({})).await, "resume");
+    ok(&api.get(ALICE, &format!("/v1/jobs/{nightly}/preview?count=3")).await, "preview");
+    let triggered = api
+        .call(
+            Call::new(Method::POST, format!("/v1/jobs/{nightly}/trigger"))
+                .key(ALICE)
+                .header("idempotency-key", "trigger-1")
+                .json(&json!({})),
+        )
+        .await;
+    assert_eq!(triggered.status, StatusCode::ACCEPTED, "{}", triggered.body);
+    let manual = triggered.body["id"].as_str().unwrap().to_string();
+    let range = json!({"from": "2030-01-01T09:00:00Z", "to": "2030-01-01T11:00:00Z"});
+    let backfilled = api.post(ALICE, &format!("/v1/jobs/{nightly}/backfill"), &range).await;
+    assert_eq!(backfilled.status, StatusCode::ACCEPTED, "{}", backfilled.body);
+    ok(&api.get(ALICE, &format!("/v1/jobs/{nightly}/runs?limit=2")).await, "runs");
+    ok(&api.get(ALICE, &format!("/v1/jobs/{nightly}/runs?state=QUEUED")).await, "runs by state");
+    ok(&api.get(ALICE, &format!("/v1/runs/{manual}")).await, "run");
+    ok(&api.post(ALICE, &format!("/v1/runs/{manual}/cancel"), &json!({})).await, "cancel");
+    ok(&api.post(ALICE, &format!("/v1/runs/{manual}/rerun"), &json!({})).await, "rerun");
+    ok(&api.post(ALICE, &format!("/v1/runs/{forbid_run}/cancel"), &json!({})).await, "cancel a running run");
+
+    // The 202 target reports back with its callback token.
+    let callback = |path: &str| {
+        Call::new(Method::POST, format!("/v1/runs/{once_run}/{path}"))
+            .header("x-sundial-callback-token", token.clone())
+    };
+    ok(&api.call(callback("heartbeat")).await, "heartbeat");
+    let failed = json!({"succeeded": false, "error": "the export broke"});
+    ok(&api.call(callback("complete").json(&failed)).await, "complete");
+
+    ok(&api.post(ALICE, &format!("/v1/jobs/{nightly}/rotate-secret"), &json!({})).await, "rotate");
+    for id in [&nightly, &once, &forbid, &replace] {
+        assert_eq!(api.delete(ALICE, &format!("/v1/jobs/{id}")).await.status, StatusCode::NO_CONTENT);
+    }
+
+    let needed = assert_granted(&stack, "api", "ApiRole", &log);
+    let a = Arns::of(&stack);
+    let index = |name: &str| format!("{}/index/{name}", a.jobs);
+    assert_exercised(
+        "api",
+        &needed,
+        &[
+            ("dynamodb:Query", index("by-owner")),
+            ("dynamodb:BatchGetItem", a.jobs.clone()),
+            ("dynamodb:GetItem", a.jobs.clone()),
+            ("dynamodb:PutItem", a.jobs.clone()),
+            ("dynamodb:UpdateItem", a.jobs.clone()),
+            ("dynamodb:DeleteItem", a.jobs.clone()),
+            ("dynamodb:PutItem", a.runs.clone()),
+            ("dynamodb:GetItem", a.runs.clone()),
+            ("dynamodb:UpdateItem", a.runs.clone()),
+            ("dynamodb:Query", a.runs.clone()),
+            ("dynamodb:*Item", a.idempotency.clone()),
+            ("sqs:SendMessage", a.runs_queue.clone()),
+            ("sns:Publish", a.events.clone()),
+            ("sns:Publish", a.job_topics.clone()),
+            ("sns:CreateTopic", a.job_topics.clone()),
+            ("sns:TagResource", a.job_topics.clone()),
+            ("sns:Subscribe", a.job_topics.clone()),
+            ("sns:Unsubscribe", a.job_topics.clone()),
+            ("sns:SetSubscriptionAttributes", a.job_topics.clone()),
+            ("sns:ListSubscriptionsByTopic", a.job_topics.clone()),
+            ("sns:DeleteTopic", a.job_topics.clone()),
+        ],
+    );
+}
+
+/// The tick, through its Lambda handler with the scheduled event, over due jobs it claims and
+/// dispatches, among them `concurrency: forbid` and `replace` jobs whose earlier runs are still
+/// at work (the forbid one with a topic of its own, told when a run is skipped); then the next
+/// minute's tick. Every call is granted by `TickRole`.
+#[tokio::test]
+async fn the_tick_role_grants_every_call_of_the_tick() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:30Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let (services, log) = recording(&stack).await;
+    let accepting = TargetServer::start(|_| Answer::Status(202)).await;
+    let every_five = json!({"schedule": {"cron": "*/5 * * * *"}});
+    let skipped = notify(&stack, &["skipped"]).await;
+    let forbid = json!({"schedule": {"cron": "*/5 * * * *"}, "concurrency": "forbid", "notify": skipped});
+    let replace = json!({"schedule": {"cron": "*/5 * * * *"}, "concurrency": "replace"});
+    stack.api.create_job(ALICE, &job("plain", &accepting.url, every_five.clone())).await;
+    stack
+        .api
+        .create_job(ALICE, &job("daily", &accepting.url, json!({"schedule": {"cron": "0 0 * * *"}})))
+        .await;
+    let forbid = stack.api.create_job(ALICE, &job("forbid", &accepting.url, forbid)).await;
+    let replace = stack.api.create_job(ALICE, &job("replace", &accepting.url, replace)).await;
+    // Their earlier runs are still at work (202: the attempts stay open).
+    trigger(&stack.api, &forbid).await;
+    trigger(&stack.api, &replace).await;
+    work(&stack, 2).await;
+
+    // 12:05 falls due: the tick of 12:04:30 claims it.
+    clock.set(t("2030-01-01T12:04:30Z"));
+    let summary = sundial_tick::handle(&services.tick, sample("tick-scheduled.json")).await.unwrap();
+    assert!(summary.claimed >= 2, "{summary:?}");
+    clock.set(t("2030-01-01T12:05:30Z"));
+    sundial_tick::handle(&services.tick, sample("tick-scheduled.json")).await.unwrap();
+
+    let needed = assert_granted(&stack, "tick", "TickRole", &log);
+    let a = Arns::of(&stack);
+    assert_exercised(
+        "tick",
+        &needed,
+        &[
+            ("dynamodb:Query", format!("{}/index/by-due", a.jobs)),
+            ("dynamodb:GetItem", a.jobs.clone()),
+            ("dynamodb:UpdateItem", a.jobs.clone()),
+            ("dynamodb:PutItem", a.runs.clone()),
+            ("sqs:SendMessage", a.runs_queue.clone()),
+        ],
+    );
+}
+
+/// The worker, through its Lambda handler with SQS batches built from real messages of the runs
+/// queue: an attempt that succeeds against a loopback target, one answered 503 (retried after a
+/// backoff), one answered 202 (kept open), the second run of a `concurrency: forbid` job whose
+/// first is still at work, an undecodable body (forwarded to the dead-letter queue); then a batch
+/// from the dead-letter queue (its run recorded FAILED). The jobs have topics of their own, so
+/// their events go there too. Every call is granted by `WorkerRole`.
+#[tokio::test]
+async fn the_worker_role_grants_every_call_of_the_worker() {
+    let clock = Arc::new(ManualClock::new(t(START)));
+    let stack = Stack::at(&clock, &[]).await;
+    let (services, log) = recording(&stack).await;
+    let fine = TargetServer::start(|_| Answer::Status(200)).await;
+    let unavailable = TargetServer::start(|_| Answer::Status(503)).await;
+    let accepting = TargetServer::start(|_| Answer::Status(202)).await;
+    let on = notify(&stack, &["succeeded", "failed", "retrying", "skipped"]).await;
+    let retry = json!({"max_attempts": 3, "backoff_s": 5, "max_backoff_s": 5});
+    let mut names = BTreeMap::new();
+    for (name, url, extra) in [
+        ("fine", &fine.url, json!({})),
+        ("unavailable", &unavailable.url, json!({})),
+        ("accepting", &accepting.url, json!({})),
+        ("forbid", &accepting.url, json!({"concurrency": "forbid"})),
+        ("dead", &fine.url, json!({})),
+    ] {
+        let mut extra = extra;
+        extra["notify"] = on.clone();
+        extra["retry"] = retry.clone();
+        names.insert(name, stack.api.create_job(ALICE, &job(name, url, extra)).await);
+    }
+    for name in ["fine", "unavailable", "accepting", "forbid", "forbid", "dead"] {
+        trigger(&stack.api, &names[name]).await;
+    }
+    let runs_url = &stack.resources.runs_queue_url;
+    stack.sqs.send_message().queue_url(runs_url).message_body("not a run message").send().await.unwrap();
+    let mut messages = receive(&stack, runs_url, 7).await;
+    let job_of = |m: &aws_sdk_sqs::types::Message| {
+        let body = serde_json::from_str::<Value>(m.body().unwrap()).ok()?;
+        let id = body["job_id"].as_str()?.to_string();
+        names.iter().find(|(_, v)| **v == id).map(|(k, _)| *k)
+    };
+    let runs_arn = queue_arn(&stack, runs_url).await;
+    let dlq_arn = queue_arn(&stack, &stack.resources.dlq_url).await;
+    assert!(dlq_arn.ends_with("-dlq"));
+    // Calls name queues by URL; the check reads the ARN from it as SQS does.
+    let a = Arns::of(&stack);
+    assert_eq!((a.runs_queue.as_str(), a.dlq.as_str()), (runs_arn.as_str(), dlq_arn.as_str()));
+
+    // The forbid job's first run starts (202: it stays open), by another worker.
+    let first = messages.iter().position(|m| job_of(m) == Some("forbid")).unwrap();
+    let first = messages.remove(first);
+    stack.services.worker.handle(first.body().unwrap(), "another-worker").await;
+    // From the runs queue: all but the dead job's message.
+    let dead = messages.iter().position(|m| job_of(m) == Some("dead")).unwrap();
+    let dead = messages.remove(dead);
+    let batch: Vec<Value> = messages.iter().map(|m| record(m, &runs_arn, 1)).collect();
+    assert_eq!(batch.len(), 5);
+    let event = lambda_event(json!({"Records": batch}));
+    let s = &services;
+    sundial_worker::handle(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), event).await.unwrap();
+    assert_eq!(fine.hits().len(), 1);
+    assert_eq!(unavailable.hits().len(), 1);
+
+    // From the dead-letter queue, after the runs queue gave up on it.
+    let event = lambda_event(json!({"Records": [record(&dead, &dlq_arn, 16)]}));
+    let response =
+        sundial_worker::handle(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), event).await.unwrap();
+    assert!(response.batch_item_failures.is_empty());
+    let dead_runs = stack.runs_of(&names["dead"]).await;
+    assert_eq!(dead_runs[0].state, sundial_shared::run::RunState::Failed);
+
+    let needed = assert_granted(&stack, "worker", "WorkerRole", &log);
+    assert_exercised(
+        "worker",
+        &needed,
+        &[
+            ("dynamodb:GetItem", a.jobs.clone()),
+            ("dynamodb:GetItem", a.runs.clone()),
+            ("dynamodb:UpdateItem", a.runs.clone()),
+            ("sqs:SendMessage", a.dlq.clone()),
+            ("sns:Publish", a.events.clone()),
+            ("sns:Publish", a.job_topics.clone()),
+        ],
+    );
+}
+
+/// The watchdog, through its Lambda handler with the scheduled event, over in-flight runs whose
+/// repair is due: an accepted attempt whose lease expired (ended, the next attempt dispatched),
+/// a run whose end event was recorded but never published, runs still queued past their start
+/// deadline and SLA, a run of a deleted job; and the scheduler stalled, then recovered. The jobs
+/// have topics of their own. Every call is granted by `WatchdogRole`.
+#[tokio::test]
+async fn the_watchdog_role_grants_every_call_of_the_watchdog() {
+    use sundial_shared::events::RunEvent;
+    use sundial_shared::job::EventKind;
+    use sundial_shared::run::{Run, RunId, RunState};
+
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:05Z")));
+    let stack = Stack::at(&clock, &[("SUNDIAL_STALL_AFTER_MINUTES", "3")]).await;
+    let (services, log) = recording(&stack).await;
+    stack.services.tick.run().await.unwrap();
+    let accepting = TargetServer::start(|_| Answer::Status(202)).await;
+    let on = notify(&stack, &["retrying", "failed", "timed_out", "sla_missed", "late_start"]).await;
+    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
+    let with = |extra: Value| {
+        let mut extra = extra;
+        extra["notify"] = on.clone();
+        extra["retry"] = retry.clone();
+        extra
+    };
+    let lost = stack.api.create_job(ALICE, &job("lost", &accepting.url, with(json!({})))).await;
+    let unsent = stack.api.create_job(ALICE, &job("unsent", &accepting.url, with(json!({})))).await;
+    let late = stack
+        .api
+        .create_job(ALICE, &job("late", &accepting.url, with(json!({"start_deadline_s": 30, "sla_s": 60}))))
+        .await;
+    let deleted = stack.api.create_job(ALICE, &job("deleted", &accepting.url, json!({}))).await;
+
+    // An attempt that started and whose worker then vanished.
+    trigger(&stack.api, &lost).await;
+    work(&stack, 1).await;
+    // A run that failed; the writer crashed before publishing its event.
+    let unsent_run = RunId::parse(&trigger(&stack.api, &unsent).await).unwrap();
+    // A run still queued past its start deadline and SLA, and one of a job since deleted.
+    trigger(&stack.api, &late).await;
+    trigger(&stack.api, &deleted).await;
+    stack.drain_queue().await;
+    let queued = stack.services.runs.get(&unsent_run.job_id, &unsent_run.key).await.unwrap().unwrap();
+    let now = clock.now();
+    let failed = Run {
+        state: RunState::Failed,
+        updated_at: now,
+        events: vec![RunEvent::new(EventKind::Failed, 0, now)],
+        ..queued.clone()
+    };
+    stack.services.runs.transition(&queued, &failed).await.unwrap();
+    assert_eq!(stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NO_CONTENT);
+
+    // Four minutes on, without a tick: every repair is due and the scheduler is stalled.
+    clock.advance(Duration::minutes(4));
+    let report =
+        sundial_watchdog::handle(&services.watchdog, sample("watchdog-scheduled.json")).await.unwrap();
+    assert_eq!(report.alert.as_deref(), Some("scheduler_stalled"), "{report:?}");
+    assert_eq!(report.lost + report.timed_out, 1, "{report:?}");
+    assert!(report.republished >= 1 && report.late_start + report.sla_missed >= 1, "{report:?}");
+    assert_eq!(report.cancelled, 1, "{report:?}");
+    // The tick catches up: the next pass tells of the recovery.
+    clock.advance(Duration::minutes(1));
+    stack.services.tick.run().await.unwrap();
+    clock.advance(Duration::seconds(30));
+    let report =
+        sundial_watchdog::handle(&services.watchdog, sample("watchdog-scheduled.json")).await.unwrap();
+    assert_eq!(report.alert.as_deref(), Some("scheduler_recovered"), "{report:?}");
+
+    let needed = assert_granted(&stack, "watchdog", "WatchdogRole", &log);
+    let a = Arns::of(&stack);
+    assert_exercised(
+        "watchdog",
+        &needed,
+        &[
+            ("dynamodb:GetItem", a.jobs.clone()),
+            ("dynamodb:UpdateItem", a.jobs.clone()),
+            ("dynamodb:BatchGetItem", a.jobs.clone()),
+            ("dynamodb:Query", format!("{}/index/in-flight", a.runs)),
+            ("dynamodb:BatchGetItem", a.runs.clone()),
+            ("dynamodb:UpdateItem", a.runs.clone()),
+            ("sqs:SendMessage", a.runs_queue.clone()),
+            ("sns:Publish", a.events.clone()),
+            ("sns:Publish", a.job_topics.clone()),
+        ],
+    );
+}
+
+/// The check itself, on made-up calls against the template's roles for a stack `s`: an index
+/// query needs the index's ARN and a table call the table's; SQS batches need the single action;
+/// a transaction needs each item's action on the item's table; a tagged `CreateTopic` needs
+/// `sns:TagResource`; an ungranted batch read of the jobs table is caught; every role's
+/// statements resolve.
+#[test]
+fn the_check_tells_tables_from_indexes_and_batches_from_items() {
+    let place = Place::of("arn:aws:sns:eu-west-1:111122223333:s-events");
+    let resolver = Resolver::new("s", place.clone());
+    let role = |name: &str| resolver.role(name);
+    for name in ["ApiRole", "TickRole", "WorkerRole", "WatchdogRole"] {
+        assert!(!role(name).is_empty(), "{name}");
+    }
+    let table = |table: &str, index: Option<&str>, item: Option<&str>| Named::Table {
+        table: table.into(),
+        index: index.map(str::to_string),
+        item: item.map(str::to_string),
+    };
+    let call = |service: &str, operation: &str, resources: Vec<Named>| AwsCall {
+        service: service.into(),
+        operation: operation.into(),
+        resources,
+        tagged: false,
+    };
+    let granted =
+        |role_name: &str, c: &AwsCall| needs(c, &place).iter().all(|n| allowed(&role(role_name), n));
+
+    let due = call("dynamodb", "Query", vec![table("s-jobs", Some("by-due"), None)]);
+    assert_eq!(
+        needs(&due, &place),
+        [(
+            "dynamodb:Query".to_string(),
+            "arn:aws:dynamodb:eu-west-1:111122223333:table/s-jobs/index/by-due".to_string()
+        )]
+    );
+    assert!(granted("TickRole", &due));
+    assert!(!granted("TickRole", &call("dynamodb", "Query", vec![table("s-jobs", None, None)])));
+    assert!(!granted("TickRole", &call("dynamodb", "Query", vec![table("s-jobs", Some("by-owner"), None)])));
+    assert!(!granted("TickRole", &call("dynamodb", "BatchGetItem", vec![table("s-jobs", None, None)])));
+
+    let url = "http://127.0.0.1:4566/111122223333/s-runs";
+    let batch = call("sqs", "SendMessageBatch", vec![Named::Queue(url.into())]);
+    assert_eq!(
+        needs(&batch, &place),
+        [("sqs:SendMessage".to_string(), "arn:aws:sqs:eu-west-1:111122223333:s-runs".to_string())]
+    );
+    assert!(granted("WatchdogRole", &batch));
+    let dead_letter = call("sqs", "SendMessageBatch", vec![Named::Queue(format!("{url}-dlq"))]);
+    assert!(granted("WorkerRole", &dead_letter));
+    assert!(!granted("WatchdogRole", &dead_letter), "only the worker writes to the dead-letter queue");
+
+    let transaction = call(
+        "dynamodb",
+        "TransactWriteItems",
+        vec![
+            table("s-jobs", None, Some("Put")),
+            table("s-jobs", None, Some("Delete")),
+            table("s-jobs", None, Some("Update")),
+        ],
+    );
+    let actions: Vec<String> = needs(&transaction, &place).into_iter().map(|(a, _)| a).collect();
+    assert_eq!(actions, ["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:UpdateItem"]);
+    assert!(granted("ApiRole", &transaction));
+    assert!(!granted("TickRole", &transaction));
+
+    let mut topic = call("sns", "CreateTopic", vec![Named::TopicName("s-job-01abc".into())]);
+    topic.tagged = true;
+    let topic_arn = "arn:aws:sns:eu-west-1:111122223333:s-job-01abc".to_string();
+    assert_eq!(
+        needs(&topic, &place),
+        [("sns:CreateTopic".to_string(), topic_arn.clone()), ("sns:TagResource".to_string(), topic_arn)]
+    );
+    assert!(granted("ApiRole", &topic));
+    assert!(!granted("ApiRole", &call("sns", "CreateTopic", vec![Named::TopicName("other-job-1".into())])));
+
+    // Requests as the SDK serializes them.
+    let body = br#"{"RequestItems":{"s-jobs":{"Keys":[{"job_id":{"S":"1"}}]}}}"#;
+    let parsed = AwsCall::parse("DynamoDB", "BatchGetItem", "http://x/", body);
+    assert_eq!(parsed.resources, [table("s-jobs", None, None)]);
+    let form =
+        b"Action=Unsubscribe&SubscriptionArn=arn%3Aaws%3Asns%3Aeu-west-1%3A111122223333%3As-job-01abc%3A5f1c";
+    let parsed = AwsCall::parse("SNS", "Unsubscribe", "http://x/", form);
+    assert_eq!(
+        needs(&parsed, &place),
+        [("sns:Unsubscribe".to_string(), "arn:aws:sns:eu-west-1:111122223333:s-job-01abc".to_string())]
+    );
+}
