@@ -150,6 +150,10 @@ impl Tick {
         let mut report = TickReport { watermark: progress.watermark, ..Default::default() };
         let mut seen: HashSet<String> = HashSet::new();
         let mut processed_to: Option<DateTime<Utc>> = None;
+        // The minutes no tick reached while they were current: missed ones.
+        let gap = reached_before
+            .map(|r| (r + Duration::minutes(1), live_from - Duration::minutes(1)))
+            .filter(|(first, last)| first <= last);
 
         'chunks: loop {
             let end = minute_of(now + self.claimer.settings.lookahead);
@@ -157,11 +161,18 @@ impl Tick {
                 break;
             }
             let mut chunk_end = end.min(minute + Duration::minutes(self.settings.chunk_minutes.max(1) - 1));
-            let in_gap = minute < live_from && reached_before.is_some_and(|r| minute > r);
-            if in_gap {
-                // Missed minutes are a chunk of their own, certified by the watermark only.
-                chunk_end = chunk_end.min(live_from - Duration::minutes(1));
-            } else {
+            // A gap is a chunk of its own, certified by the watermark only; the minutes around
+            // it are recorded reached before they are claimed.
+            let mut in_gap = false;
+            if let Some((first, last)) = gap {
+                if minute < first {
+                    chunk_end = chunk_end.min(first - Duration::minutes(1));
+                } else if minute <= last {
+                    chunk_end = chunk_end.min(last);
+                    in_gap = true;
+                }
+            }
+            if !in_gap {
                 self.state.set_reached(chunk_end).await?;
             }
             report.from.get_or_insert(minute);

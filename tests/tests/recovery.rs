@@ -1,0 +1,660 @@
+//! Recovery paths: every run ends or is retried, whatever fails and whenever. One test per
+//! defect a review found in the tick, the worker, the watchdog and the API, each driving the
+//! interleaving that broke a promise of the design (see `docs/decisions.md`, recovery).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use sundial_shared::clock::{Clock, ManualClock};
+use sundial_shared::config::aws_sdk_config;
+use sundial_shared::job::{Job, JobId};
+use sundial_shared::metrics::{Clients, Ledger};
+use sundial_shared::queue::{Dispatch, QueueError, RunQueue};
+use sundial_shared::run::{Run, RunId, RunKey, RunState};
+use sundial_shared::services::Services;
+use sundial_shared::store::{Inserted, JobStore, Page, RunStore, StoreError, StoreResult};
+use sundial_shared::tick::Tick;
+use sundial_shared::tick::claim::Claimer;
+use sundial_shared::worker::poll::poll_once;
+use sundial_tests::{ALICE, Answer, Call, Stack, TargetServer};
+
+fn t(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+fn http_job(name: &str, url: &str, schedule: Value) -> Value {
+    json!({"name": name, "schedule": schedule, "target": {"type": "http", "url": url}})
+}
+
+fn job_id(id: &str) -> JobId {
+    JobId::parse(id).unwrap()
+}
+
+async fn get_run(stack: &Stack, id: &RunId) -> Run {
+    stack.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
+}
+
+async fn trigger(stack: &Stack, id: &str) -> RunId {
+    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+    RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
+}
+
+/// The body of the message that asks for `attempt` of `run`.
+fn message(run: &Run, attempt: u32) -> String {
+    json!({"job_id": run.job_id.to_string(), "run_key": run.key.encode(), "attempt": attempt}).to_string()
+}
+
+/// The same stack's services with the runs queue pointing at a queue that does not exist:
+/// every send fails, as in an SQS outage.
+async fn services_without_queue(stack: &Stack, clock: Arc<ManualClock>) -> Services {
+    let mut config = stack.config.clone();
+    config.resources.runs_queue_url = format!("{}-gone", stack.resources.runs_queue_url);
+    Services::new(config, &Clients::new(&aws_sdk_config().await, Ledger::new()), clock)
+}
+
+/// Hands every QUEUED run of `job` due by now to the worker, as the queue would.
+async fn deliver_due(stack: &Stack, clock: &ManualClock, job: &str) {
+    for run in stack.runs_of(job).await {
+        if run.state == RunState::Queued && run.due_at <= clock.now() {
+            stack.services.worker.handle(&message(&run, 1), "w").await;
+        }
+    }
+}
+
+/// A job store whose due-index query fails: a tick that dies after it started a chunk.
+#[derive(Debug)]
+struct DueQueryFails(Arc<dyn JobStore>);
+
+#[async_trait]
+impl JobStore for DueQueryFails {
+    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
+        self.0.create(job, max_jobs).await
+    }
+    async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
+        self.0.get(id).await
+    }
+    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        self.0.get_many(ids).await
+    }
+    async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
+        self.0.list(owner, limit, cursor).await
+    }
+    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
+        self.0.update(before, after).await
+    }
+    async fn delete(&self, job: &Job) -> StoreResult<()> {
+        self.0.delete(job).await
+    }
+    async fn due_jobs(&self, _bucket: &str) -> StoreResult<Vec<Job>> {
+        Err(StoreError::Unavailable("injected: the tick dies here".into()))
+    }
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
+        self.0.advance(job, next).await
+    }
+}
+
+/// A runs queue that records what it is asked to send.
+#[derive(Debug, Default)]
+struct RecordingQueue(std::sync::Mutex<Vec<Dispatch>>);
+
+#[async_trait]
+impl RunQueue for RecordingQueue {
+    async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
+        self.0.lock().unwrap().extend(batch.iter().cloned());
+        batch.iter().map(|_| Ok(())).collect()
+    }
+}
+
+/// A 202 job whose target sends heartbeats: the attempt stays open for more receives than the
+/// queue's `maxReceiveCount` would allow a parked message, nothing is dead-lettered, and the
+/// completion then records SUCCEEDED (waiting never spends receives).
+#[tokio::test]
+async fn a_202_attempt_with_heartbeats_outlives_max_receive_count_then_succeeds() {
+    let stack = Stack::with(sundial_tests::Options {
+        vars: [("SUNDIAL_HEARTBEAT_WINDOW_S", "2".to_string())].into(),
+        ..Default::default()
+    })
+    .await;
+    let target = TargetServer::start(|_| Answer::Status(202)).await;
+    let mut doc = http_job("long", &target.url, json!({"cron": "0 0 1 1 *"}));
+    doc["timeout_s"] = json!(3600);
+    doc["retry"] = json!({"max_attempts": 1});
+    let id = stack.api.create_job(ALICE, &doc).await;
+    let run_id = trigger(&stack, &id).await;
+    let s = &stack.services;
+    poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "w", 2).await.unwrap();
+    let token = target.hits()[0].headers[sundial_shared::worker::target::headers::CALLBACK_TOKEN]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let callback = |path: &str| {
+        Call::new(Method::POST, format!("/v1/runs/{run_id}/{path}"))
+            .header("x-sundial-callback-token", token.clone())
+    };
+    let redrive = stack
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&stack.resources.runs_queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy)
+        .send()
+        .await
+        .unwrap();
+    let policy: Value = serde_json::from_str(
+        &redrive.attributes.unwrap()[&aws_sdk_sqs::types::QueueAttributeName::RedrivePolicy],
+    )
+    .unwrap();
+    let max_receives = policy["maxReceiveCount"].as_u64().unwrap();
+
+    for _ in 0..max_receives + 3 {
+        let beat = stack.api.call(callback("heartbeat")).await;
+        assert_eq!(beat.status, StatusCode::OK, "{}", beat.body);
+        // The worker polls as the event source would, and the DLQ handler takes what the
+        // queue gives up on, as the Lambda function's second event source would.
+        poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "w", 2).await.unwrap();
+        let dead = stack
+            .sqs
+            .receive_message()
+            .queue_url(&stack.resources.dlq_url)
+            .max_number_of_messages(10)
+            .send()
+            .await
+            .unwrap();
+        for m in dead.messages.unwrap_or_default() {
+            s.worker.dead_lettered(m.body().unwrap(), "received too many times").await.unwrap();
+        }
+        assert_eq!(get_run(&stack, &run_id).await.state, RunState::Running);
+    }
+    let done = stack.api.call(callback("complete").json(&json!({"succeeded": true}))).await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    assert_eq!(done.body["state"], "SUCCEEDED");
+    assert_eq!(target.hits().len(), 1);
+}
+
+/// A dead-lettered message may end only the attempt it asked for, and only if that attempt
+/// never started: not a live attempt, not a run that moved past it.
+#[tokio::test]
+async fn a_dead_letter_fails_only_a_run_waiting_for_its_attempt() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(202)).await;
+    let mut doc = http_job("accepted", &target.url, json!({"cron": "0 0 1 1 *"}));
+    doc["retry"] = json!({"max_attempts": 3, "backoff_s": 60});
+    let id = stack.api.create_job(ALICE, &doc).await;
+    let run_id = trigger(&stack, &id).await;
+    let queued = get_run(&stack, &run_id).await;
+    stack.services.worker.handle(&message(&queued, 1), "w").await;
+    let running = get_run(&stack, &run_id).await;
+    assert_eq!((running.state, running.attempt), (RunState::Running, 1));
+
+    let w = &stack.services.worker;
+    w.dead_lettered(&message(&running, 1), "received 16 times").await.unwrap();
+    assert_eq!(get_run(&stack, &run_id).await.state, RunState::Running, "a live attempt is not failed");
+
+    // The attempt fails through its callback: the run waits for attempt 2.
+    let token = target.hits()[0].headers[sundial_shared::worker::target::headers::CALLBACK_TOKEN]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let failed = stack
+        .api
+        .call(
+            Call::new(Method::POST, format!("/v1/runs/{run_id}/complete"))
+                .header("x-sundial-callback-token", token)
+                .json(&json!({"succeeded": false})),
+        )
+        .await;
+    assert_eq!(failed.body["state"], "RETRYING", "{}", failed.body);
+    w.dead_lettered(&message(&running, 1), "received 16 times").await.unwrap();
+    assert_eq!(get_run(&stack, &run_id).await.state, RunState::Retrying, "a stale message fails nothing");
+
+    w.dead_lettered(&message(&running, 2), "received 16 times").await.unwrap();
+    let dead = get_run(&stack, &run_id).await;
+    assert_eq!(dead.state, RunState::Failed, "the message the run waited for gave up");
+    assert!(dead.reason.unwrap().contains("received 16 times"));
+}
+
+/// A job whose messages could not be sent stays due, and the ticks that follow, every minute,
+/// send its run and keep it firing: the watermark never passes a job that was not advanced.
+#[tokio::test]
+async fn a_job_whose_send_failed_is_claimed_again_not_stranded() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:30Z")));
+    let stack =
+        Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60"), ("SUNDIAL_DISPATCH_GRACE_S", "300")]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("minutely", "http://127.0.0.1:9/", json!({"cron": "* * * * *"})))
+        .await;
+    for minute in ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z"] {
+        clock.set(t(minute));
+        stack.services.tick.run().await.unwrap();
+    }
+    clock.set(t("2030-01-01T12:01:00Z"));
+    let outage = services_without_queue(&stack, clock.clone()).await;
+    let failed = outage.tick.run().await.unwrap();
+    assert!(failed.claims.send_failures > 0, "{failed:?}");
+
+    for minute in 2..=10 {
+        clock.set(t("2030-01-01T12:00:00Z") + Duration::minutes(minute));
+        stack.services.tick.run().await.unwrap();
+    }
+    let instants: Vec<DateTime<Utc>> = stack.runs_of(&id).await.iter().map(Run::scheduled_at).collect();
+    for minute in 0..=11 {
+        let instant = t("2030-01-01T12:00:00Z") + Duration::minutes(minute);
+        assert!(instants.contains(&instant), "no run for {instant}: {instants:?}");
+    }
+    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    assert!(job.next_run_at.unwrap() > t("2030-01-01T12:11:00Z"), "{:?}", job.next_run_at);
+}
+
+/// A tick that dies inside a downtime gap must not turn the gap's instants into a
+/// "continuation": the next tick still treats them as missed, and `catchup: skip` drops them.
+#[tokio::test]
+async fn a_tick_that_dies_inside_a_gap_leaves_the_gap_missed() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:30Z")));
+    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let mut doc = http_job("skipper", "http://127.0.0.1:9/", json!({"cron": "* * * * *"}));
+    doc["catchup"] = json!("skip");
+    let id = stack.api.create_job(ALICE, &doc).await;
+    for minute in ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z"] {
+        clock.set(t(minute));
+        stack.services.tick.run().await.unwrap();
+    }
+    // Down until 12:10; the first tick back dies on its first query.
+    clock.set(t("2030-01-01T12:10:00Z"));
+    let s = &stack.services;
+    let dying = Tick::new(
+        Arc::new(DueQueryFails(s.job_store.clone())),
+        s.tick_state.clone(),
+        s.claimer.clone(),
+        clock.clone(),
+        s.meter.clone(),
+        s.config.tick.clone(),
+    );
+    let _ = dying.run().await;
+    clock.set(t("2030-01-01T12:11:00Z"));
+    stack.services.tick.run().await.unwrap();
+
+    let ran: Vec<DateTime<Utc>> = stack.runs_of(&id).await.iter().map(Run::scheduled_at).collect();
+    for minute in 2..=10 {
+        let missed = t("2030-01-01T12:00:00Z") + Duration::minutes(minute);
+        assert!(!ran.contains(&missed), "missed {missed} ran under catchup skip: {ran:?}");
+    }
+    assert!(ran.contains(&t("2030-01-01T12:11:00Z")));
+}
+
+/// A job every minute whose run takes 40 s, with the tick firing at second 30 of each minute
+/// (EventBridge fires at any second) while the run is active: under `replace` no run is
+/// cancelled before the next instant and under `forbid` none is skipped; all succeed.
+#[tokio::test]
+async fn a_40_second_run_is_neither_replaced_nor_skips_the_next_minute() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:10Z")));
+    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    // The target takes "40 s": it moves the clock to second 30, lets the tick run, and answers
+    // at second 40.
+    let services = stack.services.clone();
+    let target_clock = clock.clone();
+    let app = axum::Router::new().fallback(move || {
+        let (services, clock) = (services.clone(), target_clock.clone());
+        async move {
+            let minute = sundial_shared::due::minute_of(clock.now());
+            clock.set(clock.now().max(minute + Duration::seconds(30)));
+            services.tick.run().await.unwrap();
+            clock.advance(Duration::seconds(10));
+            StatusCode::OK
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/work", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let mut ids = Vec::new();
+    for policy in ["replace", "forbid"] {
+        let mut doc = http_job(policy, &url, json!({"cron": "* * * * *"}));
+        doc["concurrency"] = json!(policy);
+        ids.push(stack.api.create_job(ALICE, &doc).await);
+    }
+    for minute in 1..=3 {
+        clock.set(t("2030-01-01T12:00:00Z") + Duration::minutes(minute));
+        for id in &ids {
+            deliver_due(&stack, &clock, id).await;
+        }
+    }
+    for (id, policy) in ids.iter().zip(["replace", "forbid"]) {
+        let runs: Vec<Run> = stack
+            .runs_of(id)
+            .await
+            .into_iter()
+            .filter(|r| r.scheduled_at() <= t("2030-01-01T12:03:00Z"))
+            .collect();
+        assert_eq!(runs.len(), 3, "{policy}: {runs:?}");
+        for run in &runs {
+            assert_eq!(run.state, RunState::Succeeded, "{policy}: {} {:?}", run.id(), run.reason);
+        }
+    }
+}
+
+/// A run claimed and never sent stays QUEUED no longer when its job is then edited past it: the
+/// watchdog sends every attempt that has not started in time, whatever the job's next instant.
+#[tokio::test]
+async fn a_claimed_unsent_run_is_sent_after_its_job_moved_on() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:59:30Z")));
+    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("edited", "http://127.0.0.1:9/", json!({"cron": "0 * * * *"})))
+        .await;
+    // 12:00 was due soon: the API claimed it; pretend that send failed by claiming 13:00 with
+    // sends failing (the job stays at 13:00, the run is QUEUED and unsent).
+    clock.set(t("2030-01-01T12:59:30Z"));
+    let outage = services_without_queue(&stack, clock.clone()).await;
+    outage.tick.run().await.unwrap();
+    let unsent =
+        stack.runs_of(&id).await.into_iter().find(|r| r.scheduled_at() == t("2030-01-01T13:00:00Z")).unwrap();
+    assert_eq!(unsent.state, RunState::Queued);
+    // The schedule is edited: the job's next instant moves past the unsent run.
+    let edited =
+        stack.api.patch(ALICE, &format!("/v1/jobs/{id}"), &json!({"schedule": {"cron": "30 * * * *"}})).await;
+    assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
+
+    clock.set(t("2030-01-01T13:02:00Z"));
+    let report = stack.services.watchdog.run().await.unwrap();
+    assert!(report.dispatched >= 1, "{report:?}");
+    let sent = stack.drain_queue().await;
+    assert!(sent.iter().any(|m| m["run_key"] == unsent.key.encode().as_str()), "{sent:?}");
+}
+
+/// An edit computed from a read taken before the tick advanced the job cannot put the old
+/// `next_run_at` back (two writers of one field, one condition): the write is refused, and an
+/// edit through the API applies to the advanced job.
+#[tokio::test]
+async fn an_edit_from_a_stale_read_never_undoes_the_ticks_advance() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:00Z")));
+    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("racy", "http://127.0.0.1:9/", json!({"cron": "0 12 * * *"})))
+        .await;
+    let store = &stack.services.job_store;
+    let stale = store.get(&job_id(&id)).await.unwrap().unwrap();
+    assert_eq!(stale.next_run_at, Some(t("2030-01-01T12:00:00Z")));
+
+    clock.set(t("2030-01-01T11:59:30Z"));
+    stack.services.tick.run().await.unwrap();
+    let advanced = store.get(&job_id(&id)).await.unwrap().unwrap();
+    assert_eq!(advanced.next_run_at, Some(t("2030-01-02T12:00:00Z")));
+
+    let mut edited = stale.clone();
+    edited.document.payload = json!({"edited": true});
+    edited.version += 1;
+    let written = store.update(&stale, &edited).await;
+    assert_eq!(written, Err(StoreError::Conflict));
+    assert_eq!(store.get(&job_id(&id)).await.unwrap().unwrap().next_run_at, advanced.next_run_at);
+
+    let patched = stack
+        .api
+        .call(
+            Call::new(Method::PATCH, format!("/v1/jobs/{id}"))
+                .key(ALICE)
+                .header("if-match", format!("\"{}\"", advanced.version))
+                .json(&json!({"payload": {"edited": true}})),
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    assert_eq!(patched.body["next_run_at"], "2030-01-02T12:00:00Z");
+}
+
+/// A runs store whose next insert writes the run and then reports a failure, as a request
+/// that timed out after DynamoDB applied it.
+#[derive(Debug)]
+struct InsertThenFail {
+    inner: Arc<dyn RunStore>,
+    armed: AtomicBool,
+}
+
+#[async_trait]
+impl RunStore for InsertThenFail {
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        let inserted = self.inner.insert(run).await?;
+        if self.armed.swap(false, Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("injected: timed out after the write".into()));
+        }
+        Ok(inserted)
+    }
+    async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
+        self.inner.get(job_id, key).await
+    }
+    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
+        self.inner.active(job_id, since).await
+    }
+    async fn list(
+        &self,
+        job_id: &JobId,
+        limit: u32,
+        cursor: Option<&str>,
+        state: Option<RunState>,
+    ) -> StoreResult<Page<Run>> {
+        self.inner.list(job_id, limit, cursor, state).await
+    }
+    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
+        self.inner.transition(before, after).await
+    }
+    async fn mark_events_sent(&self, run: &Run, ids: &[String], settle: bool) -> StoreResult<()> {
+        self.inner.mark_events_sent(run, ids, settle).await
+    }
+    async fn record_event(&self, run: &Run, event: &sundial_shared::events::RunEvent) -> StoreResult<()> {
+        self.inner.record_event(run, event).await
+    }
+    async fn in_flight(&self, until: DateTime<Utc>) -> StoreResult<Vec<Run>> {
+        self.inner.in_flight(until).await
+    }
+    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
+        self.inner.mark_resent(run, at).await
+    }
+}
+
+/// A trigger whose request failed with a 5xx after its run was written, retried with the same
+/// Idempotency-Key, lands on that run: one run, one id.
+#[tokio::test]
+async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
+    let stack = Stack::new().await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("once", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
+        .await;
+    let mut services = stack.services.clone();
+    let runs: Arc<dyn RunStore> =
+        Arc::new(InsertThenFail { inner: services.runs.clone(), armed: AtomicBool::new(true) });
+    services.claimer = Claimer::new(
+        services.job_store.clone(),
+        runs,
+        services.queue.clone(),
+        services.clock.clone(),
+        services.config.claim.clone(),
+    );
+    services.jobs = sundial_shared::jobs::Jobs::new(
+        services.job_store.clone(),
+        services.clock.clone(),
+        services.config.limits.clone(),
+        services.config.targets.clone(),
+        services.claimer.clone(),
+        services.topics.clone(),
+    );
+    let api = sundial_tests::Api::over(&services);
+    let call = || {
+        Call::new(Method::POST, format!("/v1/jobs/{id}/trigger"))
+            .key(ALICE)
+            .header("idempotency-key", "nightly-rerun")
+            .json(&json!({}))
+    };
+    let first = api.call(call()).await;
+    assert!(first.status.is_server_error(), "{} {}", first.status, first.body);
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let retried = api.call(call()).await;
+    assert_eq!(retried.status, StatusCode::ACCEPTED, "{}", retried.body);
+    let runs = stack.runs_of(&id).await;
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(retried.body["id"], runs[0].id().to_string().as_str());
+}
+
+/// Instants that fell while the job was paused are skipped even when a worker reaches them
+/// after the resume; instants before the pause and after the resume run.
+#[tokio::test]
+async fn an_instant_inside_a_pause_is_skipped_even_after_the_resume() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.api.create_job(ALICE, &http_job("tens", &target.url, json!({"rate": "10 seconds"}))).await;
+    clock.set(t("2030-01-01T12:00:15Z"));
+    assert_eq!(
+        stack.api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await.status,
+        StatusCode::OK
+    );
+    clock.set(t("2030-01-01T12:00:35Z"));
+    assert_eq!(
+        stack.api.post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({})).await.status,
+        StatusCode::OK
+    );
+
+    clock.set(t("2030-01-01T12:00:45Z"));
+    deliver_due(&stack, &clock, &id).await;
+    let state_at = |runs: &[Run], s: &str| runs.iter().find(|r| r.scheduled_at() == t(s)).map(|r| r.state);
+    let runs = stack.runs_of(&id).await;
+    assert_eq!(state_at(&runs, "2030-01-01T12:00:10Z"), Some(RunState::Succeeded));
+    assert_eq!(state_at(&runs, "2030-01-01T12:00:20Z"), Some(RunState::Skipped));
+    assert_eq!(state_at(&runs, "2030-01-01T12:00:30Z"), Some(RunState::Skipped));
+    assert_eq!(state_at(&runs, "2030-01-01T12:00:40Z"), Some(RunState::Succeeded));
+}
+
+/// Cancelling a run closes its open attempt: an end time and the outcome `cancelled`.
+#[tokio::test]
+async fn cancelling_a_run_closes_its_open_attempt() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Hang).await;
+    let id = stack.api.create_job(ALICE, &http_job("hangs", &target.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let run_id = trigger(&stack, &id).await;
+    let queued = get_run(&stack, &run_id).await;
+    let worker = stack.services.worker.clone();
+    let body = message(&queued, 1);
+    let attempt = tokio::spawn(async move { worker.handle(&body, "w").await });
+    while target.hits().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let cancelled = stack.api.post(ALICE, &format!("/v1/runs/{run_id}/cancel"), &json!({})).await;
+    assert_eq!(cancelled.status, StatusCode::OK, "{}", cancelled.body);
+    attempt.abort();
+    let shown = stack.api.get(ALICE, &format!("/v1/runs/{run_id}")).await;
+    assert_eq!(shown.body["state"], "CANCELLED");
+    assert_eq!(shown.body["attempts"][0]["outcome"], "cancelled", "{}", shown.body);
+    assert!(shown.body["attempts"][0]["finished_at"].is_string(), "{}", shown.body);
+}
+
+/// A heartbeat during a call the worker is still waiting on never shortens that attempt's
+/// lease (which would let the watchdog declare it lost and start a second attempt).
+#[tokio::test]
+async fn a_heartbeat_never_shortens_an_attempts_lease() {
+    let stack = Stack::new().await;
+    let api = stack.serve().await;
+    let runs = stack.services.runs.clone();
+    let leases: Arc<std::sync::Mutex<Vec<DateTime<Utc>>>> = Arc::default();
+    let seen = leases.clone();
+    let app = axum::Router::new().fallback(move |headers: http::HeaderMap| {
+        let (api, runs, seen) = (api.clone(), runs.clone(), seen.clone());
+        async move {
+            let header = |name: &str| headers[name].to_str().unwrap().to_string();
+            let id = RunId::parse(&header("x-sundial-run-id")).unwrap();
+            let lease =
+                || async { runs.get(&id.job_id, &id.key).await.unwrap().unwrap().lease_until.unwrap() };
+            let before = lease().await;
+            seen.lock().unwrap().push(before);
+            let beat = reqwest::Client::new()
+                .post(format!("{api}/v1/runs/{id}/heartbeat"))
+                .header("x-sundial-callback-token", header("x-sundial-callback-token"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(beat.status(), 200);
+            let after = lease().await;
+            seen.lock().unwrap().push(after);
+            StatusCode::OK
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/work", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let id = stack.api.create_job(ALICE, &http_job("beats", &url, json!({"cron": "0 0 1 1 *"}))).await;
+    let run_id = trigger(&stack, &id).await;
+    let queued = get_run(&stack, &run_id).await;
+    stack.services.worker.handle(&message(&queued, 1), "w").await;
+    let leases = leases.lock().unwrap().clone();
+    assert_eq!(leases.len(), 2);
+    assert!(leases[1] >= leases[0], "the heartbeat cut the lease from {} to {}", leases[0], leases[1]);
+    assert_eq!(get_run(&stack, &run_id).await.state, RunState::Succeeded);
+}
+
+/// Deadlines count from when a run was due: a backfill of old instants raises no `sla_missed`
+/// or `late_start`, and neither does a jitter longer than the start deadline.
+#[tokio::test]
+async fn backfills_and_jitter_raise_no_false_deadline_alerts() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:30:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let mut doc = http_job("hourly", "http://127.0.0.1:9/", json!({"cron": "0 * * * *"}));
+    doc["sla_s"] = json!(60);
+    doc["start_deadline_s"] = json!(30);
+    let id = stack.api.create_job(ALICE, &doc).await;
+    let range = json!({"from": "2030-01-01T07:00:00Z", "to": "2030-01-01T11:00:00Z"});
+    let backfilled = stack.api.post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
+    assert_eq!(backfilled.body["runs"].as_array().unwrap().len(), 5);
+
+    clock.set(t("2030-01-01T12:30:20Z"));
+    let report = stack.services.watchdog.run().await.unwrap();
+    assert_eq!((report.sla_missed, report.late_start), (0, 0), "{report:?}");
+
+    // A run whose jitter put it 300 s after its instant: not late 290 s after the instant.
+    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    let instant = t("2030-01-01T13:00:00Z");
+    let jittered = stack.services.claimer.new_run(
+        &job,
+        RunKey::scheduled(instant),
+        instant + Duration::seconds(300),
+        RunState::Queued,
+        instant,
+    );
+    stack.services.runs.insert(&jittered).await.unwrap();
+    clock.set(instant + Duration::seconds(290));
+    stack.services.watchdog.run().await.unwrap();
+    let events = stack.services.runs.get(&jittered.job_id, &jittered.key).await.unwrap().unwrap().events;
+    assert!(events.is_empty(), "{events:?}");
+}
+
+/// A message's delay counts from when it is sent, not from when the tick started: a pass that
+/// took 45 s still makes its runs visible at their instants.
+#[tokio::test]
+async fn message_delays_count_from_the_send() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("later", "http://127.0.0.1:9/", json!({"at": "2030-01-01T12:01:30Z"})))
+        .await;
+    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    let queue = Arc::new(RecordingQueue::default());
+    let s = &stack.services;
+    let claimer = Claimer::new(
+        s.job_store.clone(),
+        s.runs.clone(),
+        queue.clone(),
+        clock.clone(),
+        s.config.claim.clone(),
+    );
+    // The pass started at 12:00:45 - 45 s; its sends happen at 12:00:45.
+    clock.set(t("2030-01-01T12:00:45Z"));
+    claimer.claim(vec![job], None, t("2030-01-01T12:00:00Z")).await;
+    let sent = queue.0.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].delay_s, 45);
+}
