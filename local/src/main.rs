@@ -159,15 +159,20 @@ async fn every_minute(services: Services, mut stopped: watch::Receiver<bool>, jo
             _ = tokio::time::sleep(wait) => {}
             _ = stopped.wait_for(|s| *s) => return,
         }
-        match job {
-            Periodic::Tick => match services.tick.run().await {
-                Ok(report) => tracing::info!(jobs = report.jobs, claimed = report.claims.claimed, "tick"),
-                Err(e) => tracing::error!(error = %e, "tick failed; the next one catches up"),
-            },
-            Periodic::Watchdog => match services.watchdog.run().await {
-                Ok(report) => tracing::info!(report = ?report, "watchdog"),
-                Err(e) => tracing::error!(error = %e, "watchdog pass failed; the next one retries"),
-            },
-        }
+        // Each pass is a task of its own, as each EventBridge invocation is a Lambda of its
+        // own: a pass that outlasts its minute never makes the next one wait or skip.
+        let services = services.clone();
+        tokio::spawn(async move {
+            match job {
+                Periodic::Tick => match services.tick.run().await {
+                    Ok(report) => tracing::info!(jobs = report.jobs, claimed = report.claims.claimed, "tick"),
+                    Err(e) => tracing::error!(error = %e, "tick failed; the next one catches up"),
+                },
+                Periodic::Watchdog => match services.watchdog.run().await {
+                    Ok(report) => tracing::info!(report = ?report, "watchdog"),
+                    Err(e) => tracing::error!(error = %e, "watchdog pass failed; the next one retries"),
+                },
+            }
+        });
     }
 }

@@ -658,3 +658,29 @@ async fn message_delays_count_from_the_send() {
     assert_eq!(sent.len(), 1);
     assert_eq!(sent[0].delay_s, 45);
 }
+
+/// A target that answers 200 and then streams a body that never ends: the worker reads what
+/// it keeps of an output and stops, so the attempt succeeds instead of timing out.
+#[tokio::test]
+async fn an_endless_response_body_is_read_up_to_a_bound() {
+    let stack = Stack::new().await;
+    let app = axum::Router::new().fallback(|| async {
+        let chunks = futures::stream::repeat_with(|| {
+            Ok::<_, std::convert::Infallible>(axum::body::Bytes::from_static(&[b'x'; 1024]))
+        });
+        axum::body::Body::from_stream(chunks)
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/endless", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let mut doc = http_job("endless", &url, json!({"cron": "0 0 1 1 *"}));
+    doc["timeout_s"] = json!(5);
+    let id = stack.api.create_job(ALICE, &doc).await;
+    let run_id = trigger(&stack, &id).await;
+    let queued = get_run(&stack, &run_id).await;
+    stack.services.worker.handle(&message(&queued, 1), "w").await;
+    let done = get_run(&stack, &run_id).await;
+    assert_eq!(done.state, RunState::Succeeded, "{:?}", done.attempts);
+    let output = done.attempts[0].output.clone().unwrap();
+    assert!(output.len() <= sundial_shared::worker::target::MAX_OUTPUT_BYTES + 4, "{}", output.len());
+}

@@ -91,6 +91,21 @@ pub fn truncate(text: &str) -> String {
     format!("{}…", &text[..end])
 }
 
+/// Reads a response body up to just past [`MAX_OUTPUT_BYTES`] (what [`truncate`] keeps), then
+/// stops: a target that answers megabytes, or never ends its body, costs neither memory nor
+/// the attempt.
+async fn read_bounded(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while body.len() <= MAX_OUTPUT_BYTES {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            // The end, or a body cut off: what arrived is the output.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
+
 /// How an HTTP status is classified.
 pub fn classify_status(status: u16, body: String) -> Answer {
     match status {
@@ -215,9 +230,8 @@ impl Targets {
         match request.send().await {
             Ok(response) => {
                 let status = response.status().as_u16();
-                let text = match tokio::time::timeout(inv.timeout, response.text()).await {
-                    Ok(Ok(text)) => text,
-                    Ok(Err(_)) => String::new(),
+                let text = match tokio::time::timeout(inv.timeout, read_bounded(response)).await {
+                    Ok(text) => text,
                     Err(_) => return Answer::TimedOut,
                 };
                 classify_status(status, text)
