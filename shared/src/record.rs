@@ -83,11 +83,10 @@ impl Recorder {
         if !ends_failed || before.state.is_terminal() {
             return Ok(false);
         }
-        // Enough history to see the streak through interleaved skipped or cancelled runs.
+        // Enough history to see the streak through interleaved skipped or cancelled runs. Only
+        // runs before this one: a frequent job's runs claimed ahead would fill the page.
         let limit = (threshold * 2 + 10).min(crate::jobs::MAX_PAGE);
-        let page = self.runs.list(&job.id, limit, None, None).await?;
-        let this = after.key.encode();
-        let previous: Vec<Run> = page.items.into_iter().filter(|r| r.key.encode() < this).collect();
+        let previous = self.runs.before(&job.id, &after.key, limit).await?;
         Ok(completes_failing_streak(&previous, threshold))
     }
 }

@@ -440,6 +440,9 @@ impl RunStore for InsertThenFail {
     ) -> StoreResult<Page<Run>> {
         self.inner.list(job_id, limit, cursor, state).await
     }
+    async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>> {
+        self.inner.before(job_id, key, limit).await
+    }
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         self.inner.transition(before, after).await
     }
@@ -683,4 +686,31 @@ async fn an_endless_response_body_is_read_up_to_a_bound() {
     assert_eq!(done.state, RunState::Succeeded, "{:?}", done.attempts);
     let output = done.attempts[0].output.clone().unwrap();
     assert!(output.len() <= sundial_shared::worker::target::MAX_OUTPUT_BYTES + 4, "{}", output.len());
+}
+
+/// A job every 10 s, claimed five minutes ahead, failing twice in a row with
+/// `alert_after_failures: 2`: `failing` is told once, on the second failure (the runs claimed
+/// ahead no longer hide the streak).
+#[tokio::test]
+async fn a_failing_streak_is_seen_through_runs_claimed_ahead() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let target = TargetServer::start(|_| Answer::Status(500)).await;
+    let mut doc = http_job("flaky", &target.url, json!({"rate": "10 seconds"}));
+    doc["alert_after_failures"] = json!(2);
+    doc["retry"] = json!({"max_attempts": 1});
+    let id = stack.api.create_job(ALICE, &doc).await;
+    assert!(stack.runs_of(&id).await.len() > 20, "claimed ahead");
+    for second in ["2030-01-01T12:00:00Z", "2030-01-01T12:00:10Z", "2030-01-01T12:00:20Z"] {
+        clock.set(t(second));
+        deliver_due(&stack, &clock, &id).await;
+    }
+    let failing: Vec<DateTime<Utc>> = stack
+        .runs_of(&id)
+        .await
+        .iter()
+        .filter(|r| r.events.iter().any(|e| e.kind == sundial_shared::job::EventKind::Failing))
+        .map(Run::scheduled_at)
+        .collect();
+    assert_eq!(failing, [t("2030-01-01T12:00:10Z")]);
 }

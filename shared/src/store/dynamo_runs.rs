@@ -307,6 +307,22 @@ impl RunStore for DynamoRunStore {
         Ok(Page { items: runs, next })
     }
 
+    async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("job_id = :j AND run_key < :key")
+            .expression_attribute_values(":j", s(job_id.as_str()))
+            .expression_attribute_values(":key", s(key.encode()))
+            .scan_index_forward(false)
+            .limit(limit.max(1) as i32)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        out.items().iter().map(from_item).collect()
+    }
+
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         let attempts =
             serde_json::to_string(&after.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;

@@ -124,6 +124,9 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
         state: Option<RunState>,
     ) -> StoreResult<Page<Run>>;
 
+    /// Up to `limit` of the job's runs scheduled before `key` (older keys), newest first.
+    async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>>;
+
     /// Replaces `before` with `after` if the run is still in `before`'s state and attempt (the
     /// fencing token): `Conflict` otherwise. A move to a terminal state leaves the in-flight
     /// index.
