@@ -8,7 +8,7 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use lambda_runtime::{Error, LambdaEvent};
 use sundial_shared::queue::{Received, RunInbox, RunQueue};
 use sundial_shared::worker::Worker;
-use sundial_shared::worker::poll::{Settled, handle_message};
+use sundial_shared::worker::poll::{Hold, Settled, handle_message};
 
 /// Who runs an attempt: the Lambda request id and its log stream.
 pub fn worker_identity(request_id: &str) -> String {
@@ -37,6 +37,9 @@ pub async fn handle(
     event: LambdaEvent<SqsEvent>,
 ) -> Result<SqsBatchResponse, Error> {
     let identity = worker_identity(&event.context.request_id);
+    // Every message stays hidden until the batch returns and the event source deletes it.
+    let hold = Hold::new(event.payload.records.iter().map(received).collect());
+    let hold = &hold;
     let results = event.payload.records.iter().map(|record| {
         let identity = identity.clone();
         async move {
@@ -58,11 +61,14 @@ pub async fn handle(
             // reported failed, with the backoff already set on it.
             match handle_message(worker, queue, inbox, &message, &identity).await {
                 Settled::Done => None,
-                Settled::Kept => Some(message.message_id),
+                Settled::Kept => {
+                    hold.release(&message.message_id);
+                    Some(message.message_id)
+                }
             }
         }
     });
-    let failures = futures::future::join_all(results).await.into_iter().flatten();
+    let failures = hold.over(inbox, futures::future::join_all(results)).await.into_iter().flatten();
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures
         .map(|id| {

@@ -58,7 +58,8 @@ impl IdempotencyStore for DynamoIdempotencyStore {
                  first_seen = if_not_exists(first_seen, :now_text)",
             )
             .condition_expression(
-                "attribute_not_exists(idem_key) OR (#st = :pending AND pending_until < :now) \
+                "attribute_not_exists(idem_key) \
+                 OR (#st = :pending AND pending_until < :now AND fingerprint = :f) \
                  OR (#st = :released AND fingerprint = :f)",
             )
             .expression_attribute_names("#st", "state")

@@ -61,7 +61,14 @@ impl DynamoRunStore {
                 .await
                 .map_err(item::classify)?;
             for it in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
-                runs.push(from_item(it)?);
+                match from_item(it) {
+                    Ok(run) => runs.push(run),
+                    // One bad item must not stall the watchdog's pass for every other run.
+                    Err(e) => {
+                        let key = it.get("run_key").and_then(|v| v.as_s().ok()).map_or("?", String::as_str);
+                        tracing::error!(run_key = %key, error = %e, "an in-flight run does not decode: left out until it is fixed");
+                    }
+                }
             }
             pending = out
                 .unprocessed_keys

@@ -191,7 +191,14 @@ impl Tick {
                 report.to = Some(minute);
                 for batch in due.chunks(self.settings.batch_jobs.max(1)) {
                     // Failed jobs do not stop the pass: they hold the watermark back instead.
-                    report.claims.add(self.claimer.claim(batch.to_vec(), reached_before, now).await);
+                    // Except in a gap: recording the live minutes reached would make the failed
+                    // job's missed instants look like a continuation to the next tick.
+                    let claims = self.claimer.claim(batch.to_vec(), reached_before, now).await;
+                    let failed_in_gap = in_gap && claims.failed > 0;
+                    report.claims.add(claims);
+                    if failed_in_gap {
+                        break 'chunks;
+                    }
                     if started.elapsed() > self.settings.budget {
                         // The rest of this minute is the next invocation's.
                         report.unfinished = true;

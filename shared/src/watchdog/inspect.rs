@@ -75,7 +75,7 @@ pub fn flags_due(job: &Job, run: &Run, now: DateTime<Utc>) -> Vec<EventKind> {
 
 /// The message to send for a run whose next attempt has not started in time: a QUEUED run
 /// `dispatch_grace` past its due time, or a RETRYING run `retry_margin` past the end of its
-/// backoff, and not re-sent within that long already. Whether its message was ever sent does not
+/// backoff; re-sent again after waiting as long as it had waited before (doubling). Whether its message was ever sent does not
 /// matter: a second message is harmless (an attempt starts only under its fence, and a stale
 /// message is dropped), while a missing one would strand the run. This covers a send that never
 /// happened, a message a crashed consumer still holds, and one lost with the worker that held it.
@@ -85,8 +85,13 @@ pub fn missing_dispatch(run: &Run, now: DateTime<Utc>, settings: &WatchdogSettin
         RunState::Queued => settings.dispatch_grace,
         _ => settings.retry_margin,
     };
-    let since = run.resent_at.map_or(waits_until, |at| at.max(waits_until));
-    (since + patience <= now).then(|| Dispatch::next_attempt(run, now))
+    // Each re-send waits as long again as the run has waited so far (at least the patience):
+    // a backlog gets a handful of extra messages per run, not one every grace period.
+    let next = match run.resent_at {
+        None => waits_until + patience,
+        Some(at) => at + patience.max(at - waits_until),
+    };
+    (next <= now).then(|| Dispatch::next_attempt(run, now))
 }
 
 /// How far the tick's watermark is behind `now`, in whole minutes (0 when it has never run:
@@ -180,6 +185,13 @@ mod tests {
             r.resent_at = Some(at("2026-11-22T10:02:00Z"));
             assert_eq!(missing_dispatch(&r, at("2026-11-22T10:03:59Z"), &settings), None, "once per grace");
             assert!(missing_dispatch(&r, at("2026-11-22T10:04:00Z"), &settings).is_some());
+            r.resent_at = Some(at("2026-11-22T10:04:00Z"));
+            assert_eq!(
+                missing_dispatch(&r, at("2026-11-22T10:07:59Z"), &settings),
+                None,
+                "spaced out: doubling"
+            );
+            assert!(missing_dispatch(&r, at("2026-11-22T10:08:00Z"), &settings).is_some());
         }
     }
 

@@ -204,13 +204,18 @@ impl Worker {
             .filter(|other| other.key != run.key)
             .collect();
         let Some(first) = active.first() else { return Ok(None) };
-        if job.document.concurrency == ConcurrencyPolicy::Forbid {
-            let after = Run {
-                state: RunState::Skipped,
-                reason: Some(format!("concurrency forbid: run {} is active", first.id())),
-                updated_at: now,
-                ..run.clone()
+        // Under `replace` the newest run wins: an older run that starts late (a re-sent
+        // message, a catch-up burst) never cancels a newer one; it is skipped instead.
+        let newer = active.iter().find(|other| other.key > run.key);
+        if job.document.concurrency == ConcurrencyPolicy::Forbid || newer.is_some() {
+            let reason = match newer {
+                Some(newer) if job.document.concurrency == ConcurrencyPolicy::Replace => {
+                    format!("concurrency replace: superseded by newer run {}", newer.id())
+                }
+                _ => format!("concurrency forbid: run {} is active", first.id()),
             };
+            let after =
+                Run { state: RunState::Skipped, reason: Some(reason), updated_at: now, ..run.clone() };
             return match self.recorder.change(job, run, after, now).await {
                 Ok(_) | Err(StoreError::Conflict) => Ok(Some(Disposition::Delete)),
                 Err(e) => Err(e),
@@ -404,7 +409,8 @@ impl Worker {
 
 /// Why `run` may not start because of its job's pauses: the job is paused now, or the run's
 /// instant fell while it was paused (instants missed while paused are skipped, even when a
-/// worker reaches them after the resume). Attempts already under way are not affected.
+/// worker reaches them after the resume), unless the run was created after that pause ended (a
+/// backfill of the paused period). Attempts already under way are not affected.
 pub fn paused_reason(job: &Job, run: &Run) -> Option<String> {
     if job.document.paused {
         return Some("the job was paused after the run was claimed".into());
@@ -412,7 +418,9 @@ pub fn paused_reason(job: &Job, run: &Run) -> Option<String> {
     if run.attempt > 0 {
         return None;
     }
-    job.pause_at(run.scheduled_at()).map(|pause| {
+    // A run created after the pause ended (a backfill of the paused period) was asked for since.
+    let pause = job.pause_at(run.scheduled_at()).filter(|p| p.to.is_none_or(|to| run.created_at < to));
+    pause.map(|pause| {
         let until = pause.to.map_or_else(|| "now".to_string(), |to| to.to_rfc3339());
         format!("the job was paused at the run's instant (paused {} to {until})", pause.from.to_rfc3339())
     })

@@ -54,25 +54,48 @@ pub async fn settle(
     }
 }
 
-/// Runs `work` while keeping the message hidden: its hold is renewed every [`HOLD_RENEW_S`]
-/// seconds, so a consumer that dies releases it within [`HOLD_S`].
-pub async fn holding<T>(inbox: &dyn RunInbox, message: &Received, work: impl Future<Output = T>) -> T {
-    let every = std::time::Duration::from_secs(HOLD_RENEW_S);
-    let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    tokio::pin!(work);
-    loop {
-        tokio::select! {
-            out = &mut work => return out,
-            _ = renew.tick() => {
-                if let Err(e) = inbox.set_visibility(&message.receipt, HOLD_S).await {
-                    tracing::warn!(message_id = %message.message_id, error = %e, "could not renew a message's hold");
+/// Messages a consumer keeps hidden while it works: their hold is renewed every
+/// [`HOLD_RENEW_S`] seconds until the work ends, so a consumer that dies releases them within
+/// [`HOLD_S`]. In Lambda the event source deletes a batch's messages only when the whole batch
+/// returns, so every message of a batch stays held as long as its slowest one, except those
+/// released because they were kept for a backoff (renewing would cut their backoff short).
+#[derive(Debug)]
+pub struct Hold {
+    messages: std::sync::Mutex<Vec<Received>>,
+}
+
+impl Hold {
+    pub fn new(messages: Vec<Received>) -> Self {
+        Hold { messages: std::sync::Mutex::new(messages) }
+    }
+
+    /// Stops renewing a message (it was kept, with its backoff set).
+    pub fn release(&self, message_id: &str) {
+        self.messages.lock().unwrap_or_else(|e| e.into_inner()).retain(|m| m.message_id != message_id);
+    }
+
+    /// Runs `work` while renewing the hold of the messages not released.
+    pub async fn over<T>(&self, inbox: &dyn RunInbox, work: impl Future<Output = T>) -> T {
+        let every = std::time::Duration::from_secs(HOLD_RENEW_S);
+        let mut renew = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return out,
+                _ = renew.tick() => {
+                    let held = self.messages.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    for message in held {
+                        if let Err(e) = inbox.set_visibility(&message.receipt, HOLD_S).await {
+                            tracing::warn!(message_id = %message.message_id, error = %e, "could not renew a message's hold");
+                        }
+                    }
                 }
             }
         }
     }
 }
 
-/// Handles one received message under its hold, then settles it (without deleting it).
+/// Handles one received message, then settles it (without deleting it). The caller holds it.
 pub async fn handle_message(
     worker: &Worker,
     queue: &dyn RunQueue,
@@ -80,13 +103,14 @@ pub async fn handle_message(
     message: &Received,
     worker_id: &str,
 ) -> Settled {
-    let disposition = holding(inbox, message, worker.handle(&message.body, worker_id)).await;
+    let disposition = worker.handle(&message.body, worker_id).await;
     settle(queue, inbox, message, &disposition).await
 }
 
 /// Handles, settles and, when done, deletes one message.
 async fn consume_one(worker: &Worker, queue: &dyn RunQueue, inbox: &dyn RunInbox, m: &Received, id: &str) {
-    if handle_message(worker, queue, inbox, m, id).await == Settled::Done {
+    let settled = Hold::new(vec![m.clone()]).over(inbox, handle_message(worker, queue, inbox, m, id)).await;
+    if settled == Settled::Done {
         if let Err(e) = inbox.delete(&m.receipt).await {
             // It comes back after its hold and is recognised as handled.
             tracing::warn!(message_id = %m.message_id, error = %e, "could not delete a handled message");
