@@ -166,17 +166,7 @@ impl Worker {
             return self.cancel_for_deleted_job(&run, now).await;
         };
         if let Some(reason) = paused_reason(&job, &run) {
-            let after = Run {
-                state: RunState::Skipped,
-                reason: Some(reason),
-                updated_at: now,
-                retry_at: None,
-                ..run.clone()
-            };
-            return match self.recorder.change(&job, &run, after, now).await {
-                Ok(_) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
-                Err(e) => Err(e),
-            };
+            return self.skip(&job, &run, reason, now).await;
         }
         if run.attempt == 0 && job.document.concurrency != ConcurrencyPolicy::Allow {
             if let Some(disposition) = self.apply_concurrency_policy(&job, &run, now).await? {
@@ -184,6 +174,32 @@ impl Worker {
             }
         }
         self.attempt(&job, run, worker, now).await
+    }
+
+    /// Records `run` SKIPPED for `reason` (its event in the same write) instead of starting it.
+    async fn skip(
+        &self,
+        job: &Job,
+        run: &Run,
+        reason: String,
+        now: DateTime<Utc>,
+    ) -> Result<Disposition, StoreError> {
+        let after = Run {
+            state: RunState::Skipped,
+            reason: Some(reason),
+            updated_at: now,
+            retry_at: None,
+            ..run.clone()
+        };
+        match self.recorder.change(job, run, after, now).await {
+            Ok(_) => {
+                self.meter.observe(&Record::new("worker", now).count(names::RUNS_SKIPPED, 1));
+                Ok(Disposition::Delete)
+            }
+            // Someone else moved the run on: their write tells it.
+            Err(StoreError::Conflict) => Ok(Disposition::Delete),
+            Err(e) => Err(e),
+        }
     }
 
     /// Decides `forbid` and `replace` for a run about to start its first attempt: under
@@ -214,12 +230,7 @@ impl Worker {
                 }
                 _ => format!("concurrency forbid: run {} is active", first.id()),
             };
-            let after =
-                Run { state: RunState::Skipped, reason: Some(reason), updated_at: now, ..run.clone() };
-            return match self.recorder.change(job, run, after, now).await {
-                Ok(_) | Err(StoreError::Conflict) => Ok(Some(Disposition::Delete)),
-                Err(e) => Err(e),
-            };
+            return self.skip(job, run, reason, now).await.map(Some);
         }
         let why = format!("concurrency replace: replaced by run {}", run.id());
         for other in &active {
