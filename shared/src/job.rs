@@ -319,6 +319,14 @@ impl Job {
         self.pauses.drain(..excess);
     }
 
+    /// How far back this job's runs may still be active (RUNNING or RETRYING): all attempts at
+    /// their longest, and an hour more.
+    pub fn active_window(&self) -> chrono::Duration {
+        let retry = &self.document.retry;
+        let per_attempt = i64::from(self.document.timeout_s) + i64::from(retry.max_backoff_s);
+        chrono::Duration::seconds(i64::from(retry.max_attempts) * per_attempt) + chrono::Duration::hours(1)
+    }
+
     /// The pause `instant` fell in, if any.
     pub fn pause_at(&self, instant: DateTime<Utc>) -> Option<&Pause> {
         self.pauses.iter().find(|p| p.from <= instant && p.to.is_none_or(|to| instant < to))

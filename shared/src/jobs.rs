@@ -15,7 +15,7 @@ use crate::limits::{Limits, TargetAllowList};
 use crate::run::{Run, RunKey, RunState};
 use crate::schedule::{Schedule, ceil_second};
 use crate::store::{JobStore, Page, StoreError};
-use crate::tick::claim::{Claimer, active_window};
+use crate::tick::claim::Claimer;
 use crate::topics::{JobTopics, Subscription, TopicError, has_endpoints};
 use crate::validation::{self, Rules, ValidationError};
 use chrono::{DateTime, Utc};
@@ -401,7 +401,7 @@ impl Jobs {
         };
         let runs = self.claimer.runs();
         if job.document.concurrency == ConcurrencyPolicy::Forbid {
-            let active = runs.active(&job.id, now - active_window(&job)).await?;
+            let active = runs.active(&job.id, now - job.active_window()).await?;
             if let Some(run) = active.iter().find(|run| run.key != key) {
                 return Err(JobsError::RunActive(run.id().to_string()));
             }

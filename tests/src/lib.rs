@@ -97,6 +97,18 @@ impl Stack {
         .await
     }
 
+    /// Triggers a run of `job_id` through the API as Alice; panics unless it is accepted.
+    pub async fn trigger(&self, job_id: &str) -> sundial_shared::run::RunId {
+        let reply = self.api.post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &serde_json::json!({})).await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+        sundial_shared::run::RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
+    }
+
+    /// The run `id` as stored; panics if it does not exist.
+    pub async fn run(&self, id: &sundial_shared::run::RunId) -> sundial_shared::run::Run {
+        self.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
+    }
+
     /// Every run of a job, oldest first.
     pub async fn runs_of(&self, job_id: &str) -> Vec<sundial_shared::run::Run> {
         let id = sundial_shared::job::JobId::parse(job_id).unwrap();

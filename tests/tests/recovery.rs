@@ -35,16 +35,6 @@ fn job_id(id: &str) -> JobId {
     JobId::parse(id).unwrap()
 }
 
-async fn get_run(stack: &Stack, id: &RunId) -> Run {
-    stack.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
-}
-
-async fn trigger(stack: &Stack, id: &str) -> RunId {
-    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
-    RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
-}
-
 /// The body of the message that asks for `attempt` of `run`.
 fn message(run: &Run, attempt: u32) -> String {
     json!({"job_id": run.job_id.to_string(), "run_key": run.key.encode(), "attempt": attempt}).to_string()
@@ -126,7 +116,7 @@ async fn a_202_attempt_with_heartbeats_outlives_max_receive_count_then_succeeds(
     doc["timeout_s"] = json!(3600);
     doc["retry"] = json!({"max_attempts": 1});
     let id = stack.api.create_job(ALICE, &doc).await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     let s = &stack.services;
     poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "w", 2).await.unwrap();
     let token = target.hits()[0].headers[sundial_shared::worker::target::headers::CALLBACK_TOKEN]
@@ -168,7 +158,7 @@ async fn a_202_attempt_with_heartbeats_outlives_max_receive_count_then_succeeds(
         for m in dead.messages.unwrap_or_default() {
             s.worker.dead_lettered(m.body().unwrap(), "received too many times").await.unwrap();
         }
-        assert_eq!(get_run(&stack, &run_id).await.state, RunState::Running);
+        assert_eq!(stack.run(&run_id).await.state, RunState::Running);
     }
     let done = stack.api.call(callback("complete").json(&json!({"succeeded": true}))).await;
     assert_eq!(done.status, StatusCode::OK, "{}", done.body);
@@ -185,15 +175,15 @@ async fn a_dead_letter_fails_only_a_run_waiting_for_its_attempt() {
     let mut doc = http_job("accepted", &target.url, json!({"cron": "0 0 1 1 *"}));
     doc["retry"] = json!({"max_attempts": 3, "backoff_s": 60});
     let id = stack.api.create_job(ALICE, &doc).await;
-    let run_id = trigger(&stack, &id).await;
-    let queued = get_run(&stack, &run_id).await;
+    let run_id = stack.trigger(&id).await;
+    let queued = stack.run(&run_id).await;
     stack.services.worker.handle(&message(&queued, 1), "w").await;
-    let running = get_run(&stack, &run_id).await;
+    let running = stack.run(&run_id).await;
     assert_eq!((running.state, running.attempt), (RunState::Running, 1));
 
     let w = &stack.services.worker;
     w.dead_lettered(&message(&running, 1), "received 16 times").await.unwrap();
-    assert_eq!(get_run(&stack, &run_id).await.state, RunState::Running, "a live attempt is not failed");
+    assert_eq!(stack.run(&run_id).await.state, RunState::Running, "a live attempt is not failed");
 
     // The attempt fails through its callback: the run waits for attempt 2.
     let token = target.hits()[0].headers[sundial_shared::worker::target::headers::CALLBACK_TOKEN]
@@ -210,10 +200,10 @@ async fn a_dead_letter_fails_only_a_run_waiting_for_its_attempt() {
         .await;
     assert_eq!(failed.body["state"], "RETRYING", "{}", failed.body);
     w.dead_lettered(&message(&running, 1), "received 16 times").await.unwrap();
-    assert_eq!(get_run(&stack, &run_id).await.state, RunState::Retrying, "a stale message fails nothing");
+    assert_eq!(stack.run(&run_id).await.state, RunState::Retrying, "a stale message fails nothing");
 
     w.dead_lettered(&message(&running, 2), "received 16 times").await.unwrap();
-    let dead = get_run(&stack, &run_id).await;
+    let dead = stack.run(&run_id).await;
     assert_eq!(dead.state, RunState::Failed, "the message the run waited for gave up");
     assert!(dead.reason.unwrap().contains("received 16 times"));
 }
@@ -539,8 +529,8 @@ async fn cancelling_a_run_closes_its_open_attempt() {
     let stack = Stack::new().await;
     let target = TargetServer::start(|_| Answer::Hang).await;
     let id = stack.api.create_job(ALICE, &http_job("hangs", &target.url, json!({"cron": "0 0 1 1 *"}))).await;
-    let run_id = trigger(&stack, &id).await;
-    let queued = get_run(&stack, &run_id).await;
+    let run_id = stack.trigger(&id).await;
+    let queued = stack.run(&run_id).await;
     let worker = stack.services.worker.clone();
     let body = message(&queued, 1);
     let attempt = tokio::spawn(async move { worker.handle(&body, "w").await });
@@ -590,13 +580,13 @@ async fn a_heartbeat_never_shortens_an_attempts_lease() {
     let url = format!("http://{}/work", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
     let id = stack.api.create_job(ALICE, &http_job("beats", &url, json!({"cron": "0 0 1 1 *"}))).await;
-    let run_id = trigger(&stack, &id).await;
-    let queued = get_run(&stack, &run_id).await;
+    let run_id = stack.trigger(&id).await;
+    let queued = stack.run(&run_id).await;
     stack.services.worker.handle(&message(&queued, 1), "w").await;
     let leases = leases.lock().unwrap().clone();
     assert_eq!(leases.len(), 2);
     assert!(leases[1] >= leases[0], "the heartbeat cut the lease from {} to {}", leases[0], leases[1]);
-    assert_eq!(get_run(&stack, &run_id).await.state, RunState::Succeeded);
+    assert_eq!(stack.run(&run_id).await.state, RunState::Succeeded);
 }
 
 /// Deadlines count from when a run was due: a backfill of old instants raises no `sla_missed`
@@ -679,10 +669,10 @@ async fn an_endless_response_body_is_read_up_to_a_bound() {
     let mut doc = http_job("endless", &url, json!({"cron": "0 0 1 1 *"}));
     doc["timeout_s"] = json!(5);
     let id = stack.api.create_job(ALICE, &doc).await;
-    let run_id = trigger(&stack, &id).await;
-    let queued = get_run(&stack, &run_id).await;
+    let run_id = stack.trigger(&id).await;
+    let queued = stack.run(&run_id).await;
     stack.services.worker.handle(&message(&queued, 1), "w").await;
-    let done = get_run(&stack, &run_id).await;
+    let done = stack.run(&run_id).await;
     assert_eq!(done.state, RunState::Succeeded, "{:?}", done.attempts);
     let output = done.attempts[0].output.clone().unwrap();
     assert!(output.len() <= sundial_shared::worker::target::MAX_OUTPUT_BYTES + 4, "{}", output.len());
@@ -797,11 +787,11 @@ async fn an_older_run_starting_late_never_replaces_a_newer_one() {
     let (older, newer) = (runs[0].clone(), runs[1].clone());
     clock.set(newer.due_at);
     stack.services.worker.handle(&message(&newer, 1), "w").await;
-    assert_eq!(get_run(&stack, &newer.id()).await.state, RunState::Running);
+    assert_eq!(stack.run(&newer.id()).await.state, RunState::Running);
 
     stack.services.worker.handle(&message(&older, 1), "w").await;
-    let older = get_run(&stack, &older.id()).await;
+    let older = stack.run(&older.id()).await;
     assert_eq!(older.state, RunState::Skipped);
     assert!(older.reason.unwrap().contains("superseded"));
-    assert_eq!(get_run(&stack, &newer.id()).await.state, RunState::Running);
+    assert_eq!(stack.run(&newer.id()).await.state, RunState::Running);
 }

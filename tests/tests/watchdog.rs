@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sundial_shared::clock::{Clock, ManualClock};
 use sundial_shared::events::RunEvent;
 use sundial_shared::job::{EventKind, JobId};
-use sundial_shared::run::{Attempt, Outcome, Run, RunId, RunKey, RunState};
+use sundial_shared::run::{Attempt, Outcome, Run, RunKey, RunState};
 use sundial_shared::watchdog::WatchdogReport;
 use sundial_tests::{ALICE, Answer, Stack, TargetServer};
 
@@ -32,16 +32,6 @@ fn job(name: &str, url: &str, extra: Value) -> Value {
     });
     job.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
     job
-}
-
-async fn trigger(stack: &Stack, job_id: &str) -> RunId {
-    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &json!({})).await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
-    RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
-}
-
-async fn run(stack: &Stack, id: &RunId) -> Run {
-    stack.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
 }
 
 async fn watchdog(stack: &Stack) -> WatchdogReport {
@@ -87,9 +77,9 @@ async fn sla_missed_is_told_once() {
 
     // Still running past its SLA: the watchdog flags it, once in five passes.
     let slow = stack.api.create_job(ALICE, &job("slow", &accepting.url, json!({"sla_s": 60}))).await;
-    let slow_run = trigger(&stack, &slow).await;
+    let slow_run = stack.trigger(&slow).await;
     work(&stack, 1, "w1").await;
-    assert_eq!(run(&stack, &slow_run).await.state, RunState::Running);
+    assert_eq!(stack.run(&slow_run).await.state, RunState::Running);
     clock.advance(Duration::seconds(30));
     assert_eq!(watchdog(&stack).await.sla_missed, 0, "not before the SLA");
     let mut flagged = 0;
@@ -98,25 +88,25 @@ async fn sla_missed_is_told_once() {
         flagged += watchdog(&stack).await.sla_missed;
     }
     assert_eq!(flagged, 1);
-    let slow_state = run(&stack, &slow_run).await;
+    let slow_state = stack.run(&slow_run).await;
     assert_eq!(slow_state.state, RunState::Running, "an SLA miss does not stop the run");
     assert!(slow_state.events.iter().any(|e| e.kind == EventKind::SlaMissed && e.sent));
 
     // Ends past its SLA between two passes: the worker's write carries the flag.
     let late = stack.api.create_job(ALICE, &job("late", &quick.url, json!({"sla_s": 60}))).await;
-    let late_run = trigger(&stack, &late).await;
+    let late_run = stack.trigger(&late).await;
     watchdog(&stack).await;
     clock.advance(Duration::seconds(90));
     work(&stack, 1, "w2").await;
-    assert_eq!(run(&stack, &late_run).await.state, RunState::Succeeded);
+    assert_eq!(stack.run(&late_run).await.state, RunState::Succeeded);
     clock.advance(Duration::seconds(60));
     assert_eq!(watchdog(&stack).await.sla_missed, 0);
 
     // The watchdog flags a run between the worker's read and its write.
     let raced = stack.api.create_job(ALICE, &job("raced", &accepting.url, json!({"sla_s": 60}))).await;
-    let raced_run = trigger(&stack, &raced).await;
+    let raced_run = stack.trigger(&raced).await;
     work(&stack, 1, "w3").await;
-    let read_by_worker = run(&stack, &raced_run).await;
+    let read_by_worker = stack.run(&raced_run).await;
     clock.advance(Duration::seconds(61));
     assert_eq!(watchdog(&stack).await.sla_missed, 1);
     let job = stack.services.job_store.get(&read_by_worker.job_id).await.unwrap().unwrap();
@@ -150,26 +140,26 @@ async fn a_run_past_its_timeout_is_retried_then_ends() {
         .api
         .create_job(ALICE, &job("stuck", &accepting.url, json!({"timeout_s": 5, "retry": retry})))
         .await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
 
     assert_eq!(work(&stack, 1, "w1").await, [1]);
-    assert_eq!(run(&stack, &run_id).await.state, RunState::Running);
+    assert_eq!(stack.run(&run_id).await.state, RunState::Running);
     clock.advance(Duration::seconds(4));
     assert_eq!(watchdog(&stack).await.timed_out, 0, "not before the timeout");
     clock.advance(Duration::seconds(2));
     let report = watchdog(&stack).await;
     assert_eq!((report.timed_out, report.dispatched), (1, 1));
-    let retrying = run(&stack, &run_id).await;
+    let retrying = stack.run(&run_id).await;
     assert_eq!(retrying.state, RunState::Retrying);
     assert_eq!(retrying.attempts[0].outcome, Some(Outcome::TimedOut));
 
     clock.advance(Duration::seconds(2));
     assert_eq!(work(&stack, 1, "w2").await, [2], "the watchdog sent the next attempt");
-    assert_eq!(run(&stack, &run_id).await.state, RunState::Running);
+    assert_eq!(stack.run(&run_id).await.state, RunState::Running);
     clock.advance(Duration::seconds(6));
     let report = watchdog(&stack).await;
     assert_eq!((report.timed_out, report.dispatched), (1, 0), "no attempt left to dispatch");
-    let ended = run(&stack, &run_id).await;
+    let ended = stack.run(&run_id).await;
     assert_eq!(ended.state, RunState::TimedOut);
     let outcomes: Vec<_> = ended.attempts.iter().map(|a| (a.n, a.worker.as_str(), a.outcome)).collect();
     assert_eq!(outcomes, [(1, "w1", Some(Outcome::TimedOut)), (2, "w2", Some(Outcome::TimedOut))]);
@@ -188,11 +178,11 @@ async fn a_lost_worker_is_replaced() {
     let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
     let id =
         stack.api.create_job(ALICE, &job("job", &target.url, json!({"timeout_s": 30, "retry": retry}))).await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
 
     // A worker takes the message, starts the attempt, and dies.
     assert_eq!(stack.drain_queue().await.len(), 1);
-    let queued = run(&stack, &run_id).await;
+    let queued = stack.run(&run_id).await;
     let now = clock.now();
     let started = Run {
         state: RunState::Running,
@@ -221,7 +211,7 @@ async fn a_lost_worker_is_replaced() {
     assert_eq!((report.lost, report.dispatched), (1, 1));
     clock.advance(Duration::seconds(2));
     assert_eq!(work(&stack, 1, "rescuer").await, [2]);
-    let done = run(&stack, &run_id).await;
+    let done = stack.run(&run_id).await;
     assert_eq!(done.state, RunState::Succeeded);
     let attempts: Vec<_> = done.attempts.iter().map(|a| (a.n, a.worker.as_str(), a.outcome)).collect();
     assert_eq!(attempts, [(1, "doomed", Some(Outcome::Lost)), (2, "rescuer", Some(Outcome::Succeeded))]);
@@ -240,7 +230,7 @@ async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
 
     // A backlog: twenty runs sent and not yet consumed.
     for _ in 0..20 {
-        trigger(&stack, &id).await;
+        stack.trigger(&id).await;
     }
     // And one the API recorded and never sent.
     let stored = stack.services.job_store.get(&JobId::parse(&id).unwrap()).await.unwrap().unwrap();
@@ -254,7 +244,7 @@ async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
     let report = watchdog(&stack).await;
     assert_eq!(report.inspected, 21);
     assert_eq!(report.dispatched, 21, "every run not started in time");
-    assert!(run(&stack, &orphan.id()).await.resent_at.is_some());
+    assert!(stack.run(&orphan.id()).await.resent_at.is_some());
     clock.advance(Duration::seconds(119));
     assert_eq!(watchdog(&stack).await.dispatched, 0, "once per grace period");
 
@@ -276,11 +266,11 @@ async fn an_event_left_unsent_is_published_once() {
     let stack = Stack::at(&clock, &[]).await;
     let inbox = stack.subscribe_inbox().await;
     let id = stack.api.create_job(ALICE, &job("job", "http://127.0.0.1:9/", json!({}))).await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     stack.drain_queue().await;
 
     // The worker's final write lands with its `failed` event; then the worker crashes.
-    let queued = run(&stack, &run_id).await;
+    let queued = stack.run(&run_id).await;
     let now = clock.now();
     let failed = Run {
         state: RunState::Failed,
@@ -300,7 +290,7 @@ async fn an_event_left_unsent_is_published_once() {
         clock.advance(Duration::minutes(1));
         assert_eq!(watchdog(&stack).await, WatchdogReport::default(), "nothing left to do");
     }
-    assert!(run(&stack, &run_id).await.events.iter().all(|e| e.sent));
+    assert!(stack.run(&run_id).await.events.iter().all(|e| e.sent));
     assert!(stack.services.runs.in_flight(clock.now()).await.unwrap().is_empty());
     let messages = stack.read_inbox(&inbox, 2, 5).await;
     assert_eq!(events_of(&messages), ["failed"]);
@@ -355,10 +345,10 @@ async fn job_topics_reach_only_their_subscribers() {
     let a = stack.api.create_job(ALICE, &job("a", &flaky.url, json!({"notify": a}))).await;
     let b = json!({"on": ["failed", "succeeded"]});
     let b = stack.api.create_job(ALICE, &job("b", &failing.url, json!({"notify": b}))).await;
-    let a_failed = trigger(&stack, &a).await;
-    let _b_failed = trigger(&stack, &b).await;
+    let a_failed = stack.trigger(&a).await;
+    let _b_failed = stack.trigger(&b).await;
     work(&stack, 2, "w").await;
-    let _a_succeeded = trigger(&stack, &a).await;
+    let _a_succeeded = stack.trigger(&a).await;
     work(&stack, 1, "w").await;
 
     let received = stack.read_inbox(&a_inbox, 2, 5).await;
@@ -443,9 +433,9 @@ async fn failing_streaks_and_late_starts_are_told_once() {
         stack.api.create_job(ALICE, &job("flappy", &target.url, json!({"alert_after_failures": 2}))).await;
     let mut failing_runs = Vec::new();
     for _ in 0..6 {
-        let run_id = trigger(&stack, &id).await;
+        let run_id = stack.trigger(&id).await;
         work(&stack, 1, "w").await;
-        let done = run(&stack, &run_id).await;
+        let done = stack.run(&run_id).await;
         if done.events.iter().any(|e| e.kind == EventKind::Failing) {
             failing_runs.push(done.attempts[0].n);
         }
@@ -455,13 +445,13 @@ async fn failing_streaks_and_late_starts_are_told_once() {
 
     let waiting =
         stack.api.create_job(ALICE, &job("waiting", &target.url, json!({"start_deadline_s": 30}))).await;
-    let waiting_run = trigger(&stack, &waiting).await;
+    let waiting_run = stack.trigger(&waiting).await;
     clock.advance(Duration::seconds(30));
     assert_eq!(watchdog(&stack).await.late_start, 0);
     clock.advance(Duration::seconds(2));
     assert_eq!(watchdog(&stack).await.late_start, 1);
     assert_eq!(watchdog(&stack).await.late_start, 0);
-    assert_eq!(run(&stack, &waiting_run).await.state, RunState::Queued, "a late start is only told");
+    assert_eq!(stack.run(&waiting_run).await.state, RunState::Queued, "a late start is only told");
 
     let messages = stack.read_inbox(&inbox, 8, 20).await;
     let events = events_of(&messages);

@@ -51,16 +51,6 @@ fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
     )
 }
 
-async fn trigger(stack: &Stack, job_id: &str) -> RunId {
-    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &json!({})).await;
-    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
-    RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
-}
-
-async fn run(stack: &Stack, id: &RunId) -> Run {
-    stack.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
-}
-
 /// Polls the real queue with `worker` until the run has ended.
 async fn drive(stack: &Stack, worker: &Worker, id: &RunId, limit_s: u64) -> Run {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
@@ -68,7 +58,7 @@ async fn drive(stack: &Stack, worker: &Worker, id: &RunId, limit_s: u64) -> Run 
         poll_once(worker, stack.services.queue.as_ref(), stack.services.inbox.as_ref(), "test-worker", 1)
             .await
             .unwrap();
-        let current = run(stack, id).await;
+        let current = stack.run(id).await;
         if current.state.is_terminal() {
             return current;
         }
@@ -89,7 +79,7 @@ async fn fails_twice_then_succeeds() {
             &job("flaky", &target.url, json!({"max_attempts": 5, "backoff_s": 1, "max_backoff_s": 2})),
         )
         .await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     let done = drive(&stack, &stack.services.worker, &run_id, 60).await;
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.attempt, 3);
@@ -137,7 +127,7 @@ async fn always_failing_ends_failed_and_the_message_is_gone() {
             &job("broken", &target.url, json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1})),
         )
         .await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     let done = drive(&stack, &stack.services.worker, &run_id, 60).await;
     assert_eq!(done.state, RunState::Failed);
     assert_eq!(done.attempts.len(), 3);
@@ -154,7 +144,7 @@ async fn permanent_failures_are_not_retried() {
         .api
         .create_job(ALICE, &job("gone", &target.url, json!({"max_attempts": 5, "backoff_s": 1})))
         .await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     let done = drive(&stack, &stack.services.worker, &run_id, 30).await;
     assert_eq!(done.state, RunState::Failed);
     assert_eq!(target.hits().len(), 1);
@@ -169,7 +159,7 @@ async fn duplicates_and_stale_messages_never_run_an_attempt_twice() {
     let id = stack.api.create_job(ALICE, &job("once", &target.url, json!({}))).await;
     let w = &stack.services.worker;
     for round in 1..=5 {
-        let run_id = trigger(&stack, &id).await;
+        let run_id = stack.trigger(&id).await;
         let bodies = stack.drain_queue().await;
         assert_eq!(bodies.len(), 1);
         let body = bodies[0].to_string();
@@ -177,14 +167,14 @@ async fn duplicates_and_stale_messages_never_run_an_attempt_twice() {
         let (a, b) = tokio::join!(w.handle(&body, "worker-a"), w.handle(&body, "worker-b"));
         assert_eq!((a, b), (Disposition::Delete, Disposition::Delete));
         assert_eq!(target.hits().len(), round, "round {round}: the target was called twice");
-        let done = run(&stack, &run_id).await;
+        let done = stack.run(&run_id).await;
         assert_eq!(done.state, RunState::Succeeded);
         assert_eq!(done.attempts.len(), 1);
 
         // A late copy of the first attempt's message: dropped unread.
         assert_eq!(w.handle(&body, "worker-c").await, Disposition::Delete);
         assert_eq!(target.hits().len(), round);
-        assert_eq!(run(&stack, &run_id).await, done);
+        assert_eq!(stack.run(&run_id).await, done);
     }
 }
 
@@ -197,7 +187,7 @@ async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease() {
     let mut doc = job("killed", &target.url, json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1}));
     doc["timeout_s"] = json!(3);
     let id = stack.api.create_job(ALICE, &doc).await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     let body = stack.drain_queue().await[0].to_string();
 
     let doomed = worker(&stack, 1);
@@ -206,7 +196,7 @@ async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     attempt.abort();
-    let held = run(&stack, &run_id).await;
+    let held = stack.run(&run_id).await;
     assert_eq!(held.state, RunState::Running);
 
     // The message comes back (its visibility timeout, simulated by a re-send), and a healthy
@@ -216,14 +206,14 @@ async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         healthy.handle(&message.to_string(), "healthy-worker").await;
-        let current = run(&stack, &run_id).await;
+        let current = stack.run(&run_id).await;
         if current.state.is_terminal() {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{current:?}");
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    let done = run(&stack, &run_id).await;
+    let done = stack.run(&run_id).await;
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.attempts[0].outcome, Some(Outcome::Lost));
     assert_eq!(done.attempts[0].worker, "doomed-worker");
@@ -273,11 +263,11 @@ async fn malformed_messages_are_dead_lettered_and_redrive_works() {
     // The DLQ handler on a decodable message: its run is recorded FAILED with the reason.
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let id = stack.api.create_job(ALICE, &job("dead", &target.url, json!({}))).await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     let body = json!({"job_id": run_id.job_id.to_string(), "run_key": run_id.key.encode(), "attempt": 1});
     let done = stack.services.worker.dead_lettered(&body.to_string(), "received 16 times").await.unwrap();
     assert!(done.contains("FAILED"), "{done}");
-    let failed = run(&stack, &run_id).await;
+    let failed = stack.run(&run_id).await;
     assert_eq!(failed.state, RunState::Failed);
     assert!(failed.reason.unwrap().contains("received 16 times"));
     assert!(target.hits().is_empty());
@@ -297,12 +287,12 @@ async fn accepted_work_reports_back_with_heartbeats_and_completion() {
     let mut doc = job("long", &target.url, json!({"max_attempts": 1}));
     doc["timeout_s"] = json!(600);
     let id = stack.api.create_job(ALICE, &doc).await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     let body = stack.drain_queue().await[0].to_string();
     let disposition = stack.services.worker.handle(&body, "w").await;
     assert_eq!(disposition, Disposition::Delete);
     let token = target.hits()[0].headers[headers::CALLBACK_TOKEN].to_str().unwrap().to_string();
-    assert_eq!(run(&stack, &run_id).await.state, RunState::Running);
+    assert_eq!(stack.run(&run_id).await.state, RunState::Running);
 
     let callback = |path: &str, token: &str| {
         Call::new(Method::POST, format!("/v1/runs/{run_id}/{path}"))
@@ -319,7 +309,7 @@ async fn accepted_work_reports_back_with_heartbeats_and_completion() {
         let redelivered = stack.services.worker.handle(&body, "w").await;
         assert_eq!(redelivered, Disposition::Delete, "a live lease is its worker's, not the message's");
     }
-    assert_eq!(run(&stack, &run_id).await.state, RunState::Running);
+    assert_eq!(stack.run(&run_id).await.state, RunState::Running);
 
     let done = stack
         .api
@@ -347,7 +337,7 @@ async fn accepted_work_without_heartbeats_is_lost() {
     let mut doc = job("silent", &target.url, json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1}));
     doc["timeout_s"] = json!(600);
     let id = stack.api.create_job(ALICE, &doc).await;
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let done = loop {
         poll_once(
@@ -360,7 +350,7 @@ async fn accepted_work_without_heartbeats_is_lost() {
         .await
         .unwrap();
         stack.services.watchdog.run().await.unwrap();
-        let current = run(&stack, &run_id).await;
+        let current = stack.run(&run_id).await;
         if current.state.is_terminal() {
             break current;
         }
@@ -380,7 +370,7 @@ async fn signatures_verify_and_the_secret_stays_secret() {
     let created = stack.api.post(ALICE, "/v1/jobs", &job("signed", &target.url, json!({}))).await;
     let id = created.body["id"].as_str().unwrap().to_string();
     let secret = created.body["signing_secret"].as_str().unwrap().to_string();
-    let run_id = trigger(&stack, &id).await;
+    let run_id = stack.trigger(&id).await;
     drive(&stack, &stack.services.worker, &run_id, 30).await;
     let hit = &target.hits()[0];
     assert_eq!(hit.headers[headers::SIGNATURE], sign(&secret, &hit.body).as_str());
@@ -399,7 +389,7 @@ async fn signatures_verify_and_the_secret_stays_secret() {
     let rotated = stack.api.post(ALICE, &format!("/v1/jobs/{id}/rotate-secret"), &json!({})).await;
     let new_secret = rotated.body["signing_secret"].as_str().unwrap().to_string();
     assert_ne!(new_secret, secret);
-    let second = trigger(&stack, &id).await;
+    let second = stack.trigger(&id).await;
     drive(&stack, &stack.services.worker, &second, 30).await;
     let hit = &target.hits()[1];
     assert_eq!(hit.headers[headers::SIGNATURE], sign(&new_secret, &hit.body).as_str());
@@ -413,8 +403,8 @@ async fn paused_and_deleted_jobs_do_not_execute() {
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let paused = stack.api.create_job(ALICE, &job("paused", &target.url, json!({}))).await;
     let deleted = stack.api.create_job(ALICE, &job("deleted", &target.url, json!({}))).await;
-    let paused_run = trigger(&stack, &paused).await;
-    let deleted_run = trigger(&stack, &deleted).await;
+    let paused_run = stack.trigger(&paused).await;
+    let deleted_run = stack.trigger(&deleted).await;
     stack.api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await;
     stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await;
 
@@ -437,10 +427,10 @@ async fn run_history_cancel_and_rerun() {
     let stack = Stack::new().await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let id = stack.api.create_job(ALICE, &job("history", &target.url, json!({}))).await;
-    let first = trigger(&stack, &id).await;
+    let first = stack.trigger(&id).await;
     drive(&stack, &stack.services.worker, &first, 30).await;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    let second = trigger(&stack, &id).await;
+    let second = stack.trigger(&id).await;
 
     let page = stack.api.get(ALICE, &format!("/v1/jobs/{id}/runs?limit=1")).await;
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
@@ -492,7 +482,7 @@ async fn events_are_published_once_with_their_attributes() {
     c["sla_s"] = json!(1);
     let c = stack.api.create_job(ALICE, &c).await;
 
-    let runs = [trigger(&stack, &a).await, trigger(&stack, &b).await, trigger(&stack, &c).await];
+    let runs = [stack.trigger(&a).await, stack.trigger(&b).await, stack.trigger(&c).await];
     for id in &runs {
         drive(&stack, &stack.services.worker, id, 60).await;
     }
@@ -525,7 +515,7 @@ async fn events_are_published_once_with_their_attributes() {
     assert_eq!(seen, expected);
     assert!(stack.read_inbox(&inbox, 1, 3).await.is_empty(), "one message per event");
     for id in &runs {
-        let events = run(&stack, id).await.events;
+        let events = stack.run(id).await.events;
         assert!(!events.is_empty() && events.iter().all(|e| e.sent), "{events:?}");
     }
 }
@@ -567,13 +557,13 @@ async fn lambda_targets_through_cargo_lambda_watch() {
     let ok = stack.api.create_job(ALICE, &lambda_job("lambda-ok", json!({}))).await;
     let failing = stack.api.create_job(ALICE, &lambda_job("lambda-fails", json!({"fail": true}))).await;
 
-    let ok_run = trigger(&stack, &ok).await;
+    let ok_run = stack.trigger(&ok).await;
     let done = drive(&stack, &worker, &ok_run, 180).await;
     assert_eq!(done.state, RunState::Succeeded, "{done:?}");
     let output = done.attempts[0].output.clone().unwrap();
     assert!(output.contains(&ok_run.to_string()), "{output}");
 
-    let failing_run = trigger(&stack, &failing).await;
+    let failing_run = stack.trigger(&failing).await;
     let failed = drive(&stack, &worker, &failing_run, 120).await;
     assert_eq!(failed.state, RunState::Failed);
     assert_eq!(failed.attempts.len(), 2);

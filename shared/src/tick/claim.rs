@@ -125,13 +125,6 @@ pub struct Claimer {
     pub settings: ClaimSettings,
 }
 
-/// How far back a job's runs may still be active: all attempts at their longest.
-pub fn active_window(job: &Job) -> Duration {
-    let retry = &job.document.retry;
-    let per_attempt = i64::from(job.document.timeout_s) + i64::from(retry.max_backoff_s);
-    Duration::seconds(i64::from(retry.max_attempts) * per_attempt) + Duration::hours(1)
-}
-
 impl Claimer {
     pub fn new(
         jobs: Arc<dyn JobStore>,
@@ -153,10 +146,6 @@ impl Claimer {
 
     pub fn runs(&self) -> &Arc<dyn RunStore> {
         &self.runs
-    }
-
-    pub fn queue(&self) -> &Arc<dyn RunQueue> {
-        &self.queue
     }
 
     /// A new run of `job` for `key`, due at `due_at`.

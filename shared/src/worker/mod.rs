@@ -211,7 +211,7 @@ impl Worker {
         run: &Run,
         now: DateTime<Utc>,
     ) -> Result<Option<Disposition>, StoreError> {
-        let since = run.scheduled_at() - crate::tick::claim::active_window(job);
+        let since = run.scheduled_at() - job.active_window();
         let active: Vec<Run> = self
             .runs
             .active(&job.id, since)
