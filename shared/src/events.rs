@@ -3,7 +3,9 @@
 //! Whoever wins a run's conditional state change records the events it causes *in that same
 //! write* (unsent), then publishes them, then marks them sent (invariant 5). A crash between
 //! publishing and marking can send an event twice; a crash before publishing leaves it unsent,
-//! for the watchdog to publish. Messages go to the shared events topic with the attributes
+//! for the watchdog to publish: a pass takes an event over with a conditional write first, so
+//! overlapping passes never both publish it, and a publish that reached the shared topic but not
+//! the job's is marked so, so that a retry sends it to the job's topic only. Messages go to the shared events topic with the attributes
 //! `event`, `job_id`, `job_name` and `owner`, so operators filter with filter policies, and,
 //! when the job asked for the event, to the job's own topic (see [`crate::topics`]). Each
 //! message carries a body per protocol: a short text for email and SMS, JSON for HTTPS and SQS.
@@ -23,7 +25,13 @@ pub struct RunEvent {
     pub id: String,
     pub kind: EventKind,
     pub at: DateTime<Utc>,
+    /// Published to every destination it goes to.
     pub sent: bool,
+    /// Published to the shared topic while the job's topic still owes it (a partial publish).
+    pub shared_sent: bool,
+    /// When a watchdog pass last took the publishing of the event over (`None`: only its
+    /// recorder, at `at`, has).
+    pub taken_at: Option<DateTime<Utc>>,
 }
 
 impl RunEvent {
@@ -33,7 +41,28 @@ impl RunEvent {
             EventKind::Retrying => format!("{name}#{attempt}"),
             _ => name.to_string(),
         };
-        RunEvent { id, kind, at, sent: false }
+        RunEvent { id, kind, at, sent: false, shared_sent: false, taken_at: None }
+    }
+
+    /// When its publisher last took it on: a publisher has that long (the watchdog's
+    /// `publish_grace`) before another may take it over.
+    pub fn last_taken(&self) -> DateTime<Utc> {
+        self.taken_at.unwrap_or(self.at)
+    }
+}
+
+/// What one announcement published, to be marked in one write.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Published {
+    /// Events published everywhere they go.
+    pub sent: Vec<String>,
+    /// Events published to the shared topic only: the job's topic failed.
+    pub shared_only: Vec<String>,
+}
+
+impl Published {
+    pub fn is_empty(&self) -> bool {
+        self.sent.is_empty() && self.shared_only.is_empty()
     }
 }
 
@@ -350,35 +379,67 @@ impl Announcer {
         &self.bus
     }
 
-    /// Publishes `events` of `run` (those not yet sent) to the shared topic and, when the job
-    /// asked for them, to the job's topic; marks the published ones sent in one write, and lets
-    /// an ended run whose events are all published leave the in-flight index. A failure leaves
-    /// the event unsent (and is logged) for the watchdog to publish. `job` is `None` once the
-    /// job is deleted. Returns how many were published.
+    /// Publishes `events` of `run` (those not yet sent) to the shared topic, unless a partial
+    /// publish already reached it, and, when the job asked for them, to the job's topic; marks
+    /// what was published in one write, and lets an ended run whose events are all published
+    /// leave the in-flight index. A failure leaves the event unsent (and is logged) for the
+    /// watchdog to publish. `job` is `None` once the job is deleted. Returns how many events
+    /// were published everywhere they go.
     pub async fn announce(&self, job: Option<&Job>, run: &Run, events: &[RunEvent]) -> usize {
         if events.iter().all(|e| e.sent) {
             return 0;
         }
-        let mut published = Vec::new();
+        let mut published = Published::default();
         for event in events.iter().filter(|e| !e.sent) {
             let notification = Notification::new(job, run, event, self.public_url.as_deref());
-            let mut result = self.bus.publish(&notification).await;
-            if result.is_ok() && job.is_some_and(|j| crate::topics::wants(j, event.kind)) {
-                result = self.bus.publish_to_job(&notification).await;
-            }
-            match result {
-                Ok(()) => published.push(event.id.clone()),
-                Err(e) => {
-                    tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent")
+            if !event.shared_sent {
+                if let Err(e) = self.bus.publish(&notification).await {
+                    tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent");
+                    continue;
                 }
             }
+            if job.is_some_and(|j| crate::topics::wants(j, event.kind)) {
+                if let Err(e) = self.bus.publish_to_job(&notification).await {
+                    tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent to the job's topic");
+                    if !event.shared_sent {
+                        published.shared_only.push(event.id.clone());
+                    }
+                    continue;
+                }
+            }
+            published.sent.push(event.id.clone());
         }
-        let all_sent = run.events.iter().all(|e| e.sent || published.contains(&e.id));
+        let all_sent = run.events.iter().all(|e| e.sent || published.sent.contains(&e.id));
         let settle = run.state.is_terminal() && all_sent;
         if let Err(e) = self.runs.mark_events_sent(run, &published, settle).await {
             tracing::warn!(run_id = %run.id(), error = %e, "published events not marked sent");
         }
-        published.len()
+        published.sent.len()
+    }
+
+    /// Publishes events a crash or a failed publish left unsent, each taken over first with a
+    /// conditional write so that of overlapping passes only one publishes it (`now` is the
+    /// take-over's time). Returns how many were published everywhere they go.
+    pub async fn republish(
+        &self,
+        job: Option<&Job>,
+        run: &Run,
+        stale: &[RunEvent],
+        now: DateTime<Utc>,
+    ) -> Result<usize, crate::store::StoreError> {
+        let mut taken = Vec::with_capacity(stale.len());
+        for event in stale {
+            match self.runs.take_event(run, event, now).await {
+                Ok(()) => taken.push(RunEvent { taken_at: Some(now), ..event.clone() }),
+                // Another pass took it (or it was sent meanwhile): that pass publishes it.
+                Err(crate::store::StoreError::Conflict) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if taken.is_empty() {
+            return Ok(0);
+        }
+        Ok(self.announce(job, run, &taken).await)
     }
 }
 

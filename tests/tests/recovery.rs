@@ -12,14 +12,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use sundial_shared::clock::{Clock, ManualClock};
 use sundial_shared::config::aws_sdk_config;
-use sundial_shared::job::{Job, JobId};
+use sundial_shared::events::{
+    Announcer, EventBus, Notification, PublishError, Published, RunEvent, SchedulerAlert,
+};
+use sundial_shared::job::{EventKind, Job, JobId};
 use sundial_shared::metrics::{Clients, Ledger};
 use sundial_shared::queue::{Dispatch, QueueError, RunQueue};
+use sundial_shared::record::Recorder;
 use sundial_shared::run::{Run, RunId, RunKey, RunState};
 use sundial_shared::services::Services;
 use sundial_shared::store::{Inserted, JobStore, Page, RunStore, StoreError, StoreResult};
 use sundial_shared::tick::Tick;
 use sundial_shared::tick::claim::Claimer;
+use sundial_shared::watchdog::Watchdog;
 use sundial_shared::worker::poll::poll_once;
 use sundial_tests::{ALICE, Answer, Call, Stack, TargetServer};
 
@@ -436,10 +441,13 @@ impl RunStore for InsertThenFail {
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         self.inner.transition(before, after).await
     }
-    async fn mark_events_sent(&self, run: &Run, ids: &[String], settle: bool) -> StoreResult<()> {
-        self.inner.mark_events_sent(run, ids, settle).await
+    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
+        self.inner.mark_events_sent(run, published, settle).await
     }
-    async fn record_event(&self, run: &Run, event: &sundial_shared::events::RunEvent) -> StoreResult<()> {
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
+        self.inner.take_event(run, event, now).await
+    }
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
         self.inner.record_event(run, event).await
     }
     async fn in_flight(&self, until: DateTime<Utc>) -> StoreResult<Vec<Run>> {
@@ -794,4 +802,145 @@ async fn an_older_run_starting_late_never_replaces_a_newer_one() {
     assert_eq!(older.state, RunState::Skipped);
     assert!(older.reason.unwrap().contains("superseded"));
     assert_eq!(stack.run(&newer.id()).await.state, RunState::Running);
+}
+
+/// An event bus that logs what it publishes (`shared:failed`, `job:failed`,
+/// `alert:scheduler_stalled`), fails the next publish to the destinations it is told to, and can
+/// run a second watchdog pass while it publishes its first message: an overlapping pass.
+#[derive(Debug, Default)]
+struct TestBus {
+    log: Arc<std::sync::Mutex<Vec<String>>>,
+    failing: std::sync::Mutex<Vec<&'static str>>,
+    overlapping: tokio::sync::Mutex<Option<Watchdog>>,
+}
+
+impl TestBus {
+    fn logging_to(log: &Arc<std::sync::Mutex<Vec<String>>>) -> TestBus {
+        TestBus { log: log.clone(), ..TestBus::default() }
+    }
+
+    async fn deliver(&self, destination: &'static str, event: &str) -> Result<(), PublishError> {
+        {
+            let mut failing = self.failing.lock().unwrap();
+            if let Some(i) = failing.iter().position(|d| *d == destination) {
+                failing.remove(i);
+                return Err(PublishError(format!("injected: {destination} unreachable")));
+            }
+        }
+        self.log.lock().unwrap().push(format!("{destination}:{event}"));
+        let overlapping = self.overlapping.lock().await.take();
+        if let Some(pass) = overlapping {
+            pass.run().await.unwrap();
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl EventBus for TestBus {
+    async fn publish(&self, n: &Notification) -> Result<(), PublishError> {
+        self.deliver("shared", n.event).await
+    }
+    async fn publish_to_job(&self, n: &Notification) -> Result<(), PublishError> {
+        self.deliver("job", n.event).await
+    }
+    async fn alert(&self, alert: &SchedulerAlert) -> Result<(), PublishError> {
+        self.deliver("alert", alert.event).await
+    }
+}
+
+/// The stack's watchdog, publishing through `bus`.
+fn watchdog_with(stack: &Stack, bus: Arc<TestBus>) -> Watchdog {
+    let s = &stack.services;
+    let recorder = Recorder::new(s.runs.clone(), Announcer::new(bus, s.runs.clone(), None));
+    Watchdog::new(
+        s.job_store.clone(),
+        s.runs.clone(),
+        s.queue.clone(),
+        recorder,
+        s.tick_state.clone(),
+        s.clock.clone(),
+        s.meter.clone(),
+        s.config.watchdog.clone(),
+    )
+}
+
+/// A watchdog pass publishing through its own bus, which runs `second` in the middle of its first
+/// publish.
+fn overlapped_by(stack: &Stack, log: &Arc<std::sync::Mutex<Vec<String>>>, second: Watchdog) -> Watchdog {
+    let bus = TestBus { overlapping: tokio::sync::Mutex::new(Some(second)), ..TestBus::logging_to(log) };
+    watchdog_with(stack, Arc::new(bus))
+}
+
+/// A triggered run of `job` ended FAILED by a writer that died before publishing: its `failed`
+/// event is recorded and unsent.
+async fn failed_unannounced(stack: &Stack, job: &str) -> Run {
+    let queued = stack.run(&stack.trigger(job).await).await;
+    let now = stack.services.clock.now();
+    let mut failed = Run { state: RunState::Failed, updated_at: now, ..queued.clone() };
+    failed.events.push(RunEvent::new(EventKind::Failed, 0, now));
+    stack.services.runs.transition(&queued, &failed).await.unwrap();
+    failed
+}
+
+/// Two watchdog passes that overlap (the second reads while the first publishes) publish an
+/// event a crash left unsent once: the first takes it over with a conditional write.
+#[tokio::test]
+async fn overlapping_watchdog_passes_publish_a_left_over_event_once() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("j", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
+        .await;
+    let run = failed_unannounced(&stack, &id).await;
+    clock.advance(Duration::seconds(61));
+    let log = Arc::default();
+    let second = watchdog_with(&stack, Arc::new(TestBus::logging_to(&log)));
+    overlapped_by(&stack, &log, second).run().await.unwrap();
+    assert_eq!(*log.lock().unwrap(), ["shared:failed"]);
+    assert!(stack.run(&run.id()).await.events.iter().all(|e| e.sent));
+}
+
+/// A publish that reached the shared topic but not the job's is completed to the job's topic
+/// only: operators are not told twice.
+#[tokio::test]
+async fn a_publish_that_reached_only_the_shared_topic_is_completed_to_the_jobs_topic_only() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let mut doc = http_job("told", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"}));
+    doc["notify"] = json!({"on": ["failed"], "email": ["ops@example.test"]});
+    let id = stack.api.create_job(ALICE, &doc).await;
+    let run = failed_unannounced(&stack, &id).await;
+    let log = Arc::default();
+    let bus = Arc::new(TestBus { failing: vec!["job"].into(), ..TestBus::logging_to(&log) });
+    let watchdog = watchdog_with(&stack, bus);
+    clock.advance(Duration::seconds(61));
+    watchdog.run().await.unwrap();
+    assert_eq!(*log.lock().unwrap(), ["shared:failed"]);
+    assert!(!stack.run(&run.id()).await.events[0].sent, "the job's topic still owes it");
+    clock.advance(Duration::seconds(61));
+    watchdog.run().await.unwrap();
+    assert_eq!(*log.lock().unwrap(), ["shared:failed", "job:failed"]);
+    assert!(stack.run(&run.id()).await.events[0].sent);
+}
+
+/// A scheduler alert whose publish failed is published once by overlapping passes.
+#[tokio::test]
+async fn overlapping_watchdog_passes_publish_a_left_over_scheduler_alert_once() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:10:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    stack.services.tick_state.set_watermark(t("2030-01-01T12:00:00Z")).await.unwrap();
+    let log = Arc::default();
+    let failing = TestBus { failing: vec!["alert"].into(), ..TestBus::logging_to(&log) };
+    watchdog_with(&stack, Arc::new(failing)).run().await.unwrap();
+    assert_eq!(
+        stack.services.tick_state.get().await.unwrap().unsent_alert.as_deref(),
+        Some("scheduler_stalled")
+    );
+    clock.advance(Duration::seconds(61));
+    let second = watchdog_with(&stack, Arc::new(TestBus::logging_to(&log)));
+    overlapped_by(&stack, &log, second).run().await.unwrap();
+    assert_eq!(*log.lock().unwrap(), ["alert:scheduler_stalled"]);
+    assert_eq!(stack.services.tick_state.get().await.unwrap().unsent_alert, None);
 }

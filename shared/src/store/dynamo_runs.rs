@@ -9,7 +9,7 @@
 use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
 use super::{Inserted, Page, RunStore, StoreError, StoreResult};
 use crate::due::{format_instant, parse_instant, shard_of};
-use crate::events::RunEvent;
+use crate::events::{Published, RunEvent};
 use crate::job::JobId;
 use crate::metrics::{Ledger, writes};
 use crate::run::{Attempt, Run, RunKey, RunState};
@@ -131,11 +131,18 @@ fn watched(run: &Run) -> bool {
 }
 
 fn event_value(event: &RunEvent) -> AttributeValue {
-    AttributeValue::M(HashMap::from([
+    let mut fields = HashMap::from([
         ("kind".to_string(), s(crate::events::kind_name(event.kind))),
         ("at".to_string(), s(event.at.to_rfc3339())),
         ("sent".to_string(), AttributeValue::Bool(event.sent)),
-    ]))
+    ]);
+    if event.shared_sent {
+        fields.insert("shared_sent".to_string(), AttributeValue::Bool(true));
+    }
+    if let Some(at) = event.taken_at {
+        fields.insert("taken_at".to_string(), s(at.to_rfc3339()));
+    }
+    AttributeValue::M(fields)
 }
 
 fn events_of(item: &Item) -> StoreResult<Vec<RunEvent>> {
@@ -153,6 +160,8 @@ fn events_of(item: &Item) -> StoreResult<Vec<RunEvent>> {
             at: parse_instant(get_s(fields, "at")?)
                 .ok_or_else(|| StoreError::Corrupt(format!("event {id} time")))?,
             sent: matches!(fields.get("sent"), Some(AttributeValue::Bool(true))),
+            shared_sent: matches!(fields.get("shared_sent"), Some(AttributeValue::Bool(true))),
+            taken_at: get_opt_s(fields, "taken_at").and_then(parse_instant),
         });
     }
     events.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
@@ -409,8 +418,8 @@ impl RunStore for DynamoRunStore {
         Ok(())
     }
 
-    async fn mark_events_sent(&self, run: &Run, ids: &[String], settle: bool) -> StoreResult<()> {
-        if ids.is_empty() && !settle {
+    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
+        if published.is_empty() && !settle {
             return Ok(());
         }
         let mut request = self
@@ -421,8 +430,10 @@ impl RunStore for DynamoRunStore {
             .key("run_key", s(run.key.encode()))
             .condition_expression("attribute_exists(run_key)");
         let mut set = Vec::new();
-        for (i, id) in ids.iter().enumerate() {
-            set.push(format!("events.#id{i}.sent = :true"));
+        let marks = published.sent.iter().map(|id| (id, "sent"));
+        let marks = marks.chain(published.shared_only.iter().map(|id| (id, "shared_sent")));
+        for (i, (id, mark)) in marks.enumerate() {
+            set.push(format!("events.#id{i}.{mark} = :true"));
             request = request.expression_attribute_names(format!("#id{i}"), id);
         }
         if !set.is_empty() {
@@ -451,6 +462,33 @@ impl RunStore for DynamoRunStore {
         if settle {
             self.ledger.add(writes::INDEX_REMOVE, 1);
         }
+        Ok(())
+    }
+
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET events.#id.taken_at = :now")
+            .expression_attribute_names("#id", &event.id)
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
+            .expression_attribute_values(":false", AttributeValue::Bool(false));
+        let untouched = match event.taken_at {
+            Some(read) => {
+                request = request.expression_attribute_values(":read", s(read.to_rfc3339()));
+                "events.#id.taken_at = :read"
+            }
+            None => "attribute_not_exists(events.#id.taken_at)",
+        };
+        request
+            .condition_expression(format!("events.#id.sent = :false AND {untouched}"))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
 

@@ -23,13 +23,15 @@ impl DynamoTickStateStore {
         DynamoTickStateStore { client, table: table.into() }
     }
 
-    /// Opens or closes the stall incident of `since`, recording `alert` unsent, under `condition`.
+    /// Opens or closes the stall incident of `since`, recording `alert` unsent (taken on at
+    /// `now`), under `condition`.
     async fn incident(
         &self,
         update: &str,
         condition: &str,
         since: DateTime<Utc>,
         alert: &str,
+        now: DateTime<Utc>,
     ) -> StoreResult<()> {
         self.client
             .update_item()
@@ -39,6 +41,7 @@ impl DynamoTickStateStore {
             .condition_expression(condition)
             .expression_attribute_values(":since", s(format_instant(since)))
             .expression_attribute_values(":alert", s(alert))
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
             .send()
             .await
             .map_err(item::classify)?;
@@ -84,6 +87,7 @@ impl TickStateStore for DynamoTickStateStore {
             reached: get_opt_s(&it, "reached").and_then(parse_instant),
             stalled_since: get_opt_s(&it, "stalled_since").and_then(parse_instant),
             unsent_alert: get_opt_s(&it, "unsent_alert").map(str::to_string),
+            alert_taken_at: get_opt_s(&it, "alert_taken_at").and_then(parse_instant),
         })
     }
 
@@ -96,13 +100,42 @@ impl TickStateStore for DynamoTickStateStore {
     }
 
     async fn open_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()> {
-        let update = "SET stalled_since = :since, unsent_alert = :alert";
-        self.incident(update, "attribute_not_exists(stalled_since)", since, alert).await
+        let update = "SET stalled_since = :since, unsent_alert = :alert, alert_taken_at = :now";
+        self.incident(update, "attribute_not_exists(stalled_since)", since, alert, since).await
     }
 
-    async fn close_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()> {
-        let update = "SET unsent_alert = :alert REMOVE stalled_since";
-        self.incident(update, "stalled_since = :since", since, alert).await
+    async fn close_incident(&self, since: DateTime<Utc>, alert: &str, now: DateTime<Utc>) -> StoreResult<()> {
+        let update = "SET unsent_alert = :alert, alert_taken_at = :now REMOVE stalled_since";
+        self.incident(update, "stalled_since = :since", since, alert, now).await
+    }
+
+    async fn take_alert(
+        &self,
+        alert: &str,
+        taken_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(KEY))
+            .update_expression("SET alert_taken_at = :now")
+            .expression_attribute_values(":alert", s(alert))
+            .expression_attribute_values(":now", s(now.to_rfc3339()));
+        let untouched = match taken_at {
+            Some(read) => {
+                request = request.expression_attribute_values(":read", s(read.to_rfc3339()));
+                "alert_taken_at = :read"
+            }
+            None => "attribute_not_exists(alert_taken_at)",
+        };
+        request
+            .condition_expression(format!("unsent_alert = :alert AND {untouched}"))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        Ok(())
     }
 
     async fn mark_alert_sent(&self, alert: &str) -> StoreResult<()> {
@@ -110,7 +143,7 @@ impl TickStateStore for DynamoTickStateStore {
             .update_item()
             .table_name(&self.table)
             .key("job_id", s(KEY))
-            .update_expression("REMOVE unsent_alert")
+            .update_expression("REMOVE unsent_alert, alert_taken_at")
             .condition_expression("unsent_alert = :alert")
             .expression_attribute_values(":alert", s(alert))
             .send()

@@ -15,7 +15,7 @@ pub use dynamo_jobs::DynamoJobStore;
 pub use dynamo_runs::DynamoRunStore;
 pub use dynamo_tick::DynamoTickStateStore;
 
-use crate::events::RunEvent;
+use crate::events::{Published, RunEvent};
 use crate::job::{Job, JobId};
 use crate::run::{Run, RunKey, RunState};
 use async_trait::async_trait;
@@ -132,9 +132,14 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// index.
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
 
-    /// Marks the run's events `ids` published, in one write; with `settle`, the ended run also
-    /// leaves the in-flight index (`Conflict` if it has not ended).
-    async fn mark_events_sent(&self, run: &Run, ids: &[String], settle: bool) -> StoreResult<()>;
+    /// Marks what an announcement `published` of the run's events, in one write; with
+    /// `settle`, the ended run also leaves the in-flight index (`Conflict` if it has not ended).
+    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()>;
+
+    /// Takes the publishing of `event`, left unsent, over at `now`, if it is still unsent and
+    /// nobody took it over since it was read (`Conflict` otherwise): of racing watchdog passes,
+    /// one publishes it.
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()>;
 
     /// Records `event` on `run` if the run is still in the state and attempt it was read in and
     /// has no event of that id: the conditional flag behind `sla_missed` and `late_start`.
@@ -158,6 +163,8 @@ pub struct TickState {
     pub stalled_since: Option<DateTime<Utc>>,
     /// `scheduler_stalled` or `scheduler_recovered`, recorded and not yet published.
     pub unsent_alert: Option<String>,
+    /// When the unsent alert's publisher took it on (recorded it, or took it over).
+    pub alert_taken_at: Option<DateTime<Utc>>,
 }
 
 /// Where the tick keeps its progress. Both minutes only ever move forward; an incident opens
@@ -167,10 +174,19 @@ pub trait TickStateStore: Send + Sync + std::fmt::Debug {
     async fn get(&self) -> StoreResult<TickState>;
     async fn set_reached(&self, minute: DateTime<Utc>) -> StoreResult<()>;
     async fn set_watermark(&self, minute: DateTime<Utc>) -> StoreResult<()>;
-    /// Opens a stall incident, if none is open, recording `alert` unsent.
+    /// Opens a stall incident at `since`, if none is open, recording `alert` unsent (taken on
+    /// by its recorder at `since`).
     async fn open_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()>;
-    /// Closes the incident opened at `since`, recording `alert` unsent.
-    async fn close_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()>;
+    /// Closes the incident opened at `since`, recording `alert` unsent (taken on at `now`).
+    async fn close_incident(&self, since: DateTime<Utc>, alert: &str, now: DateTime<Utc>) -> StoreResult<()>;
+    /// Takes the publishing of the unsent `alert` over at `now`, if nobody took it since it was
+    /// read (`taken_at`, as read): `Conflict` otherwise, so overlapping passes publish it once.
+    async fn take_alert(
+        &self,
+        alert: &str,
+        taken_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
     /// Marks `alert` published.
     async fn mark_alert_sent(&self, alert: &str) -> StoreResult<()>;
 }

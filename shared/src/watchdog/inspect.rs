@@ -39,9 +39,10 @@ impl Default for WatchdogSettings {
     }
 }
 
-/// Events of `run` recorded at least `grace` ago and never marked sent.
+/// Events of `run` never marked sent whose publisher took them on at least `grace` ago: its
+/// recorder, or an earlier watchdog pass, crashed or failed to publish.
 pub fn unsent_events(run: &Run, now: DateTime<Utc>, grace: Duration) -> Vec<RunEvent> {
-    run.events.iter().filter(|e| !e.sent && e.at + grace <= now).cloned().collect()
+    run.events.iter().filter(|e| !e.sent && e.last_taken() + grace <= now).cloned().collect()
 }
 
 /// An ended run still in the in-flight index with every event published: the crash came
@@ -229,6 +230,10 @@ mod tests {
         let grace = Duration::seconds(60);
         assert!(unsent_events(&r, at("2026-11-22T10:00:59Z"), grace).is_empty());
         assert_eq!(unsent_events(&r, at("2026-11-22T10:01:00Z"), grace).len(), 1);
+        // Taken over by a pass: the next waits out that pass too.
+        r.events[0].taken_at = Some(at("2026-11-22T10:01:00Z"));
+        assert!(unsent_events(&r, at("2026-11-22T10:01:59Z"), grace).is_empty());
+        assert_eq!(unsent_events(&r, at("2026-11-22T10:02:00Z"), grace).len(), 1);
         assert!(!needs_settling(&r, at("2026-11-22T10:05:00Z"), grace));
         r.events[0].sent = true;
         assert!(needs_settling(&r, at("2026-11-22T10:05:00Z"), grace));

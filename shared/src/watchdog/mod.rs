@@ -165,9 +165,9 @@ impl Watchdog {
         let mut report = WatchdogReport::default();
         let unsent = unsent_events(&run, now, self.settings.publish_grace);
         if !unsent.is_empty() {
-            report.republished += self.recorder.announcer().announce(job, &run, &unsent).await;
+            report.republished += self.recorder.announcer().republish(job, &run, &unsent, now).await?;
         } else if needs_settling(&run, now, self.settings.publish_grace) {
-            match self.runs.mark_events_sent(&run, &[], true).await {
+            match self.runs.mark_events_sent(&run, &Default::default(), true).await {
                 Ok(()) => report.settled += 1,
                 Err(StoreError::Conflict) => {}
                 Err(e) => return Err(e),
@@ -282,19 +282,27 @@ impl Watchdog {
             (Some(since), false) => {
                 tracing::info!(since = %since, "the scheduler has recovered");
                 self.tick_state
-                    .close_incident(since, SchedulerAlert::RECOVERED)
+                    .close_incident(since, SchedulerAlert::RECOVERED, now)
                     .await
                     .map(|()| SchedulerAlert::RECOVERED)
             }
-            _ => match state.unsent_alert.as_deref() {
-                Some(SchedulerAlert::STALLED) => Ok(SchedulerAlert::STALLED),
-                Some(SchedulerAlert::RECOVERED) => Ok(SchedulerAlert::RECOVERED),
-                _ => return Ok(None),
-            },
+            // An alert recorded and left unsent: taken over once its publisher's grace is out.
+            _ => {
+                let event = match state.unsent_alert.as_deref() {
+                    Some(SchedulerAlert::STALLED) => SchedulerAlert::STALLED,
+                    Some(SchedulerAlert::RECOVERED) => SchedulerAlert::RECOVERED,
+                    _ => return Ok(None),
+                };
+                let taken = state.alert_taken_at;
+                if taken.is_some_and(|at| at + self.settings.publish_grace > now) {
+                    return Ok(None);
+                }
+                self.tick_state.take_alert(event, taken, now).await.map(|()| event)
+            }
         };
         let event = match recorded {
             Ok(event) => event,
-            // Another watchdog recorded it: it publishes.
+            // Another watchdog recorded it, or took it over: that one publishes.
             Err(StoreError::Conflict) => return Ok(None),
             Err(e) => return Err(e),
         };
