@@ -120,15 +120,30 @@ pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<R
     events
 }
 
-/// Whether the run ending now as a failure completes a streak of `threshold` failed runs in
-/// a row: `previous` are the job's earlier ended runs, newest first. `failing` is published once
-/// per streak, when it reaches the threshold; a success starts a new streak.
-pub fn completes_failing_streak(previous: &[Run], threshold: u32) -> bool {
-    let failed = |run: &&Run| matches!(run.state, RunState::Failed | RunState::TimedOut);
-    let ended =
-        |run: &&Run| run.state.is_terminal() && !matches!(run.state, RunState::Skipped | RunState::Cancelled);
-    let streak = previous.iter().filter(ended).take_while(failed).count();
-    streak + 1 == threshold as usize
+/// A failing streak, as seen once a run has ended failed (or timed out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Streak {
+    /// Ended runs in a row that failed, the one just ended included; skipped and cancelled runs
+    /// neither count nor break the streak.
+    pub failures: usize,
+    /// The succeeded run the streak follows: what names the streak (`None` when no success is
+    /// in view).
+    pub after: Option<crate::run::RunKey>,
+}
+
+/// The streak a run just ended as a failure belongs to: `previous` are the job's runs keyed
+/// before it, newest first. Runs still in flight are passed over.
+pub fn failing_streak(previous: &[Run]) -> Streak {
+    let mut failures = 1;
+    for run in previous {
+        match run.state {
+            RunState::Failed | RunState::TimedOut => failures += 1,
+            RunState::Succeeded => return Streak { failures, after: Some(run.key.clone()) },
+            // In flight, skipped or cancelled.
+            _ => {}
+        }
+    }
+    Streak { failures, after: None }
 }
 
 /// One message about one event of a run.
@@ -494,21 +509,17 @@ mod tests {
     }
 
     #[test]
-    fn failing_is_told_when_the_streak_reaches_the_threshold_only() {
+    fn a_failing_streak_counts_ended_failures_back_to_the_last_success() {
         let j = job(serde_json::json!({}));
-        let r = |state| run(&j, "2026-11-22T10:00:00Z", state);
+        let r = |minute: u32, state| run(&j, &format!("2026-11-22T10:{minute:02}:00Z"), state);
         use RunState::*;
         // Newest first.
-        assert!(completes_failing_streak(&[r(Failed), r(TimedOut)], 3));
-        assert!(!completes_failing_streak(&[r(Failed)], 3), "two in a row of three");
-        assert!(!completes_failing_streak(&[r(Failed), r(Failed), r(Failed)], 3), "already told");
-        assert!(completes_failing_streak(&[r(Failed), r(Skipped), r(Failed), r(Succeeded), r(Failed)], 3));
-        assert!(
-            completes_failing_streak(&[r(Running), r(Failed), r(Failed)], 3),
-            "in-flight runs do not count"
-        );
-        assert!(completes_failing_streak(&[], 1));
-        assert!(!completes_failing_streak(&[r(Succeeded)], 2));
+        let streak = failing_streak(&[r(5, Failed), r(4, TimedOut), r(3, Succeeded), r(2, Failed)]);
+        assert_eq!(streak, Streak { failures: 3, after: Some(r(3, Succeeded).key) });
+        let through = failing_streak(&[r(5, Running), r(4, Skipped), r(3, Cancelled), r(2, Failed)]);
+        assert_eq!(through, Streak { failures: 2, after: None }, "in flight, skipped and cancelled pass");
+        assert_eq!(failing_streak(&[]), Streak { failures: 1, after: None });
+        assert_eq!(failing_streak(&[r(1, Succeeded)]).failures, 1);
     }
 
     #[test]

@@ -4,8 +4,13 @@
 //! whoever wins it publishes the events, then marks them sent. A conditional flag set meanwhile
 //! without a state change (the watchdog's `sla_missed` or `late_start`) fails the write; the
 //! change is then recomputed on the fresh run, so such an event is recorded, and told, once.
+//!
+//! `failing` is decided after the write, from a consistent read of the job's earlier runs: of
+//! two runs ending at once, at least the later reader sees both. Whoever sees the streak at or
+//! past the threshold sets the streak's conditional flag; the one that sets it records `failing`
+//! on its run (still in the in-flight index until its events are published) and tells it.
 
-use crate::events::{Announcer, RunEvent, caused, completes_failing_streak};
+use crate::events::{Announcer, RunEvent, caused, failing_streak};
 use crate::job::{EventKind, Job};
 use crate::run::{Run, RunState};
 use crate::store::{RunStore, StoreError};
@@ -44,12 +49,13 @@ impl Recorder {
         for _ in 0..EVENT_RACES {
             let mut candidate = Run { events: before.events.clone(), ..after.clone() };
             let mut new = caused(job, &before, &candidate, now);
-            if self.completes_failing_streak(job, &before, &candidate).await? {
-                new.push(RunEvent::new(EventKind::Failing, candidate.attempt, now));
-            }
             candidate.events.extend(new.iter().cloned());
             match self.runs.transition(&before, &candidate).await {
                 Ok(()) => {
+                    if let Some(failing) = self.flag_failing(job, &before, &candidate, now).await {
+                        candidate.events.push(failing.clone());
+                        new.push(failing);
+                    }
                     if !new.is_empty() {
                         self.announcer.announce(Some(job), &candidate, &new).await;
                     }
@@ -70,23 +76,43 @@ impl Recorder {
         Err(StoreError::Conflict)
     }
 
-    /// Whether `after`, ending the run as a failure, makes `alert_after_failures` failed runs in
-    /// a row (the job's earlier runs are read only then).
-    async fn completes_failing_streak(
+    /// When `after` ended the run as a failure that makes `alert_after_failures` failed runs in
+    /// a row, and no one told this streak yet: the `failing` event, recorded on the run. A
+    /// failure here is logged and leaves the streak to the next failed run, which sees it too.
+    async fn flag_failing(
         &self,
         job: &Job,
         before: &Run,
         after: &Run,
-    ) -> Result<bool, StoreError> {
-        let Some(threshold) = job.document.alert_after_failures else { return Ok(false) };
+        now: DateTime<Utc>,
+    ) -> Option<RunEvent> {
+        let threshold = job.document.alert_after_failures?;
         let ends_failed = matches!(after.state, RunState::Failed | RunState::TimedOut);
         if !ends_failed || before.state.is_terminal() {
-            return Ok(false);
+            return None;
         }
-        // Enough history to see the streak through interleaved skipped or cancelled runs. Only
-        // runs before this one: a frequent job's runs claimed ahead would fill the page.
-        let limit = (threshold * 2 + 10).min(crate::jobs::MAX_PAGE);
-        let previous = self.runs.before(&job.id, &after.key, limit).await?;
-        Ok(completes_failing_streak(&previous, threshold))
+        let told = async {
+            // Enough history to see the streak through interleaved skipped or cancelled runs. Only
+            // runs before this one: a frequent job's runs claimed ahead would fill the page.
+            let limit = (threshold * 2 + 10).min(crate::jobs::MAX_PAGE);
+            let previous = self.runs.before(&job.id, &after.key, limit).await?;
+            let streak = failing_streak(&previous);
+            if streak.failures < threshold as usize {
+                return Ok(None);
+            }
+            match self.runs.flag_failing(&job.id, streak.after.as_ref(), now).await {
+                Ok(()) => {}
+                // Told by a run of the same streak.
+                Err(StoreError::Conflict) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            let event = RunEvent::new(EventKind::Failing, after.attempt, now);
+            self.runs.record_event(after, &event).await?;
+            Ok(Some(event))
+        };
+        told.await.unwrap_or_else(|e: StoreError| {
+            tracing::warn!(run_id = %after.id(), error = %e, "failing streak not told");
+            None
+        })
     }
 }

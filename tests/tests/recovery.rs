@@ -450,6 +450,14 @@ impl RunStore for InsertThenFail {
     async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
         self.inner.record_event(run, event).await
     }
+    async fn flag_failing(
+        &self,
+        job_id: &JobId,
+        after: Option<&RunKey>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        self.inner.flag_failing(job_id, after, now).await
+    }
     async fn in_flight(&self, until: DateTime<Utc>) -> StoreResult<Vec<Run>> {
         self.inner.in_flight(until).await
     }
@@ -943,4 +951,62 @@ async fn overlapping_watchdog_passes_publish_a_left_over_scheduler_alert_once() 
     overlapped_by(&stack, &log, second).run().await.unwrap();
     assert_eq!(*log.lock().unwrap(), ["alert:scheduler_stalled"]);
     assert_eq!(stack.services.tick_state.get().await.unwrap().unsent_alert, None);
+}
+
+/// `failing` events recorded across the job's runs.
+async fn failing_told(stack: &Stack, job: &str) -> usize {
+    let runs = stack.runs_of(job).await;
+    runs.iter().flat_map(|r| &r.events).filter(|e| e.kind == EventKind::Failing).count()
+}
+
+/// A job with `alert_after_failures` and `count` triggered runs, QUEUED.
+async fn streak_job(stack: &Stack, threshold: u32, count: usize) -> (String, Job, Vec<Run>) {
+    let mut doc = http_job("streaky", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"}));
+    doc["alert_after_failures"] = json!(threshold);
+    let id = stack.api.create_job(ALICE, &doc).await;
+    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    for _ in 0..count {
+        stack.trigger(&id).await;
+    }
+    let runs = stack.runs_of(&id).await;
+    (id, job, runs)
+}
+
+/// The run ended FAILED by its first attempt.
+fn failed(run: &Run, now: DateTime<Utc>) -> Run {
+    Run { state: RunState::Failed, attempt: 1, updated_at: now, ..run.clone() }
+}
+
+/// Runs of one streak ending out of order (a newer run fails while an older one still runs,
+/// which then fails too) tell `failing` once.
+#[tokio::test]
+async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
+    let stack = Stack::new().await;
+    let (id, job, runs) = streak_job(&stack, 2, 3).await;
+    let (recorder, now) = (&stack.services.recorder, Utc::now());
+    let running = Run {
+        state: RunState::Running,
+        attempt: 1,
+        lease_until: Some(now + Duration::minutes(5)),
+        ..runs[1].clone()
+    };
+    stack.services.runs.transition(&runs[1], &running).await.unwrap();
+    recorder.change(&job, &runs[0], failed(&runs[0], now), now).await.unwrap();
+    recorder.change(&job, &runs[2], failed(&runs[2], now), now).await.unwrap();
+    recorder.change(&job, &running, failed(&running, now), now).await.unwrap();
+    assert_eq!(failing_told(&stack, &id).await, 1);
+}
+
+/// Six runs failing at the same moment, with a threshold of three, tell `failing` once: each
+/// reads after its own write, so the last reader sees them all, and one sets the streak's flag.
+#[tokio::test]
+async fn runs_failing_at_the_same_moment_tell_failing_once() {
+    let stack = Stack::new().await;
+    let (id, job, runs) = streak_job(&stack, 3, 6).await;
+    let (recorder, now) = (&stack.services.recorder, Utc::now());
+    let ends = runs.iter().map(|run| recorder.change(&job, run, failed(run, now), now));
+    for ended in futures::future::join_all(ends).await {
+        ended.unwrap();
+    }
+    assert_eq!(failing_told(&stack, &id).await, 1);
 }

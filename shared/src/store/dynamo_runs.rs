@@ -198,6 +198,12 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
     })
 }
 
+/// The `after_run` of a streak with no success in view: sorts before every run key.
+const NO_SUCCESS: &str = "-";
+
+/// How long a told streak is remembered after it was told (runs themselves expire sooner).
+const FLAG_DAYS: i64 = 400;
+
 #[async_trait]
 impl RunStore for DynamoRunStore {
     async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
@@ -331,6 +337,7 @@ impl RunStore for DynamoRunStore {
             .key_condition_expression("job_id = :j AND run_key < :key")
             .expression_attribute_values(":j", s(job_id.as_str()))
             .expression_attribute_values(":key", s(key.encode()))
+            .consistent_read(true)
             .scan_index_forward(false)
             .limit(limit.max(1) as i32)
             .send()
@@ -505,6 +512,32 @@ impl RunStore for DynamoRunStore {
             .expression_attribute_values(":event", event_value(event))
             .expression_attribute_values(":state", s(run.state.as_str()))
             .expression_attribute_values(":attempt", n(run.attempt))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+
+    async fn flag_failing(
+        &self,
+        job_id: &JobId,
+        after: Option<&RunKey>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        // A partition of its own (`failing#<job>`), so the job's run queries never meet it; a
+        // streak is named by the key of the success before it, and keys only grow.
+        let after = after.map_or_else(|| NO_SUCCESS.to_string(), RunKey::encode);
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(format!("failing#{job_id}")))
+            .key("run_key", s("streak"))
+            .update_expression("SET after_run = :after, told_at = :now, expires_at = :expires")
+            .condition_expression("attribute_not_exists(after_run) OR after_run < :after")
+            .expression_attribute_values(":after", s(after))
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
+            .expression_attribute_values(":expires", n((now + chrono::Duration::days(FLAG_DAYS)).timestamp()))
             .send()
             .await
             .map_err(item::classify)?;

@@ -124,7 +124,8 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
         state: Option<RunState>,
     ) -> StoreResult<Page<Run>>;
 
-    /// Up to `limit` of the job's runs scheduled before `key` (older keys), newest first.
+    /// Up to `limit` of the job's runs scheduled before `key` (older keys), newest first, as
+    /// of every write acknowledged before the call (a consistent read).
     async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>>;
 
     /// Replaces `before` with `after` if the run is still in `before`'s state and attempt (the
@@ -144,6 +145,16 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// Records `event` on `run` if the run is still in the state and attempt it was read in and
     /// has no event of that id: the conditional flag behind `sla_missed` and `late_start`.
     async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()>;
+
+    /// Records that the job's failing streak following the succeeded run `after` (`None`: no
+    /// success in view) has been told, unless that streak or a later one already was
+    /// (`Conflict`): the conditional flag that tells `failing` once per streak.
+    async fn flag_failing(
+        &self,
+        job_id: &JobId,
+        after: Option<&RunKey>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
 
     /// The runs in the in-flight index scheduled at or before `until`: every QUEUED, RUNNING
     /// and RETRYING run, and ended runs whose events are not all published yet.
