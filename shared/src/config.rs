@@ -173,7 +173,8 @@ impl Config {
             retry_margin: seconds("SUNDIAL_RETRY_MARGIN_S", defaults.retry_margin)?,
             publish_grace: seconds("SUNDIAL_PUBLISH_GRACE_S", defaults.publish_grace)?,
             stall_after_minutes: number(vars, "SUNDIAL_STALL_AFTER_MINUTES", defaults.stall_after_minutes)?,
-            concurrency: defaults.concurrency,
+            shards: due_shards,
+            ..defaults
         };
         if watchdog.stall_after_minutes < 2 {
             return Err(ConfigError::Invalid {

@@ -172,6 +172,11 @@ impl RunId {
         RunId { job_id, key }
     }
 
+    /// What runs sort by in time: the instant, then the job, then the key.
+    pub fn chronological(&self) -> (DateTime<Utc>, &JobId, &RunKey) {
+        (self.key.instant, &self.job_id, &self.key)
+    }
+
     pub fn parse(text: &str) -> Option<Self> {
         let mut parts = text.split('.');
         let job_id = JobId::parse(parts.next()?)?;

@@ -25,6 +25,7 @@ use sundial_shared::store::{Inserted, JobStore, Page, RunStore, StoreError, Stor
 use sundial_shared::tick::Tick;
 use sundial_shared::tick::claim::Claimer;
 use sundial_shared::watchdog::Watchdog;
+use sundial_shared::watchdog::inspect::WatchdogSettings;
 use sundial_shared::worker::poll::poll_once;
 use sundial_tests::{ALICE, Answer, Call, Stack, TargetServer};
 
@@ -458,8 +459,11 @@ impl RunStore for InsertThenFail {
     ) -> StoreResult<()> {
         self.inner.flag_failing(job_id, after, now).await
     }
-    async fn in_flight(&self, until: DateTime<Utc>) -> StoreResult<Vec<Run>> {
-        self.inner.in_flight(until).await
+    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
+        self.inner.in_flight(until, shards).await
+    }
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
+        self.inner.get_many(ids).await
     }
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
         self.inner.mark_resent(run, at).await
@@ -1009,4 +1013,73 @@ async fn runs_failing_at_the_same_moment_tell_failing_once() {
         ended.unwrap();
     }
     assert_eq!(failing_told(&stack, &id).await, 1);
+}
+
+/// The stack's watchdog with other settings.
+fn watchdog_set(stack: &Stack, settings: WatchdogSettings) -> Watchdog {
+    let s = &stack.services;
+    let (jobs, runs, queue, state) =
+        (s.job_store.clone(), s.runs.clone(), s.queue.clone(), s.tick_state.clone());
+    Watchdog::new(jobs, runs, queue, s.recorder.clone(), state, s.clock.clone(), s.meter.clone(), settings)
+}
+
+/// After the shard count shrinks from 8 to 1, the tick still claims the jobs and the watchdog
+/// still inspects the runs written into the partitions that are no longer written to.
+#[tokio::test]
+async fn jobs_and_runs_written_with_more_shards_are_found_after_the_count_shrinks() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:00Z")));
+    let stack = Stack::at(&clock, &[("SUNDIAL_DUE_SHARDS", "8")]).await;
+    let mut jobs = Vec::new();
+    for n in 0..8 {
+        let doc = http_job(&format!("j{n}"), "http://127.0.0.1:9/", json!({"cron": "5 12 * * *"}));
+        let id = stack.api.create_job(ALICE, &doc).await;
+        stack.trigger(&id).await;
+        jobs.push(id);
+    }
+    stack.services.tick.run().await.unwrap();
+    stack.services.watchdog.run().await.unwrap();
+
+    let mut config = stack.config.clone();
+    (config.due_shards, config.tick.shards, config.watchdog.shards) = (1, 1, 1);
+    let one_shard =
+        Services::new(config, &Clients::new(&aws_sdk_config().await, Ledger::new()), clock.clone());
+    clock.set(t("2030-01-01T12:05:00Z"));
+    one_shard.tick.run().await.unwrap();
+    for id in &jobs {
+        let scheduled: Vec<_> = stack.runs_of(id).await.iter().map(Run::scheduled_at).collect();
+        assert!(scheduled.contains(&t("2030-01-01T12:05:00Z")), "job {id} was claimed: {scheduled:?}");
+    }
+    let in_flight = stack.services.runs.in_flight(clock.now(), 8).await.unwrap();
+    assert_eq!(one_shard.watchdog.run().await.unwrap().inspected, in_flight.len());
+}
+
+/// A watchdog pass out of time stops between batches, and the next one resumes after the last
+/// run inspected: every run is inspected although no pass inspects them all.
+#[tokio::test]
+async fn a_watchdog_pass_out_of_time_resumes_where_it_stopped() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("j", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
+        .await;
+    for _ in 0..5 {
+        stack.trigger(&id).await;
+    }
+    let settings = WatchdogSettings {
+        batch_runs: 2,
+        budget: std::time::Duration::ZERO,
+        ..stack.config.watchdog.clone()
+    };
+    let watchdog = watchdog_set(&stack, settings);
+    clock.advance(Duration::minutes(3));
+    let resent = |runs: Vec<Run>| runs.iter().filter(|r| r.resent_at.is_some()).count();
+    let first = watchdog.run().await.unwrap();
+    assert_eq!((first.inspected, first.unfinished), (2, true));
+    assert_eq!(resent(stack.runs_of(&id).await), 2);
+    let second = watchdog.run().await.unwrap();
+    assert_eq!((second.inspected, second.unfinished), (2, true));
+    assert_eq!(resent(stack.runs_of(&id).await), 4);
+    watchdog.run().await.unwrap();
+    assert_eq!(resent(stack.runs_of(&id).await), 5, "the third pass reaches the last run");
 }

@@ -279,7 +279,7 @@ async fn an_event_left_unsent_is_published_once() {
         ..queued.clone()
     };
     stack.services.runs.transition(&queued, &failed).await.unwrap();
-    let in_flight = stack.services.runs.in_flight(now + Duration::hours(1)).await.unwrap();
+    let in_flight = stack.services.runs.in_flight(now + Duration::hours(1), 8).await.unwrap();
     assert_eq!(in_flight.len(), 1, "an ended run stays in the index until its events are out");
 
     clock.advance(Duration::seconds(30));
@@ -291,7 +291,7 @@ async fn an_event_left_unsent_is_published_once() {
         assert_eq!(watchdog(&stack).await, WatchdogReport::default(), "nothing left to do");
     }
     assert!(stack.run(&run_id).await.events.iter().all(|e| e.sent));
-    assert!(stack.services.runs.in_flight(clock.now()).await.unwrap().is_empty());
+    assert!(stack.services.runs.in_flight(clock.now(), 8).await.unwrap().is_empty());
     let messages = stack.read_inbox(&inbox, 2, 5).await;
     assert_eq!(events_of(&messages), ["failed"]);
 }

@@ -12,7 +12,7 @@ use crate::due::{format_instant, parse_instant, shard_of};
 use crate::events::{Published, RunEvent};
 use crate::job::JobId;
 use crate::metrics::{Ledger, writes};
-use crate::run::{Attempt, Run, RunKey, RunState};
+use crate::run::{Attempt, Run, RunId, RunKey, RunState};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -545,10 +545,10 @@ impl RunStore for DynamoRunStore {
         Ok(())
     }
 
-    async fn in_flight(&self, until: DateTime<Utc>) -> StoreResult<Vec<Run>> {
-        // Every shard's keys, in parallel; then the items, a hundred at a time.
+    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
+        // Every shard's keys, in parallel (the index projects keys only).
         let bound = format!("{}#~", format_instant(until));
-        let shards = futures::future::try_join_all((0..self.shards).map(|shard| {
+        let shards = futures::future::try_join_all((0..shards).map(|shard| {
             let query = self
                 .client
                 .query()
@@ -558,17 +558,32 @@ impl RunStore for DynamoRunStore {
                 .expression_attribute_values(":shard", s(format!("{shard:02}")))
                 .expression_attribute_values(":until", s(bound.clone()));
             item::query_all(query, |it| {
-                Ok(Item::from([
-                    ("job_id".to_string(), it.get("job_id").cloned().unwrap_or_else(|| s(""))),
-                    ("run_key".to_string(), it.get("run_key").cloned().unwrap_or_else(|| s(""))),
-                ]))
+                let (job_id, key) = (get_s(it, "job_id")?, get_s(it, "run_key")?);
+                let job_id =
+                    JobId::parse(job_id).ok_or_else(|| StoreError::Corrupt(format!("job_id {job_id}")))?;
+                let key = RunKey::decode(key).ok_or_else(|| StoreError::Corrupt(format!("run_key {key}")))?;
+                Ok(RunId::new(job_id, key))
             })
         }))
         .await?;
-        let keys: Vec<Item> = shards.into_iter().flatten().collect();
-        let mut runs = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(100) {
-            runs.extend(self.batch_get(chunk.to_vec()).await?);
+        let mut ids: Vec<RunId> = shards.into_iter().flatten().collect();
+        ids.sort_by(|a, b| a.chronological().cmp(&b.chronological()));
+        Ok(ids)
+    }
+
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
+        let mut runs = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(100) {
+            let keys = chunk
+                .iter()
+                .map(|id| {
+                    Item::from([
+                        ("job_id".to_string(), s(id.job_id.as_str())),
+                        ("run_key".to_string(), s(id.key.encode())),
+                    ])
+                })
+                .collect();
+            runs.extend(self.batch_get(keys).await?);
         }
         Ok(runs)
     }

@@ -3,9 +3,10 @@
 //! whatever order concurrent ticks finish in. The watchdog keeps its stall incident on the same
 //! item.
 
-use super::item::{self, get_opt_s, s};
+use super::item::{self, get_n, get_opt_s, n, s};
 use super::{StoreError, StoreResult, TickState, TickStateStore};
 use crate::due::{format_instant, parse_instant};
+use crate::run::RunId;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, Utc};
@@ -88,6 +89,8 @@ impl TickStateStore for DynamoTickStateStore {
             stalled_since: get_opt_s(&it, "stalled_since").and_then(parse_instant),
             unsent_alert: get_opt_s(&it, "unsent_alert").map(str::to_string),
             alert_taken_at: get_opt_s(&it, "alert_taken_at").and_then(parse_instant),
+            shards: get_n(&it, "shards").ok(),
+            watchdog_cursor: get_opt_s(&it, "watchdog_cursor").and_then(RunId::parse),
         })
     }
 
@@ -149,6 +152,37 @@ impl TickStateStore for DynamoTickStateStore {
             .send()
             .await
             .map_err(item::classify)?;
+        Ok(())
+    }
+
+    async fn note_shards(&self, shards: u16) -> StoreResult<()> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(KEY))
+            .update_expression("SET shards = :n")
+            .condition_expression("attribute_not_exists(shards) OR shards < :n")
+            .expression_attribute_values(":n", n(shards))
+            .send()
+            .await
+            .map_err(item::classify);
+        match result {
+            // Recorded already, or more.
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn set_watchdog_cursor(&self, cursor: Option<&RunId>) -> StoreResult<()> {
+        let request = self.client.update_item().table_name(&self.table).key("job_id", s(KEY));
+        let request = match cursor {
+            Some(id) => request
+                .update_expression("SET watchdog_cursor = :c")
+                .expression_attribute_values(":c", s(id.to_string())),
+            None => request.update_expression("REMOVE watchdog_cursor"),
+        };
+        request.send().await.map_err(item::classify)?;
         Ok(())
     }
 }

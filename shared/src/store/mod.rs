@@ -17,7 +17,7 @@ pub use dynamo_tick::DynamoTickStateStore;
 
 use crate::events::{Published, RunEvent};
 use crate::job::{Job, JobId};
-use crate::run::{Run, RunKey, RunState};
+use crate::run::{Run, RunId, RunKey, RunState};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -156,9 +156,15 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
 
-    /// The runs in the in-flight index scheduled at or before `until`: every QUEUED, RUNNING
-    /// and RETRYING run, and ended runs whose events are not all published yet.
-    async fn in_flight(&self, until: DateTime<Utc>) -> StoreResult<Vec<Run>>;
+    /// The runs in the `shards` partitions of the in-flight index scheduled at or before
+    /// `until`, oldest first (then by job and key): every QUEUED, RUNNING and RETRYING run, and
+    /// ended runs whose events are not all published yet. Only their ids: read them with
+    /// [`RunStore::get_many`] a batch at a time.
+    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>>;
+
+    /// The runs of `ids` that exist, read in batches (order not kept); a run that does not decode
+    /// is left out and reported, so it never stalls the others.
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>>;
 
     /// Records that the run's message was sent (manual and backfilled runs).
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
@@ -176,6 +182,12 @@ pub struct TickState {
     pub unsent_alert: Option<String>,
     /// When the unsent alert's publisher took it on (recorded it, or took it over).
     pub alert_taken_at: Option<DateTime<Utc>>,
+    /// The most partitions of the due and in-flight indexes any pass has read: after the shard
+    /// count shrinks, items written in the higher partitions are still read.
+    pub shards: Option<u16>,
+    /// Where the watchdog's last pass stopped when its time budget ran out: the next resumes
+    /// after this run.
+    pub watchdog_cursor: Option<RunId>,
 }
 
 /// Where the tick keeps its progress. Both minutes only ever move forward; an incident opens
@@ -200,6 +212,10 @@ pub trait TickStateStore: Send + Sync + std::fmt::Debug {
     ) -> StoreResult<()>;
     /// Marks `alert` published.
     async fn mark_alert_sent(&self, alert: &str) -> StoreResult<()>;
+    /// Records that a pass reads `shards` partitions, if that is more than recorded.
+    async fn note_shards(&self, shards: u16) -> StoreResult<()>;
+    /// Records where the watchdog's pass stopped (`None`: it went through every run).
+    async fn set_watchdog_cursor(&self, cursor: Option<&RunId>) -> StoreResult<()>;
 }
 
 /// A response kept for an idempotent replay.

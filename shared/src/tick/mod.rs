@@ -31,6 +31,10 @@ use futures::StreamExt;
 use std::collections::HashSet;
 use std::sync::Arc;
 
+/// Minutes behind the watermark a pass re-reads when the shard count grew: longer than a
+/// deployment takes to replace every function.
+const GROWTH_LOOKBACK_MINUTES: i64 = 30;
+
 /// How the tick walks the minutes.
 #[derive(Debug, Clone)]
 pub struct TickSettings {
@@ -120,9 +124,9 @@ impl Tick {
         Tick { jobs, state, claimer, clock, meter, settings }
     }
 
-    /// The jobs due in one minute: every shard, in parallel.
-    async fn due_in(&self, minute: DateTime<Utc>) -> Result<Vec<Job>, StoreError> {
-        let buckets: Vec<String> = (0..self.settings.shards).map(|shard| bucket(minute, shard)).collect();
+    /// The jobs due in one minute: every one of `shards` partitions, in parallel.
+    async fn due_in(&self, minute: DateTime<Utc>, shards: u16) -> Result<Vec<Job>, StoreError> {
+        let buckets: Vec<String> = (0..shards).map(|shard| bucket(minute, shard)).collect();
         let results: Vec<Result<Vec<Job>, StoreError>> = futures::stream::iter(buckets)
             .map(|b| async move { self.jobs.due_jobs(&b).await })
             .buffer_unordered(self.settings.query_concurrency.max(1))
@@ -140,12 +144,24 @@ impl Tick {
         let started = std::time::Instant::now();
         let mut now = self.clock.now();
         let progress = self.state.get().await?;
+        // Every partition any pass has read: jobs written while the count was higher are
+        // still found after it shrinks. A count that grew (or was never recorded) is recorded
+        // before its partitions are read, and the pass looks further back once, for jobs the
+        // API wrote into the new partitions while a tick with the old count still ran.
+        let grew = progress.shards.is_none_or(|recorded| recorded < self.settings.shards);
+        if grew {
+            self.state.note_shards(self.settings.shards).await?;
+        }
+        let shards = self.settings.shards.max(progress.shards.unwrap_or(0));
         // Minutes up to this one were reached by a live tick or fully processed: nothing in
         // them is missed any more.
         let reached_before = progress.reached.max(progress.watermark);
         let live_from = minute_of(now);
         let watermark = progress.watermark.unwrap_or(live_from - Duration::minutes(2));
-        let trailing = self.settings.trailing_minutes.max(1);
+        let trailing = match grew {
+            true => self.settings.trailing_minutes.max(GROWTH_LOOKBACK_MINUTES),
+            false => self.settings.trailing_minutes.max(1),
+        };
         let mut minute = watermark - Duration::minutes(trailing - 1);
         let mut report = TickReport { watermark: progress.watermark, ..Default::default() };
         let mut seen: HashSet<String> = HashSet::new();
@@ -177,8 +193,8 @@ impl Tick {
             }
             report.from.get_or_insert(minute);
             while minute <= chunk_end {
-                report.queries += usize::from(self.settings.shards);
-                let due = match self.due_in(minute).await {
+                report.queries += usize::from(shards);
+                let due = match self.due_in(minute, shards).await {
                     Ok(jobs) => jobs,
                     Err(e) => {
                         tracing::warn!(minute = %minute, error = %e, "due-index query failed; retried next tick");

@@ -25,6 +25,13 @@ pub struct WatchdogSettings {
     pub stall_after_minutes: i64,
     /// Runs inspected at once.
     pub concurrency: usize,
+    /// Runs read per batch; the time budget is checked between batches.
+    pub batch_runs: usize,
+    /// Stop starting new batches after this long: the next pass resumes where this one stopped.
+    pub budget: std::time::Duration,
+    /// Partitions of the in-flight index this process writes (it reads at least as many as any
+    /// pass has read: see [`crate::store::TickState::shards`]).
+    pub shards: u16,
 }
 
 impl Default for WatchdogSettings {
@@ -35,6 +42,9 @@ impl Default for WatchdogSettings {
             publish_grace: Duration::seconds(60),
             stall_after_minutes: 3,
             concurrency: 16,
+            batch_runs: 100,
+            budget: std::time::Duration::from_secs(40),
+            shards: 8,
         }
     }
 }

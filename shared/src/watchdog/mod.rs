@@ -6,7 +6,8 @@
 //! expired (`timed_out` or `lost`) and dispatches the next one, and re-sends a message that was
 //! never sent or whose retry vanished. It also watches the tick's watermark and tells operators
 //! once when the scheduler stalls and once when it recovers. Every change is a conditional write
-//! from what was read, so racing watchdogs, workers and callbacks each take effect once.
+//! from what was read, so racing watchdogs, workers and callbacks each take effect once. A pass
+//! works in batches within a time budget and records where it stopped; the next resumes there.
 
 pub mod inspect;
 
@@ -15,7 +16,7 @@ use crate::events::{RunEvent, SchedulerAlert};
 use crate::job::{EventKind, Job, JobId};
 use crate::queue::RunQueue;
 use crate::record::Recorder;
-use crate::run::{Outcome, Run, RunState};
+use crate::run::{Outcome, Run, RunId, RunState};
 use crate::store::{JobStore, RunStore, StoreError, TickStateStore};
 use crate::worker::{abandoned, finished};
 use chrono::{DateTime, Utc};
@@ -51,6 +52,9 @@ pub struct WatchdogReport {
     pub minutes_behind: i64,
     /// Runs whose repair failed; they are looked at again next minute.
     pub errors: usize,
+    /// True when the time budget ran out before every run was inspected: the next pass resumes
+    /// after the last one.
+    pub unfinished: bool,
 }
 
 impl WatchdogReport {
@@ -109,13 +113,47 @@ impl Watchdog {
         Watchdog { jobs, runs, queue, recorder, tick_state, clock, meter, settings }
     }
 
-    /// One pass: the scheduler's health, then every in-flight run due by now.
+    /// One pass: the scheduler's health, then the in-flight runs due by now, a batch at a time
+    /// until the time budget runs out; the next pass resumes after the last run inspected.
     pub async fn run(&self) -> Result<WatchdogReport, StoreError> {
+        let started = std::time::Instant::now();
         let now = self.clock.now();
-        let (alert, minutes_behind) = self.watch_scheduler(now).await?;
-        let mut report = WatchdogReport { alert, minutes_behind, ..Default::default() };
-        let runs = self.runs.in_flight(now).await?;
-        report.inspected = runs.len();
+        let state = self.tick_state.get().await?;
+        let behind = minutes_behind(state.watermark, now);
+        let alert = self.alert_on(&state, behind, now).await?;
+        let mut report = WatchdogReport { alert, minutes_behind: behind, ..Default::default() };
+        if state.shards.is_none_or(|recorded| recorded < self.settings.shards) {
+            self.tick_state.note_shards(self.settings.shards).await?;
+        }
+        let shards = self.settings.shards.max(state.shards.unwrap_or(0));
+        let ids = resume_after(self.runs.in_flight(now, shards).await?, state.watchdog_cursor.as_ref());
+        let mut cursor = None;
+        let mut batches = ids.chunks(self.settings.batch_runs.max(1)).peekable();
+        // The budget is checked after each batch, so that every pass makes progress.
+        while let Some(batch) = batches.next() {
+            self.inspect(batch, now, &mut report).await?;
+            if batches.peek().is_some() && started.elapsed() > self.settings.budget {
+                report.unfinished = true;
+                cursor = batch.last();
+                break;
+            }
+        }
+        if cursor.is_some() || state.watchdog_cursor.is_some() {
+            self.tick_state.set_watchdog_cursor(cursor).await?;
+        }
+        self.meter.observe(&report.metrics(self.clock.now()));
+        Ok(report)
+    }
+
+    /// Applies what each run of `batch` needs.
+    async fn inspect(
+        &self,
+        batch: &[RunId],
+        now: DateTime<Utc>,
+        report: &mut WatchdogReport,
+    ) -> Result<(), StoreError> {
+        let runs = self.runs.get_many(batch).await?;
+        report.inspected += runs.len();
         let jobs = self.jobs_of(&runs).await?;
         let jobs = &jobs;
         let results: Vec<WatchdogReport> = futures::stream::iter(runs)
@@ -138,8 +176,7 @@ impl Watchdog {
         for r in results {
             report.add(r);
         }
-        self.meter.observe(&report.metrics(self.clock.now()));
-        Ok(report)
+        Ok(())
     }
 
     /// The jobs of `runs`, read in batches; `None` for a deleted job.
@@ -255,18 +292,12 @@ impl Watchdog {
         Ok(report)
     }
 
-    /// Opens a stall incident when the tick's watermark falls behind, closes it when the tick
+    /// Opens a stall incident when the tick's watermark falls `behind`, closes it when the tick
     /// catches up; each alert is recorded before it is published, so a crash leaves it for the
-    /// next pass. Returns the alert published, if any, and the minutes behind.
-    async fn watch_scheduler(&self, now: DateTime<Utc>) -> Result<(Option<String>, i64), StoreError> {
-        let state = self.tick_state.get().await?;
-        let behind = minutes_behind(state.watermark, now);
-        Ok((self.alert_on(state, behind, now).await?, behind))
-    }
-
+    /// next pass. Returns the alert published, if any.
     async fn alert_on(
         &self,
-        state: crate::store::TickState,
+        state: &crate::store::TickState,
         behind: i64,
         now: DateTime<Utc>,
     ) -> Result<Option<String>, StoreError> {
@@ -315,5 +346,37 @@ impl Watchdog {
             Ok(()) | Err(StoreError::Conflict) => Ok(Some(event.to_string())),
             Err(e) => Err(e),
         }
+    }
+}
+
+/// `ids` (in order) rotated to start after `cursor`: the runs a budget-stopped pass did not
+/// reach come first, then the ones it did.
+fn resume_after(mut ids: Vec<RunId>, cursor: Option<&RunId>) -> Vec<RunId> {
+    if let Some(cursor) = cursor {
+        let first_after = ids.partition_point(|id| id.chronological() <= cursor.chronological());
+        ids.rotate_left(first_after);
+    }
+    ids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::RunKey;
+
+    #[test]
+    fn a_pass_resumes_after_the_run_the_last_one_stopped_at() {
+        let job = JobId::generate();
+        let at = |minute: u32| {
+            let instant = format!("2026-11-22T10:{minute:02}:00Z").parse().unwrap_or_default();
+            RunId::new(job.clone(), RunKey::scheduled(instant))
+        };
+        let ids = vec![at(1), at(2), at(3), at(4)];
+        assert_eq!(resume_after(ids.clone(), None), ids);
+        assert_eq!(resume_after(ids.clone(), Some(&at(2))), [at(3), at(4), at(1), at(2)]);
+        // The cursor's run has ended since: the next one still comes first.
+        let without_2 = vec![at(1), at(3), at(4)];
+        assert_eq!(resume_after(without_2, Some(&at(2))), [at(3), at(4), at(1)]);
+        assert_eq!(resume_after(ids.clone(), Some(&at(4))), ids);
     }
 }
