@@ -45,12 +45,40 @@ impl Recorder {
         after: Run,
         now: DateTime<Utc>,
     ) -> Result<Run, StoreError> {
+        self.record(job, before, after, now, false).await
+    }
+
+    /// Like [`Recorder::change`], and only if nothing else changed the run since `before` was
+    /// read (events aside): the watchdog ends an attempt whose lease it saw expired only if no
+    /// heartbeat extended it meanwhile.
+    pub async fn rescue(
+        &self,
+        job: &Job,
+        before: &Run,
+        after: Run,
+        now: DateTime<Utc>,
+    ) -> Result<Run, StoreError> {
+        self.record(job, before, after, now, true).await
+    }
+
+    async fn record(
+        &self,
+        job: &Job,
+        before: &Run,
+        after: Run,
+        now: DateTime<Utc>,
+        unchanged: bool,
+    ) -> Result<Run, StoreError> {
         let mut before = before.clone();
         for _ in 0..EVENT_RACES {
             let mut candidate = Run { events: before.events.clone(), ..after.clone() };
             let mut new = caused(job, &before, &candidate, now);
             candidate.events.extend(new.iter().cloned());
-            match self.runs.transition(&before, &candidate).await {
+            let written = match unchanged {
+                true => self.runs.transition_unchanged(&before, &candidate).await,
+                false => self.runs.transition(&before, &candidate).await,
+            };
+            match written {
                 Ok(()) => {
                     if let Some(failing) = self.flag_failing(job, &before, &candidate, now).await {
                         candidate.events.push(failing.clone());
@@ -64,7 +92,8 @@ impl Recorder {
                 Err(StoreError::Conflict) => {
                     let fresh =
                         self.runs.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
-                    if fresh.state != before.state || fresh.attempt != before.attempt {
+                    let moved = fresh.state != before.state || fresh.attempt != before.attempt;
+                    if moved || (unchanged && fresh.updated_at != before.updated_at) {
                         return Err(StoreError::Conflict);
                     }
                     // Only its events changed: decide again on the fresh run.

@@ -442,6 +442,9 @@ impl RunStore for InsertThenFail {
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         self.inner.transition(before, after).await
     }
+    async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
+        self.inner.transition_unchanged(before, after).await
+    }
     async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
         self.inner.mark_events_sent(run, published, settle).await
     }
@@ -464,6 +467,77 @@ impl RunStore for InsertThenFail {
     }
     async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
         self.inner.get_many(ids).await
+    }
+    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
+        self.inner.mark_resent(run, at).await
+    }
+}
+
+/// The runs store, where a heartbeat lands on every running run right after the watchdog read it.
+#[derive(Debug)]
+struct HeartbeatAfterRead {
+    inner: Arc<dyn RunStore>,
+    clock: Arc<ManualClock>,
+}
+
+#[async_trait]
+impl RunStore for HeartbeatAfterRead {
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        self.inner.insert(run).await
+    }
+    async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
+        self.inner.get(job_id, key).await
+    }
+    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
+        self.inner.active(job_id, since).await
+    }
+    async fn list(
+        &self,
+        job_id: &JobId,
+        limit: u32,
+        cursor: Option<&str>,
+        state: Option<RunState>,
+    ) -> StoreResult<Page<Run>> {
+        self.inner.list(job_id, limit, cursor, state).await
+    }
+    async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>> {
+        self.inner.before(job_id, key, limit).await
+    }
+    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
+        self.inner.transition(before, after).await
+    }
+    async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
+        self.inner.transition_unchanged(before, after).await
+    }
+    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
+        self.inner.mark_events_sent(run, published, settle).await
+    }
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
+        self.inner.take_event(run, event, now).await
+    }
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
+        self.inner.record_event(run, event).await
+    }
+    async fn flag_failing(
+        &self,
+        job_id: &JobId,
+        after: Option<&RunKey>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        self.inner.flag_failing(job_id, after, now).await
+    }
+    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
+        self.inner.in_flight(until, shards).await
+    }
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
+        let runs = self.inner.get_many(ids).await?;
+        for run in runs.iter().filter(|r| r.state == RunState::Running) {
+            let now = self.clock.now();
+            let renewed =
+                Run { lease_until: Some(now + Duration::minutes(5)), updated_at: now, ..run.clone() };
+            self.inner.transition(run, &renewed).await?;
+        }
+        Ok(runs)
     }
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
         self.inner.mark_resent(run, at).await
@@ -1082,4 +1156,41 @@ async fn a_watchdog_pass_out_of_time_resumes_where_it_stopped() {
     assert_eq!(resent(stack.runs_of(&id).await), 4);
     watchdog.run().await.unwrap();
     assert_eq!(resent(stack.runs_of(&id).await), 5, "the third pass reaches the last run");
+}
+
+/// A heartbeat that renews an attempt's lease between the watchdog's read (lease expired) and
+/// its write wins: the attempt is not ended as lost and no second attempt starts.
+#[tokio::test]
+async fn a_heartbeat_after_the_watchdogs_read_keeps_the_attempt() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("slow", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
+        .await;
+    let queued = stack.run(&stack.trigger(&id).await).await;
+    let lease = clock.now() + Duration::seconds(30);
+    let running = Run { state: RunState::Running, attempt: 1, lease_until: Some(lease), ..queued.clone() };
+    stack.services.runs.transition(&queued, &running).await.unwrap();
+    clock.advance(Duration::minutes(2));
+
+    let s = &stack.services;
+    let runs: Arc<dyn RunStore> =
+        Arc::new(HeartbeatAfterRead { inner: s.runs.clone(), clock: clock.clone() });
+    let recorder = Recorder::new(runs.clone(), s.announcer.clone());
+    let (jobs, queue, state) = (s.job_store.clone(), s.queue.clone(), s.tick_state.clone());
+    let watchdog = Watchdog::new(
+        jobs,
+        runs,
+        queue,
+        recorder,
+        state,
+        s.clock.clone(),
+        s.meter.clone(),
+        s.config.watchdog.clone(),
+    );
+    let report = watchdog.run().await.unwrap();
+    assert_eq!((report.lost, report.dispatched), (0, 0));
+    let after = stack.run(&queued.id()).await;
+    assert_eq!((after.state, after.attempt), (RunState::Running, 1));
 }

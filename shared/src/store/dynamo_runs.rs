@@ -79,6 +79,91 @@ impl DynamoRunStore {
         Err(StoreError::Unavailable("runs left unprocessed by repeated batch reads".into()))
     }
 
+    /// The conditional write behind both transitions; with `unchanged`, also fenced by the
+    /// `updated_at` that was read.
+    async fn write_transition(&self, before: &Run, after: &Run, unchanged: bool) -> StoreResult<()> {
+        let attempts =
+            serde_json::to_string(&after.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut set: Vec<String> =
+            ["#st = :new", "attempt = :attempt_new", "attempts = :attempts", "updated_at = :now"]
+                .map(String::from)
+                .to_vec();
+        let mut remove = Vec::new();
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(before.job_id.as_str()))
+            .key("run_key", s(before.key.encode()))
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":old", s(before.state.as_str()))
+            .expression_attribute_values(":attempt_old", n(before.attempt))
+            .expression_attribute_values(":new", s(after.state.as_str()))
+            .expression_attribute_values(":attempt_new", n(after.attempt))
+            .expression_attribute_values(":attempts", s(attempts))
+            .expression_attribute_values(":now", s(after.updated_at.to_rfc3339()));
+        for (name, placeholder, value) in
+            [("lease_until", ":lease", after.lease_until), ("retry_at", ":retry", after.retry_at)]
+        {
+            match value {
+                Some(t) => {
+                    set.push(format!("{name} = {placeholder}"));
+                    request = request.expression_attribute_values(placeholder, s(t.to_rfc3339()));
+                }
+                None => remove.push(name),
+            }
+        }
+        match &after.reason {
+            Some(reason) => {
+                set.push("reason = :reason".into());
+                request = request.expression_attribute_values(":reason", s(reason));
+            }
+            None => remove.push("reason"),
+        }
+        // New events join the map in the same write: recorded by whoever wins the change.
+        let new_events = after.events.iter().filter(|e| !before.events.iter().any(|b| b.id == e.id));
+        let mut new_count = 0;
+        for (i, event) in new_events.enumerate() {
+            new_count += 1;
+            set.push(format!("events.#ev{i} = :ev{i}"));
+            request = request
+                .expression_attribute_names(format!("#ev{i}"), &event.id)
+                .expression_attribute_values(format!(":ev{i}"), event_value(event));
+        }
+        // Each new event is recorded once: a conditional flag set meanwhile (the watchdog's
+        // `sla_missed`) makes this write a `Conflict`, and the caller re-reads.
+        let mut condition = String::from("#st = :old AND attempt = :attempt_old");
+        if unchanged {
+            condition.push_str(" AND updated_at = :updated_old");
+            request = request.expression_attribute_values(":updated_old", s(before.updated_at.to_rfc3339()));
+        }
+        for i in 0..new_count {
+            condition.push_str(&format!(" AND attribute_not_exists(events.#ev{i})"));
+        }
+        // A terminal run leaves the in-flight index once its events are published (then the
+        // mark-sent write removes it), so the watchdog finds events a crash left unsent.
+        let leaves_index =
+            before.state.is_in_flight() && after.state.is_terminal() && after.events.iter().all(|e| e.sent);
+        if leaves_index {
+            remove.extend(["inflight_shard", "inflight_at"]);
+        }
+        let mut expression = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        request
+            .condition_expression(condition)
+            .update_expression(expression)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        if leaves_index {
+            self.ledger.add(writes::INDEX_REMOVE, 1);
+        }
+        Ok(())
+    }
+
     fn to_item(&self, run: &Run) -> StoreResult<Item> {
         let attempts =
             serde_json::to_string(&run.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -347,82 +432,11 @@ impl RunStore for DynamoRunStore {
     }
 
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        let attempts =
-            serde_json::to_string(&after.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut set: Vec<String> =
-            ["#st = :new", "attempt = :attempt_new", "attempts = :attempts", "updated_at = :now"]
-                .map(String::from)
-                .to_vec();
-        let mut remove = Vec::new();
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(before.job_id.as_str()))
-            .key("run_key", s(before.key.encode()))
-            .expression_attribute_names("#st", "state")
-            .expression_attribute_values(":old", s(before.state.as_str()))
-            .expression_attribute_values(":attempt_old", n(before.attempt))
-            .expression_attribute_values(":new", s(after.state.as_str()))
-            .expression_attribute_values(":attempt_new", n(after.attempt))
-            .expression_attribute_values(":attempts", s(attempts))
-            .expression_attribute_values(":now", s(after.updated_at.to_rfc3339()));
-        for (name, placeholder, value) in
-            [("lease_until", ":lease", after.lease_until), ("retry_at", ":retry", after.retry_at)]
-        {
-            match value {
-                Some(t) => {
-                    set.push(format!("{name} = {placeholder}"));
-                    request = request.expression_attribute_values(placeholder, s(t.to_rfc3339()));
-                }
-                None => remove.push(name),
-            }
-        }
-        match &after.reason {
-            Some(reason) => {
-                set.push("reason = :reason".into());
-                request = request.expression_attribute_values(":reason", s(reason));
-            }
-            None => remove.push("reason"),
-        }
-        // New events join the map in the same write: recorded by whoever wins the change.
-        let new_events = after.events.iter().filter(|e| !before.events.iter().any(|b| b.id == e.id));
-        let mut new_count = 0;
-        for (i, event) in new_events.enumerate() {
-            new_count += 1;
-            set.push(format!("events.#ev{i} = :ev{i}"));
-            request = request
-                .expression_attribute_names(format!("#ev{i}"), &event.id)
-                .expression_attribute_values(format!(":ev{i}"), event_value(event));
-        }
-        // Each new event is recorded once: a conditional flag set meanwhile (the watchdog's
-        // `sla_missed`) makes this write a `Conflict`, and the caller re-reads.
-        let mut condition = String::from("#st = :old AND attempt = :attempt_old");
-        for i in 0..new_count {
-            condition.push_str(&format!(" AND attribute_not_exists(events.#ev{i})"));
-        }
-        // A terminal run leaves the in-flight index once its events are published (then the
-        // mark-sent write removes it), so the watchdog finds events a crash left unsent.
-        let leaves_index =
-            before.state.is_in_flight() && after.state.is_terminal() && after.events.iter().all(|e| e.sent);
-        if leaves_index {
-            remove.extend(["inflight_shard", "inflight_at"]);
-        }
-        let mut expression = format!("SET {}", set.join(", "));
-        if !remove.is_empty() {
-            expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
-        }
-        request
-            .condition_expression(condition)
-            .update_expression(expression)
-            .send()
-            .await
-            .map_err(item::classify)?;
-        self.ledger.add(writes::ITEM, 1);
-        if leaves_index {
-            self.ledger.add(writes::INDEX_REMOVE, 1);
-        }
-        Ok(())
+        self.write_transition(before, after, false).await
+    }
+
+    async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
+        self.write_transition(before, after, true).await
     }
 
     async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {

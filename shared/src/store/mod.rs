@@ -133,6 +133,11 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// index.
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
 
+    /// Like [`RunStore::transition`], and only if no change was written to the run since
+    /// `before` was read (its `updated_at`): the watchdog's rescue of an attempt whose lease it
+    /// saw expired, which a heartbeat extending that lease meanwhile must win.
+    async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()>;
+
     /// Marks what an announcement `published` of the run's events, in one write; with
     /// `settle`, the ended run also leaves the in-flight index (`Conflict` if it has not ended).
     async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()>;

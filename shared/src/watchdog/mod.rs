@@ -235,7 +235,8 @@ impl Watchdog {
         if let Some(ending) = abandoned(job, &run, now) {
             let outcome = ending.outcome;
             let after = finished(job, &run, ending, now, rand::random::<f64>());
-            match self.recorder.change(job, &run, after, now).await {
+            // Only from what was read: a heartbeat meanwhile extended the lease and wins.
+            match self.recorder.rescue(job, &run, after, now).await {
                 Ok(after) => {
                     match outcome {
                         Outcome::TimedOut => report.timed_out += 1,
@@ -284,7 +285,12 @@ impl Watchdog {
         if run.state == RunState::Running && run.lease_until.is_some_and(|lease| lease > now) {
             return Ok(report);
         }
-        match self.runs.transition(run, &crate::run::cancelled(run, "the job was deleted", now)).await {
+        // Only from what was read: a heartbeat meanwhile renewed the lease.
+        match self
+            .runs
+            .transition_unchanged(run, &crate::run::cancelled(run, "the job was deleted", now))
+            .await
+        {
             Ok(()) => report.cancelled += 1,
             Err(StoreError::Conflict) => {}
             Err(e) => return Err(e),
