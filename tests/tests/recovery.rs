@@ -1194,3 +1194,33 @@ async fn a_heartbeat_after_the_watchdogs_read_keeps_the_attempt() {
     let after = stack.run(&queued.id()).await;
     assert_eq!((after.state, after.attempt), (RunState::Running, 1));
 }
+
+/// A job whose claim can never succeed (a corrupt run item where its run goes) is reported and
+/// left out: the tick's watermark moves on instead of holding every later minute back for ever.
+#[tokio::test]
+async fn a_job_that_can_never_be_claimed_does_not_hold_the_watermark() {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("broken", "http://127.0.0.1:9/", json!({"cron": "5 12 * * *"})))
+        .await;
+    stack
+        .dynamo
+        .put_item()
+        .table_name(&stack.resources.runs_table)
+        .item("job_id", S(id.clone()))
+        .item("run_key", S(RunKey::scheduled(t("2030-01-01T12:05:00Z")).encode()))
+        .item("state", S("EXPLODED".into()))
+        .send()
+        .await
+        .unwrap();
+    clock.set(t("2030-01-01T12:04:30Z"));
+    stack.services.tick.run().await.unwrap();
+    clock.set(t("2030-01-01T12:08:00Z"));
+    let report = stack.services.tick.run().await.unwrap();
+    assert_eq!(report.watermark, Some(t("2030-01-01T12:07:00Z")));
+    assert!(report.claims.unclaimable > 0, "{report:?}");
+    assert!(sundial_tests::logs().contains("a retry cannot help"));
+}

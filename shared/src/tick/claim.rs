@@ -79,6 +79,9 @@ pub struct ClaimReport {
     pub failed: usize,
     /// The earliest due time among failed jobs: the tick's watermark stays before its minute.
     pub earliest_failure: Option<DateTime<Utc>>,
+    /// Jobs whose claim failed in a way no retry mends (a corrupt run item in the way): logged
+    /// as errors and left out, so that one broken job never holds the watermark back for ever.
+    pub unclaimable: usize,
 }
 
 impl ClaimReport {
@@ -93,6 +96,7 @@ impl ClaimReport {
         self.advanced += other.advanced;
         self.advance_conflicts += other.advance_conflicts;
         self.failed += other.failed;
+        self.unclaimable += other.unclaimable;
         self.earliest_failure = match (self.earliest_failure, other.earliest_failure) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -201,6 +205,10 @@ impl Claimer {
         for p in prepared {
             match p {
                 Ok(p) => ready.push(p),
+                Err((job, e @ StoreError::Corrupt(_))) => {
+                    tracing::error!(job_id = %job.id, error = %e, "claim failed and a retry cannot help: the job is left out until it is fixed or edited");
+                    report.unclaimable += 1;
+                }
                 Err((job, e)) => {
                     tracing::warn!(job_id = %job.id, error = %e, "claim failed; the job stays due");
                     report.add(ClaimReport::failure(&job));
