@@ -27,6 +27,13 @@ pub struct Recorder {
 /// How often a change is recomputed when only the run's events moved under it.
 const EVENT_RACES: usize = 3;
 
+/// The pauses before each retry of a write storage could not take (about 2 s in all).
+const STORAGE_RETRIES: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(400),
+    std::time::Duration::from_millis(1600),
+];
+
 impl Recorder {
     pub fn new(runs: Arc<dyn RunStore>, announcer: Announcer) -> Self {
         Recorder { runs, announcer }
@@ -70,39 +77,63 @@ impl Recorder {
         unchanged: bool,
     ) -> Result<Run, StoreError> {
         let mut before = before.clone();
-        for _ in 0..EVENT_RACES {
+        let (mut races, mut outages) = (0, 0);
+        // A write that timed out may have been applied: recognised by its own `updated_at`.
+        let mut maybe_applied = false;
+        loop {
             let mut candidate = Run { events: before.events.clone(), ..after.clone() };
-            let mut new = caused(job, &before, &candidate, now);
+            let new = caused(job, &before, &candidate, now);
             candidate.events.extend(new.iter().cloned());
             let written = match unchanged {
                 true => self.runs.transition_unchanged(&before, &candidate).await,
                 false => self.runs.transition(&before, &candidate).await,
             };
             match written {
-                Ok(()) => {
-                    if let Some(failing) = self.flag_failing(job, &before, &candidate, now).await {
-                        candidate.events.push(failing.clone());
-                        new.push(failing);
-                    }
-                    if !new.is_empty() {
-                        self.announcer.announce(Some(job), &candidate, &new).await;
-                    }
-                    return Ok(candidate);
-                }
+                Ok(()) => return Ok(self.written(job, &before, candidate, new, now).await),
                 Err(StoreError::Conflict) => {
                     let fresh =
                         self.runs.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
+                    if maybe_applied && is_write_of(&fresh, &candidate) {
+                        return Ok(self.written(job, &before, fresh, new, now).await);
+                    }
                     let moved = fresh.state != before.state || fresh.attempt != before.attempt;
-                    if moved || (unchanged && fresh.updated_at != before.updated_at) {
+                    races += 1;
+                    if moved || (unchanged && fresh.updated_at != before.updated_at) || races >= EVENT_RACES {
                         return Err(StoreError::Conflict);
                     }
                     // Only its events changed: decide again on the fresh run.
                     before = fresh;
                 }
+                // Storage unavailable: try again in place a few times, so that an attempt's
+                // outcome is not left to the lease's expiry by a short brownout.
+                Err(e) if e.is_retryable() && outages < STORAGE_RETRIES.len() => {
+                    tokio::time::sleep(STORAGE_RETRIES[outages]).await;
+                    outages += 1;
+                    maybe_applied = true;
+                }
                 Err(e) => return Err(e),
             }
         }
-        Err(StoreError::Conflict)
+    }
+
+    /// After `candidate` was written over `before`: tells a failing streak it completes, and
+    /// announces the change's events.
+    async fn written(
+        &self,
+        job: &Job,
+        before: &Run,
+        mut candidate: Run,
+        mut new: Vec<RunEvent>,
+        now: DateTime<Utc>,
+    ) -> Run {
+        if let Some(failing) = self.flag_failing(job, before, &candidate, now).await {
+            candidate.events.push(failing.clone());
+            new.push(failing);
+        }
+        if !new.is_empty() {
+            self.announcer.announce(Some(job), &candidate, &new).await;
+        }
+        candidate
     }
 
     /// When `after` ended the run as a failure that makes `alert_after_failures` failed runs in
@@ -144,4 +175,10 @@ impl Recorder {
             None
         })
     }
+}
+
+/// Whether `fresh` is the run as `candidate` wrote it: the same state, attempt and change time.
+fn is_write_of(fresh: &Run, candidate: &Run) -> bool {
+    (fresh.state, fresh.attempt, fresh.updated_at)
+        == (candidate.state, candidate.attempt, candidate.updated_at)
 }

@@ -9,7 +9,6 @@ use chrono::{DateTime, Duration, Utc};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use sundial_shared::clock::{Clock, ManualClock};
 use sundial_shared::config::aws_sdk_config;
 use sundial_shared::events::{
@@ -404,20 +403,54 @@ async fn an_edit_from_a_stale_read_never_undoes_the_ticks_advance() {
     assert_eq!(patched.body["next_run_at"], "2030-01-02T12:00:00Z");
 }
 
-/// A runs store whose next insert writes the run and then reports a failure, as a request
-/// that timed out after DynamoDB applied it.
+/// A fault a [`FaultyRuns`] store injects once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// The next insert is written, then reported failed: a request that timed out after
+    /// DynamoDB applied it.
+    InsertAppliedThenFails,
+    /// The next transition is written, then reported failed.
+    TransitionAppliedThenFails,
+    /// The next transition is refused (storage unavailable) and not written.
+    TransitionUnavailable,
+}
+
+/// A runs store that injects the faults armed on it, and optionally lands a heartbeat on every
+/// running run right after the watchdog read it.
 #[derive(Debug)]
-struct InsertThenFail {
+struct FaultyRuns {
     inner: Arc<dyn RunStore>,
-    armed: AtomicBool,
+    armed: std::sync::Mutex<Vec<Fault>>,
+    heartbeat_after_read: Option<Arc<ManualClock>>,
+}
+
+impl FaultyRuns {
+    fn new(inner: Arc<dyn RunStore>) -> FaultyRuns {
+        FaultyRuns { inner, armed: Default::default(), heartbeat_after_read: None }
+    }
+
+    fn arm(&self, fault: Fault) {
+        self.armed.lock().unwrap().push(fault);
+    }
+
+    /// Whether `fault` was armed (it is disarmed).
+    fn fires(&self, fault: Fault) -> bool {
+        let mut armed = self.armed.lock().unwrap();
+        let at = armed.iter().position(|f| *f == fault);
+        at.map(|i| armed.remove(i)).is_some()
+    }
+}
+
+fn injected() -> StoreError {
+    StoreError::Unavailable("injected: storage did not answer".into())
 }
 
 #[async_trait]
-impl RunStore for InsertThenFail {
+impl RunStore for FaultyRuns {
     async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
         let inserted = self.inner.insert(run).await?;
-        if self.armed.swap(false, Ordering::SeqCst) {
-            return Err(StoreError::Unavailable("injected: timed out after the write".into()));
+        if self.fires(Fault::InsertAppliedThenFails) {
+            return Err(injected());
         }
         Ok(inserted)
     }
@@ -440,71 +473,14 @@ impl RunStore for InsertThenFail {
         self.inner.before(job_id, key, limit).await
     }
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        self.inner.transition(before, after).await
-    }
-    async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        self.inner.transition_unchanged(before, after).await
-    }
-    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
-        self.inner.mark_events_sent(run, published, settle).await
-    }
-    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
-        self.inner.take_event(run, event, now).await
-    }
-    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
-        self.inner.record_event(run, event).await
-    }
-    async fn flag_failing(
-        &self,
-        job_id: &JobId,
-        after: Option<&RunKey>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        self.inner.flag_failing(job_id, after, now).await
-    }
-    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
-        self.inner.in_flight(until, shards).await
-    }
-    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
-        self.inner.get_many(ids).await
-    }
-    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
-        self.inner.mark_resent(run, at).await
-    }
-}
-
-/// The runs store, where a heartbeat lands on every running run right after the watchdog read it.
-#[derive(Debug)]
-struct HeartbeatAfterRead {
-    inner: Arc<dyn RunStore>,
-    clock: Arc<ManualClock>,
-}
-
-#[async_trait]
-impl RunStore for HeartbeatAfterRead {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
-        self.inner.insert(run).await
-    }
-    async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
-        self.inner.get(job_id, key).await
-    }
-    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
-        self.inner.active(job_id, since).await
-    }
-    async fn list(
-        &self,
-        job_id: &JobId,
-        limit: u32,
-        cursor: Option<&str>,
-        state: Option<RunState>,
-    ) -> StoreResult<Page<Run>> {
-        self.inner.list(job_id, limit, cursor, state).await
-    }
-    async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>> {
-        self.inner.before(job_id, key, limit).await
-    }
-    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        self.inner.transition(before, after).await
+        if self.fires(Fault::TransitionUnavailable) {
+            return Err(injected());
+        }
+        self.inner.transition(before, after).await?;
+        if self.fires(Fault::TransitionAppliedThenFails) {
+            return Err(injected());
+        }
+        Ok(())
     }
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
         self.inner.transition_unchanged(before, after).await
@@ -531,11 +507,13 @@ impl RunStore for HeartbeatAfterRead {
     }
     async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
         let runs = self.inner.get_many(ids).await?;
-        for run in runs.iter().filter(|r| r.state == RunState::Running) {
-            let now = self.clock.now();
-            let renewed =
-                Run { lease_until: Some(now + Duration::minutes(5)), updated_at: now, ..run.clone() };
-            self.inner.transition(run, &renewed).await?;
+        if let Some(clock) = &self.heartbeat_after_read {
+            for run in runs.iter().filter(|r| r.state == RunState::Running) {
+                let now = clock.now();
+                let renewed =
+                    Run { lease_until: Some(now + Duration::minutes(5)), updated_at: now, ..run.clone() };
+                self.inner.transition(run, &renewed).await?;
+            }
         }
         Ok(runs)
     }
@@ -554,8 +532,9 @@ async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
         .create_job(ALICE, &http_job("once", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
         .await;
     let mut services = stack.services.clone();
-    let runs: Arc<dyn RunStore> =
-        Arc::new(InsertThenFail { inner: services.runs.clone(), armed: AtomicBool::new(true) });
+    let faulty = Arc::new(FaultyRuns::new(services.runs.clone()));
+    faulty.arm(Fault::InsertAppliedThenFails);
+    let runs: Arc<dyn RunStore> = faulty;
     services.claimer = Claimer::new(
         services.job_store.clone(),
         runs,
@@ -1175,8 +1154,8 @@ async fn a_heartbeat_after_the_watchdogs_read_keeps_the_attempt() {
     clock.advance(Duration::minutes(2));
 
     let s = &stack.services;
-    let runs: Arc<dyn RunStore> =
-        Arc::new(HeartbeatAfterRead { inner: s.runs.clone(), clock: clock.clone() });
+    let faulty = FaultyRuns { heartbeat_after_read: Some(clock.clone()), ..FaultyRuns::new(s.runs.clone()) };
+    let runs: Arc<dyn RunStore> = Arc::new(faulty);
     let recorder = Recorder::new(runs.clone(), s.announcer.clone());
     let (jobs, queue, state) = (s.job_store.clone(), s.queue.clone(), s.tick_state.clone());
     let watchdog = Watchdog::new(
@@ -1223,4 +1202,120 @@ async fn a_job_that_can_never_be_claimed_does_not_hold_the_watermark() {
     assert_eq!(report.watermark, Some(t("2030-01-01T12:07:00Z")));
     assert!(report.claims.unclaimable > 0, "{report:?}");
     assert!(sundial_tests::logs().contains("a retry cannot help"));
+}
+
+/// A local worker refills each slot as soon as its message is done: a target that never
+/// answers holds one slot, and runs triggered after it still go through the others.
+#[tokio::test]
+async fn one_hanging_target_holds_one_slot_not_the_poller() {
+    let stack = Stack::new().await;
+    let hanging = TargetServer::start(|_| Answer::Hang).await;
+    let fast = TargetServer::start(|_| Answer::Status(200)).await;
+    let mut slow_doc = http_job("hangs", &hanging.url, json!({"cron": "0 0 1 1 *"}));
+    slow_doc["timeout_s"] = json!(600);
+    let slow = stack.api.create_job(ALICE, &slow_doc).await;
+    let quick =
+        stack.api.create_job(ALICE, &http_job("quick", &fast.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let s = &stack.services;
+    let poller = tokio::spawn(sundial_shared::worker::poll::consume(
+        s.worker.clone(),
+        s.queue.clone(),
+        s.inbox.clone(),
+        "w".into(),
+        4,
+        stopped,
+    ));
+    let slow_run = stack.trigger(&slow).await;
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while hanging.hits().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "the hanging target was never called");
+    for _ in 0..8 {
+        stack.trigger(&quick).await;
+    }
+    // Generous for a loaded machine; the hanging call lasts ten minutes.
+    let all_done = tokio::time::timeout(std::time::Duration::from_secs(90), async {
+        loop {
+            let runs = stack.runs_of(&quick).await;
+            if runs.len() == 8 && runs.iter().all(|r| r.state == RunState::Succeeded) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let _ = stop.send(true);
+    poller.abort();
+    assert!(
+        all_done.is_ok(),
+        "runs behind a hanging one did not go through: {:?}",
+        stack.runs_of(&quick).await
+    );
+    assert_eq!(stack.run(&slow_run).await.state, RunState::Running, "the hanging attempt is still going");
+}
+
+/// The stack's worker over the runs store `runs`.
+fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_shared::worker::Worker {
+    use sundial_shared::worker::target::{Caller, Targets};
+    let s = &stack.services;
+    let caller: Arc<dyn Caller> = Arc::new(Targets::new(
+        stack.sqs.clone(),
+        stack.sns.clone(),
+        stack.lambda.clone(),
+        s.config.targets.clone(),
+    ));
+    let recorder = Recorder::new(runs.clone(), s.announcer.clone());
+    let settings = sundial_shared::worker::WorkerSettings {
+        heartbeat_window: s.config.heartbeat_window,
+        ..Default::default()
+    };
+    sundial_shared::worker::Worker::new(
+        s.job_store.clone(),
+        runs,
+        caller,
+        recorder,
+        s.clock.clone(),
+        s.meter.clone(),
+        settings,
+    )
+}
+
+/// A start write that DynamoDB applied but whose answer was lost: the worker finds its own
+/// attempt and makes it, instead of leaving it to wait out its lease as lost.
+#[tokio::test]
+async fn an_attempt_whose_start_write_answer_was_lost_is_still_made() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.api.create_job(ALICE, &http_job("j", &target.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let queued = stack.run(&stack.trigger(&id).await).await;
+    let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
+    faulty.arm(Fault::TransitionAppliedThenFails);
+    worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
+    assert_eq!(target.hits().len(), 1);
+    let run = stack.run(&queued.id()).await;
+    assert_eq!((run.state, run.attempt), (RunState::Succeeded, 1));
+}
+
+/// An end write storage refuses once is tried again in place: the attempt's outcome is recorded
+/// now, not left to the lease's expiry (and a second call of the target).
+#[tokio::test]
+async fn an_attempts_end_survives_a_brief_storage_outage() {
+    let stack = Stack::new().await;
+    let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
+    let arm = faulty.clone();
+    // The target arms the fault while it is being called: it hits the end write.
+    let target = TargetServer::start(move |_| {
+        arm.arm(Fault::TransitionUnavailable);
+        Answer::Status(200)
+    })
+    .await;
+    let id = stack.api.create_job(ALICE, &http_job("j", &target.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let queued = stack.run(&stack.trigger(&id).await).await;
+    worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
+    let run = stack.run(&queued.id()).await;
+    assert_eq!((run.state, run.attempt), (RunState::Succeeded, 1));
 }

@@ -337,6 +337,14 @@ impl Worker {
             Ok(()) => {}
             // Another worker started this attempt first.
             Err(StoreError::Conflict) => return Ok(Disposition::Delete),
+            // The write may have been applied although its answer was lost: then this attempt
+            // is ours to make (else it would wait for its lease to expire, as lost).
+            Err(e) if e.is_retryable() => match self.runs.get(&run.job_id, &run.key).await? {
+                Some(fresh)
+                    if fresh.attempts.last().and_then(|a| a.callback.as_ref())
+                        == started.attempts.last().and_then(|a| a.callback.as_ref()) => {}
+                _ => return Err(e),
+            },
             Err(e) => return Err(e),
         }
         self.meter.observe(&started_metrics(&started, now));
