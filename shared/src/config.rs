@@ -153,7 +153,6 @@ impl Config {
         let claim = ClaimSettings {
             lookahead: seconds("SUNDIAL_LOOKAHEAD_S", defaults.lookahead)?,
             claim_ahead: seconds("SUNDIAL_CLAIM_AHEAD_S", defaults.claim_ahead)?,
-            resend_after: defaults.resend_after,
             catchup_max: number(vars, "SUNDIAL_CATCHUP_MAX", defaults.catchup_max)?,
             retention: Duration::days(number(vars, "SUNDIAL_RETENTION_DAYS", defaults.retention.num_days())?),
             concurrency: defaults.concurrency,

@@ -1319,3 +1319,23 @@ async fn an_attempts_end_survives_a_brief_storage_outage() {
     let run = stack.run(&queued.id()).await;
     assert_eq!((run.state, run.attempt), (RunState::Succeeded, 1));
 }
+
+/// A run whose claimer died between writing it and sending it is sent by the next claimer that
+/// finds it, however young it is: it does not wait for the watchdog.
+#[tokio::test]
+async fn a_run_whose_claimer_died_before_sending_is_sent_by_the_next_claimer() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("j", "http://127.0.0.1:9/", json!({"cron": "0 12 * * *"})))
+        .await;
+    clock.set(t("2030-01-01T11:59:50Z"));
+    let died = services_without_queue(&stack, clock.clone()).await.tick.run().await.unwrap();
+    assert_eq!((died.claims.claimed, died.claims.dispatched), (1, 0));
+    clock.advance(Duration::seconds(5));
+    let next = stack.services.tick.run().await.unwrap();
+    assert_eq!((next.claims.resent, next.claims.dispatched), (1, 1), "{next:?}");
+    assert_eq!(stack.queue_depth().await, 1);
+    assert_eq!(stack.runs_of(&id).await.len(), 1);
+}

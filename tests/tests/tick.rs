@@ -140,8 +140,8 @@ async fn create_many(stack: &Stack, n: usize, at: DateTime<Utc>) -> Vec<String> 
     ids
 }
 
-/// Three ticks racing over 500 due jobs create exactly 500 runs and send exactly 500 messages,
-/// and every job leaves the due index.
+/// Three ticks racing over 500 due jobs create exactly 500 runs, send each at least once, and
+/// every job leaves the due index.
 #[tokio::test]
 async fn racing_ticks_claim_each_instant_once() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
@@ -156,19 +156,21 @@ async fn racing_ticks_claim_each_instant_once() {
     let claimed: usize = reports.iter().map(|r| r.claims.claimed).sum();
     let dispatched: usize = reports.iter().map(|r| r.claims.dispatched).sum();
     assert_eq!(claimed, 500, "{reports:?}");
-    assert_eq!(dispatched, 500, "{reports:?}");
+    // A claimer that finds a run another wrote sends it too (its writer may have died before
+    // sending): racing ticks send extra messages, which the start fence drops.
+    assert!(dispatched >= 500, "{reports:?}");
 
     let runs = all_runs(&stack).await;
     assert_eq!(runs.len(), 500);
     let distinct: BTreeSet<&str> = runs.iter().map(|r| r["job_id"].as_str().unwrap()).collect();
     assert_eq!(distinct.len(), 500);
-    assert_eq!(stack.queue_depth().await, 500);
+    // Every run has its message (SQS counts are approximate: at least one each).
+    assert!(stack.queue_depth().await >= 500);
     assert!(stack.due_index_ids().await.is_empty(), "one-time jobs leave the index once claimed");
 
     // Another tick finds nothing left to do.
     let again = tick.run().await.unwrap();
     assert_eq!(again.claims.claimed + again.claims.dispatched, 0);
-    assert_eq!(stack.queue_depth().await, 500);
 }
 
 /// A tick whose sends fail leaves its runs QUEUED and its jobs due; the next tick finds the

@@ -3,11 +3,10 @@
 //! For each job: plan the instants, then for each instant put the run (`<instant>#s`,
 //! conditional on absence: the fence), send the messages of all jobs in batches, and only then
 //! advance each job whose messages all went out (conditional on the version and `next_run_at`
-//! read). A job whose instant already has a run advances too: the claimer that wrote the run is
-//! sending it, or died, and then the run is either re-sent here (when it is older than
-//! [`ClaimSettings::resend_after`], so its first claimer is long gone) or by the watchdog, which
-//! re-sends every attempt that has not started in time. A second message is harmless: an attempt
-//! starts only under its fence. A job whose send or write failed is not advanced, and the report
+//! read). A job whose instant already has a run advances too, and the run is sent again if it
+//! has not started: the claimer that wrote it may have died before sending it. (The watchdog also
+//! re-sends every attempt that has not started in time.) A second message is harmless: an
+//! attempt starts only under its fence. A job whose send or write failed is not advanced, and the report
 //! names its due minute so that the tick comes back to it.
 //!
 //! Concurrency policies are not decided here: whether an earlier run is still active is known
@@ -33,10 +32,6 @@ pub struct ClaimSettings {
     /// Instants are claimed this far ahead in one pass, so a frequent job is advanced once for
     /// several runs (at most SQS's 15-minute delay).
     pub claim_ahead: Duration,
-    /// A QUEUED run another claimer created longer ago than this is sent again by a claimer
-    /// that finds it (its first send failed, or its claimer died); a younger one is still in its
-    /// claimer's hands.
-    pub resend_after: Duration,
     /// The most missed instants `catchup: all` runs.
     pub catchup_max: usize,
     /// How long run rows are kept (DynamoDB TTL).
@@ -50,7 +45,6 @@ impl Default for ClaimSettings {
         ClaimSettings {
             lookahead: Duration::seconds(60),
             claim_ahead: Duration::seconds(300),
-            resend_after: Duration::seconds(30),
             catchup_max: 100,
             retention: Duration::days(30),
             concurrency: 32,
@@ -65,7 +59,7 @@ pub struct ClaimReport {
     pub claimed: usize,
     /// Messages sent (new runs and healed ones).
     pub dispatched: usize,
-    /// Runs another claimer had left unstarted and unsent long enough, sent again.
+    /// Runs another claimer had written and not seen started, sent again.
     pub resent: usize,
     /// Missed instants the catch-up policy dropped.
     pub missed_dropped: usize,
@@ -306,7 +300,7 @@ impl Claimer {
                 Inserted::Exists(existing) => {
                     prepared.report.duplicates += 1;
                     let unstarted = existing.state == RunState::Queued && existing.attempt == 0;
-                    if unstarted && existing.created_at + self.settings.resend_after <= now {
+                    if unstarted {
                         prepared.report.resent += 1;
                         prepared.messages.push(*existing);
                     }
