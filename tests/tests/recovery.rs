@@ -747,7 +747,9 @@ async fn an_endless_response_body_is_read_up_to_a_bound() {
     stack.services.worker.handle(&message(&queued, 1), "w").await;
     let done = stack.run(&run_id).await;
     assert_eq!(done.state, RunState::Succeeded, "{:?}", done.attempts);
+    // The first bytes are kept (not an empty output after the call timed out on the body).
     let output = done.attempts[0].output.clone().unwrap();
+    assert!(output.len() >= 1024 && output.starts_with("xxxx"), "{output:?}");
     assert!(output.len() <= sundial_shared::worker::target::MAX_OUTPUT_BYTES + 4, "{}", output.len());
 }
 
@@ -1338,4 +1340,36 @@ async fn a_run_whose_claimer_died_before_sending_is_sent_by_the_next_claimer() {
     assert_eq!((next.claims.resent, next.claims.dispatched), (1, 1), "{next:?}");
     assert_eq!(stack.queue_depth().await, 1);
     assert_eq!(stack.runs_of(&id).await.len(), 1);
+}
+
+/// One in-flight run whose item does not decode is left out and reported; the watchdog's pass
+/// still repairs every other run.
+#[tokio::test]
+async fn a_run_that_does_not_decode_never_stalls_the_watchdog() {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = Stack::at(&clock, &[("SUNDIAL_DUE_SHARDS", "1")]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("j", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
+        .await;
+    let good = stack.trigger(&id).await;
+    let bad_key = RunKey::scheduled(t("2030-01-01T11:00:00Z")).encode();
+    stack
+        .dynamo
+        .put_item()
+        .table_name(&stack.resources.runs_table)
+        .item("job_id", S(id.clone()))
+        .item("run_key", S(bad_key))
+        .item("state", S("FROM_THE_FUTURE".into()))
+        .item("inflight_shard", S("00".into()))
+        .item("inflight_at", S(format!("2030-01-01T11:00:00Z#{id}")))
+        .send()
+        .await
+        .unwrap();
+    clock.advance(Duration::minutes(3));
+    let report = stack.services.watchdog.run().await.unwrap();
+    assert_eq!((report.inspected, report.dispatched), (1, 1), "{report:?}");
+    assert!(stack.run(&good).await.resent_at.is_some(), "the good run was re-sent");
+    assert!(sundial_tests::logs().contains("does not decode"));
 }
