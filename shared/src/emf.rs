@@ -32,6 +32,8 @@ pub mod names {
     pub const RUN_DURATION: &str = "RunDuration";
     pub const TICK_DURATION: &str = "TickDuration";
     pub const JOBS_PER_TICK: &str = "JobsPerTick";
+    /// Instants passed because their run item does not decode.
+    pub const INSTANTS_UNCLAIMABLE: &str = "InstantsUnclaimable";
     /// Minutes the tick's watermark is behind the clock (0 when healthy).
     pub const SCHEDULER_MINUTES_BEHIND: &str = "SchedulerMinutesBehind";
 }

@@ -131,15 +131,23 @@ pub struct Streak {
     pub after: Option<crate::run::RunKey>,
 }
 
-/// The streak a run just ended as a failure belongs to: `previous` are the job's runs keyed
-/// before it, newest first. Runs still in flight are passed over.
-pub fn failing_streak(previous: &[Run]) -> Streak {
+/// The streak a run just ended as a failure belongs to: `earlier` are the job's runs keyed
+/// before it, newest first; `later` those keyed after it up to now, oldest first (runs ending out
+/// of order: a later one may have failed first). Runs still in flight are passed over.
+pub fn failing_streak(earlier: &[Run], later: &[Run]) -> Streak {
     let mut failures = 1;
-    for run in previous {
+    for run in later {
+        match run.state {
+            RunState::Failed | RunState::TimedOut => failures += 1,
+            RunState::Succeeded => break,
+            // In flight, skipped or cancelled.
+            _ => {}
+        }
+    }
+    for run in earlier {
         match run.state {
             RunState::Failed | RunState::TimedOut => failures += 1,
             RunState::Succeeded => return Streak { failures, after: Some(run.key.clone()) },
-            // In flight, skipped or cancelled.
             _ => {}
         }
     }
@@ -514,12 +522,17 @@ mod tests {
         let r = |minute: u32, state| run(&j, &format!("2026-11-22T10:{minute:02}:00Z"), state);
         use RunState::*;
         // Newest first.
-        let streak = failing_streak(&[r(5, Failed), r(4, TimedOut), r(3, Succeeded), r(2, Failed)]);
+        // Earlier runs newest first, later runs oldest first.
+        let streak = failing_streak(&[r(5, Failed), r(4, TimedOut), r(3, Succeeded), r(2, Failed)], &[]);
         assert_eq!(streak, Streak { failures: 3, after: Some(r(3, Succeeded).key) });
-        let through = failing_streak(&[r(5, Running), r(4, Skipped), r(3, Cancelled), r(2, Failed)]);
+        let through = failing_streak(&[r(5, Running), r(4, Skipped), r(3, Cancelled), r(2, Failed)], &[]);
         assert_eq!(through, Streak { failures: 2, after: None }, "in flight, skipped and cancelled pass");
-        assert_eq!(failing_streak(&[]), Streak { failures: 1, after: None });
-        assert_eq!(failing_streak(&[r(1, Succeeded)]).failures, 1);
+        assert_eq!(failing_streak(&[], &[]), Streak { failures: 1, after: None });
+        assert_eq!(failing_streak(&[r(1, Succeeded)], &[]).failures, 1);
+        // A later run that failed first counts; a later success ends the streak's reach.
+        let both =
+            failing_streak(&[r(3, Succeeded)], &[r(5, Running), r(6, Failed), r(7, Succeeded), r(8, Failed)]);
+        assert_eq!(both, Streak { failures: 2, after: Some(r(3, Succeeded).key) });
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! without a state change (the watchdog's `sla_missed` or `late_start`) fails the write; the
 //! change is then recomputed on the fresh run, so such an event is recorded, and told, once.
 //!
-//! `failing` is decided after the write, from a consistent read of the job's earlier runs: of
-//! two runs ending at once, at least the later reader sees both. Whoever sees the streak at or
+//! `failing` is decided after the write, from a consistent read of the job's runs on both sides
+//! of this one (runs end out of order): of two runs ending at once, at least the later reader
+//! sees both. Whoever sees the streak at or
 //! past the threshold sets the streak's conditional flag; the one that sets it records `failing`
 //! on its run (still in the in-flight index until its events are published) and tells it.
 
@@ -152,11 +153,14 @@ impl Recorder {
             return None;
         }
         let told = async {
-            // Enough history to see the streak through interleaved skipped or cancelled runs. Only
-            // runs before this one: a frequent job's runs claimed ahead would fill the page.
+            // Enough history to see the streak through interleaved skipped or cancelled runs; the
+            // later side stops near now, so a frequent job's runs claimed ahead do not fill it.
             let limit = (threshold * 2 + 10).min(crate::jobs::MAX_PAGE);
-            let previous = self.runs.before(&job.id, &after.key, limit).await?;
-            let streak = failing_streak(&previous);
+            let earlier = self.runs.before(&job.id, &after.key, limit).await?;
+            // Up to a minute ahead: a triggered run is keyed at the next whole second.
+            let later =
+                self.runs.after(&job.id, &after.key, now + chrono::Duration::minutes(1), limit).await?;
+            let streak = failing_streak(&earlier, &later);
             if streak.failures < threshold as usize {
                 return Ok(None);
             }

@@ -472,6 +472,15 @@ impl RunStore for FaultyRuns {
     async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>> {
         self.inner.before(job_id, key, limit).await
     }
+    async fn after(
+        &self,
+        job_id: &JobId,
+        key: &RunKey,
+        until: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>> {
+        self.inner.after(job_id, key, until, limit).await
+    }
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         if self.fires(Fault::TransitionUnavailable) {
             return Err(injected());
@@ -1020,7 +1029,11 @@ async fn failing_told(stack: &Stack, job: &str) -> usize {
 
 /// A job with `alert_after_failures` and `count` triggered runs, QUEUED.
 async fn streak_job(stack: &Stack, threshold: u32, count: usize) -> (String, Job, Vec<Run>) {
-    let mut doc = http_job("streaky", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"}));
+    let mut doc = http_job(
+        &format!("streaky-{threshold}-{count}"),
+        "http://127.0.0.1:9/",
+        json!({"cron": "0 0 1 1 *"}),
+    );
     doc["alert_after_failures"] = json!(threshold);
     let id = stack.api.create_job(ALICE, &doc).await;
     let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
@@ -1054,6 +1067,21 @@ async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
     recorder.change(&job, &runs[2], failed(&runs[2], now), now).await.unwrap();
     recorder.change(&job, &running, failed(&running, now), now).await.unwrap();
     assert_eq!(failing_told(&stack, &id).await, 1);
+
+    // A newer run failing while an older one still runs, then the older one: both see only one
+    // failure on their own side; the older one sees the newer one's after it.
+    let (id, job, runs) = streak_job(&stack, 2, 2).await;
+    let now = Utc::now();
+    let running = Run {
+        state: RunState::Running,
+        attempt: 1,
+        lease_until: Some(now + Duration::minutes(5)),
+        ..runs[0].clone()
+    };
+    stack.services.runs.transition(&runs[0], &running).await.unwrap();
+    recorder.change(&job, &runs[1], failed(&runs[1], now), now).await.unwrap();
+    recorder.change(&job, &running, failed(&running, now), now).await.unwrap();
+    assert_eq!(failing_told(&stack, &id).await, 1, "the newer run failing first");
 }
 
 /// Six runs failing at the same moment, with a threshold of three, tell `failing` once: each
@@ -1176,10 +1204,11 @@ async fn a_heartbeat_after_the_watchdogs_read_keeps_the_attempt() {
     assert_eq!((after.state, after.attempt), (RunState::Running, 1));
 }
 
-/// A job whose claim can never succeed (a corrupt run item where its run goes) is reported and
-/// left out: the tick's watermark moves on instead of holding every later minute back for ever.
+/// An instant whose run item does not decode (a corrupt item where its run goes) is reported
+/// and passed: the job goes on to its next instants, and the tick's watermark moves on instead
+/// of holding every later minute back for ever.
 #[tokio::test]
-async fn a_job_that_can_never_be_claimed_does_not_hold_the_watermark() {
+async fn an_instant_that_can_never_be_claimed_is_passed_not_held() {
     use aws_sdk_dynamodb::types::AttributeValue::S;
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
     let stack = Stack::at(&clock, &[]).await;
@@ -1198,12 +1227,14 @@ async fn a_job_that_can_never_be_claimed_does_not_hold_the_watermark() {
         .await
         .unwrap();
     clock.set(t("2030-01-01T12:04:30Z"));
-    stack.services.tick.run().await.unwrap();
+    let first = stack.services.tick.run().await.unwrap();
+    assert_eq!(first.claims.unclaimable, 1, "{first:?}");
+    assert!(sundial_tests::logs().contains("a retry cannot help"));
     clock.set(t("2030-01-01T12:08:00Z"));
     let report = stack.services.tick.run().await.unwrap();
     assert_eq!(report.watermark, Some(t("2030-01-01T12:07:00Z")));
-    assert!(report.claims.unclaimable > 0, "{report:?}");
-    assert!(sundial_tests::logs().contains("a retry cannot help"));
+    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    assert_eq!(job.next_run_at, Some(t("2030-01-02T12:05:00Z")), "the job goes on");
 }
 
 /// A local worker refills each slot as soon as its message is done: a target that never
@@ -1372,4 +1403,39 @@ async fn a_run_that_does_not_decode_never_stalls_the_watchdog() {
     assert_eq!((report.inspected, report.dispatched), (1, 1), "{report:?}");
     assert!(stack.run(&good).await.resent_at.is_some(), "the good run was re-sent");
     assert!(sundial_tests::logs().contains("does not decode"));
+}
+
+/// After the shard count grows, the first tick with the larger count looks back past its
+/// trailing window for jobs the API wrote into the new partitions while a tick with the old
+/// count still ran, even when the watchdog recorded the larger count first.
+#[tokio::test]
+async fn jobs_written_into_new_shards_while_old_ticks_ran_are_claimed_after_the_count_grows() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
+    let stack = Stack::at(&clock, &[("SUNDIAL_DUE_SHARDS", "1")]).await;
+    stack.services.tick.run().await.unwrap();
+    let mut config = stack.config.clone();
+    (config.due_shards, config.tick.shards, config.watchdog.shards) = (8, 8, 8);
+    let eight = Services::new(config, &Clients::new(&aws_sdk_config().await, Ledger::new()), clock.clone());
+    let api = sundial_tests::Api::over(&eight);
+    let mut jobs = Vec::new();
+    for n in 0..8 {
+        jobs.push(
+            api.create_job(
+                ALICE,
+                &http_job(&format!("j{n}"), "http://127.0.0.1:9/", json!({"cron": "52 11 * * *"})),
+            )
+            .await,
+        );
+    }
+    for minute in ["11:53", "11:54", "11:55", "11:56"] {
+        clock.set(t(&format!("2030-01-01T{minute}:00Z")));
+        stack.services.tick.run().await.unwrap();
+    }
+    eight.watchdog.run().await.unwrap();
+    clock.set(t("2030-01-01T11:57:00Z"));
+    eight.tick.run().await.unwrap();
+    for id in &jobs {
+        let scheduled: Vec<_> = stack.runs_of(id).await.iter().map(Run::scheduled_at).collect();
+        assert_eq!(scheduled, [t("2030-01-01T11:52:00Z")], "job {id}");
+    }
 }

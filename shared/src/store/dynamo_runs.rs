@@ -44,9 +44,13 @@ impl DynamoRunStore {
         use aws_sdk_dynamodb::types::KeysAndAttributes;
         let mut runs = Vec::with_capacity(keys.len());
         let mut pending = keys;
-        for _ in 0..5 {
+        for round in 0..5u32 {
             if pending.is_empty() {
                 return Ok(runs);
+            }
+            if round > 0 {
+                // Keys left unprocessed mean throttling: back off before asking again.
+                tokio::time::sleep(std::time::Duration::from_millis(50 << round)).await;
             }
             let request = KeysAndAttributes::builder()
                 .set_keys(Some(pending))
@@ -429,6 +433,32 @@ impl RunStore for DynamoRunStore {
             .await
             .map_err(item::classify)?;
         out.items().iter().map(from_item).collect()
+    }
+
+    async fn after(
+        &self,
+        job_id: &JobId,
+        key: &RunKey,
+        until: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("job_id = :j AND run_key BETWEEN :key AND :until")
+            .expression_attribute_values(":j", s(job_id.as_str()))
+            .expression_attribute_values(":key", s(key.encode()))
+            .expression_attribute_values(":until", s(format!("{}#~", format_instant(until))))
+            .consistent_read(true)
+            .scan_index_forward(true)
+            .limit(limit.saturating_add(1) as i32)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        let runs: Vec<Run> = out.items().iter().map(from_item).collect::<StoreResult<_>>()?;
+        // BETWEEN includes the run at `key` itself.
+        Ok(runs.into_iter().filter(|run| &run.key != key).take(limit as usize).collect())
     }
 
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {

@@ -49,6 +49,27 @@ impl DynamoTickStateStore {
         Ok(())
     }
 
+    /// Raises the number `attribute` to `count`, if it is lower (or absent).
+    async fn raise_count(&self, attribute: &str, count: u16) -> StoreResult<()> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(KEY))
+            .update_expression("SET #a = :n")
+            .condition_expression("attribute_not_exists(#a) OR #a < :n")
+            .expression_attribute_names("#a", attribute)
+            .expression_attribute_values(":n", n(count))
+            .send()
+            .await
+            .map_err(item::classify);
+        match result {
+            // Recorded already, or more.
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn raise(&self, attribute: &str, minute: DateTime<Utc>) -> StoreResult<()> {
         let result = self
             .client
@@ -90,6 +111,7 @@ impl TickStateStore for DynamoTickStateStore {
             unsent_alert: get_opt_s(&it, "unsent_alert").map(str::to_string),
             alert_taken_at: get_opt_s(&it, "alert_taken_at").and_then(parse_instant),
             shards: get_n(&it, "shards").ok(),
+            looked_back: get_n(&it, "looked_back_shards").ok(),
             watchdog_cursor: get_opt_s(&it, "watchdog_cursor").and_then(RunId::parse),
         })
     }
@@ -156,22 +178,11 @@ impl TickStateStore for DynamoTickStateStore {
     }
 
     async fn note_shards(&self, shards: u16) -> StoreResult<()> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(KEY))
-            .update_expression("SET shards = :n")
-            .condition_expression("attribute_not_exists(shards) OR shards < :n")
-            .expression_attribute_values(":n", n(shards))
-            .send()
-            .await
-            .map_err(item::classify);
-        match result {
-            // Recorded already, or more.
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.raise_count("shards", shards).await
+    }
+
+    async fn set_looked_back(&self, shards: u16) -> StoreResult<()> {
+        self.raise_count("looked_back_shards", shards).await
     }
 
     async fn set_watchdog_cursor(&self, cursor: Option<&RunId>) -> StoreResult<()> {

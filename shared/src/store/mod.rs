@@ -128,6 +128,16 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// of every write acknowledged before the call (a consistent read).
     async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>>;
 
+    /// Up to `limit` of the job's runs keyed after `key` and scheduled at or before `until`,
+    /// oldest first, as of every write acknowledged before the call (a consistent read).
+    async fn after(
+        &self,
+        job_id: &JobId,
+        key: &RunKey,
+        until: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>>;
+
     /// Replaces `before` with `after` if the run is still in `before`'s state and attempt (the
     /// fencing token): `Conflict` otherwise. A move to a terminal state leaves the in-flight
     /// index.
@@ -190,6 +200,9 @@ pub struct TickState {
     /// The most partitions of the due and in-flight indexes any pass has read: after the shard
     /// count shrinks, items written in the higher partitions are still read.
     pub shards: Option<u16>,
+    /// The shard count the tick last looked back for after it grew (a pass that went through
+    /// without an error): a larger count looks back again.
+    pub looked_back: Option<u16>,
     /// Where the watchdog's last pass stopped when its time budget ran out: the next resumes
     /// after this run.
     pub watchdog_cursor: Option<RunId>,
@@ -219,6 +232,8 @@ pub trait TickStateStore: Send + Sync + std::fmt::Debug {
     async fn mark_alert_sent(&self, alert: &str) -> StoreResult<()>;
     /// Records that a pass reads `shards` partitions, if that is more than recorded.
     async fn note_shards(&self, shards: u16) -> StoreResult<()>;
+    /// Records that the tick looked back for `shards` partitions, if that is more than recorded.
+    async fn set_looked_back(&self, shards: u16) -> StoreResult<()>;
     /// Records where the watchdog's pass stopped (`None`: it went through every run).
     async fn set_watchdog_cursor(&self, cursor: Option<&RunId>) -> StoreResult<()>;
 }

@@ -73,8 +73,9 @@ pub struct ClaimReport {
     pub failed: usize,
     /// The earliest due time among failed jobs: the tick's watermark stays before its minute.
     pub earliest_failure: Option<DateTime<Utc>>,
-    /// Jobs whose claim failed in a way no retry mends (a corrupt run item in the way): logged
-    /// as errors and left out, so that one broken job never holds the watermark back for ever.
+    /// Instants whose run item is there but does not decode (a defect, a manual edit, or a
+    /// newer version's item): logged as errors and passed, so that the job goes on and never
+    /// holds the watermark back for ever.
     pub unclaimable: usize,
 }
 
@@ -199,10 +200,6 @@ impl Claimer {
         for p in prepared {
             match p {
                 Ok(p) => ready.push(p),
-                Err((job, e @ StoreError::Corrupt(_))) => {
-                    tracing::error!(job_id = %job.id, error = %e, "claim failed and a retry cannot help: the job is left out until it is fixed or edited");
-                    report.unclaimable += 1;
-                }
                 Err((job, e)) => {
                     tracing::warn!(job_id = %job.id, error = %e, "claim failed; the job stays due");
                     report.add(ClaimReport::failure(&job));
@@ -292,7 +289,17 @@ impl Claimer {
         for instant in plan.claim {
             let due = instant + jitter_offset(job.id.as_str(), instant, jitter_s);
             let run = self.new_run(job, RunKey::scheduled(instant), due, RunState::Queued, now);
-            match self.runs.insert(&run).await? {
+            let inserted = match self.runs.insert(&run).await {
+                // The instant's item is there but does not decode: no retry mends it, so the
+                // instant is left to it and the job goes on (holding it would strand the job).
+                Err(e @ StoreError::Corrupt(_)) => {
+                    tracing::error!(job_id = %job.id, instant = %instant, error = %e, "the run item of this instant does not decode: a retry cannot help, the instant is passed");
+                    prepared.report.unclaimable += 1;
+                    continue;
+                }
+                other => other?,
+            };
+            match inserted {
                 Inserted::Created => {
                     prepared.report.claimed += 1;
                     prepared.messages.push(run);

@@ -90,6 +90,7 @@ impl TickReport {
             .count(names::RUNS_CLAIMED, self.claims.claimed)
             .count(names::RUNS_DISPATCHED, self.claims.dispatched)
             .count(names::JOBS_PER_TICK, self.jobs)
+            .count(names::INSTANTS_UNCLAIMABLE, self.claims.unclaimable)
             .values(names::TICK_DURATION, Unit::Milliseconds, vec![took.as_secs_f64() * 1000.0])
     }
 }
@@ -146,12 +147,13 @@ impl Tick {
         let progress = self.state.get().await?;
         // Every partition any pass has read: jobs written while the count was higher are
         // still found after it shrinks. A count that grew (or was never recorded) is recorded
-        // before its partitions are read, and the pass looks further back once, for jobs the
-        // API wrote into the new partitions while a tick with the old count still ran.
-        let grew = progress.shards.is_none_or(|recorded| recorded < self.settings.shards);
-        if grew {
+        // before its partitions are read, and passes look further back until one gets through
+        // without an error, for jobs the API wrote into the new partitions while a tick with
+        // the old count still ran.
+        if progress.shards.is_none_or(|recorded| recorded < self.settings.shards) {
             self.state.note_shards(self.settings.shards).await?;
         }
+        let grew = progress.looked_back.is_none_or(|done| done < self.settings.shards);
         let shards = self.settings.shards.max(progress.shards.unwrap_or(0));
         // Minutes up to this one were reached by a live tick or fully processed: nothing in
         // them is missed any more.
@@ -166,6 +168,7 @@ impl Tick {
         let mut report = TickReport { watermark: progress.watermark, ..Default::default() };
         let mut seen: HashSet<String> = HashSet::new();
         let mut processed_to: Option<DateTime<Utc>> = None;
+        let mut query_failed = false;
         // The minutes no tick reached while they were current: missed ones.
         let gap = reached_before
             .map(|r| (r + Duration::minutes(1), live_from - Duration::minutes(1)))
@@ -198,6 +201,7 @@ impl Tick {
                     Ok(jobs) => jobs,
                     Err(e) => {
                         tracing::warn!(minute = %minute, error = %e, "due-index query failed; retried next tick");
+                        query_failed = true;
                         break 'chunks;
                     }
                 };
@@ -234,6 +238,10 @@ impl Tick {
             now = self.clock.now();
         }
         self.advance_watermark(processed_to, now, &mut report).await?;
+        let through = !query_failed && !report.unfinished && report.claims.failed == 0;
+        if grew && through {
+            self.state.set_looked_back(self.settings.shards).await?;
+        }
         self.meter.observe(&report.metrics(self.clock.now(), started.elapsed()));
         Ok(report)
     }

@@ -43,7 +43,7 @@ impl Default for WatchdogSettings {
             stall_after_minutes: 3,
             concurrency: 16,
             batch_runs: 100,
-            budget: std::time::Duration::from_secs(40),
+            budget: std::time::Duration::from_secs(30),
             shards: 8,
         }
     }

@@ -131,7 +131,11 @@ impl Watchdog {
         let mut batches = ids.chunks(self.settings.batch_runs.max(1)).peekable();
         // The budget is checked after each batch, so that every pass makes progress.
         while let Some(batch) = batches.next() {
-            self.inspect(batch, now, &mut report).await?;
+            if let Err(e) = self.inspect(batch, &mut report).await {
+                // The next pass comes back to these runs; the pass goes on with the others.
+                tracing::warn!(runs = batch.len(), error = %e, "a batch of in-flight runs could not be read; retried next pass");
+                report.errors += batch.len();
+            }
             if batches.peek().is_some() && started.elapsed() > self.settings.budget {
                 report.unfinished = true;
                 cursor = batch.last();
@@ -145,13 +149,9 @@ impl Watchdog {
         Ok(report)
     }
 
-    /// Applies what each run of `batch` needs.
-    async fn inspect(
-        &self,
-        batch: &[RunId],
-        now: DateTime<Utc>,
-        report: &mut WatchdogReport,
-    ) -> Result<(), StoreError> {
+    /// Applies what each run of `batch` needs, as of when it is looked at (a pass takes a
+    /// while: the times it records must not lag behind the clock).
+    async fn inspect(&self, batch: &[RunId], report: &mut WatchdogReport) -> Result<(), StoreError> {
         let runs = self.runs.get_many(batch).await?;
         report.inspected += runs.len();
         let jobs = self.jobs_of(&runs).await?;
@@ -162,7 +162,7 @@ impl Watchdog {
                 let id = run.id();
                 let span =
                     tracing::info_span!("run", run_id = %id, job_id = %run.job_id, attempt = run.attempt);
-                match self.watch(run, job, now).instrument(span).await {
+                match self.watch(run, job, self.clock.now()).instrument(span).await {
                     Ok(report) => report,
                     Err(e) => {
                         tracing::warn!(run_id = %id, error = %e, "watchdog repair failed; retried next pass");

@@ -81,6 +81,18 @@ pub fn token_digest(token: &str) -> String {
     crate::auth::digest(token)
 }
 
+/// Whether `fresh`, read back after a start write whose answer was lost, is that start: still
+/// RUNNING the attempt `started` opened, with its callback digest and no outcome yet (not
+/// cancelled or ended since).
+fn is_own_open_attempt(fresh: &Run, started: &Run) -> bool {
+    let (Some(theirs), Some(ours)) = (fresh.attempts.last(), started.attempts.last()) else { return false };
+    fresh.state == RunState::Running
+        && fresh.attempt == started.attempt
+        && theirs.outcome.is_none()
+        && theirs.callback.is_some()
+        && theirs.callback == ours.callback
+}
+
 impl Worker {
     pub fn new(
         jobs: Arc<dyn JobStore>,
@@ -149,7 +161,9 @@ impl Worker {
                 return self.cancel_for_deleted_job(&run, now).await;
             };
             let ending = abandoned(&job, &run, now).unwrap_or_else(|| Ending::new(Outcome::Lost));
-            match self.finish(&job, &run, ending, now).await {
+            // Only from what was read: a heartbeat meanwhile renewed the lease and wins.
+            let after = finished(&job, &run, ending, now, rand::random::<f64>());
+            match self.recorder.rescue(&job, &run, after, now).await {
                 Ok(next) => run = next,
                 Err(StoreError::Conflict) => return Ok(Disposition::Delete),
                 Err(e) => return Err(e),
@@ -294,7 +308,9 @@ impl Worker {
     }
 
     async fn cancel_for_deleted_job(&self, run: &Run, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
-        match self.runs.transition(run, &crate::run::cancelled(run, "the job was deleted", now)).await {
+        // Only from what was read: a heartbeat meanwhile renewed a running attempt's lease.
+        let cancelled = crate::run::cancelled(run, "the job was deleted", now);
+        match self.runs.transition_unchanged(run, &cancelled).await {
             Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
             Err(e) => Err(e),
         }
@@ -340,9 +356,7 @@ impl Worker {
             // The write may have been applied although its answer was lost: then this attempt
             // is ours to make (else it would wait for its lease to expire, as lost).
             Err(e) if e.is_retryable() => match self.runs.get(&run.job_id, &run.key).await? {
-                Some(fresh)
-                    if fresh.attempts.last().and_then(|a| a.callback.as_ref())
-                        == started.attempts.last().and_then(|a| a.callback.as_ref()) => {}
+                Some(fresh) if is_own_open_attempt(&fresh, &started) => {}
                 _ => return Err(e),
             },
             Err(e) => return Err(e),
