@@ -413,10 +413,13 @@ enum Fault {
     TransitionAppliedThenFails,
     /// The next transition is refused (storage unavailable) and not written.
     TransitionUnavailable,
+    /// The next transition is written, the run is then cancelled (by the API, say), and the
+    /// transition is reported failed.
+    TransitionAppliedThenCancelledThenFails,
 }
 
 /// A runs store that injects the faults armed on it, and optionally lands a heartbeat on every
-/// running run right after the watchdog read it.
+/// running run right after it was read.
 #[derive(Debug)]
 struct FaultyRuns {
     inner: Arc<dyn RunStore>,
@@ -431,6 +434,23 @@ impl FaultyRuns {
 
     fn arm(&self, fault: Fault) {
         self.armed.lock().unwrap().push(fault);
+    }
+
+    /// With `heartbeat_after_read`: a heartbeat lands on each running run of `runs` (as just
+    /// read), renewing its lease.
+    async fn heartbeat(&self, runs: &[Run]) -> StoreResult<()> {
+        let Some(clock) = &self.heartbeat_after_read else { return Ok(()) };
+        for run in runs.iter().filter(|r| r.state == RunState::Running) {
+            let now = clock.now();
+            let renewed =
+                Run { lease_until: Some(now + Duration::minutes(5)), updated_at: now, ..run.clone() };
+            // A run already renewed since is left as it is.
+            match self.inner.transition_unchanged(run, &renewed).await {
+                Ok(()) | Err(StoreError::Conflict) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// Whether `fault` was armed (it is disarmed).
@@ -455,7 +475,11 @@ impl RunStore for FaultyRuns {
         Ok(inserted)
     }
     async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
-        self.inner.get(job_id, key).await
+        let run = self.inner.get(job_id, key).await?;
+        if let Some(run) = &run {
+            self.heartbeat(std::slice::from_ref(run)).await?;
+        }
+        Ok(run)
     }
     async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
         self.inner.active(job_id, since).await
@@ -489,6 +513,11 @@ impl RunStore for FaultyRuns {
         if self.fires(Fault::TransitionAppliedThenFails) {
             return Err(injected());
         }
+        if self.fires(Fault::TransitionAppliedThenCancelledThenFails) {
+            let cancelled = sundial_shared::run::cancelled(after, "cancelled by its owner", after.updated_at);
+            self.inner.transition(after, &cancelled).await?;
+            return Err(injected());
+        }
         Ok(())
     }
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
@@ -516,14 +545,7 @@ impl RunStore for FaultyRuns {
     }
     async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
         let runs = self.inner.get_many(ids).await?;
-        if let Some(clock) = &self.heartbeat_after_read {
-            for run in runs.iter().filter(|r| r.state == RunState::Running) {
-                let now = clock.now();
-                let renewed =
-                    Run { lease_until: Some(now + Duration::minutes(5)), updated_at: now, ..run.clone() };
-                self.inner.transition(run, &renewed).await?;
-            }
-        }
+        self.heartbeat(&runs).await?;
         Ok(runs)
     }
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
@@ -1438,4 +1460,44 @@ async fn jobs_written_into_new_shards_while_old_ticks_ran_are_claimed_after_the_
         let scheduled: Vec<_> = stack.runs_of(id).await.iter().map(Run::scheduled_at).collect();
         assert_eq!(scheduled, [t("2030-01-01T11:52:00Z")], "job {id}");
     }
+}
+
+/// A heartbeat that renews an attempt's lease between a redelivered message's read (lease
+/// expired) and the worker's rescue wins there too: the attempt goes on.
+#[tokio::test]
+async fn a_heartbeat_after_the_workers_read_keeps_the_attempt() {
+    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
+    let stack = Stack::at(&clock, &[]).await;
+    let id = stack
+        .api
+        .create_job(ALICE, &http_job("slow", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
+        .await;
+    let queued = stack.run(&stack.trigger(&id).await).await;
+    let lease = clock.now() + Duration::seconds(30);
+    let running = Run { state: RunState::Running, attempt: 1, lease_until: Some(lease), ..queued.clone() };
+    stack.services.runs.transition(&queued, &running).await.unwrap();
+    clock.advance(Duration::minutes(2));
+    let faulty = FaultyRuns {
+        heartbeat_after_read: Some(clock.clone()),
+        ..FaultyRuns::new(stack.services.runs.clone())
+    };
+    worker_over(&stack, Arc::new(faulty)).handle(&message(&queued, 1), "w").await;
+    let after = stack.run(&queued.id()).await;
+    assert_eq!((after.state, after.attempt), (RunState::Running, 1));
+}
+
+/// A start write whose answer was lost, and a cancel that lands before the read-back: the worker
+/// does not call the target of the cancelled run.
+#[tokio::test]
+async fn an_ambiguous_start_cancelled_before_the_read_back_is_not_made() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.api.create_job(ALICE, &http_job("j", &target.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let run_id = stack.trigger(&id).await;
+    let queued = stack.run(&run_id).await;
+    let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
+    faulty.arm(Fault::TransitionAppliedThenCancelledThenFails);
+    worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
+    assert!(target.hits().is_empty(), "a cancelled run's target is not called");
+    assert_eq!(stack.run(&run_id).await.state, RunState::Cancelled);
 }
