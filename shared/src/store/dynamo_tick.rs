@@ -9,6 +9,7 @@ use crate::due::{format_instant, parse_instant};
 use crate::run::RunId;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 const KEY: &str = "scheduler#tick";
@@ -49,42 +50,22 @@ impl DynamoTickStateStore {
         Ok(())
     }
 
-    /// Raises the number `attribute` to `count`, if it is lower (or absent).
-    async fn raise_count(&self, attribute: &str, count: u16) -> StoreResult<()> {
+    /// Raises `attribute` to `value`, if it is lower (or absent): a minute, or a count.
+    async fn raise(&self, attribute: &str, value: AttributeValue) -> StoreResult<()> {
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
             .key("job_id", s(KEY))
-            .update_expression("SET #a = :n")
-            .condition_expression("attribute_not_exists(#a) OR #a < :n")
+            .update_expression("SET #a = :v")
+            .condition_expression("attribute_not_exists(#a) OR #a < :v")
             .expression_attribute_names("#a", attribute)
-            .expression_attribute_values(":n", n(count))
+            .expression_attribute_values(":v", value)
             .send()
             .await
             .map_err(item::classify);
         match result {
-            // Recorded already, or more.
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn raise(&self, attribute: &str, minute: DateTime<Utc>) -> StoreResult<()> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(KEY))
-            .update_expression("SET #a = :m")
-            .condition_expression("attribute_not_exists(#a) OR #a < :m")
-            .expression_attribute_names("#a", attribute)
-            .expression_attribute_values(":m", s(format_instant(minute)))
-            .send()
-            .await
-            .map_err(item::classify);
-        match result {
-            // Another tick already recorded a later minute.
+            // Another pass already recorded as much, or more.
             Ok(_) | Err(StoreError::Conflict) => Ok(()),
             Err(e) => Err(e),
         }
@@ -117,11 +98,11 @@ impl TickStateStore for DynamoTickStateStore {
     }
 
     async fn set_reached(&self, minute: DateTime<Utc>) -> StoreResult<()> {
-        self.raise("reached", minute).await
+        self.raise("reached", s(format_instant(minute))).await
     }
 
     async fn set_watermark(&self, minute: DateTime<Utc>) -> StoreResult<()> {
-        self.raise("watermark", minute).await
+        self.raise("watermark", s(format_instant(minute))).await
     }
 
     async fn open_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()> {
@@ -178,11 +159,11 @@ impl TickStateStore for DynamoTickStateStore {
     }
 
     async fn note_shards(&self, shards: u16) -> StoreResult<()> {
-        self.raise_count("shards", shards).await
+        self.raise("shards", n(shards)).await
     }
 
     async fn set_looked_back(&self, shards: u16) -> StoreResult<()> {
-        self.raise_count("looked_back_shards", shards).await
+        self.raise("looked_back_shards", n(shards)).await
     }
 
     async fn set_watchdog_cursor(&self, cursor: Option<&RunId>) -> StoreResult<()> {
