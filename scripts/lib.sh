@@ -98,3 +98,100 @@ stop_emulator() {
     wait "$EMULATOR_PID" 2>/dev/null || true
   fi
 }
+
+# ---------------------------------------------------------------------------------------------
+# The deployed stack (scripts/deploy-local): infra/template.yaml deployed with CloudFormation
+# onto ministack, with IAM enforced, the four functions running as provided.al2023 Lambdas.
+# ministack lives in a venv of its own, so its pins never move moto's.
+MINISTACK_VENV="$ROOT/.venv-ministack"
+MINISTACK_VERSION="1.5.33"
+MINISTACK_BOTO3_VERSION="1.43.106"
+DEPLOYED="$ROOT/.deployed"
+
+# Installs ministack[full] and boto3 into .venv-ministack when missing.
+ensure_ministack() {
+  if [ ! -x "$MINISTACK_VENV/bin/python" ]; then
+    log "creating the deployed stack's venv (.venv-ministack)"
+    python3 -m venv "$MINISTACK_VENV"
+  fi
+  if [ "$("$MINISTACK_VENV/bin/python" -c 'from importlib.metadata import version as v; print(v("ministack"), v("boto3"))' 2>/dev/null)" \
+       != "$MINISTACK_VERSION $MINISTACK_BOTO3_VERSION" ]; then
+    log "installing ministack[full]==$MINISTACK_VERSION and boto3==$MINISTACK_BOTO3_VERSION into .venv-ministack"
+    "$MINISTACK_VENV/bin/pip" install --quiet --disable-pip-version-check \
+      "ministack[full]==$MINISTACK_VERSION" "boto3==$MINISTACK_BOTO3_VERSION"
+  fi
+}
+
+# Prints a free TCP port on 127.0.0.1 (the kernel's pick).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Starts ministack (with scripts/ministack_shim.py) on 127.0.0.1:$1 with IAM enforced, in a session
+# of its own (a Ctrl-C in the terminal does not reach it; the caller stops it), logging to
+# $DEPLOYED/ministack-$1.log; waits for /_ministack/health. Sets MINISTACK_PID.
+start_ministack() {
+  local port="$1" logfile="$DEPLOYED/ministack-$1.log" state="$DEPLOYED/state-$1"
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "port $port is already in use: stop what listens there or set SUNDIAL_DEPLOY_PORT" >&2
+    exit 1
+  fi
+  rm -rf "$state"
+  mkdir -p "$state/tmp" "$state/s3"
+  # A clean environment: no AWS_* credentials (the root caller stays access key `test`), nothing of
+  # the caller's SUNDIAL_*/RUST_LOG (the functions inherit the server's environment).
+  # AWS_ENDPOINT_URL: provided.* functions get the endpoint only from the server's environment.
+  # IOT_MTLS_ENABLED/SFTP_ENABLED=0: no MQTT (0.0.0.0:8883) or SFTP listeners.
+  env -i PATH="$PATH" HOME="${HOME:-/root}" LANG=C.UTF-8 \
+    AUTH=true BIND_HOST=127.0.0.1 GATEWAY_PORT="$port" MINISTACK_REGION=us-east-1 \
+    AWS_ENDPOINT_URL="http://127.0.0.1:$port" \
+    IOT_MTLS_ENABLED=0 SFTP_ENABLED=0 PERSIST_STATE=0 LOG_LEVEL="${MINISTACK_LOG_LEVEL:-INFO}" \
+    TMPDIR="$state/tmp" STATE_DIR="$state" S3_DATA_DIR="$state/s3" \
+    setsid "$MINISTACK_VENV/bin/python" "$ROOT/scripts/ministack_shim.py" >"$logfile" 2>&1 </dev/null &
+  MINISTACK_PID=$!
+  for _ in $(seq 1 300); do
+    if curl -sf "http://127.0.0.1:$port/_ministack/health" >/dev/null 2>&1; then
+      return 0
+    fi
+    if ! kill -0 "$MINISTACK_PID" 2>/dev/null; then
+      echo "ministack exited; its log ($logfile):" >&2
+      tail -n 40 "$logfile" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  echo "ministack did not answer within 30 s; see $logfile" >&2
+  stop_ministack "$MINISTACK_PID"
+  exit 1
+}
+
+# Every descendant of process $1 (pids, one a line).
+_descendants() {
+  local child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    echo "$child"
+    _descendants "$child"
+  done
+}
+
+# Stops the ministack of pid $1 (only if that pid is ours: its command line runs
+# ministack_shim.py) and then whatever it started that is still running (function bootstraps).
+stop_ministack() {
+  local pid="$1" children
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  if ! tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "scripts/ministack_shim.py"; then
+    echo "pid $pid is not a ministack of scripts/deploy-local; left alone" >&2
+    return 0
+  fi
+  children=$(_descendants "$pid")
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+  for child in $children; do
+    kill -0 "$child" 2>/dev/null && kill -KILL "$child" 2>/dev/null
+  done
+  return 0
+}
