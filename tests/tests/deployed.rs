@@ -1,0 +1,311 @@
+//! The deployed stack: `infra/template.yaml` and the four Lambda binaries, deployed by
+//! `scripts/deploy-local` on an emulator that enforces IAM, driven only through its HTTP API,
+//! its queues and its topics. Each flow runs the whole path a user's job takes in AWS:
+//! EventBridge → tick → SQS → worker (event source mapping) → a loopback target, with the
+//! watchdog and the dead-letter queue behind them.
+//!
+//! `scripts/test` deploys the stack, then runs this binary with `SUNDIAL_DEPLOYED` naming the
+//! stack's description (`.deployed/stack.json`) and the SDK pointed at that emulator: the flows
+//! first, then a scan of every function's log (no AccessDenied, no panic, no crash), then the
+//! killed worker. Run without a deployed stack, each test fails and says how to deploy one.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use sundial_shared::config::aws_sdk_config;
+use sundial_shared::worker::target::headers;
+use sundial_tests::{Answer, TargetServer};
+
+/// How long any one flow may take: EventBridge fires the tick and the watchdog once a minute.
+const FLOW_LIMIT: Duration = Duration::from_secs(240);
+
+/// The deployed stack, as `scripts/deploy-local` describes it.
+struct Deployed {
+    api: String,
+    key: String,
+    http: reqwest::Client,
+    sqs: aws_sdk_sqs::Client,
+    sns: aws_sdk_sns::Client,
+    runs_queue_url: String,
+    events_topic_arn: String,
+}
+
+impl Deployed {
+    async fn load() -> Deployed {
+        let path = std::env::var("SUNDIAL_DEPLOYED").unwrap_or_else(|_| {
+            panic!("SUNDIAL_DEPLOYED is not set: run scripts/test, or scripts/deploy-local --detach and point it at .deployed/stack.json")
+        });
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+        let stack: Value = serde_json::from_str(&text).unwrap();
+        let field = |name: &str| {
+            stack[name].as_str().unwrap_or_else(|| panic!("{path} has no `{name}`: {stack}")).to_string()
+        };
+        let output = |name: &str| {
+            stack["outputs"][name]
+                .as_str()
+                .unwrap_or_else(|| panic!("{path} has no output `{name}`"))
+                .to_string()
+        };
+        let sdk = aws_sdk_config().await;
+        Deployed {
+            api: field("api_url").trim_end_matches('/').to_string(),
+            key: field("api_key"),
+            http: reqwest::Client::new(),
+            sqs: aws_sdk_sqs::Client::new(&sdk),
+            sns: aws_sdk_sns::Client::new(&sdk),
+            runs_queue_url: output("RunsQueueUrl"),
+            events_topic_arn: output("EventsTopicArn"),
+        }
+    }
+
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.api)).bearer_auth(&self.key);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    /// Creates a job; returns its id.
+    async fn create(&self, job: &Value) -> String {
+        let (status, body) = self.call(reqwest::Method::POST, "/v1/jobs", Some(job)).await;
+        assert_eq!(status, 201, "creating {job}: {body}");
+        body["id"].as_str().unwrap().to_string()
+    }
+
+    async fn runs(&self, job: &str) -> Vec<Value> {
+        let (status, body) = self.call(reqwest::Method::GET, &format!("/v1/jobs/{job}/runs"), None).await;
+        assert_eq!(status, 200, "{body}");
+        body["runs"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Waits until a run of `job` is in `state`; returns it.
+    async fn run_in(&self, job: &str, state: &str, what: &str) -> Value {
+        let started = Instant::now();
+        loop {
+            let runs = self.runs(job).await;
+            if let Some(run) = runs.iter().find(|r| r["state"] == state) {
+                return run.clone();
+            }
+            assert!(started.elapsed() < FLOW_LIMIT, "{what}: no {state} run within {FLOW_LIMIT:?}: {runs:?}");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+/// A job named `name` and a suffix of its own (a stack outlives one stage: names stay unique).
+fn job(name: &str, url: &str, extra: Value) -> Value {
+    let name = format!("{name}-{}", ulid::Ulid::generate().to_string().to_ascii_lowercase());
+    let mut job = json!({"name": name, "target": {"type": "http", "url": url}});
+    job.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    job
+}
+
+/// A job with no schedule runs once, now, on a worker it names.
+async fn runs_now(stack: &Deployed) {
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.create(&job("now", &target.url, json!({}))).await;
+    let run = stack.run_in(&id, "SUCCEEDED", "run now").await;
+    assert!(run["attempts"][0]["worker"].as_str().is_some_and(|w| !w.is_empty()), "{run}");
+    assert_eq!(target.hits().len(), 1);
+}
+
+/// A cron job fires at its minute through EventBridge and the tick.
+async fn cron_fires(stack: &Deployed) {
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id =
+        stack.create(&job("every-minute", &target.url, json!({"schedule": {"cron": "* * * * *"}}))).await;
+    let run = stack.run_in(&id, "SUCCEEDED", "cron").await;
+    assert_eq!(run["kind"], "scheduled", "{run}");
+    let (status, body) =
+        stack.call(reqwest::Method::POST, &format!("/v1/jobs/{id}/pause"), Some(&json!({}))).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// A failing attempt is retried after its backoff, and the next one succeeds.
+async fn retries_then_succeeds(stack: &Deployed) {
+    let target =
+        TargetServer::start(|n| if n == 0 { Answer::Status(500) } else { Answer::Status(200) }).await;
+    let retry = json!({"retry": {"max_attempts": 3, "backoff_s": 1}});
+    let id = stack.create(&job("flaky", &target.url, retry)).await;
+    let run = stack.run_in(&id, "SUCCEEDED", "retry").await;
+    assert_eq!(run["attempts"].as_array().unwrap().len(), 2, "{run}");
+}
+
+/// A run that fails for good is told on the events topic, to a queue subscribed with a filter.
+async fn final_failure_is_told(stack: &Deployed) {
+    let queue = stack
+        .sqs
+        .create_queue()
+        .queue_name(format!("stage-events-{}", ulid::Ulid::generate()))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let arn = stack
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&queue)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+        .clone();
+    // As in AWS, the queue lets the topic send to it.
+    let policy = json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"Service": "sns.amazonaws.com"},
+            "Action": "sqs:SendMessage",
+            "Resource": arn,
+            "Condition": {"ArnEquals": {"aws:SourceArn": stack.events_topic_arn}},
+        }],
+    });
+    stack
+        .sqs
+        .set_queue_attributes()
+        .queue_url(&queue)
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::Policy, policy.to_string())
+        .send()
+        .await
+        .unwrap();
+    stack
+        .sns
+        .subscribe()
+        .topic_arn(&stack.events_topic_arn)
+        .protocol("sqs")
+        .endpoint(&arn)
+        .attributes("FilterPolicy", json!({"event": ["failed"]}).to_string())
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .unwrap();
+    let target = TargetServer::start(|_| Answer::Status(500)).await;
+    let id = stack.create(&job("doomed", &target.url, json!({"retry": {"max_attempts": 1}}))).await;
+    stack.run_in(&id, "FAILED", "final failure").await;
+    let started = Instant::now();
+    loop {
+        let received =
+            stack.sqs.receive_message().queue_url(&queue).wait_time_seconds(5).send().await.unwrap();
+        let told = received.messages().iter().filter_map(|m| m.body()).any(|body| {
+            let event: Value = serde_json::from_str(body).unwrap_or_default();
+            event["event"] == "failed" && event["job_id"] == id.as_str()
+        });
+        if told {
+            break;
+        }
+        assert!(started.elapsed() < FLOW_LIMIT, "no `failed` event for {id} on the events topic");
+    }
+}
+
+/// A target that answers 202 reports back through the callback, which ends the run.
+async fn accepted_work_completes_by_callback(stack: &Deployed) {
+    let target = TargetServer::start(|_| Answer::Status(202)).await;
+    let id = stack.create(&job("long", &target.url, json!({"timeout_s": 600}))).await;
+    let run = stack.run_in(&id, "RUNNING", "202").await;
+    let run_id = run["id"].as_str().unwrap().to_string();
+    let started = Instant::now();
+    while target.hits().is_empty() {
+        assert!(started.elapsed() < FLOW_LIMIT, "the 202 target was never called");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let token = target.hits()[0].headers[headers::CALLBACK_TOKEN].to_str().unwrap().to_string();
+    let done = stack
+        .http
+        .post(format!("{}/v1/runs/{run_id}/complete", stack.api))
+        .header(headers::CALLBACK_TOKEN, token)
+        .json(&json!({"succeeded": true, "output": "done"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(done.status().as_u16(), 200, "{}", done.text().await.unwrap());
+    stack.run_in(&id, "SUCCEEDED", "callback").await;
+}
+
+/// A message no worker can read goes to the dead-letter queue, whose handler records it (its
+/// log line is checked by `scripts/test` after the stage) and lets it go.
+async fn malformed_message_is_dead_lettered(stack: &Deployed) {
+    let body = format!("not a run message {}", ulid::Ulid::generate());
+    stack.sqs.send_message().queue_url(&stack.runs_queue_url).message_body(&body).send().await.unwrap();
+    println!("dead-letter marker: {body}");
+}
+
+/// The worker process dies in the middle of an attempt (SIGKILL to the function's process):
+/// the attempt is ended as lost once its lease expires, and the next attempt succeeds.
+async fn a_killed_workers_attempt_is_repaired(stack: &Deployed) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let target = TargetServer::start(move |n| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        if n == 0 { Answer::Hang } else { Answer::Status(200) }
+    })
+    .await;
+    let id =
+        stack.create(&job("killed", &target.url, json!({"timeout_s": 10, "retry": {"backoff_s": 1}}))).await;
+    let started = Instant::now();
+    while calls.load(Ordering::SeqCst) == 0 {
+        assert!(started.elapsed() < FLOW_LIMIT, "the target was never called");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let killed = kill_function_processes("sundial-worker");
+    assert!(killed > 0, "no process of sundial-worker was found to kill");
+    let run = stack.run_in(&id, "SUCCEEDED", "killed worker").await;
+    let first = &run["attempts"][0];
+    assert!(["lost", "timed_out"].contains(&first["outcome"].as_str().unwrap_or("")), "{run}");
+}
+
+/// Sends SIGKILL to every process running the Lambda function `name` (its environment names
+/// it); returns how many.
+fn kill_function_processes(name: &str) -> usize {
+    let marker = format!("AWS_LAMBDA_FUNCTION_NAME={name}");
+    let mut killed = 0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        let ours = environ.split(|b| *b == 0).any(|var| var == marker.as_bytes());
+        if ours
+            && std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .is_ok_and(|s| s.success())
+        {
+            killed += 1;
+        }
+    }
+    killed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployed_stack_runs_jobs_end_to_end() {
+    let stack = Deployed::load().await;
+    let started = Instant::now();
+    tokio::join!(
+        runs_now(&stack),
+        cron_fires(&stack),
+        retries_then_succeeds(&stack),
+        final_failure_is_told(&stack),
+        accepted_work_completes_by_callback(&stack),
+        malformed_message_is_dead_lettered(&stack),
+    );
+    println!("flows through the deployed stack took {:.0?}", started.elapsed());
+}
+
+/// Run on its own, after the logs are scanned: it kills the worker's processes (their exit is
+/// logged as an error), which the other flows use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployed_stack_repairs_a_killed_worker() {
+    let stack = Deployed::load().await;
+    let started = Instant::now();
+    a_killed_workers_attempt_is_repaired(&stack).await;
+    println!("the killed worker's attempt was repaired in {:.0?}", started.elapsed());
+}
