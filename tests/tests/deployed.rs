@@ -232,6 +232,26 @@ async fn accepted_work_completes_by_callback(stack: &Deployed) {
     stack.run_in(&id, "SUCCEEDED", "callback").await;
 }
 
+/// The watchdog's pass reads the in-flight runs and their jobs: a run past its SLA is flagged
+/// `sla_missed` while it still runs (the pass that does it reads the jobs in a batch).
+async fn the_watchdog_flags_a_run_past_its_sla(stack: &Deployed) {
+    let target = TargetServer::start(|_| Answer::Status(202)).await;
+    let id = stack.create(&job("slow", &target.url, json!({"timeout_s": 600, "sla_s": 5}))).await;
+    let started = Instant::now();
+    let run = loop {
+        let runs = stack.runs(&id).await;
+        if let Some(run) = runs.iter().find(|r| r["sla_missed"] == true) {
+            break run.clone();
+        }
+        assert!(started.elapsed() < FLOW_LIMIT, "no watchdog pass flagged the run past its SLA: {runs:?}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    let run_id = run["id"].as_str().unwrap();
+    let (status, body) =
+        stack.call(reqwest::Method::POST, &format!("/v1/runs/{run_id}/cancel"), Some(&json!({}))).await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// A message no worker can read goes to the dead-letter queue, whose handler records it (its
 /// log line is checked by `scripts/test` after the stage) and lets it go.
 async fn malformed_message_is_dead_lettered(stack: &Deployed) {
@@ -296,6 +316,7 @@ async fn deployed_stack_runs_jobs_end_to_end() {
         final_failure_is_told(&stack),
         accepted_work_completes_by_callback(&stack),
         malformed_message_is_dead_lettered(&stack),
+        the_watchdog_flags_a_run_past_its_sla(&stack),
     );
     println!("flows through the deployed stack took {:.0?}", started.elapsed());
 }
