@@ -39,17 +39,29 @@ pub fn get_n<T: std::str::FromStr>(item: &Item, name: &str) -> Result<T, StoreEr
     }
 }
 
-/// Maps an SDK error: a failed condition is a `Conflict`, throttling and transport failures are
-/// `Unavailable` (retryable); anything else is reported as unavailable with its full context.
+/// Error codes of requests DynamoDB refuses as such: retrying the same request cannot succeed.
+const REJECTED: [&str; 6] = [
+    "AccessDeniedException",
+    "ValidationException",
+    "ResourceNotFoundException",
+    "UnrecognizedClientException",
+    "MissingAuthenticationTokenException",
+    "IncompleteSignatureException",
+];
+
+/// Maps an SDK error: a failed condition is a `Conflict`; a request refused as such (denied,
+/// invalid, no such table) is `Rejected`; throttling, transport failures and anything else are
+/// `Unavailable` (retryable), with the error's full context.
 pub fn classify<E, R>(err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    if err.code() == Some("ConditionalCheckFailedException") {
-        return StoreError::Conflict;
+    match err.code() {
+        Some("ConditionalCheckFailedException") => StoreError::Conflict,
+        Some(code) if REJECTED.contains(&code) => StoreError::Rejected(DisplayErrorContext(&err).to_string()),
+        _ => StoreError::Unavailable(DisplayErrorContext(&err).to_string()),
     }
-    StoreError::Unavailable(DisplayErrorContext(&err).to_string())
 }
 
 /// The reasons a transaction was cancelled, one per item (`ConditionalCheckFailed`, `None`, …),
@@ -86,6 +98,34 @@ pub async fn query_all<T>(
         start = out.last_evaluated_key;
         if start.is_none() {
             return Ok(decoded);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_dynamodb::error::ErrorMetadata;
+    use aws_sdk_dynamodb::operation::get_item::GetItemError;
+    use aws_smithy_runtime_api::http::{Response, StatusCode};
+    use aws_smithy_types::body::SdkBody;
+
+    fn service_error(code: &str) -> SdkError<GetItemError, Response> {
+        let error = GetItemError::generic(ErrorMetadata::builder().code(code).message("m").build());
+        let status = StatusCode::try_from(400).unwrap_or_else(|_| unreachable!("400 is a status"));
+        SdkError::service_error(error, Response::new(status, SdkBody::empty()))
+    }
+
+    #[test]
+    fn refused_requests_are_rejected_and_only_outages_are_retryable() {
+        assert_eq!(classify(service_error("ConditionalCheckFailedException")), StoreError::Conflict);
+        for refused in ["AccessDeniedException", "ValidationException", "ResourceNotFoundException"] {
+            let e = classify(service_error(refused));
+            assert!(matches!(e, StoreError::Rejected(_)) && !e.is_retryable(), "{refused}: {e:?}");
+        }
+        for outage in ["ProvisionedThroughputExceededException", "ThrottlingException", "InternalServerError"] {
+            let e = classify(service_error(outage));
+            assert!(matches!(e, StoreError::Unavailable(_)) && e.is_retryable(), "{outage}: {e:?}");
         }
     }
 }

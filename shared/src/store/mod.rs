@@ -43,6 +43,10 @@ pub enum StoreError {
     /// Storage could not be reached or throttled: retrying may succeed.
     #[error("storage unavailable: {0}")]
     Unavailable(String),
+    /// Storage refused the request as such (access denied, an invalid request, a missing
+    /// table): a misconfiguration or a defect, which retrying will not mend.
+    #[error("storage refused the request: {0}")]
+    Rejected(String),
     /// An item that does not decode: a defect or a manual edit, retrying will not help.
     #[error("stored item is corrupt: {0}")]
     Corrupt(String),
