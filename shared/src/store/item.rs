@@ -123,7 +123,8 @@ mod tests {
             let e = classify(service_error(refused));
             assert!(matches!(e, StoreError::Rejected(_)) && !e.is_retryable(), "{refused}: {e:?}");
         }
-        for outage in ["ProvisionedThroughputExceededException", "ThrottlingException", "InternalServerError"] {
+        for outage in ["ProvisionedThroughputExceededException", "ThrottlingException", "InternalServerError"]
+        {
             let e = classify(service_error(outage));
             assert!(matches!(e, StoreError::Unavailable(_)) && e.is_retryable(), "{outage}: {e:?}");
         }
