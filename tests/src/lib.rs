@@ -138,21 +138,7 @@ impl Stack {
 
     /// A new SQS queue, as (URL, ARN).
     pub async fn new_queue(&self, suffix: &str) -> (String, String) {
-        let queue =
-            self.sqs.create_queue().queue_name(format!("{}-{suffix}", self.name)).send().await.unwrap();
-        let url = queue.queue_url.unwrap();
-        let arn = self
-            .sqs
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-            .send()
-            .await
-            .unwrap()
-            .attributes
-            .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-            .clone();
-        (url, arn)
+        create_queue(&self.sqs, &format!("{}-{suffix}", self.name)).await
     }
 
     /// Subscribes a new SQS queue to the shared events topic (it stands in for an operator's
@@ -267,6 +253,22 @@ impl Stack {
             .unwrap();
         out.items().iter().filter_map(|i| i.get("job_id").and_then(|v| v.as_s().ok()).cloned()).collect()
     }
+}
+
+/// Creates the SQS queue `name`; returns its URL and ARN.
+pub async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, String) {
+    let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
+        .clone();
+    (url, arn)
 }
 
 /// A response: status, headers and JSON body (`Value::Null` when empty).

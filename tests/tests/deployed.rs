@@ -140,26 +140,8 @@ async fn retries_then_succeeds(stack: &Deployed) {
 
 /// A run that fails for good is told on the events topic, to a queue subscribed with a filter.
 async fn final_failure_is_told(stack: &Deployed) {
-    let queue = stack
-        .sqs
-        .create_queue()
-        .queue_name(format!("stage-events-{}", ulid::Ulid::generate()))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let arn = stack
-        .sqs
-        .get_queue_attributes()
-        .queue_url(&queue)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-        .clone();
+    let name = format!("stage-events-{}", ulid::Ulid::generate());
+    let (queue, arn) = sundial_tests::create_queue(&stack.sqs, &name).await;
     // As in AWS, the queue lets the topic send to it.
     let policy = json!({
         "Version": "2012-10-17",

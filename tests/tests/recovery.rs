@@ -40,6 +40,11 @@ fn job_id(id: &str) -> JobId {
     JobId::parse(id).unwrap()
 }
 
+/// A job of Alice's calling `url`, scheduled once a year (it runs when triggered); returns its id.
+async fn yearly_job(stack: &Stack, name: &str, url: &str) -> String {
+    stack.api.create_job(ALICE, &http_job(name, url, json!({"cron": "0 0 1 1 *"}))).await
+}
+
 /// The body of the message that asks for `attempt` of `run`.
 fn message(run: &Run, attempt: u32) -> String {
     json!({"job_id": run.job_id.to_string(), "run_key": run.key.encode(), "attempt": attempt}).to_string()
@@ -558,10 +563,7 @@ impl RunStore for FaultyRuns {
 #[tokio::test]
 async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
     let stack = Stack::new().await;
-    let id = stack
-        .api
-        .create_job(ALICE, &http_job("once", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
-        .await;
+    let id = yearly_job(&stack, "once", "http://127.0.0.1:9/").await;
     let mut services = stack.services.clone();
     let faulty = Arc::new(FaultyRuns::new(services.runs.clone()));
     faulty.arm(Fault::InsertAppliedThenFails);
@@ -632,7 +634,7 @@ async fn an_instant_inside_a_pause_is_skipped_even_after_the_resume() {
 async fn cancelling_a_run_closes_its_open_attempt() {
     let stack = Stack::new().await;
     let target = TargetServer::start(|_| Answer::Hang).await;
-    let id = stack.api.create_job(ALICE, &http_job("hangs", &target.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let id = yearly_job(&stack, "hangs", &target.url).await;
     let run_id = stack.trigger(&id).await;
     let queued = stack.run(&run_id).await;
     let worker = stack.services.worker.clone();
@@ -683,7 +685,7 @@ async fn a_heartbeat_never_shortens_an_attempts_lease() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/work", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let id = stack.api.create_job(ALICE, &http_job("beats", &url, json!({"cron": "0 0 1 1 *"}))).await;
+    let id = yearly_job(&stack, "beats", &url).await;
     let run_id = stack.trigger(&id).await;
     let queued = stack.run(&run_id).await;
     stack.services.worker.handle(&message(&queued, 1), "w").await;
@@ -947,20 +949,22 @@ impl EventBus for TestBus {
     }
 }
 
+/// The stack's watchdog over `runs`, publishing through `bus`, with `settings`.
+fn watchdog_of(
+    stack: &Stack,
+    runs: Arc<dyn RunStore>,
+    bus: Arc<dyn EventBus>,
+    settings: WatchdogSettings,
+) -> Watchdog {
+    let s = &stack.services;
+    let recorder = Recorder::new(runs.clone(), Announcer::new(bus, runs.clone(), None));
+    let (jobs, queue, state) = (s.job_store.clone(), s.queue.clone(), s.tick_state.clone());
+    Watchdog::new(jobs, runs, queue, recorder, state, s.clock.clone(), s.meter.clone(), settings)
+}
+
 /// The stack's watchdog, publishing through `bus`.
 fn watchdog_with(stack: &Stack, bus: Arc<TestBus>) -> Watchdog {
-    let s = &stack.services;
-    let recorder = Recorder::new(s.runs.clone(), Announcer::new(bus, s.runs.clone(), None));
-    Watchdog::new(
-        s.job_store.clone(),
-        s.runs.clone(),
-        s.queue.clone(),
-        recorder,
-        s.tick_state.clone(),
-        s.clock.clone(),
-        s.meter.clone(),
-        s.config.watchdog.clone(),
-    )
+    watchdog_of(stack, stack.services.runs.clone(), bus, stack.config.watchdog.clone())
 }
 
 /// A watchdog pass publishing through its own bus, which runs `second` in the middle of its first
@@ -987,10 +991,7 @@ async fn failed_unannounced(stack: &Stack, job: &str) -> Run {
 async fn overlapping_watchdog_passes_publish_a_left_over_event_once() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
     let stack = Stack::at(&clock, &[]).await;
-    let id = stack
-        .api
-        .create_job(ALICE, &http_job("j", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
-        .await;
+    let id = yearly_job(&stack, "j", "http://127.0.0.1:9/").await;
     let run = failed_unannounced(&stack, &id).await;
     clock.advance(Duration::seconds(61));
     let log = Arc::default();
@@ -1120,14 +1121,6 @@ async fn runs_failing_at_the_same_moment_tell_failing_once() {
     assert_eq!(failing_told(&stack, &id).await, 1);
 }
 
-/// The stack's watchdog with other settings.
-fn watchdog_set(stack: &Stack, settings: WatchdogSettings) -> Watchdog {
-    let s = &stack.services;
-    let (jobs, runs, queue, state) =
-        (s.job_store.clone(), s.runs.clone(), s.queue.clone(), s.tick_state.clone());
-    Watchdog::new(jobs, runs, queue, s.recorder.clone(), state, s.clock.clone(), s.meter.clone(), settings)
-}
-
 /// After the shard count shrinks from 8 to 1, the tick still claims the jobs and the watchdog
 /// still inspects the runs written into the partitions that are no longer written to.
 #[tokio::test]
@@ -1164,10 +1157,7 @@ async fn jobs_and_runs_written_with_more_shards_are_found_after_the_count_shrink
 async fn a_watchdog_pass_out_of_time_resumes_where_it_stopped() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
     let stack = Stack::at(&clock, &[]).await;
-    let id = stack
-        .api
-        .create_job(ALICE, &http_job("j", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
-        .await;
+    let id = yearly_job(&stack, "j", "http://127.0.0.1:9/").await;
     for _ in 0..5 {
         stack.trigger(&id).await;
     }
@@ -1176,7 +1166,8 @@ async fn a_watchdog_pass_out_of_time_resumes_where_it_stopped() {
         budget: std::time::Duration::ZERO,
         ..stack.config.watchdog.clone()
     };
-    let watchdog = watchdog_set(&stack, settings);
+    let watchdog =
+        watchdog_of(&stack, stack.services.runs.clone(), stack.services.announcer.bus().clone(), settings);
     clock.advance(Duration::minutes(3));
     let resent = |runs: Vec<Run>| runs.iter().filter(|r| r.resent_at.is_some()).count();
     let first = watchdog.run().await.unwrap();
@@ -1195,10 +1186,7 @@ async fn a_watchdog_pass_out_of_time_resumes_where_it_stopped() {
 async fn a_heartbeat_after_the_watchdogs_read_keeps_the_attempt() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
     let stack = Stack::at(&clock, &[]).await;
-    let id = stack
-        .api
-        .create_job(ALICE, &http_job("slow", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
-        .await;
+    let id = yearly_job(&stack, "slow", "http://127.0.0.1:9/").await;
     let queued = stack.run(&stack.trigger(&id).await).await;
     let lease = clock.now() + Duration::seconds(30);
     let running = Run { state: RunState::Running, attempt: 1, lease_until: Some(lease), ..queued.clone() };
@@ -1208,18 +1196,7 @@ async fn a_heartbeat_after_the_watchdogs_read_keeps_the_attempt() {
     let s = &stack.services;
     let faulty = FaultyRuns { heartbeat_after_read: Some(clock.clone()), ..FaultyRuns::new(s.runs.clone()) };
     let runs: Arc<dyn RunStore> = Arc::new(faulty);
-    let recorder = Recorder::new(runs.clone(), s.announcer.clone());
-    let (jobs, queue, state) = (s.job_store.clone(), s.queue.clone(), s.tick_state.clone());
-    let watchdog = Watchdog::new(
-        jobs,
-        runs,
-        queue,
-        recorder,
-        state,
-        s.clock.clone(),
-        s.meter.clone(),
-        s.config.watchdog.clone(),
-    );
+    let watchdog = watchdog_of(&stack, runs, s.announcer.bus().clone(), s.config.watchdog.clone());
     let report = watchdog.run().await.unwrap();
     assert_eq!((report.lost, report.dispatched), (0, 0));
     let after = stack.run(&queued.id()).await;
@@ -1269,8 +1246,7 @@ async fn one_hanging_target_holds_one_slot_not_the_poller() {
     let mut slow_doc = http_job("hangs", &hanging.url, json!({"cron": "0 0 1 1 *"}));
     slow_doc["timeout_s"] = json!(600);
     let slow = stack.api.create_job(ALICE, &slow_doc).await;
-    let quick =
-        stack.api.create_job(ALICE, &http_job("quick", &fast.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let quick = yearly_job(&stack, "quick", &fast.url).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let s = &stack.services;
     let poller = tokio::spawn(sundial_shared::worker::poll::consume(
@@ -1345,7 +1321,7 @@ fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_shared::worker
 async fn an_attempt_whose_start_write_answer_was_lost_is_still_made() {
     let stack = Stack::new().await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
-    let id = stack.api.create_job(ALICE, &http_job("j", &target.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let id = yearly_job(&stack, "j", &target.url).await;
     let queued = stack.run(&stack.trigger(&id).await).await;
     let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
     faulty.arm(Fault::TransitionAppliedThenFails);
@@ -1368,7 +1344,7 @@ async fn an_attempts_end_survives_a_brief_storage_outage() {
         Answer::Status(200)
     })
     .await;
-    let id = stack.api.create_job(ALICE, &http_job("j", &target.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let id = yearly_job(&stack, "j", &target.url).await;
     let queued = stack.run(&stack.trigger(&id).await).await;
     worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
     let run = stack.run(&queued.id()).await;
@@ -1402,10 +1378,7 @@ async fn a_run_that_does_not_decode_never_stalls_the_watchdog() {
     use aws_sdk_dynamodb::types::AttributeValue::S;
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
     let stack = Stack::at(&clock, &[("SUNDIAL_DUE_SHARDS", "1")]).await;
-    let id = stack
-        .api
-        .create_job(ALICE, &http_job("j", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
-        .await;
+    let id = yearly_job(&stack, "j", "http://127.0.0.1:9/").await;
     let good = stack.trigger(&id).await;
     let bad_key = RunKey::scheduled(t("2030-01-01T11:00:00Z")).encode();
     stack
@@ -1468,10 +1441,7 @@ async fn jobs_written_into_new_shards_while_old_ticks_ran_are_claimed_after_the_
 async fn a_heartbeat_after_the_workers_read_keeps_the_attempt() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
     let stack = Stack::at(&clock, &[]).await;
-    let id = stack
-        .api
-        .create_job(ALICE, &http_job("slow", "http://127.0.0.1:9/", json!({"cron": "0 0 1 1 *"})))
-        .await;
+    let id = yearly_job(&stack, "slow", "http://127.0.0.1:9/").await;
     let queued = stack.run(&stack.trigger(&id).await).await;
     let lease = clock.now() + Duration::seconds(30);
     let running = Run { state: RunState::Running, attempt: 1, lease_until: Some(lease), ..queued.clone() };
@@ -1492,7 +1462,7 @@ async fn a_heartbeat_after_the_workers_read_keeps_the_attempt() {
 async fn an_ambiguous_start_cancelled_before_the_read_back_is_not_made() {
     let stack = Stack::new().await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
-    let id = stack.api.create_job(ALICE, &http_job("j", &target.url, json!({"cron": "0 0 1 1 *"}))).await;
+    let id = yearly_job(&stack, "j", &target.url).await;
     let run_id = stack.trigger(&id).await;
     let queued = stack.run(&run_id).await;
     let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));

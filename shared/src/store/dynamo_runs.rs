@@ -168,6 +168,34 @@ impl DynamoRunStore {
         Ok(())
     }
 
+    /// Up to `limit` of the job's runs whose key meets `condition` (over `:key` and, if given,
+    /// `:until`), in key order (`forward`) or newest first, read consistently.
+    async fn runs_where(
+        &self,
+        job_id: &JobId,
+        condition: &str,
+        key: &RunKey,
+        until: Option<String>,
+        forward: bool,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>> {
+        let mut query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression(format!("job_id = :j AND {condition}"))
+            .expression_attribute_values(":j", s(job_id.as_str()))
+            .expression_attribute_values(":key", s(key.encode()))
+            .consistent_read(true)
+            .scan_index_forward(forward)
+            .limit(limit.max(1) as i32);
+        if let Some(until) = until {
+            query = query.expression_attribute_values(":until", s(until));
+        }
+        let out = query.send().await.map_err(item::classify)?;
+        out.items().iter().map(from_item).collect()
+    }
+
     fn to_item(&self, run: &Run) -> StoreResult<Item> {
         let attempts =
             serde_json::to_string(&run.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -419,20 +447,7 @@ impl RunStore for DynamoRunStore {
     }
 
     async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("job_id = :j AND run_key < :key")
-            .expression_attribute_values(":j", s(job_id.as_str()))
-            .expression_attribute_values(":key", s(key.encode()))
-            .consistent_read(true)
-            .scan_index_forward(false)
-            .limit(limit.max(1) as i32)
-            .send()
-            .await
-            .map_err(item::classify)?;
-        out.items().iter().map(from_item).collect()
+        self.runs_where(job_id, "run_key < :key", key, None, false, limit).await
     }
 
     async fn after(
@@ -442,21 +457,10 @@ impl RunStore for DynamoRunStore {
         until: DateTime<Utc>,
         limit: u32,
     ) -> StoreResult<Vec<Run>> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("job_id = :j AND run_key BETWEEN :key AND :until")
-            .expression_attribute_values(":j", s(job_id.as_str()))
-            .expression_attribute_values(":key", s(key.encode()))
-            .expression_attribute_values(":until", s(format!("{}#~", format_instant(until))))
-            .consistent_read(true)
-            .scan_index_forward(true)
-            .limit(limit.saturating_add(1) as i32)
-            .send()
-            .await
-            .map_err(item::classify)?;
-        let runs: Vec<Run> = out.items().iter().map(from_item).collect::<StoreResult<_>>()?;
+        let until = format!("{}#~", format_instant(until));
+        let condition = "run_key BETWEEN :key AND :until";
+        let runs =
+            self.runs_where(job_id, condition, key, Some(until), true, limit.saturating_add(1)).await?;
         // BETWEEN includes the run at `key` itself.
         Ok(runs.into_iter().filter(|run| &run.key != key).take(limit as usize).collect())
     }
