@@ -4,26 +4,17 @@
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 STATE="$ROOT/.local"
-MOTO_VERSION="5.2.5"
 CARGO_LAMBDA_VERSION="1.9.2"
-# The template's linters live in a venv of their own, so their pins never move moto's.
+# The template's linters live in a venv of their own, so their pins never move the emulator's.
 INFRA_VENV="$ROOT/.venv-infra"
 CFN_LINT_VERSION="1.58.0"
 CHECKOV_VERSION="3.3.30"
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 
-# Installs moto (the AWS-API emulator) into the project venv when missing.
+# Installs the AWS emulator (ministack, in .venv-ministack) when missing.
 ensure_emulator() {
-  if [ ! -x "$VENV/bin/python" ]; then
-    log "creating the project venv (.venv)"
-    python3 -m venv "$VENV"
-  fi
-  if ! "$VENV/bin/python" -c "import moto, flask" 2>/dev/null \
-     || [ "$("$VENV/bin/python" -c 'import moto; print(moto.__version__)')" != "$MOTO_VERSION" ]; then
-    log "installing moto[server]==$MOTO_VERSION into .venv"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
-  fi
+  ensure_ministack
 }
 
 # Installs cargo-lambda (from PyPI, with zig) into the project venv when missing: the tests run a
@@ -64,45 +55,24 @@ aws_env() {
   export AWS_EC2_METADATA_DISABLED=true
 }
 
-# Starts moto on 127.0.0.1:$1, logging to $STATE/emulator-$1.log; waits until it answers.
-# Sets EMULATOR_PID.
+# Starts the AWS emulator (ministack, IAM not enforced) on 127.0.0.1:$1, logging to
+# $STATE/emulator-$1.log; waits until it answers. Sets EMULATOR_PID.
 start_emulator() {
   local port="$1"
-  mkdir -p "$STATE"
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "port $port is already in use: stop what listens there or set SUNDIAL_EMULATOR_PORT" >&2
-    exit 1
-  fi
-  log "starting the AWS emulator (moto) on 127.0.0.1:$port"
-  # moto's server, with DynamoDB writes made atomic as in AWS (see scripts/emulator.py).
-  "$VENV/bin/python" "$ROOT/scripts/emulator.py" -H 127.0.0.1 -p "$port" >"$STATE/emulator-$port.log" 2>&1 &
-  EMULATOR_PID=$!
-  for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      return 0
-    fi
-    if ! kill -0 "$EMULATOR_PID" 2>/dev/null; then
-      echo "the emulator exited; its log:" >&2
-      cat "$STATE/emulator-$port.log" >&2
-      exit 1
-    fi
-    sleep 0.2
-  done
-  echo "the emulator did not start within 20 s; see $STATE/emulator-$port.log" >&2
-  exit 1
+  log "starting the AWS emulator (ministack) on 127.0.0.1:$port"
+  launch_ministack "$port" false "$STATE/emulator-$port" "$STATE/emulator-$port.log"
+  EMULATOR_PID=$MINISTACK_PID
 }
 
 stop_emulator() {
-  if [ -n "${EMULATOR_PID:-}" ] && kill -0 "$EMULATOR_PID" 2>/dev/null; then
-    kill "$EMULATOR_PID" 2>/dev/null || true
-    wait "$EMULATOR_PID" 2>/dev/null || true
-  fi
+  stop_ministack "${EMULATOR_PID:-}"
 }
 
 # ---------------------------------------------------------------------------------------------
-# The deployed stack (scripts/deploy-local): infra/template.yaml deployed with CloudFormation
-# onto ministack, with IAM enforced, the four functions running as provided.al2023 Lambdas.
-# ministack lives in a venv of its own, so its pins never move moto's.
+# ministack, the AWS emulator of both the in-process runtime (scripts/run, the integration tests;
+# IAM not enforced) and the deployed stack (scripts/deploy-local: infra/template.yaml deployed with
+# CloudFormation, IAM enforced, the four functions running as provided.al2023 Lambdas).
+# ministack lives in a venv of its own, so its pins never move the other tools'.
 MINISTACK_VENV="$ROOT/.venv-ministack"
 MINISTACK_VERSION="1.5.33"
 MINISTACK_BOTO3_VERSION="1.43.106"
@@ -111,7 +81,7 @@ DEPLOYED="$ROOT/.deployed"
 # Installs ministack[full] and boto3 into .venv-ministack when missing.
 ensure_ministack() {
   if [ ! -x "$MINISTACK_VENV/bin/python" ]; then
-    log "creating the deployed stack's venv (.venv-ministack)"
+    log "creating the emulator's venv (.venv-ministack)"
     python3 -m venv "$MINISTACK_VENV"
   fi
   if [ "$("$MINISTACK_VENV/bin/python" -c 'from importlib.metadata import version as v; print(v("ministack"), v("boto3"))' 2>/dev/null)" \
@@ -131,19 +101,27 @@ free_port() {
 # of its own (a Ctrl-C in the terminal does not reach it; the caller stops it), logging to
 # $DEPLOYED/ministack-$1.log; waits for /_ministack/health. Sets MINISTACK_PID.
 start_ministack() {
-  local port="$1" logfile="$DEPLOYED/ministack-$1.log" state="$DEPLOYED/state-$1"
+  launch_ministack "$1" true "$DEPLOYED/state-$1" "$DEPLOYED/ministack-$1.log"
+}
+
+# Starts ministack (with scripts/ministack_shim.py) on 127.0.0.1:$1, AUTH=$2 (true: IAM enforced),
+# keeping its state in $3 (emptied first) and logging to $4, in a session of its own (a Ctrl-C in
+# the terminal does not reach it; the caller stops it with stop_ministack); waits for
+# /_ministack/health. Sets MINISTACK_PID.
+launch_ministack() {
+  local port="$1" auth="$2" state="$3" logfile="$4"
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    echo "port $port is already in use: stop what listens there or set SUNDIAL_DEPLOY_PORT" >&2
+    echo "port $port is already in use: stop what listens there or choose another port" >&2
     exit 1
   fi
   rm -rf "$state"
-  mkdir -p "$state/tmp" "$state/s3"
+  mkdir -p "$state/tmp" "$state/s3" "$(dirname "$logfile")"
   # A clean environment: no AWS_* credentials (the root caller stays access key `test`), nothing of
   # the caller's SUNDIAL_*/RUST_LOG (the functions inherit the server's environment).
   # AWS_ENDPOINT_URL: provided.* functions get the endpoint only from the server's environment.
   # IOT_MTLS_ENABLED/SFTP_ENABLED=0: no MQTT (0.0.0.0:8883) or SFTP listeners.
   env -i PATH="$PATH" HOME="${HOME:-/root}" LANG=C.UTF-8 \
-    AUTH=true BIND_HOST=127.0.0.1 GATEWAY_PORT="$port" MINISTACK_REGION=us-east-1 \
+    AUTH="$auth" BIND_HOST=127.0.0.1 GATEWAY_PORT="$port" MINISTACK_REGION=us-east-1 \
     AWS_ENDPOINT_URL="http://127.0.0.1:$port" \
     IOT_MTLS_ENABLED=0 SFTP_ENABLED=0 PERSIST_STATE=0 LOG_LEVEL="${MINISTACK_LOG_LEVEL:-INFO}" \
     TMPDIR="$state/tmp" STATE_DIR="$state" S3_DATA_DIR="$state/s3" \
@@ -180,7 +158,7 @@ stop_ministack() {
   local pid="$1" children
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
   if ! tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "scripts/ministack_shim.py"; then
-    echo "pid $pid is not a ministack of scripts/deploy-local; left alone" >&2
+    echo "pid $pid is not a ministack of these scripts; left alone" >&2
     return 0
   fi
   children=$(_descendants "$pid")

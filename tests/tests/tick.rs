@@ -129,8 +129,7 @@ fn tick_with_queue(stack: &Stack, queue: Arc<dyn RunQueue>, clock: Arc<ManualClo
     )
 }
 
-/// Creates `n` one-time jobs through the API, one after another: the emulator's transactions
-/// are not safe to run concurrently (moto deep-copies every table while other requests write).
+/// Creates `n` one-time jobs through the API, one after another.
 async fn create_many(stack: &Stack, n: usize, at: DateTime<Utc>) -> Vec<String> {
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
