@@ -162,6 +162,8 @@ def deploy(args):
         "Stage": "local",
         "Architecture": arch,
         "ApiKeyHashes": f"{hashlib.sha256(key.encode()).hexdigest()}:{owner}",
+        # Every DynamoDB call's consumed capacity in the logs: `deployed.py capacity` sums it.
+        "CapacityLog": "1",
     }
     request = dict(
         StackName=stack, TemplateBody=text,

@@ -47,7 +47,8 @@ async fn main() -> anyhow::Result<()> {
         let listen = Env.var("SUNDIAL_LISTEN").unwrap_or_else(|| "127.0.0.1:8080".into());
         config.public_url = Some(format!("http://{listen}"));
     }
-    let services = Services::new(config, &Clients::new(&sdk, Ledger::new()), Arc::new(SystemClock));
+    let clients = Clients::with_capacity_log(&sdk, Ledger::new(), config.capacity_log);
+    let services = Services::new(config, &clients, Arc::new(SystemClock));
 
     match command.as_str() {
         "tick" => {

@@ -40,6 +40,8 @@ pub struct Config {
     /// Write metrics as CloudWatch EMF lines: in Lambda (`AWS_LAMBDA_FUNCTION_NAME` is set), or
     /// when `SUNDIAL_EMF` is `1`.
     pub emf: bool,
+    /// Log the capacity of every DynamoDB call ([`crate::capacity`]): `SUNDIAL_CAPACITY_LOG`.
+    pub capacity_log: bool,
     /// Where run logs can be found.
     pub logs: crate::logs::LogLocation,
 }
@@ -76,6 +78,14 @@ fn number<T: std::str::FromStr>(vars: &dyn Vars, name: &'static str, default: T)
             .trim()
             .parse()
             .map_err(|_| ConfigError::Invalid { name, reason: format!("`{text}` is not a valid number") }),
+    }
+}
+
+fn flag(vars: &dyn Vars, name: &'static str) -> Result<bool, ConfigError> {
+    match vars.var(name).as_deref().map(str::trim) {
+        None | Some("0" | "false") => Ok(false),
+        Some("1" | "true") => Ok(true),
+        Some(text) => Err(ConfigError::Invalid { name, reason: format!("`{text}` is not one of 1, 0, true, false") }),
     }
 }
 
@@ -194,6 +204,7 @@ impl Config {
         Ok(Config {
             logs,
             emf,
+            capacity_log: flag(vars, "SUNDIAL_CAPACITY_LOG")?,
             watchdog,
             stack,
             resources,
@@ -259,5 +270,21 @@ mod tests {
         assert_eq!(config.limits, Limits::default());
         assert_eq!(config.due_shards, 8);
         assert_eq!(config.targets.own_prefix, "sundial-");
+        assert!(!config.capacity_log);
+    }
+
+    #[test]
+    fn the_capacity_log_is_a_flag() {
+        for (text, on) in [("1", true), ("true", true), ("0", false), ("false", false)] {
+            let mut vars = base();
+            vars.insert("SUNDIAL_CAPACITY_LOG", text);
+            assert_eq!(Config::from_vars(&vars, None).map(|c| c.capacity_log), Ok(on), "{text}");
+        }
+        let mut vars = base();
+        vars.insert("SUNDIAL_CAPACITY_LOG", "yes");
+        assert!(matches!(
+            Config::from_vars(&vars, None),
+            Err(ConfigError::Invalid { name: "SUNDIAL_CAPACITY_LOG", .. })
+        ));
     }
 }

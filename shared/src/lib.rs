@@ -20,12 +20,14 @@
 //! - [`store`]: the storage traits and their DynamoDB implementations;
 //! - [`queue`]: the runs queue (SQS);
 //! - [`metrics`]: counters of AWS requests and DynamoDB writes by kind;
+//! - [`capacity`]: the capacity DynamoDB reports for each call, logged by table and index;
 //! - [`provision`]: creating the tables, queues and topic declared in `infra/template.yaml`;
 //! - [`config`]: configuration read once from the environment;
 //! - [`services`]: the adapters and use cases of a process, wired once;
 //! - [`telemetry`]: JSON logs through `tracing`.
 
 pub mod auth;
+pub mod capacity;
 pub mod clock;
 pub mod config;
 pub mod due;

@@ -1,7 +1,7 @@
 //! Counters of what Sundial asks of AWS: requests by service and operation (counted by an SDK
 //! interceptor, so nothing is missed), and DynamoDB writes by kind (counted by the adapters,
-//! which know which index entries a write adds or removes). The emulator reports no real
-//! consumed capacity, so benchmarks read these instead.
+//! which know which index entries a write adds or removes). Benchmarks read these; the capacity
+//! DynamoDB itself reports for each call is logged by [`crate::capacity`] when configured.
 
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
@@ -90,8 +90,18 @@ pub struct Clients {
 
 impl Clients {
     pub fn new(sdk: &aws_config::SdkConfig, ledger: Arc<Ledger>) -> Self {
+        Clients::with_capacity_log(sdk, ledger, false)
+    }
+
+    /// As [`Clients::new`]; with `capacity_log`, the DynamoDB client also logs the capacity of
+    /// every call ([`crate::capacity`]).
+    pub fn with_capacity_log(sdk: &aws_config::SdkConfig, ledger: Arc<Ledger>, capacity_log: bool) -> Self {
         let counter = RequestCounter(ledger.clone());
-        let dynamo = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(counter.clone()).build();
+        let mut dynamo = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(counter.clone());
+        if capacity_log {
+            dynamo = dynamo.interceptor(crate::capacity::CapacityLog);
+        }
+        let dynamo = dynamo.build();
         let sqs = aws_sdk_sqs::config::Builder::from(sdk).interceptor(counter.clone()).build();
         let sns = aws_sdk_sns::config::Builder::from(sdk).interceptor(counter.clone()).build();
         let lambda = aws_sdk_lambda::config::Builder::from(sdk).interceptor(counter).build();

@@ -49,7 +49,8 @@ impl Services {
     /// The services of a deployed function: configuration from the environment, the real clock.
     pub async fn from_env() -> Result<Self, crate::config::ConfigError> {
         let config = Config::from_env()?;
-        let clients = Clients::new(&crate::config::aws_sdk_config().await, crate::metrics::Ledger::new());
+        let sdk = crate::config::aws_sdk_config().await;
+        let clients = Clients::with_capacity_log(&sdk, crate::metrics::Ledger::new(), config.capacity_log);
         Ok(Services::new(config, &clients, Arc::new(crate::clock::SystemClock)))
     }
 

@@ -71,7 +71,7 @@ impl Stack {
             vars.insert(k, v.as_str());
         }
         let config = Config::from_vars(&vars, Some(resources.clone())).expect("test configuration");
-        let clients = Clients::new(&sdk, Ledger::new());
+        let clients = Clients::with_capacity_log(&sdk, Ledger::new(), config.capacity_log);
         let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let services = Services::new(config.clone(), &clients, clock);
         let api = Api { router: sundial_api::router(AppState::new(&services)) };

@@ -123,6 +123,8 @@ async fn metrics_and_logs_show_what_happened() {
             .iter()
             .any(|l| l["fields"]["message"] == "attempt ended" && l["fields"]["state"] == "SUCCEEDED")
     );
+    // The capacity log is off unless configured.
+    assert!(!sundial_tests::logs().contains("dynamodb capacity"));
 }
 
 #[test]
@@ -152,4 +154,60 @@ async fn the_dashboard_is_public_and_the_api_behind_it_is_not() {
     assert_eq!(root.status, StatusCode::TEMPORARY_REDIRECT);
     assert_eq!(root.headers["location"], "/ui/index.html");
     assert_eq!(stack.api.get("", "/v1/jobs").await.status, StatusCode::UNAUTHORIZED);
+}
+
+/// With `SUNDIAL_CAPACITY_LOG=1` every DynamoDB call logs the units DynamoDB reports, by table
+/// and index, and the lines about a run carry its id, so a run's cost can be summed.
+#[tokio::test]
+async fn the_capacity_log_names_the_table_index_and_run_of_every_units_spent() {
+    let stack = Stack::with(sundial_tests::Options {
+        vars: HashMap::from([("SUNDIAL_CAPACITY_LOG", "1".to_string())]),
+        clock: None,
+    })
+    .await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let job = json!({"name": "costed", "schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "http", "url": target.url}});
+    let id = stack.api.create_job(ALICE, &job).await;
+    let run_id = stack.trigger(&id).await;
+    let s = &stack.services;
+    for _ in 0..50 {
+        sundial_shared::worker::poll::poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "costed", 1)
+            .await
+            .unwrap();
+        if stack.run(&run_id).await.state.is_terminal() {
+            break;
+        }
+    }
+    assert_eq!(stack.run(&run_id).await.state, sundial_shared::run::RunState::Succeeded);
+
+    let lines: Vec<Value> = sundial_tests::logs()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["fields"]["message"] == "dynamodb capacity")
+        .collect();
+    let field = |l: &Value, name: &str| l["fields"][name].as_str().unwrap_or_default().to_string();
+    let units = |l: &Value| l["fields"]["units"].as_f64().unwrap_or_default();
+    let jobs_table = &stack.resources.jobs_table;
+    let runs_table = &stack.resources.runs_table;
+    // Creating the job wrote the jobs table and its due index.
+    assert!(
+        lines.iter().any(|l| field(l, "table") == *jobs_table && field(l, "kind") == "write" && units(l) >= 1.0),
+        "no write to {jobs_table} in {lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| field(l, "table") == *jobs_table && !field(l, "index").is_empty() && units(l) > 0.0),
+        "no index write on {jobs_table} in {lines:#?}"
+    );
+    // The worker's writes of the run name the run.
+    let of_run: Vec<&Value> = lines.iter().filter(|l| l["span"]["run_id"] == run_id.to_string().as_str()).collect();
+    assert!(
+        of_run.iter().any(|l| field(l, "table") == *runs_table && field(l, "kind") == "write" && units(l) >= 1.0),
+        "no write of the run in {of_run:#?}"
+    );
+    assert!(of_run.iter().any(|l| field(l, "kind") == "read"), "no read of the run in {of_run:#?}");
+    // Each line says which operation spent it; all of them were reported by the emulator.
+    for line in &lines {
+        assert!(!field(line, "operation").is_empty(), "{line}");
+        assert_eq!(line["fields"]["reported"], true, "{line}");
+    }
 }

@@ -84,6 +84,7 @@ fn the_functions_environment_is_complete() {
             let value = match name.as_str() {
                 "SUNDIAL_DUE_SHARDS" => "8",
                 "SUNDIAL_RETENTION_DAYS" => "30",
+                "SUNDIAL_CAPACITY_LOG" => "0",
                 "SUNDIAL_API_KEY_HASHES"
                 | "SUNDIAL_ALLOWED_LAMBDA"
                 | "SUNDIAL_ALLOWED_SQS"

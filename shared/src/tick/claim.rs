@@ -23,6 +23,7 @@ use crate::store::{Inserted, JobStore, RunStore, StoreError};
 use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// How claiming behaves; defaults from the design.
 #[derive(Debug, Clone)]
@@ -186,7 +187,8 @@ impl Claimer {
     ) -> ClaimReport {
         let prepared: Vec<Result<Prepared, (Job, StoreError)>> = futures::stream::iter(jobs)
             .map(|job| async move {
-                match self.prepare(&job, reached, now).await {
+                let span = tracing::info_span!("claim", job_id = %job.id);
+                match self.prepare(&job, reached, now).instrument(span).await {
                     Ok(p) => Ok(p),
                     Err(e) => Err((job, e)),
                 }
@@ -231,7 +233,8 @@ impl Claimer {
                 if p.next_run_at == p.job.next_run_at {
                     return p.report;
                 }
-                match self.jobs.advance(&p.job, p.next_run_at).await {
+                let span = tracing::info_span!("advance", job_id = %p.job.id);
+                match self.jobs.advance(&p.job, p.next_run_at).instrument(span).await {
                     Ok(()) => p.report.advanced += 1,
                     Err(StoreError::Conflict) => p.report.advance_conflicts += 1,
                     Err(e) => {
@@ -289,7 +292,9 @@ impl Claimer {
         for instant in plan.claim {
             let due = instant + jitter_offset(job.id.as_str(), instant, jitter_s);
             let run = self.new_run(job, RunKey::scheduled(instant), due, RunState::Queued, now);
-            let inserted = match self.runs.insert(&run).await {
+            // Its log lines (the capacity of the insert among them) name the run.
+            let span = tracing::info_span!("run", run_id = %run.id(), job_id = %job.id);
+            let inserted = match self.runs.insert(&run).instrument(span).await {
                 // The instant's item is there but does not decode: no retry mends it, so the
                 // instant is left to it and the job goes on (holding it would strand the job).
                 Err(e @ StoreError::Corrupt(_)) => {
