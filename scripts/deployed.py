@@ -14,6 +14,11 @@ switches to that one); the emulator runs already.
       prints the events of the stack's function log groups (CloudWatch Logs in the emulator);
       --check prints only the lines (of those groups since the start, and of the emulator's
       log) that show access denied, a panic or a crashed invocation, and exits 1 if there is any.
+  deployed.py capacity [--runs .deployed/capacity-runs.json]
+      sums the capacity log (CapacityLog=1: every DynamoDB call's consumed capacity, by table and
+      index, with the run or job it was spent on) into units per run of each scenario the stage
+      ran, and per tick and watchdog pass; prints a Markdown table and writes
+      .deployed/capacity.{md,json}. Fails if a scenario has no measured run.
 
 Environment: SUNDIAL_DEPLOY_STACK (default sundial), SUNDIAL_DEPLOY_KEY (default
 sundial-deploy-key), SUNDIAL_DEPLOY_OWNER (default dev).
@@ -261,27 +266,37 @@ def deploy(args):
         f"(package {timings['package_s']} s, deploy {timings['deploy_s']} s, API check {timings['api_check_s']} s)")
 
 
-def read_logs(args):
+def stack_info():
     if not os.path.exists(STACK_JSON):
         raise SystemExit("no deployed stack (.deployed/stack.json): run scripts/deploy-local")
-    info = json.load(open(STACK_JSON))
+    return json.load(open(STACK_JSON))
+
+
+def log_events(info, group, start):
+    """Every event of log group `group` from `start` (ms since the epoch), oldest first."""
     logs = client("logs", info["endpoint"])
+    kw = {"logGroupName": group, "startTime": start}
+    events = []
+    while True:
+        try:
+            r = logs.filter_log_events(**kw)
+        except ClientError as e:
+            if e.response["Error"]["Code"] == "ResourceNotFoundException":
+                break
+            raise
+        events += r["events"]
+        if not r.get("nextToken") or r["nextToken"] == kw.get("nextToken"):
+            break
+        kw["nextToken"] = r["nextToken"]
+    return events
+
+
+def read_logs(args):
+    info = stack_info()
     start = 0 if args.check else int((time.time() - args.since * 60) * 1000)
     bad = 0
     for group in info["log_groups"]:
-        kw = {"logGroupName": group, "startTime": start}
-        events = []
-        while True:
-            try:
-                r = logs.filter_log_events(**kw)
-            except ClientError as e:
-                if e.response["Error"]["Code"] == "ResourceNotFoundException":
-                    break
-                raise
-            events += r["events"]
-            if not r.get("nextToken") or r["nextToken"] == kw.get("nextToken"):
-                break
-            kw["nextToken"] = r["nextToken"]
+        events = log_events(info, group, start)
         if not args.check:
             print(f"=== {group}: {len(events)} events")
         for e in events:
@@ -304,6 +319,108 @@ def read_logs(args):
         sys.exit(1 if bad else 0)
 
 
+def capacity(args):
+    """Sums the capacity log (`dynamodb capacity` lines, one per table or index a call touched,
+    carrying the span of the run or job it was spent on) into units per run, by scenario, table
+    and index; and the units of tick and watchdog passes that belong to no job."""
+    info = stack_info()
+    scenarios = json.load(open(args.runs))["jobs"]
+    tables = {physical: logical for logical, physical in info["tables"].items()}
+    functions = dict(zip(info["log_groups"], ["api", "tick", "worker", "watchdog"]))
+
+    lines, passes, unreported = [], {"tick": 0, "watchdog": 0}, {}
+    for group in info["log_groups"]:
+        function = functions[group]
+        for e in log_events(info, group, 0):
+            try:
+                line = json.loads(e["message"])
+            except ValueError:
+                continue  # EMF lines, the runtime's own lines
+            fields = line.get("fields", {})
+            message = fields.get("message")
+            if message in ("tick done", "watchdog done"):
+                passes[function] += 1
+            if message != "dynamodb capacity":
+                continue
+            if not fields.get("reported"):
+                key = (function, fields.get("operation", "?"))
+                unreported[key] = unreported.get(key, 0) + 1
+                continue
+            part = tables.get(fields.get("table"), fields.get("table"))
+            if fields.get("index"):
+                part += "/" + fields["index"]
+            lines.append((function, line.get("span", {}), fields["kind"], part, float(fields.get("units", 0))))
+
+    def add(into, kind, part, units):
+        into.setdefault(kind, {}).setdefault(part, 0.0)
+        into[kind][part] += units
+
+    rows = []
+    for job in scenarios:
+        job_id, runs = job["job_id"], job["runs"]
+        # The tick's advance of the job (one write per pass) is shared by the runs it claimed.
+        shared = {}
+        for function, span, kind, part, units in lines:
+            if span.get("job_id") == job_id and "run_id" not in span:
+                add(shared, kind, part, units / max(1, len(runs)))
+        by_attempts = {}
+        for run in runs:
+            if run["state"] != "SUCCEEDED":
+                continue
+            spent = {}
+            for function, span, kind, part, units in lines:
+                if span.get("run_id") == run["id"]:
+                    add(spent, kind, part, units)
+            for kind, parts in shared.items():
+                for part, units in parts.items():
+                    add(spent, kind, part, units)
+            by_attempts.setdefault(run["attempts"], []).append(spent)
+        for attempts, spents in sorted(by_attempts.items()):
+            mean = {}
+            for spent in spents:
+                for kind, parts in spent.items():
+                    for part, units in parts.items():
+                        add(mean, kind, part, units / len(spents))
+            path = "happy path" if attempts == 1 else f"{attempts - 1} retr{'y' if attempts == 2 else 'ies'}"
+            rows.append({"schedule": job["schedule"], "path": path, "runs": len(spents), "units": mean})
+
+    fixed = {}
+    for function, span, kind, part, units in lines:
+        if function in passes and "job_id" not in span and "run_id" not in span:
+            add(fixed.setdefault(function, {}), kind, part, units / max(1, passes[function]))
+
+    def breakdown(parts):
+        return ", ".join(f"{part} {units:.2f}" for part, units in sorted(parts.items()) if units) or "-"
+
+    out = ["| scenario | runs | write units / run | read units / run | writes by table/index | reads by table/index |",
+           "|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["schedule"], r["path"])):
+        w, rd = r["units"].get("write", {}), r["units"].get("read", {})
+        out.append(f"| {r['schedule']}, {r['path']} | {r['runs']} | {sum(w.values()):.2f} | {sum(rd.values()):.2f} "
+                   f"| {breakdown(w)} | {breakdown(rd)} |")
+    out += ["", "| per pass, no job | passes | write units | read units | writes by table/index | reads by table/index |",
+            "|---|---|---|---|---|---|"]
+    for function, units in sorted(fixed.items()):
+        w, rd = units.get("write", {}), units.get("read", {})
+        out.append(f"| {function} | {passes[function]} | {sum(w.values()):.2f} | {sum(rd.values()):.2f} "
+                   f"| {breakdown(w)} | {breakdown(rd)} |")
+    if unreported:
+        out += ["", "Calls the emulator reported no capacity for: "
+                + ", ".join(f"{op} ×{n} ({fn})" for (fn, op), n in sorted(unreported.items()))]
+    table = "\n".join(out)
+    print(table)
+    with open(os.path.join(DEPLOYED, "capacity.md"), "w") as f:
+        f.write(table + "\n")
+    with open(os.path.join(DEPLOYED, "capacity.json"), "w") as f:
+        json.dump({"per_run": rows, "per_pass": fixed, "passes": passes,
+                   "unreported": [{"function": fn, "operation": op, "calls": n} for (fn, op), n in unreported.items()]},
+                  f, indent=2)
+    missing = {(j["schedule"], p) for j in scenarios for p in ("happy path", "1 retry")} - {
+        (r["schedule"], r["path"]) for r in rows if r["units"]}
+    if missing:
+        raise SystemExit(f"no capacity measured for: {sorted(missing)}")
+
+
 def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends quietly
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -318,8 +435,11 @@ def main():
     g.add_argument("--since", type=float, default=60, help="minutes (default 60)")
     g.add_argument("--grep", default="")
     g.add_argument("--check", action="store_true")
+    c = sub.add_parser("capacity")
+    c.add_argument("--runs", default=os.path.join(DEPLOYED, "capacity-runs.json"),
+                   help="the runs to cost, as the deployed stage writes them")
     args = ap.parse_args()
-    (deploy if args.command == "deploy" else read_logs)(args)
+    {"deploy": deploy, "logs": read_logs, "capacity": capacity}[args.command](args)
 
 
 if __name__ == "__main__":

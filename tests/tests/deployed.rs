@@ -24,6 +24,8 @@ const FLOW_LIMIT: Duration = Duration::from_secs(240);
 
 /// The deployed stack, as `scripts/deploy-local` describes it.
 struct Deployed {
+    /// Where `scripts/deploy-local` described the stack (`.deployed/stack.json`).
+    description: std::path::PathBuf,
     api: String,
     key: String,
     http: reqwest::Client,
@@ -51,6 +53,7 @@ impl Deployed {
         };
         let sdk = aws_sdk_config().await;
         Deployed {
+            description: path.clone().into(),
             api: field("api_url").trim_end_matches('/').to_string(),
             key: field("api_key"),
             http: reqwest::Client::new(),
@@ -242,6 +245,75 @@ async fn malformed_message_is_dead_lettered(stack: &Deployed) {
     println!("dead-letter marker: {body}");
 }
 
+/// Jobs whose DynamoDB units `scripts/deployed.py capacity` sums per run from the capacity log:
+/// one-time, every minute and every 10 s, each with a target that always answers 200 (happy
+/// path) and one that fails every other call (a retry, then success). Waits until each job has
+/// finished runs of the kind it stands for, pauses the periodic ones, and writes every job's
+/// runs (id, state, attempts) to `capacity-runs.json` beside the stack's description.
+async fn capacity_scenarios(stack: &Deployed) {
+    let at = (chrono::Utc::now() + chrono::Duration::seconds(20)).to_rfc3339();
+    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
+    let mut scenarios = Vec::new();
+    let mut targets = Vec::new();
+    for (schedule, extra) in [
+        ("one-time", json!({"schedule": {"at": at}})),
+        ("every minute", json!({"schedule": {"cron": "* * * * *"}})),
+        ("every 10 s", json!({"schedule": {"cron": "*/10 * * * * *"}})),
+    ] {
+        for (path, attempts) in [("happy path", 1), ("one retry", 2)] {
+            // A target of its own: the flaky one fails the first call of each run (its runs
+            // do not overlap).
+            let target = TargetServer::start(move |n| {
+                if attempts == 2 && n % 2 == 0 { Answer::Status(500) } else { Answer::Status(200) }
+            })
+            .await;
+            let mut extra = extra.clone();
+            extra["retry"] = retry.clone();
+            let id = stack.create(&job("capacity", &target.url, extra)).await;
+            scenarios.push((schedule, path, attempts, id));
+            targets.push(target);
+        }
+    }
+    let started = Instant::now();
+    let mut done = vec![false; scenarios.len()];
+    while done.iter().any(|d| !d) {
+        for (i, (schedule, _, attempts, id)) in scenarios.iter().enumerate() {
+            if done[i] {
+                continue;
+            }
+            let runs = stack.runs(id).await;
+            let finished = runs
+                .iter()
+                .filter(|r| {
+                    r["state"] == "SUCCEEDED" && r["attempts"].as_array().map_or(0, Vec::len) == *attempts
+                })
+                .count();
+            done[i] = finished >= if *schedule == "every 10 s" { 3 } else { 1 };
+            if done[i] && *schedule != "one-time" {
+                let (status, body) = stack
+                    .call(reqwest::Method::POST, &format!("/v1/jobs/{id}/pause"), Some(&json!({})))
+                    .await;
+                assert_eq!(status, 200, "{body}");
+            }
+        }
+        assert!(started.elapsed() < FLOW_LIMIT, "capacity jobs without their runs: {scenarios:?} {done:?}");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let mut jobs = Vec::new();
+    for (schedule, path, _, id) in &scenarios {
+        let runs: Vec<Value> = stack
+            .runs(id)
+            .await
+            .iter()
+            .map(|r| json!({"id": r["id"], "state": r["state"], "attempts": r["attempts"].as_array().map_or(0, Vec::len)}))
+            .collect();
+        jobs.push(json!({"schedule": schedule, "path": path, "job_id": id, "runs": runs}));
+    }
+    let out = stack.description.with_file_name("capacity-runs.json");
+    std::fs::write(&out, serde_json::to_string_pretty(&json!({"jobs": jobs})).unwrap()).unwrap();
+    println!("capacity runs: {}", out.display());
+}
+
 /// The worker process dies in the middle of an attempt (SIGKILL to the function's process):
 /// the attempt is ended as lost once its lease expires, and the next attempt succeeds.
 async fn a_killed_workers_attempt_is_repaired(stack: &Deployed) {
@@ -299,6 +371,7 @@ async fn deployed_stack_runs_jobs_end_to_end() {
         accepted_work_completes_by_callback(&stack),
         malformed_message_is_dead_lettered(&stack),
         the_watchdog_flags_a_run_past_its_sla(&stack),
+        capacity_scenarios(&stack),
     );
     println!("flows through the deployed stack took {:.0?}", started.elapsed());
 }

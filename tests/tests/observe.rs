@@ -191,17 +191,24 @@ async fn the_capacity_log_names_the_table_index_and_run_of_every_units_spent() {
     let runs_table = &stack.resources.runs_table;
     // Creating the job wrote the jobs table and its due index.
     assert!(
-        lines.iter().any(|l| field(l, "table") == *jobs_table && field(l, "kind") == "write" && units(l) >= 1.0),
+        lines
+            .iter()
+            .any(|l| field(l, "table") == *jobs_table && field(l, "kind") == "write" && units(l) >= 1.0),
         "no write to {jobs_table} in {lines:#?}"
     );
     assert!(
-        lines.iter().any(|l| field(l, "table") == *jobs_table && !field(l, "index").is_empty() && units(l) > 0.0),
+        lines
+            .iter()
+            .any(|l| field(l, "table") == *jobs_table && !field(l, "index").is_empty() && units(l) > 0.0),
         "no index write on {jobs_table} in {lines:#?}"
     );
     // The worker's writes of the run name the run.
-    let of_run: Vec<&Value> = lines.iter().filter(|l| l["span"]["run_id"] == run_id.to_string().as_str()).collect();
+    let of_run: Vec<&Value> =
+        lines.iter().filter(|l| l["span"]["run_id"] == run_id.to_string().as_str()).collect();
     assert!(
-        of_run.iter().any(|l| field(l, "table") == *runs_table && field(l, "kind") == "write" && units(l) >= 1.0),
+        of_run
+            .iter()
+            .any(|l| field(l, "table") == *runs_table && field(l, "kind") == "write" && units(l) >= 1.0),
         "no write of the run in {of_run:#?}"
     );
     assert!(of_run.iter().any(|l| field(l, "kind") == "read"), "no read of the run in {of_run:#?}");
