@@ -1,5 +1,5 @@
 # Shared helpers of scripts/run and scripts/test: the project venv and the AWS emulator.
-# Sourced, not run. Everything is installed into the repository (.venv, .local), nothing global.
+# Sourced, not run. Everything is installed into the repository (.venv*, .local), nothing global.
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -20,6 +20,10 @@ ensure_emulator() {
 # Installs cargo-lambda (from PyPI, with zig) into the project venv when missing: the tests run a
 # Lambda target under `cargo lambda watch`.
 ensure_cargo_lambda() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "creating the project venv (.venv)"
+    python3 -m venv "$VENV"
+  fi
   if [ "$("$VENV/bin/cargo-lambda" lambda --version 2>/dev/null | awk '{print $2}')" != "$CARGO_LAMBDA_VERSION" ]; then
     log "installing cargo-lambda==$CARGO_LAMBDA_VERSION into .venv"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION"

@@ -161,7 +161,8 @@ impl Intercept for CapacityLog {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let (Some(Asked(kind)), Ok(output)) = (cfg.load::<Asked>().copied(), context.output_or_error()) else {
+        let (Some(Asked(kind)), Ok(output)) = (cfg.load::<Asked>().copied(), context.output_or_error())
+        else {
             return Ok(());
         };
         let operation = cfg.load::<Metadata>().map(|m| m.name().to_string()).unwrap_or_default();

@@ -85,7 +85,9 @@ fn flag(vars: &dyn Vars, name: &'static str) -> Result<bool, ConfigError> {
     match vars.var(name).as_deref().map(str::trim) {
         None | Some("0" | "false") => Ok(false),
         Some("1" | "true") => Ok(true),
-        Some(text) => Err(ConfigError::Invalid { name, reason: format!("`{text}` is not one of 1, 0, true, false") }),
+        Some(text) => {
+            Err(ConfigError::Invalid { name, reason: format!("`{text}` is not one of 1, 0, true, false") })
+        }
     }
 }
 
