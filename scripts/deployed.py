@@ -169,6 +169,8 @@ def deploy(args):
         "ApiKeyHashes": f"{hashlib.sha256(key.encode()).hexdigest()}:{owner}",
         # Every DynamoDB call's consumed capacity in the logs: `deployed.py capacity` sums it.
         "CapacityLog": "1",
+        # The stage's targets listen on loopback (the emulator's own port stays refused).
+        "AllowedNetworks": "127.0.0.0/8",
     }
     request = dict(
         StackName=stack, TemplateBody=text,

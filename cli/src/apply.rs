@@ -62,6 +62,8 @@ pub fn read(file: &str, text: &str) -> Result<Vec<Desired>, CliError> {
         sqs: everything.clone(),
         sns: everything,
         own_prefix: String::new(),
+        network: sundial_shared::egress::Egress::new(&["0.0.0.0/0".into(), "::/0".into()], &[])
+            .unwrap_or_default(),
     };
     let now = chrono::Utc::now();
     let mut desired: Vec<Desired> = Vec::new();

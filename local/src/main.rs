@@ -47,6 +47,16 @@ async fn main() -> anyhow::Result<()> {
         let listen = Env.var("SUNDIAL_LISTEN").unwrap_or_else(|| "127.0.0.1:8080".into());
         config.public_url = Some(format!("http://{listen}"));
     }
+    // Targets on this machine are the point of running locally: loopback is allowed unless
+    // SUNDIAL_ALLOWED_NETWORKS says otherwise. The API itself and the emulator stay refused.
+    let mut network = std::mem::take(&mut config.targets.network);
+    if Env.var("SUNDIAL_ALLOWED_NETWORKS").is_none() {
+        network = network.allowing_loopback();
+    }
+    if let Some(url) = &config.public_url {
+        network = network.refusing(url);
+    }
+    config.targets.network = network;
     let clients = Clients::with_capacity_log(&sdk, Ledger::new(), config.capacity_log);
     let services = Services::new(config, &clients, Arc::new(SystemClock));
 

@@ -137,11 +137,20 @@ impl Config {
                 reason: "must be 1-10, below the runs queue's maxReceiveCount".into(),
             });
         }
+        // Sundial's own endpoints are never a job's destination: its API, the AWS endpoint it is
+        // pointed at (an emulator answers anyone), the Lambda Runtime API of its function.
+        let own: Vec<String> = ["SUNDIAL_PUBLIC_URL", "AWS_ENDPOINT_URL", "AWS_LAMBDA_RUNTIME_API"]
+            .iter()
+            .filter_map(|name| vars.var(name))
+            .collect();
+        let network = crate::egress::Egress::new(&list(vars, "SUNDIAL_ALLOWED_NETWORKS"), &own)
+            .map_err(|e| ConfigError::Invalid { name: "SUNDIAL_ALLOWED_NETWORKS", reason: e.to_string() })?;
         let targets = TargetAllowList {
             lambda: list(vars, "SUNDIAL_ALLOWED_LAMBDA"),
             sqs: list(vars, "SUNDIAL_ALLOWED_SQS"),
             sns: list(vars, "SUNDIAL_ALLOWED_SNS"),
             own_prefix: format!("{stack}-"),
+            network,
         };
         let mut api_keys = match vars.var("SUNDIAL_API_KEYS") {
             Some(plain) => ApiKeys::from_plain_list(&plain)

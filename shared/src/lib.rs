@@ -13,6 +13,7 @@
 //! - [`worker`]: one message in, at most one attempt out: targets, retries, leases;
 //! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
 //! - [`due`]: due-index bucket and shard maths;
+//! - [`egress`]: where HTTP calls made for jobs may connect (no loopback, private or metadata address);
 //! - [`auth`]: API keys (stored hashed) and owners;
 //! - [`clock`]: time as an input.
 //!
@@ -31,6 +32,7 @@ pub mod capacity;
 pub mod clock;
 pub mod config;
 pub mod due;
+pub mod egress;
 pub mod emf;
 pub mod events;
 pub mod history;

@@ -49,6 +49,8 @@ pub struct TargetAllowList {
     pub sns: Vec<String>,
     /// Names of Sundial's own resources start with this (the stack name and a dash).
     pub own_prefix: String,
+    /// Where HTTP calls made for jobs may connect (targets, `notify.https`).
+    pub network: crate::egress::Egress,
 }
 
 /// Why an identifier may not be a target.

@@ -71,7 +71,7 @@ pub fn validate(
         in_range("alert_after_failures", n, 1, limits::MAX_ALERT_AFTER_FAILURES)?;
     }
     if let Some(notify) = &doc.notify {
-        validate_notify(notify)?;
+        validate_notify(notify, &rules.targets.network)?;
     }
     let Some(schedule_doc) = &doc.schedule else {
         return Ok(None);
@@ -172,21 +172,25 @@ fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// The scheme and host of an http(s) URL, or why it is not one.
-fn http_url(field: &str, url: &str, https_only: bool) -> Result<()> {
-    let rest = if let Some(rest) = url.strip_prefix("https://") {
-        rest
-    } else if let Some(rest) = url.strip_prefix("http://").filter(|_| !https_only) {
-        rest
-    } else {
-        let want = if https_only { "https" } else { "http or https" };
-        return Err(ValidationError::new(field, format!("`{url}` is not an {want} URL")));
-    };
-    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c.is_control()) || url.len() > 2048 {
-        return Err(ValidationError::new(field, format!("`{url}` has no valid host")));
+/// `text` parsed as an http(s) URL with a host, or why it is not one.
+fn http_url(field: &str, text: &str, https_only: bool) -> Result<url::Url> {
+    let want = if https_only { "an https" } else { "an http or https" };
+    let url = url::Url::parse(text)
+        .map_err(|e| ValidationError::new(field, format!("`{text}` is not {want} URL: {e}")))?;
+    let scheme_ok = url.scheme() == "https" || (url.scheme() == "http" && !https_only);
+    if !scheme_ok {
+        return Err(ValidationError::new(field, format!("`{text}` is not {want} URL")));
     }
-    Ok(())
+    if url.host_str().is_none_or(str::is_empty) || text.len() > 2048 {
+        return Err(ValidationError::new(field, format!("`{text}` has no valid host")));
+    }
+    Ok(url)
+}
+
+/// `text` as an http(s) URL a job may call: parsed, and not an address the deployment refuses.
+fn reachable_url(field: &str, text: &str, https_only: bool, network: &crate::egress::Egress) -> Result<()> {
+    let url = http_url(field, text, https_only)?;
+    network.check_url(&url).map_err(|refused| ValidationError::new(field, refused.to_string()))
 }
 
 fn allowed(list: &TargetAllowList, patterns: &[String], field: &str, id: &str, variable: &str) -> Result<()> {
@@ -206,7 +210,7 @@ fn allowed(list: &TargetAllowList, patterns: &[String], field: &str, id: &str, v
 fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Result<()> {
     match target {
         TargetDocument::Http { url, method, headers } => {
-            http_url("target.url", url, false)?;
+            reachable_url("target.url", url, false, &list.network)?;
             *method = method.to_ascii_uppercase();
             if !HTTP_METHODS.contains(&method.as_str()) {
                 return Err(ValidationError::new(
@@ -264,7 +268,7 @@ fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Resul
     }
 }
 
-fn validate_notify(notify: &NotifySettings) -> Result<()> {
+fn validate_notify(notify: &NotifySettings, network: &crate::egress::Egress) -> Result<()> {
     let kinds: [(&str, &Vec<String>); 4] =
         [("email", &notify.email), ("sms", &notify.sms), ("https", &notify.https), ("sqs", &notify.sqs)];
     for (kind, endpoints) in kinds {
@@ -285,7 +289,13 @@ fn validate_notify(notify: &NotifySettings) -> Result<()> {
                         && digits.bytes().all(|b| b.is_ascii_digit())
                         && !digits.starts_with('0')
                 }),
-                "https" => http_url(&field, endpoint, true).is_ok(),
+                "https" => {
+                    // A URL SNS will call: refused destinations are named as such.
+                    if http_url(&field, endpoint, true).is_ok() {
+                        reachable_url(&field, endpoint, true, network)?;
+                    }
+                    http_url(&field, endpoint, true).is_ok()
+                }
                 _ => endpoint.starts_with("arn:aws:sqs:") && endpoint.split(':').count() == 6,
             };
             if !ok {
@@ -318,6 +328,7 @@ mod tests {
             sqs: vec!["http://127.0.0.1:4566/000000000000/allowed-*".into()],
             sns: vec!["arn:aws:sns:*:*:allowed-*".into()],
             own_prefix: "sundial-test-".into(),
+            network: crate::egress::Egress::default().allowing_loopback(),
         };
         let now: DateTime<Utc> = "2026-06-01T00:00:00Z".parse().unwrap();
         validate(&mut doc, &Rules { limits: &limits, targets: &targets }, now, now)
@@ -375,6 +386,15 @@ mod tests {
             (job(json!({"schedule": {"cron": "@daily", "jitter_s": 901}})), "schedule.jitter_s"),
             (job(json!({"target": {"type": "http", "url": "ftp://example.test/"}})), "target.url"),
             (job(json!({"target": {"type": "http", "url": "https://"}})), "target.url"),
+            // Inside addresses, however spelled, and the metadata endpoint (loopback is allowed here).
+            (job(json!({"target": {"type": "http", "url": "http://10.0.0.8/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "http://[fd00:ec2::254]/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "http://2852039166/latest/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "http://[::ffff:a9fe:a9fe]/"}})), "target.url"),
+            (
+                job(json!({"notify": {"https": ["https://192.168.0.9/hook"], "on": ["failed"]}})),
+                "notify.https[0]",
+            ),
             (
                 job(json!({"target": {"type": "http", "url": "https://x.test/", "method": "TRACE"}})),
                 "target.method",

@@ -67,6 +67,11 @@ impl Stack {
             ("SUNDIAL_STACK", name.as_str()),
             ("SUNDIAL_API_KEYS", "alice-key:alice,bob-key:bob,sundial-dev-key:dev"),
         ]);
+        // Targets listen on loopback: the tests allow it (as the local runtime does); the
+        // emulator stays refused as one of Sundial's own endpoints.
+        let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
+        vars.insert("AWS_ENDPOINT_URL", endpoint.as_str());
+        vars.insert("SUNDIAL_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128");
         for (k, v) in &options.vars {
             vars.insert(k, v.as_str());
         }

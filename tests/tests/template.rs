@@ -85,6 +85,7 @@ fn the_functions_environment_is_complete() {
                 "SUNDIAL_DUE_SHARDS" => "8",
                 "SUNDIAL_RETENTION_DAYS" => "30",
                 "SUNDIAL_CAPACITY_LOG" => "0",
+                "SUNDIAL_ALLOWED_NETWORKS" => "",
                 "SUNDIAL_API_KEY_HASHES"
                 | "SUNDIAL_ALLOWED_LAMBDA"
                 | "SUNDIAL_ALLOWED_SQS"

@@ -12,6 +12,7 @@
 //! already past its attempt, or leased by another live attempt, and is dropped. A live lease is
 //! not watched through the queue: it ends by its worker, its callbacks, or the watchdog.
 
+pub mod outbound;
 pub mod poll;
 pub mod target;
 

@@ -4,15 +4,17 @@
 //! number, the scheduled instant and the job's payload. HTTP targets get them as headers with
 //! the payload as the JSON body, signed with the job's secret (HMAC-SHA256); SQS and SNS targets
 //! get an envelope with all four. Answers are classified: 2xx succeeded (202: the target will
-//! report back), 408, 429, 5xx, timeouts and connection errors are retryable, other 4xx and
-//! invalid configuration are permanent.
+//! report back), 408, 429, 5xx, timeouts and connection errors are retryable, other 4xx,
+//! invalid configuration and a destination the egress policy refuses are permanent.
 
+use super::outbound::{Blocked, Lookup, Outbound, SystemLookup, refusal_in};
 use crate::job::{HeaderValue, Job, TargetDocument};
 use crate::limits::TargetAllowList;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Longest output or error text kept per attempt.
@@ -139,7 +141,8 @@ fn envelope(inv: &Invocation<'_>) -> String {
 /// The real targets: HTTP(S) through reqwest; Lambda, SQS and SNS through the SDK.
 #[derive(Debug, Clone)]
 pub struct Targets {
-    http: reqwest::Client,
+    /// HTTP targets: only destinations the deployment's egress policy allows.
+    outbound: Outbound,
     sqs: aws_sdk_sqs::Client,
     sns: aws_sdk_sns::Client,
     lambda: aws_sdk_lambda::Client,
@@ -153,12 +156,19 @@ impl Targets {
         lambda: aws_sdk_lambda::Client,
         allow: TargetAllowList,
     ) -> Self {
-        // No redirects: a target answers for itself.
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
-        Targets { http, sqs, sns, lambda, allow }
+        Targets::with_lookup(sqs, sns, lambda, allow, Arc::new(SystemLookup))
+    }
+
+    /// As [`Targets::new`], host names resolved by `lookup`.
+    pub fn with_lookup(
+        sqs: aws_sdk_sqs::Client,
+        sns: aws_sdk_sns::Client,
+        lambda: aws_sdk_lambda::Client,
+        allow: TargetAllowList,
+        lookup: Arc<dyn Lookup>,
+    ) -> Self {
+        let outbound = Outbound::new(allow.network.clone(), lookup);
+        Targets { outbound, sqs, sns, lambda, allow }
     }
 
     /// Invokes a function and waits for its answer (RequestResponse); a function error is a
@@ -199,6 +209,23 @@ impl Targets {
         method: &str,
         extra: &std::collections::BTreeMap<String, HeaderValue>,
     ) -> Answer {
+        let permanent =
+            |error: String| Answer::Failed { retryable: false, status: None, error: truncate(&error) };
+        let url = match url::Url::parse(url) {
+            Ok(url) => url,
+            Err(e) => return permanent(format!("`{url}` is not a URL: {e}")),
+        };
+        match self.outbound.check(&url).await {
+            Ok(()) => {}
+            Err(Blocked::Refused(refused)) => return permanent(format!("refused: {refused}")),
+            Err(unresolved @ Blocked::Unresolved { .. }) => {
+                return Answer::Failed {
+                    retryable: true,
+                    status: None,
+                    error: truncate(&unresolved.to_string()),
+                };
+            }
+        }
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
         let with_body = !matches!(method, reqwest::Method::GET | reqwest::Method::DELETE);
         let body = if with_body {
@@ -207,7 +234,8 @@ impl Targets {
             Vec::new()
         };
         let mut request = self
-            .http
+            .outbound
+            .client()
             .request(method, url)
             .timeout(inv.timeout)
             .header(headers::RUN_ID, &inv.run_id)
@@ -235,6 +263,10 @@ impl Targets {
                     Err(_) => return Answer::TimedOut,
                 };
                 classify_status(status, text)
+            }
+            // The client's resolver met a refused address (the name changed its answer).
+            Err(e) if refusal_in(&e).is_some() => {
+                permanent(format!("refused: {}", refusal_in(&e).map(ToString::to_string).unwrap_or_default()))
             }
             Err(e) if e.is_timeout() => Answer::TimedOut,
             Err(e) if e.is_builder() => {

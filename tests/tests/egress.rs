@@ -1,0 +1,189 @@
+//! Where a job's HTTP target may point. One tenant used to read another's data by aiming a job
+//! at the AWS endpoint (an emulator, or in Lambda the Runtime API and the metadata service) and
+//! reading the stored response: Sundial's own endpoints and inside addresses are refused at
+//! create, and a name that resolves to one is refused when the attempt calls it, for good.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use async_trait::async_trait;
+use http::StatusCode;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use sundial_shared::clock::SystemClock;
+use sundial_shared::run::{RunId, RunState};
+use sundial_shared::worker::outbound::Lookup;
+use sundial_shared::worker::poll::poll_once;
+use sundial_shared::worker::target::Targets;
+use sundial_shared::worker::{Worker, WorkerSettings};
+use sundial_tests::{ALICE, Answer, BOB, Options, Stack, TargetServer};
+
+fn endpoint() -> String {
+    std::env::var("AWS_ENDPOINT_URL").expect("scripts/test sets AWS_ENDPOINT_URL")
+}
+
+/// Bob's job: a DynamoDB Scan of the jobs table, sent straight to the AWS endpoint.
+fn scan_job(stack: &Stack, url: &str) -> Value {
+    json!({
+        "name": format!("scan-{}", ulid::Ulid::generate().to_string().to_ascii_lowercase()),
+        "target": {"type": "http", "url": url, "method": "POST",
+                   "headers": {"X-Amz-Target": "DynamoDB_20120810.Scan"}},
+        "payload": {"TableName": stack.resources.jobs_table},
+        "retry": {"max_attempts": 3, "backoff_s": 1},
+    })
+}
+
+/// Names of the test's own, each resolving to one address.
+#[derive(Debug)]
+struct Names(HashMap<String, IpAddr>);
+
+#[async_trait]
+impl Lookup for Names {
+    async fn lookup(&self, host: &str) -> std::io::Result<Vec<IpAddr>> {
+        self.0
+            .get(host)
+            .map(|ip| vec![*ip])
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no such name"))
+    }
+}
+
+/// A worker whose targets resolve `names` and obey `stack`'s policy, or `policy` when given.
+fn worker(stack: &Stack, names: &[(&str, &str)], policy: Option<&Stack>) -> Worker {
+    let s = &stack.services;
+    let names = Names(names.iter().map(|(n, ip)| (n.to_string(), ip.parse().unwrap())).collect());
+    let allow = policy.map_or_else(|| s.config.targets.clone(), |p| p.config.targets.clone());
+    let caller = Arc::new(Targets::with_lookup(
+        stack.sqs.clone(),
+        stack.sns.clone(),
+        stack.lambda.clone(),
+        allow,
+        Arc::new(names),
+    ));
+    Worker::new(
+        s.job_store.clone(),
+        s.runs.clone(),
+        caller,
+        s.recorder.clone(),
+        Arc::new(SystemClock),
+        s.meter.clone(),
+        WorkerSettings { heartbeat_window: s.config.heartbeat_window, ..WorkerSettings::default() },
+    )
+}
+
+/// Polls the queue with `worker` until the run has ended.
+async fn drive(stack: &Stack, worker: &Worker, id: &RunId) -> sundial_shared::run::Run {
+    for _ in 0..100 {
+        poll_once(worker, stack.services.queue.as_ref(), stack.services.inbox.as_ref(), "egress-test", 1)
+            .await
+            .unwrap();
+        let run = stack.run(id).await;
+        if run.state.is_terminal() {
+            return run;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("run {id} did not end: {:?}", stack.run(id).await);
+}
+
+#[tokio::test]
+async fn a_job_cannot_read_another_tenants_data_through_the_aws_endpoint() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let secret = format!("alice-secret-{}", ulid::Ulid::generate());
+    let alice = json!({"name": secret, "schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "http", "url": target.url}});
+    stack.api.create_job(ALICE, &alice).await;
+
+    let aws = url::Url::parse(&endpoint()).unwrap();
+    let port = aws.port_or_known_default().unwrap();
+    // The endpoint as configured, and other spellings of the same address and port.
+    for url in [
+        endpoint(),
+        format!("http://localhost:{port}/"),
+        format!("http://2130706433:{port}/"),
+        format!("http://[::ffff:127.0.0.1]:{port}/"),
+    ] {
+        let reply = stack.api.post(BOB, "/v1/jobs", &scan_job(&stack, &url)).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{url}: {}", reply.body);
+        assert_eq!(reply.body["error"]["field"], "target.url", "{url}: {}", reply.body);
+        assert!(
+            reply.body["error"]["message"].as_str().unwrap().contains("own endpoints"),
+            "{url}: {}",
+            reply.body
+        );
+    }
+    let jobs = stack.api.get(BOB, "/v1/jobs").await;
+    assert_eq!(jobs.status, StatusCode::OK);
+    assert_eq!(jobs.body["jobs"].as_array().map(Vec::len), Some(0), "nothing was written: {}", jobs.body);
+
+    // A name is not resolved at create; it is when the attempt calls it, and the attempt fails
+    // for good, without a retry and without reaching the endpoint.
+    let url = format!("http://aws.test:{port}/");
+    let id = stack.api.create_job(BOB, &scan_job(&stack, &url)).await;
+    let reply = stack.api.post(BOB, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+    let run_id = RunId::parse(reply.body["id"].as_str().unwrap()).unwrap();
+    let run = drive(&stack, &worker(&stack, &[("aws.test", "127.0.0.1")], None), &run_id).await;
+    assert_eq!(run.state, RunState::Failed, "{run:?}");
+    assert_eq!(run.attempts.len(), 1, "a refusal is not retried: {run:?}");
+    let error = run.attempts[0].error.clone().unwrap_or_default();
+    assert!(error.contains("own endpoints"), "{error}");
+    assert!(!format!("{run:?}").contains(&secret), "Alice's job leaked into Bob's run");
+}
+
+#[tokio::test]
+async fn loopback_is_refused_unless_the_deployment_allows_it() {
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let open = Stack::new().await; // the tests' default, as the local runtime's: loopback allowed
+    let closed = Stack::with(Options {
+        vars: HashMap::from([("SUNDIAL_ALLOWED_NETWORKS", "192.0.2.0/24".to_string())]),
+        clock: None,
+    })
+    .await;
+    let job = json!({"name": "local", "schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "http", "url": target.url},
+                     "retry": {"max_attempts": 3, "backoff_s": 1}});
+
+    let reply = closed.api.post(ALICE, "/v1/jobs", &job).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+    assert_eq!(reply.body["error"]["field"], "target.url");
+    assert!(reply.body["error"]["message"].as_str().unwrap().contains("loopback"), "{}", reply.body);
+
+    // Allowed where it was created, refused by a worker whose deployment does not allow it:
+    // the call-time check is the one that holds.
+    let id = open.api.create_job(ALICE, &job).await;
+    let run_id = open.trigger(&id).await;
+    let run = drive(&open, &worker(&open, &[], Some(&closed)), &run_id).await;
+    assert_eq!(run.state, RunState::Failed, "{run:?}");
+    assert_eq!(run.attempts.len(), 1, "{run:?}");
+    assert!(run.attempts[0].error.clone().unwrap_or_default().contains("loopback"), "{run:?}");
+    assert!(target.hits().is_empty(), "the target was called");
+
+    // Where the deployment allows it, the same job runs.
+    let run_id = open.trigger(&id).await;
+    let run = drive(&open, &worker(&open, &[], None), &run_id).await;
+    assert_eq!(run.state, RunState::Succeeded, "{run:?}");
+    assert_eq!(target.hits().len(), 1);
+}
+
+#[tokio::test]
+async fn a_name_resolving_inside_is_refused_when_called_whatever_its_class() {
+    let stack = Stack::new().await;
+    let names = [
+        ("private.test", "10.0.0.7"),
+        ("link.test", "169.254.3.4"),
+        ("cgnat.test", "100.64.0.9"),
+        ("metadata.test", "169.254.169.254"),
+        ("credentials.test", "169.254.170.2"),
+        ("v6-private.test", "fd12::1"),
+        ("mapped.test", "::ffff:10.0.0.7"),
+    ];
+    let worker = worker(&stack, &names, None);
+    for (name, ip) in names {
+        let job = json!({"name": format!("to-{}", name.replace('.', "-")), "schedule": {"cron": "0 0 1 1 *"},
+                         "target": {"type": "http", "url": format!("http://{name}:8080/")}});
+        let id = stack.api.create_job(ALICE, &job).await;
+        let run = drive(&stack, &worker, &stack.trigger(&id).await).await;
+        assert_eq!(run.state, RunState::Failed, "{name}: {run:?}");
+        let error = run.attempts[0].error.clone().unwrap_or_default();
+        assert!(error.starts_with("refused:") && error.contains(ip), "{name}: {error}");
+    }
+}
