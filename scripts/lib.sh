@@ -30,6 +30,18 @@ ensure_cargo_lambda() {
   fi
 }
 
+# Installs the Standard Webhooks reference verifier into the project venv when missing: a test
+# checks Sundial's signatures with it (tests/fixtures/verify_webhook.py).
+STANDARDWEBHOOKS_VERSION="1.1.0"
+ensure_webhook_verifier() {
+  ensure_cargo_lambda
+  if [ "$("$VENV/bin/python" -c 'from importlib.metadata import version; print(version("standardwebhooks"))' 2>/dev/null)" \
+       != "$STANDARDWEBHOOKS_VERSION" ]; then
+    log "installing standardwebhooks==$STANDARDWEBHOOKS_VERSION into .venv"
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "standardwebhooks==$STANDARDWEBHOOKS_VERSION"
+  fi
+}
+
 # Installs cfn-lint and checkov into .venv-infra when missing.
 ensure_infra_linters() {
   if [ ! -x "$INFRA_VENV/bin/python" ]; then

@@ -34,8 +34,16 @@ pub struct Rules<'a> {
 pub const HTTP_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 /// Headers Sundial sets itself or that HTTP owns.
-const RESERVED_HEADERS: [&str; 5] =
-    ["host", "content-length", "content-type", "transfer-encoding", "connection"];
+const RESERVED_HEADERS: [&str; 8] = [
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+];
 const RESERVED_HEADER_PREFIX: &str = "x-sundial-";
 
 /// Checks `doc` and normalises it in place (HTTP method upper-cased). Returns the job's schedule

@@ -43,13 +43,15 @@ async fn job_lifecycle() {
     assert!(next.ends_with(":30:00Z"), "02:30 New York is a :30 in UTC: {next}");
     assert_eq!(stack.due_index_ids().await, vec![id.clone()]);
 
-    // The signing secret is shown once, at creation.
+    // The signing secret is shown once, at creation, with its Standard Webhooks form.
     let secret = created.body["signing_secret"].as_str().unwrap().to_string();
     assert_eq!(secret.len(), 64);
+    assert!(created.body["webhook_secret"].as_str().unwrap().starts_with("whsec_"));
     let got = api.get(ALICE, &format!("/v1/jobs/{id}")).await;
     assert_eq!(got.status, StatusCode::OK);
     let mut without_secret = created.body.clone();
     without_secret.as_object_mut().unwrap().remove("signing_secret");
+    without_secret.as_object_mut().unwrap().remove("webhook_secret");
     assert_eq!(got.body, without_secret);
 
     // A merge patch changes only what it names; secrets survive edits they do not touch.

@@ -370,6 +370,7 @@ async fn signatures_verify_and_the_secret_stays_secret() {
     let created = stack.api.post(ALICE, "/v1/jobs", &job("signed", &target.url, json!({}))).await;
     let id = created.body["id"].as_str().unwrap().to_string();
     let secret = created.body["signing_secret"].as_str().unwrap().to_string();
+    let webhook_secret = created.body["webhook_secret"].as_str().unwrap().to_string();
     let run_id = stack.trigger(&id).await;
     drive(&stack, &stack.services.worker, &run_id, 30).await;
     let hit = &target.hits()[0];
@@ -383,8 +384,10 @@ async fn signatures_verify_and_the_secret_stays_secret() {
     ] {
         let reply = stack.api.get(ALICE, &path).await;
         assert!(!reply.body.to_string().contains(&secret), "{path} shows the secret");
+        assert!(!reply.body.to_string().contains(&webhook_secret), "{path} shows the webhook secret");
     }
     assert!(!sundial_tests::logs().contains(&secret), "a log line holds the secret");
+    assert!(!sundial_tests::logs().contains(&webhook_secret), "a log line holds the webhook secret");
 
     let rotated = stack.api.post(ALICE, &format!("/v1/jobs/{id}/rotate-secret"), &json!({})).await;
     let new_secret = rotated.body["signing_secret"].as_str().unwrap().to_string();

@@ -30,6 +30,10 @@ pub struct JobView {
     /// the job (and its idempotent replay) and in the one that rotates it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<String>,
+    /// The same key as a Standard Webhooks verifier takes it (`whsec_` and its base64), shown
+    /// with `signing_secret`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook_secret: Option<String>,
     /// The subscriptions of the job's notification topic and whether each is confirmed (an
     /// email stays pending until its owner confirms it). Shown on single-job responses of jobs
     /// with endpoints.
@@ -65,7 +69,11 @@ impl JobView {
 
     /// The view of a job, with its signing secret shown (creation and rotation only).
     pub fn with_secret(job: &Job) -> Self {
-        JobView { signing_secret: Some(job.signing_secret.clone()), ..JobView::from(job) }
+        JobView {
+            signing_secret: Some(job.signing_secret.clone()),
+            webhook_secret: Some(sundial_shared::worker::target::webhook_secret(&job.signing_secret)),
+            ..JobView::from(job)
+        }
     }
 }
 
@@ -84,6 +92,7 @@ impl From<&Job> for JobView {
             next_run_at: job.due_at(),
             last_run: None,
             signing_secret: None,
+            webhook_secret: None,
             subscriptions: None,
         }
     }

@@ -372,6 +372,7 @@ impl Worker {
             scheduled_at: started.scheduled_at(),
             callback_token: token,
             timeout: call_limit.to_std().unwrap_or_default(),
+            sent_at: now,
         };
         let answer = self.caller.call(&invocation).instrument(span).await;
         let now = self.clock.now();

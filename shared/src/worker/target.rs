@@ -2,7 +2,8 @@
 //!
 //! Every target receives the run id (the idempotency key, stable across attempts), the attempt
 //! number, the scheduled instant and the job's payload. HTTP targets get them as headers with
-//! the payload as the JSON body, signed with the job's secret (HMAC-SHA256); SQS and SNS targets
+//! the payload as the JSON body, signed with the job's secret as Standard Webhooks sign (the id,
+//! the time of sending and the body, HMAC-SHA256), so a receiver can refuse a replay; SQS and SNS targets
 //! get an envelope with all four. Answers are classified: 2xx succeeded (202: the target will
 //! report back), 408, 429, 5xx, timeouts and connection errors are retryable, other 4xx,
 //! invalid configuration and a destination the egress policy refuses are permanent.
@@ -11,6 +12,7 @@ use super::outbound::{Blocked, Lookup, Outbound, SystemLookup, refusal_in};
 use crate::job::{HeaderValue, Job, TargetDocument};
 use crate::limits::TargetAllowList;
 use async_trait::async_trait;
+use base64::Engine;
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -27,8 +29,16 @@ pub mod headers {
     pub const ATTEMPT: &str = "x-sundial-attempt";
     pub const SCHEDULED_AT: &str = "x-sundial-scheduled-at";
     pub const JOB_ID: &str = "x-sundial-job-id";
-    /// `sha256=<hex HMAC-SHA256 of the body with the job's secret>`.
+    /// `sha256=<hex HMAC-SHA256 of the body with the job's secret>`: the first scheme, kept for
+    /// one release beside the Standard Webhooks headers, which also sign the time of sending.
     pub const SIGNATURE: &str = "x-sundial-signature";
+    /// Standard Webhooks: the message id, `<run id>_<attempt>` (the same for a re-delivery of
+    /// one attempt, so a receiver can refuse a repeat).
+    pub const WEBHOOK_ID: &str = "webhook-id";
+    /// Standard Webhooks: when the request was sent, in Unix seconds.
+    pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
+    /// Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`.
+    pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
     /// The token a target that answered 202 presents to `/v1/runs/{id}/heartbeat|complete`.
     pub const CALLBACK_TOKEN: &str = "x-sundial-callback-token";
 }
@@ -43,6 +53,8 @@ pub struct Invocation<'a> {
     pub callback_token: String,
     /// The call is cut after this.
     pub timeout: Duration,
+    /// When the call is made (signed into the request, so that a receiver can refuse old ones).
+    pub sent_at: DateTime<Utc>,
 }
 
 /// How a call ended.
@@ -79,6 +91,25 @@ pub fn sign(secret: &str, body: &[u8]) -> String {
     };
     mac.update(body);
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// The job's signing secret in the Standard Webhooks form, `whsec_<base64 of the key>`, which
+/// the Standard Webhooks verifiers take.
+pub fn webhook_secret(secret: &str) -> String {
+    format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(secret.as_bytes()))
+}
+
+/// The Standard Webhooks signature of one delivery: `v1,<base64 HMAC-SHA256 of
+/// "<id>.<timestamp>.<body>">` under `secret`.
+pub fn sign_webhook(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> String {
+    let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
+        Ok(mac) => mac,
+        // HMAC takes keys of any length; this arm is never taken.
+        Err(_) => return String::new(),
+    };
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
 }
 
 /// Cuts text to at most `MAX_OUTPUT_BYTES`, on a character boundary.
@@ -233,6 +264,8 @@ impl Targets {
         } else {
             Vec::new()
         };
+        let webhook_id = format!("{}_{}", inv.run_id, inv.attempt);
+        let timestamp = inv.sent_at.timestamp();
         let mut request = self
             .outbound
             .client()
@@ -244,6 +277,12 @@ impl Targets {
             .header(headers::SCHEDULED_AT, inv.scheduled_at.to_rfc3339())
             .header(headers::JOB_ID, inv.job.id.to_string())
             .header(headers::SIGNATURE, sign(&inv.job.signing_secret, &body))
+            .header(headers::WEBHOOK_ID, &webhook_id)
+            .header(headers::WEBHOOK_TIMESTAMP, timestamp.to_string())
+            .header(
+                headers::WEBHOOK_SIGNATURE,
+                sign_webhook(&inv.job.signing_secret, &webhook_id, timestamp, &body),
+            )
             .header(headers::CALLBACK_TOKEN, &inv.callback_token);
         for (name, value) in extra {
             let text = match value {
@@ -356,6 +395,28 @@ mod tests {
             sign("Jefe", b"what do ya want for nothing?"),
             "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
+    }
+
+    #[test]
+    fn webhook_signatures_follow_the_standard_webhooks_scheme() {
+        // The example of the Standard Webhooks reference libraries: secret
+        // whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw, id msg_p5jXN8AQM9LWM0D4loKWxJek, timestamp
+        // 1614265330, body {"test": 2432232314}.
+        let key =
+            base64::engine::general_purpose::STANDARD.decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+        mac.update(b"msg_p5jXN8AQM9LWM0D4loKWxJek.1614265330.{\"test\": 2432232314}");
+        let want =
+            format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()));
+        assert_eq!(want, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+        // Sundial's key is the secret's bytes, given to verifiers as whsec_<base64 of them>.
+        let secret = "abc123";
+        assert_eq!(webhook_secret(secret), "whsec_YWJjMTIz");
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(b"run_1.1614265330.{}");
+        let want =
+            format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()));
+        assert_eq!(sign_webhook(secret, "run_1", 1614265330, b"{}"), want);
     }
 
     #[test]
