@@ -102,6 +102,25 @@ impl Stack {
         .await
     }
 
+    /// A worker over this stack's stores and recorder, on the real clock, calling targets
+    /// through `caller`.
+    pub fn worker_with(
+        &self,
+        caller: Arc<dyn sundial_shared::worker::target::Caller>,
+        settings: sundial_shared::worker::WorkerSettings,
+    ) -> sundial_shared::worker::Worker {
+        let s = &self.services;
+        sundial_shared::worker::Worker::new(
+            s.job_store.clone(),
+            s.runs.clone(),
+            caller,
+            s.recorder.clone(),
+            Arc::new(SystemClock),
+            s.meter.clone(),
+            settings,
+        )
+    }
+
     /// Triggers a run of `job_id` through the API as Alice; panics unless it is accepted.
     pub async fn trigger(&self, job_id: &str) -> sundial_shared::run::RunId {
         let reply = self.api.post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &serde_json::json!({})).await;

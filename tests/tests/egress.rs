@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use sundial_shared::clock::SystemClock;
 use sundial_shared::run::{RunId, RunState};
 use sundial_shared::worker::outbound::Lookup;
 use sundial_shared::worker::poll::poll_once;
@@ -59,13 +58,8 @@ fn worker(stack: &Stack, names: &[(&str, &str)], policy: Option<&Stack>) -> Work
         allow,
         Arc::new(names),
     ));
-    Worker::new(
-        s.job_store.clone(),
-        s.runs.clone(),
+    stack.worker_with(
         caller,
-        s.recorder.clone(),
-        Arc::new(SystemClock),
-        s.meter.clone(),
         WorkerSettings { heartbeat_window: s.config.heartbeat_window, ..WorkerSettings::default() },
     )
 }

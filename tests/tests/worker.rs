@@ -40,15 +40,7 @@ fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
         heartbeat_window: s.config.heartbeat_window,
         ..WorkerSettings::default()
     };
-    Worker::new(
-        s.job_store.clone(),
-        s.runs.clone(),
-        caller,
-        s.recorder.clone(),
-        Arc::new(SystemClock),
-        s.meter.clone(),
-        settings,
-    )
+    stack.worker_with(caller, settings)
 }
 
 /// Polls the real queue with `worker` until the run has ended.
