@@ -297,13 +297,16 @@ fn validate_notify(notify: &NotifySettings, network: &crate::egress::Egress) -> 
                         && digits.bytes().all(|b| b.is_ascii_digit())
                         && !digits.starts_with('0')
                 }),
-                "https" => {
-                    // A URL SNS will call: refused destinations are named as such.
-                    if http_url(&field, endpoint, true).is_ok() {
-                        reachable_url(&field, endpoint, true, network)?;
+                // A URL SNS will call: a refused destination is named as such.
+                "https" => match http_url(&field, endpoint, true) {
+                    Ok(url) => {
+                        network
+                            .check_url(&url)
+                            .map_err(|refused| ValidationError::new(&field, refused.to_string()))?;
+                        true
                     }
-                    http_url(&field, endpoint, true).is_ok()
-                }
+                    Err(_) => false,
+                },
                 _ => endpoint.starts_with("arn:aws:sqs:") && endpoint.split(':').count() == 6,
             };
             if !ok {

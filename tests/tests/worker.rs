@@ -8,7 +8,6 @@ use chrono::Duration;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_shared::clock::SystemClock;
 use sundial_shared::run::{Outcome, Run, RunId, RunState};
 use sundial_shared::worker::poll::poll_once;
 use sundial_shared::worker::target::{Targets, headers, sign};
@@ -532,15 +531,7 @@ async fn lambda_targets_through_cargo_lambda_watch() {
     let s = &stack.services;
     let caller =
         Arc::new(Targets::new(stack.sqs.clone(), stack.sns.clone(), lambda, s.config.targets.clone()));
-    let worker = Worker::new(
-        s.job_store.clone(),
-        s.runs.clone(),
-        caller,
-        s.recorder.clone(),
-        Arc::new(SystemClock),
-        s.meter.clone(),
-        WorkerSettings::default(),
-    );
+    let worker = stack.worker_with(caller, WorkerSettings::default());
     let lambda_job = |name: &str, payload: Value| {
         json!({
             "name": name, "schedule": {"cron": "0 0 1 1 *"},
