@@ -69,6 +69,35 @@ impl TargetAllowList {
     }
 }
 
+impl TargetAllowList {
+    /// Checks a queue named by its ARN (`notify.sqs`) against the SQS allow-list, whose patterns
+    /// are queue URLs: a queue is the same queue when its account and name match the pattern's
+    /// last two path segments, wherever the pattern's endpoint is. A pattern that matches the
+    /// ARN itself (`arn:aws:sqs:*:123:reports-*`, `*`) allows it as well.
+    pub fn check_queue_arn(&self, arn: &str) -> Result<(), Refusal> {
+        if !self.own_prefix.is_empty() && arn.contains(&self.own_prefix) {
+            return Err(Refusal::OwnResource);
+        }
+        let account_and_name = match arn.split(':').collect::<Vec<_>>()[..] {
+            ["arn", _, "sqs", _, account, name] => format!("{account}/{name}"),
+            _ => return Err(Refusal::NotAllowed),
+        };
+        let matches = |pattern: &String| {
+            if glob_matches(pattern, arn) {
+                return true;
+            }
+            let mut segments = pattern.rsplitn(3, '/');
+            match (segments.next(), segments.next(), segments.next()) {
+                (Some(name), Some(account), Some(_)) => {
+                    glob_matches(&format!("{account}/{name}"), &account_and_name)
+                }
+                _ => false,
+            }
+        };
+        if self.sqs.iter().any(matches) { Ok(()) } else { Err(Refusal::NotAllowed) }
+    }
+}
+
 /// `*` matches any run of characters (also none); everything else matches itself.
 pub fn glob_matches(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
@@ -121,5 +150,27 @@ mod tests {
         assert_eq!(list.check(&list.sqs, "http://q/123/sundial-prod-runs"), Err(Refusal::OwnResource));
         assert_eq!(list.check(&list.sqs, "http://q/123/reports"), Ok(()));
         assert_eq!(list.check(&list.lambda, "fn"), Err(Refusal::NotAllowed));
+    }
+
+    #[test]
+    fn a_queue_arn_is_checked_by_account_and_name() {
+        let list = TargetAllowList {
+            sqs: vec![
+                "https://sqs.eu-west-1.amazonaws.com/123/reports-*".into(),
+                "arn:aws:sqs:*:456:audit".into(),
+            ],
+            own_prefix: "sundial-prod-".into(),
+            ..Default::default()
+        };
+        assert_eq!(list.check_queue_arn("arn:aws:sqs:eu-west-1:123:reports-daily"), Ok(()));
+        assert_eq!(list.check_queue_arn("arn:aws:sqs:us-east-1:456:audit"), Ok(()));
+        assert_eq!(list.check_queue_arn("arn:aws:sqs:eu-west-1:999:reports-daily"), Err(Refusal::NotAllowed));
+        assert_eq!(list.check_queue_arn("arn:aws:sqs:eu-west-1:123:other"), Err(Refusal::NotAllowed));
+        assert_eq!(list.check_queue_arn("arn:aws:sqs:eu-west-1:123"), Err(Refusal::NotAllowed));
+        let everything = TargetAllowList { sqs: vec!["*".into()], ..list };
+        assert_eq!(
+            everything.check_queue_arn("arn:aws:sqs:eu-west-1:123:sundial-prod-runs"),
+            Err(Refusal::OwnResource)
+        );
     }
 }

@@ -33,18 +33,33 @@ pub struct Rules<'a> {
 /// HTTP methods a target may use.
 pub const HTTP_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
-/// Headers Sundial sets itself or that HTTP owns.
-const RESERVED_HEADERS: [&str; 8] = [
+/// Headers Sundial sets itself, that HTTP owns (hop-by-hop and framing), or that would change
+/// what the request means to Sundial's own API (`Idempotency-Key`).
+const RESERVED_HEADERS: [&str; 17] = [
     "host",
     "content-length",
     "content-type",
     "transfer-encoding",
     "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "idempotency-key",
     "webhook-id",
     "webhook-timestamp",
     "webhook-signature",
 ];
 const RESERVED_HEADER_PREFIX: &str = "x-sundial-";
+/// Most headers one HTTP target may set.
+pub const MAX_TARGET_HEADERS: usize = 50;
+/// Longest header name and value a target may set, in bytes.
+const MAX_HEADER_NAME_BYTES: usize = 256;
+const MAX_HEADER_VALUE_BYTES: usize = 4096;
 
 /// Checks `doc` and normalises it in place (HTTP method upper-cased). Returns the job's schedule
 /// (`None`: run once, now). `created_at` anchors a rate without `start_at`; `now` decides
@@ -79,7 +94,7 @@ pub fn validate(
         in_range("alert_after_failures", n, 1, limits::MAX_ALERT_AFTER_FAILURES)?;
     }
     if let Some(notify) = &doc.notify {
-        validate_notify(notify, &rules.targets.network)?;
+        validate_notify(notify, rules.targets)?;
     }
     let Some(schedule_doc) = &doc.schedule else {
         return Ok(None);
@@ -192,6 +207,13 @@ fn http_url(field: &str, text: &str, https_only: bool) -> Result<url::Url> {
     if url.host_str().is_none_or(str::is_empty) || text.len() > 2048 {
         return Err(ValidationError::new(field, format!("`{text}` has no valid host")));
     }
+    // Credentials in a URL would be shown in every response and log line that shows the URL.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ValidationError::new(
+            field,
+            "must not carry credentials (user:password@); send them in a secret header instead",
+        ));
+    }
     Ok(url)
 }
 
@@ -205,14 +227,18 @@ fn allowed(list: &TargetAllowList, patterns: &[String], field: &str, id: &str, v
     if id.trim().is_empty() {
         return Err(ValidationError::new(field, "must not be empty"));
     }
-    list.check(patterns, id).map_err(|refusal| match refusal {
+    list.check(patterns, id).map_err(|refusal| refused(field, id, refusal, variable))
+}
+
+fn refused(field: &str, id: &str, refusal: Refusal, variable: &str) -> ValidationError {
+    match refusal {
         Refusal::OwnResource => {
             ValidationError::new(field, format!("`{id}` is one of Sundial's own resources"))
         }
         Refusal::NotAllowed => {
             ValidationError::new(field, format!("`{id}` does not match the allow-list ({variable})"))
         }
-    })
+    }
 }
 
 fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Result<()> {
@@ -226,12 +252,22 @@ fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Resul
                     format!("`{method}` is not one of {}", HTTP_METHODS.join(", ")),
                 ));
             }
+            if headers.len() > MAX_TARGET_HEADERS {
+                return Err(ValidationError::new(
+                    "target.headers",
+                    format!("has {} headers; at most {MAX_TARGET_HEADERS}", headers.len()),
+                ));
+            }
             for (name, value) in headers.iter() {
                 let field = format!("target.headers.{name}");
                 let token = !name.is_empty()
+                    && name.len() <= MAX_HEADER_NAME_BYTES
                     && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
                 if !token {
-                    return Err(ValidationError::new(field, "is not a valid header name"));
+                    return Err(ValidationError::new(
+                        field,
+                        format!("is not a header name (1-{MAX_HEADER_NAME_BYTES} token characters)"),
+                    ));
                 }
                 let lower = name.to_ascii_lowercase();
                 if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with(RESERVED_HEADER_PREFIX) {
@@ -251,10 +287,13 @@ fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Resul
                         })?
                     }
                 };
-                if text.len() > 4096 || text.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                // RFC 9110 field values: visible characters, spaces and tabs; no control characters.
+                if text.len() > MAX_HEADER_VALUE_BYTES || text.chars().any(|c| c.is_control() && c != '\t') {
                     return Err(ValidationError::new(
                         format!("target.headers.{name}"),
-                        "value must be at most 4096 bytes with no line breaks",
+                        format!(
+                            "value must be at most {MAX_HEADER_VALUE_BYTES} bytes with no control characters"
+                        ),
                     ));
                 }
             }
@@ -276,7 +315,7 @@ fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Resul
     }
 }
 
-fn validate_notify(notify: &NotifySettings, network: &crate::egress::Egress) -> Result<()> {
+fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()> {
     let kinds: [(&str, &Vec<String>); 4] =
         [("email", &notify.email), ("sms", &notify.sms), ("https", &notify.https), ("sqs", &notify.sqs)];
     for (kind, endpoints) in kinds {
@@ -300,14 +339,22 @@ fn validate_notify(notify: &NotifySettings, network: &crate::egress::Egress) -> 
                 // A URL SNS will call: a refused destination is named as such.
                 "https" => match http_url(&field, endpoint, true) {
                     Ok(url) => {
-                        network
+                        list.network
                             .check_url(&url)
                             .map_err(|refused| ValidationError::new(&field, refused.to_string()))?;
                         true
                     }
                     Err(_) => false,
                 },
-                _ => endpoint.starts_with("arn:aws:sqs:") && endpoint.split(':').count() == 6,
+                _ => {
+                    let is_arn = endpoint.starts_with("arn:aws:sqs:") && endpoint.split(':').count() == 6;
+                    if is_arn {
+                        // SNS delivers into the queue: the same rules as an SQS target.
+                        list.check_queue_arn(endpoint)
+                            .map_err(|refusal| refused(&field, endpoint, refusal, "SUNDIAL_ALLOWED_SQS"))?;
+                    }
+                    is_arn
+                }
             };
             if !ok {
                 let want = match kind {
@@ -452,6 +499,54 @@ mod tests {
             (job(json!({"notify": {"https": ["http://plain.test/"]}})), "notify.https[0]"),
             (job(json!({"notify": {"sqs": ["https://queue"]}})), "notify.sqs[0]"),
             (job(json!({"notify": {"on": [], "email": ["a@b.test"]}})), "notify.on"),
+            // Queues SNS would deliver into obey the SQS allow-list and never name Sundial's own.
+            (job(json!({"notify": {"sqs": ["arn:aws:sqs:us-east-1:000000000000:other"]}})), "notify.sqs[0]"),
+            (
+                job(
+                    json!({"notify": {"sqs": ["arn:aws:sqs:us-east-1:000000000000:allowed-sundial-test-runs"]}}),
+                ),
+                "notify.sqs[0]",
+            ),
+            // Credentials never travel in a URL.
+            (job(json!({"target": {"type": "http", "url": "https://user:pw@x.test/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "https://user@x.test/"}})), "target.url"),
+            (job(json!({"notify": {"https": ["https://u:p@x.test/"]}})), "notify.https[0]"),
+            // Headers: hop-by-hop and Idempotency-Key are reserved; no control characters.
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"Idempotency-Key": "k"}}}),
+                ),
+                "target.headers.Idempotency-Key",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"Upgrade": "h2c"}}}),
+                ),
+                "target.headers.Upgrade",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"A": "a\u{7f}b"}}}),
+                ),
+                "target.headers.A",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"A": "a\u{1b}[31m"}}}),
+                ),
+                "target.headers.A",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"A": {"value": "x\ny", "secret": true}}}}),
+                ),
+                "target.headers.A",
+            ),
+            (
+                job(json!({"target": {"type": "http", "url": "https://x.test/", "headers":
+                    (0..51).map(|i| (format!("X-H{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()}})),
+                "target.headers",
+            ),
         ];
         for (doc, field) in cases {
             assert_eq!(field_of(doc.clone()), field, "{doc}");
@@ -465,9 +560,13 @@ mod tests {
             json!({"type": "sqs", "queue_url": "http://127.0.0.1:4566/000000000000/allowed-q"}),
             json!({"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:000000000000:allowed-t"}),
             json!({"type": "http", "url": "http://127.0.0.1:9/x", "method": "put"}),
+            json!({"type": "http", "url": "https://x.test/", "headers":
+                (0..50).map(|i| (format!("X-H{i}"), json!("a\tb"))).collect::<serde_json::Map<_, _>>()}),
         ] {
             assert_eq!(field_of(job(json!({"target": target.clone()}))), "<accepted>", "{target}");
         }
+        let allowed_queue = json!({"notify": {"sqs": ["arn:aws:sqs:us-east-1:000000000000:allowed-q"]}});
+        assert_eq!(field_of(job(allowed_queue)), "<accepted>");
     }
 
     #[test]

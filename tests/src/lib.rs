@@ -72,6 +72,9 @@ impl Stack {
         let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
         vars.insert("AWS_ENDPOINT_URL", endpoint.as_str());
         vars.insert("SUNDIAL_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128");
+        // The tests' own queues (`Stack::new_queue`) may be targets and notification inboxes.
+        let users_queues = format!("*/000000000000/*-of-{name}");
+        vars.insert("SUNDIAL_ALLOWED_SQS", users_queues.as_str());
         for (k, v) in &options.vars {
             vars.insert(k, v.as_str());
         }
@@ -160,9 +163,10 @@ impl Stack {
         url
     }
 
-    /// A new SQS queue, as (URL, ARN).
+    /// A new SQS queue of a user's, as (URL, ARN): `<suffix>-of-<stack>`, allowed as a target
+    /// and a notification inbox, and not named like one of the stack's own resources.
     pub async fn new_queue(&self, suffix: &str) -> (String, String) {
-        create_queue(&self.sqs, &format!("{}-{suffix}", self.name)).await
+        create_queue(&self.sqs, &format!("{suffix}-of-{}", self.name)).await
     }
 
     /// Subscribes a new SQS queue to the shared events topic (it stands in for an operator's

@@ -181,3 +181,46 @@ async fn a_name_resolving_inside_is_refused_when_called_whatever_its_class() {
         assert!(error.starts_with("refused:") && error.contains(ip), "{name}: {error}");
     }
 }
+
+/// Notifications obey the same rules as targets: SNS will not be told to deliver into Sundial's
+/// runs queue or dead-letter queue (a forged run message), nor to call Sundial's own endpoints;
+/// a user's allowed queue is accepted. Nothing is created for a refused job.
+#[tokio::test]
+async fn notifications_cannot_feed_sundials_own_resources() {
+    let public = "https://sundial.example.test/";
+    let stack = Stack::with(Options {
+        vars: HashMap::from([("SUNDIAL_PUBLIC_URL", public.to_string())]),
+        clock: None,
+    })
+    .await;
+    let arn_of = |url: &str| {
+        let (account, name) =
+            url.rsplit_once('/').map(|(rest, name)| (rest.rsplit('/').next(), name)).unwrap();
+        format!("arn:aws:sqs:us-east-1:{}:{name}", account.unwrap())
+    };
+    let own_queues = [arn_of(&stack.resources.runs_queue_url), arn_of(&stack.resources.dlq_url)];
+    let job = |notify: Value| {
+        json!({"name": "told", "schedule": {"cron": "0 0 1 1 *"},
+               "target": {"type": "http", "url": "http://127.0.0.1:9/hook"}, "notify": notify})
+    };
+    for arn in &own_queues {
+        let reply = stack.api.post(ALICE, "/v1/jobs", &job(json!({"sqs": [arn]}))).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{arn}: {}", reply.body);
+        assert_eq!(reply.body["error"]["field"], "notify.sqs[0]");
+        assert!(reply.body["error"]["message"].as_str().unwrap().contains("own resources"), "{}", reply.body);
+    }
+    let reply = stack.api.post(ALICE, "/v1/jobs", &job(json!({"https": [format!("{public}v1/jobs")]}))).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+    assert_eq!(reply.body["error"]["field"], "notify.https[0]");
+
+    // A queue outside the allow-list is refused, a user's allowed queue is accepted.
+    let (_, stranger) = sundial_tests::create_queue(&stack.sqs, &format!("stranger-{}", stack.name)).await;
+    let reply = stack.api.post(ALICE, "/v1/jobs", &job(json!({"sqs": [stranger]}))).await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+    assert!(reply.body["error"]["message"].as_str().unwrap().contains("allow-list"), "{}", reply.body);
+    assert_eq!(stack.api.get(ALICE, "/v1/jobs").await.body["jobs"], json!([]), "a refused job was stored");
+
+    let (_, inbox) = stack.new_queue("inbox").await;
+    let reply = stack.api.post(ALICE, "/v1/jobs", &job(json!({"sqs": [inbox]}))).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+}
