@@ -48,6 +48,9 @@ pub enum JobsError {
     /// The run has already ended.
     #[error("the run has already ended ({0})")]
     RunEnded(String),
+    /// A manual run of a paused job: it would only be skipped.
+    #[error("the job is paused; resume it to run it")]
+    Paused,
     #[error(transparent)]
     Store(StoreError),
 }
@@ -385,13 +388,17 @@ impl Jobs {
         }
     }
 
-    /// Starts a manual run now (`<now>#m#<ulid>`). Under `forbid` an active run is a
+    /// Starts a manual run now (`<now>#m#<ulid>`). A paused job is refused (`Paused`): its run
+    /// would only be skipped. Under `forbid` an active run is a
     /// `RunActive` error at once; otherwise the policy is decided when the run starts, as for any
     /// run. With a `request` key (an `Idempotency-Key`), the run's key derives from the key and
     /// the time it was first seen, so a retry of a request that failed after the run was written
     /// finds that run instead of making a second one.
     pub async fn trigger(&self, owner: &Owner, id: &JobId, request: Option<&RequestKey>) -> JobsResult<Run> {
         let job = self.get(owner, id).await?;
+        if job.document.paused {
+            return Err(JobsError::Paused);
+        }
         let now = self.clock.now();
         let key = match request {
             Some(r) => {

@@ -238,3 +238,100 @@ async fn unknown_ids_are_not_found() {
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.error_field(), "count");
 }
+
+/// A key named twice is refused, at any depth, where a JSON parser that keeps the last value
+/// and a proxy that keeps the first would disagree about what was asked.
+#[tokio::test]
+async fn a_key_named_twice_is_refused() {
+    let stack = Stack::new().await;
+    let url = "http://127.0.0.1:9/hook";
+    for body in [
+        format!(r#"{{"name": "one", "name": "two", "target": {{"type": "http", "url": "{url}"}}}}"#),
+        format!(
+            r#"{{"name": "one", "target": {{"type": "http", "url": "{url}", "url": "http://127.0.0.1:8/"}}}}"#
+        ),
+    ] {
+        let reply = stack
+            .api
+            .call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("application/json", body.clone()))
+            .await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{body}: {}", reply.body);
+        assert_eq!(reply.error_field(), "body");
+        assert!(reply.body["error"]["message"].as_str().unwrap().contains("appears twice"), "{}", reply.body);
+    }
+    let id = stack.api.create_job(ALICE, &job("kept")).await;
+    let patch = r#"{"payload": 1, "payload": 2}"#;
+    let reply = stack
+        .api
+        .call(Call::new(Method::PATCH, format!("/v1/jobs/{id}")).key(ALICE).raw("application/json", patch))
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+    assert_eq!(stack.api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["version"], 1);
+    let listed = stack.api.get(ALICE, "/v1/jobs").await.body;
+    assert_eq!(listed["jobs"].as_array().unwrap().len(), 1, "a refused create was stored: {listed}");
+}
+
+/// What the router refuses is JSON too: a method the route lacks (405 with `Allow`), a URI too
+/// long (414), too many or too large header fields (431).
+#[tokio::test]
+async fn the_routers_own_refusals_are_json() {
+    let stack = Stack::new().await;
+    let id = stack.api.create_job(ALICE, &job("routes")).await;
+
+    let reply =
+        stack.api.call(Call::new(Method::PUT, format!("/v1/jobs/{id}")).key(ALICE).json(&job("x"))).await;
+    assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{}", reply.body);
+    assert_eq!(reply.body["error"]["code"], "method_not_allowed");
+    let allow = reply.headers["allow"].to_str().unwrap().to_string();
+    for method in ["GET", "PATCH", "DELETE"] {
+        assert!(allow.contains(method), "{allow}");
+    }
+
+    let long = format!("/v1/jobs?next={}", "a".repeat(9 * 1024));
+    let reply = stack.api.get(ALICE, &long).await;
+    assert_eq!(reply.status, StatusCode::URI_TOO_LONG, "{}", reply.body);
+    assert_eq!(reply.body["error"]["code"], "uri_too_long");
+
+    let names: Vec<String> = (0..70).map(|i| format!("x-extra-{i}")).collect();
+    let mut many = Call::new(Method::GET, "/v1/jobs").key(ALICE);
+    for name in &names {
+        many = many.header(name, "v");
+    }
+    let reply = stack.api.call(many).await;
+    assert_eq!(reply.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "{}", reply.body);
+    assert_eq!(reply.body["error"]["code"], "headers_too_large");
+    let large = Call::new(Method::GET, "/v1/jobs").key(ALICE).header("x-large", "v".repeat(11 * 1024));
+    let reply = stack.api.call(large).await;
+    assert_eq!(reply.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "{}", reply.body);
+
+    assert_eq!(stack.api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["version"], 1);
+}
+
+/// Triggering (or re-running a run of) a paused job is a 409 naming the pause, not a run that
+/// is queued only to end SKIPPED; no run is written.
+#[tokio::test]
+async fn a_paused_job_cannot_be_triggered() {
+    let stack = Stack::new().await;
+    let id =
+        stack.api.create_job(ALICE, &with(job("resting"), "schedule", json!({"cron": "0 0 1 1 *"}))).await;
+    let first = stack.trigger(&id).await;
+    let paused = stack.api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await;
+    assert_eq!(paused.status, StatusCode::OK);
+
+    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.body);
+    assert_eq!(reply.body["error"]["code"], "job_paused");
+    assert_eq!(reply.error_field(), "paused");
+    let runs_before = stack.runs_of(&id).await.len();
+    assert_eq!(runs_before, 1);
+
+    stack.api.post(ALICE, &format!("/v1/runs/{first}/cancel"), &json!({})).await;
+    let rerun = stack.api.post(ALICE, &format!("/v1/runs/{first}/rerun"), &json!({})).await;
+    assert_eq!(rerun.status, StatusCode::CONFLICT, "{}", rerun.body);
+    assert_eq!(rerun.body["error"]["code"], "job_paused");
+    assert_eq!(stack.runs_of(&id).await.len(), 1, "a refused trigger wrote a run");
+
+    stack.api.post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({})).await;
+    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+}

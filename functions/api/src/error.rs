@@ -86,6 +86,9 @@ impl From<JobsError> for ApiError {
             JobsError::Contended => ApiError::new(StatusCode::CONFLICT, "contended", e.to_string()),
             JobsError::RunActive(_) => ApiError::new(StatusCode::CONFLICT, "run_active", e.to_string()),
             JobsError::RunEnded(_) => ApiError::new(StatusCode::CONFLICT, "run_ended", e.to_string()),
+            JobsError::Paused => {
+                ApiError::new(StatusCode::CONFLICT, "job_paused", e.to_string()).with_field("paused")
+            }
             JobsError::Store(s) => s.into(),
         }
     }

@@ -1,5 +1,5 @@
 //! Request extractors that fail with the API's JSON errors: the caller's identity, JSON bodies
-//! (size-limited, field-named errors), job ids from the path, and `If-Match`.
+//! (size-limited, one value per key, field-named errors), job ids from the path, and `If-Match`.
 
 use crate::error::ApiError;
 use axum::body::Bytes;
@@ -45,7 +45,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             ApiError::new(rejection.status(), "body_rejected", rejection.body_text()).with_field("body")
         })?;
-        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        let value = crate::strict_json::from_slice(&bytes).map_err(|e| {
             ApiError::bad_request(ValidationError::new("body", format!("not valid JSON: {e}")))
         })?;
         let decoded = sundial_shared::jobs::decode(value).map_err(ApiError::bad_request)?;

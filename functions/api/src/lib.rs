@@ -3,9 +3,11 @@
 //!
 //! - [`jobs`]: the `/v1/jobs` handlers; [`runs`]: run history, control and target callbacks;
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
-//! - [`extract`]: request decoding with field-named errors; [`error`]: error responses;
+//! - [`extract`]: request decoding with field-named errors, through [`strict_json`] (no repeated
+//!   keys); [`error`]: error responses;
 //! - [`view`]: response bodies; [`openapi`]: the OpenAPI document generated from all of these;
-//! - [`state`]: what the handlers share.
+//! - [`state`]: what the handlers share; [`edge`]: bounds on every request, and the router's own
+//!   errors (404, 405, 414, 431) as JSON.
 //!
 //! - [`dashboard`]: the web dashboard's assets; [`observe`]: `/metrics` and a run's local logs.
 //!
@@ -14,6 +16,7 @@
 
 pub mod auth;
 pub mod dashboard;
+pub mod edge;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
@@ -22,6 +25,7 @@ pub mod observe;
 pub mod openapi;
 pub mod runs;
 pub mod state;
+pub mod strict_json;
 pub mod view;
 
 use axum::Router;
@@ -62,9 +66,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{id}/heartbeat", post(runs::heartbeat))
         .route("/v1/runs/{id}/complete", post(runs::complete))
         .merge(protected)
-        .fallback(|| async {
-            error::ApiError::new(http::StatusCode::NOT_FOUND, "not_found", "no such route")
-        })
+        .fallback(edge::no_route)
+        .method_not_allowed_fallback(edge::method_not_allowed)
         .layer(DefaultBodyLimit::max(state.body_limit))
+        .layer(middleware::from_fn(edge::bounded))
         .with_state(state)
 }

@@ -1,0 +1,60 @@
+//! What a request must be before any route reads it, and the JSON answers for what the router
+//! itself refuses: a URI too long (414), header fields too large or too many (431), a method the
+//! route does not have (405, with `Allow`), a route that does not exist (404).
+//!
+//! The bounds sit below what API Gateway (10 KiB of request line and headers) and the local
+//! runtime's HTTP server accept, so that a request either reaches a handler or gets one of these
+//! JSON errors.
+
+use crate::error::ApiError;
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::Response;
+
+/// Longest path and query, in bytes.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// Most header fields in one request.
+pub const MAX_HEADERS: usize = 64;
+/// Largest sum of header names and values, in bytes.
+pub const MAX_HEADER_BYTES: usize = 10 * 1024;
+
+/// Middleware: refuses a request whose URI or header section is out of bounds.
+pub async fn bounded(req: Request, next: Next) -> Result<Response, ApiError> {
+    let uri_bytes = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    if uri_bytes > MAX_URI_BYTES {
+        return Err(ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the path and query are {uri_bytes} bytes; the limit is {MAX_URI_BYTES}"),
+        ));
+    }
+    let headers = req.headers();
+    let header_bytes: usize = headers.iter().map(|(name, value)| name.as_str().len() + value.len()).sum();
+    if headers.len() > MAX_HEADERS || header_bytes > MAX_HEADER_BYTES {
+        return Err(ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+            format!(
+                "{} header fields of {header_bytes} bytes; the limits are {MAX_HEADERS} fields and \
+                 {MAX_HEADER_BYTES} bytes",
+                headers.len()
+            ),
+        ));
+    }
+    Ok(next.run(req).await)
+}
+
+/// The answer for a path that exists without the request's method (the router adds `Allow`).
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method",
+    )
+}
+
+/// The answer for a path no route has.
+pub async fn no_route() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
