@@ -61,6 +61,21 @@ ensure_rust() {
   command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
 }
 
+# Installs cargo-deny (built from crates.io with its own lock file) into .local/tools when missing:
+# the tests check the dependency tree against deny.toml. It builds in a target directory of its own
+# (removed afterwards), so the workspace's target/ is left alone. Run it as "$CARGO_DENY" deny ….
+CARGO_DENY_VERSION="0.20.2"
+CARGO_DENY="$STATE/tools/bin/cargo-deny"
+ensure_cargo_deny() {
+  ensure_rust
+  if [ "$("$CARGO_DENY" --version 2>/dev/null | awk '{print $2}')" != "$CARGO_DENY_VERSION" ]; then
+    log "installing cargo-deny $CARGO_DENY_VERSION into .local/tools (a few minutes' build)"
+    CARGO_TARGET_DIR="$STATE/tools/build" cargo install --quiet --locked --force \
+      --root "$STATE/tools" --version "=$CARGO_DENY_VERSION" cargo-deny
+    rm -rf "$STATE/tools/build"
+  fi
+}
+
 # Points the AWS SDK at the emulator on $1 (port), with dummy credentials.
 aws_env() {
   export AWS_ENDPOINT_URL="http://127.0.0.1:$1"
