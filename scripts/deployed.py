@@ -33,6 +33,7 @@ import json
 import os
 import platform
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -167,6 +168,7 @@ def deploy(args):
         "Stage": "local",
         "Architecture": arch,
         "ApiKeyHashes": f"{hashlib.sha256(key.encode()).hexdigest()}:{owner}",
+        "PageTokenKey": secrets.token_hex(32),
         # Every DynamoDB call's consumed capacity in the logs: `deployed.py capacity` sums it.
         "CapacityLog": "1",
         # The stage's targets listen on loopback (the emulator's own port stays refused).

@@ -44,7 +44,13 @@ pub struct Config {
     pub capacity_log: bool,
     /// Where run logs can be found.
     pub logs: crate::logs::LogLocation,
+    /// Seals pagination tokens: under `SUNDIAL_PAGE_TOKEN_KEY` (shared by every instance of the
+    /// API), or a random key of this process's when it is unset (one local process).
+    pub page_tokens: crate::page_token::PageTokens,
 }
+
+/// The variable holding the key pagination tokens are sealed with.
+pub const PAGE_TOKEN_KEY: &str = "SUNDIAL_PAGE_TOKEN_KEY";
 
 /// A source of variables: the process environment, or a map in tests.
 pub trait Vars {
@@ -212,7 +218,13 @@ impl Config {
             vars.var("AWS_LAMBDA_FUNCTION_NAME").is_some(),
             &stack,
         );
+        let page_tokens = match vars.var(PAGE_TOKEN_KEY) {
+            None => crate::page_token::PageTokens::random(),
+            Some(key) => crate::page_token::PageTokens::new(key.trim().as_bytes())
+                .map_err(|e| ConfigError::Invalid { name: PAGE_TOKEN_KEY, reason: e.to_string() })?,
+        };
         Ok(Config {
+            page_tokens,
             logs,
             emf,
             capacity_log: flag(vars, "SUNDIAL_CAPACITY_LOG")?,

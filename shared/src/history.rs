@@ -76,7 +76,12 @@ impl History {
         state: Option<RunState>,
     ) -> JobsResult<Page<Run>> {
         let job = self.jobs.get(owner, job).await?;
-        Ok(self.runs.list(&job.id, limit.clamp(1, crate::jobs::MAX_PAGE), cursor, state).await?)
+        let scope = format!("runs\n{}\n{}", job.id, state.map_or("*", |s| s.as_str()));
+        let tokens = self.jobs.page_tokens();
+        let cursor = crate::jobs::open_token(tokens, &scope, cursor)?;
+        let page =
+            self.runs.list(&job.id, limit.clamp(1, crate::jobs::MAX_PAGE), cursor.as_deref(), state).await?;
+        Ok(crate::jobs::seal_page(tokens, &scope, page))
     }
 
     /// One run, if its job is the owner's. The run outlives its job (history is kept until it

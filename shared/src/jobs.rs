@@ -12,6 +12,7 @@
 use crate::clock::Clock;
 use crate::job::{ConcurrencyPolicy, Job, JobDocument, JobId, Owner};
 use crate::limits::{Limits, TargetAllowList};
+use crate::page_token::PageTokens;
 use crate::run::{Run, RunKey, RunState};
 use crate::schedule::{Schedule, ceil_second};
 use crate::store::{JobStore, Page, StoreError};
@@ -70,6 +71,27 @@ impl From<StoreError> for JobsError {
 }
 
 pub type JobsResult<T> = Result<T, JobsError>;
+
+/// The store's cursor in a caller's page token for the listing `scope`; a token this
+/// deployment did not issue for it is the caller's mistake, named as `next`.
+pub(crate) fn open_token(
+    tokens: &PageTokens,
+    scope: &str,
+    token: Option<&str>,
+) -> JobsResult<Option<String>> {
+    token
+        .map(|token| {
+            tokens.open(scope, token).ok_or_else(|| {
+                JobsError::Malformed(ValidationError::new("next", "is not a token from a previous page"))
+            })
+        })
+        .transpose()
+}
+
+/// `page` with its store cursor sealed into a token for `scope`.
+pub(crate) fn seal_page<T>(tokens: &PageTokens, scope: &str, page: Page<T>) -> Page<T> {
+    Page { next: page.next.map(|cursor| tokens.seal(scope, &cursor)), items: page.items }
+}
 
 /// A job due before the next tick plus this is claimed by the API itself.
 const DUE_SOON_MARGIN: chrono::Duration = chrono::Duration::seconds(10);
@@ -133,6 +155,7 @@ pub struct Jobs {
     targets: TargetAllowList,
     claimer: Claimer,
     topics: Arc<dyn JobTopics>,
+    page_tokens: PageTokens,
 }
 
 impl Jobs {
@@ -143,8 +166,14 @@ impl Jobs {
         targets: TargetAllowList,
         claimer: Claimer,
         topics: Arc<dyn JobTopics>,
+        page_tokens: PageTokens,
     ) -> Self {
-        Jobs { store, clock, limits, targets, claimer, topics }
+        Jobs { store, clock, limits, targets, claimer, topics, page_tokens }
+    }
+
+    /// The pagination tokens of this deployment (the run history's pages use them too).
+    pub fn page_tokens(&self) -> &PageTokens {
+        &self.page_tokens
     }
 
     fn rules(&self) -> Rules<'_> {
@@ -229,8 +258,11 @@ impl Jobs {
         Ok(self.claimer.runs().list(&job.id, 1, None, None).await?.items.into_iter().next())
     }
 
-    pub async fn list(&self, owner: &Owner, limit: u32, cursor: Option<&str>) -> JobsResult<Page<Job>> {
-        Ok(self.store.list(owner, limit.clamp(1, MAX_PAGE), cursor).await?)
+    pub async fn list(&self, owner: &Owner, limit: u32, token: Option<&str>) -> JobsResult<Page<Job>> {
+        let scope = format!("jobs\n{owner}");
+        let cursor = open_token(&self.page_tokens, &scope, token)?;
+        let page = self.store.list(owner, limit.clamp(1, MAX_PAGE), cursor.as_deref()).await?;
+        Ok(seal_page(&self.page_tokens, &scope, page))
     }
 
     /// Applies a JSON merge patch to the job's document.

@@ -14,7 +14,7 @@
 //! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
 //! - [`due`]: due-index bucket and shard maths;
 //! - [`egress`]: where HTTP calls made for jobs may connect (no loopback, private or metadata address);
-//! - [`auth`]: API keys (stored hashed) and owners;
+//! - [`auth`]: API keys (stored hashed) and owners; [`page_token`]: pagination tokens (HMAC-sealed);
 //! - [`clock`]: time as an input.
 //!
 //! Ports and adapters:
@@ -43,6 +43,7 @@ pub mod logs;
 pub mod merge_patch;
 pub mod meter;
 pub mod metrics;
+pub mod page_token;
 pub mod provision;
 pub mod queue;
 pub mod record;

@@ -92,6 +92,7 @@ impl Services {
             config.targets.clone(),
             claimer.clone(),
             topics.clone(),
+            config.page_tokens.clone(),
         );
         let tick = Tick::new(
             job_store.clone(),

@@ -335,3 +335,49 @@ async fn a_paused_job_cannot_be_triggered() {
     let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
     assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
 }
+
+/// Page tokens are sealed by the deployment and bound to their listing: a forged one (here a
+/// cursor in the format pages used to carry, naming a key DynamoDB refuses), a changed one, or
+/// one from another listing is a 400 naming `next`, never a storage error.
+#[tokio::test]
+async fn forged_page_tokens_are_refused() {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let stack = Stack::new().await;
+    let mut ids = Vec::new();
+    for name in ["a", "b", "c"] {
+        ids.push(stack.api.create_job(ALICE, &job(name)).await);
+    }
+    for _ in 0..3 {
+        stack.trigger(&ids[0]).await;
+    }
+    let jobs_page = stack.api.get(ALICE, "/v1/jobs?limit=1").await.body;
+    let jobs_token = jobs_page["next"].as_str().unwrap().to_string();
+    let runs_path = format!("/v1/jobs/{}/runs", ids[0]);
+    let runs_page = stack.api.get(ALICE, &format!("{runs_path}?limit=1")).await.body;
+    let runs_token = runs_page["next"].as_str().unwrap().to_string();
+    // The tokens work where they were issued.
+    let second = stack.api.get(ALICE, &format!("/v1/jobs?limit=1&next={jobs_token}")).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.body);
+    assert_eq!(second.body["jobs"][0]["name"], "b");
+    let second = stack.api.get(ALICE, &format!("{runs_path}?limit=1&next={runs_token}")).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.body);
+
+    let forged_jobs = URL_SAFE_NO_PAD.encode(json!([ids[0], "alice", "n".repeat(2_000)]).to_string());
+    let forged_runs = URL_SAFE_NO_PAD.encode(format!("2026-01-01T00:00:00Z#{}", "x".repeat(2_000)));
+    let mut changed = runs_token.clone();
+    changed.replace_range(0..1, if changed.starts_with('A') { "B" } else { "A" });
+    for (path, token) in [
+        ("/v1/jobs?limit=1".to_string(), forged_jobs),
+        (format!("{runs_path}?limit=1"), forged_runs),
+        (format!("{runs_path}?limit=1"), changed),
+        (format!("{runs_path}?limit=1"), jobs_token.clone()),
+        ("/v1/jobs?limit=1".to_string(), runs_token.clone()),
+        (format!("{runs_path}?limit=1&state=QUEUED"), runs_token.clone()),
+        (format!("/v1/jobs/{}/runs?limit=1", ids[1]), runs_token.clone()),
+    ] {
+        let reply = stack.api.get(ALICE, &format!("{path}&next={token}")).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{path} with {token}: {}", reply.body);
+        assert_eq!(reply.error_field(), "next", "{}", reply.body);
+    }
+}

@@ -582,6 +582,7 @@ async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
         services.config.targets.clone(),
         services.claimer.clone(),
         services.topics.clone(),
+        services.config.page_tokens.clone(),
     );
     let api = sundial_tests::Api::over(&services);
     let call = || {

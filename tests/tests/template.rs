@@ -86,6 +86,7 @@ fn the_functions_environment_is_complete() {
                 "SUNDIAL_RETENTION_DAYS" => "30",
                 "SUNDIAL_CAPACITY_LOG" => "0",
                 "SUNDIAL_ALLOWED_NETWORKS" => "",
+                "SUNDIAL_PAGE_TOKEN_KEY" => "a page token key of 32 bytes at least",
                 "SUNDIAL_API_KEY_HASHES"
                 | "SUNDIAL_ALLOWED_LAMBDA"
                 | "SUNDIAL_ALLOWED_SQS"
@@ -100,6 +101,7 @@ fn the_functions_environment_is_complete() {
     for required in ["SUNDIAL_STACK", "SUNDIAL_RUNS_TABLE", "SUNDIAL_EVENTS_TOPIC_ARN", "SUNDIAL_DLQ_URL"] {
         assert!(names.iter().any(|n| n == required), "{required} not set by the template");
     }
+    assert!(api.get("SUNDIAL_PAGE_TOKEN_KEY").is_some(), "the API's page-token key is not set");
 }
 
 /// The worker's timeout fits in the runs queue's visibility timeout, the DLQ receives only

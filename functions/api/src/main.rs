@@ -6,6 +6,15 @@ use sundial_shared::services::Services;
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     sundial_shared::telemetry::init();
+    // Every instance must seal page tokens with the same key, or a page's token fails on the next
+    // instance: the template sets it; without it the function refuses to start.
+    if std::env::var(sundial_shared::config::PAGE_TOKEN_KEY).is_err() {
+        return Err(format!(
+            "{} is required (template parameter PageTokenKey)",
+            sundial_shared::config::PAGE_TOKEN_KEY
+        )
+        .into());
+    }
     let services = Services::from_env().await?;
     lambda_http::run(router(AppState::new(&services))).await
 }
