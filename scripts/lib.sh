@@ -42,6 +42,21 @@ ensure_webhook_verifier() {
   fi
 }
 
+# Installs schemathesis (the API contract fuzzer, scripts/check-contract) into .venv-schemathesis.
+SCHEMATHESIS_VENV="$ROOT/.venv-schemathesis"
+SCHEMATHESIS_VERSION="4.32.5"
+ensure_schemathesis() {
+  if [ ! -x "$SCHEMATHESIS_VENV/bin/python" ]; then
+    log "creating the contract fuzzer's venv (.venv-schemathesis)"
+    python3 -m venv "$SCHEMATHESIS_VENV"
+  fi
+  if [ "$("$SCHEMATHESIS_VENV/bin/python" -c 'from importlib.metadata import version; print(version("schemathesis"))' 2>/dev/null)" \
+       != "$SCHEMATHESIS_VERSION" ]; then
+    log "installing schemathesis==$SCHEMATHESIS_VERSION into .venv-schemathesis"
+    "$SCHEMATHESIS_VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+  fi
+}
+
 # Installs cfn-lint and checkov into .venv-infra when missing.
 ensure_infra_linters() {
   if [ ! -x "$INFRA_VENV/bin/python" ]; then
@@ -151,7 +166,12 @@ launch_ministack() {
   # the caller's SUNDIAL_*/RUST_LOG (the functions inherit the server's environment).
   # AWS_ENDPOINT_URL: provided.* functions get the endpoint only from the server's environment.
   # IOT_MTLS_ENABLED/SFTP_ENABLED=0: no MQTT (0.0.0.0:8883) or SFTP listeners.
+  # The proxy variables point at a closed loopback port: whatever the emulator would send beyond
+  # loopback (an SNS subscription confirmation to a job's https endpoint) fails at once instead
+  # of leaving the machine; loopback itself is reached directly.
   env -i PATH="$PATH" HOME="${HOME:-/root}" LANG=C.UTF-8 \
+    http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 no_proxy=127.0.0.1,localhost \
+    HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=127.0.0.1,localhost \
     AUTH="$auth" BIND_HOST=127.0.0.1 GATEWAY_PORT="$port" MINISTACK_REGION=us-east-1 \
     AWS_ENDPOINT_URL="http://127.0.0.1:$port" \
     IOT_MTLS_ENABLED=0 SFTP_ENABLED=0 PERSIST_STATE=0 LOG_LEVEL="${MINISTACK_LOG_LEVEL:-INFO}" \

@@ -45,6 +45,7 @@ pub type Owner = String;
 #[serde(deny_unknown_fields)]
 pub struct JobDocument {
     /// Unique per owner: 1–128 letters, digits, `-`, `_`, `.`.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._-]+$")]
     pub name: String,
     /// When the job fires; absent: once, now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -53,18 +54,21 @@ pub struct JobDocument {
     pub target: TargetDocument,
     /// JSON passed to the target with every run.
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = Value)]
     pub payload: serde_json::Value,
     #[serde(default)]
     pub retry: RetryPolicy,
-    /// Hard limit of one attempt, in seconds.
+    /// Hard limit of one attempt, in seconds (at most 7 days).
     #[serde(default = "default_timeout_s")]
+    #[schema(minimum = 1, maximum = 604_800, default = 300)]
     pub timeout_s: u32,
     /// From the scheduled instant to the end of the run; past it `sla_missed` is published.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2_592_000)]
     pub sla_s: Option<u32>,
     /// How late a first attempt may start before `late_start` is published.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 2_592_000)]
     pub start_deadline_s: Option<u32>,
     #[serde(default)]
     pub concurrency: ConcurrencyPolicy,
@@ -72,6 +76,7 @@ pub struct JobDocument {
     pub catchup: CatchupPolicy,
     /// Publish `failing` after this many failed runs in a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100)]
     pub alert_after_failures: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<NotifySettings>,
@@ -109,6 +114,7 @@ pub struct ScheduleDocument {
     pub end_at: Option<String>,
     /// Spread each start over 0..=jitter_s seconds, the same offset for the same instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 900)]
     pub jitter_s: Option<u32>,
 }
 
@@ -117,22 +123,31 @@ pub struct ScheduleDocument {
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum TargetDocument {
     Http {
+        /// An http(s) URL with a host and no credentials, outside the addresses the deployment
+        /// refuses.
+        #[schema(format = "uri", min_length = 1, max_length = 2048)]
         url: String,
+        /// GET, POST, PUT, PATCH or DELETE, in any case.
         #[serde(default = "default_method")]
+        #[schema(default = "POST", pattern = r"^([Gg][Ee][Tt]|[Pp][Oo][Ss][Tt]|[Pp][Uu][Tt]|[Pp][Aa][Tt][Cc][Hh]|[Dd][Ee][Ll][Ee][Tt][Ee])$")]
         method: String,
+        /// At most 50; not the headers Sundial sets or HTTP owns.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         headers: BTreeMap<String, HeaderValue>,
     },
     Lambda {
         /// Function name or ARN; must match the configured allow-list.
+        #[schema(min_length = 1)]
         function: String,
     },
     Sqs {
-        /// Must match the configured allow-list.
+        /// An http(s) queue URL; must match the configured allow-list.
+        #[schema(format = "uri", min_length = 1, max_length = 2048)]
         queue_url: String,
     },
     Sns {
-        /// Must match the configured allow-list.
+        /// An ARN; must match the configured allow-list.
+        #[schema(pattern = "^arn:")]
         topic_arn: String,
     },
 }
@@ -164,12 +179,15 @@ pub struct SecretHeader {
 pub struct RetryPolicy {
     /// Attempts in all, the first included.
     #[serde(default = "default_max_attempts")]
+    #[schema(minimum = 1, maximum = 10, default = 3)]
     pub max_attempts: u32,
     /// The backoff before the second attempt, doubled for each next one.
     #[serde(default = "default_backoff_s")]
+    #[schema(minimum = 1, maximum = 43_200, default = 10)]
     pub backoff_s: u32,
-    /// The longest backoff.
+    /// The longest backoff, at least `backoff_s`.
     #[serde(default = "default_max_backoff_s")]
+    #[schema(minimum = 1, maximum = 43_200, default = 3_600)]
     pub max_backoff_s: u32,
 }
 
@@ -239,16 +257,22 @@ pub enum EventKind {
 pub struct NotifySettings {
     /// The events to send; default `failed`, `timed_out`, `sla_missed`, `failing`.
     #[serde(default = "default_notify_on")]
+    #[schema(min_items = 1)]
     pub on: Vec<EventKind>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 10)]
     pub email: Vec<String>,
     /// E.164 phone numbers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 10)]
     pub sms: Vec<String>,
+    /// https URLs, outside the addresses the deployment refuses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 10)]
     pub https: Vec<String>,
-    /// SQS queue ARNs.
+    /// SQS queue ARNs the deployment allows (never Sundial's own queues).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 10)]
     pub sqs: Vec<String>,
 }
 

@@ -72,7 +72,7 @@ fn query_number(
 }
 
 /// Create a job.
-#[utoipa::path(post, path = "/v1/jobs", tag = "jobs", request_body = JobDocument,
+#[utoipa::path(post, path = "/v1/jobs", operation_id = "createJob", tag = "jobs", request_body = JobDocument,
     params(("Idempotency-Key" = Option<String>, Header, description = "Replays return the first response")),
     responses(
         (status = 201, description = "Created", body = JobView),
@@ -98,7 +98,7 @@ pub async fn create(
 }
 
 /// List the caller's jobs by name.
-#[utoipa::path(get, path = "/v1/jobs", tag = "jobs",
+#[utoipa::path(get, path = "/v1/jobs", operation_id = "listJobs", tag = "jobs",
     params(
         ("limit" = Option<u32>, Query, description = "Page size, 1-100 (default 50)"),
         ("next" = Option<String>, Query, description = "Token from the previous page"),
@@ -120,7 +120,7 @@ pub async fn list(
 }
 
 /// Get one job.
-#[utoipa::path(get, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = String, Path)),
+#[utoipa::path(get, path = "/v1/jobs/{id}", operation_id = "getJob", tag = "jobs", params(("id" = String, Path)),
     responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn get(
@@ -133,7 +133,7 @@ pub async fn get(
 }
 
 /// Change a job with a JSON merge patch (RFC 7386).
-#[utoipa::path(patch, path = "/v1/jobs/{id}", tag = "jobs",
+#[utoipa::path(patch, path = "/v1/jobs/{id}", operation_id = "updateJob", tag = "jobs",
     params(("id" = String, Path), ("If-Match" = Option<String>, Header, description = "The ETag this edit is based on")),
     request_body(content = Object, content_type = "application/json", description = "A merge patch of the job document"),
     responses(
@@ -155,7 +155,7 @@ pub async fn patch(
 }
 
 /// Delete a job (its runs' history is kept until it expires).
-#[utoipa::path(delete, path = "/v1/jobs/{id}", tag = "jobs", params(("id" = String, Path)),
+#[utoipa::path(delete, path = "/v1/jobs/{id}", operation_id = "deleteJob", tag = "jobs", params(("id" = String, Path)),
     responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete(
@@ -168,7 +168,7 @@ pub async fn delete(
 }
 
 /// Pause a job: it leaves the due index and nothing new is claimed.
-#[utoipa::path(post, path = "/v1/jobs/{id}/pause", tag = "jobs", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/v1/jobs/{id}/pause", operation_id = "pauseJob", tag = "jobs", params(("id" = String, Path)),
     responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn pause(
@@ -181,7 +181,7 @@ pub async fn pause(
 }
 
 /// Resume a job from now: instants missed while paused are skipped.
-#[utoipa::path(post, path = "/v1/jobs/{id}/resume", tag = "jobs", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/v1/jobs/{id}/resume", operation_id = "resumeJob", tag = "jobs", params(("id" = String, Path)),
     responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn resume(
@@ -194,7 +194,7 @@ pub async fn resume(
 }
 
 /// The next instants of a job, in UTC and in its zone, paused or not.
-#[utoipa::path(get, path = "/v1/jobs/{id}/preview", tag = "jobs",
+#[utoipa::path(get, path = "/v1/jobs/{id}/preview", operation_id = "previewJob", tag = "jobs",
     params(("id" = String, Path), ("count" = Option<u32>, Query, description = "1-500 (default 10)")),
     responses((status = 200, body = Preview), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
@@ -210,7 +210,7 @@ pub async fn preview(
 }
 
 /// Start a manual run now; obeys the concurrency policy (409 naming the active run under `forbid`).
-#[utoipa::path(post, path = "/v1/jobs/{id}/trigger", tag = "jobs",
+#[utoipa::path(post, path = "/v1/jobs/{id}/trigger", operation_id = "triggerJob", tag = "jobs",
     params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key is the same run")),
     responses(
         (status = 202, description = "Run queued", body = RunView), (status = 401, body = ErrorBody),
@@ -238,7 +238,7 @@ pub struct BackfillRequest {
 }
 
 /// Run every scheduled instant in a range that has no run yet (at most 1000, paced 10/s).
-#[utoipa::path(post, path = "/v1/jobs/{id}/backfill", tag = "jobs", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/v1/jobs/{id}/backfill", operation_id = "backfillJob", tag = "jobs", params(("id" = String, Path)),
     request_body = BackfillRequest,
     responses((status = 202, body = BackfillView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)),
@@ -257,7 +257,7 @@ pub async fn backfill(
 }
 
 /// Issue a new signing secret for the job's HTTP targets; the response is the only place it shows.
-#[utoipa::path(post, path = "/v1/jobs/{id}/rotate-secret", tag = "jobs", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/v1/jobs/{id}/rotate-secret", operation_id = "rotateJobSecret", tag = "jobs", params(("id" = String, Path)),
     responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn rotate_secret(

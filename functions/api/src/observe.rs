@@ -30,7 +30,7 @@ pub struct RunLogs {
 }
 
 /// The run's lines of the local log (404 where logs are in CloudWatch: see the run's `logs`).
-#[utoipa::path(get, path = "/v1/runs/{run_id}/logs", tag = "runs", params(("run_id" = String, Path)),
+#[utoipa::path(get, path = "/v1/runs/{run_id}/logs", operation_id = "getRunLogs", tag = "runs", params(("run_id" = String, Path)),
     responses((status = 200, body = RunLogs), (status = 401, body = crate::error::ErrorBody), (status = 404, body = crate::error::ErrorBody)),
     security(("bearer" = [])))]
 pub async fn run_logs(

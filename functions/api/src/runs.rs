@@ -33,7 +33,7 @@ fn run_not_found() -> ApiError {
 }
 
 /// A job's runs, newest first.
-#[utoipa::path(get, path = "/v1/jobs/{id}/runs", tag = "runs",
+#[utoipa::path(get, path = "/v1/jobs/{id}/runs", operation_id = "listRuns", tag = "runs",
     params(("id" = String, Path), ("limit" = Option<u32>, Query, description = "1-100 (default 50)"),
         ("next" = Option<String>, Query), ("state" = Option<String>, Query, description = "Only runs in this state")),
     responses((status = 200, body = RunList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
@@ -59,7 +59,7 @@ pub async fn list(
 }
 
 /// One run: its state and every attempt with times, worker, outcome, status code, error, output.
-#[utoipa::path(get, path = "/v1/runs/{run_id}", tag = "runs", params(("run_id" = String, Path)),
+#[utoipa::path(get, path = "/v1/runs/{run_id}", operation_id = "getRun", tag = "runs", params(("run_id" = String, Path)),
     responses((status = 200, body = RunView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn get(
@@ -72,7 +72,7 @@ pub async fn get(
 }
 
 /// Cancel a run that has not ended.
-#[utoipa::path(post, path = "/v1/runs/{run_id}/cancel", tag = "runs", params(("run_id" = String, Path)),
+#[utoipa::path(post, path = "/v1/runs/{run_id}/cancel", operation_id = "cancelRun", tag = "runs", params(("run_id" = String, Path)),
     responses((status = 200, body = RunView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "The run has already ended", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -86,7 +86,7 @@ pub async fn cancel(
 }
 
 /// Start a new manual run of a finished run's job.
-#[utoipa::path(post, path = "/v1/runs/{run_id}/rerun", tag = "runs", params(("run_id" = String, Path)),
+#[utoipa::path(post, path = "/v1/runs/{run_id}/rerun", operation_id = "rerunRun", tag = "runs", params(("run_id" = String, Path)),
     responses((status = 202, body = RunView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "The run has not ended, or another is active under forbid", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -125,7 +125,7 @@ fn callback_error(e: CallbackError) -> ApiError {
 }
 
 /// Keep an accepted (202) attempt alive. Authenticated by the attempt's callback token.
-#[utoipa::path(post, path = "/v1/runs/{run_id}/heartbeat", tag = "callbacks",
+#[utoipa::path(post, path = "/v1/runs/{run_id}/heartbeat", operation_id = "heartbeatRun", tag = "callbacks",
     params(("run_id" = String, Path), ("X-Sundial-Callback-Token" = String, Header)),
     responses((status = 200, body = RunView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn heartbeat(
@@ -152,7 +152,7 @@ pub struct CompleteRequest {
 }
 
 /// End an accepted (202) attempt. Authenticated by the attempt's callback token.
-#[utoipa::path(post, path = "/v1/runs/{run_id}/complete", tag = "callbacks",
+#[utoipa::path(post, path = "/v1/runs/{run_id}/complete", operation_id = "completeRun", tag = "callbacks",
     params(("run_id" = String, Path), ("X-Sundial-Callback-Token" = String, Header)),
     request_body = CompleteRequest,
     responses((status = 200, body = RunView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
