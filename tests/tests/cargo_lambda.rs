@@ -24,7 +24,7 @@ async fn every_function_answers_its_sample_event_under_cargo_lambda() {
         ("SUNDIAL_DLQ_URL", &r.dlq_url),
         ("SUNDIAL_EVENTS_TOPIC_ARN", &r.events_topic_arn),
         ("SUNDIAL_API_KEYS", "sundial-dev-key:dev"),
-        ("SUNDIAL_PAGE_TOKEN_KEY", "the page token key of this test, 32 bytes or more"),
+        ("SUNDIAL_PAGE_TOKEN_KEY", "page-token-key-of-the-cargo-lambda-test-0123456789"),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
