@@ -129,7 +129,10 @@ pub enum TargetDocument {
         url: String,
         /// GET, POST, PUT, PATCH or DELETE, in any case.
         #[serde(default = "default_method")]
-        #[schema(default = "POST", pattern = r"^([Gg][Ee][Tt]|[Pp][Oo][Ss][Tt]|[Pp][Uu][Tt]|[Pp][Aa][Tt][Cc][Hh]|[Dd][Ee][Ll][Ee][Tt][Ee])$")]
+        #[schema(
+            default = "POST",
+            pattern = r"^([Gg][Ee][Tt]|[Pp][Oo][Ss][Tt]|[Pp][Uu][Tt]|[Pp][Aa][Tt][Cc][Hh]|[Dd][Ee][Ll][Ee][Tt][Ee])$"
+        )]
         method: String,
         /// At most 50; not the headers Sundial sets or HTTP owns.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -472,10 +472,14 @@ impl Jobs {
         if to < from {
             return Err(ValidationError::new("to", "must not be before from").into());
         }
+        // Run keys and history hold instants of four-digit years, from the Unix epoch on.
+        if from < DateTime::UNIX_EPOCH {
+            return Err(ValidationError::new("from", "must be 1970-01-01T00:00:00Z or later").into());
+        }
         let now = self.clock.now();
         let to = to.min(now);
         let mut instants = Vec::new();
-        let mut cursor = schedule.next_after(from - chrono::Duration::seconds(1));
+        let mut cursor = schedule.first_at_or_after(from);
         while let Some(t) = cursor.filter(|t| *t <= to) {
             if instants.len() == MAX_BACKFILL {
                 return Err(ValidationError::new(

@@ -381,3 +381,18 @@ async fn forged_page_tokens_are_refused() {
         assert_eq!(reply.error_field(), "next", "{}", reply.body);
     }
 }
+
+/// A backfill range is checked before it is searched: `from` at chrono's first instant (which the
+/// JSON decoder accepts) once panicked the handler; before 1970 it is a 422 naming `from`.
+#[tokio::test]
+async fn a_backfill_from_before_the_epoch_is_refused() {
+    let stack = Stack::new().await;
+    let id = stack.api.create_job(ALICE, &with(job("old"), "schedule", json!({"cron": "@daily"}))).await;
+    for from in ["-262143-01-01T00:00:00Z", "1969-12-31T23:59:59Z"] {
+        let range = json!({"from": from, "to": "2026-01-01T00:00:00Z"});
+        let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{from}: {}", reply.body);
+        assert_eq!(reply.error_field(), "from", "{}", reply.body);
+    }
+    assert!(stack.runs_of(&id).await.is_empty(), "a refused backfill wrote runs");
+}

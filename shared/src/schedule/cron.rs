@@ -85,9 +85,19 @@ impl FieldSpec {
         if let Some(pos) = self.names.iter().position(|n| n.eq_ignore_ascii_case(token)) {
             return Ok(pos as u32 + if self.min == 1 { 1 } else { 0 });
         }
-        let v: u32 = token
-            .parse()
-            .map_err(|_| CronError(format!("{} field: `{token}` is not a number or a name", self.name)))?;
+        let v: u32 = match token.parse() {
+            Ok(v) => v,
+            // Digits too many for a u32 are a number out of range, not a stranger.
+            Err(_) if is_digits(token) => {
+                return Err(CronError(format!(
+                    "{} field: {token} is outside {}-{}",
+                    self.name, self.min, self.max
+                )));
+            }
+            Err(_) => {
+                return Err(CronError(format!("{} field: `{token}` is not a number or a name", self.name)));
+            }
+        };
         if v < self.min || v > self.max {
             return Err(CronError(format!("{} field: {v} is outside {}-{}", self.name, self.min, self.max)));
         }
@@ -100,9 +110,18 @@ impl FieldSpec {
         for item in text.split(',') {
             let (range, step) = match item.split_once('/') {
                 Some((r, s)) => {
-                    let step: u32 = s.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
-                        CronError(format!("{} field: step `{s}` must be a positive number", self.name))
-                    })?;
+                    let step: u32 = match s.parse() {
+                        Ok(step) if step > 0 => step,
+                        Err(_) if is_digits(s) && s.bytes().any(|b| b != b'0') => {
+                            return Err(CronError(format!("{} field: step `{s}` is too large", self.name)));
+                        }
+                        _ => {
+                            return Err(CronError(format!(
+                                "{} field: step `{s}` must be a positive number",
+                                self.name
+                            )));
+                        }
+                    };
                     (r, step)
                 }
                 None => (item, 1),
@@ -110,6 +129,12 @@ impl FieldSpec {
             let (lo, hi) = if range == "*" || range == "?" {
                 (self.min, self.max)
             } else if let Some((a, b)) = range.split_once('-') {
+                if a.is_empty() || b.is_empty() {
+                    return Err(CronError(format!(
+                        "{} field: range `{range}` needs a start and an end (no negative numbers)",
+                        self.name
+                    )));
+                }
                 let (a, b) = (self.value(a)?, self.value(b)?);
                 if a > b {
                     return Err(CronError(format!("{} field: range `{range}` runs backwards", self.name)));
@@ -122,14 +147,23 @@ impl FieldSpec {
                 // Vixie: `a/N` means from a to the end of the range in steps of N.
                 if item.contains('/') { (a, self.max) } else { (a, a) }
             };
+            // lo <= hi <= 59 here; a step past the end (up to u32::MAX) leaves only `lo`.
             let mut v = lo;
-            while v <= hi {
+            loop {
                 bits |= 1 << v;
-                v += step;
+                match v.checked_add(step) {
+                    Some(next) if next <= hi => v = next,
+                    _ => break,
+                }
             }
         }
         Ok(Field { bits, restricted })
     }
+}
+
+/// Whether `text` is one or more ASCII digits (a whole number, however large).
+fn is_digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
 fn macro_expansion(text: &str) -> Option<&'static str> {
@@ -232,11 +266,11 @@ impl CronExpr {
     }
 
     /// The first local time at or after `from` (rounded up to a whole second) that matches, or
-    /// `None` if there is none within the search horizon.
+    /// `None` if there is none within the search horizon (or before the end of chrono's range).
     pub fn next_local_at_or_after(&self, from: NaiveDateTime) -> Option<NaiveDateTime> {
         let mut t = from.with_nanosecond(0)?;
         if from.nanosecond() > 0 {
-            t += Duration::seconds(1);
+            t = t.checked_add_signed(Duration::seconds(1))?;
         }
         let horizon = from.year() + SEARCH_YEARS;
         while t.year() <= horizon {
@@ -253,14 +287,14 @@ impl CronExpr {
                 t = date.and_hms_opt(hour, 0, 0)?;
             }
             let Some(minute) = next_bit(self.minutes, t.minute()) else {
-                t = date.and_hms_opt(t.hour(), 0, 0)? + Duration::hours(1);
+                t = date.and_hms_opt(t.hour(), 0, 0)?.checked_add_signed(Duration::hours(1))?;
                 continue;
             };
             if minute != t.minute() {
                 t = date.and_hms_opt(t.hour(), minute, 0)?;
             }
             let Some(second) = next_bit(self.seconds, t.second()) else {
-                t = date.and_hms_opt(t.hour(), t.minute(), 0)? + Duration::minutes(1);
+                t = date.and_hms_opt(t.hour(), t.minute(), 0)?.checked_add_signed(Duration::minutes(1))?;
                 continue;
             };
             return date.and_hms_opt(t.hour(), t.minute(), second);
@@ -347,6 +381,35 @@ mod tests {
     }
 
     #[test]
+    fn steps_past_the_end_of_u32_leave_only_the_start() {
+        // `v + step` once overflowed here: in debug a panic, in release minute 0 joined the field.
+        assert_eq!(
+            next("1/4294967295 * * * *", "2026-01-01 00:00:00").as_deref(),
+            Some("2026-01-01 00:01:00")
+        );
+        assert_eq!(
+            next("5-10/4294967291 0 * * *", "2026-01-01 00:00:00").as_deref(),
+            Some("2026-01-01 00:05:00")
+        );
+        assert_eq!(
+            next("0 0 */4294967295 * *", "2026-01-02 00:00:00").as_deref(),
+            Some("2026-02-01 00:00:00")
+        );
+    }
+
+    #[test]
+    fn the_end_of_time_has_no_next_match() {
+        assert_eq!(
+            CronExpr::from_str("* * * * * *").ok().and_then(|e| e.next_local_at_or_after(NaiveDateTime::MAX)),
+            None
+        );
+        assert_eq!(
+            CronExpr::from_str("0 0 1 1 *").ok().and_then(|e| e.next_local_at_or_after(NaiveDateTime::MAX)),
+            None
+        );
+    }
+
+    #[test]
     fn leap_day_is_found_years_ahead() {
         assert_eq!(next("0 0 29 2 *", "2097-03-01 00:00:00").as_deref(), Some("2104-02-29 00:00:00"));
     }
@@ -371,6 +434,11 @@ mod tests {
             ("5-1 * * * *", "backwards"),
             ("@sometimes", "unknown macro"),
             ("1,,2 * * * *", "empty list item"),
+            ("4294967296 * * * *", "minute field: 4294967296 is outside 0-59"),
+            ("* 18446744073709551616 * * *", "hour field: 18446744073709551616 is outside 0-23"),
+            ("*/4294967296 * * * *", "minute field: step `4294967296` is too large"),
+            ("*/000 * * * *", "must be a positive number"),
+            ("-1 * * * *", "minute field: range `-1` needs a start and an end"),
         ];
         for (expr, want) in cases {
             let err = expr.parse::<CronExpr>().err().map(|e| e.to_string()).unwrap_or_default();

@@ -36,34 +36,51 @@ pub struct Schedule {
     pub end_at: Option<DateTime<Utc>>,
 }
 
-/// Rounds an instant up to a whole second.
-pub fn ceil_second(t: DateTime<Utc>) -> DateTime<Utc> {
+/// Rounds an instant up to a whole second; `None` in chrono's last second, which has no whole
+/// second after it.
+pub fn checked_ceil_second(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let floor = t.trunc_subsecs(0);
-    if floor == t { t } else { floor + Duration::seconds(1) }
+    if floor == t { Some(t) } else { floor.checked_add_signed(Duration::seconds(1)) }
+}
+
+/// Rounds an instant up to a whole second (in chrono's last second, leaves it as it is: never
+/// earlier than `t`).
+pub fn ceil_second(t: DateTime<Utc>) -> DateTime<Utc> {
+    checked_ceil_second(t).unwrap_or(t)
+}
+
+/// The last instant a schedule yields: 9999-12-31T23:59:59Z. Instants are stored as RFC 3339
+/// text, whose years have four digits; a schedule has no instant after this one.
+pub fn last_instant() -> DateTime<Utc> {
+    DateTime::from_timestamp(253_402_300_799, 0).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 impl Schedule {
-    /// The first instant strictly after `t` (and not before `start_at`, not after `end_at`).
+    /// The first instant strictly after `t` (and not before `start_at`, not after `end_at`, nor
+    /// after [`last_instant`]). Total over every instant chrono holds.
     pub fn next_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         // Instants before start_at do not exist: search from just before it.
-        let from = match self.start_at {
-            Some(start) if start - Duration::seconds(1) > t => start - Duration::seconds(1),
+        let from = match self.start_at.and_then(|start| start.checked_sub_signed(Duration::seconds(1))) {
+            Some(before_start) if before_start > t => before_start,
             _ => t,
         };
         let next = match &self.recurrence {
             Recurrence::Cron(expr) => zoned::next_after(expr, self.timezone, from),
-            Recurrence::Rate { rate, anchor } => Some(rate.next_after(*anchor, from)),
+            Recurrence::Rate { rate, anchor } => rate.next_after(*anchor, from),
             Recurrence::At(at) => (*at > from).then_some(*at),
         }?;
         match self.end_at {
             Some(end) if next > end => None,
+            _ if next > last_instant() => None,
             _ => Some(next),
         }
     }
 
     /// The first instant at or after `t`: the next run of a job created or resumed at `t`.
     pub fn first_at_or_after(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        self.next_after(ceil_second(t) - Duration::seconds(1))
+        let second = checked_ceil_second(t)?;
+        // chrono's first instant has no second before it: search from the instant itself.
+        self.next_after(second.checked_sub_signed(Duration::seconds(1)).unwrap_or(second))
     }
 
     /// The next `n` instants strictly after `t`.
@@ -223,7 +240,7 @@ mod tests {
             let anchor = DateTime::from_timestamp(anchor, 0).unwrap_or_default();
             let rate = Rate::from_seconds(rate_s);
             let t = DateTime::from_timestamp(t, 0).unwrap_or_default();
-            let next = rate.next_after(anchor, t);
+            let next = rate.next_after(anchor, t).unwrap_or_default();
             prop_assert!(next > t);
             prop_assert!(next >= anchor);
             prop_assert_eq!((next - anchor).num_seconds() % rate_s as i64, 0);

@@ -13,23 +13,29 @@ pub struct Rate(u64);
 #[error("{0}")]
 pub struct RateError(String);
 
+/// The longest rate: a year, leap day included.
+pub const MAX_SECONDS: u64 = 366 * 86_400;
+
 impl Rate {
+    /// A rate of `seconds`, clamped to 1 s..=[`MAX_SECONDS`] (what the parser accepts).
     pub fn from_seconds(seconds: u64) -> Self {
-        Rate(seconds.max(1))
+        Rate(seconds.clamp(1, MAX_SECONDS))
     }
 
     pub fn seconds(self) -> u64 {
         self.0
     }
 
-    /// The first instant anchor + k × rate (k ≥ 0) strictly after `t`.
-    pub fn next_after(self, anchor: DateTime<Utc>, t: DateTime<Utc>) -> DateTime<Utc> {
+    /// The first instant anchor + k × rate (k ≥ 0) strictly after `t`; `None` past the end of
+    /// chrono's range.
+    pub fn next_after(self, anchor: DateTime<Utc>, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
         if t < anchor {
-            return anchor;
+            return Some(anchor);
         }
-        let step = self.0 as i64;
+        let step = i64::try_from(self.0).ok()?;
         let elapsed = (t - anchor).num_seconds();
-        anchor + Duration::seconds((elapsed / step + 1) * step)
+        let offset = (elapsed / step).checked_add(1)?.checked_mul(step)?;
+        anchor.checked_add_signed(Duration::try_seconds(offset)?)
     }
 }
 
@@ -58,7 +64,7 @@ impl FromStr for Rate {
             }
         };
         n.checked_mul(unit_s)
-            .filter(|s| *s <= 366 * 86_400)
+            .filter(|s| *s <= MAX_SECONDS)
             .map(Rate)
             .ok_or_else(|| RateError(format!("`{text}` is longer than a year")))
     }
@@ -104,12 +110,29 @@ mod tests {
     fn instants_are_anchored_without_drift() {
         let anchor: DateTime<Utc> = "2026-01-01T00:00:07Z".parse().unwrap();
         let r = Rate(300);
-        assert_eq!(r.next_after(anchor, anchor - Duration::hours(1)), anchor);
-        assert_eq!(r.next_after(anchor, anchor), anchor + Duration::seconds(300));
-        assert_eq!(r.next_after(anchor, anchor + Duration::seconds(299)), anchor + Duration::seconds(300));
+        assert_eq!(r.next_after(anchor, anchor - Duration::hours(1)), Some(anchor));
+        assert_eq!(r.next_after(anchor, anchor), Some(anchor + Duration::seconds(300)));
+        assert_eq!(
+            r.next_after(anchor, anchor + Duration::seconds(299)),
+            Some(anchor + Duration::seconds(300))
+        );
         assert_eq!(
             r.next_after(anchor, anchor + Duration::days(100) + Duration::seconds(1)),
-            anchor + Duration::days(100) + Duration::seconds(300)
+            Some(anchor + Duration::days(100) + Duration::seconds(300))
         );
+    }
+
+    #[test]
+    fn the_end_of_time_has_no_next_instant() {
+        let anchor: DateTime<Utc> = "2026-01-01T00:00:07Z".parse().unwrap();
+        assert_eq!(Rate(1).next_after(anchor, DateTime::<Utc>::MAX_UTC), None);
+        assert_eq!(Rate(MAX_SECONDS).next_after(DateTime::<Utc>::MIN_UTC, DateTime::<Utc>::MAX_UTC), None);
+    }
+
+    #[test]
+    fn from_seconds_clamps_to_what_the_parser_accepts() {
+        assert_eq!(Rate::from_seconds(0), Rate(1));
+        assert_eq!(Rate::from_seconds(u64::MAX), Rate(MAX_SECONDS));
+        assert_eq!(Rate::from_seconds(1 << 63), Rate(MAX_SECONDS));
     }
 }

@@ -8,7 +8,7 @@
 //!   passes of a repeated hour and has no instants in a skipped one (as cronie does).
 
 use super::cron::CronExpr;
-use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};
+use chrono::{DateTime, Datelike, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
 
 /// The largest DST shift looked for around an instant (real zones shift by at most 2 hours).
@@ -18,19 +18,24 @@ fn offset_at(tz: Tz, t: DateTime<Utc>) -> Duration {
     Duration::seconds(i64::from(tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc()))
 }
 
+/// The local time of `t` in `tz`; `None` past either end of chrono's range (where
+/// `naive_local` would panic).
+fn local_time(tz: Tz, t: DateTime<Utc>) -> Option<NaiveDateTime> {
+    t.naive_utc().checked_add_offset(tz.offset_from_utc_datetime(&t.naive_utc()).fix())
+}
+
 /// The instant at which local wall-clock time jumps over `gap_time`, a local time that does not
 /// exist: the first instant whose local time is later than `gap_time`.
 fn end_of_gap(tz: Tz, gap_time: NaiveDateTime) -> Option<DateTime<Utc>> {
     // Local time is monotone in real time around a gap, so bisect on whole seconds.
-    let mut lo = gap_time.and_utc() - Duration::hours(15);
-    let mut hi = gap_time.and_utc() + Duration::hours(15);
-    let local = |u: DateTime<Utc>| u.with_timezone(&tz).naive_local();
-    if local(hi) <= gap_time || local(lo) > gap_time {
+    let mut lo = gap_time.and_utc().checked_sub_signed(Duration::hours(15))?;
+    let mut hi = gap_time.and_utc().checked_add_signed(Duration::hours(15))?;
+    if local_time(tz, hi)? <= gap_time || local_time(tz, lo)? > gap_time {
         return None;
     }
     while hi - lo > Duration::seconds(1) {
         let mid = lo + (hi - lo) / 2;
-        if local(mid) > gap_time { hi = mid } else { lo = mid }
+        if local_time(tz, mid)? > gap_time { hi = mid } else { lo = mid }
     }
     Some(hi)
 }
@@ -56,19 +61,30 @@ fn instants_of(expr: &CronExpr, tz: Tz, local: NaiveDateTime) -> Vec<DateTime<Ut
     }
 }
 
-/// The first instant strictly after `after` at which `expr` fires in `tz`.
+/// The first instant strictly after `after` at which `expr` fires in `tz`. `None` when there
+/// is none within the search horizon or before the end of chrono's range (year 262142).
 pub fn next_after(expr: &CronExpr, tz: Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
     // Ahead of a fall-back change, local times already passed come round again: start the walk
     // that much earlier. Elsewhere local order is real order and the first hit is the answer.
-    let rewind = (offset_at(tz, after) - offset_at(tz, after + MAX_SHIFT)).max(Duration::zero());
-    let mut cursor = after.with_timezone(&tz).naive_local() - rewind;
+    let ahead = after.checked_add_signed(MAX_SHIFT).unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let rewind = (offset_at(tz, after) - offset_at(tz, ahead)).max(Duration::zero());
+    let mut cursor = match local_time(tz, after) {
+        Some(local) => local.checked_sub_signed(rewind).unwrap_or(NaiveDateTime::MIN),
+        // Local time past the end of chrono's range: no later local time can be written.
+        None if after.year() > 0 => return None,
+        // Local time before its start: every local time that can be written is later.
+        None => NaiveDateTime::MIN,
+    };
     let mut best: Option<DateTime<Utc>> = None;
     loop {
-        let local = expr.next_local_at_or_after(cursor)?;
+        let Some(local) = expr.next_local_at_or_after(cursor) else {
+            return best;
+        };
         if let Some(b) = best {
             // Past this point no local time maps to an instant before `best`.
-            if local > b.with_timezone(&tz).naive_local() + rewind {
-                return best;
+            match local_time(tz, b).and_then(|b| b.checked_add_signed(rewind)) {
+                Some(last) if local <= last => {}
+                _ => return best,
             }
         }
         for instant in instants_of(expr, tz, local) {
@@ -79,7 +95,10 @@ pub fn next_after(expr: &CronExpr, tz: Tz, after: DateTime<Utc>) -> Option<DateT
         if best.is_some() && rewind.is_zero() {
             return best;
         }
-        cursor = local + Duration::seconds(1);
+        cursor = match local.checked_add_signed(Duration::seconds(1)) {
+            Some(next) => next,
+            None => return best,
+        };
     }
 }
 
