@@ -125,7 +125,7 @@ pub enum TargetDocument {
     Http {
         /// An http(s) URL with a host and no credentials, outside the addresses the deployment
         /// refuses.
-        #[schema(format = "uri", min_length = 1, max_length = 2048)]
+        #[schema(min_length = 1, max_length = 2048)]
         url: String,
         /// GET, POST, PUT, PATCH or DELETE, in any case.
         #[serde(default = "default_method")]
@@ -145,7 +145,7 @@ pub enum TargetDocument {
     },
     Sqs {
         /// An http(s) queue URL; must match the configured allow-list.
-        #[schema(format = "uri", min_length = 1, max_length = 2048)]
+        #[schema(min_length = 1, max_length = 2048)]
         queue_url: String,
     },
     Sns {

@@ -49,7 +49,7 @@ pub enum JobsError {
     /// The run has already ended.
     #[error("the run has already ended ({0})")]
     RunEnded(String),
-    /// A manual run of a paused job: it would only be skipped.
+    /// A manual run or a backfill of a paused job: its runs would only be skipped.
     #[error("the job is paused; resume it to run it")]
     Paused,
     #[error(transparent)]
@@ -428,9 +428,6 @@ impl Jobs {
     /// finds that run instead of making a second one.
     pub async fn trigger(&self, owner: &Owner, id: &JobId, request: Option<&RequestKey>) -> JobsResult<Run> {
         let job = self.get(owner, id).await?;
-        if job.document.paused {
-            return Err(JobsError::Paused);
-        }
         let now = self.clock.now();
         let key = match request {
             Some(r) => {
@@ -439,6 +436,15 @@ impl Jobs {
             None => RunKey::manual(ceil_second(now)),
         };
         let runs = self.claimer.runs();
+        if job.document.paused {
+            // A retry of a trigger that wrote its run before the pause gets that run.
+            if request.is_some() {
+                if let Some(run) = runs.get(&job.id, &key).await? {
+                    return Ok(run);
+                }
+            }
+            return Err(JobsError::Paused);
+        }
         if job.document.concurrency == ConcurrencyPolicy::Forbid {
             let active = runs.active(&job.id, now - job.active_window()).await?;
             if let Some(run) = active.iter().find(|run| run.key != key) {
@@ -469,6 +475,10 @@ impl Jobs {
         let Some(schedule) = Self::schedule_of(&job)? else {
             return Err(ValidationError::new("job", "has no schedule to backfill").into());
         };
+        // Its runs would all be skipped.
+        if job.document.paused {
+            return Err(JobsError::Paused);
+        }
         if to < from {
             return Err(ValidationError::new("to", "must not be before from").into());
         }

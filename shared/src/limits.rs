@@ -69,30 +69,61 @@ impl TargetAllowList {
     }
 }
 
+/// An SQS queue named by its ARN: `arn:<partition>:sqs:<region>:<12-digit account>:<name>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueArn<'a> {
+    pub region: &'a str,
+    pub account: &'a str,
+    pub name: &'a str,
+}
+
+impl<'a> QueueArn<'a> {
+    /// The parts of `arn`, if it is a queue ARN of an AWS partition (`aws`, `aws-cn`,
+    /// `aws-us-gov`, …) with a region, a 12-digit account and a name.
+    pub fn parse(arn: &'a str) -> Option<Self> {
+        let ["arn", partition, "sqs", region, account, name] = arn.split(':').collect::<Vec<_>>()[..] else {
+            return None;
+        };
+        let word = |text: &str| {
+            !text.is_empty()
+                && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        };
+        let ok = (partition == "aws" || partition.strip_prefix("aws-").is_some_and(word))
+            && word(region)
+            && account.len() == 12
+            && account.bytes().all(|b| b.is_ascii_digit())
+            && !name.is_empty();
+        ok.then_some(QueueArn { region, account, name })
+    }
+}
+
 impl TargetAllowList {
     /// Checks a queue named by its ARN (`notify.sqs`) against the SQS allow-list, whose patterns
-    /// are queue URLs: a queue is the same queue when its account and name match the pattern's
-    /// last two path segments, wherever the pattern's endpoint is. A pattern that matches the
-    /// ARN itself (`arn:aws:sqs:*:123:reports-*`, `*`) allows it as well.
+    /// are queue URLs: the ARN names the same queue when its account and name match the
+    /// pattern's last two path segments and, where the pattern's host names a region
+    /// (`sqs.<region>.…`), its region too. A pattern that matches the ARN itself
+    /// (`arn:aws:sqs:*:123456789012:reports-*`, `*`) allows it as well.
     pub fn check_queue_arn(&self, arn: &str) -> Result<(), Refusal> {
         if !self.own_prefix.is_empty() && arn.contains(&self.own_prefix) {
             return Err(Refusal::OwnResource);
         }
-        let account_and_name = match arn.split(':').collect::<Vec<_>>()[..] {
-            ["arn", _, "sqs", _, account, name] => format!("{account}/{name}"),
-            _ => return Err(Refusal::NotAllowed),
-        };
+        let queue = QueueArn::parse(arn).ok_or(Refusal::NotAllowed)?;
         let matches = |pattern: &String| {
             if glob_matches(pattern, arn) {
                 return true;
             }
             let mut segments = pattern.rsplitn(3, '/');
-            match (segments.next(), segments.next(), segments.next()) {
-                (Some(name), Some(account), Some(_)) => {
-                    glob_matches(&format!("{account}/{name}"), &account_and_name)
-                }
-                _ => false,
-            }
+            let (Some(name), Some(account), Some(endpoint)) =
+                (segments.next(), segments.next(), segments.next())
+            else {
+                return false;
+            };
+            let host = endpoint.rsplit('/').next().unwrap_or_default();
+            let region_ok = match host.strip_prefix("sqs.").and_then(|rest| rest.split('.').next()) {
+                Some(region) => glob_matches(region, queue.region),
+                None => true,
+            };
+            region_ok && glob_matches(account, queue.account) && glob_matches(name, queue.name)
         };
         if self.sqs.iter().any(matches) { Ok(()) } else { Err(Refusal::NotAllowed) }
     }
@@ -153,23 +184,39 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_arn_is_checked_by_account_and_name() {
+    fn a_queue_arn_is_checked_by_region_account_and_name() {
         let list = TargetAllowList {
             sqs: vec![
-                "https://sqs.eu-west-1.amazonaws.com/123/reports-*".into(),
-                "arn:aws:sqs:*:456:audit".into(),
+                "https://sqs.eu-west-1.amazonaws.com/123456789012/reports-*".into(),
+                "http://127.0.0.1:4566/000000000000/local-*".into(),
+                "arn:aws:sqs:*:456456456456:audit".into(),
             ],
             own_prefix: "sundial-prod-".into(),
             ..Default::default()
         };
-        assert_eq!(list.check_queue_arn("arn:aws:sqs:eu-west-1:123:reports-daily"), Ok(()));
-        assert_eq!(list.check_queue_arn("arn:aws:sqs:us-east-1:456:audit"), Ok(()));
-        assert_eq!(list.check_queue_arn("arn:aws:sqs:eu-west-1:999:reports-daily"), Err(Refusal::NotAllowed));
-        assert_eq!(list.check_queue_arn("arn:aws:sqs:eu-west-1:123:other"), Err(Refusal::NotAllowed));
-        assert_eq!(list.check_queue_arn("arn:aws:sqs:eu-west-1:123"), Err(Refusal::NotAllowed));
+        for allowed in [
+            "arn:aws:sqs:eu-west-1:123456789012:reports-daily",
+            "arn:aws:sqs:us-east-1:456456456456:audit",
+            "arn:aws:sqs:us-east-1:000000000000:local-q",
+        ] {
+            assert_eq!(list.check_queue_arn(allowed), Ok(()), "{allowed}");
+        }
+        for refused in [
+            "arn:aws:sqs:us-east-1:123456789012:reports-daily", // another region than the pattern's
+            "arn:aws:sqs:eu-west-1:999999999999:reports-daily",
+            "arn:aws:sqs:eu-west-1:123456789012:other",
+            "arn:aws:sqs:eu-west-1:123456789012",
+            "arn:aws:sqs:eu-west-1:123456789012:",
+            "arn:aws:sqs:eu-west-1:123:reports-daily",
+            "arn:aws:sqs::123456789012:reports-daily",
+            "arn:aws:sns:eu-west-1:123456789012:reports-daily",
+        ] {
+            assert_eq!(list.check_queue_arn(refused), Err(Refusal::NotAllowed), "{refused}");
+        }
         let everything = TargetAllowList { sqs: vec!["*".into()], ..list };
+        assert_eq!(everything.check_queue_arn("arn:aws-cn:sqs:cn-north-1:123456789012:q"), Ok(()));
         assert_eq!(
-            everything.check_queue_arn("arn:aws:sqs:eu-west-1:123:sundial-prod-runs"),
+            everything.check_queue_arn("arn:aws:sqs:eu-west-1:123456789012:sundial-prod-runs"),
             Err(Refusal::OwnResource)
         );
     }

@@ -52,10 +52,12 @@ impl PageTokens {
     }
 
     fn tag(&self, scope: &str, cursor: &str) -> HmacSha256 {
+        // Each field after its length: no scope and cursor pair can be read as another.
         let mut mac = self.mac.clone();
-        mac.update(scope.as_bytes());
-        mac.update(b"\n");
-        mac.update(cursor.as_bytes());
+        for field in [scope, cursor] {
+            mac.update(&(field.len() as u64).to_be_bytes());
+            mac.update(field.as_bytes());
+        }
         mac
     }
 
@@ -87,6 +89,18 @@ mod tests {
         assert_eq!(tokens.open("jobs\nalice", &token).as_deref(), Some("cursor-1"));
         assert_eq!(tokens.open("jobs\nbob", &token), None, "another owner's listing");
         assert_eq!(PageTokens::new(&[8u8; 32]).unwrap().open("jobs\nalice", &token), None, "another key");
+    }
+
+    #[test]
+    fn a_scope_and_cursor_cannot_be_read_as_another_pair() {
+        let tokens = PageTokens::random();
+        let (_, tag) = tokens
+            .seal("jobs\nalice\nX", "Y")
+            .split_once('.')
+            .map(|(c, t)| (c.to_string(), t.to_string()))
+            .unwrap();
+        let moved = format!("{}.{tag}", URL_SAFE_NO_PAD.encode("X\nY"));
+        assert_eq!(tokens.open("jobs\nalice", &moved), None);
     }
 
     #[test]

@@ -198,6 +198,15 @@ fn validate_name(name: &str) -> Result<()> {
 /// `text` parsed as an http(s) URL with a host, or why it is not one.
 fn http_url(field: &str, text: &str, https_only: bool) -> Result<url::Url> {
     let want = if https_only { "an https" } else { "an http or https" };
+    // A URI is printable ASCII (RFC 3986): an IDN host in punycode, other bytes percent-encoded.
+    if !text.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "`{text}` is not {want} URL: only printable ASCII without spaces (percent-encode the rest)"
+            ),
+        ));
+    }
     let url = url::Url::parse(text)
         .map_err(|e| ValidationError::new(field, format!("`{text}` is not {want} URL: {e}")))?;
     let scheme_ok = url.scheme() == "https" || (url.scheme() == "http" && !https_only);
@@ -287,12 +296,14 @@ fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Resul
                         })?
                     }
                 };
-                // RFC 9110 field values: visible characters, spaces and tabs; no control characters.
-                if text.len() > MAX_HEADER_VALUE_BYTES || text.chars().any(|c| c.is_control() && c != '\t') {
+                // Visible ASCII, spaces and tabs: what an HTTP client sends as it is (RFC 9110 leaves
+                // other bytes to each client; the worker's refuses them, so every run would fail).
+                let sendable = text.bytes().all(|b| b == b'\t' || (0x20..=0x7e).contains(&b));
+                if text.len() > MAX_HEADER_VALUE_BYTES || !sendable {
                     return Err(ValidationError::new(
                         format!("target.headers.{name}"),
                         format!(
-                            "value must be at most {MAX_HEADER_VALUE_BYTES} bytes with no control characters"
+                            "value must be at most {MAX_HEADER_VALUE_BYTES} bytes of visible ASCII, spaces and tabs"
                         ),
                     ));
                 }
@@ -329,7 +340,12 @@ fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()
             let field = format!("notify.{kind}[{i}]");
             let ok = match kind {
                 "email" => endpoint.split_once('@').is_some_and(|(user, domain)| {
-                    !user.is_empty() && domain.contains('.') && !endpoint.contains(char::is_whitespace)
+                    let (name, top) = domain.rsplit_once('.').unwrap_or_default();
+                    !user.is_empty()
+                        && !name.is_empty()
+                        && !top.is_empty()
+                        && !domain.contains('@')
+                        && !endpoint.contains(|c: char| c.is_whitespace() || c == '\u{feff}')
                 }),
                 "sms" => endpoint.strip_prefix('+').is_some_and(|digits| {
                     (7..=15).contains(&digits.len())
@@ -347,7 +363,7 @@ fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()
                     Err(_) => false,
                 },
                 _ => {
-                    let is_arn = endpoint.starts_with("arn:aws:sqs:") && endpoint.split(':').count() == 6;
+                    let is_arn = limits::QueueArn::parse(endpoint).is_some();
                     if is_arn {
                         // SNS delivers into the queue: the same rules as an SQS target.
                         list.check_queue_arn(endpoint)
@@ -532,6 +548,14 @@ mod tests {
             ),
             (
                 job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"X-Team": "café"}}}),
+                ),
+                "target.headers.X-Team",
+            ),
+            (job(json!({"target": {"type": "http", "url": "https://x.test/a b"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "https://bücher.test/"}})), "target.url"),
+            (
+                job(
                     json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"A": "a\u{1b}[31m"}}}),
                 ),
                 "target.headers.A",
@@ -565,7 +589,7 @@ mod tests {
         ] {
             assert_eq!(field_of(job(json!({"target": target.clone()}))), "<accepted>", "{target}");
         }
-        let allowed_queue = json!({"notify": {"sqs": ["arn:aws:sqs:us-east-1:000000000000:allowed-q"]}});
+        let allowed_queue = json!({"notify": {"sqs": ["arn:aws:sqs:us-east-1:000000000000:allowed-q"], "https": ["HTTPS://x.test/"]}});
         assert_eq!(field_of(job(allowed_queue)), "<accepted>");
     }
 

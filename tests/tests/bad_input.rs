@@ -331,9 +331,37 @@ async fn a_paused_job_cannot_be_triggered() {
     assert_eq!(rerun.body["error"]["code"], "job_paused");
     assert_eq!(stack.runs_of(&id).await.len(), 1, "a refused trigger wrote a run");
 
+    let range = json!({"from": "2026-01-01T00:00:00Z", "to": "2026-03-01T00:00:00Z"});
+    let backfill = stack.api.post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
+    assert_eq!(backfill.status, StatusCode::CONFLICT, "{}", backfill.body);
+    assert_eq!(backfill.body["error"]["code"], "job_paused");
+    assert_eq!(stack.runs_of(&id).await.len(), 1, "a refused backfill wrote runs");
+
     stack.api.post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({})).await;
     let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
     assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+}
+
+/// A trigger retried with its `Idempotency-Key` after the job was paused (its first answer lost
+/// after the run was written) gets the run it wrote, not a 409; a new key gets the 409.
+#[tokio::test]
+async fn a_retried_trigger_finds_its_run_after_a_pause() {
+    use sundial_shared::jobs::{JobsError, RequestKey};
+    let stack = Stack::new().await;
+    let id =
+        stack.api.create_job(ALICE, &with(job("retried"), "schedule", json!({"cron": "0 0 1 1 *"}))).await;
+    let job_id = sundial_shared::job::JobId::parse(&id).unwrap();
+    let owner = "alice".to_string();
+    let request = RequestKey { key: "k-1".into(), first_seen: chrono::Utc::now() };
+    let jobs = &stack.services.jobs;
+    let first = jobs.trigger(&owner, &job_id, Some(&request)).await.unwrap();
+    stack.api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await;
+
+    let retried = jobs.trigger(&owner, &job_id, Some(&request)).await.unwrap();
+    assert_eq!(retried.id(), first.id());
+    let other = RequestKey { key: "k-2".into(), first_seen: chrono::Utc::now() };
+    assert!(matches!(jobs.trigger(&owner, &job_id, Some(&other)).await, Err(JobsError::Paused)));
+    assert_eq!(stack.runs_of(&id).await.len(), 1);
 }
 
 /// Page tokens are sealed by the deployment and bound to their listing: a forged one (here a

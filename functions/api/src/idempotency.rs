@@ -39,7 +39,7 @@ pub async fn idempotent(
     let key = key
         .to_str()
         .ok()
-        .filter(|k| (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()))
+        .filter(|k| (1..=255).contains(&k.len()) && k.bytes().all(|b| (0x20..=0x7e).contains(&b)))
         .ok_or_else(|| {
             ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "must be 1-255 visible ASCII characters")
                 .with_field("Idempotency-Key")

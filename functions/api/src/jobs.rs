@@ -214,7 +214,7 @@ pub async fn preview(
     params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key is the same run")),
     responses(
         (status = 202, description = "Run queued", body = RunView), (status = 401, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, description = "A run is active under forbid", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "A run is active under forbid, or the job is paused", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn trigger(
@@ -241,7 +241,8 @@ pub struct BackfillRequest {
 #[utoipa::path(post, path = "/v1/jobs/{id}/backfill", operation_id = "backfillJob", tag = "jobs", params(("id" = String, Path)),
     request_body = BackfillRequest,
     responses((status = 202, body = BackfillView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)),
+        (status = 404, body = ErrorBody), (status = 409, description = "The job is paused", body = ErrorBody),
+        (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn backfill(
     State(state): State<AppState>,

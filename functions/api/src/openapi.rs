@@ -124,10 +124,13 @@ fn bound_target_headers(doc: &mut Value) {
 fn constrain_endpoints(doc: &mut Value) {
     let properties = &mut doc["components"]["schemas"]["NotifySettings"]["properties"];
     let items = [
-        ("email", json!({"type": "string", "format": "email"})),
+        ("email", json!({"type": "string", "pattern": "^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$"})),
         ("sms", json!({"type": "string", "pattern": r"^\+[1-9][0-9]{6,14}$"})),
-        ("https", json!({"type": "string", "format": "uri", "pattern": "^https://", "maxLength": 2048})),
-        ("sqs", json!({"type": "string", "pattern": "^arn:aws:sqs:[^:]+:[^:]+:[^:]+$"})),
+        ("https", json!({"type": "string", "pattern": "^[Hh][Tt][Tt][Pp][Ss]://", "maxLength": 2048})),
+        (
+            "sqs",
+            json!({"type": "string", "pattern": "^arn:aws(-[a-z0-9-]+)?:sqs:[a-z0-9-]+:[0-9]{12}:[^:]+$"}),
+        ),
     ];
     for (kind, schema) in items {
         if properties[kind].is_object() {
@@ -141,7 +144,7 @@ fn constrain_parameters(doc: &mut Value) {
     let bounds = [
         ("limit", json!({"minimum": 1, "maximum": sundial_shared::jobs::MAX_PAGE})),
         ("count", json!({"minimum": 1, "maximum": sundial_shared::jobs::MAX_PREVIEW})),
-        ("Idempotency-Key", json!({"minLength": 1, "maxLength": 255, "pattern": "^[\\x21-\\x7E]+$"})),
+        ("Idempotency-Key", json!({"minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"})),
     ];
     let Some(paths) = doc["paths"].as_object_mut() else { return };
     for operation in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|item| item.values_mut()) {

@@ -88,7 +88,7 @@ pub async fn cancel(
 /// Start a new manual run of a finished run's job.
 #[utoipa::path(post, path = "/v1/runs/{run_id}/rerun", operation_id = "rerunRun", tag = "runs", params(("run_id" = String, Path)),
     responses((status = 202, body = RunView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
-        (status = 409, description = "The run has not ended, or another is active under forbid", body = ErrorBody)),
+        (status = 409, description = "The run has not ended, another is active under forbid, or the job is paused", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn rerun(
     State(state): State<AppState>,
