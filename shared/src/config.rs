@@ -220,7 +220,7 @@ impl Config {
         );
         let page_tokens = match vars.var(PAGE_TOKEN_KEY) {
             None => crate::page_token::PageTokens::random(),
-            Some(key) => crate::page_token::PageTokens::new(key.trim().as_bytes())
+            Some(key) => crate::page_token::PageTokens::new(key.as_bytes())
                 .map_err(|e| ConfigError::Invalid { name: PAGE_TOKEN_KEY, reason: e.to_string() })?,
         };
         Ok(Config {
