@@ -12,6 +12,28 @@ CHECKOV_VERSION="3.3.30"
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 
+# Creates the venv $1 when missing and installs the pinned packages $3… (`name==version`, extras
+# allowed) when any is missing or at another version; $2 names the venv in the log.
+ensure_venv() {
+  local venv="$1" label="$2"
+  shift 2
+  if [ ! -x "$venv/bin/python" ]; then
+    log "creating $label (${venv#"$ROOT/"})"
+    python3 -m venv "$venv"
+  fi
+  if ! "$venv/bin/python" -c '
+import sys
+from importlib.metadata import version
+for pin in sys.argv[1:]:
+    name, wanted = pin.split("==")
+    if version(name.split("[")[0]) != wanted:
+        sys.exit(1)
+' "$@" 2>/dev/null; then
+    log "installing $* into ${venv#"$ROOT/"}"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$@"
+  fi
+}
+
 # Installs the AWS emulator (ministack, in .venv-ministack) when missing.
 ensure_emulator() {
   ensure_ministack
@@ -20,55 +42,26 @@ ensure_emulator() {
 # Installs cargo-lambda (from PyPI, with zig) into the project venv when missing: the tests run a
 # Lambda target under `cargo lambda watch`.
 ensure_cargo_lambda() {
-  if [ ! -x "$VENV/bin/python" ]; then
-    log "creating the project venv (.venv)"
-    python3 -m venv "$VENV"
-  fi
-  if [ "$("$VENV/bin/cargo-lambda" lambda --version 2>/dev/null | awk '{print $2}')" != "$CARGO_LAMBDA_VERSION" ]; then
-    log "installing cargo-lambda==$CARGO_LAMBDA_VERSION into .venv"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION"
-  fi
+  ensure_venv "$VENV" "the project venv" "cargo-lambda==$CARGO_LAMBDA_VERSION"
 }
 
 # Installs the Standard Webhooks reference verifier into the project venv when missing: a test
 # checks Sundial's signatures with it (tests/fixtures/verify_webhook.py).
 STANDARDWEBHOOKS_VERSION="1.1.0"
 ensure_webhook_verifier() {
-  ensure_cargo_lambda
-  if [ "$("$VENV/bin/python" -c 'from importlib.metadata import version; print(version("standardwebhooks"))' 2>/dev/null)" \
-       != "$STANDARDWEBHOOKS_VERSION" ]; then
-    log "installing standardwebhooks==$STANDARDWEBHOOKS_VERSION into .venv"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "standardwebhooks==$STANDARDWEBHOOKS_VERSION"
-  fi
+  ensure_venv "$VENV" "the project venv" "cargo-lambda==$CARGO_LAMBDA_VERSION" "standardwebhooks==$STANDARDWEBHOOKS_VERSION"
 }
 
 # Installs schemathesis (the API contract fuzzer, scripts/check-contract) into .venv-schemathesis.
 SCHEMATHESIS_VENV="$ROOT/.venv-schemathesis"
 SCHEMATHESIS_VERSION="4.32.5"
 ensure_schemathesis() {
-  if [ ! -x "$SCHEMATHESIS_VENV/bin/python" ]; then
-    log "creating the contract fuzzer's venv (.venv-schemathesis)"
-    python3 -m venv "$SCHEMATHESIS_VENV"
-  fi
-  if [ "$("$SCHEMATHESIS_VENV/bin/python" -c 'from importlib.metadata import version; print(version("schemathesis"))' 2>/dev/null)" \
-       != "$SCHEMATHESIS_VERSION" ]; then
-    log "installing schemathesis==$SCHEMATHESIS_VERSION into .venv-schemathesis"
-    "$SCHEMATHESIS_VENV/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
-  fi
+  ensure_venv "$SCHEMATHESIS_VENV" "the contract fuzzer's venv" "schemathesis==$SCHEMATHESIS_VERSION"
 }
 
 # Installs cfn-lint and checkov into .venv-infra when missing.
 ensure_infra_linters() {
-  if [ ! -x "$INFRA_VENV/bin/python" ]; then
-    log "creating the template linters' venv (.venv-infra)"
-    python3 -m venv "$INFRA_VENV"
-  fi
-  if [ "$("$INFRA_VENV/bin/cfn-lint" --version 2>/dev/null | awk '{print $2}')" != "$CFN_LINT_VERSION" ] \
-     || [ "$("$INFRA_VENV/bin/checkov" --version 2>/dev/null)" != "$CHECKOV_VERSION" ]; then
-    log "installing cfn-lint==$CFN_LINT_VERSION and checkov==$CHECKOV_VERSION into .venv-infra"
-    "$INFRA_VENV/bin/pip" install --quiet --disable-pip-version-check \
-      "cfn-lint==$CFN_LINT_VERSION" "checkov==$CHECKOV_VERSION"
-  fi
+  ensure_venv "$INFRA_VENV" "the template linters' venv" "cfn-lint==$CFN_LINT_VERSION" "checkov==$CHECKOV_VERSION"
 }
 
 # Ensures a Rust toolchain and (optionally) cargo-nextest.
@@ -126,16 +119,8 @@ DEPLOYED="$ROOT/.deployed"
 
 # Installs ministack[full] and boto3 into .venv-ministack when missing.
 ensure_ministack() {
-  if [ ! -x "$MINISTACK_VENV/bin/python" ]; then
-    log "creating the emulator's venv (.venv-ministack)"
-    python3 -m venv "$MINISTACK_VENV"
-  fi
-  if [ "$("$MINISTACK_VENV/bin/python" -c 'from importlib.metadata import version as v; print(v("ministack"), v("boto3"))' 2>/dev/null)" \
-       != "$MINISTACK_VERSION $MINISTACK_BOTO3_VERSION" ]; then
-    log "installing ministack[full]==$MINISTACK_VERSION and boto3==$MINISTACK_BOTO3_VERSION into .venv-ministack"
-    "$MINISTACK_VENV/bin/pip" install --quiet --disable-pip-version-check \
-      "ministack[full]==$MINISTACK_VERSION" "boto3==$MINISTACK_BOTO3_VERSION"
-  fi
+  ensure_venv "$MINISTACK_VENV" "the emulator's venv" \
+    "ministack[full]==$MINISTACK_VERSION" "boto3==$MINISTACK_BOTO3_VERSION"
 }
 
 # Prints a free TCP port on 127.0.0.1 (the kernel's pick).
