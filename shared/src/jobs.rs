@@ -171,6 +171,15 @@ impl Jobs {
         Jobs { store, clock, limits, targets, claimer, topics, page_tokens }
     }
 
+    /// This service as reached at `origin` (the URL, or `host:port`, a request came in on): that
+    /// endpoint is one of Sundial's own too, refused to targets and notifications like the
+    /// configured ones. In AWS the API learns its own address only from its requests.
+    pub fn reached_at(&self, origin: &str) -> Jobs {
+        let mut jobs = self.clone();
+        jobs.targets.network = jobs.targets.network.clone().refusing(origin);
+        jobs
+    }
+
     /// The pagination tokens of this deployment (the run history's pages use them too).
     pub fn page_tokens(&self) -> &PageTokens {
         &self.page_tokens

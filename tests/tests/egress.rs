@@ -224,3 +224,40 @@ async fn notifications_cannot_feed_sundials_own_resources() {
     let reply = stack.api.post(ALICE, "/v1/jobs", &job(json!({"sqs": [inbox]}))).await;
     assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
 }
+
+/// In AWS the API's own address is known only from its requests (the template cannot give the
+/// function its own URL): a job created or patched through a host may not target or notify that
+/// host; another host is fine.
+#[tokio::test]
+async fn the_host_a_request_came_in_on_is_an_own_endpoint() {
+    use http::Method;
+    use sundial_tests::Call;
+    let stack = Stack::new().await;
+    let host = "abc123.execute-api.us-east-1.amazonaws.com";
+    let job = |notify: &str, url: &str| {
+        json!({"name": "self", "schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "http", "url": url},
+               "notify": {"on": ["failed"], "https": [notify]}})
+    };
+    let create =
+        |body: Value| Call::new(Method::POST, "/v1/jobs").key(ALICE).header("host", host).json(&body);
+    let elsewhere = "https://hooks.example.com/sundial";
+    for (body, field) in [
+        (job(&format!("https://{host}/v1/jobs"), elsewhere), "notify.https[0]"),
+        (job(elsewhere, &format!("https://{host}/v1/runs/x/complete")), "target.url"),
+    ] {
+        let reply = stack.api.call(create(body.clone())).await;
+        assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {}", reply.body);
+        assert_eq!(reply.body["error"]["field"], field);
+        assert!(reply.body["error"]["message"].as_str().unwrap().contains("own endpoints"), "{}", reply.body);
+    }
+    let reply = stack.api.call(create(job(elsewhere, elsewhere))).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    let id = reply.body["id"].as_str().unwrap().to_string();
+    let patch = json!({"notify": {"https": [format!("https://{host}/v1/jobs")]}});
+    let reply = stack
+        .api
+        .call(Call::new(Method::PATCH, format!("/v1/jobs/{id}")).key(ALICE).header("host", host).json(&patch))
+        .await;
+    assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.body);
+    assert_eq!(reply.body["error"]["field"], "notify.https[0]");
+}

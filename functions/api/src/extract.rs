@@ -1,5 +1,6 @@
 //! Request extractors that fail with the API's JSON errors: the caller's identity, JSON bodies
-//! (size-limited, one value per key, field-named errors), job ids from the path, and `If-Match`.
+//! (size-limited, one value per key, field-named errors), job ids from the path, `If-Match`, and
+//! the origin a request came in on.
 
 use crate::error::ApiError;
 use axum::body::Bytes;
@@ -100,5 +101,19 @@ impl<S: Send + Sync> FromRequestParts<S> for IfMatch {
         bare.parse().map(|v| IfMatch(Some(v))).map_err(|_| {
             ApiError::bad_request(ValidationError::new("If-Match", "must be the job's ETag, such as \"3\""))
         })
+    }
+}
+
+/// The endpoint a request came in on (`https://` and its `Host`), if it names one: one of
+/// Sundial's own endpoints, which jobs may not target.
+#[derive(Debug)]
+pub struct Origin(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Origin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let host = parts.headers.get(header::HOST).and_then(|v| v.to_str().ok()).filter(|h| !h.is_empty());
+        Ok(Origin(host.map(|host| format!("https://{host}"))))
     }
 }

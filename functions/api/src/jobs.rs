@@ -2,7 +2,7 @@
 //! result with its `ETag`.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, IfMatch, JobPath, JsonBody, JsonObject};
+use crate::extract::{Caller, IfMatch, JobPath, JsonBody, JsonObject, Origin};
 use crate::state::AppState;
 use crate::view::{BackfillView, JobList, JobView, Preview, RunView};
 use axum::Json;
@@ -88,9 +88,10 @@ fn query_number(
 pub async fn create(
     State(state): State<AppState>,
     Caller(owner): Caller,
+    origin: Origin,
     JsonBody(document): JsonBody<JobDocument>,
 ) -> Result<Response, ApiError> {
-    let job = state.jobs.create(&owner, document).await?;
+    let job = state.jobs_at(&origin).create(&owner, document).await?;
     let last = state.jobs.last_run(&job).await?;
     let mut view = JobView::with_secret(&job).with_last_run(last.as_ref());
     view.subscriptions = subscriptions(&state, &job).await;
@@ -148,9 +149,10 @@ pub async fn patch(
     Caller(owner): Caller,
     JobPath(id): JobPath,
     IfMatch(if_match): IfMatch,
+    origin: Origin,
     JsonObject(patch): JsonObject,
 ) -> Result<Response, ApiError> {
-    let job = state.jobs.patch(&owner, &id, &patch, if_match).await?;
+    let job = state.jobs_at(&origin).patch(&owner, &id, &patch, if_match).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 

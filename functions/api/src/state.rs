@@ -41,6 +41,15 @@ impl AppState {
         }
     }
 
+    /// The jobs service for a request that came in on `origin`, which it then counts among
+    /// Sundial's own endpoints.
+    pub fn jobs_at(&self, origin: &crate::extract::Origin) -> std::borrow::Cow<'_, Jobs> {
+        match &origin.0 {
+            Some(url) => std::borrow::Cow::Owned(self.jobs.reached_at(url)),
+            None => std::borrow::Cow::Borrowed(&self.jobs),
+        }
+    }
+
     /// A run as responses show it, with where its logs are.
     pub fn run_view(&self, run: &Run) -> RunView {
         RunView::new(run, &self.logs)
