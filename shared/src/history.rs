@@ -15,9 +15,6 @@ use crate::worker::{finished, token_digest};
 use chrono::Duration;
 use std::sync::Arc;
 
-/// How long a heartbeat (or a 202) keeps an attempt's lease alive, by default.
-pub const DEFAULT_HEARTBEAT_WINDOW: Duration = Duration::seconds(60);
-
 /// Why a callback was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallbackError {

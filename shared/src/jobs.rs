@@ -189,16 +189,6 @@ impl Jobs {
         Rules { limits: &self.limits, targets: &self.targets }
     }
 
-    /// The job's schedule as stored (validated when written).
-    pub fn schedule_of(job: &Job) -> JobsResult<Option<Schedule>> {
-        job.document
-            .schedule
-            .as_ref()
-            .map(|s| validation::parse_schedule(s, job.created_at))
-            .transpose()
-            .map_err(JobsError::Invalid)
-    }
-
     /// The next run of a job whose schedule is (re)started at `now`.
     fn first_run(schedule: Option<&Schedule>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match schedule {
@@ -481,7 +471,7 @@ impl Jobs {
         to: DateTime<Utc>,
     ) -> JobsResult<(Vec<Run>, usize)> {
         let job = self.get(owner, id).await?;
-        let Some(schedule) = Self::schedule_of(&job)? else {
+        let Some(schedule) = validation::stored_schedule(&job)? else {
             return Err(ValidationError::new("job", "has no schedule to backfill").into());
         };
         // Its runs would all be skipped.
@@ -546,7 +536,7 @@ impl Jobs {
         let job = self.get(owner, id).await?;
         let now = self.clock.now();
         let count = count.min(MAX_PREVIEW);
-        let instants = match Self::schedule_of(&job)? {
+        let instants = match validation::stored_schedule(&job)? {
             Some(schedule) => schedule.upcoming(now - chrono::Duration::seconds(1), count),
             None => job.next_run_at.into_iter().take(count).collect(),
         };

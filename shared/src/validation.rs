@@ -124,6 +124,11 @@ pub fn validate(
     Ok(Some(schedule))
 }
 
+/// A stored job's schedule (`None`: run once), as its document was validated when written.
+pub fn stored_schedule(job: &crate::job::Job) -> Result<Option<Schedule>> {
+    job.document.schedule.as_ref().map(|s| parse_schedule(s, job.created_at)).transpose()
+}
+
 /// Builds the [`Schedule`] a (syntactically valid) schedule document stands for.
 pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Result<Schedule> {
     let timezone = match &doc.timezone {

@@ -15,7 +15,6 @@
 use super::plan::plan;
 use crate::clock::Clock;
 use crate::job::Job;
-use crate::jobs::Jobs;
 use crate::queue::{Dispatch, MAX_DELAY_S, RunQueue};
 use crate::run::{Run, RunKey, RunState};
 use crate::schedule::jitter_offset;
@@ -266,7 +265,7 @@ impl Claimer {
             report: ClaimReport::default(),
         };
         let Some(first) = job.next_run_at else { return Ok(prepared) };
-        let schedule = match Jobs::schedule_of(job) {
+        let schedule = match crate::validation::stored_schedule(job) {
             Ok(s) => s,
             Err(e) => {
                 tracing::error!(job_id = %job.id, error = %e, "stored schedule does not parse; job left as is");

@@ -30,6 +30,9 @@ use std::sync::Arc;
 use target::{Answer, Caller, Invocation};
 use tracing::Instrument;
 
+/// How long a heartbeat (or a 202) keeps an attempt's lease alive, by default.
+pub const DEFAULT_HEARTBEAT_WINDOW: Duration = Duration::seconds(60);
+
 /// What to do with a message once handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Disposition {
@@ -60,7 +63,7 @@ impl Default for WorkerSettings {
         WorkerSettings {
             max_call: Duration::seconds(870),
             lease_margin: Duration::seconds(30),
-            heartbeat_window: crate::history::DEFAULT_HEARTBEAT_WINDOW,
+            heartbeat_window: DEFAULT_HEARTBEAT_WINDOW,
         }
     }
 }
