@@ -36,7 +36,7 @@ pub struct RunEvent {
 
 impl RunEvent {
     pub fn new(kind: EventKind, attempt: u32, at: DateTime<Utc>) -> Self {
-        let name = kind_name(kind);
+        let name = kind.as_str();
         let id = match kind {
             EventKind::Retrying => format!("{name}#{attempt}"),
             _ => name.to_string(),
@@ -63,20 +63,6 @@ pub struct Published {
 impl Published {
     pub fn is_empty(&self) -> bool {
         self.sent.is_empty() && self.shared_only.is_empty()
-    }
-}
-
-/// The wire name of an event kind (`timed_out`).
-pub fn kind_name(kind: EventKind) -> &'static str {
-    match kind {
-        EventKind::Succeeded => "succeeded",
-        EventKind::Failed => "failed",
-        EventKind::Retrying => "retrying",
-        EventKind::TimedOut => "timed_out",
-        EventKind::SlaMissed => "sla_missed",
-        EventKind::LateStart => "late_start",
-        EventKind::Skipped => "skipped",
-        EventKind::Failing => "failing",
     }
 }
 
@@ -180,7 +166,7 @@ impl Notification {
         let started = run.attempts.first().map(|a| a.started_at);
         let ended = run.attempts.last().and_then(|a| a.finished_at).unwrap_or(event.at);
         Notification {
-            event: kind_name(event.kind),
+            event: event.kind.as_str(),
             job_id: run.job_id.to_string(),
             job_name: job.map_or_else(|| run.job_id.to_string(), |j| j.document.name.clone()),
             owner: run.owner.clone(),

@@ -254,6 +254,22 @@ pub enum EventKind {
     Failing,
 }
 
+impl EventKind {
+    /// The wire name (`timed_out`), as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Succeeded => "succeeded",
+            EventKind::Failed => "failed",
+            EventKind::Retrying => "retrying",
+            EventKind::TimedOut => "timed_out",
+            EventKind::SlaMissed => "sla_missed",
+            EventKind::LateStart => "late_start",
+            EventKind::Skipped => "skipped",
+            EventKind::Failing => "failing",
+        }
+    }
+}
+
 /// Who hears about which events of this job.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -376,6 +392,14 @@ impl Job {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn an_event_kinds_name_is_its_wire_name() {
+        use EventKind::*;
+        for kind in [Succeeded, Failed, Retrying, TimedOut, SlaMissed, LateStart, Skipped, Failing] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.as_str()));
+        }
+    }
 
     #[test]
     fn defaults_fill_a_minimal_document() {

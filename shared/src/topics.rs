@@ -67,7 +67,7 @@ pub fn endpoints(notify: &NotifySettings) -> Vec<(&'static str, String, String)>
 
 /// The filter policy of every subscription of a job: the events it asked for.
 pub fn filter_policy(notify: &NotifySettings) -> String {
-    let mut names: Vec<&str> = notify.on.iter().map(|k| crate::events::kind_name(*k)).collect();
+    let mut names: Vec<&str> = notify.on.iter().map(|k| k.as_str()).collect();
     names.sort_unstable();
     names.dedup();
     serde_json::json!({ "event": names }).to_string()

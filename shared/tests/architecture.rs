@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Cycles between top-level modules still to break, each as its sorted members.
-const KNOWN_CYCLES: &[&[&str]] = &[&["events", "run", "store", "topics"]];
+const KNOWN_CYCLES: &[&[&str]] = &[&["events", "run", "store"]];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir).expect("shared/src is readable").flatten().collect();

@@ -249,7 +249,7 @@ fn watched(run: &Run) -> bool {
 
 fn event_value(event: &RunEvent) -> AttributeValue {
     let mut fields = HashMap::from([
-        ("kind".to_string(), s(crate::events::kind_name(event.kind))),
+        ("kind".to_string(), s(event.kind.as_str())),
         ("at".to_string(), s(event.at.to_rfc3339())),
         ("sent".to_string(), AttributeValue::Bool(event.sent)),
     ]);
