@@ -136,6 +136,26 @@ impl Stack {
         self.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
     }
 
+    /// Polls the runs queue with `worker` until run `id` has ended; fails after `limit_s` seconds.
+    pub async fn drive(
+        &self,
+        worker: &sundial_shared::worker::Worker,
+        id: &sundial_shared::run::RunId,
+        limit_s: u64,
+    ) -> sundial_shared::run::Run {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
+        loop {
+            let (queue, inbox) = (self.services.queue.as_ref(), self.services.inbox.as_ref());
+            sundial_shared::worker::poll::poll_once(worker, queue, inbox, "test-worker", 1).await.unwrap();
+            let current = self.run(id).await;
+            if current.state.is_terminal() {
+                return current;
+            }
+            assert!(std::time::Instant::now() < deadline, "run still {} after {limit_s} s", current.state);
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// Every run of a job, oldest first.
     pub async fn runs_of(&self, job_id: &str) -> Vec<sundial_shared::run::Run> {
         let id = sundial_shared::job::JobId::parse(job_id).unwrap();

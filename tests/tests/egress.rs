@@ -12,7 +12,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use sundial_shared::run::{RunId, RunState};
 use sundial_shared::worker::outbound::Lookup;
-use sundial_shared::worker::poll::poll_once;
 use sundial_shared::worker::target::Targets;
 use sundial_shared::worker::{Worker, WorkerSettings};
 use sundial_tests::{ALICE, Answer, BOB, Options, Stack, TargetServer};
@@ -64,21 +63,6 @@ fn worker(stack: &Stack, names: &[(&str, &str)], policy: Option<&Stack>) -> Work
     )
 }
 
-/// Polls the queue with `worker` until the run has ended.
-async fn drive(stack: &Stack, worker: &Worker, id: &RunId) -> sundial_shared::run::Run {
-    for _ in 0..100 {
-        poll_once(worker, stack.services.queue.as_ref(), stack.services.inbox.as_ref(), "egress-test", 1)
-            .await
-            .unwrap();
-        let run = stack.run(id).await;
-        if run.state.is_terminal() {
-            return run;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("run {id} did not end: {:?}", stack.run(id).await);
-}
-
 #[tokio::test]
 async fn a_job_cannot_read_another_tenants_data_through_the_aws_endpoint() {
     let stack = Stack::new().await;
@@ -116,7 +100,7 @@ async fn a_job_cannot_read_another_tenants_data_through_the_aws_endpoint() {
     let reply = stack.api.post(BOB, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
     assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
     let run_id = RunId::parse(reply.body["id"].as_str().unwrap()).unwrap();
-    let run = drive(&stack, &worker(&stack, &[("aws.test", "127.0.0.1")], None), &run_id).await;
+    let run = stack.drive(&worker(&stack, &[("aws.test", "127.0.0.1")], None), &run_id, 60).await;
     assert_eq!(run.state, RunState::Failed, "{run:?}");
     assert_eq!(run.attempts.len(), 1, "a refusal is not retried: {run:?}");
     let error = run.attempts[0].error.clone().unwrap_or_default();
@@ -145,7 +129,7 @@ async fn loopback_is_refused_unless_the_deployment_allows_it() {
     // the call-time check is the one that holds.
     let id = open.api.create_job(ALICE, &job).await;
     let run_id = open.trigger(&id).await;
-    let run = drive(&open, &worker(&open, &[], Some(&closed)), &run_id).await;
+    let run = open.drive(&worker(&open, &[], Some(&closed)), &run_id, 60).await;
     assert_eq!(run.state, RunState::Failed, "{run:?}");
     assert_eq!(run.attempts.len(), 1, "{run:?}");
     assert!(run.attempts[0].error.clone().unwrap_or_default().contains("loopback"), "{run:?}");
@@ -153,7 +137,7 @@ async fn loopback_is_refused_unless_the_deployment_allows_it() {
 
     // Where the deployment allows it, the same job runs.
     let run_id = open.trigger(&id).await;
-    let run = drive(&open, &worker(&open, &[], None), &run_id).await;
+    let run = open.drive(&worker(&open, &[], None), &run_id, 60).await;
     assert_eq!(run.state, RunState::Succeeded, "{run:?}");
     assert_eq!(target.hits().len(), 1);
 }
@@ -175,7 +159,7 @@ async fn a_name_resolving_inside_is_refused_when_called_whatever_its_class() {
         let job = json!({"name": format!("to-{}", name.replace('.', "-")), "schedule": {"cron": "0 0 1 1 *"},
                          "target": {"type": "http", "url": format!("http://{name}:8080/")}});
         let id = stack.api.create_job(ALICE, &job).await;
-        let run = drive(&stack, &worker, &stack.trigger(&id).await).await;
+        let run = stack.drive(&worker, &stack.trigger(&id).await, 60).await;
         assert_eq!(run.state, RunState::Failed, "{name}: {run:?}");
         let error = run.attempts[0].error.clone().unwrap_or_default();
         assert!(error.starts_with("refused:") && error.contains(ip), "{name}: {error}");

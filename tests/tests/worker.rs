@@ -8,7 +8,7 @@ use chrono::Duration;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_shared::run::{Outcome, Run, RunId, RunState};
+use sundial_shared::run::{Outcome, RunState};
 use sundial_shared::worker::poll::poll_once;
 use sundial_shared::worker::target::{Targets, headers, sign};
 use sundial_shared::worker::{Disposition, Worker, WorkerSettings};
@@ -42,21 +42,6 @@ fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
     stack.worker_with(caller, settings)
 }
 
-/// Polls the real queue with `worker` until the run has ended.
-async fn drive(stack: &Stack, worker: &Worker, id: &RunId, limit_s: u64) -> Run {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
-    loop {
-        poll_once(worker, stack.services.queue.as_ref(), stack.services.inbox.as_ref(), "test-worker", 1)
-            .await
-            .unwrap();
-        let current = stack.run(id).await;
-        if current.state.is_terminal() {
-            return current;
-        }
-        assert!(std::time::Instant::now() < deadline, "run still {} after {limit_s} s", current.state);
-    }
-}
-
 /// A target failing twice then succeeding: SUCCEEDED at attempt 3, the gaps respect the
 /// backoff, three attempts in the run's detail, one idempotency key for all three.
 #[tokio::test]
@@ -71,7 +56,7 @@ async fn fails_twice_then_succeeds() {
         )
         .await;
     let run_id = stack.trigger(&id).await;
-    let done = drive(&stack, &stack.services.worker, &run_id, 60).await;
+    let done = stack.drive(&stack.services.worker, &run_id, 60).await;
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.attempt, 3);
 
@@ -119,7 +104,7 @@ async fn always_failing_ends_failed_and_the_message_is_gone() {
         )
         .await;
     let run_id = stack.trigger(&id).await;
-    let done = drive(&stack, &stack.services.worker, &run_id, 60).await;
+    let done = stack.drive(&stack.services.worker, &run_id, 60).await;
     assert_eq!(done.state, RunState::Failed);
     assert_eq!(done.attempts.len(), 3);
     assert_eq!(target.hits().len(), 3);
@@ -136,7 +121,7 @@ async fn permanent_failures_are_not_retried() {
         .create_job(ALICE, &job("gone", &target.url, json!({"max_attempts": 5, "backoff_s": 1})))
         .await;
     let run_id = stack.trigger(&id).await;
-    let done = drive(&stack, &stack.services.worker, &run_id, 30).await;
+    let done = stack.drive(&stack.services.worker, &run_id, 30).await;
     assert_eq!(done.state, RunState::Failed);
     assert_eq!(target.hits().len(), 1);
 }
@@ -363,7 +348,7 @@ async fn signatures_verify_and_the_secret_stays_secret() {
     let secret = created.body["signing_secret"].as_str().unwrap().to_string();
     let webhook_secret = created.body["webhook_secret"].as_str().unwrap().to_string();
     let run_id = stack.trigger(&id).await;
-    drive(&stack, &stack.services.worker, &run_id, 30).await;
+    stack.drive(&stack.services.worker, &run_id, 30).await;
     let hit = &target.hits()[0];
     assert_eq!(hit.headers[headers::SIGNATURE], sign(&secret, &hit.body).as_str());
 
@@ -384,7 +369,7 @@ async fn signatures_verify_and_the_secret_stays_secret() {
     let new_secret = rotated.body["signing_secret"].as_str().unwrap().to_string();
     assert_ne!(new_secret, secret);
     let second = stack.trigger(&id).await;
-    drive(&stack, &stack.services.worker, &second, 30).await;
+    stack.drive(&stack.services.worker, &second, 30).await;
     let hit = &target.hits()[1];
     assert_eq!(hit.headers[headers::SIGNATURE], sign(&new_secret, &hit.body).as_str());
 }
@@ -402,8 +387,8 @@ async fn paused_and_deleted_jobs_do_not_execute() {
     stack.api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await;
     stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await;
 
-    let skipped = drive(&stack, &stack.services.worker, &paused_run, 30).await;
-    let cancelled = drive(&stack, &stack.services.worker, &deleted_run, 30).await;
+    let skipped = stack.drive(&stack.services.worker, &paused_run, 30).await;
+    let cancelled = stack.drive(&stack.services.worker, &deleted_run, 30).await;
     assert_eq!(skipped.state, RunState::Skipped);
     assert_eq!(cancelled.state, RunState::Cancelled);
     assert!(target.hits().is_empty());
@@ -422,7 +407,7 @@ async fn run_history_cancel_and_rerun() {
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let id = stack.api.create_job(ALICE, &job("history", &target.url, json!({}))).await;
     let first = stack.trigger(&id).await;
-    drive(&stack, &stack.services.worker, &first, 30).await;
+    stack.drive(&stack.services.worker, &first, 30).await;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let second = stack.trigger(&id).await;
 
@@ -443,7 +428,7 @@ async fn run_history_cancel_and_rerun() {
     let twice = stack.api.post(ALICE, &format!("/v1/runs/{second}/cancel"), &json!({})).await;
     assert_eq!(twice.status, StatusCode::CONFLICT);
     // The cancelled run's message is dropped without calling the target.
-    drive(&stack, &stack.services.worker, &second, 10).await;
+    stack.drive(&stack.services.worker, &second, 10).await;
     assert_eq!(target.hits().len(), 1);
 
     let rerun = stack.api.post(ALICE, &format!("/v1/runs/{first}/rerun"), &json!({})).await;
@@ -478,7 +463,7 @@ async fn events_are_published_once_with_their_attributes() {
 
     let runs = [stack.trigger(&a).await, stack.trigger(&b).await, stack.trigger(&c).await];
     for id in &runs {
-        drive(&stack, &stack.services.worker, id, 60).await;
+        stack.drive(&stack.services.worker, id, 60).await;
     }
     let messages = stack.read_inbox(&inbox, 5, 20).await;
     let mut seen: Vec<(String, String)> = messages
@@ -544,13 +529,13 @@ async fn lambda_targets_through_cargo_lambda_watch() {
     let failing = stack.api.create_job(ALICE, &lambda_job("lambda-fails", json!({"fail": true}))).await;
 
     let ok_run = stack.trigger(&ok).await;
-    let done = drive(&stack, &worker, &ok_run, 180).await;
+    let done = stack.drive(&worker, &ok_run, 180).await;
     assert_eq!(done.state, RunState::Succeeded, "{done:?}");
     let output = done.attempts[0].output.clone().unwrap();
     assert!(output.contains(&ok_run.to_string()), "{output}");
 
     let failing_run = stack.trigger(&failing).await;
-    let failed = drive(&stack, &worker, &failing_run, 120).await;
+    let failed = stack.drive(&worker, &failing_run, 120).await;
     assert_eq!(failed.state, RunState::Failed);
     assert_eq!(failed.attempts.len(), 2);
     assert!(
