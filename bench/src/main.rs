@@ -19,15 +19,15 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use sundial_shared::clock::{Clock, ManualClock, SystemClock};
+use sundial_adapters::dynamo::DynamoJobStore;
+use sundial_adapters::metrics::{Clients, Ledger, writes};
+use sundial_adapters::provision::provision;
+use sundial_domain::clock::{Clock, ManualClock, SystemClock};
+use sundial_domain::job::{Job, JobDocument, JobId};
+use sundial_domain::run::RunKey;
+use sundial_domain::schedule::ceil_second;
 use sundial_shared::config::{Config, Vars, aws_sdk_config};
-use sundial_shared::job::{Job, JobDocument, JobId};
-use sundial_shared::metrics::{Clients, Ledger, writes};
-use sundial_shared::provision::provision;
-use sundial_shared::run::RunKey;
-use sundial_shared::schedule::ceil_second;
 use sundial_shared::services::Services;
-use sundial_shared::store::DynamoJobStore;
 
 /// CPU time (user + system) of this process so far, from /proc (Linux reports it in 1/100 s).
 fn cpu_seconds() -> f64 {
@@ -100,7 +100,7 @@ async fn burst(n: usize) -> anyhow::Result<Value> {
     let now = Utc::now();
     let due = ceil_second(now) + Duration::seconds(5);
     let jobs: Vec<Job> = (0..n)
-        .map(|i| job(i, json!({"at": sundial_shared::due::format_instant(due)}), now, due))
+        .map(|i| job(i, json!({"at": sundial_domain::due::format_instant(due)}), now, due))
         .collect::<anyhow::Result<_>>()?;
     let store =
         DynamoJobStore::new(clients.dynamo.clone(), &services.config.resources.jobs_table, 16, Ledger::new());
@@ -116,7 +116,7 @@ async fn burst(n: usize) -> anyhow::Result<Value> {
     let cpu_before = cpu_seconds();
     let started = std::time::Instant::now();
     let mut invocations = 0;
-    let mut claims = sundial_shared::tick::claim::ClaimReport::default();
+    let mut claims = sundial_app::tick::claim::ClaimReport::default();
     while claims.claimed < n && invocations < 100 {
         let report = services.tick.run().await?;
         invocations += 1;
@@ -185,7 +185,7 @@ async fn frequent(jobs: usize, minutes: i64, claim_ahead_s: &str) -> anyhow::Res
 /// arrived (or 10 minutes passed), then prints what it saw.
 /// The watchdog over `n` in-flight runs: a quiet pass, then a pass that repairs every run.
 async fn watchdog(n: usize) -> anyhow::Result<Value> {
-    use sundial_shared::run::{Attempt, RunState};
+    use sundial_domain::run::{Attempt, RunState};
     let name = format!("bench{}", ulid_suffix());
     let start: DateTime<Utc> = ceil_second(Utc::now());
     let clock = Arc::new(ManualClock::new(start));

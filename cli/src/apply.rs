@@ -9,10 +9,10 @@ use crate::client::Client;
 use crate::locate::Lines;
 use reqwest::Method;
 use serde_json::{Value, json};
-use sundial_shared::job::JobDocument;
-use sundial_shared::limits::{Limits, TargetAllowList};
-use sundial_shared::merge_patch;
-use sundial_shared::validation::{self, Rules};
+use sundial_domain::job::JobDocument;
+use sundial_domain::limits::{Limits, TargetAllowList};
+use sundial_domain::merge_patch;
+use sundial_domain::validation::{self, Rules};
 
 /// One job of the file, decoded and validated.
 #[derive(Debug)]
@@ -62,7 +62,7 @@ pub fn read(file: &str, text: &str) -> Result<Vec<Desired>, CliError> {
         sqs: everything.clone(),
         sns: everything,
         own_prefix: String::new(),
-        network: sundial_shared::egress::Egress::new(&["0.0.0.0/0".into(), "::/0".into()], &[])
+        network: sundial_domain::egress::Egress::new(&["0.0.0.0/0".into(), "::/0".into()], &[])
             .unwrap_or_default(),
     };
     let now = chrono::Utc::now();
@@ -75,7 +75,7 @@ pub fn read(file: &str, text: &str) -> Result<Vec<Desired>, CliError> {
         };
         let value = serde_json::to_value(&item).map_err(|e| fail("", e.to_string()))?;
         let mut document: JobDocument =
-            sundial_shared::jobs::decode(value).map_err(|e| fail(&e.field, e.reason.clone()))?;
+            sundial_domain::validation::decode(value).map_err(|e| fail(&e.field, e.reason.clone()))?;
         validation::validate(&mut document, &Rules { limits: &limits, targets: &targets }, now, now)
             .map_err(|e| fail(&e.field, e.reason.clone()))?;
         if desired.iter().any(|d| d.name == document.name) {

@@ -9,11 +9,11 @@
 use anyhow::Context;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use sundial_adapters::metrics::{Clients, Ledger};
+use sundial_adapters::provision::provision;
 use sundial_api::{AppState, router};
-use sundial_shared::clock::SystemClock;
+use sundial_domain::clock::SystemClock;
 use sundial_shared::config::{Config, Env, Vars, aws_sdk_config};
-use sundial_shared::metrics::{Clients, Ledger};
-use sundial_shared::provision::provision;
 use sundial_shared::services::Services;
 use tokio::sync::watch;
 
@@ -133,7 +133,7 @@ async fn serve(services: Services, stack: &str, endpoint: &str) -> anyhow::Resul
 /// in hand finish (a poll waits at most a second for messages).
 async fn poll_runs_queue(services: Services, n: usize, stopped: watch::Receiver<bool>) {
     let identity = format!("local:{}/worker-{n}", std::process::id());
-    sundial_shared::worker::poll::consume(
+    sundial_app::worker::poll::consume(
         services.worker.clone(),
         services.queue.clone(),
         services.inbox.clone(),
@@ -161,7 +161,7 @@ async fn every_minute(services: Services, mut stopped: watch::Receiver<bool>, jo
     };
     loop {
         let now = chrono::Utc::now();
-        let mut next = sundial_shared::due::minute_of(now) + offset;
+        let mut next = sundial_domain::due::minute_of(now) + offset;
         if next <= now {
             next += chrono::Duration::minutes(1);
         }

@@ -1,14 +1,14 @@
 //! Configuration, read once from the environment. A missing or malformed variable is named in
 //! the error.
 
-use crate::auth::ApiKeys;
-use crate::limits::{Limits, TargetAllowList};
-use crate::provision::Resources;
-use crate::tick::TickSettings;
-use crate::tick::claim::ClaimSettings;
-use crate::watchdog::inspect::WatchdogSettings;
 use chrono::Duration;
 use std::collections::HashMap;
+use sundial_adapters::provision::Resources;
+use sundial_app::tick::TickSettings;
+use sundial_app::tick::claim::ClaimSettings;
+use sundial_domain::auth::ApiKeys;
+use sundial_domain::inspect::WatchdogSettings;
+use sundial_domain::limits::{Limits, TargetAllowList};
 
 /// Why configuration could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,7 +46,7 @@ pub struct Config {
     pub logs: crate::logs::LogLocation,
     /// Seals pagination tokens: under `SUNDIAL_PAGE_TOKEN_KEY` (shared by every instance of the
     /// API), or a random key of this process's when it is unset (one local process).
-    pub page_tokens: crate::page_token::PageTokens,
+    pub page_tokens: sundial_domain::page_token::PageTokens,
 }
 
 /// The variable holding the key pagination tokens are sealed with.
@@ -149,7 +149,7 @@ impl Config {
             .iter()
             .filter_map(|name| vars.var(name))
             .collect();
-        let network = crate::egress::Egress::new(&list(vars, "SUNDIAL_ALLOWED_NETWORKS"), &own)
+        let network = sundial_domain::egress::Egress::new(&list(vars, "SUNDIAL_ALLOWED_NETWORKS"), &own)
             .map_err(|e| ConfigError::Invalid { name: "SUNDIAL_ALLOWED_NETWORKS", reason: e.to_string() })?;
         let targets = TargetAllowList {
             lambda: list(vars, "SUNDIAL_ALLOWED_LAMBDA"),
@@ -192,7 +192,7 @@ impl Config {
         }
         let tick = TickSettings { shards: due_shards, ..TickSettings::default() };
         let heartbeat_window =
-            seconds("SUNDIAL_HEARTBEAT_WINDOW_S", crate::worker::DEFAULT_HEARTBEAT_WINDOW)?;
+            seconds("SUNDIAL_HEARTBEAT_WINDOW_S", sundial_app::worker::DEFAULT_HEARTBEAT_WINDOW)?;
         let defaults = WatchdogSettings::default();
         let watchdog = WatchdogSettings {
             dispatch_grace: seconds("SUNDIAL_DISPATCH_GRACE_S", defaults.dispatch_grace)?,
@@ -219,8 +219,8 @@ impl Config {
             &stack,
         );
         let page_tokens = match vars.var(PAGE_TOKEN_KEY) {
-            None => crate::page_token::PageTokens::random(),
-            Some(key) => crate::page_token::PageTokens::new(key.as_bytes())
+            None => sundial_domain::page_token::PageTokens::random(),
+            Some(key) => sundial_domain::page_token::PageTokens::new(key.as_bytes())
                 .map_err(|e| ConfigError::Invalid { name: PAGE_TOKEN_KEY, reason: e.to_string() })?,
         };
         Ok(Config {

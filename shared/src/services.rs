@@ -1,25 +1,30 @@
 //! Wiring: the adapters and use cases a process needs, built once from configuration. Every
 //! function and the local runtime start here, so they are assembled the same way.
 
-use crate::clock::Clock;
 use crate::config::Config;
-use crate::events::{Announcer, EventBus, SnsEventBus};
-use crate::history::History;
-use crate::jobs::Jobs;
-use crate::metrics::{Clients, Ledger};
-use crate::queue::{RunInbox, RunQueue, SqsRunQueue};
-use crate::record::Recorder;
-use crate::store::{
-    DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore, DynamoTickStateStore, IdempotencyStore, JobStore,
-    RunStore, TickStateStore,
-};
-use crate::tick::Tick;
-use crate::tick::claim::Claimer;
-use crate::topics::{JobTopics, SnsJobTopics, TopicNames};
-use crate::watchdog::Watchdog;
-use crate::worker::target::{Caller, Targets};
-use crate::worker::{Worker, WorkerSettings};
 use std::sync::Arc;
+use sundial_adapters::dynamo::{
+    DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore, DynamoTickStateStore,
+};
+use sundial_adapters::metrics::{Clients, Ledger};
+use sundial_adapters::sns::bus::SnsEventBus;
+use sundial_adapters::sns::topics::{SnsJobTopics, TopicNames};
+use sundial_adapters::sqs::SqsRunQueue;
+use sundial_adapters::targets::Targets;
+use sundial_app::announce::Announcer;
+use sundial_app::history::History;
+use sundial_app::jobs::Jobs;
+use sundial_app::record::Recorder;
+use sundial_app::tick::Tick;
+use sundial_app::tick::claim::Claimer;
+use sundial_app::watchdog::Watchdog;
+use sundial_app::worker::{Worker, WorkerSettings};
+use sundial_domain::clock::Clock;
+use sundial_domain::ports::bus::EventBus;
+use sundial_domain::ports::queue::{RunInbox, RunQueue};
+use sundial_domain::ports::store::{IdempotencyStore, JobStore, RunStore, TickStateStore};
+use sundial_domain::ports::targets::Caller;
+use sundial_domain::ports::topics::JobTopics;
 
 /// Everything built from one configuration.
 #[derive(Debug, Clone)]
@@ -27,7 +32,7 @@ pub struct Services {
     pub config: Config,
     pub clock: Arc<dyn Clock>,
     pub ledger: Arc<Ledger>,
-    pub meter: Arc<crate::meter::Meter>,
+    pub meter: Arc<sundial_app::meter::Meter>,
     pub job_store: Arc<dyn JobStore>,
     pub runs: Arc<dyn RunStore>,
     pub queue: Arc<dyn RunQueue>,
@@ -50,14 +55,15 @@ impl Services {
     pub async fn from_env() -> Result<Self, crate::config::ConfigError> {
         let config = Config::from_env()?;
         let sdk = crate::config::aws_sdk_config().await;
-        let clients = Clients::with_capacity_log(&sdk, crate::metrics::Ledger::new(), config.capacity_log);
-        Ok(Services::new(config, &clients, Arc::new(crate::clock::SystemClock)))
+        let clients =
+            Clients::with_capacity_log(&sdk, sundial_adapters::metrics::Ledger::new(), config.capacity_log);
+        Ok(Services::new(config, &clients, Arc::new(sundial_domain::clock::SystemClock)))
     }
 
     pub fn new(config: Config, clients: &Clients, clock: Arc<dyn Clock>) -> Self {
         let r = &config.resources;
         let ledger = clients.ledger.clone();
-        let meter = crate::meter::Meter::new(config.emf);
+        let meter = sundial_app::meter::Meter::new(config.emf);
         let job_store: Arc<dyn JobStore> = Arc::new(DynamoJobStore::new(
             clients.dynamo.clone(),
             &r.jobs_table,

@@ -1,19 +1,17 @@
-//! The shape of `shared`, read from its sources: which top-level modules use which (`crate::x`
-//! paths outside each file's tests), and the cycles among them.
-//!
-//! A ratchet: the cycles that remain are listed here and may only go. A new cycle, or a listed
-//! one that is gone but still listed, fails the test, so the list always says what is true.
+//! The shape of the library, read from its sources and its manifests: within each of its crates
+//! no two modules use each other, even through others (`crate::x` paths outside each file's
+//! tests), and the domain crate depends on no AWS, HTTP-client, runtime or OpenAPI crate.
 
 #![allow(clippy::expect_used)] // test code: a panic is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Cycles between top-level modules still to break, each as its sorted members.
-const KNOWN_CYCLES: &[&[&str]] = &[&["events", "run", "store"]];
+/// The library's crates, by folder under `shared/`: wiring, domain, use cases, adapters.
+const CRATES: &[&str] = &["src", "domain/src", "app/src", "adapters/src"];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("shared/src is readable").flatten().collect();
+    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("the crate's sources are readable").flatten().collect();
     entries.sort_by_key(|e| e.path());
     for entry in entries {
         let path = entry.path();
@@ -51,13 +49,12 @@ fn uses(text: &str) -> BTreeSet<String> {
     found
 }
 
-fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src");
+fn graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    sources(&root, &mut files);
+    sources(root, &mut files);
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in files {
-        let Some(module) = module_of(&root, &file) else { continue };
+        let Some(module) = module_of(root, &file) else { continue };
         let text = std::fs::read_to_string(&file).expect("a source file is readable");
         let edges = graph.entry(module.clone()).or_default();
         edges.extend(uses(&text).into_iter().filter(|used| *used != module));
@@ -123,17 +120,38 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<Vec<String>> {
 }
 
 #[test]
-fn module_cycles_only_shrink() {
-    let graph = graph();
-    assert!(graph.len() > 20, "the sources were not found: {graph:?}");
-    let found = cycles(&graph);
-    let known: BTreeSet<Vec<String>> =
-        KNOWN_CYCLES.iter().map(|c| c.iter().map(|m| m.to_string()).collect()).collect();
-    assert_eq!(
-        found, known,
-        "cycles between shared's modules changed: break a new one, or strike one that is gone from \
-         KNOWN_CYCLES"
-    );
+fn no_module_cycles_in_any_crate() {
+    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    for folder in CRATES {
+        let graph = graph(&shared.join(folder));
+        assert!(graph.len() >= 4, "the sources of {folder} were not found: {graph:?}");
+        let found = cycles(&graph);
+        assert!(found.is_empty(), "modules of shared/{folder} use each other: {found:?}");
+    }
+}
+
+/// The crates the domain may not depend on: AWS, HTTP clients and servers, async runtimes,
+/// OpenAPI (which only its optional `openapi` feature brings in).
+const NOT_IN_THE_DOMAIN: &[&str] =
+    &["aws-", "aws_", "reqwest", "hyper", "tokio", "utoipa", "lambda_", "axum", "tracing"];
+
+#[test]
+fn the_domain_depends_on_no_aws_http_runtime_or_openapi_crate() {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("domain/Cargo.toml");
+    // Everything the domain builds with, by default features, as `cargo tree` resolves it.
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "--edges", "normal", "--prefix", "none", "--format", "{p}"])
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let crates: BTreeSet<&str> = tree.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert!(crates.contains("sundial-domain") && crates.contains("chrono"), "{tree}");
+    let banned: Vec<&&str> =
+        crates.iter().filter(|c| NOT_IN_THE_DOMAIN.iter().any(|b| c.starts_with(b))).collect();
+    assert!(banned.is_empty(), "the domain depends on {banned:?}:\n{tree}");
 }
 
 #[test]

@@ -14,11 +14,11 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
+use sundial_adapters::metrics::{Clients, Ledger};
+use sundial_adapters::provision::{Resources, provision};
 use sundial_api::AppState;
-use sundial_shared::clock::{Clock, SystemClock};
+use sundial_domain::clock::{Clock, SystemClock};
 use sundial_shared::config::{Config, aws_sdk_config};
-use sundial_shared::metrics::{Clients, Ledger};
-use sundial_shared::provision::{Resources, provision};
 use sundial_shared::services::Services;
 use tower::ServiceExt;
 
@@ -97,7 +97,7 @@ impl Stack {
     }
 
     /// A stack whose services read `clock`, with extra configuration.
-    pub async fn at(clock: &Arc<sundial_shared::clock::ManualClock>, vars: &[(&'static str, &str)]) -> Stack {
+    pub async fn at(clock: &Arc<sundial_domain::clock::ManualClock>, vars: &[(&'static str, &str)]) -> Stack {
         Stack::with(Options {
             vars: vars.iter().map(|(k, v)| (*k, v.to_string())).collect(),
             clock: Some(clock.clone() as Arc<dyn Clock>),
@@ -109,11 +109,11 @@ impl Stack {
     /// through `caller`.
     pub fn worker_with(
         &self,
-        caller: Arc<dyn sundial_shared::worker::target::Caller>,
-        settings: sundial_shared::worker::WorkerSettings,
-    ) -> sundial_shared::worker::Worker {
+        caller: Arc<dyn sundial_domain::ports::targets::Caller>,
+        settings: sundial_app::worker::WorkerSettings,
+    ) -> sundial_app::worker::Worker {
         let s = &self.services;
-        sundial_shared::worker::Worker::new(
+        sundial_app::worker::Worker::new(
             s.job_store.clone(),
             s.runs.clone(),
             caller,
@@ -125,28 +125,28 @@ impl Stack {
     }
 
     /// Triggers a run of `job_id` through the API as Alice; panics unless it is accepted.
-    pub async fn trigger(&self, job_id: &str) -> sundial_shared::run::RunId {
+    pub async fn trigger(&self, job_id: &str) -> sundial_domain::run::RunId {
         let reply = self.api.post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &serde_json::json!({})).await;
         assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
-        sundial_shared::run::RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
+        sundial_domain::run::RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
     }
 
     /// The run `id` as stored; panics if it does not exist.
-    pub async fn run(&self, id: &sundial_shared::run::RunId) -> sundial_shared::run::Run {
+    pub async fn run(&self, id: &sundial_domain::run::RunId) -> sundial_domain::run::Run {
         self.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
     }
 
     /// Polls the runs queue with `worker` until run `id` has ended; fails after `limit_s` seconds.
     pub async fn drive(
         &self,
-        worker: &sundial_shared::worker::Worker,
-        id: &sundial_shared::run::RunId,
+        worker: &sundial_app::worker::Worker,
+        id: &sundial_domain::run::RunId,
         limit_s: u64,
-    ) -> sundial_shared::run::Run {
+    ) -> sundial_domain::run::Run {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
         loop {
             let (queue, inbox) = (self.services.queue.as_ref(), self.services.inbox.as_ref());
-            sundial_shared::worker::poll::poll_once(worker, queue, inbox, "test-worker", 1).await.unwrap();
+            sundial_app::worker::poll::poll_once(worker, queue, inbox, "test-worker", 1).await.unwrap();
             let current = self.run(id).await;
             if current.state.is_terminal() {
                 return current;
@@ -157,8 +157,8 @@ impl Stack {
     }
 
     /// Every run of a job, oldest first.
-    pub async fn runs_of(&self, job_id: &str) -> Vec<sundial_shared::run::Run> {
-        let id = sundial_shared::job::JobId::parse(job_id).unwrap();
+    pub async fn runs_of(&self, job_id: &str) -> Vec<sundial_domain::run::Run> {
+        let id = sundial_domain::job::JobId::parse(job_id).unwrap();
         let mut runs = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
@@ -295,7 +295,7 @@ impl Stack {
             .dynamo
             .scan()
             .table_name(&self.resources.jobs_table)
-            .index_name(sundial_shared::store::dynamo_jobs::BY_DUE_INDEX)
+            .index_name(sundial_adapters::dynamo::jobs::BY_DUE_INDEX)
             .send()
             .await
             .unwrap();

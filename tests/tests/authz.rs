@@ -20,10 +20,10 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use sundial_shared::job::{Job, JobId};
-use sundial_shared::run::{RunId, RunState};
-use sundial_shared::worker::Disposition;
-use sundial_shared::worker::target::headers;
+use sundial_app::worker::Disposition;
+use sundial_domain::job::{Job, JobId};
+use sundial_domain::run::{RunId, RunState};
+use sundial_domain::target::headers;
 use sundial_tests::{ALICE, Answer, BOB, Call, Options, Reply, Stack, TargetServer, job};
 
 /// The kinds of caller, in the matrix's column order.

@@ -346,11 +346,11 @@ async fn a_paused_job_cannot_be_triggered() {
 /// after the run was written) gets the run it wrote, not a 409; a new key gets the 409.
 #[tokio::test]
 async fn a_retried_trigger_finds_its_run_after_a_pause() {
-    use sundial_shared::jobs::{JobsError, RequestKey};
+    use sundial_app::jobs::{JobsError, RequestKey};
     let stack = Stack::new().await;
     let id =
         stack.api.create_job(ALICE, &with(job("retried"), "schedule", json!({"cron": "0 0 1 1 *"}))).await;
-    let job_id = sundial_shared::job::JobId::parse(&id).unwrap();
+    let job_id = sundial_domain::job::JobId::parse(&id).unwrap();
     let owner = "alice".to_string();
     let request = RequestKey { key: "k-1".into(), first_seen: chrono::Utc::now() };
     let jobs = &stack.services.jobs;

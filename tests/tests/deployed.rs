@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use sundial_domain::target::headers;
 use sundial_shared::config::aws_sdk_config;
-use sundial_shared::worker::target::headers;
 use sundial_tests::{Answer, TargetServer};
 
 /// How long any one flow may take: EventBridge fires the tick and the watchdog once a minute.

@@ -10,10 +10,10 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use sundial_shared::run::{RunId, RunState};
-use sundial_shared::worker::outbound::Lookup;
-use sundial_shared::worker::target::Targets;
-use sundial_shared::worker::{Worker, WorkerSettings};
+use sundial_adapters::targets::Targets;
+use sundial_adapters::targets::outbound::Lookup;
+use sundial_app::worker::{Worker, WorkerSettings};
+use sundial_domain::run::{RunId, RunState};
 use sundial_tests::{ALICE, Answer, BOB, Options, Stack, TargetServer};
 
 fn endpoint() -> String {

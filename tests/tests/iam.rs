@@ -26,9 +26,9 @@ use serde_json::{Value, json};
 use serde_yaml::Value as Yaml;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use sundial_shared::clock::{Clock, ManualClock};
-use sundial_shared::metrics::{Clients, Ledger, RequestCounter};
-use sundial_shared::provision::{TEMPLATE, Template};
+use sundial_adapters::metrics::{Clients, Ledger, RequestCounter};
+use sundial_adapters::provision::{TEMPLATE, Template};
+use sundial_domain::clock::{Clock, ManualClock};
 use sundial_shared::services::Services;
 use sundial_tests::{ALICE, Answer, Api, Call, Stack, TargetServer};
 
@@ -372,7 +372,7 @@ fn allowed(statements: &[Statement], need: &Need) -> bool {
 
 /// The template, resolved for one stack: intrinsic functions, parameters at their defaults (so
 /// conditions on optional parameters are false, as in a default deployment), resource names as
-/// `shared/src/provision.rs` derives them.
+/// `shared/adapters/src/provision.rs` derives them.
 struct Resolver {
     doc: Yaml,
     stack: String,
@@ -1029,7 +1029,7 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
         sundial_worker::handle(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), event).await.unwrap();
     assert!(response.batch_item_failures.is_empty());
     let dead_runs = stack.runs_of(&names["dead"]).await;
-    assert_eq!(dead_runs[0].state, sundial_shared::run::RunState::Failed);
+    assert_eq!(dead_runs[0].state, sundial_domain::run::RunState::Failed);
 
     let needed = assert_granted(&stack, "worker", "WorkerRole", &log);
     assert_exercised(
@@ -1053,9 +1053,9 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
 /// have topics of their own. Every call is granted by `WatchdogRole`.
 #[tokio::test]
 async fn the_watchdog_role_grants_every_call_of_the_watchdog() {
-    use sundial_shared::events::RunEvent;
-    use sundial_shared::job::EventKind;
-    use sundial_shared::run::{Run, RunId, RunState};
+    use sundial_domain::job::EventKind;
+    use sundial_domain::run::RunEvent;
+    use sundial_domain::run::{Run, RunId, RunState};
 
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:05Z")));
     let stack = Stack::at(&clock, &[("SUNDIAL_STALL_AFTER_MINUTES", "3")]).await;

@@ -237,7 +237,7 @@ async fn next_run_follows_the_schedule() {
     let now_id = now_job.body["id"].as_str().unwrap();
     let runs = stack.runs_of(now_id).await;
     assert_eq!(runs.len(), 1);
-    assert_eq!(runs[0].state, sundial_shared::run::RunState::Queued);
+    assert_eq!(runs[0].state, sundial_domain::run::RunState::Queued);
     assert!(!stack.due_index_ids().await.contains(&now_id.to_string()));
 
     let mut paused = job("born-paused");

@@ -62,7 +62,7 @@ async fn watchdog_handles_its_scheduled_event() {
     let stack = Stack::new().await;
     let report =
         sundial_watchdog::handle(&stack.services.watchdog, sample("watchdog-scheduled.json")).await.unwrap();
-    assert_eq!(report, sundial_shared::watchdog::WatchdogReport::default());
+    assert_eq!(report, sundial_app::watchdog::WatchdogReport::default());
 }
 
 /// The worker's handler with an SQS batch from the runs queue: a message for a run that does

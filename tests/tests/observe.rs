@@ -6,7 +6,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use sundial_shared::run::RunId;
+use sundial_domain::run::RunId;
 use sundial_tests::{ALICE, Answer, Stack, TargetServer};
 
 /// A strict reader of the Prometheus text format (0.0.4): every family declared by `# TYPE`
@@ -79,7 +79,7 @@ async fn metrics_and_logs_show_what_happened() {
     let run_id = RunId::parse(reply.body["id"].as_str().unwrap()).unwrap();
     let s = &stack.services;
     for _ in 0..50 {
-        sundial_shared::worker::poll::poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "observer", 1)
+        sundial_app::worker::poll::poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "observer", 1)
             .await
             .unwrap();
         let run = s.runs.get(&run_id.job_id, &run_id.key).await.unwrap().unwrap();
@@ -171,14 +171,14 @@ async fn the_capacity_log_names_the_table_index_and_run_of_every_units_spent() {
     let run_id = stack.trigger(&id).await;
     let s = &stack.services;
     for _ in 0..50 {
-        sundial_shared::worker::poll::poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "costed", 1)
+        sundial_app::worker::poll::poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "costed", 1)
             .await
             .unwrap();
         if stack.run(&run_id).await.state.is_terminal() {
             break;
         }
     }
-    assert_eq!(stack.run(&run_id).await.state, sundial_shared::run::RunState::Succeeded);
+    assert_eq!(stack.run(&run_id).await.state, sundial_domain::run::RunState::Succeeded);
 
     let lines: Vec<Value> = sundial_tests::logs()
         .lines()

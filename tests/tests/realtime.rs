@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Duration, SubsecRound, Utc};
 use serde_json::{Value, json};
-use sundial_shared::run::RunKey;
+use sundial_domain::run::RunKey;
 use sundial_tests::{ALICE, Options, Stack};
 
 /// Lateness tolerated between a message's instant and its receipt: polling every 100 ms plus the
@@ -93,7 +93,7 @@ async fn realtime_seconds_schedule_is_visible_at_each_second() {
 /// then TIMED_OUT after the last attempt.
 #[tokio::test]
 async fn realtime_hanging_target_times_out_at_its_timeout() {
-    use sundial_shared::run::{Outcome, RunId, RunState};
+    use sundial_domain::run::{Outcome, RunId, RunState};
     let stack = Stack::new().await;
     let target = sundial_tests::TargetServer::start(|_| sundial_tests::Answer::Hang).await;
     let job = json!({
@@ -107,7 +107,7 @@ async fn realtime_hanging_target_times_out_at_its_timeout() {
     let mut states = Vec::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
     let run = loop {
-        sundial_shared::worker::poll::poll_once(
+        sundial_app::worker::poll::poll_once(
             &stack.services.worker,
             stack.services.queue.as_ref(),
             stack.services.inbox.as_ref(),

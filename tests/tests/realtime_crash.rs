@@ -20,11 +20,11 @@ use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use sundial_adapters::metrics::{Clients, Ledger};
+use sundial_domain::run::{Run, RunId, RunKey, RunState};
+use sundial_domain::target::headers;
 use sundial_shared::config::{Config, aws_sdk_config};
-use sundial_shared::metrics::{Clients, Ledger};
-use sundial_shared::run::{Run, RunId, RunKey, RunState};
 use sundial_shared::services::Services;
-use sundial_shared::worker::target::headers;
 
 /// Jobs in the burst, all due at the same second.
 const N: usize = 200;
@@ -175,13 +175,13 @@ async fn realtime_kill_9_mid_burst_runs_every_unstarted_run_once_after_restart()
     // The test reads the same stack's runs table directly: provisioning is idempotent, the
     // runtime provisions it again at each start.
     let sdk = aws_sdk_config().await;
-    let resources = sundial_shared::provision::provision(&sdk, &stack).await.expect("provisioning");
+    let resources = sundial_adapters::provision::provision(&sdk, &stack).await.expect("provisioning");
     let vars: HashMap<&str, &str> = HashMap::from([("SUNDIAL_STACK", stack.as_str())]);
     let config = Config::from_vars(&vars, Some(resources)).unwrap();
     let services = Services::new(
         config,
         &Clients::new(&sdk, Ledger::new()),
-        Arc::new(sundial_shared::clock::SystemClock),
+        Arc::new(sundial_domain::clock::SystemClock),
     );
 
     let (target_url, hits) = start_target().await;
@@ -228,7 +228,7 @@ async fn realtime_kill_9_mid_burst_runs_every_unstarted_run_once_after_restart()
     );
     let run_ids: Vec<RunId> = job_ids
         .iter()
-        .map(|id| RunId::new(sundial_shared::job::JobId::parse(id).unwrap(), RunKey::scheduled(due)))
+        .map(|id| RunId::new(sundial_domain::job::JobId::parse(id).unwrap(), RunKey::scheduled(due)))
         .collect();
 
     // The burst: kill -9 once a part of the runs have reached the target.

@@ -9,23 +9,25 @@ use chrono::{DateTime, Duration, Utc};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_shared::clock::{Clock, ManualClock};
+use sundial_adapters::metrics::{Clients, Ledger};
+use sundial_app::announce::Announcer;
+use sundial_app::record::Recorder;
+use sundial_app::tick::Tick;
+use sundial_app::tick::claim::Claimer;
+use sundial_app::watchdog::Watchdog;
+use sundial_app::worker::poll::poll_once;
+use sundial_domain::clock::{Clock, ManualClock};
+use sundial_domain::dispatch::Dispatch;
+use sundial_domain::events::{Notification, SchedulerAlert};
+use sundial_domain::inspect::WatchdogSettings;
+use sundial_domain::job::{EventKind, Job, JobId};
+use sundial_domain::ports::bus::{EventBus, PublishError};
+use sundial_domain::ports::queue::{QueueError, RunQueue};
+use sundial_domain::ports::store::{Inserted, JobStore, Page, RunStore, StoreError, StoreResult};
+use sundial_domain::run::{Published, RunEvent};
+use sundial_domain::run::{Run, RunId, RunKey, RunState};
 use sundial_shared::config::aws_sdk_config;
-use sundial_shared::events::{
-    Announcer, EventBus, Notification, PublishError, Published, RunEvent, SchedulerAlert,
-};
-use sundial_shared::job::{EventKind, Job, JobId};
-use sundial_shared::metrics::{Clients, Ledger};
-use sundial_shared::queue::{Dispatch, QueueError, RunQueue};
-use sundial_shared::record::Recorder;
-use sundial_shared::run::{Run, RunId, RunKey, RunState};
 use sundial_shared::services::Services;
-use sundial_shared::store::{Inserted, JobStore, Page, RunStore, StoreError, StoreResult};
-use sundial_shared::tick::Tick;
-use sundial_shared::tick::claim::Claimer;
-use sundial_shared::watchdog::Watchdog;
-use sundial_shared::watchdog::inspect::WatchdogSettings;
-use sundial_shared::worker::poll::poll_once;
 use sundial_tests::{ALICE, Answer, Call, Stack, TargetServer};
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -129,7 +131,7 @@ async fn a_202_attempt_with_heartbeats_outlives_max_receive_count_then_succeeds(
     let run_id = stack.trigger(&id).await;
     let s = &stack.services;
     poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "w", 2).await.unwrap();
-    let token = target.hits()[0].headers[sundial_shared::worker::target::headers::CALLBACK_TOKEN]
+    let token = target.hits()[0].headers[sundial_domain::target::headers::CALLBACK_TOKEN]
         .to_str()
         .unwrap()
         .to_string();
@@ -196,7 +198,7 @@ async fn a_dead_letter_fails_only_a_run_waiting_for_its_attempt() {
     assert_eq!(stack.run(&run_id).await.state, RunState::Running, "a live attempt is not failed");
 
     // The attempt fails through its callback: the run waits for attempt 2.
-    let token = target.hits()[0].headers[sundial_shared::worker::target::headers::CALLBACK_TOKEN]
+    let token = target.hits()[0].headers[sundial_domain::target::headers::CALLBACK_TOKEN]
         .to_str()
         .unwrap()
         .to_string();
@@ -301,7 +303,7 @@ async fn a_40_second_run_is_neither_replaced_nor_skips_the_next_minute() {
     let app = axum::Router::new().fallback(move || {
         let (services, clock) = (services.clone(), target_clock.clone());
         async move {
-            let minute = sundial_shared::due::minute_of(clock.now());
+            let minute = sundial_domain::due::minute_of(clock.now());
             clock.set(clock.now().max(minute + Duration::seconds(30)));
             services.tick.run().await.unwrap();
             clock.advance(Duration::seconds(10));
@@ -519,7 +521,7 @@ impl RunStore for FaultyRuns {
             return Err(injected());
         }
         if self.fires(Fault::TransitionAppliedThenCancelledThenFails) {
-            let cancelled = sundial_shared::run::cancelled(after, "cancelled by its owner", after.updated_at);
+            let cancelled = sundial_domain::run::cancelled(after, "cancelled by its owner", after.updated_at);
             self.inner.transition(after, &cancelled).await?;
             return Err(injected());
         }
@@ -575,7 +577,7 @@ async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
         services.clock.clone(),
         services.config.claim.clone(),
     );
-    services.jobs = sundial_shared::jobs::Jobs::new(
+    services.jobs = sundial_app::jobs::Jobs::new(
         services.job_store.clone(),
         services.clock.clone(),
         services.config.limits.clone(),
@@ -784,7 +786,7 @@ async fn an_endless_response_body_is_read_up_to_a_bound() {
     // The first bytes are kept (not an empty output after the call timed out on the body).
     let output = done.attempts[0].output.clone().unwrap();
     assert!(output.len() >= 1024 && output.starts_with("xxxx"), "{output:?}");
-    assert!(output.len() <= sundial_shared::worker::target::MAX_OUTPUT_BYTES + 4, "{}", output.len());
+    assert!(output.len() <= sundial_domain::target::MAX_OUTPUT_BYTES + 4, "{}", output.len());
 }
 
 /// A job every 10 s, claimed five minutes ahead, failing twice in a row with
@@ -808,7 +810,7 @@ async fn a_failing_streak_is_seen_through_runs_claimed_ahead() {
         .runs_of(&id)
         .await
         .iter()
-        .filter(|r| r.events.iter().any(|e| e.kind == sundial_shared::job::EventKind::Failing))
+        .filter(|r| r.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::Failing))
         .map(Run::scheduled_at)
         .collect();
     assert_eq!(failing, [t("2030-01-01T12:00:10Z")]);
@@ -1250,7 +1252,7 @@ async fn one_hanging_target_holds_one_slot_not_the_poller() {
     let quick = yearly_job(&stack, "quick", &fast.url).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let s = &stack.services;
-    let poller = tokio::spawn(sundial_shared::worker::poll::consume(
+    let poller = tokio::spawn(sundial_app::worker::poll::consume(
         s.worker.clone(),
         s.queue.clone(),
         s.inbox.clone(),
@@ -1291,8 +1293,9 @@ async fn one_hanging_target_holds_one_slot_not_the_poller() {
 }
 
 /// The stack's worker over the runs store `runs`.
-fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_shared::worker::Worker {
-    use sundial_shared::worker::target::{Caller, Targets};
+fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_app::worker::Worker {
+    use sundial_adapters::targets::Targets;
+    use sundial_domain::ports::targets::Caller;
     let s = &stack.services;
     let caller: Arc<dyn Caller> = Arc::new(Targets::new(
         stack.sqs.clone(),
@@ -1301,11 +1304,11 @@ fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_shared::worker
         s.config.targets.clone(),
     ));
     let recorder = Recorder::new(runs.clone(), s.announcer.clone());
-    let settings = sundial_shared::worker::WorkerSettings {
+    let settings = sundial_app::worker::WorkerSettings {
         heartbeat_window: s.config.heartbeat_window,
         ..Default::default()
     };
-    sundial_shared::worker::Worker::new(
+    sundial_app::worker::Worker::new(
         s.job_store.clone(),
         runs,
         caller,

@@ -6,10 +6,10 @@
 
 use serde_yaml::Value;
 use std::collections::HashMap;
+use sundial_adapters::dynamo::jobs::{BY_DUE_INDEX, BY_OWNER_INDEX};
+use sundial_adapters::dynamo::runs::IN_FLIGHT_INDEX;
+use sundial_adapters::provision::{KeyDef, TEMPLATE, Template};
 use sundial_shared::config::Config;
-use sundial_shared::provision::{KeyDef, TEMPLATE, Template};
-use sundial_shared::store::dynamo_jobs::{BY_DUE_INDEX, BY_OWNER_INDEX};
-use sundial_shared::store::dynamo_runs::IN_FLIGHT_INDEX;
 
 fn keys(pairs: &[(&str, &str)]) -> Vec<KeyDef> {
     pairs.iter().map(|(a, t)| KeyDef { attribute: a.to_string(), key_type: t.to_string() }).collect()
@@ -36,7 +36,7 @@ fn tables_match_what_the_stores_expect() {
     let jobs = &template.tables["JobsTable"];
     assert_eq!(jobs.name, "s-jobs");
     assert_eq!(jobs.keys, keys(&[("job_id", "HASH")]));
-    let index = |table: &sundial_shared::provision::TableDef, name: &str| {
+    let index = |table: &sundial_adapters::provision::TableDef, name: &str| {
         table.indexes.iter().find(|i| i.name == name).unwrap_or_else(|| panic!("{name} missing")).clone()
     };
     assert_eq!(index(jobs, BY_OWNER_INDEX).keys, keys(&[("owner", "HASH"), ("name", "RANGE")]));
@@ -120,7 +120,7 @@ fn queues_fit_the_worker() {
     );
     let (dlq, receives) = runs.redrive.clone().unwrap();
     assert_eq!(dlq, "RunsDeadLetterQueue");
-    assert!(receives > u64::from(sundial_shared::limits::Limits::default().max_attempts));
+    assert!(receives > u64::from(sundial_domain::limits::Limits::default().max_attempts));
     for source in ["Runs", "DeadLetters"] {
         let event = &worker["Events"][source]["Properties"];
         assert_eq!(event["FunctionResponseTypes"][0].as_str(), Some("ReportBatchItemFailures"), "{source}");
@@ -132,7 +132,8 @@ fn queues_fit_the_worker() {
 /// The IAM rights over per-job topics are scoped to the prefix the code names them with.
 #[test]
 fn job_topic_rights_match_the_topic_names() {
-    let names = sundial_shared::topics::TopicNames::new("STACK", "arn:aws:sns:eu-west-1:1:STACK-events");
+    let names =
+        sundial_adapters::sns::topics::TopicNames::new("STACK", "arn:aws:sns:eu-west-1:1:STACK-events");
     assert!(names.name("JOB").starts_with("STACK-job-"));
     let doc = yaml();
     let statements = doc["Resources"]["ApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
@@ -147,7 +148,7 @@ fn job_topic_rights_match_the_topic_names() {
 /// The alarms watch metrics the functions emit, in the namespace they emit them to.
 #[test]
 fn alarms_watch_emitted_metrics() {
-    use sundial_shared::emf::{NAMESPACE, names};
+    use sundial_app::emf::{NAMESPACE, names};
     let doc = yaml();
     let resources = doc["Resources"].as_mapping().unwrap();
     let mut custom = Vec::new();

@@ -10,12 +10,13 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use sundial_shared::clock::{Clock, ManualClock};
-use sundial_shared::due::format_instant;
-use sundial_shared::queue::{Dispatch, QueueError, RunQueue};
-use sundial_shared::run::{Run, RunState};
-use sundial_shared::tick::Tick;
-use sundial_shared::tick::claim::Claimer;
+use sundial_app::tick::Tick;
+use sundial_app::tick::claim::Claimer;
+use sundial_domain::clock::{Clock, ManualClock};
+use sundial_domain::dispatch::Dispatch;
+use sundial_domain::due::format_instant;
+use sundial_domain::ports::queue::{QueueError, RunQueue};
+use sundial_domain::run::{Run, RunState};
 use sundial_tests::{ALICE, Call, Stack};
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -89,9 +90,9 @@ impl RunQueue for DeadQueue {
 /// Loads `n` one-time jobs due at `at` straight into the jobs table (no API: seeding 500 jobs
 /// through the emulator's transactions takes a minute).
 async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
-    let jobs: Vec<sundial_shared::job::Job> = (0..n)
-        .map(|i| sundial_shared::job::Job {
-            id: sundial_shared::job::JobId::generate(),
+    let jobs: Vec<sundial_domain::job::Job> = (0..n)
+        .map(|i| sundial_domain::job::Job {
+            id: sundial_domain::job::JobId::generate(),
             owner: "alice".into(),
             document: serde_json::from_value(http_job(
                 &format!("job-{i:04}"),
@@ -106,11 +107,11 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
             pauses: Vec::new(),
         })
         .collect();
-    let store = sundial_shared::store::DynamoJobStore::new(
+    let store = sundial_adapters::dynamo::DynamoJobStore::new(
         stack.dynamo.clone(),
         &stack.resources.jobs_table,
         stack.config.due_shards,
-        sundial_shared::metrics::Ledger::new(),
+        sundial_adapters::metrics::Ledger::new(),
     );
     store.import(&jobs).await.unwrap();
 }
@@ -216,7 +217,7 @@ async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
     let paused = stack.api.create_job(ALICE, &http_job("paused", json!({"cron": "0 * * * *"}))).await;
     let deleted = stack.api.create_job(ALICE, &http_job("deleted", json!({"cron": "0 * * * *"}))).await;
     let read = |id: &str| {
-        let id = sundial_shared::job::JobId::parse(id).unwrap();
+        let id = sundial_domain::job::JobId::parse(id).unwrap();
         let store = stack.services.job_store.clone();
         async move { store.get(&id).await.unwrap().unwrap() }
     };
@@ -238,10 +239,10 @@ async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
     assert_eq!(job.body["version"], 2);
     assert!(stack.due_index_ids().await.is_empty(), "neither job is back in the due index");
     assert_eq!(stack.api.get(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NOT_FOUND);
-    let raw = sundial_shared::store::dynamo_jobs::raw_attribute(
+    let raw = sundial_adapters::dynamo::jobs::raw_attribute(
         &stack.dynamo,
         &stack.resources.jobs_table,
-        &sundial_shared::job::JobId::parse(&deleted).unwrap(),
+        &sundial_domain::job::JobId::parse(&deleted).unwrap(),
         "job_id",
     )
     .await
@@ -378,7 +379,7 @@ async fn concurrency_forbid_and_replace_are_decided_at_the_start() {
         forbid[1].reason
     );
     assert_eq!(forbid[1].events.len(), 1);
-    assert_eq!(forbid[1].events[0].kind, sundial_shared::job::EventKind::Skipped);
+    assert_eq!(forbid[1].events[0].kind, sundial_domain::job::EventKind::Skipped);
     assert!(forbid[1].events[0].sent);
 
     let replace = stack.runs_of(&ids[1]).await;
@@ -504,7 +505,7 @@ async fn a_burst_is_continued_by_the_next_invocation() {
     let s = &stack.services;
     // A budget of zero: each invocation does one step (a minute, or a batch of 25 jobs of a
     // busy minute), then hands over.
-    let settings = sundial_shared::tick::TickSettings {
+    let settings = sundial_app::tick::TickSettings {
         batch_jobs: 25,
         budget: std::time::Duration::ZERO,
         ..s.config.tick.clone()

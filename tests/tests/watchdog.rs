@@ -9,11 +9,11 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_shared::clock::{Clock, ManualClock};
-use sundial_shared::events::RunEvent;
-use sundial_shared::job::{EventKind, JobId};
-use sundial_shared::run::{Attempt, Outcome, Run, RunKey, RunState};
-use sundial_shared::watchdog::WatchdogReport;
+use sundial_app::watchdog::WatchdogReport;
+use sundial_domain::clock::{Clock, ManualClock};
+use sundial_domain::job::{EventKind, JobId};
+use sundial_domain::run::RunEvent;
+use sundial_domain::run::{Attempt, Outcome, Run, RunKey, RunState};
 use sundial_tests::{ALICE, Answer, Stack, TargetServer};
 
 const START: &str = "2030-01-01T12:00:00Z";
@@ -111,8 +111,8 @@ async fn sla_missed_is_told_once() {
     assert_eq!(watchdog(&stack).await.sla_missed, 1);
     let job = stack.services.job_store.get(&read_by_worker.job_id).await.unwrap().unwrap();
     let now = clock.now();
-    let ending = sundial_shared::worker::Ending::new(Outcome::Succeeded);
-    let after = sundial_shared::worker::finished(&job, &read_by_worker, ending, now, 0.5);
+    let ending = sundial_app::worker::Ending::new(Outcome::Succeeded);
+    let after = sundial_app::worker::finished(&job, &read_by_worker, ending, now, 0.5);
     let done = stack.services.recorder.change(&job, &read_by_worker, after, now).await.unwrap();
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.events.iter().filter(|e| e.kind == EventKind::SlaMissed).count(), 1);

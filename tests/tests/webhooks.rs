@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 use std::io::Write;
 use std::process::{Command, Stdio};
-use sundial_shared::worker::poll::poll_once;
-use sundial_shared::worker::target::headers;
+use sundial_app::worker::poll::poll_once;
+use sundial_domain::target::headers;
 use sundial_tests::{ALICE, Answer, Stack, TargetServer};
 
 /// What the reference verifier says of `body` and `headers` under `secret`, `later_s` seconds

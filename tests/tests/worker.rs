@@ -8,10 +8,11 @@ use chrono::Duration;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_shared::run::{Outcome, RunState};
-use sundial_shared::worker::poll::poll_once;
-use sundial_shared::worker::target::{Targets, headers, sign};
-use sundial_shared::worker::{Disposition, Worker, WorkerSettings};
+use sundial_adapters::targets::Targets;
+use sundial_app::worker::poll::poll_once;
+use sundial_app::worker::{Disposition, Worker, WorkerSettings};
+use sundial_domain::run::{Outcome, RunState};
+use sundial_domain::target::{headers, sign};
 use sundial_tests::{ALICE, Answer, Call, Options, Stack, TargetServer};
 
 fn job(name: &str, url: &str, retry: Value) -> Value {

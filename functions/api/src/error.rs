@@ -5,9 +5,9 @@ use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
-use sundial_shared::jobs::JobsError;
-use sundial_shared::store::StoreError;
-use sundial_shared::validation::ValidationError;
+use sundial_app::jobs::JobsError;
+use sundial_domain::ports::store::StoreError;
+use sundial_domain::validation::ValidationError;
 use utoipa::ToSchema;
 
 /// The body of every error response.

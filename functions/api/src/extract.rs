@@ -8,8 +8,8 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
-use sundial_shared::job::{JobId, Owner};
-use sundial_shared::validation::ValidationError;
+use sundial_domain::job::{JobId, Owner};
+use sundial_domain::validation::ValidationError;
 
 /// The authenticated owner, put into the request by the auth middleware.
 #[derive(Debug, Clone)]
@@ -49,7 +49,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         let value = crate::strict_json::from_slice(&bytes).map_err(|e| {
             ApiError::bad_request(ValidationError::new("body", format!("not valid JSON: {e}")))
         })?;
-        let decoded = sundial_shared::jobs::decode(value).map_err(ApiError::bad_request)?;
+        let decoded = sundial_domain::validation::decode(value).map_err(ApiError::bad_request)?;
         Ok(JsonBody(decoded))
     }
 }

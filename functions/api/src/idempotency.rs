@@ -18,8 +18,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use sundial_shared::jobs::RequestKey;
-use sundial_shared::store::{Claim, StoredResponse};
+use sundial_app::jobs::RequestKey;
+use sundial_domain::ports::store::{Claim, StoredResponse};
 
 pub const HEADER: &str = "idempotency-key";
 /// Response headers worth replaying.

@@ -1,4 +1,4 @@
-//! Handlers of `/v1/jobs`: decode the request, call [`sundial_shared::jobs::Jobs`], encode the
+//! Handlers of `/v1/jobs`: decode the request, call [`sundial_app::jobs::Jobs`], encode the
 //! result with its `ETag`.
 
 use crate::error::{ApiError, ErrorBody};
@@ -10,9 +10,9 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
-use sundial_shared::job::{Job, JobDocument};
-use sundial_shared::jobs::{MAX_PAGE, MAX_PREVIEW};
-use sundial_shared::validation::ValidationError;
+use sundial_app::jobs::{MAX_PAGE, MAX_PREVIEW};
+use sundial_domain::job::{Job, JobDocument};
+use sundial_domain::validation::ValidationError;
 
 /// The view of a job with its newest run.
 async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
@@ -24,7 +24,10 @@ async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
 
 /// The job's subscriptions, if it has endpoints; a failure to list them is logged and leaves
 /// them out rather than failing the read.
-async fn subscriptions(state: &AppState, job: &Job) -> Option<Vec<sundial_shared::topics::Subscription>> {
+async fn subscriptions(
+    state: &AppState,
+    job: &Job,
+) -> Option<Vec<sundial_domain::ports::topics::Subscription>> {
     job.document.notify.as_ref()?;
     match state.jobs.subscriptions(job).await {
         Ok(list) => Some(list),
@@ -223,7 +226,7 @@ pub async fn trigger(
     State(state): State<AppState>,
     Caller(owner): Caller,
     JobPath(id): JobPath,
-    request: Option<axum::Extension<sundial_shared::jobs::RequestKey>>,
+    request: Option<axum::Extension<sundial_app::jobs::RequestKey>>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
     let run = state.jobs.trigger(&owner, &id, request.as_deref()).await?;
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))

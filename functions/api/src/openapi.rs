@@ -115,7 +115,7 @@ fn bound_target_headers(doc: &mut Value) {
     for variant in variants {
         if variant["properties"]["headers"].is_object() {
             variant["properties"]["headers"]["maxProperties"] =
-                json!(sundial_shared::validation::MAX_TARGET_HEADERS);
+                json!(sundial_domain::validation::MAX_TARGET_HEADERS);
         }
     }
 }
@@ -142,8 +142,8 @@ fn constrain_endpoints(doc: &mut Value) {
 /// Bounds of the query and header parameters, as the handlers check them.
 fn constrain_parameters(doc: &mut Value) {
     let bounds = [
-        ("limit", json!({"minimum": 1, "maximum": sundial_shared::jobs::MAX_PAGE})),
-        ("count", json!({"minimum": 1, "maximum": sundial_shared::jobs::MAX_PREVIEW})),
+        ("limit", json!({"minimum": 1, "maximum": sundial_app::jobs::MAX_PAGE})),
+        ("count", json!({"minimum": 1, "maximum": sundial_app::jobs::MAX_PREVIEW})),
         ("Idempotency-Key", json!({"minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"})),
     ];
     let Some(paths) = doc["paths"].as_object_mut() else { return };

@@ -10,10 +10,10 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use std::collections::HashMap;
-use sundial_shared::history::{CallbackError, Completion};
-use sundial_shared::run::{RunId, RunState};
-use sundial_shared::validation::ValidationError;
-use sundial_shared::worker::target::headers::CALLBACK_TOKEN;
+use sundial_app::history::{CallbackError, Completion};
+use sundial_domain::run::{RunId, RunState};
+use sundial_domain::target::headers::CALLBACK_TOKEN;
+use sundial_domain::validation::ValidationError;
 
 /// A run id from the path; anything that is not one is simply not found.
 #[derive(Debug)]
@@ -99,9 +99,9 @@ pub async fn rerun(
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 
-fn not_found_as_run(e: sundial_shared::jobs::JobsError) -> ApiError {
+fn not_found_as_run(e: sundial_app::jobs::JobsError) -> ApiError {
     match e {
-        sundial_shared::jobs::JobsError::NotFound => run_not_found(),
+        sundial_app::jobs::JobsError::NotFound => run_not_found(),
         other => other.into(),
     }
 }

@@ -2,15 +2,15 @@
 
 use crate::view::RunView;
 use std::sync::Arc;
-use sundial_shared::auth::ApiKeys;
-use sundial_shared::clock::Clock;
-use sundial_shared::history::History;
-use sundial_shared::jobs::Jobs;
+use sundial_app::history::History;
+use sundial_app::jobs::Jobs;
+use sundial_app::meter::Meter;
+use sundial_domain::auth::ApiKeys;
+use sundial_domain::clock::Clock;
+use sundial_domain::ports::store::IdempotencyStore;
+use sundial_domain::run::Run;
 use sundial_shared::logs::LogLocation;
-use sundial_shared::meter::Meter;
-use sundial_shared::run::Run;
 use sundial_shared::services::Services;
-use sundial_shared::store::IdempotencyStore;
 
 /// Largest request body: the payload limit plus room for the rest of a job document.
 pub const BODY_OVERHEAD: usize = 32 * 1024;

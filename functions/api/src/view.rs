@@ -3,10 +3,10 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
-use sundial_shared::job::{Job, JobDocument};
+use sundial_domain::job::{Job, JobDocument};
+use sundial_domain::ports::topics::Subscription;
+use sundial_domain::run::{Attempt, Run, RunKind, RunState};
 use sundial_shared::logs::{LogLocation, LogsLink};
-use sundial_shared::run::{Attempt, Run, RunKind, RunState};
-use sundial_shared::topics::Subscription;
 use utoipa::ToSchema;
 
 /// A job as the API shows it: the document (secrets removed) and what Sundial adds.
@@ -71,7 +71,7 @@ impl JobView {
     pub fn with_secret(job: &Job) -> Self {
         JobView {
             signing_secret: Some(job.signing_secret.clone()),
-            webhook_secret: Some(sundial_shared::worker::target::webhook_secret(&job.signing_secret)),
+            webhook_secret: Some(sundial_domain::target::webhook_secret(&job.signing_secret)),
             ..JobView::from(job)
         }
     }
@@ -84,7 +84,7 @@ impl From<&Job> for JobView {
             owner: job.owner.clone(),
             version: job.version,
             document: job.document.redacted(),
-            schedule_description: sundial_shared::schedule::describe::describe(
+            schedule_description: sundial_domain::schedule::describe::describe(
                 job.document.schedule.as_ref(),
             ),
             created_at: job.created_at,
@@ -184,7 +184,7 @@ impl RunView {
             attempts: run.attempts.iter().map(|a| Attempt { callback: None, ..a.clone() }).collect(),
             created_at: run.created_at,
             updated_at: run.updated_at,
-            sla_missed: run.events.iter().any(|e| e.kind == sundial_shared::job::EventKind::SlaMissed),
+            sla_missed: run.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::SlaMissed),
             logs: logs.link(&run.id().to_string()),
         }
     }

@@ -3,7 +3,7 @@
 use aws_lambda_events::event::cloudwatch_events::CloudWatchEvent;
 use lambda_runtime::{Error, LambdaEvent};
 use serde::Serialize;
-use sundial_shared::tick::{Tick, TickReport};
+use sundial_app::tick::{Tick, TickReport};
 
 /// The summary the function returns (and logs).
 #[derive(Debug, Serialize)]

@@ -2,7 +2,7 @@
 
 use aws_lambda_events::event::cloudwatch_events::CloudWatchEvent;
 use lambda_runtime::{Error, LambdaEvent};
-use sundial_shared::watchdog::{Watchdog, WatchdogReport};
+use sundial_app::watchdog::{Watchdog, WatchdogReport};
 
 /// Runs one pass. Like the tick, it reads its own clock rather than the event's time.
 pub async fn handle(

@@ -6,9 +6,9 @@
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use lambda_runtime::{Error, LambdaEvent};
-use sundial_shared::queue::{Received, RunInbox, RunQueue};
-use sundial_shared::worker::Worker;
-use sundial_shared::worker::poll::{Hold, Settled, handle_message};
+use sundial_app::worker::Worker;
+use sundial_app::worker::poll::{Hold, Settled, handle_message};
+use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 
 /// Who runs an attempt: the Lambda request id and its log stream.
 pub fn worker_identity(request_id: &str) -> String {

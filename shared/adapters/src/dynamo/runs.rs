@@ -1,0 +1,654 @@
+//! The runs table in DynamoDB.
+//!
+//! One item per run, keyed (`job_id`, `run_key`). The sparse, keys-only `in-flight` index
+//! (`inflight_shard`, `inflight_at`) is written once at claim and removed at the terminal state
+//! (once the run's events are published), so starting an attempt, heartbeats and retries never
+//! touch an index. Every state change is a
+//! conditional write from the expected state and attempt number (the fencing token).
+
+use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
+use crate::metrics::{Ledger, writes};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use std::sync::Arc;
+use sundial_domain::due::{format_instant, parse_instant, shard_of};
+use sundial_domain::job::JobId;
+use sundial_domain::ports::store::{Inserted, Page, RunStore, StoreError, StoreResult};
+use sundial_domain::run::{Attempt, Run, RunId, RunKey, RunState};
+use sundial_domain::run::{Published, RunEvent};
+
+/// Index of in-flight runs (QUEUED, RUNNING, RETRYING) by shard and scheduled instant.
+pub const IN_FLIGHT_INDEX: &str = "in-flight";
+
+/// Runs in one DynamoDB table.
+#[derive(Debug, Clone)]
+pub struct DynamoRunStore {
+    client: Client,
+    table: String,
+    shards: u16,
+    ledger: Arc<Ledger>,
+}
+
+impl DynamoRunStore {
+    pub fn new(client: Client, table: impl Into<String>, shards: u16, ledger: Arc<Ledger>) -> Self {
+        DynamoRunStore { client, table: table.into(), shards: shards.max(1), ledger }
+    }
+
+    /// Reads the runs of `keys` (at most 100), asking again for what DynamoDB left unprocessed.
+    async fn batch_get(&self, keys: Vec<Item>) -> StoreResult<Vec<Run>> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let mut runs = Vec::with_capacity(keys.len());
+        let mut pending = keys;
+        for round in 0..5u32 {
+            if pending.is_empty() {
+                return Ok(runs);
+            }
+            if round > 0 {
+                // Keys left unprocessed mean throttling: back off before asking again.
+                tokio::time::sleep(std::time::Duration::from_millis(50 << round)).await;
+            }
+            let request = KeysAndAttributes::builder()
+                .set_keys(Some(pending))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            let out = self
+                .client
+                .batch_get_item()
+                .request_items(&self.table, request)
+                .send()
+                .await
+                .map_err(item::classify)?;
+            for it in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
+                match from_item(it) {
+                    Ok(run) => runs.push(run),
+                    // One bad item must not stall the watchdog's pass for every other run.
+                    Err(e) => {
+                        let key = it.get("run_key").and_then(|v| v.as_s().ok()).map_or("?", String::as_str);
+                        tracing::error!(run_key = %key, error = %e, "an in-flight run does not decode: left out until it is fixed");
+                    }
+                }
+            }
+            pending = out
+                .unprocessed_keys
+                .and_then(|mut u| u.remove(&self.table))
+                .map(|k| k.keys)
+                .unwrap_or_default();
+        }
+        Err(StoreError::Unavailable("runs left unprocessed by repeated batch reads".into()))
+    }
+
+    /// The conditional write behind both transitions; with `unchanged`, also fenced by the
+    /// `updated_at` that was read.
+    async fn write_transition(&self, before: &Run, after: &Run, unchanged: bool) -> StoreResult<()> {
+        let attempts =
+            serde_json::to_string(&after.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut set: Vec<String> =
+            ["#st = :new", "attempt = :attempt_new", "attempts = :attempts", "updated_at = :now"]
+                .map(String::from)
+                .to_vec();
+        let mut remove = Vec::new();
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(before.job_id.as_str()))
+            .key("run_key", s(before.key.encode()))
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":old", s(before.state.as_str()))
+            .expression_attribute_values(":attempt_old", n(before.attempt))
+            .expression_attribute_values(":new", s(after.state.as_str()))
+            .expression_attribute_values(":attempt_new", n(after.attempt))
+            .expression_attribute_values(":attempts", s(attempts))
+            .expression_attribute_values(":now", s(after.updated_at.to_rfc3339()));
+        for (name, placeholder, value) in
+            [("lease_until", ":lease", after.lease_until), ("retry_at", ":retry", after.retry_at)]
+        {
+            match value {
+                Some(t) => {
+                    set.push(format!("{name} = {placeholder}"));
+                    request = request.expression_attribute_values(placeholder, s(t.to_rfc3339()));
+                }
+                None => remove.push(name),
+            }
+        }
+        match &after.reason {
+            Some(reason) => {
+                set.push("reason = :reason".into());
+                request = request.expression_attribute_values(":reason", s(reason));
+            }
+            None => remove.push("reason"),
+        }
+        // New events join the map in the same write: recorded by whoever wins the change.
+        let new_events = after.events.iter().filter(|e| !before.events.iter().any(|b| b.id == e.id));
+        let mut new_count = 0;
+        for (i, event) in new_events.enumerate() {
+            new_count += 1;
+            set.push(format!("events.#ev{i} = :ev{i}"));
+            request = request
+                .expression_attribute_names(format!("#ev{i}"), &event.id)
+                .expression_attribute_values(format!(":ev{i}"), event_value(event));
+        }
+        // Each new event is recorded once: a conditional flag set meanwhile (the watchdog's
+        // `sla_missed`) makes this write a `Conflict`, and the caller re-reads.
+        let mut condition = String::from("#st = :old AND attempt = :attempt_old");
+        if unchanged {
+            condition.push_str(" AND updated_at = :updated_old");
+            request = request.expression_attribute_values(":updated_old", s(before.updated_at.to_rfc3339()));
+        }
+        for i in 0..new_count {
+            condition.push_str(&format!(" AND attribute_not_exists(events.#ev{i})"));
+        }
+        // A terminal run leaves the in-flight index once its events are published (then the
+        // mark-sent write removes it), so the watchdog finds events a crash left unsent.
+        let leaves_index =
+            before.state.is_in_flight() && after.state.is_terminal() && after.events.iter().all(|e| e.sent);
+        if leaves_index {
+            remove.extend(["inflight_shard", "inflight_at"]);
+        }
+        let mut expression = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        request
+            .condition_expression(condition)
+            .update_expression(expression)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        if leaves_index {
+            self.ledger.add(writes::INDEX_REMOVE, 1);
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` of the job's runs whose key meets `condition` (over `:key` and, if given,
+    /// `:until`), in key order (`forward`) or newest first, read consistently.
+    async fn runs_where(
+        &self,
+        job_id: &JobId,
+        condition: &str,
+        key: &RunKey,
+        until: Option<String>,
+        forward: bool,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>> {
+        let mut query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression(format!("job_id = :j AND {condition}"))
+            .expression_attribute_values(":j", s(job_id.as_str()))
+            .expression_attribute_values(":key", s(key.encode()))
+            .consistent_read(true)
+            .scan_index_forward(forward)
+            .limit(limit.max(1) as i32);
+        if let Some(until) = until {
+            query = query.expression_attribute_values(":until", s(until));
+        }
+        let out = query.send().await.map_err(item::classify)?;
+        out.items().iter().map(from_item).collect()
+    }
+
+    fn to_item(&self, run: &Run) -> StoreResult<Item> {
+        let attempts =
+            serde_json::to_string(&run.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let key = run.key.encode();
+        let mut item = Item::from([
+            ("job_id".into(), s(run.job_id.as_str())),
+            ("run_key".into(), s(&key)),
+            ("owner".into(), s(&run.owner)),
+            ("state".into(), s(run.state.as_str())),
+            ("due_at".into(), s(format_instant(run.due_at))),
+            ("attempt".into(), n(run.attempt)),
+            ("attempts".into(), s(attempts)),
+            ("job_version".into(), n(run.job_version)),
+            ("created_at".into(), s(run.created_at.to_rfc3339())),
+            ("updated_at".into(), s(run.updated_at.to_rfc3339())),
+            ("expires_at".into(), n(run.expires_at.timestamp())),
+        ]);
+        if let Some(reason) = &run.reason {
+            item.insert("reason".into(), s(reason));
+        }
+        if let Some(at) = run.resent_at {
+            item.insert("resent_at".into(), s(at.to_rfc3339()));
+        }
+        if let Some(at) = run.lease_until {
+            item.insert("lease_until".into(), s(at.to_rfc3339()));
+        }
+        if let Some(at) = run.retry_at {
+            item.insert("retry_at".into(), s(at.to_rfc3339()));
+        }
+        item.insert(
+            "events".into(),
+            AttributeValue::M(run.events.iter().map(|e| (e.id.clone(), event_value(e))).collect()),
+        );
+        if watched(run) {
+            let shard = shard_of(&format!("{}#{key}", run.job_id), self.shards);
+            item.insert("inflight_shard".into(), s(format!("{shard:02}")));
+            item.insert(
+                "inflight_at".into(),
+                s(format!("{}#{}", format_instant(run.key.instant), run.job_id)),
+            );
+        }
+        Ok(item)
+    }
+}
+
+/// Whether a run belongs in the in-flight index: in flight, or ended with events not yet
+/// published (a run the tick writes SKIPPED carries its `skipped` event unsent).
+fn watched(run: &Run) -> bool {
+    run.state.is_in_flight() || run.events.iter().any(|e| !e.sent)
+}
+
+fn event_value(event: &RunEvent) -> AttributeValue {
+    let mut fields = HashMap::from([
+        ("kind".to_string(), s(event.kind.as_str())),
+        ("at".to_string(), s(event.at.to_rfc3339())),
+        ("sent".to_string(), AttributeValue::Bool(event.sent)),
+    ]);
+    if event.shared_sent {
+        fields.insert("shared_sent".to_string(), AttributeValue::Bool(true));
+    }
+    if let Some(at) = event.taken_at {
+        fields.insert("taken_at".to_string(), s(at.to_rfc3339()));
+    }
+    AttributeValue::M(fields)
+}
+
+fn events_of(item: &Item) -> StoreResult<Vec<RunEvent>> {
+    let Some(AttributeValue::M(map)) = item.get("events") else { return Ok(Vec::new()) };
+    let mut events = Vec::with_capacity(map.len());
+    for (id, value) in map {
+        let AttributeValue::M(fields) = value else {
+            return Err(StoreError::Corrupt(format!("event {id} is not a map")));
+        };
+        let kind = get_s(fields, "kind")?;
+        events.push(RunEvent {
+            id: id.clone(),
+            kind: serde_json::from_value(serde_json::Value::String(kind.to_string()))
+                .map_err(|_| StoreError::Corrupt(format!("event kind {kind}")))?,
+            at: parse_instant(get_s(fields, "at")?)
+                .ok_or_else(|| StoreError::Corrupt(format!("event {id} time")))?,
+            sent: matches!(fields.get("sent"), Some(AttributeValue::Bool(true))),
+            shared_sent: matches!(fields.get("shared_sent"), Some(AttributeValue::Bool(true))),
+            taken_at: get_opt_s(fields, "taken_at").and_then(parse_instant),
+        });
+    }
+    events.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
+    Ok(events)
+}
+
+pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
+    let time = |name: &str| {
+        parse_instant(get_s(item, name)?)
+            .ok_or_else(|| StoreError::Corrupt(format!("attribute {name} is not a time")))
+    };
+    let job_id = get_s(item, "job_id")?;
+    let key = get_s(item, "run_key")?;
+    let attempts: Vec<Attempt> = serde_json::from_str(get_s(item, "attempts")?)
+        .map_err(|e| StoreError::Corrupt(format!("attempts: {e}")))?;
+    let expires: i64 = get_n(item, "expires_at")?;
+    Ok(Run {
+        job_id: JobId::parse(job_id).ok_or_else(|| StoreError::Corrupt(format!("job_id {job_id}")))?,
+        key: RunKey::decode(key).ok_or_else(|| StoreError::Corrupt(format!("run_key {key}")))?,
+        owner: get_s(item, "owner")?.to_string(),
+        state: get_s(item, "state")?.parse().map_err(StoreError::Corrupt)?,
+        due_at: time("due_at")?,
+        attempt: get_n(item, "attempt")?,
+        attempts,
+        job_version: get_n(item, "job_version")?,
+        created_at: time("created_at")?,
+        updated_at: time("updated_at")?,
+        reason: get_opt_s(item, "reason").map(str::to_string),
+        resent_at: get_opt_s(item, "resent_at").and_then(parse_instant),
+        lease_until: get_opt_s(item, "lease_until").and_then(parse_instant),
+        retry_at: get_opt_s(item, "retry_at").and_then(parse_instant),
+        expires_at: DateTime::from_timestamp(expires, 0).unwrap_or_default(),
+        events: events_of(item)?,
+    })
+}
+
+/// The `after_run` of a streak with no success in view: sorts before every run key.
+const NO_SUCCESS: &str = "-";
+
+/// How long a told streak is remembered after it was told (runs themselves expire sooner).
+const FLAG_DAYS: i64 = 400;
+
+#[async_trait]
+impl RunStore for DynamoRunStore {
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        use aws_sdk_dynamodb::operation::put_item::PutItemError;
+        use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.to_item(run)?))
+            .condition_expression("attribute_not_exists(run_key)")
+            // The winner's run comes back with the failure: no second read.
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => {
+                self.ledger.add(writes::ITEM, 1);
+                if watched(run) {
+                    self.ledger.add(writes::INDEX_PUT, 1);
+                }
+                Ok(Inserted::Created)
+            }
+            Err(e) => {
+                let existing = match e.as_service_error() {
+                    Some(PutItemError::ConditionalCheckFailedException(c)) => Some(c.item.clone()),
+                    _ => None,
+                };
+                match existing {
+                    Some(Some(item)) => Ok(Inserted::Exists(Box::new(from_item(&item)?))),
+                    // Lost the race, but the emulator sent no item back: read it.
+                    Some(None) => match self.get(&run.job_id, &run.key).await? {
+                        Some(existing) => Ok(Inserted::Exists(Box::new(existing))),
+                        None => {
+                            Err(StoreError::Unavailable("run vanished after a conflicting insert".into()))
+                        }
+                    },
+                    None => Err(item::classify(e)),
+                }
+            }
+        }
+    }
+
+    async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(job_id.as_str()))
+            .key("run_key", s(key.encode()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        out.item.as_ref().map(from_item).transpose()
+    }
+
+    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("job_id = :j AND run_key >= :since")
+            .filter_expression("#st IN (:running, :retrying)")
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":j", s(job_id.as_str()))
+            .expression_attribute_values(":since", s(format_instant(since)))
+            .expression_attribute_values(":running", s(RunState::Running.as_str()))
+            .expression_attribute_values(":retrying", s(RunState::Retrying.as_str()))
+            .consistent_read(true);
+        item::query_all(query, from_item).await
+    }
+
+    async fn list(
+        &self,
+        job_id: &JobId,
+        limit: u32,
+        cursor: Option<&str>,
+        state: Option<RunState>,
+    ) -> StoreResult<Page<Run>> {
+        let limit = limit.max(1) as usize;
+        let mut start = match cursor {
+            None => None,
+            Some(c) => {
+                let bytes = URL_SAFE_NO_PAD.decode(c).map_err(|_| StoreError::BadCursor)?;
+                let key = String::from_utf8(bytes).map_err(|_| StoreError::BadCursor)?;
+                RunKey::decode(&key).ok_or(StoreError::BadCursor)?;
+                Some(Item::from([("job_id".into(), s(job_id.as_str())), ("run_key".into(), s(key))]))
+            }
+        };
+        let mut runs = Vec::new();
+        loop {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("job_id = :j")
+                .expression_attribute_values(":j", s(job_id.as_str()))
+                .scan_index_forward(false)
+                .set_exclusive_start_key(start)
+                .limit((limit + 1 - runs.len()) as i32);
+            if let Some(state) = state {
+                query = query
+                    .filter_expression("#st = :state")
+                    .expression_attribute_names("#st", "state")
+                    .expression_attribute_values(":state", s(state.as_str()));
+            }
+            let out = query.send().await.map_err(item::classify)?;
+            for it in out.items() {
+                runs.push(from_item(it)?);
+            }
+            start = out.last_evaluated_key;
+            if runs.len() > limit || start.is_none() {
+                break;
+            }
+        }
+        let next = if runs.len() > limit {
+            runs.truncate(limit);
+            runs.last().map(|r| URL_SAFE_NO_PAD.encode(r.key.encode()))
+        } else {
+            None
+        };
+        Ok(Page { items: runs, next })
+    }
+
+    async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>> {
+        self.runs_where(job_id, "run_key < :key", key, None, false, limit).await
+    }
+
+    async fn after(
+        &self,
+        job_id: &JobId,
+        key: &RunKey,
+        until: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>> {
+        let until = format!("{}#~", format_instant(until));
+        let condition = "run_key BETWEEN :key AND :until";
+        let runs =
+            self.runs_where(job_id, condition, key, Some(until), true, limit.saturating_add(1)).await?;
+        // BETWEEN includes the run at `key` itself.
+        Ok(runs.into_iter().filter(|run| &run.key != key).take(limit as usize).collect())
+    }
+
+    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
+        self.write_transition(before, after, false).await
+    }
+
+    async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
+        self.write_transition(before, after, true).await
+    }
+
+    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
+        if published.is_empty() && !settle {
+            return Ok(());
+        }
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .condition_expression("attribute_exists(run_key)");
+        let mut set = Vec::new();
+        let marks = published.sent.iter().map(|id| (id, "sent"));
+        let marks = marks.chain(published.shared_only.iter().map(|id| (id, "shared_sent")));
+        for (i, (id, mark)) in marks.enumerate() {
+            set.push(format!("events.#id{i}.{mark} = :true"));
+            request = request.expression_attribute_names(format!("#id{i}"), id);
+        }
+        if !set.is_empty() {
+            request = request.expression_attribute_values(":true", AttributeValue::Bool(true));
+        }
+        let mut expression = if set.is_empty() { String::new() } else { format!("SET {}", set.join(", ")) };
+        if settle {
+            // Only a run that has ended leaves the index.
+            expression.push_str(" REMOVE inflight_shard, inflight_at");
+            let terminal: Vec<String> = RunState::ALL
+                .into_iter()
+                .filter(|state| state.is_terminal())
+                .map(|state| state.as_str().to_string())
+                .collect();
+            let mut names = Vec::new();
+            for (i, state) in terminal.iter().enumerate() {
+                names.push(format!(":t{i}"));
+                request = request.expression_attribute_values(format!(":t{i}"), s(state));
+            }
+            request = request
+                .condition_expression(format!("attribute_exists(run_key) AND #st IN ({})", names.join(", ")))
+                .expression_attribute_names("#st", "state");
+        }
+        request.update_expression(expression.trim()).send().await.map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        if settle {
+            self.ledger.add(writes::INDEX_REMOVE, 1);
+        }
+        Ok(())
+    }
+
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET events.#id.taken_at = :now")
+            .expression_attribute_names("#id", &event.id)
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
+            .expression_attribute_values(":false", AttributeValue::Bool(false));
+        let untouched = match event.taken_at {
+            Some(read) => {
+                request = request.expression_attribute_values(":read", s(read.to_rfc3339()));
+                "events.#id.taken_at = :read"
+            }
+            None => "attribute_not_exists(events.#id.taken_at)",
+        };
+        request
+            .condition_expression(format!("events.#id.sent = :false AND {untouched}"))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET events.#id = :event")
+            .condition_expression("#st = :state AND attempt = :attempt AND attribute_not_exists(events.#id)")
+            .expression_attribute_names("#id", &event.id)
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":event", event_value(event))
+            .expression_attribute_values(":state", s(run.state.as_str()))
+            .expression_attribute_values(":attempt", n(run.attempt))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+
+    async fn flag_failing(
+        &self,
+        job_id: &JobId,
+        after: Option<&RunKey>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        // A partition of its own (`failing#<job>`), so the job's run queries never meet it; a
+        // streak is named by the key of the success before it, and keys only grow.
+        let after = after.map_or_else(|| NO_SUCCESS.to_string(), RunKey::encode);
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(format!("failing#{job_id}")))
+            .key("run_key", s("streak"))
+            .update_expression("SET after_run = :after, told_at = :now, expires_at = :expires")
+            .condition_expression("attribute_not_exists(after_run) OR after_run < :after")
+            .expression_attribute_values(":after", s(after))
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
+            .expression_attribute_values(":expires", n((now + chrono::Duration::days(FLAG_DAYS)).timestamp()))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+
+    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
+        // Every shard's keys, in parallel (the index projects keys only).
+        let bound = format!("{}#~", format_instant(until));
+        let shards = futures::future::try_join_all((0..shards).map(|shard| {
+            let query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(IN_FLIGHT_INDEX)
+                .key_condition_expression("inflight_shard = :shard AND inflight_at <= :until")
+                .expression_attribute_values(":shard", s(format!("{shard:02}")))
+                .expression_attribute_values(":until", s(bound.clone()));
+            item::query_all(query, |it| {
+                let (job_id, key) = (get_s(it, "job_id")?, get_s(it, "run_key")?);
+                let job_id =
+                    JobId::parse(job_id).ok_or_else(|| StoreError::Corrupt(format!("job_id {job_id}")))?;
+                let key = RunKey::decode(key).ok_or_else(|| StoreError::Corrupt(format!("run_key {key}")))?;
+                Ok(RunId::new(job_id, key))
+            })
+        }))
+        .await?;
+        let mut ids: Vec<RunId> = shards.into_iter().flatten().collect();
+        ids.sort_by(|a, b| a.chronological().cmp(&b.chronological()));
+        Ok(ids)
+    }
+
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
+        let mut runs = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(100) {
+            let keys = chunk
+                .iter()
+                .map(|id| {
+                    Item::from([
+                        ("job_id".to_string(), s(id.job_id.as_str())),
+                        ("run_key".to_string(), s(id.key.encode())),
+                    ])
+                })
+                .collect();
+            runs.extend(self.batch_get(keys).await?);
+        }
+        Ok(runs)
+    }
+
+    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET resent_at = :at")
+            .condition_expression("attribute_exists(run_key)")
+            .expression_attribute_values(":at", s(at.to_rfc3339()))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+}

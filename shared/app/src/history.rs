@@ -1,0 +1,199 @@
+//! Runs as users and targets see them: history, cancel, re-run, and the callbacks of targets
+//! that answered 202 (`heartbeat` keeps the attempt's lease alive, `complete` ends it).
+//!
+//! The owner checks of [`crate::jobs`] apply: another owner's run is "not found". Callbacks
+//! authenticate with the attempt's callback token instead, compared by digest.
+
+use crate::jobs::{Jobs, JobsError, JobsResult};
+use crate::record::Recorder;
+use crate::worker::{finished, token_digest};
+use chrono::Duration;
+use std::sync::Arc;
+use sundial_domain::clock::Clock;
+use sundial_domain::dispatch::Dispatch;
+use sundial_domain::job::{Job, Owner};
+use sundial_domain::ports::queue::RunQueue;
+use sundial_domain::ports::store::{JobStore, Page, RunStore, StoreError};
+use sundial_domain::run::{Outcome, Run, RunId, RunState};
+
+/// Why a callback was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallbackError {
+    #[error("no such run")]
+    NotFound,
+    #[error("the callback token does not match the run's open attempt")]
+    BadToken,
+    #[error("the attempt is no longer open (the run is {0})")]
+    NotOpen(RunState),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+/// How a target reports the end of its work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    pub succeeded: bool,
+    pub output: Option<String>,
+    pub error: Option<String>,
+    /// A failure that retrying will not fix ends the run now.
+    pub permanent: bool,
+}
+
+/// The run use cases.
+#[derive(Debug, Clone)]
+pub struct History {
+    jobs: Jobs,
+    recorder: Recorder,
+    job_store: Arc<dyn JobStore>,
+    runs: Arc<dyn RunStore>,
+    queue: Arc<dyn RunQueue>,
+    clock: Arc<dyn Clock>,
+    heartbeat_window: Duration,
+}
+
+impl History {
+    pub fn new(
+        jobs: Jobs,
+        job_store: Arc<dyn JobStore>,
+        runs: Arc<dyn RunStore>,
+        queue: Arc<dyn RunQueue>,
+        recorder: Recorder,
+        clock: Arc<dyn Clock>,
+        heartbeat_window: Duration,
+    ) -> Self {
+        History { jobs, recorder, job_store, runs, queue, clock, heartbeat_window }
+    }
+
+    /// A job's runs, newest first.
+    pub async fn list(
+        &self,
+        owner: &Owner,
+        job: &sundial_domain::job::JobId,
+        limit: u32,
+        cursor: Option<&str>,
+        state: Option<RunState>,
+    ) -> JobsResult<Page<Run>> {
+        let job = self.jobs.get(owner, job).await?;
+        let scope = format!("runs\n{}\n{}", job.id, state.map_or("*", |s| s.as_str()));
+        let tokens = self.jobs.page_tokens();
+        let cursor = crate::jobs::open_token(tokens, &scope, cursor)?;
+        let page =
+            self.runs.list(&job.id, limit.clamp(1, crate::jobs::MAX_PAGE), cursor.as_deref(), state).await?;
+        Ok(crate::jobs::seal_page(tokens, &scope, page))
+    }
+
+    /// One run, if its job is the owner's. The run outlives its job (history is kept until it
+    /// expires), so a deleted job's runs are found through the run's own record of its owner.
+    pub async fn get(&self, owner: &Owner, id: &RunId) -> JobsResult<(Run, Option<Job>)> {
+        let run = self.runs.get(&id.job_id, &id.key).await?.ok_or(JobsError::NotFound)?;
+        let job = self.job_store.get(&id.job_id).await?;
+        match &job {
+            Some(job) if &job.owner != owner => Err(JobsError::NotFound),
+            None if &run.owner != owner => Err(JobsError::NotFound),
+            _ => Ok((run, job)),
+        }
+    }
+
+    /// Cancels a run that has not ended; an open attempt's late result is then ignored.
+    pub async fn cancel(&self, owner: &Owner, id: &RunId) -> JobsResult<Run> {
+        for _ in 0..3 {
+            let (run, _) = self.get(owner, id).await?;
+            if run.state.is_terminal() {
+                return Err(JobsError::RunEnded(run.state.to_string()));
+            }
+            let after = sundial_domain::run::cancelled(&run, "cancelled through the API", self.clock.now());
+            match self.runs.transition(&run, &after).await {
+                Ok(()) => return Ok(after),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(JobsError::Contended)
+    }
+
+    /// Starts a new manual run of the job of a finished run.
+    pub async fn rerun(&self, owner: &Owner, id: &RunId) -> JobsResult<Run> {
+        let (run, job) = self.get(owner, id).await?;
+        if !run.state.is_terminal() {
+            return Err(JobsError::RunActive(id.to_string()));
+        }
+        let job = job.ok_or(JobsError::NotFound)?;
+        self.jobs.trigger(owner, &job.id, None).await
+    }
+
+    /// Finds the run and checks the token against its open attempt.
+    async fn open_attempt(&self, id: &RunId, token: &str) -> Result<(Run, Job), CallbackError> {
+        let run = self
+            .runs
+            .get(&id.job_id, &id.key)
+            .await
+            .map_err(CallbackError::Store)?
+            .ok_or(CallbackError::NotFound)?;
+        let expected = run.attempts.last().and_then(|a| a.callback.as_deref());
+        if expected != Some(token_digest(token).as_str()) {
+            return Err(CallbackError::BadToken);
+        }
+        if run.state != RunState::Running {
+            return Err(CallbackError::NotOpen(run.state));
+        }
+        let job = self
+            .job_store
+            .get(&id.job_id)
+            .await
+            .map_err(CallbackError::Store)?
+            .ok_or(CallbackError::NotFound)?;
+        Ok((run, job))
+    }
+
+    /// Extends the open attempt's lease by the heartbeat window, never past its timeout and
+    /// never shorter than it is (a heartbeat during a call the worker still waits on must not
+    /// cut that call's lease).
+    pub async fn heartbeat(&self, id: &RunId, token: &str) -> Result<Run, CallbackError> {
+        let (run, job) = self.open_attempt(id, token).await?;
+        let now = self.clock.now();
+        let started = run.attempts.last().map(|a| a.started_at).unwrap_or(now);
+        let deadline = started + Duration::seconds(i64::from(job.document.timeout_s));
+        let extended = (now + self.heartbeat_window).min(deadline);
+        let after = Run {
+            lease_until: Some(run.lease_until.map_or(extended, |lease| lease.max(extended))),
+            updated_at: now,
+            ..run.clone()
+        };
+        self.runs.transition(&run, &after).await.map_err(|e| match e {
+            StoreError::Conflict => CallbackError::NotOpen(run.state),
+            e => CallbackError::Store(e),
+        })?;
+        Ok(after)
+    }
+
+    /// Ends the open attempt as the target reports it; a failure is retried per the job's policy.
+    pub async fn complete(
+        &self,
+        id: &RunId,
+        token: &str,
+        completion: Completion,
+    ) -> Result<Run, CallbackError> {
+        let (run, job) = self.open_attempt(id, token).await?;
+        let now = self.clock.now();
+        let outcome = if completion.succeeded { Outcome::Succeeded } else { Outcome::Failed };
+        let output = completion.output.map(|o| sundial_domain::target::truncate(&o));
+        let error = completion.error.map(|e| sundial_domain::target::truncate(&e));
+        let status = run.attempts.last().and_then(|a| a.status_code);
+        let ending =
+            crate::worker::Ending { outcome, status, error, output, permanent: completion.permanent };
+        let after = finished(&job, &run, ending, now, rand::random::<f64>());
+        let after = self.recorder.change(&job, &run, after, now).await.map_err(|e| match e {
+            StoreError::Conflict => CallbackError::NotOpen(run.state),
+            e => CallbackError::Store(e),
+        })?;
+        if after.state == RunState::Retrying {
+            // The attempt's own message is long gone: send the next one (the watchdog re-sends
+            // it if this send fails).
+            let next = Dispatch::next_attempt(&after, now);
+            if let Some(Err(e)) = self.queue.send(std::slice::from_ref(&next)).await.into_iter().next() {
+                tracing::warn!(run_id = %after.id(), error = %e, "next attempt not sent; the watchdog will");
+            }
+        }
+        Ok(after)
+    }
+}

@@ -1,0 +1,521 @@
+//! The job lifecycle: create, read, list, patch, pause, resume, delete, preview.
+//!
+//! Every use case checks the caller owns the job (another owner's job is "not found"), validates
+//! before it writes, and keeps `next_run_at` in step with the schedule:
+//! - a new job's next run is the schedule's first instant at or after creation (now, for a job
+//!   without a schedule);
+//! - an edit that changes the schedule recomputes it from now; any other edit leaves it alone
+//!   (so it costs no index move);
+//! - resuming skips the instants missed while paused, like a suspended CronJob;
+//! - the `version` (the ETag) changes with every edit of the document.
+
+use crate::tick::claim::Claimer;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use sundial_domain::clock::Clock;
+use sundial_domain::events::has_endpoints;
+use sundial_domain::job::{ConcurrencyPolicy, Job, JobDocument, JobId, Owner};
+use sundial_domain::limits::{Limits, TargetAllowList};
+use sundial_domain::page_token::PageTokens;
+use sundial_domain::ports::store::{JobStore, Page, StoreError};
+use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
+use sundial_domain::run::{Run, RunKey, RunState};
+use sundial_domain::schedule::{Schedule, ceil_second};
+use sundial_domain::validation::{self, Rules, ValidationError};
+
+/// Why a job operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobsError {
+    /// A value Sundial cannot accept (422 at the API).
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    /// A document that does not decode: wrong type, unknown field (400 at the API).
+    #[error(transparent)]
+    Malformed(ValidationError),
+    #[error("job not found")]
+    NotFound,
+    /// `If-Match` named another version than the current one.
+    #[error("the job is at version {current}, not the one in If-Match")]
+    VersionMismatch { current: u64 },
+    #[error("a job named `{0}` already exists")]
+    NameTaken(String),
+    #[error("the owner already has the maximum of {0} jobs")]
+    QuotaExceeded(u32),
+    #[error("the job kept changing while this edit was applied; retry")]
+    Contended,
+    /// `concurrency: forbid` and a run is active.
+    #[error("run {0} is active and the job's concurrency policy is forbid")]
+    RunActive(String),
+    /// The run has already ended.
+    #[error("the run has already ended ({0})")]
+    RunEnded(String),
+    /// A manual run or a backfill of a paused job: its runs would only be skipped.
+    #[error("the job is paused; resume it to run it")]
+    Paused,
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for JobsError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => JobsError::NotFound,
+            StoreError::NameTaken(name) => JobsError::NameTaken(name),
+            StoreError::QuotaExceeded(max) => JobsError::QuotaExceeded(max),
+            StoreError::BadCursor => {
+                JobsError::Malformed(ValidationError::new("next", "is not a token from a previous page"))
+            }
+            other => JobsError::Store(other),
+        }
+    }
+}
+
+pub type JobsResult<T> = Result<T, JobsError>;
+
+/// The store's cursor in a caller's page token for the listing `scope`; a token this
+/// deployment did not issue for it is the caller's mistake, named as `next`.
+pub(crate) fn open_token(
+    tokens: &PageTokens,
+    scope: &str,
+    token: Option<&str>,
+) -> JobsResult<Option<String>> {
+    token
+        .map(|token| {
+            tokens.open(scope, token).ok_or_else(|| {
+                JobsError::Malformed(ValidationError::new("next", "is not a token from a previous page"))
+            })
+        })
+        .transpose()
+}
+
+/// `page` with its store cursor sealed into a token for `scope`.
+pub(crate) fn seal_page<T>(tokens: &PageTokens, scope: &str, page: Page<T>) -> Page<T> {
+    Page { next: page.next.map(|cursor| tokens.seal(scope, &cursor)), items: page.items }
+}
+
+/// A job due before the next tick plus this is claimed by the API itself.
+const DUE_SOON_MARGIN: chrono::Duration = chrono::Duration::seconds(10);
+/// Most instants one backfill claims.
+pub const MAX_BACKFILL: usize = 1_000;
+/// Backfilled runs are spread at this many per second.
+pub const BACKFILL_PER_SECOND: usize = 10;
+
+fn topic_error(e: TopicError) -> JobsError {
+    match e {
+        TopicError::Rejected { field, reason } => JobsError::Invalid(ValidationError::new(field, reason)),
+        TopicError::Unavailable(reason) => JobsError::Store(StoreError::Unavailable(reason)),
+    }
+}
+
+/// What identifies a request that may be retried: its `Idempotency-Key` and when that key was
+/// first seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestKey {
+    pub key: String,
+    pub first_seen: DateTime<Utc>,
+}
+
+/// Largest `count` of a preview.
+pub const MAX_PREVIEW: usize = 500;
+/// Largest page of a listing.
+pub const MAX_PAGE: u32 = 100;
+/// Edits retried on a concurrent change when the caller gave no `If-Match`.
+const EDIT_ATTEMPTS: usize = 3;
+
+/// The job use cases, over a [`JobStore`].
+#[derive(Debug, Clone)]
+pub struct Jobs {
+    store: Arc<dyn JobStore>,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+    targets: TargetAllowList,
+    claimer: Claimer,
+    topics: Arc<dyn JobTopics>,
+    page_tokens: PageTokens,
+}
+
+impl Jobs {
+    pub fn new(
+        store: Arc<dyn JobStore>,
+        clock: Arc<dyn Clock>,
+        limits: Limits,
+        targets: TargetAllowList,
+        claimer: Claimer,
+        topics: Arc<dyn JobTopics>,
+        page_tokens: PageTokens,
+    ) -> Self {
+        Jobs { store, clock, limits, targets, claimer, topics, page_tokens }
+    }
+
+    /// This service as reached at `origin` (the URL, or `host:port`, a request came in on): that
+    /// endpoint is one of Sundial's own too, refused to targets and notifications like the
+    /// configured ones. In AWS the API learns its own address only from its requests.
+    pub fn reached_at(&self, origin: &str) -> Jobs {
+        let mut jobs = self.clone();
+        jobs.targets.network = jobs.targets.network.clone().refusing(origin);
+        jobs
+    }
+
+    /// The pagination tokens of this deployment (the run history's pages use them too).
+    pub fn page_tokens(&self) -> &PageTokens {
+        &self.page_tokens
+    }
+
+    fn rules(&self) -> Rules<'_> {
+        Rules { limits: &self.limits, targets: &self.targets }
+    }
+
+    /// The next run of a job whose schedule is (re)started at `now`.
+    fn first_run(schedule: Option<&Schedule>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match schedule {
+            Some(s) => s.first_at_or_after(now),
+            None => Some(ceil_second(now)),
+        }
+    }
+
+    pub async fn create(&self, owner: &Owner, mut document: JobDocument) -> JobsResult<Job> {
+        let now = self.clock.now();
+        let schedule = validation::validate(&mut document, &self.rules(), now, now)?;
+        let mut job = Job {
+            id: JobId::generate(),
+            owner: owner.clone(),
+            next_run_at: Self::first_run(schedule.as_ref(), now),
+            document,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+            signing_secret: sundial_domain::job::new_signing_secret(),
+            pauses: Vec::new(),
+        };
+        job.record_pause_change(false, now);
+        // The topic first: an endpoint SNS refuses fails the request before anything is saved.
+        let has_topic = has_endpoints(&job);
+        if has_topic {
+            self.topics.sync(&job).await.map_err(topic_error)?;
+        }
+        if let Err(e) = self.store.create(&job, self.limits.max_jobs_per_owner).await {
+            if has_topic {
+                self.remove_topic(&job).await;
+            }
+            return Err(e.into());
+        }
+        self.claim_if_due_soon(job).await
+    }
+
+    /// A job whose next instant falls before the next tick could dispatch it (or that has no
+    /// schedule) is claimed right away, through the tick's own claim path; the job is returned as
+    /// it stands afterwards.
+    async fn claim_if_due_soon(&self, job: Job) -> JobsResult<Job> {
+        let now = self.clock.now();
+        let next_tick = sundial_domain::due::minute_of(now) + chrono::Duration::seconds(60) + DUE_SOON_MARGIN;
+        match job.due_at() {
+            Some(due) if due < next_tick => {
+                let report = self.claimer.claim(vec![job.clone()], None, now).await;
+                if report.failed > 0 || report.send_failures > 0 {
+                    // The tick heals it after the grace period; the job itself is saved.
+                    tracing::warn!(job_id = %job.id, "claiming a job due soon failed; the tick will");
+                }
+                Ok(self.store.get(&job.id).await?.unwrap_or(job))
+            }
+            _ => Ok(job),
+        }
+    }
+
+    pub async fn get(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
+        match self.store.get(id).await? {
+            Some(job) if &job.owner == owner => Ok(job),
+            _ => Err(JobsError::NotFound),
+        }
+    }
+
+    /// The job's newest run, read from the runs table (never written onto the job).
+    pub async fn last_run(&self, job: &Job) -> JobsResult<Option<Run>> {
+        Ok(self.claimer.runs().list(&job.id, 1, None, None).await?.items.into_iter().next())
+    }
+
+    pub async fn list(&self, owner: &Owner, limit: u32, token: Option<&str>) -> JobsResult<Page<Job>> {
+        let scope = format!("jobs\n{owner}");
+        let cursor = open_token(&self.page_tokens, &scope, token)?;
+        let page = self.store.list(owner, limit.clamp(1, MAX_PAGE), cursor.as_deref()).await?;
+        Ok(seal_page(&self.page_tokens, &scope, page))
+    }
+
+    /// Applies a JSON merge patch to the job's document.
+    pub async fn patch(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        patch: &serde_json::Value,
+        if_match: Option<u64>,
+    ) -> JobsResult<Job> {
+        if !patch.is_object() {
+            return Err(JobsError::Malformed(ValidationError::new(
+                "body",
+                "a merge patch must be a JSON object",
+            )));
+        }
+        self.edit(owner, id, if_match, |document| {
+            let mut merged = serde_json::to_value(&*document)
+                .map_err(|e| JobsError::Malformed(ValidationError::new("body", e.to_string())))?;
+            sundial_domain::merge_patch::apply(&mut merged, patch);
+            *document = validation::decode(merged).map_err(JobsError::Malformed)?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn pause(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
+        self.edit(owner, id, None, |document| {
+            document.paused = true;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn resume(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
+        self.edit(owner, id, None, |document| {
+            document.paused = false;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Read, change, validate and write under the version check; without `If-Match` a lost race
+    /// is retried on the fresh version.
+    async fn edit(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        if_match: Option<u64>,
+        change: impl Fn(&mut JobDocument) -> JobsResult<()>,
+    ) -> JobsResult<Job> {
+        for _ in 0..EDIT_ATTEMPTS {
+            let before = self.get(owner, id).await?;
+            if let Some(expected) = if_match {
+                if expected != before.version {
+                    return Err(JobsError::VersionMismatch { current: before.version });
+                }
+            }
+            let mut document = before.document.clone();
+            change(&mut document)?;
+            if document == before.document {
+                return Ok(before);
+            }
+            let now = self.clock.now();
+            let schedule_changed = document.schedule != before.document.schedule;
+            // A schedule that is not edited keeps its instants: a one-time job that already ran
+            // stays valid when its payload changes.
+            let validate_at = if schedule_changed { now } else { before.created_at.min(now) };
+            let schedule =
+                validation::validate(&mut document, &self.rules(), before.created_at, validate_at)?;
+            let resumed = before.document.paused && !document.paused;
+            let next_run_at = match (schedule.as_ref(), schedule_changed || resumed) {
+                (_, false) => before.next_run_at,
+                (Some(s), true) => s.first_at_or_after(now),
+                // Run-once jobs keep their pending run (or its absence, once it ran).
+                (None, true) => before.next_run_at.map(|t| t.max(ceil_second(now))),
+            };
+            let mut after =
+                Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
+            after.record_pause_change(before.document.paused, now);
+            let notify_changed = after.document.notify != before.document.notify;
+            if notify_changed {
+                // Creates, edits or removes the topic as the new settings say.
+                self.topics.sync(&after).await.map_err(topic_error)?;
+            }
+            let updated = self.store.update(&before, &after).await;
+            if notify_changed && updated.is_err() {
+                // Put the subscriptions back as the saved job has them.
+                if let Err(e) = self.topics.sync(&before).await {
+                    tracing::warn!(job_id = %before.id, error = %e, "could not restore the job's subscriptions");
+                }
+            }
+            match updated {
+                Ok(()) if after.next_run_at != before.next_run_at || resumed => {
+                    return self.claim_if_due_soon(after).await;
+                }
+                Ok(()) => return Ok(after),
+                Err(StoreError::Conflict) => match if_match {
+                    // Edited by someone else since read: the caller's If-Match is stale.
+                    Some(expected) => {
+                        let current = self.get(owner, id).await?.version;
+                        if current != expected {
+                            return Err(JobsError::VersionMismatch { current });
+                        }
+                        // Only the tick advanced it: apply the edit to the fresh read.
+                    }
+                    None => continue,
+                },
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(JobsError::Contended)
+    }
+
+    /// Issues a new signing secret; the old one stops working at once.
+    pub async fn rotate_secret(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
+        for _ in 0..EDIT_ATTEMPTS {
+            let before = self.get(owner, id).await?;
+            let after = Job {
+                signing_secret: sundial_domain::job::new_signing_secret(),
+                version: before.version + 1,
+                updated_at: self.clock.now(),
+                ..before.clone()
+            };
+            match self.store.update(&before, &after).await {
+                Ok(()) => return Ok(after),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(JobsError::Contended)
+    }
+
+    pub async fn delete(&self, owner: &Owner, id: &JobId) -> JobsResult<()> {
+        let job = self.get(owner, id).await?;
+        self.store.delete(&job).await?;
+        if has_endpoints(&job) {
+            self.remove_topic(&job).await;
+        }
+        Ok(())
+    }
+
+    /// The subscriptions of the job's notification topic and their status.
+    pub async fn subscriptions(&self, job: &Job) -> JobsResult<Vec<Subscription>> {
+        if !has_endpoints(job) {
+            return Ok(Vec::new());
+        }
+        self.topics.subscriptions(&job.id).await.map_err(topic_error)
+    }
+
+    /// Removes the job's topic; a failure leaves an orphan topic, logged for an operator.
+    async fn remove_topic(&self, job: &Job) {
+        if let Err(e) = self.topics.remove(&job.id).await {
+            tracing::warn!(job_id = %job.id, error = %e, "the job's notification topic was not removed");
+        }
+    }
+
+    /// Starts a manual run now (`<now>#m#<ulid>`). A paused job is refused (`Paused`): its run
+    /// would only be skipped. Under `forbid` an active run is a
+    /// `RunActive` error at once; otherwise the policy is decided when the run starts, as for any
+    /// run. With a `request` key (an `Idempotency-Key`), the run's key derives from the key and
+    /// the time it was first seen, so a retry of a request that failed after the run was written
+    /// finds that run instead of making a second one.
+    pub async fn trigger(&self, owner: &Owner, id: &JobId, request: Option<&RequestKey>) -> JobsResult<Run> {
+        let job = self.get(owner, id).await?;
+        let now = self.clock.now();
+        let key = match request {
+            Some(r) => {
+                RunKey::manual_for(ceil_second(r.first_seen), format!("{owner}\n{id}\n{}", r.key).as_bytes())
+            }
+            None => RunKey::manual(ceil_second(now)),
+        };
+        let runs = self.claimer.runs();
+        if job.document.paused {
+            // A retry of a trigger that wrote its run before the pause gets that run.
+            if request.is_some() {
+                if let Some(run) = runs.get(&job.id, &key).await? {
+                    return Ok(run);
+                }
+            }
+            return Err(JobsError::Paused);
+        }
+        if job.document.concurrency == ConcurrencyPolicy::Forbid {
+            let active = runs.active(&job.id, now - job.active_window()).await?;
+            if let Some(run) = active.iter().find(|run| run.key != key) {
+                return Err(JobsError::RunActive(run.id().to_string()));
+            }
+        }
+        let run = self.claimer.new_run(&job, key, now, RunState::Queued, now);
+        let run = match runs.insert(&run).await? {
+            sundial_domain::ports::store::Inserted::Created => run,
+            sundial_domain::ports::store::Inserted::Exists(existing) => *existing,
+        };
+        if run.state == RunState::Queued && run.attempt == 0 {
+            self.dispatch(std::slice::from_ref(&run)).await;
+        }
+        Ok(run)
+    }
+
+    /// Claims every scheduled instant in `[from, to]` (up to now) that has no run yet, paced at
+    /// [`BACKFILL_PER_SECOND`]; returns the runs created and how many instants already had one.
+    pub async fn backfill(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> JobsResult<(Vec<Run>, usize)> {
+        let job = self.get(owner, id).await?;
+        let Some(schedule) = validation::stored_schedule(&job)? else {
+            return Err(ValidationError::new("job", "has no schedule to backfill").into());
+        };
+        // Its runs would all be skipped.
+        if job.document.paused {
+            return Err(JobsError::Paused);
+        }
+        if to < from {
+            return Err(ValidationError::new("to", "must not be before from").into());
+        }
+        // Run keys and history hold instants of four-digit years, from the Unix epoch on.
+        if from < DateTime::UNIX_EPOCH {
+            return Err(ValidationError::new("from", "must be 1970-01-01T00:00:00Z or later").into());
+        }
+        let now = self.clock.now();
+        let to = to.min(now);
+        let mut instants = Vec::new();
+        let mut cursor = schedule.first_at_or_after(from);
+        while let Some(t) = cursor.filter(|t| *t <= to) {
+            if instants.len() == MAX_BACKFILL {
+                return Err(ValidationError::new(
+                    "to",
+                    format!("the range holds more than {MAX_BACKFILL} instants; backfill it in parts"),
+                )
+                .into());
+            }
+            instants.push(t);
+            cursor = schedule.next_after(t);
+        }
+        let runs = self.claimer.runs();
+        let mut created = Vec::new();
+        let mut existing = 0;
+        for instant in instants {
+            let due = now + chrono::Duration::seconds((created.len() / BACKFILL_PER_SECOND) as i64);
+            let run = self.claimer.new_run(&job, RunKey::scheduled(instant), due, RunState::Queued, now);
+            match runs.insert(&run).await? {
+                sundial_domain::ports::store::Inserted::Created => created.push(run),
+                sundial_domain::ports::store::Inserted::Exists(_) => existing += 1,
+            }
+        }
+        self.dispatch(&created).await;
+        Ok((created, existing))
+    }
+
+    /// Sends the first-attempt messages of runs the API created. A send that fails is not an
+    /// error of the request: the run exists, and the watchdog sends every run whose attempt has
+    /// not started in time.
+    async fn dispatch(&self, runs: &[Run]) {
+        for (run, result) in runs.iter().zip(self.claimer.send(runs).await) {
+            if let Err(e) = result {
+                tracing::warn!(run_id = %run.id(), error = %e, "run not sent yet; the watchdog will send it");
+            }
+        }
+    }
+
+    /// The next `count` instants of the job, paused or not.
+    pub async fn preview(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        count: usize,
+    ) -> JobsResult<(Job, Vec<DateTime<Utc>>)> {
+        let job = self.get(owner, id).await?;
+        let now = self.clock.now();
+        let count = count.min(MAX_PREVIEW);
+        let instants = match validation::stored_schedule(&job)? {
+            Some(schedule) => schedule.upcoming(now - chrono::Duration::seconds(1), count),
+            None => job.next_run_at.into_iter().take(count).collect(),
+        };
+        Ok((job, instants))
+    }
+}

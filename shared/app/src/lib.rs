@@ -1,0 +1,20 @@
+//! Sundial's use cases, over the domain's ports only (no AWS type reaches them):
+//!
+//! - [`jobs`]: the job lifecycle (create, patch, pause, resume, trigger, backfill, delete);
+//! - [`history`]: run history, cancel, re-run, and target callbacks;
+//! - [`tick`]: the scheduler: which instants are due, claimed once, dispatched to the second;
+//! - [`worker`]: one message in, at most one attempt out; [`worker::poll`] drives a queue;
+//! - [`watchdog`]: leases, time-outs, re-dispatch, unsent events, SLA and late-start flags, stalls;
+//! - [`record`]: a run's change written together with the events it causes;
+//! - [`announce`]: publishing a run's events once and marking them sent;
+//! - [`meter`]: the process's series, served as Prometheus text and written as [`emf`] lines.
+
+pub mod announce;
+pub mod emf;
+pub mod history;
+pub mod jobs;
+pub mod meter;
+pub mod record;
+pub mod tick;
+pub mod watchdog;
+pub mod worker;

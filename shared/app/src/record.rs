@@ -1,0 +1,189 @@
+//! Recording a run's state change together with the events it causes (invariant 5).
+//!
+//! The change and its new events go in one conditional write (from the state and attempt read);
+//! whoever wins it publishes the events, then marks them sent. A conditional flag set meanwhile
+//! without a state change (the watchdog's `sla_missed` or `late_start`) fails the write; the
+//! change is then recomputed on the fresh run, so such an event is recorded, and told, once.
+//!
+//! `failing` is decided after the write, from a consistent read of the job's runs on both sides
+//! of this one (runs end out of order): of two runs ending at once, at least the later reader
+//! sees both. Whoever sees the streak at or
+//! past the threshold sets the streak's conditional flag; the one that sets it records `failing`
+//! on its run (still in the in-flight index until its events are published) and tells it.
+
+use crate::announce::Announcer;
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use sundial_domain::events::{caused, failing_streak};
+use sundial_domain::job::{EventKind, Job};
+use sundial_domain::ports::store::{RunStore, StoreError};
+use sundial_domain::run::{Run, RunEvent, RunState};
+
+/// Writes state changes and announces their events.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    runs: Arc<dyn RunStore>,
+    announcer: Announcer,
+}
+
+/// How often a change is recomputed when only the run's events moved under it.
+const EVENT_RACES: usize = 3;
+
+/// The pauses before each retry of a write storage could not take (about 2 s in all).
+const STORAGE_RETRIES: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(400),
+    std::time::Duration::from_millis(1600),
+];
+
+impl Recorder {
+    pub fn new(runs: Arc<dyn RunStore>, announcer: Announcer) -> Self {
+        Recorder { runs, announcer }
+    }
+
+    pub fn announcer(&self) -> &Announcer {
+        &self.announcer
+    }
+
+    /// Moves `before` to `after` with the events the change causes, then announces them.
+    /// `Conflict` if the run left `before`'s state or attempt meanwhile.
+    pub async fn change(
+        &self,
+        job: &Job,
+        before: &Run,
+        after: Run,
+        now: DateTime<Utc>,
+    ) -> Result<Run, StoreError> {
+        self.record(job, before, after, now, false).await
+    }
+
+    /// Like [`Recorder::change`], and only if nothing else changed the run since `before` was
+    /// read (events aside): the watchdog ends an attempt whose lease it saw expired only if no
+    /// heartbeat extended it meanwhile.
+    pub async fn rescue(
+        &self,
+        job: &Job,
+        before: &Run,
+        after: Run,
+        now: DateTime<Utc>,
+    ) -> Result<Run, StoreError> {
+        self.record(job, before, after, now, true).await
+    }
+
+    async fn record(
+        &self,
+        job: &Job,
+        before: &Run,
+        after: Run,
+        now: DateTime<Utc>,
+        unchanged: bool,
+    ) -> Result<Run, StoreError> {
+        let mut before = before.clone();
+        let (mut races, mut outages) = (0, 0);
+        // A write that timed out may have been applied: recognised by its own `updated_at`.
+        let mut maybe_applied = false;
+        loop {
+            let mut candidate = Run { events: before.events.clone(), ..after.clone() };
+            let new = caused(job, &before, &candidate, now);
+            candidate.events.extend(new.iter().cloned());
+            let written = match unchanged {
+                true => self.runs.transition_unchanged(&before, &candidate).await,
+                false => self.runs.transition(&before, &candidate).await,
+            };
+            match written {
+                Ok(()) => return Ok(self.written(job, &before, candidate, new, now).await),
+                Err(StoreError::Conflict) => {
+                    let fresh =
+                        self.runs.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
+                    if maybe_applied && is_write_of(&fresh, &candidate) {
+                        return Ok(self.written(job, &before, fresh, new, now).await);
+                    }
+                    let moved = fresh.state != before.state || fresh.attempt != before.attempt;
+                    races += 1;
+                    if moved || (unchanged && fresh.updated_at != before.updated_at) || races >= EVENT_RACES {
+                        return Err(StoreError::Conflict);
+                    }
+                    // Only its events changed: decide again on the fresh run.
+                    before = fresh;
+                }
+                // Storage unavailable: try again in place a few times, so that an attempt's
+                // outcome is not left to the lease's expiry by a short brownout.
+                Err(e) if e.is_retryable() && outages < STORAGE_RETRIES.len() => {
+                    tokio::time::sleep(STORAGE_RETRIES[outages]).await;
+                    outages += 1;
+                    maybe_applied = true;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// After `candidate` was written over `before`: tells a failing streak it completes, and
+    /// announces the change's events.
+    async fn written(
+        &self,
+        job: &Job,
+        before: &Run,
+        mut candidate: Run,
+        mut new: Vec<RunEvent>,
+        now: DateTime<Utc>,
+    ) -> Run {
+        if let Some(failing) = self.flag_failing(job, before, &candidate, now).await {
+            candidate.events.push(failing.clone());
+            new.push(failing);
+        }
+        if !new.is_empty() {
+            self.announcer.announce(Some(job), &candidate, &new).await;
+        }
+        candidate
+    }
+
+    /// When `after` ended the run as a failure that makes `alert_after_failures` failed runs in
+    /// a row, and no one told this streak yet: the `failing` event, recorded on the run. A
+    /// failure here is logged and leaves the streak to the next failed run, which sees it too.
+    async fn flag_failing(
+        &self,
+        job: &Job,
+        before: &Run,
+        after: &Run,
+        now: DateTime<Utc>,
+    ) -> Option<RunEvent> {
+        let threshold = job.document.alert_after_failures?;
+        let ends_failed = matches!(after.state, RunState::Failed | RunState::TimedOut);
+        if !ends_failed || before.state.is_terminal() {
+            return None;
+        }
+        let told = async {
+            // Enough history to see the streak through interleaved skipped or cancelled runs; the
+            // later side stops near now, so a frequent job's runs claimed ahead do not fill it.
+            let limit = (threshold * 2 + 10).min(crate::jobs::MAX_PAGE);
+            let earlier = self.runs.before(&job.id, &after.key, limit).await?;
+            // Up to a minute ahead: a triggered run is keyed at the next whole second.
+            let later =
+                self.runs.after(&job.id, &after.key, now + chrono::Duration::minutes(1), limit).await?;
+            let streak = failing_streak(&earlier, &later);
+            if streak.failures < threshold as usize {
+                return Ok(None);
+            }
+            match self.runs.flag_failing(&job.id, streak.after.as_ref(), now).await {
+                Ok(()) => {}
+                // Told by a run of the same streak.
+                Err(StoreError::Conflict) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+            let event = RunEvent::new(EventKind::Failing, after.attempt, now);
+            self.runs.record_event(after, &event).await?;
+            Ok(Some(event))
+        };
+        told.await.unwrap_or_else(|e: StoreError| {
+            tracing::warn!(run_id = %after.id(), error = %e, "failing streak not told");
+            None
+        })
+    }
+}
+
+/// Whether `fresh` is the run as `candidate` wrote it: the same state, attempt and change time.
+fn is_write_of(fresh: &Run, candidate: &Run) -> bool {
+    (fresh.state, fresh.attempt, fresh.updated_at)
+        == (candidate.state, candidate.attempt, candidate.updated_at)
+}

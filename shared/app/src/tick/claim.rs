@@ -1,0 +1,324 @@
+//! Claiming: turning a due job's instants into runs, exactly once each, and dispatching them.
+//!
+//! For each job: plan the instants, then for each instant put the run (`<instant>#s`,
+//! conditional on absence: the fence), send the messages of all jobs in batches, and only then
+//! advance each job whose messages all went out (conditional on the version and `next_run_at`
+//! read). A job whose instant already has a run advances too, and the run is sent again if it
+//! has not started: the claimer that wrote it may have died before sending it. (The watchdog also
+//! re-sends every attempt that has not started in time.) A second message is harmless: an
+//! attempt starts only under its fence. A job whose send or write failed is not advanced, and the report
+//! names its due minute so that the tick comes back to it.
+//!
+//! Concurrency policies are not decided here: whether an earlier run is still active is known
+//! only when a run is about to start, and the worker decides it then (invariant 7).
+
+use chrono::{DateTime, Duration, Utc};
+use futures::StreamExt;
+use std::sync::Arc;
+use sundial_domain::clock::Clock;
+use sundial_domain::dispatch::{Dispatch, MAX_DELAY_S};
+use sundial_domain::job::Job;
+use sundial_domain::plan::plan;
+use sundial_domain::ports::queue::{QueueError, RunQueue};
+use sundial_domain::ports::store::{Inserted, JobStore, RunStore, StoreError};
+use sundial_domain::run::{Run, RunKey, RunState};
+use sundial_domain::schedule::jitter_offset;
+use tracing::Instrument;
+
+/// How claiming behaves; defaults from the design.
+#[derive(Debug, Clone)]
+pub struct ClaimSettings {
+    /// Instants due within this of now are claimed by every tick (at least 60 s).
+    pub lookahead: Duration,
+    /// Instants are claimed this far ahead in one pass, so a frequent job is advanced once for
+    /// several runs (at most SQS's 15-minute delay).
+    pub claim_ahead: Duration,
+    /// The most missed instants `catchup: all` runs.
+    pub catchup_max: usize,
+    /// How long run rows are kept (DynamoDB TTL).
+    pub retention: Duration,
+    /// Jobs prepared concurrently.
+    pub concurrency: usize,
+}
+
+impl Default for ClaimSettings {
+    fn default() -> Self {
+        ClaimSettings {
+            lookahead: Duration::seconds(60),
+            claim_ahead: Duration::seconds(300),
+            catchup_max: 100,
+            retention: Duration::days(30),
+            concurrency: 32,
+        }
+    }
+}
+
+/// What a claim pass did, summed over its jobs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimReport {
+    /// Runs created QUEUED.
+    pub claimed: usize,
+    /// Messages sent (new runs and healed ones).
+    pub dispatched: usize,
+    /// Runs another claimer had written and not seen started, sent again.
+    pub resent: usize,
+    /// Missed instants the catch-up policy dropped.
+    pub missed_dropped: usize,
+    /// Instants whose run another claimer had already created.
+    pub duplicates: usize,
+    pub send_failures: usize,
+    pub advanced: usize,
+    /// Jobs changed (paused, edited, deleted) or advanced by someone else since read.
+    pub advance_conflicts: usize,
+    /// Jobs not advanced because a write or a send failed; they stay due and are retried.
+    pub failed: usize,
+    /// The earliest due time among failed jobs: the tick's watermark stays before its minute.
+    pub earliest_failure: Option<DateTime<Utc>>,
+    /// Instants whose run item is there but does not decode (a defect, a manual edit, or a
+    /// newer version's item): logged as errors and passed, so that the job goes on and never
+    /// holds the watermark back for ever.
+    pub unclaimable: usize,
+}
+
+impl ClaimReport {
+    /// Adds another report's counts to this one.
+    pub fn add(&mut self, other: ClaimReport) {
+        self.claimed += other.claimed;
+        self.dispatched += other.dispatched;
+        self.resent += other.resent;
+        self.missed_dropped += other.missed_dropped;
+        self.duplicates += other.duplicates;
+        self.send_failures += other.send_failures;
+        self.advanced += other.advanced;
+        self.advance_conflicts += other.advance_conflicts;
+        self.failed += other.failed;
+        self.unclaimable += other.unclaimable;
+        self.earliest_failure = match (self.earliest_failure, other.earliest_failure) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    fn failure(job: &Job) -> ClaimReport {
+        ClaimReport { failed: 1, earliest_failure: job.due_at(), ..Default::default() }
+    }
+}
+
+/// One job after its runs were written, before their messages are sent.
+#[derive(Debug)]
+struct Prepared {
+    job: Job,
+    /// The runs whose first-attempt messages are to be sent.
+    messages: Vec<Run>,
+    next_run_at: Option<DateTime<Utc>>,
+    report: ClaimReport,
+}
+
+/// The claim path shared by the tick and the API.
+#[derive(Debug, Clone)]
+pub struct Claimer {
+    jobs: Arc<dyn JobStore>,
+    runs: Arc<dyn RunStore>,
+    queue: Arc<dyn RunQueue>,
+    /// Read just before each send: a delay counts from the send, not from the pass's start.
+    clock: Arc<dyn Clock>,
+    pub settings: ClaimSettings,
+}
+
+impl Claimer {
+    pub fn new(
+        jobs: Arc<dyn JobStore>,
+        runs: Arc<dyn RunStore>,
+        queue: Arc<dyn RunQueue>,
+        clock: Arc<dyn Clock>,
+        settings: ClaimSettings,
+    ) -> Self {
+        Claimer { jobs, runs, queue, clock, settings }
+    }
+
+    /// Sends the first-attempt messages of `runs`, each delayed until its run is due as of the
+    /// moment of sending; the result at index i is that of `runs[i]`.
+    pub async fn send(&self, runs: &[Run]) -> Vec<Result<(), QueueError>> {
+        let now = self.clock.now();
+        let batch: Vec<Dispatch> = runs.iter().map(|run| Dispatch::next_attempt(run, now)).collect();
+        self.queue.send(&batch).await
+    }
+
+    pub fn runs(&self) -> &Arc<dyn RunStore> {
+        &self.runs
+    }
+
+    /// A new run of `job` for `key`, due at `due_at`.
+    pub fn new_run(
+        &self,
+        job: &Job,
+        key: RunKey,
+        due_at: DateTime<Utc>,
+        state: RunState,
+        now: DateTime<Utc>,
+    ) -> Run {
+        Run {
+            job_id: job.id.clone(),
+            owner: job.owner.clone(),
+            key,
+            state,
+            due_at,
+            attempt: 0,
+            attempts: Vec::new(),
+            job_version: job.version,
+            created_at: now,
+            updated_at: now,
+            reason: None,
+            lease_until: None,
+            retry_at: None,
+            resent_at: None,
+            expires_at: now + self.settings.retention,
+            events: Vec::new(),
+        }
+    }
+
+    /// Claims and dispatches the due instants of `jobs`. `reached` is the last minute a previous
+    /// tick had reached (what counts as missed); `now` the tick's time.
+    pub async fn claim(
+        &self,
+        jobs: Vec<Job>,
+        reached: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> ClaimReport {
+        let prepared: Vec<Result<Prepared, (Job, StoreError)>> = futures::stream::iter(jobs)
+            .map(|job| async move {
+                let span = tracing::info_span!("claim", job_id = %job.id);
+                match self.prepare(&job, reached, now).instrument(span).await {
+                    Ok(p) => Ok(p),
+                    Err(e) => Err((job, e)),
+                }
+            })
+            .buffer_unordered(self.settings.concurrency.max(1))
+            .collect()
+            .await;
+
+        let mut report = ClaimReport::default();
+        let mut ready = Vec::new();
+        for p in prepared {
+            match p {
+                Ok(p) => ready.push(p),
+                Err((job, e)) => {
+                    tracing::warn!(job_id = %job.id, error = %e, "claim failed; the job stays due");
+                    report.add(ClaimReport::failure(&job));
+                }
+            }
+        }
+
+        let runs: Vec<Run> = ready.iter().flat_map(|p| p.messages.iter().cloned()).collect();
+        let mut results = self.send(&runs).await.into_iter();
+        let mut to_advance = Vec::new();
+        for mut p in ready {
+            let sent: Vec<_> = results.by_ref().take(p.messages.len()).collect();
+            let failures = sent.iter().filter(|r| r.is_err()).count();
+            p.report.dispatched += sent.len() - failures;
+            p.report.send_failures += failures;
+            if let Some(Err(e)) = sent.iter().find(|r| r.is_err()) {
+                tracing::warn!(job_id = %p.job.id, error = %e, "send failed; the job stays due and is claimed again");
+            }
+            if failures > 0 {
+                p.report.add(ClaimReport::failure(&p.job));
+                report.add(p.report);
+            } else {
+                to_advance.push(p);
+            }
+        }
+
+        let advanced: Vec<ClaimReport> = futures::stream::iter(to_advance)
+            .map(|mut p| async move {
+                if p.next_run_at == p.job.next_run_at {
+                    return p.report;
+                }
+                let span = tracing::info_span!("advance", job_id = %p.job.id);
+                match self.jobs.advance(&p.job, p.next_run_at).instrument(span).await {
+                    Ok(()) => p.report.advanced += 1,
+                    Err(StoreError::Conflict) => p.report.advance_conflicts += 1,
+                    Err(e) => {
+                        tracing::warn!(job_id = %p.job.id, error = %e, "advance failed; healed by the next tick");
+                        p.report.add(ClaimReport::failure(&p.job));
+                    }
+                }
+                p.report
+            })
+            .buffer_unordered(self.settings.concurrency.max(1))
+            .collect()
+            .await;
+        for r in advanced {
+            report.add(r);
+        }
+        report
+    }
+
+    async fn prepare(
+        &self,
+        job: &Job,
+        reached: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<Prepared, StoreError> {
+        let mut prepared = Prepared {
+            job: job.clone(),
+            messages: Vec::new(),
+            next_run_at: job.next_run_at,
+            report: ClaimReport::default(),
+        };
+        let Some(first) = job.next_run_at else { return Ok(prepared) };
+        let schedule = match sundial_domain::validation::stored_schedule(job) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(job_id = %job.id, error = %e, "stored schedule does not parse; job left as is");
+                return Ok(prepared);
+            }
+        };
+        let jitter_s = job.document.schedule.as_ref().and_then(|s| s.jitter_s).unwrap_or(0);
+        let ahead = self.settings.claim_ahead.max(self.settings.lookahead);
+        let max_ahead = Duration::seconds(i64::from(MAX_DELAY_S.saturating_sub(jitter_s)));
+        let horizon = now + ahead.min(max_ahead);
+        let plan = plan(
+            first,
+            schedule.as_ref(),
+            job.document.catchup,
+            now,
+            horizon,
+            reached,
+            self.settings.catchup_max,
+        );
+        prepared.report.missed_dropped = plan.skipped_missed;
+        prepared.next_run_at = plan.next_run_at;
+
+        for instant in plan.claim {
+            let due = instant + jitter_offset(job.id.as_str(), instant, jitter_s);
+            let run = self.new_run(job, RunKey::scheduled(instant), due, RunState::Queued, now);
+            // Its log lines (the capacity of the insert among them) name the run.
+            let span = tracing::info_span!("run", run_id = %run.id(), job_id = %job.id);
+            let inserted = match self.runs.insert(&run).instrument(span).await {
+                // The instant's item is there but does not decode: no retry mends it, so the
+                // instant is left to it and the job goes on (holding it would strand the job).
+                Err(e @ StoreError::Corrupt(_)) => {
+                    tracing::error!(job_id = %job.id, instant = %instant, error = %e, "the run item of this instant does not decode: a retry cannot help, the instant is passed");
+                    prepared.report.unclaimable += 1;
+                    continue;
+                }
+                other => other?,
+            };
+            match inserted {
+                Inserted::Created => {
+                    prepared.report.claimed += 1;
+                    prepared.messages.push(run);
+                }
+                Inserted::Exists(existing) => {
+                    prepared.report.duplicates += 1;
+                    let unstarted = existing.state == RunState::Queued && existing.attempt == 0;
+                    if unstarted {
+                        prepared.report.resent += 1;
+                        prepared.messages.push(*existing);
+                    }
+                }
+            }
+        }
+        Ok(prepared)
+    }
+}

@@ -1,0 +1,267 @@
+//! The scheduler's minute tick: find the jobs that are due and claim them.
+//!
+//! Each invocation reads the watermark (the last minute fully processed), then processes the
+//! minute buckets from a trailing window behind it up to now + the lookahead: all shards of a
+//! minute are queried in parallel (bounded), following pagination, and every job found is
+//! claimed through [`claim::Claimer`]. Claims are idempotent, so re-querying processed minutes
+//! is safe, and it is what catches a job created, resumed or edited into a minute already
+//! processed. The watermark only advances past minutes that are entirely in the past and were
+//! processed, and never past the minute of a job whose claim failed (a write or a send), so the
+//! next tick queries that job again: a transient error delays a job, never strands it. A long gap
+//! (downtime) is processed in bounded chunks, and a burst one invocation cannot finish within its
+//! time budget is continued by the next.
+//!
+//! Instants in minutes no tick had reached when they fell due are the *missed* ones the jobs'
+//! `catchup` policies act on. Before claiming minutes from the current one on, the tick records
+//! that it has *reached* them (it is alive for them: a burst it cannot finish is a continuation,
+//! not a miss). It never records minutes of a gap as reached: those count as processed only
+//! through the watermark, once every job in them has been claimed, so a tick that dies halfway
+//! through a gap leaves the rest of it missed for the next one.
+
+pub mod claim;
+
+use chrono::{DateTime, Duration, Utc};
+use claim::{ClaimReport, Claimer};
+use futures::StreamExt;
+use std::collections::HashSet;
+use std::sync::Arc;
+use sundial_domain::clock::Clock;
+use sundial_domain::due::{bucket, minute_of};
+use sundial_domain::job::Job;
+use sundial_domain::ports::store::{JobStore, StoreError, TickStateStore};
+
+/// Minutes behind the watermark a pass re-reads when the shard count grew: longer than a
+/// deployment takes to replace every function.
+const GROWTH_LOOKBACK_MINUTES: i64 = 30;
+
+/// How the tick walks the minutes.
+#[derive(Debug, Clone)]
+pub struct TickSettings {
+    /// Minutes behind the watermark re-queried every time (at least 1: the watermark minute).
+    pub trailing_minutes: i64,
+    /// Minutes processed per chunk of a long gap.
+    pub chunk_minutes: i64,
+    /// Bucket queries in flight at once.
+    pub query_concurrency: usize,
+    /// Jobs claimed per batch; the time budget is checked between batches.
+    pub batch_jobs: usize,
+    /// Stop starting new work after this long (a Lambda invocation's margin).
+    pub budget: std::time::Duration,
+    /// Partitions per minute of the due index.
+    pub shards: u16,
+}
+
+impl Default for TickSettings {
+    fn default() -> Self {
+        TickSettings {
+            trailing_minutes: 2,
+            chunk_minutes: 30,
+            query_concurrency: 16,
+            batch_jobs: 500,
+            budget: std::time::Duration::from_secs(45),
+            shards: 8,
+        }
+    }
+}
+
+/// What one invocation did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickReport {
+    /// The first and last minute queried.
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    /// Bucket queries made.
+    pub queries: usize,
+    /// Due jobs found.
+    pub jobs: usize,
+    pub claims: ClaimReport,
+    /// The watermark after this invocation.
+    pub watermark: Option<DateTime<Utc>>,
+    /// True when the budget ran out before `to`: the next invocation continues.
+    pub unfinished: bool,
+}
+
+impl TickReport {
+    /// The tick's metrics: runs claimed, dispatched and skipped, jobs due, and how long it took.
+    pub fn metrics(&self, at: DateTime<Utc>, took: std::time::Duration) -> crate::emf::Record {
+        use crate::emf::{Record, Unit, names};
+        Record::new("tick", at)
+            .count(names::RUNS_CLAIMED, self.claims.claimed)
+            .count(names::RUNS_DISPATCHED, self.claims.dispatched)
+            .count(names::JOBS_PER_TICK, self.jobs)
+            .count(names::INSTANTS_UNCLAIMABLE, self.claims.unclaimable)
+            .values(names::TICK_DURATION, Unit::Milliseconds, vec![took.as_secs_f64() * 1000.0])
+    }
+}
+
+/// Why a tick could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    #[error("reading or writing the tick's progress: {0}")]
+    State(#[from] StoreError),
+}
+
+/// The minute tick.
+#[derive(Debug, Clone)]
+pub struct Tick {
+    jobs: Arc<dyn JobStore>,
+    state: Arc<dyn TickStateStore>,
+    claimer: Claimer,
+    clock: Arc<dyn Clock>,
+    meter: Arc<crate::meter::Meter>,
+    settings: TickSettings,
+}
+
+impl Tick {
+    pub fn new(
+        jobs: Arc<dyn JobStore>,
+        state: Arc<dyn TickStateStore>,
+        claimer: Claimer,
+        clock: Arc<dyn Clock>,
+        meter: Arc<crate::meter::Meter>,
+        settings: TickSettings,
+    ) -> Self {
+        Tick { jobs, state, claimer, clock, meter, settings }
+    }
+
+    /// The jobs due in one minute: every one of `shards` partitions, in parallel.
+    async fn due_in(&self, minute: DateTime<Utc>, shards: u16) -> Result<Vec<Job>, StoreError> {
+        let buckets: Vec<String> = (0..shards).map(|shard| bucket(minute, shard)).collect();
+        let results: Vec<Result<Vec<Job>, StoreError>> = futures::stream::iter(buckets)
+            .map(|b| async move { self.jobs.due_jobs(&b).await })
+            .buffer_unordered(self.settings.query_concurrency.max(1))
+            .collect()
+            .await;
+        let mut jobs = Vec::new();
+        for r in results {
+            jobs.extend(r?);
+        }
+        Ok(jobs)
+    }
+
+    /// Runs one invocation.
+    pub async fn run(&self) -> Result<TickReport, TickError> {
+        let started = std::time::Instant::now();
+        let mut now = self.clock.now();
+        let progress = self.state.get().await?;
+        // Every partition any pass has read: jobs written while the count was higher are
+        // still found after it shrinks. A count that grew (or was never recorded) is recorded
+        // before its partitions are read, and passes look further back until one gets through
+        // without an error, for jobs the API wrote into the new partitions while a tick with
+        // the old count still ran.
+        if progress.shards.is_none_or(|recorded| recorded < self.settings.shards) {
+            self.state.note_shards(self.settings.shards).await?;
+        }
+        let grew = progress.looked_back.is_none_or(|done| done < self.settings.shards);
+        let shards = self.settings.shards.max(progress.shards.unwrap_or(0));
+        // Minutes up to this one were reached by a live tick or fully processed: nothing in
+        // them is missed any more.
+        let reached_before = progress.reached.max(progress.watermark);
+        let live_from = minute_of(now);
+        let watermark = progress.watermark.unwrap_or(live_from - Duration::minutes(2));
+        let trailing = match grew {
+            true => self.settings.trailing_minutes.max(GROWTH_LOOKBACK_MINUTES),
+            false => self.settings.trailing_minutes.max(1),
+        };
+        let mut minute = watermark - Duration::minutes(trailing - 1);
+        let mut report = TickReport { watermark: progress.watermark, ..Default::default() };
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut processed_to: Option<DateTime<Utc>> = None;
+        let mut query_failed = false;
+        // The minutes no tick reached while they were current: missed ones.
+        let gap = reached_before
+            .map(|r| (r + Duration::minutes(1), live_from - Duration::minutes(1)))
+            .filter(|(first, last)| first <= last);
+
+        'chunks: loop {
+            let end = minute_of(now + self.claimer.settings.lookahead);
+            if minute > end {
+                break;
+            }
+            let mut chunk_end = end.min(minute + Duration::minutes(self.settings.chunk_minutes.max(1) - 1));
+            // A gap is a chunk of its own, certified by the watermark only; the minutes around
+            // it are recorded reached before they are claimed.
+            let mut in_gap = false;
+            if let Some((first, last)) = gap {
+                if minute < first {
+                    chunk_end = chunk_end.min(first - Duration::minutes(1));
+                } else if minute <= last {
+                    chunk_end = chunk_end.min(last);
+                    in_gap = true;
+                }
+            }
+            if !in_gap {
+                self.state.set_reached(chunk_end).await?;
+            }
+            report.from.get_or_insert(minute);
+            while minute <= chunk_end {
+                report.queries += usize::from(shards);
+                let due = match self.due_in(minute, shards).await {
+                    Ok(jobs) => jobs,
+                    Err(e) => {
+                        tracing::warn!(minute = %minute, error = %e, "due-index query failed; retried next tick");
+                        query_failed = true;
+                        break 'chunks;
+                    }
+                };
+                // A job advanced by this tick may show up again in a later bucket: claim once.
+                let due: Vec<Job> = due.into_iter().filter(|j| seen.insert(j.id.to_string())).collect();
+                report.jobs += due.len();
+                report.to = Some(minute);
+                for batch in due.chunks(self.settings.batch_jobs.max(1)) {
+                    // Failed jobs do not stop the pass: they hold the watermark back instead.
+                    // Except in a gap: recording the live minutes reached would make the failed
+                    // job's missed instants look like a continuation to the next tick.
+                    let claims = self.claimer.claim(batch.to_vec(), reached_before, now).await;
+                    let failed_in_gap = in_gap && claims.failed > 0;
+                    report.claims.add(claims);
+                    if failed_in_gap {
+                        break 'chunks;
+                    }
+                    if started.elapsed() > self.settings.budget {
+                        // The rest of this minute is the next invocation's.
+                        report.unfinished = true;
+                        break 'chunks;
+                    }
+                }
+                processed_to = Some(minute);
+                minute += Duration::minutes(1);
+                // The budget is checked after work only: empty minutes (the trailing window
+                // among them) cost a few queries, and stopping on them could starve progress.
+                if !due.is_empty() && started.elapsed() > self.settings.budget {
+                    report.unfinished = true;
+                    break 'chunks;
+                }
+            }
+            self.advance_watermark(processed_to, now, &mut report).await?;
+            now = self.clock.now();
+        }
+        self.advance_watermark(processed_to, now, &mut report).await?;
+        let through = !query_failed && !report.unfinished && report.claims.failed == 0;
+        if grew && through {
+            self.state.set_looked_back(self.settings.shards).await?;
+        }
+        self.meter.observe(&report.metrics(self.clock.now(), started.elapsed()));
+        Ok(report)
+    }
+
+    /// Moves the watermark to the last processed minute that is entirely in the past and
+    /// before the minute of every job whose claim failed.
+    async fn advance_watermark(
+        &self,
+        processed_to: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        let Some(processed) = processed_to else { return Ok(()) };
+        let mut candidate = processed.min(minute_of(now) - Duration::minutes(1));
+        if let Some(failed) = report.claims.earliest_failure {
+            candidate = candidate.min(minute_of(failed) - Duration::minutes(1));
+        }
+        if report.watermark.is_none_or(|w| candidate > w) {
+            self.state.set_watermark(candidate).await?;
+            report.watermark = Some(candidate);
+        }
+        Ok(())
+    }
+}

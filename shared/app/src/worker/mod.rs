@@ -1,0 +1,559 @@
+//! The worker: one queue message in, at most one attempt of its run out.
+//!
+//! For a message (run, attempt) the worker re-reads the run and its job, decides whether an
+//! attempt may start, starts it with a conditional write (the attempt number is the fencing
+//! token, the lease lives in DynamoDB), calls the target and records the outcome the same way.
+//! The job's concurrency policy is decided here, at the moment the first attempt would start
+//! (invariant 7), never by the claimer ahead of time. What happens to the message is the
+//! [`Disposition`]: deleted, replaced by the message of what comes next (a wait never spends one
+//! of the message's receives), kept for a backoff after a transient failure, or dead-lettered.
+//!
+//! A message never executes an attempt twice: a duplicate or stale one finds the run terminal,
+//! already past its attempt, or leased by another live attempt, and is dropped. A live lease is
+//! not watched through the queue: it ends by its worker, its callbacks, or the watchdog.
+
+pub mod poll;
+
+use crate::emf::{Record, Unit, names};
+use crate::meter::Meter;
+use crate::record::Recorder;
+use chrono::{DateTime, Duration, Utc};
+use std::sync::Arc;
+use sundial_domain::clock::Clock;
+use sundial_domain::dispatch::Dispatch;
+use sundial_domain::job::{ConcurrencyPolicy, Job};
+use sundial_domain::ports::store::{JobStore, RunStore, StoreError};
+use sundial_domain::ports::targets::{Answer, Caller, Invocation};
+use sundial_domain::retry;
+use sundial_domain::run::{Attempt, Outcome, Run, RunKey, RunMessage, RunState};
+use tracing::Instrument;
+
+/// How long a heartbeat (or a 202) keeps an attempt's lease alive, by default.
+pub const DEFAULT_HEARTBEAT_WINDOW: Duration = Duration::seconds(60);
+
+/// What to do with a message once handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disposition {
+    /// Done with it: delete it.
+    Delete,
+    /// Done with it, and this message takes its place: the run's next attempt, or the same
+    /// attempt once its wait is over (a backoff, or a message that arrived early).
+    Replace(Dispatch),
+    /// A transient failure (storage unavailable): look at it again after a backoff.
+    Retry,
+    /// Undecodable: move it to the dead-letter queue with the reason.
+    DeadLetter(String),
+}
+
+/// Worker limits.
+#[derive(Debug, Clone)]
+pub struct WorkerSettings {
+    /// The longest a call is waited on: a Lambda worker stops at 900 s, minus a margin.
+    pub max_call: Duration,
+    /// Added to the lease beyond the attempt's timeout.
+    pub lease_margin: Duration,
+    /// How long a 202 (and each heartbeat after it) keeps an attempt's lease alive.
+    pub heartbeat_window: Duration,
+}
+
+impl Default for WorkerSettings {
+    fn default() -> Self {
+        WorkerSettings {
+            max_call: Duration::seconds(870),
+            lease_margin: Duration::seconds(30),
+            heartbeat_window: DEFAULT_HEARTBEAT_WINDOW,
+        }
+    }
+}
+
+/// Consumes the runs queue.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    jobs: Arc<dyn JobStore>,
+    runs: Arc<dyn RunStore>,
+    caller: Arc<dyn Caller>,
+    recorder: Recorder,
+    clock: Arc<dyn Clock>,
+    meter: Arc<Meter>,
+    settings: WorkerSettings,
+}
+
+/// The digest of a callback token, as kept on the run.
+pub fn token_digest(token: &str) -> String {
+    sundial_domain::auth::digest(token)
+}
+
+/// Whether `fresh`, read back after a start write whose answer was lost, is that start: still
+/// RUNNING the attempt `started` opened, with its callback digest and no outcome yet (not
+/// cancelled or ended since).
+fn is_own_open_attempt(fresh: &Run, started: &Run) -> bool {
+    let (Some(theirs), Some(ours)) = (fresh.attempts.last(), started.attempts.last()) else { return false };
+    fresh.state == RunState::Running
+        && fresh.attempt == started.attempt
+        && theirs.outcome.is_none()
+        && theirs.callback.is_some()
+        && theirs.callback == ours.callback
+}
+
+impl Worker {
+    pub fn new(
+        jobs: Arc<dyn JobStore>,
+        runs: Arc<dyn RunStore>,
+        caller: Arc<dyn Caller>,
+        recorder: Recorder,
+        clock: Arc<dyn Clock>,
+        meter: Arc<Meter>,
+        settings: WorkerSettings,
+    ) -> Self {
+        Worker { jobs, runs, caller, recorder, clock, meter, settings }
+    }
+
+    /// Handles one message body; `worker` names who runs the attempt.
+    pub async fn handle(&self, body: &str, worker: &str) -> Disposition {
+        let message: RunMessage = match serde_json::from_str(body) {
+            Ok(m) => m,
+            Err(e) => return Disposition::DeadLetter(format!("undecodable message: {e}")),
+        };
+        let (Some(job_id), Some(key)) =
+            (sundial_domain::job::JobId::parse(&message.job_id), RunKey::decode(&message.run_key))
+        else {
+            return Disposition::DeadLetter("message names no valid run".into());
+        };
+        // Every log line about this message carries the run, its job and the attempt asked for.
+        let span = tracing::info_span!(
+            "run",
+            run_id = %sundial_domain::run::RunId::new(job_id.clone(), key.clone()),
+            job_id = %job_id,
+            attempt = message.attempt
+        );
+        match self.process(&job_id, &key, message.attempt, worker).instrument(span).await {
+            Ok(disposition) => disposition,
+            Err(e) => {
+                // Storage trouble: try the message again later; nothing was half-done.
+                tracing::warn!(job_id = %job_id, run_key = %message.run_key, error = %e, "worker storage error");
+                Disposition::Retry
+            }
+        }
+    }
+
+    async fn process(
+        &self,
+        job_id: &sundial_domain::job::JobId,
+        key: &RunKey,
+        asked: u32,
+        worker: &str,
+    ) -> Result<Disposition, StoreError> {
+        let Some(mut run) = self.runs.get(job_id, key).await? else {
+            tracing::info!(job_id = %job_id, run_key = %key.encode(), "message for a run that does not exist; dropped");
+            return Ok(Disposition::Delete);
+        };
+        if !run.answers_to(asked) {
+            // Terminal, or past the attempt this message asks for (invariant 3).
+            return Ok(Disposition::Delete);
+        }
+        let now = self.clock.now();
+        if run.state == RunState::Running {
+            if run.lease_until.is_some_and(|lease| lease > now) {
+                // The attempt is someone's: its worker, its callbacks or, once the lease
+                // expires, the watchdog ends it. Nothing here to wait for.
+                return Ok(Disposition::Delete);
+            }
+            // The attempt's worker is gone, or its target stopped calling back.
+            let Some(job) = self.jobs.get(&run.job_id).await? else {
+                return self.cancel_for_deleted_job(&run, now).await;
+            };
+            let ending = abandoned(&job, &run, now).unwrap_or_else(|| Ending::new(Outcome::Lost));
+            // Only from what was read: a heartbeat meanwhile renewed the lease and wins.
+            let after = finished(&job, &run, ending, now, rand::random::<f64>());
+            match self.recorder.rescue(&job, &run, after, now).await {
+                Ok(next) => run = next,
+                Err(StoreError::Conflict) => return Ok(Disposition::Delete),
+                Err(e) => return Err(e),
+            }
+            if run.state.is_terminal() {
+                return Ok(Disposition::Delete);
+            }
+        }
+        if run.waits_until().is_some_and(|at| at > now) {
+            // Not before its time: a message that arrived early, or a backoff to wait out.
+            return Ok(Disposition::Replace(Dispatch::next_attempt(&run, now)));
+        }
+        let Some(job) = self.jobs.get(&run.job_id).await? else {
+            return self.cancel_for_deleted_job(&run, now).await;
+        };
+        if let Some(reason) = paused_reason(&job, &run) {
+            return self.skip(&job, &run, reason, now).await;
+        }
+        if run.attempt == 0 && job.document.concurrency != ConcurrencyPolicy::Allow {
+            if let Some(disposition) = self.apply_concurrency_policy(&job, &run, now).await? {
+                return Ok(disposition);
+            }
+        }
+        self.attempt(&job, run, worker, now).await
+    }
+
+    /// Records `run` SKIPPED for `reason` (its event in the same write) instead of starting it.
+    async fn skip(
+        &self,
+        job: &Job,
+        run: &Run,
+        reason: String,
+        now: DateTime<Utc>,
+    ) -> Result<Disposition, StoreError> {
+        let after = Run {
+            state: RunState::Skipped,
+            reason: Some(reason),
+            updated_at: now,
+            retry_at: None,
+            ..run.clone()
+        };
+        match self.recorder.change(job, run, after, now).await {
+            Ok(_) => {
+                self.meter.observe(&Record::new("worker", now).count(names::RUNS_SKIPPED, 1));
+                Ok(Disposition::Delete)
+            }
+            // Someone else moved the run on: their write tells it.
+            Err(StoreError::Conflict) => Ok(Disposition::Delete),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Decides `forbid` and `replace` for a run about to start its first attempt: under
+    /// `forbid` an active run of the job makes this one SKIPPED; under `replace` the active
+    /// runs are cancelled and this one starts. `None`: start it.
+    async fn apply_concurrency_policy(
+        &self,
+        job: &Job,
+        run: &Run,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Disposition>, StoreError> {
+        let since = run.scheduled_at() - job.active_window();
+        let active: Vec<Run> = self
+            .runs
+            .active(&job.id, since)
+            .await?
+            .into_iter()
+            .filter(|other| other.key != run.key)
+            .collect();
+        let Some(first) = active.first() else { return Ok(None) };
+        // Under `replace` the newest run wins: an older run that starts late (a re-sent
+        // message, a catch-up burst) never cancels a newer one; it is skipped instead.
+        let newer = active.iter().find(|other| other.key > run.key);
+        if job.document.concurrency == ConcurrencyPolicy::Forbid || newer.is_some() {
+            let reason = match newer {
+                Some(newer) if job.document.concurrency == ConcurrencyPolicy::Replace => {
+                    format!("concurrency replace: superseded by newer run {}", newer.id())
+                }
+                _ => format!("concurrency forbid: run {} is active", first.id()),
+            };
+            return self.skip(job, run, reason, now).await.map(Some);
+        }
+        let why = format!("concurrency replace: replaced by run {}", run.id());
+        for other in &active {
+            let cancelled = sundial_domain::run::cancelled(other, &why, now);
+            match self.runs.transition(other, &cancelled).await {
+                // It ended (or moved on) by itself meanwhile.
+                Ok(()) | Err(StoreError::Conflict) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// Handles a message from the dead-letter queue. The message's attempt fences what it may
+    /// do (invariant 7): only a run still waiting for exactly that attempt (QUEUED or RETRYING,
+    /// the attempt never started) is recorded FAILED with the reason. A run that moved on, or
+    /// whose attempt started (its lease, callbacks or the watchdog end it), is left alone; an
+    /// undecodable message is logged in full. Returns what was done, for the caller to report.
+    pub async fn dead_lettered(&self, body: &str, reason: &str) -> Result<String, StoreError> {
+        let message: Option<RunMessage> = serde_json::from_str(body).ok();
+        let ids = message.as_ref().and_then(|m| {
+            Some((sundial_domain::job::JobId::parse(&m.job_id)?, RunKey::decode(&m.run_key)?, m.attempt))
+        });
+        let Some((job_id, key, asked)) = ids else {
+            tracing::error!(body = %body, reason = %reason, "undecodable message in the dead-letter queue");
+            return Ok(format!("undecodable message logged: {reason}"));
+        };
+        for _ in 0..3 {
+            let Some(run) = self.runs.get(&job_id, &key).await? else {
+                return Ok("no such run".into());
+            };
+            let waiting_for_it = run.waits_until().is_some() && asked == run.attempt + 1;
+            if !waiting_for_it {
+                return Ok(format!(
+                    "run {} is {} at attempt {}: not this message's to end",
+                    run.id(),
+                    run.state,
+                    run.attempt
+                ));
+            }
+            let now = self.clock.now();
+            let after = Run {
+                state: RunState::Failed,
+                reason: Some(format!("dead-lettered: {reason}")),
+                lease_until: None,
+                retry_at: None,
+                updated_at: now,
+                ..run.clone()
+            };
+            let changed = match self.jobs.get(&job_id).await? {
+                Some(job) => self.recorder.change(&job, &run, after, now).await.map(|_| ()),
+                None => self.runs.transition(&run, &after).await,
+            };
+            match changed {
+                Ok(()) => return Ok(format!("run {} recorded FAILED", run.id())),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Unavailable("the run kept changing".into()))
+    }
+
+    async fn cancel_for_deleted_job(&self, run: &Run, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
+        // Only from what was read: a heartbeat meanwhile renewed a running attempt's lease.
+        let cancelled = sundial_domain::run::cancelled(run, "the job was deleted", now);
+        match self.runs.transition_unchanged(run, &cancelled).await {
+            Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Starts the next attempt, calls the target, records the outcome.
+    async fn attempt(
+        &self,
+        job: &Job,
+        run: Run,
+        worker: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Disposition, StoreError> {
+        let n = run.attempt + 1;
+        let timeout = Duration::seconds(i64::from(job.document.timeout_s));
+        let call_limit = timeout.min(self.settings.max_call);
+        let token = sundial_domain::job::new_signing_secret();
+        let mut attempts = run.attempts.clone();
+        attempts.push(Attempt {
+            n,
+            started_at: now,
+            finished_at: None,
+            worker: worker.to_string(),
+            outcome: None,
+            status_code: None,
+            error: None,
+            output: None,
+            callback: Some(token_digest(&token)),
+        });
+        let started = Run {
+            state: RunState::Running,
+            attempt: n,
+            attempts,
+            lease_until: Some(now + call_limit + self.settings.lease_margin),
+            retry_at: None,
+            updated_at: now,
+            ..run.clone()
+        };
+        match self.runs.transition(&run, &started).await {
+            Ok(()) => {}
+            // Another worker started this attempt first.
+            Err(StoreError::Conflict) => return Ok(Disposition::Delete),
+            // The write may have been applied although its answer was lost: then this attempt
+            // is ours to make (else it would wait for its lease to expire, as lost).
+            Err(e) if e.is_retryable() => match self.runs.get(&run.job_id, &run.key).await? {
+                Some(fresh) if is_own_open_attempt(&fresh, &started) => {}
+                _ => return Err(e),
+            },
+            Err(e) => return Err(e),
+        }
+        self.meter.observe(&started_metrics(&started, now));
+        tracing::info!(worker = %worker, scheduled_at = %started.scheduled_at(), "attempt started");
+        let span = tracing::info_span!("attempt", run_id = %started.id(), job_id = %job.id, attempt = n);
+        let invocation = Invocation {
+            job,
+            run_id: started.id().to_string(),
+            attempt: n,
+            scheduled_at: started.scheduled_at(),
+            callback_token: token,
+            timeout: call_limit.to_std().unwrap_or_default(),
+            sent_at: now,
+        };
+        let answer = self.caller.call(&invocation).instrument(span).await;
+        let now = self.clock.now();
+        let ending = match answer {
+            Answer::Accepted { status } => {
+                // The target reports back through the callbacks; heartbeats keep the lease
+                // alive up to the attempt's timeout, and the watchdog ends it if they stop. The
+                // message has nothing left to do.
+                let deadline = started.attempts.last().map(|a| a.started_at).unwrap_or(now) + timeout;
+                let lease = (now + self.settings.heartbeat_window).min(deadline);
+                let mut attempts = started.attempts.clone();
+                if let Some(last) = attempts.last_mut() {
+                    last.status_code = Some(status);
+                }
+                let accepted = Run { lease_until: Some(lease), attempts, updated_at: now, ..started.clone() };
+                return match self.runs.transition(&started, &accepted).await {
+                    Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
+                    Err(e) => Err(e),
+                };
+            }
+            Answer::Succeeded { status, output } => {
+                Ending { status, output, ..Ending::new(Outcome::Succeeded) }
+            }
+            Answer::TimedOut => Ending::new(Outcome::TimedOut)
+                .because(format!("no answer within {} s", call_limit.num_seconds())),
+            Answer::Failed { retryable, status, error } => {
+                // A permanent failure ends the run whatever attempts remain.
+                Ending { status, permanent: !retryable, ..Ending::new(Outcome::Failed).because(error) }
+            }
+        };
+        let ended = self.finish(job, &started, ending, now).await;
+        if let Ok(run) = &ended {
+            let last = run.attempts.last();
+            tracing::info!(
+                state = %run.state,
+                outcome = ?last.and_then(|a| a.outcome),
+                status = ?last.and_then(|a| a.status_code),
+                error = last.and_then(|a| a.error.as_deref()).unwrap_or(""),
+                "attempt ended"
+            );
+            self.meter.observe(&ended_metrics(run, now));
+        }
+        Self::after_end(ended, now)
+    }
+
+    fn after_end(ended: Result<Run, StoreError>, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
+        match ended {
+            Ok(run) if run.state == RunState::Retrying => {
+                Ok(Disposition::Replace(Dispatch::next_attempt(&run, now)))
+            }
+            Ok(_) => Ok(Disposition::Delete),
+            // The attempt was taken from us (cancelled, completed by callback, lease lost).
+            Err(StoreError::Conflict) => Ok(Disposition::Delete),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Records how the current attempt of `run` (RUNNING) ended and where the run goes next.
+    async fn finish(
+        &self,
+        job: &Job,
+        run: &Run,
+        ending: Ending,
+        now: DateTime<Utc>,
+    ) -> Result<Run, StoreError> {
+        self.recorder.change(job, run, finished(job, run, ending, now, rand::random::<f64>()), now).await
+    }
+}
+
+/// Why `run` may not start because of its job's pauses: the job is paused now, or the run's
+/// instant fell while it was paused (instants missed while paused are skipped, even when a
+/// worker reaches them after the resume), unless the run was created after that pause ended (a
+/// backfill of the paused period). Attempts already under way are not affected.
+pub fn paused_reason(job: &Job, run: &Run) -> Option<String> {
+    if job.document.paused {
+        return Some("the job was paused after the run was claimed".into());
+    }
+    if run.attempt > 0 {
+        return None;
+    }
+    // A run created after the pause ended (a backfill of the paused period) was asked for since.
+    let pause = job.pause_at(run.scheduled_at()).filter(|p| p.to.is_none_or(|to| run.created_at < to));
+    pause.map(|pause| {
+        let until = pause.to.map_or_else(|| "now".to_string(), |to| to.to_rfc3339());
+        format!("the job was paused at the run's instant (paused {} to {until})", pause.from.to_rfc3339())
+    })
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    pub outcome: Outcome,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+    pub output: Option<String>,
+    /// A failure retrying cannot fix: the run ends whatever attempts remain.
+    pub permanent: bool,
+}
+
+impl Ending {
+    pub fn new(outcome: Outcome) -> Self {
+        Ending { outcome, status: None, error: None, output: None, permanent: false }
+    }
+
+    pub fn because(mut self, error: impl Into<String>) -> Self {
+        self.error = Some(error.into());
+        self
+    }
+}
+
+/// The metrics of an attempt that started: the dispatch lag (start − scheduled instant) of a
+/// run's first attempt.
+pub fn started_metrics(run: &Run, at: DateTime<Utc>) -> Record {
+    let record = Record::new("worker", at).count(names::RUNS_STARTED, 1);
+    match run.attempts.last() {
+        Some(a) if a.n == 1 => {
+            let lag = (a.started_at - run.scheduled_at()).num_milliseconds().max(0) as f64;
+            record.values(names::DISPATCH_LAG, Unit::Milliseconds, vec![lag])
+        }
+        _ => record,
+    }
+}
+
+/// The metrics of an attempt that ended: how (by the run's new state) and how long it took.
+pub fn ended_metrics(run: &Run, at: DateTime<Utc>) -> Record {
+    let outcome = match run.state {
+        RunState::Succeeded => names::RUNS_SUCCEEDED,
+        RunState::Retrying => names::RUNS_RETRIED,
+        RunState::TimedOut => names::RUNS_TIMED_OUT,
+        _ => names::RUNS_FAILED,
+    };
+    let duration = run
+        .attempts
+        .last()
+        .and_then(|a| Some((a.finished_at? - a.started_at).num_milliseconds().max(0) as f64));
+    Record::new("worker", at)
+        .count(outcome, 1)
+        .values(names::RUN_DURATION, Unit::Milliseconds, duration.into_iter().collect())
+        .property("run_id", run.id().to_string())
+}
+
+/// How the open attempt of a RUNNING `run` ended if its lease has expired (`None` while the
+/// lease is live). A worker enforces its own calls' timeouts, so an expired lease of a plain
+/// attempt means its worker died (`lost`); an accepted (202) attempt is `timed_out` once past
+/// the job's timeout, and `lost` before (its heartbeats stopped).
+pub fn abandoned(job: &Job, run: &Run, now: DateTime<Utc>) -> Option<Ending> {
+    if run.state != RunState::Running || run.lease_until.is_some_and(|lease| lease > now) {
+        return None;
+    }
+    let last = run.attempts.last();
+    let accepted = last.is_some_and(|a| a.status_code == Some(202));
+    let started = last.map_or(now, |a| a.started_at);
+    let timed_out = accepted && now >= started + Duration::seconds(i64::from(job.document.timeout_s));
+    Some(if timed_out {
+        Ending::new(Outcome::TimedOut).because("no result within the attempt's timeout")
+    } else {
+        Ending::new(Outcome::Lost).because("the attempt's lease expired (worker lost or heartbeats missing)")
+    })
+}
+
+/// The run after its current attempt ended: RETRYING with its backoff (`unit`: a random number
+/// in `[0, 1)` for the jitter) while attempts remain and the failure is not permanent, else
+/// terminal (TIMED_OUT when the last attempt timed out).
+pub fn finished(job: &Job, run: &Run, ending: Ending, now: DateTime<Utc>, unit: f64) -> Run {
+    let mut attempts = run.attempts.clone();
+    if let Some(last) = attempts.last_mut() {
+        last.finished_at = Some(now);
+        last.outcome = Some(ending.outcome);
+        last.status_code = ending.status.or(last.status_code);
+        last.error = ending.error;
+        last.output = ending.output;
+    }
+    let policy = &job.document.retry;
+    let (state, retry_at) = match ending.outcome {
+        Outcome::Succeeded => (RunState::Succeeded, None),
+        _ if !ending.permanent && retry::attempts_remain(run.attempt, policy) => {
+            (RunState::Retrying, Some(now + retry::backoff(run.attempt, policy, unit)))
+        }
+        Outcome::TimedOut => (RunState::TimedOut, None),
+        _ => (RunState::Failed, None),
+    };
+    Run { state, attempts, lease_until: None, retry_at, updated_at: now, ..run.clone() }
+}

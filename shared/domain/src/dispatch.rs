@@ -1,0 +1,85 @@
+//! Dispatching runs through the queue: a run becomes visible at its second.
+//!
+//! `DelaySeconds` is the time until the run is due, rounded up, so a message is never visible
+//! before its instant (SQS caps the delay at 15 minutes; runs are never claimed further ahead
+//! than that, and a longer wait is a chain of messages).
+//!
+//! Receives are spent only on failures: a consumer holds a message for [`HOLD_S`] and extends
+//! the hold while it works, so a message of a crashed consumer comes back within a minute; a
+//! wait (a backoff, an early arrival) replaces the message with a delayed one instead of hiding
+//! it, so `maxReceiveCount` counts real failures only.
+
+use crate::run::{Run, RunMessage};
+use chrono::{DateTime, Utc};
+
+/// SQS's longest message delay.
+pub const MAX_DELAY_S: u32 = 900;
+/// SQS's largest batch.
+pub const BATCH: usize = 10;
+
+/// A message to send and how long to keep it invisible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatch {
+    pub message: RunMessage,
+    pub delay_s: u32,
+}
+
+impl Dispatch {
+    /// The message for `run`'s next attempt, visible when that attempt may start.
+    pub fn next_attempt(run: &Run, now: DateTime<Utc>) -> Dispatch {
+        let at = run.waits_until().unwrap_or(now);
+        Dispatch { message: run.next_message(), delay_s: delay_until(at, now) }
+    }
+}
+
+/// How long a consumer holds a message it received; it extends the hold every
+/// [`HOLD_RENEW_S`] while it works.
+pub const HOLD_S: u32 = 60;
+/// How often a held message's hold is renewed.
+pub const HOLD_RENEW_S: u64 = 20;
+
+/// How long a message that failed for a transient reason (storage unavailable, a send that did
+/// not happen) stays hidden before its next receive: 10 s doubling with each receive, at most
+/// 15 minutes, so `maxReceiveCount` (15) outlasts a brownout of hours, not seconds.
+pub fn transient_backoff_s(receive_count: u32) -> u32 {
+    let exponent = receive_count.saturating_sub(1).min(10);
+    (10u32 << exponent).min(MAX_DELAY_S)
+}
+
+/// Seconds from `now` until `due`, rounded up, within SQS's bounds.
+pub fn delay_until(due: DateTime<Utc>, now: DateTime<Utc>) -> u32 {
+    let millis = (due - now).num_milliseconds();
+    if millis <= 0 {
+        return 0;
+    }
+    (((millis + 999) / 1000) as u64).min(u64::from(MAX_DELAY_S)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Duration;
+
+    #[test]
+    fn delays_round_up_and_stay_in_bounds() {
+        let now: DateTime<Utc> = "2026-01-01T12:00:00.250Z".parse().unwrap();
+        let due: DateTime<Utc> = "2026-01-01T12:00:37Z".parse().unwrap();
+        assert_eq!(delay_until(due, now), 37, "36.75 s rounds up: never visible early");
+        assert_eq!(delay_until(now, now), 0);
+        assert_eq!(delay_until(now - Duration::seconds(5), now), 0);
+        assert_eq!(delay_until(now + Duration::hours(1), now), MAX_DELAY_S);
+        assert_eq!(delay_until(now + Duration::milliseconds(1), now), 1);
+    }
+
+    #[test]
+    fn transient_failures_back_off_so_receives_last_hours() {
+        assert_eq!(transient_backoff_s(1), 10);
+        assert_eq!(transient_backoff_s(2), 20);
+        assert_eq!(transient_backoff_s(7), 640);
+        assert_eq!(transient_backoff_s(8), MAX_DELAY_S);
+        assert_eq!(transient_backoff_s(u32::MAX), MAX_DELAY_S);
+        // The 15 receives a message gets before the DLQ span over two hours of failures.
+        let total: u32 = (1..=15).map(transient_backoff_s).sum();
+        assert!(total > 2 * 3600, "{total}");
+    }
+}

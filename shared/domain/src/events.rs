@@ -1,0 +1,361 @@
+//! Events: what is worth telling people about a run, when, and to whom.
+//!
+//! A change of a run causes events ([`caused`]); they are recorded on the run (see
+//! [`crate::run::event`]) and published through the [`crate::ports::bus::EventBus`]: always to
+//! the shared events topic, and to the job's own topic when its notification settings name an
+//! endpoint and ask for the event ([`wants`]).
+
+use crate::job::{EventKind, Job, NotifySettings};
+use crate::run::{Run, RunEvent, RunState};
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+/// The events a change of `before` into `after` causes, `now` being when it happens.
+/// `succeeded` only when the job's notification settings ask for it; `sla_missed` when the run
+/// ends past its SLA and nobody recorded it yet. Deadlines count from the run's due time (see
+/// [`crate::inspect::flags_due`]).
+pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<RunEvent> {
+    let mut events = Vec::new();
+    if after.state != before.state || after.attempt != before.attempt {
+        let kind = match after.state {
+            RunState::Succeeded => {
+                let asked =
+                    job.document.notify.as_ref().is_some_and(|n| n.on.contains(&EventKind::Succeeded));
+                asked.then_some(EventKind::Succeeded)
+            }
+            RunState::Retrying => Some(EventKind::Retrying),
+            RunState::Failed => Some(EventKind::Failed),
+            RunState::TimedOut => Some(EventKind::TimedOut),
+            RunState::Skipped => Some(EventKind::Skipped),
+            _ => None,
+        };
+        events.extend(kind.map(|k| RunEvent::new(k, after.attempt, now)));
+    }
+    let already = |kind: EventKind| after.events.iter().chain(&before.events).any(|e| e.kind == kind);
+    let first_start = before.attempt == 0 && after.attempt == 1;
+    if first_start && !already(EventKind::LateStart) {
+        if let Some(deadline) = job.document.start_deadline_s {
+            if now > after.due_at + Duration::seconds(i64::from(deadline)) {
+                events.push(RunEvent::new(EventKind::LateStart, after.attempt, now));
+            }
+        }
+    }
+    if after.state.is_terminal() && !already(EventKind::SlaMissed) {
+        if let Some(sla) = job.document.sla_s {
+            if now > after.due_at + Duration::seconds(i64::from(sla)) {
+                events.push(RunEvent::new(EventKind::SlaMissed, after.attempt, now));
+            }
+        }
+    }
+    events
+}
+
+/// A failing streak, as seen once a run has ended failed (or timed out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Streak {
+    /// Ended runs in a row that failed, the one just ended included; skipped and cancelled runs
+    /// neither count nor break the streak.
+    pub failures: usize,
+    /// The succeeded run the streak follows: what names the streak (`None` when no success is
+    /// in view).
+    pub after: Option<crate::run::RunKey>,
+}
+
+/// The streak a run just ended as a failure belongs to: `earlier` are the job's runs keyed
+/// before it, newest first; `later` those keyed after it up to now, oldest first (runs ending out
+/// of order: a later one may have failed first). Runs still in flight are passed over.
+pub fn failing_streak(earlier: &[Run], later: &[Run]) -> Streak {
+    let mut failures = 1;
+    for run in later {
+        match run.state {
+            RunState::Failed | RunState::TimedOut => failures += 1,
+            RunState::Succeeded => break,
+            // In flight, skipped or cancelled.
+            _ => {}
+        }
+    }
+    for run in earlier {
+        match run.state {
+            RunState::Failed | RunState::TimedOut => failures += 1,
+            RunState::Succeeded => return Streak { failures, after: Some(run.key.clone()) },
+            _ => {}
+        }
+    }
+    Streak { failures, after: None }
+}
+
+/// One message about one event of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Notification {
+    pub event: &'static str,
+    pub job_id: String,
+    /// The job's name, or its id once the job is deleted.
+    pub job_name: String,
+    pub owner: String,
+    pub run_id: String,
+    pub state: RunState,
+    pub attempt: u32,
+    pub scheduled_at: DateTime<Utc>,
+    pub at: DateTime<Utc>,
+    /// From the first attempt's start to the last one's end (or to `at` while running).
+    pub duration_ms: Option<i64>,
+    /// The last attempt's error, if any.
+    pub error: Option<String>,
+    /// The run's page in the dashboard, when a public URL is configured.
+    pub link: Option<String>,
+}
+
+impl Notification {
+    pub fn new(job: Option<&Job>, run: &Run, event: &RunEvent, public_url: Option<&str>) -> Self {
+        let started = run.attempts.first().map(|a| a.started_at);
+        let ended = run.attempts.last().and_then(|a| a.finished_at).unwrap_or(event.at);
+        Notification {
+            event: event.kind.as_str(),
+            job_id: run.job_id.to_string(),
+            job_name: job.map_or_else(|| run.job_id.to_string(), |j| j.document.name.clone()),
+            owner: run.owner.clone(),
+            run_id: run.id().to_string(),
+            state: run.state,
+            attempt: run.attempt,
+            scheduled_at: run.scheduled_at(),
+            at: event.at,
+            duration_ms: started.map(|s| (ended - s).num_milliseconds().max(0)),
+            error: run.attempts.last().and_then(|a| a.error.clone()),
+            link: public_url.map(|base| dashboard_link(base, &run.id().to_string())),
+        }
+    }
+
+    /// The subject line of an email: `nightly-report: failed (attempt 3)`.
+    pub fn subject(&self) -> String {
+        let mut line = format!("{}: {} (attempt {})", self.job_name, self.event, self.attempt);
+        truncate_chars(&mut line, 100);
+        line
+    }
+
+    /// The body for people (email): what happened, to which run, and where to look.
+    pub fn text(&self) -> String {
+        let mut text = format!(
+            "Job {job} ({job_id}): {event}.\nRun {run}, scheduled {scheduled}, is {state} after attempt {attempt}.",
+            job = self.job_name,
+            job_id = self.job_id,
+            event = self.event,
+            run = self.run_id,
+            scheduled = self.scheduled_at.to_rfc3339(),
+            state = self.state,
+            attempt = self.attempt,
+        );
+        if let Some(ms) = self.duration_ms {
+            text.push_str(&format!("\nDuration: {}.", human_duration(ms)));
+        }
+        if let Some(error) = &self.error {
+            text.push_str(&format!("\nError: {error}"));
+        }
+        if let Some(link) = &self.link {
+            text.push_str(&format!("\n{link}"));
+        }
+        text
+    }
+
+    /// The body for a phone (SMS): one short line.
+    pub fn short_text(&self) -> String {
+        let mut line = format!("Sundial {}: {} ({})", self.job_name, self.event, self.state);
+        if let Some(link) = &self.link {
+            line.push(' ');
+            line.push_str(link);
+        }
+        truncate_chars(&mut line, 140);
+        line
+    }
+}
+
+/// The dashboard's page of a run.
+pub fn dashboard_link(base: &str, run_id: &str) -> String {
+    format!("{}/ui/index.html#/runs/{run_id}", base.trim_end_matches('/'))
+}
+
+fn human_duration(ms: i64) -> String {
+    match ms {
+        ms if ms < 1_000 => format!("{ms} ms"),
+        ms if ms < 60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        ms => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+    }
+}
+
+fn truncate_chars(text: &mut String, max: usize) {
+    if let Some((cut, _)) = text.char_indices().nth(max) {
+        text.truncate(cut);
+    }
+}
+
+/// The scheduler's own health, told to operators on the shared topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SchedulerAlert {
+    /// `scheduler_stalled` or `scheduler_recovered`.
+    pub event: &'static str,
+    /// The last minute the tick fully processed.
+    pub watermark: Option<DateTime<Utc>>,
+    pub at: DateTime<Utc>,
+}
+
+impl SchedulerAlert {
+    pub const STALLED: &'static str = "scheduler_stalled";
+    pub const RECOVERED: &'static str = "scheduler_recovered";
+
+    pub fn text(&self) -> String {
+        let mark = self.watermark.map_or_else(|| "never".to_string(), |w| w.to_rfc3339());
+        match self.event {
+            Self::STALLED => format!("Sundial's scheduler is stalled: the last minute processed is {mark}."),
+            _ => format!("Sundial's scheduler has recovered: it has processed up to {mark}."),
+        }
+    }
+}
+
+/// Whether `job` has a topic of its own: its notification settings name an endpoint.
+pub fn has_endpoints(job: &Job) -> bool {
+    job.document.notify.as_ref().is_some_and(|n| !endpoints(n).is_empty())
+}
+
+/// Whether `job` sends `kind` to its own topic: it has endpoints and asked for the event.
+pub fn wants(job: &Job, kind: EventKind) -> bool {
+    has_endpoints(job) && job.document.notify.as_ref().is_some_and(|n| n.on.contains(&kind))
+}
+
+/// One endpoint of a job's settings: (SNS protocol, endpoint, the settings' field).
+pub fn endpoints(notify: &NotifySettings) -> Vec<(&'static str, String, String)> {
+    let lists =
+        [("email", &notify.email), ("sms", &notify.sms), ("https", &notify.https), ("sqs", &notify.sqs)];
+    lists
+        .into_iter()
+        .flat_map(|(protocol, list)| {
+            list.iter()
+                .enumerate()
+                .map(move |(i, e)| (protocol, e.clone(), format!("notify.{protocol}[{i}]")))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{JobDocument, JobId};
+    use crate::run::{Attempt, RunKey};
+
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap()
+    }
+
+    fn job(extra: serde_json::Value) -> Job {
+        let mut doc =
+            serde_json::json!({"name": "nightly", "target": {"type": "http", "url": "https://x.test/"}});
+        doc.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let document: JobDocument = serde_json::from_value(doc).unwrap();
+        Job {
+            id: JobId::generate(),
+            owner: "alice".into(),
+            document,
+            version: 1,
+            created_at: at("2026-11-22T00:00:00Z"),
+            updated_at: at("2026-11-22T00:00:00Z"),
+            next_run_at: None,
+            signing_secret: "s".into(),
+            pauses: Vec::new(),
+        }
+    }
+
+    fn run(job: &Job, instant: &str, state: RunState) -> Run {
+        let t = at(instant);
+        Run {
+            job_id: job.id.clone(),
+            owner: job.owner.clone(),
+            key: RunKey::scheduled(t),
+            state,
+            due_at: t,
+            attempt: 0,
+            attempts: Vec::new(),
+            job_version: 1,
+            created_at: t,
+            updated_at: t,
+            reason: None,
+            lease_until: None,
+            retry_at: None,
+            resent_at: None,
+            expires_at: t,
+            events: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_failing_streak_counts_ended_failures_back_to_the_last_success() {
+        let j = job(serde_json::json!({}));
+        let r = |minute: u32, state| run(&j, &format!("2026-11-22T10:{minute:02}:00Z"), state);
+        use RunState::*;
+        // Newest first.
+        // Earlier runs newest first, later runs oldest first.
+        let streak = failing_streak(&[r(5, Failed), r(4, TimedOut), r(3, Succeeded), r(2, Failed)], &[]);
+        assert_eq!(streak, Streak { failures: 3, after: Some(r(3, Succeeded).key) });
+        let through = failing_streak(&[r(5, Running), r(4, Skipped), r(3, Cancelled), r(2, Failed)], &[]);
+        assert_eq!(through, Streak { failures: 2, after: None }, "in flight, skipped and cancelled pass");
+        assert_eq!(failing_streak(&[], &[]), Streak { failures: 1, after: None });
+        assert_eq!(failing_streak(&[r(1, Succeeded)], &[]).failures, 1);
+        // A later run that failed first counts; a later success ends the streak's reach.
+        let both =
+            failing_streak(&[r(3, Succeeded)], &[r(5, Running), r(6, Failed), r(7, Succeeded), r(8, Failed)]);
+        assert_eq!(both, Streak { failures: 2, after: Some(r(3, Succeeded).key) });
+    }
+
+    #[test]
+    fn the_first_attempt_starting_past_its_deadline_is_a_late_start() {
+        let j = job(serde_json::json!({"start_deadline_s": 30}));
+        let before = run(&j, "2026-11-22T10:00:00Z", RunState::Queued);
+        let started = Run { state: RunState::Running, attempt: 1, ..before.clone() };
+        assert!(caused(&j, &before, &started, at("2026-11-22T10:00:30Z")).is_empty());
+        let late = caused(&j, &before, &started, at("2026-11-22T10:00:31Z"));
+        assert_eq!(late.iter().map(|e| e.kind).collect::<Vec<_>>(), [EventKind::LateStart]);
+        let mut flagged = before.clone();
+        flagged.events.push(RunEvent::new(EventKind::LateStart, 0, at("2026-11-22T10:00:31Z")));
+        assert!(caused(&j, &flagged, &started, at("2026-11-22T10:01:00Z")).is_empty(), "once per run");
+    }
+
+    #[test]
+    fn succeeded_is_told_only_when_asked_for() {
+        let quiet = job(serde_json::json!({}));
+        let before = run(&quiet, "2026-11-22T10:00:00Z", RunState::Running);
+        let after = Run { state: RunState::Succeeded, ..before.clone() };
+        assert!(caused(&quiet, &before, &after, at("2026-11-22T10:00:01Z")).is_empty());
+        let asking = job(serde_json::json!({"notify": {"on": ["succeeded"]}}));
+        let kinds: Vec<_> =
+            caused(&asking, &before, &after, at("2026-11-22T10:00:01Z")).iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [EventKind::Succeeded]);
+    }
+
+    #[test]
+    fn notifications_read_well_and_link_to_the_run() {
+        let j = job(serde_json::json!({}));
+        let mut r = run(&j, "2026-11-22T10:00:00Z", RunState::Failed);
+        r.attempt = 2;
+        r.attempts = vec![Attempt {
+            n: 2,
+            started_at: at("2026-11-22T10:00:01Z"),
+            finished_at: Some(at("2026-11-22T10:01:31Z")),
+            worker: "w".into(),
+            outcome: Some(crate::run::Outcome::Failed),
+            status_code: Some(500),
+            error: Some("HTTP 500".into()),
+            output: None,
+            callback: None,
+        }];
+        let event = RunEvent::new(EventKind::Failed, 2, at("2026-11-22T10:01:31Z"));
+        let n = Notification::new(Some(&j), &r, &event, Some("https://sundial.test/"));
+        assert_eq!(n.subject(), "nightly: failed (attempt 2)");
+        assert_eq!(n.duration_ms, Some(90_000));
+        let link = format!("https://sundial.test/ui/index.html#/runs/{}", r.id());
+        assert_eq!(n.link.as_deref(), Some(link.as_str()));
+        let text = n.text();
+        for part in ["Job nightly", "failed", "FAILED", "1 min 30 s", "Error: HTTP 500", link.as_str()] {
+            assert!(text.contains(part), "{part} missing from {text}");
+        }
+        assert!(n.short_text().chars().count() <= 140);
+        // A deleted job is named by its id.
+        assert_eq!(Notification::new(None, &r, &event, None).job_name, j.id.to_string());
+    }
+}

@@ -1,0 +1,467 @@
+//! Jobs: the document a user writes, and the stored job around it.
+//!
+//! [`JobDocument`] is exactly what `POST /v1/jobs` accepts and what a JSON merge patch applies
+//! to; it is checked by [`crate::validation`] before anything is written. [`Job`] adds what
+//! Sundial owns (id, owner, version, times, `next_run_at`). Secret header values live in the
+//! stored document and are removed by [`JobDocument::redacted`] before any response.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A job's id: a ULID, so ids sort by creation time and never collide.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobId(String);
+
+impl JobId {
+    pub fn generate() -> Self {
+        JobId(ulid::Ulid::generate().to_string().to_ascii_lowercase())
+    }
+
+    /// Parses a job id from a URL; `None` for anything that is not a ULID.
+    pub fn parse(text: &str) -> Option<Self> {
+        ulid::Ulid::from_string(text).ok().map(|u| JobId(u.to_string().to_ascii_lowercase()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The owner of a job: the API key's owner, or the JWT subject.
+pub type Owner = String;
+
+/// A job as the user defines it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct JobDocument {
+    /// Unique per owner: 1–128 letters, digits, `-`, `_`, `.`.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._-]+$")
+    )]
+    pub name: String,
+    /// When the job fires; absent: once, now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleDocument>,
+    /// What a run calls.
+    pub target: TargetDocument,
+    /// JSON passed to the target with every run.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
+    pub payload: serde_json::Value,
+    #[serde(default)]
+    pub retry: RetryPolicy,
+    /// Hard limit of one attempt, in seconds (at most 7 days).
+    #[serde(default = "default_timeout_s")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 604_800, default = 300))]
+    pub timeout_s: u32,
+    /// From the scheduled instant to the end of the run; past it `sla_missed` is published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000))]
+    pub sla_s: Option<u32>,
+    /// How late a first attempt may start before `late_start` is published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000))]
+    pub start_deadline_s: Option<u32>,
+    #[serde(default)]
+    pub concurrency: ConcurrencyPolicy,
+    #[serde(default)]
+    pub catchup: CatchupPolicy,
+    /// Publish `failing` after this many failed runs in a row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
+    pub alert_after_failures: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<NotifySettings>,
+    #[serde(default)]
+    pub paused: bool,
+}
+
+pub const DEFAULT_TIMEOUT_S: u32 = 300;
+
+fn default_timeout_s() -> u32 {
+    DEFAULT_TIMEOUT_S
+}
+
+/// When a job fires: exactly one of `cron`, `rate`, `at`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDocument {
+    /// 5 fields, or 6 with a leading seconds field; macros such as `@daily`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// `"N seconds|minutes|hours|days"`, anchored at `start_at` (default: creation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    /// One RFC 3339 instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// IANA zone name; default UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// No instant before this RFC 3339 instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<String>,
+    /// No instant after this RFC 3339 instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_at: Option<String>,
+    /// Spread each start over 0..=jitter_s seconds, the same offset for the same instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 900))]
+    pub jitter_s: Option<u32>,
+}
+
+/// What a run calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum TargetDocument {
+    Http {
+        /// An http(s) URL with a host and no credentials, outside the addresses the deployment
+        /// refuses.
+        #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 2048))]
+        url: String,
+        /// GET, POST, PUT, PATCH or DELETE, in any case.
+        #[serde(default = "default_method")]
+        #[cfg_attr(
+            feature = "openapi",
+            schema(
+                default = "POST",
+                pattern = r"^([Gg][Ee][Tt]|[Pp][Oo][Ss][Tt]|[Pp][Uu][Tt]|[Pp][Aa][Tt][Cc][Hh]|[Dd][Ee][Ll][Ee][Tt][Ee])$"
+            )
+        )]
+        method: String,
+        /// At most 50; not the headers Sundial sets or HTTP owns.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        headers: BTreeMap<String, HeaderValue>,
+    },
+    Lambda {
+        /// Function name or ARN; must match the configured allow-list.
+        #[cfg_attr(feature = "openapi", schema(min_length = 1))]
+        function: String,
+    },
+    Sqs {
+        /// An http(s) queue URL; must match the configured allow-list.
+        #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 2048))]
+        queue_url: String,
+    },
+    Sns {
+        /// An ARN; must match the configured allow-list.
+        #[cfg_attr(feature = "openapi", schema(pattern = "^arn:"))]
+        topic_arn: String,
+    },
+}
+
+fn default_method() -> String {
+    "POST".to_string()
+}
+
+/// A header value: plain text, or a secret that is stored but never shown again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum HeaderValue {
+    Plain(String),
+    Secret(SecretHeader),
+}
+
+/// A write-only header value: responses show `{"secret": true}` without the value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SecretHeader {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    pub secret: bool,
+}
+
+/// How failed attempts are retried: exponential backoff with full jitter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RetryPolicy {
+    /// Attempts in all, the first included.
+    #[serde(default = "default_max_attempts")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 10, default = 3))]
+    pub max_attempts: u32,
+    /// The backoff before the second attempt, doubled for each next one.
+    #[serde(default = "default_backoff_s")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 43_200, default = 10))]
+    pub backoff_s: u32,
+    /// The longest backoff, at least `backoff_s`.
+    #[serde(default = "default_max_backoff_s")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 43_200, default = 3_600))]
+    pub max_backoff_s: u32,
+}
+
+fn default_max_attempts() -> u32 {
+    3
+}
+fn default_backoff_s() -> u32 {
+    10
+}
+fn default_max_backoff_s() -> u32 {
+    3_600
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: default_max_attempts(),
+            backoff_s: default_backoff_s(),
+            max_backoff_s: default_max_backoff_s(),
+        }
+    }
+}
+
+/// What happens when a run falls due while another run of the job is active.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ConcurrencyPolicy {
+    /// Both run.
+    #[default]
+    Allow,
+    /// The new run is recorded SKIPPED.
+    Forbid,
+    /// The active run is cancelled.
+    Replace,
+}
+
+/// Which instants missed while the scheduler was down are run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum CatchupPolicy {
+    /// None.
+    Skip,
+    /// The latest one, once.
+    #[default]
+    Latest,
+    /// All, up to the configured maximum.
+    All,
+}
+
+/// Events a person can be told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Succeeded,
+    Failed,
+    Retrying,
+    TimedOut,
+    SlaMissed,
+    LateStart,
+    Skipped,
+    Failing,
+}
+
+impl EventKind {
+    /// The wire name (`timed_out`), as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Succeeded => "succeeded",
+            EventKind::Failed => "failed",
+            EventKind::Retrying => "retrying",
+            EventKind::TimedOut => "timed_out",
+            EventKind::SlaMissed => "sla_missed",
+            EventKind::LateStart => "late_start",
+            EventKind::Skipped => "skipped",
+            EventKind::Failing => "failing",
+        }
+    }
+}
+
+/// Who hears about which events of this job.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NotifySettings {
+    /// The events to send; default `failed`, `timed_out`, `sla_missed`, `failing`.
+    #[serde(default = "default_notify_on")]
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
+    pub on: Vec<EventKind>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 10))]
+    pub email: Vec<String>,
+    /// E.164 phone numbers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 10))]
+    pub sms: Vec<String>,
+    /// https URLs, outside the addresses the deployment refuses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 10))]
+    pub https: Vec<String>,
+    /// SQS queue ARNs the deployment allows (never Sundial's own queues).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 10))]
+    pub sqs: Vec<String>,
+}
+
+fn default_notify_on() -> Vec<EventKind> {
+    vec![EventKind::Failed, EventKind::TimedOut, EventKind::SlaMissed, EventKind::Failing]
+}
+
+impl JobDocument {
+    /// The document as responses show it: secret header values removed.
+    pub fn redacted(&self) -> JobDocument {
+        let mut doc = self.clone();
+        if let TargetDocument::Http { headers, .. } = &mut doc.target {
+            for value in headers.values_mut() {
+                if let HeaderValue::Secret(secret) = value {
+                    secret.value = None;
+                }
+            }
+        }
+        doc
+    }
+}
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub id: JobId,
+    pub owner: Owner,
+    pub document: JobDocument,
+    /// Optimistic-locking version, the ETag; starts at 1.
+    pub version: u64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// The next instant the tick will claim; kept while paused so that resuming a run-once job
+    /// that never ran still runs it, and shown as null while paused.
+    pub next_run_at: Option<DateTime<Utc>>,
+    /// The key HTTP targets' bodies are signed with (HMAC-SHA256). Shown once, at creation (and
+    /// on an idempotent replay of it), and when rotated; never otherwise, never logged.
+    pub signing_secret: String,
+    /// The job's recent pauses, newest last: a run whose instant fell inside one is skipped even
+    /// when a worker reaches it after the resume.
+    pub pauses: Vec<Pause>,
+}
+
+/// One pause of a job: from when it was paused to when it was resumed (`None`: still paused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    pub from: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// Pauses kept on a job at most; older ones are older than any run still waiting to start.
+pub const PAUSES_KEPT: usize = 10;
+
+impl Job {
+    /// Records a change of the paused flag at `now` in the pause history.
+    pub fn record_pause_change(&mut self, was_paused: bool, now: DateTime<Utc>) {
+        match (was_paused, self.document.paused) {
+            (false, true) => self.pauses.push(Pause { from: now, to: None }),
+            (true, false) => match self.pauses.last_mut() {
+                Some(open) if open.to.is_none() => open.to = Some(now),
+                // Paused before pauses were recorded: the start of the pause is unknown.
+                _ => {}
+            },
+            _ => {}
+        }
+        let excess = self.pauses.len().saturating_sub(PAUSES_KEPT);
+        self.pauses.drain(..excess);
+    }
+
+    /// How far back this job's runs may still be active (RUNNING or RETRYING): all attempts at
+    /// their longest, and an hour more.
+    pub fn active_window(&self) -> chrono::Duration {
+        let retry = &self.document.retry;
+        let per_attempt = i64::from(self.document.timeout_s) + i64::from(retry.max_backoff_s);
+        chrono::Duration::seconds(i64::from(retry.max_attempts) * per_attempt) + chrono::Duration::hours(1)
+    }
+
+    /// The pause `instant` fell in, if any.
+    pub fn pause_at(&self, instant: DateTime<Utc>) -> Option<&Pause> {
+        self.pauses.iter().find(|p| p.from <= instant && p.to.is_none_or(|to| instant < to))
+    }
+}
+
+/// A new random signing secret: 256 bits, hex.
+pub fn new_signing_secret() -> String {
+    hex::encode(rand::random::<[u8; 32]>())
+}
+
+impl Job {
+    /// Whether the job belongs in the due index: active and with a next run.
+    pub fn due_at(&self) -> Option<DateTime<Utc>> {
+        if self.document.paused { None } else { self.next_run_at }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_event_kinds_name_is_its_wire_name() {
+        use EventKind::*;
+        for kind in [Succeeded, Failed, Retrying, TimedOut, SlaMissed, LateStart, Skipped, Failing] {
+            assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.as_str()));
+        }
+    }
+
+    #[test]
+    fn defaults_fill_a_minimal_document() {
+        let doc: JobDocument = serde_json::from_value(json!({
+            "name": "n", "target": {"type": "http", "url": "https://example.test/"}
+        }))
+        .unwrap();
+        assert_eq!(doc.timeout_s, DEFAULT_TIMEOUT_S);
+        assert_eq!(doc.retry, RetryPolicy::default());
+        assert_eq!(doc.concurrency, ConcurrencyPolicy::Allow);
+        assert_eq!(doc.catchup, CatchupPolicy::Latest);
+        assert!(matches!(doc.target, TargetDocument::Http { ref method, .. } if method == "POST"));
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_at_every_level() {
+        for bad in [
+            json!({"name": "n", "target": {"type": "http", "url": "u"}, "extra": 1}),
+            json!({"name": "n", "target": {"type": "http", "url": "u", "extra": 1}}),
+            json!({"name": "n", "target": {"type": "http", "url": "u"}, "retry": {"tries": 1}}),
+            json!({"name": "n", "target": {"type": "http", "url": "u"}, "schedule": {"every": 1}}),
+        ] {
+            assert!(serde_json::from_value::<JobDocument>(bad.clone()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn secret_headers_are_redacted() {
+        let doc: JobDocument = serde_json::from_value(json!({
+            "name": "n",
+            "target": {"type": "http", "url": "https://x.test/", "headers": {
+                "Authorization": {"value": "Bearer s3cret", "secret": true},
+                "X-Plain": "visible"
+            }}
+        }))
+        .unwrap();
+        let shown = serde_json::to_string(&doc.redacted()).unwrap();
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("visible"));
+        assert!(serde_json::to_string(&doc).unwrap().contains("s3cret"));
+    }
+
+    #[test]
+    fn job_ids_are_ulids() {
+        let id = JobId::generate();
+        assert_eq!(JobId::parse(id.as_str()), Some(id.clone()));
+        assert_eq!(JobId::parse(&id.as_str().to_ascii_uppercase()), Some(id));
+        assert_eq!(JobId::parse("not-an-id"), None);
+    }
+}

@@ -1,0 +1,38 @@
+//! Sundial's domain: what a job is, when it is due, what a run goes through, and what the use
+//! cases need from the world. Pure: no AWS SDK, HTTP client, async runtime or OpenAPI crate
+//! (the `openapi` feature adds schema derives for the API edge only).
+//!
+//! - [`job`]: the job document users write and the stored job around it;
+//! - [`schedule`]: cron, rate and one-off schedules, time zones and DST, `next_after`;
+//! - [`validation`]: documents checked against [`limits`] (bounds and allow-lists), errors
+//!   naming the field; [`egress`]: where HTTP calls made for jobs may connect;
+//! - [`run`]: runs, their states, keys and ids, and the events recorded on them;
+//! - [`plan`]: which instants of a schedule fall due in a tick, with catch-up;
+//! - [`dispatch`]: run messages and how long each stays invisible in the queue;
+//! - [`target`]: what a target receives, how deliveries are signed, what an answer means;
+//! - [`retry`]: exponential backoff with full jitter; [`due`]: due-index bucket and shard maths;
+//! - [`events`]: what is told about runs, when, and to whom;
+//! - [`inspect`]: what the watchdog looks for (lost leases, unsent events, SLA, stalls);
+//! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
+//! - [`auth`]: API keys (stored hashed) and owners; [`page_token`]: pagination tokens;
+//! - [`clock`]: time as an input;
+//! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
+
+pub mod auth;
+pub mod clock;
+pub mod dispatch;
+pub mod due;
+pub mod egress;
+pub mod events;
+pub mod inspect;
+pub mod job;
+pub mod limits;
+pub mod merge_patch;
+pub mod page_token;
+pub mod plan;
+pub mod ports;
+pub mod retry;
+pub mod run;
+pub mod schedule;
+pub mod target;
+pub mod validation;

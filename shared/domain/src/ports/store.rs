@@ -1,0 +1,266 @@
+//! The storage ports: what the use cases need from storage, in domain terms.
+//!
+//! Each adapter maps its own errors onto [`StoreError`], which says whether a retry can help, so
+//! no storage type crosses this boundary.
+
+use crate::job::{Job, JobId};
+use crate::run::{Published, RunEvent};
+use crate::run::{Run, RunId, RunKey, RunState};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+
+/// A storage failure, with what the caller can do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The item does not exist (or no longer does).
+    #[error("not found")]
+    NotFound,
+    /// A conditional write lost: the version (or another fenced attribute) changed since read.
+    #[error("the item changed since it was read")]
+    Conflict,
+    /// Another job of the same owner has this name.
+    #[error("a job named `{0}` already exists")]
+    NameTaken(String),
+    /// The owner has as many jobs as allowed.
+    #[error("the owner already has the maximum of {0} jobs")]
+    QuotaExceeded(u32),
+    /// A pagination cursor that this store did not issue for this query.
+    #[error("the pagination token is not valid here")]
+    BadCursor,
+    /// Storage could not be reached or throttled: retrying may succeed.
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    /// Storage refused the request as such (access denied, an invalid request, a missing
+    /// table): a misconfiguration or a defect, which retrying will not mend.
+    #[error("storage refused the request: {0}")]
+    Rejected(String),
+    /// An item that does not decode: a defect or a manual edit, retrying will not help.
+    #[error("stored item is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// Whether the same request may succeed later.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// One page of a listing; `next` continues it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next: Option<String>,
+}
+
+/// Job definitions.
+#[async_trait]
+pub trait JobStore: Send + Sync + std::fmt::Debug {
+    /// Stores a new job: fails with `NameTaken` if the owner has a job of that name and with
+    /// `QuotaExceeded` if the owner already has `max_jobs`. All or nothing.
+    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()>;
+
+    async fn get(&self, id: &JobId) -> StoreResult<Option<Job>>;
+
+    /// The jobs of `ids` that exist, read in batches (order not kept).
+    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>>;
+
+    /// The owner's jobs by name, `limit` at a time.
+    async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
+
+    /// Replaces `before` with `after` if the job still has `before`'s version and `next_run_at`
+    /// (`Conflict` if not: edited, or advanced by the tick; `NotFound` if the job is gone).
+    /// `after` carries its new version.
+    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
+
+    /// Deletes the job and frees its name.
+    async fn delete(&self, job: &Job) -> StoreResult<()>;
+
+    /// The active jobs of one `by-due` partition (`<minute>#<shard>`), every page.
+    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>>;
+
+    /// Moves `job` from its `next_run_at` to `next` without touching its version, if it still
+    /// exists with the version and `next_run_at` it was read with (`Conflict` otherwise): a job
+    /// paused, edited or deleted since it was read is not re-armed.
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()>;
+}
+
+/// Whether an insert created the run or found it there.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Inserted {
+    Created,
+    /// The run already existed (another claimer won): here it is.
+    Exists(Box<Run>),
+}
+
+/// Runs.
+#[async_trait]
+pub trait RunStore: Send + Sync + std::fmt::Debug {
+    /// Writes a new run if no run has its key: the fence that makes a scheduled instant run once.
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted>;
+
+    async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>>;
+
+    /// The job's RUNNING and RETRYING runs scheduled at or after `since`.
+    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>>;
+
+    /// A job's runs, newest first, optionally only those in `state`.
+    async fn list(
+        &self,
+        job_id: &JobId,
+        limit: u32,
+        cursor: Option<&str>,
+        state: Option<RunState>,
+    ) -> StoreResult<Page<Run>>;
+
+    /// Up to `limit` of the job's runs scheduled before `key` (older keys), newest first, as
+    /// of every write acknowledged before the call (a consistent read).
+    async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>>;
+
+    /// Up to `limit` of the job's runs keyed after `key` and scheduled at or before `until`,
+    /// oldest first, as of every write acknowledged before the call (a consistent read).
+    async fn after(
+        &self,
+        job_id: &JobId,
+        key: &RunKey,
+        until: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>>;
+
+    /// Replaces `before` with `after` if the run is still in `before`'s state and attempt (the
+    /// fencing token): `Conflict` otherwise. A move to a terminal state leaves the in-flight
+    /// index.
+    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
+
+    /// Like [`RunStore::transition`], and only if no change was written to the run since
+    /// `before` was read (its `updated_at`): the watchdog's rescue of an attempt whose lease it
+    /// saw expired, which a heartbeat extending that lease meanwhile must win.
+    async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()>;
+
+    /// Marks what an announcement `published` of the run's events, in one write; with
+    /// `settle`, the ended run also leaves the in-flight index (`Conflict` if it has not ended).
+    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()>;
+
+    /// Takes the publishing of `event`, left unsent, over at `now`, if it is still unsent and
+    /// nobody took it over since it was read (`Conflict` otherwise): of racing watchdog passes,
+    /// one publishes it.
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()>;
+
+    /// Records `event` on `run` if the run is still in the state and attempt it was read in and
+    /// has no event of that id: the conditional flag behind `sla_missed` and `late_start`.
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()>;
+
+    /// Records that the job's failing streak following the succeeded run `after` (`None`: no
+    /// success in view) has been told, unless that streak or a later one already was
+    /// (`Conflict`): the conditional flag that tells `failing` once per streak.
+    async fn flag_failing(
+        &self,
+        job_id: &JobId,
+        after: Option<&RunKey>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
+    /// The runs in the `shards` partitions of the in-flight index scheduled at or before
+    /// `until`, oldest first (then by job and key): every QUEUED, RUNNING and RETRYING run, and
+    /// ended runs whose events are not all published yet. Only their ids: read them with
+    /// [`RunStore::get_many`] a batch at a time.
+    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>>;
+
+    /// The runs of `ids` that exist, read in batches (order not kept); a run that does not decode
+    /// is left out and reported, so it never stalls the others.
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>>;
+
+    /// Records that the run's message was sent (manual and backfilled runs).
+    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
+}
+
+/// The tick's progress: the last minute fully processed, and the last minute it reached; and
+/// the watchdog's view of it: an open stall incident, and an alert recorded but not yet sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TickState {
+    pub watermark: Option<DateTime<Utc>>,
+    pub reached: Option<DateTime<Utc>>,
+    /// When the watchdog found the scheduler stalled; cleared when it recovers.
+    pub stalled_since: Option<DateTime<Utc>>,
+    /// `scheduler_stalled` or `scheduler_recovered`, recorded and not yet published.
+    pub unsent_alert: Option<String>,
+    /// When the unsent alert's publisher took it on (recorded it, or took it over).
+    pub alert_taken_at: Option<DateTime<Utc>>,
+    /// The most partitions of the due and in-flight indexes any pass has read: after the shard
+    /// count shrinks, items written in the higher partitions are still read.
+    pub shards: Option<u16>,
+    /// The shard count the tick last looked back for after it grew (a pass that went through
+    /// without an error): a larger count looks back again.
+    pub looked_back: Option<u16>,
+    /// Where the watchdog's last pass stopped when its time budget ran out: the next resumes
+    /// after this run.
+    pub watchdog_cursor: Option<RunId>,
+}
+
+/// Where the tick keeps its progress. Both minutes only ever move forward; an incident opens
+/// and closes once, whatever number of watchdogs race on it (the loser gets `Conflict`).
+#[async_trait]
+pub trait TickStateStore: Send + Sync + std::fmt::Debug {
+    async fn get(&self) -> StoreResult<TickState>;
+    async fn set_reached(&self, minute: DateTime<Utc>) -> StoreResult<()>;
+    async fn set_watermark(&self, minute: DateTime<Utc>) -> StoreResult<()>;
+    /// Opens a stall incident at `since`, if none is open, recording `alert` unsent (taken on
+    /// by its recorder at `since`).
+    async fn open_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()>;
+    /// Closes the incident opened at `since`, recording `alert` unsent (taken on at `now`).
+    async fn close_incident(&self, since: DateTime<Utc>, alert: &str, now: DateTime<Utc>) -> StoreResult<()>;
+    /// Takes the publishing of the unsent `alert` over at `now`, if nobody took it since it was
+    /// read (`taken_at`, as read): `Conflict` otherwise, so overlapping passes publish it once.
+    async fn take_alert(
+        &self,
+        alert: &str,
+        taken_at: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Marks `alert` published.
+    async fn mark_alert_sent(&self, alert: &str) -> StoreResult<()>;
+    /// Records that a pass reads `shards` partitions, if that is more than recorded.
+    async fn note_shards(&self, shards: u16) -> StoreResult<()>;
+    /// Records that the tick looked back for `shards` partitions, if that is more than recorded.
+    async fn set_looked_back(&self, shards: u16) -> StoreResult<()>;
+    /// Records where the watchdog's pass stopped (`None`: it went through every run).
+    async fn set_watchdog_cursor(&self, cursor: Option<&RunId>) -> StoreResult<()>;
+}
+
+/// A response kept for an idempotent replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
+}
+
+/// What an idempotency key says about a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// First use, or a retry of a request that failed: process it, then `complete` (or
+    /// `release` on failure). `first_seen` is when the key was first claimed, the same for
+    /// every retry, so an effect derived from it (a triggered run's key) is the same too.
+    New { first_seen: DateTime<Utc> },
+    /// Seen with the same request: send this response again.
+    Replay(StoredResponse),
+    /// Seen with a different request.
+    Mismatch,
+    /// The same request is being processed right now.
+    InProgress,
+}
+
+/// Responses to requests that carried an `Idempotency-Key`.
+#[async_trait]
+pub trait IdempotencyStore: Send + Sync + std::fmt::Debug {
+    /// Claims `key` for a request whose fingerprint is `fingerprint`.
+    async fn claim(&self, key: &str, fingerprint: &str, now: DateTime<Utc>) -> StoreResult<Claim>;
+    /// Records the response of a claimed request.
+    async fn complete(&self, key: &str, response: &StoredResponse, now: DateTime<Utc>) -> StoreResult<()>;
+    /// Gives a claim up (the request failed), so a retry processes it again; the key keeps its
+    /// first-seen time and its fingerprint.
+    async fn release(&self, key: &str) -> StoreResult<()>;
+}

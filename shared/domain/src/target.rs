@@ -1,0 +1,174 @@
+//! Calling a target: what every target receives, how HTTP deliveries are signed, and how an
+//! answer is classified.
+//!
+//! Every target receives the run id (the idempotency key, stable across attempts), the attempt
+//! number, the scheduled instant and the job's payload. HTTP targets get them as headers with
+//! the payload as the JSON body, signed with the job's secret as Standard Webhooks sign (the id,
+//! the time of sending and the body, HMAC-SHA256), so a receiver can refuse a replay; SQS, SNS
+//! and Lambda targets get an [`envelope`] with all four. Answers are classified: 2xx succeeded
+//! (202: the target will report back), 408, 429, 5xx, timeouts and connection errors are
+//! retryable, other 4xx, invalid configuration and a destination the egress policy refuses are
+//! permanent.
+
+use crate::ports::targets::{Answer, Invocation};
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// Longest output or error text kept per attempt.
+pub const MAX_OUTPUT_BYTES: usize = 4096;
+
+/// Headers Sundial sets on HTTP targets.
+pub mod headers {
+    pub const RUN_ID: &str = "x-sundial-run-id";
+    pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+    pub const ATTEMPT: &str = "x-sundial-attempt";
+    pub const SCHEDULED_AT: &str = "x-sundial-scheduled-at";
+    pub const JOB_ID: &str = "x-sundial-job-id";
+    /// `sha256=<hex HMAC-SHA256 of the body with the job's secret>`: the first scheme, kept for
+    /// one release beside the Standard Webhooks headers, which also sign the time of sending.
+    pub const SIGNATURE: &str = "x-sundial-signature";
+    /// Standard Webhooks: the message id, `<run id>_<attempt>` (the same for a re-delivery of
+    /// one attempt, so a receiver can refuse a repeat).
+    pub const WEBHOOK_ID: &str = "webhook-id";
+    /// Standard Webhooks: when the request was sent, in Unix seconds.
+    pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
+    /// Standard Webhooks: `v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">`.
+    pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
+    /// The token a target that answered 202 presents to `/v1/runs/{id}/heartbeat|complete`.
+    pub const CALLBACK_TOKEN: &str = "x-sundial-callback-token";
+}
+
+/// `sha256=<hex>` of `body` under `secret`.
+pub fn sign(secret: &str, body: &[u8]) -> String {
+    let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
+        Ok(mac) => mac,
+        // HMAC takes keys of any length; this arm is never taken.
+        Err(_) => return String::new(),
+    };
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+/// The job's signing secret in the Standard Webhooks form, `whsec_<base64 of the key>`, which
+/// the Standard Webhooks verifiers take.
+pub fn webhook_secret(secret: &str) -> String {
+    format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(secret.as_bytes()))
+}
+
+/// The Standard Webhooks signature of one delivery: `v1,<base64 HMAC-SHA256 of
+/// "<id>.<timestamp>.<body>">` under `secret`.
+pub fn sign_webhook(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> String {
+    let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
+        Ok(mac) => mac,
+        // HMAC takes keys of any length; this arm is never taken.
+        Err(_) => return String::new(),
+    };
+    mac.update(format!("{id}.{timestamp}.").as_bytes());
+    mac.update(body);
+    format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()))
+}
+
+/// Cuts text to at most `MAX_OUTPUT_BYTES`, on a character boundary.
+pub fn truncate(text: &str) -> String {
+    if text.len() <= MAX_OUTPUT_BYTES {
+        return text.to_string();
+    }
+    let mut end = MAX_OUTPUT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// How an HTTP status is classified.
+pub fn classify_status(status: u16, body: String) -> Answer {
+    match status {
+        202 => Answer::Accepted { status },
+        200..=299 => Answer::Succeeded { status: Some(status), output: Some(truncate(&body)) },
+        408 | 429 | 500..=599 => Answer::Failed {
+            retryable: true,
+            status: Some(status),
+            error: truncate(&format!("HTTP {status}: {body}")),
+        },
+        _ => Answer::Failed {
+            retryable: false,
+            status: Some(status),
+            error: truncate(&format!("HTTP {status}: {body}")),
+        },
+    }
+}
+
+/// The envelope SQS and SNS targets receive.
+pub fn envelope(inv: &Invocation<'_>) -> String {
+    serde_json::json!({
+        "run_id": inv.run_id,
+        "attempt": inv.attempt,
+        "scheduled_at": inv.scheduled_at.to_rfc3339(),
+        "job_id": inv.job.id.to_string(),
+        "payload": inv.job.document.payload,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_classified() {
+        assert!(matches!(classify_status(200, "ok".into()), Answer::Succeeded { status: Some(200), .. }));
+        assert_eq!(classify_status(202, String::new()), Answer::Accepted { status: 202 });
+        for retryable in [408, 429, 500, 502, 503] {
+            assert!(
+                matches!(classify_status(retryable, String::new()), Answer::Failed { retryable: true, .. }),
+                "{retryable}"
+            );
+        }
+        for permanent in [400, 401, 403, 404, 410, 422] {
+            assert!(
+                matches!(classify_status(permanent, String::new()), Answer::Failed { retryable: false, .. }),
+                "{permanent}"
+            );
+        }
+    }
+
+    #[test]
+    fn signatures_are_hmac_sha256() {
+        // RFC 4231 test case 2.
+        assert_eq!(
+            sign("Jefe", b"what do ya want for nothing?"),
+            "sha256=5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
+    }
+
+    #[test]
+    fn webhook_signatures_follow_the_standard_webhooks_scheme() {
+        // The example of the Standard Webhooks reference libraries: secret
+        // whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw, id msg_p5jXN8AQM9LWM0D4loKWxJek, timestamp
+        // 1614265330, body {"test": 2432232314}.
+        let key =
+            base64::engine::general_purpose::STANDARD.decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let mut mac = Hmac::<Sha256>::new_from_slice(&key).unwrap();
+        mac.update(b"msg_p5jXN8AQM9LWM0D4loKWxJek.1614265330.{\"test\": 2432232314}");
+        let want =
+            format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()));
+        assert_eq!(want, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+        // Sundial's key is the secret's bytes, given to verifiers as whsec_<base64 of them>.
+        let secret = "abc123";
+        assert_eq!(webhook_secret(secret), "whsec_YWJjMTIz");
+        let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(b"run_1.1614265330.{}");
+        let want =
+            format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()));
+        assert_eq!(sign_webhook(secret, "run_1", 1614265330, b"{}"), want);
+    }
+
+    #[test]
+    fn output_is_truncated_on_a_character_boundary() {
+        let long = "é".repeat(5000);
+        let cut = truncate(&long);
+        assert!(cut.len() <= MAX_OUTPUT_BYTES + "…".len());
+        assert!(cut.ends_with('…'));
+    }
+}

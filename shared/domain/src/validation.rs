@@ -1,0 +1,655 @@
+//! Validation: turning a [`JobDocument`] into a schedule Sundial can run, or an error that names
+//! the field and the reason. Nothing is written for a document that fails here.
+
+use crate::job::{HeaderValue, JobDocument, NotifySettings, ScheduleDocument, TargetDocument};
+use crate::limits::{self, Limits, Refusal, TargetAllowList};
+use crate::schedule::{Recurrence, Schedule, ceil_second};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::de::DeserializeOwned;
+
+/// A rejected field: `field` is a dotted path into the document (`schedule.cron`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct ValidationError {
+    pub field: String,
+    pub reason: String,
+}
+
+impl ValidationError {
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ValidationError { field: field.into(), reason: reason.into() }
+    }
+}
+
+type Result<T> = std::result::Result<T, ValidationError>;
+
+/// What validation needs besides the document.
+#[derive(Debug, Clone)]
+pub struct Rules<'a> {
+    pub limits: &'a Limits,
+    pub targets: &'a TargetAllowList,
+}
+
+/// HTTP methods a target may use.
+pub const HTTP_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// Headers Sundial sets itself, that HTTP owns (hop-by-hop and framing), or that would change
+/// what the request means to Sundial's own API (`Idempotency-Key`).
+const RESERVED_HEADERS: [&str; 17] = [
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "idempotency-key",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+];
+const RESERVED_HEADER_PREFIX: &str = "x-sundial-";
+/// Most headers one HTTP target may set.
+pub const MAX_TARGET_HEADERS: usize = 50;
+/// Longest header name and value a target may set, in bytes.
+const MAX_HEADER_NAME_BYTES: usize = 256;
+const MAX_HEADER_VALUE_BYTES: usize = 4096;
+
+/// Checks `doc` and normalises it in place (HTTP method upper-cased). Returns the job's schedule
+/// (`None`: run once, now). `created_at` anchors a rate without `start_at`; `now` decides
+/// whether the schedule still has a future instant.
+pub fn validate(
+    doc: &mut JobDocument,
+    rules: &Rules<'_>,
+    created_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<Schedule>> {
+    validate_name(&doc.name)?;
+    validate_target(&mut doc.target, rules.targets)?;
+    let payload_bytes = serde_json::to_vec(&doc.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+    if payload_bytes > rules.limits.max_payload_bytes {
+        return Err(ValidationError::new(
+            "payload",
+            format!("is {payload_bytes} bytes; the limit is {} bytes", rules.limits.max_payload_bytes),
+        ));
+    }
+    let retry = &doc.retry;
+    in_range("retry.max_attempts", retry.max_attempts, 1, rules.limits.max_attempts)?;
+    in_range("retry.backoff_s", retry.backoff_s, 1, limits::MAX_BACKOFF_S)?;
+    in_range("retry.max_backoff_s", retry.max_backoff_s, retry.backoff_s, limits::MAX_BACKOFF_S)?;
+    in_range("timeout_s", doc.timeout_s, 1, limits::MAX_TIMEOUT_S)?;
+    if let Some(sla) = doc.sla_s {
+        in_range("sla_s", sla, 1, limits::MAX_DEADLINE_S)?;
+    }
+    if let Some(deadline) = doc.start_deadline_s {
+        in_range("start_deadline_s", deadline, 1, limits::MAX_DEADLINE_S)?;
+    }
+    if let Some(n) = doc.alert_after_failures {
+        in_range("alert_after_failures", n, 1, limits::MAX_ALERT_AFTER_FAILURES)?;
+    }
+    if let Some(notify) = &doc.notify {
+        validate_notify(notify, rules.targets)?;
+    }
+    let Some(schedule_doc) = &doc.schedule else {
+        return Ok(None);
+    };
+    let schedule = parse_schedule(schedule_doc, created_at)?;
+    if let Some(gap) = schedule.min_interval_seconds() {
+        if gap < rules.limits.min_interval_s {
+            let field = if schedule_doc.cron.is_some() { "schedule.cron" } else { "schedule.rate" };
+            return Err(ValidationError::new(
+                field,
+                format!(
+                    "instants can be {gap} s apart; the minimum interval is {} s",
+                    rules.limits.min_interval_s
+                ),
+            ));
+        }
+    }
+    if schedule.first_at_or_after(now).is_none() {
+        let field = match (&schedule.recurrence, schedule.end_at) {
+            (_, Some(end)) if end <= now => "schedule.end_at",
+            (Recurrence::At(_), _) => "schedule.at",
+            (Recurrence::Cron(_), _) => "schedule.cron",
+            _ => "schedule",
+        };
+        return Err(ValidationError::new(field, "the schedule has no instant in the future"));
+    }
+    Ok(Some(schedule))
+}
+
+/// A stored job's schedule (`None`: run once), as its document was validated when written.
+pub fn stored_schedule(job: &crate::job::Job) -> Result<Option<Schedule>> {
+    job.document.schedule.as_ref().map(|s| parse_schedule(s, job.created_at)).transpose()
+}
+
+/// Builds the [`Schedule`] a (syntactically valid) schedule document stands for.
+pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Result<Schedule> {
+    let timezone = match &doc.timezone {
+        None => Tz::UTC,
+        Some(name) => name.parse::<Tz>().map_err(|_| {
+            ValidationError::new("schedule.timezone", format!("`{name}` is not an IANA time zone name"))
+        })?,
+    };
+    let start_at = doc.start_at.as_deref().map(|s| instant("schedule.start_at", s)).transpose()?;
+    let end_at = doc.end_at.as_deref().map(|s| instant("schedule.end_at", s)).transpose()?;
+    if let (Some(start), Some(end)) = (start_at, end_at) {
+        if end <= start {
+            return Err(ValidationError::new("schedule.end_at", "must be later than start_at"));
+        }
+    }
+    if let Some(jitter) = doc.jitter_s {
+        in_range("schedule.jitter_s", jitter, 0, limits::MAX_JITTER_S)?;
+    }
+    let recurrence = match (&doc.cron, &doc.rate, &doc.at) {
+        (Some(expr), None, None) => {
+            Recurrence::Cron(expr.parse().map_err(|e| ValidationError::new("schedule.cron", format!("{e}")))?)
+        }
+        (None, Some(rate), None) => Recurrence::Rate {
+            rate: rate.parse().map_err(|e| ValidationError::new("schedule.rate", format!("{e}")))?,
+            anchor: start_at.unwrap_or_else(|| ceil_second(created_at)),
+        },
+        (None, None, Some(at)) => Recurrence::At(instant("schedule.at", at)?),
+        (None, None, None) => {
+            return Err(ValidationError::new(
+                "schedule",
+                "needs one of cron, rate or at (omit schedule to run once, now)",
+            ));
+        }
+        _ => {
+            return Err(ValidationError::new(
+                "schedule",
+                "takes only one of cron, rate or at (set the others to null when patching)",
+            ));
+        }
+    };
+    Ok(Schedule { recurrence, timezone, start_at, end_at })
+}
+
+/// Parses an RFC 3339 instant, rounding fractions of a second up: a run never starts early.
+fn instant(field: &str, text: &str) -> Result<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(text).map(|t| ceil_second(t.with_timezone(&Utc))).map_err(|_| {
+        ValidationError::new(
+            field,
+            format!("`{text}` is not an RFC 3339 instant such as 2026-05-01T09:30:00Z"),
+        )
+    })
+}
+
+fn in_range(field: &str, value: u32, min: u32, max: u32) -> Result<()> {
+    if value < min || value > max {
+        return Err(ValidationError::new(field, format!("{value} is outside {min}..={max}")));
+    }
+    Ok(())
+}
+
+fn validate_name(name: &str) -> Result<()> {
+    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if name.is_empty() || name.len() > 128 || !ok_chars {
+        return Err(ValidationError::new(
+            "name",
+            "must be 1-128 characters of letters, digits, '-', '_' and '.'",
+        ));
+    }
+    Ok(())
+}
+
+/// `text` parsed as an http(s) URL with a host, or why it is not one.
+fn http_url(field: &str, text: &str, https_only: bool) -> Result<url::Url> {
+    let want = if https_only { "an https" } else { "an http or https" };
+    // A URI is printable ASCII (RFC 3986): an IDN host in punycode, other bytes percent-encoded.
+    if !text.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "`{text}` is not {want} URL: only printable ASCII without spaces (percent-encode the rest)"
+            ),
+        ));
+    }
+    let url = url::Url::parse(text)
+        .map_err(|e| ValidationError::new(field, format!("`{text}` is not {want} URL: {e}")))?;
+    let scheme_ok = url.scheme() == "https" || (url.scheme() == "http" && !https_only);
+    if !scheme_ok {
+        return Err(ValidationError::new(field, format!("`{text}` is not {want} URL")));
+    }
+    if url.host_str().is_none_or(str::is_empty) || text.len() > 2048 {
+        return Err(ValidationError::new(field, format!("`{text}` has no valid host")));
+    }
+    // Credentials in a URL would be shown in every response and log line that shows the URL.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ValidationError::new(
+            field,
+            "must not carry credentials (user:password@); send them in a secret header instead",
+        ));
+    }
+    Ok(url)
+}
+
+/// `text` as an http(s) URL a job may call: parsed, and not an address the deployment refuses.
+fn reachable_url(field: &str, text: &str, https_only: bool, network: &crate::egress::Egress) -> Result<()> {
+    let url = http_url(field, text, https_only)?;
+    network.check_url(&url).map_err(|refused| ValidationError::new(field, refused.to_string()))
+}
+
+fn allowed(list: &TargetAllowList, patterns: &[String], field: &str, id: &str, variable: &str) -> Result<()> {
+    if id.trim().is_empty() {
+        return Err(ValidationError::new(field, "must not be empty"));
+    }
+    list.check(patterns, id).map_err(|refusal| refused(field, id, refusal, variable))
+}
+
+fn refused(field: &str, id: &str, refusal: Refusal, variable: &str) -> ValidationError {
+    match refusal {
+        Refusal::OwnResource => {
+            ValidationError::new(field, format!("`{id}` is one of Sundial's own resources"))
+        }
+        Refusal::NotAllowed => {
+            ValidationError::new(field, format!("`{id}` does not match the allow-list ({variable})"))
+        }
+    }
+}
+
+fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Result<()> {
+    match target {
+        TargetDocument::Http { url, method, headers } => {
+            reachable_url("target.url", url, false, &list.network)?;
+            *method = method.to_ascii_uppercase();
+            if !HTTP_METHODS.contains(&method.as_str()) {
+                return Err(ValidationError::new(
+                    "target.method",
+                    format!("`{method}` is not one of {}", HTTP_METHODS.join(", ")),
+                ));
+            }
+            if headers.len() > MAX_TARGET_HEADERS {
+                return Err(ValidationError::new(
+                    "target.headers",
+                    format!("has {} headers; at most {MAX_TARGET_HEADERS}", headers.len()),
+                ));
+            }
+            for (name, value) in headers.iter() {
+                let field = format!("target.headers.{name}");
+                let token = !name.is_empty()
+                    && name.len() <= MAX_HEADER_NAME_BYTES
+                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if !token {
+                    return Err(ValidationError::new(
+                        field,
+                        format!("is not a header name (1-{MAX_HEADER_NAME_BYTES} token characters)"),
+                    ));
+                }
+                let lower = name.to_ascii_lowercase();
+                if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with(RESERVED_HEADER_PREFIX) {
+                    return Err(ValidationError::new(field, "is set by Sundial and cannot be overridden"));
+                }
+                let text = match value {
+                    HeaderValue::Plain(text) => text,
+                    HeaderValue::Secret(secret) => {
+                        if !secret.secret {
+                            return Err(ValidationError::new(
+                                field,
+                                "an object value must be {\"value\": \"...\", \"secret\": true}",
+                            ));
+                        }
+                        secret.value.as_ref().ok_or_else(|| {
+                            ValidationError::new(field.clone(), "a secret header needs a value")
+                        })?
+                    }
+                };
+                // Visible ASCII, spaces and tabs: what an HTTP client sends as it is (RFC 9110 leaves
+                // other bytes to each client; the worker's refuses them, so every run would fail).
+                let sendable = text.bytes().all(|b| b == b'\t' || (0x20..=0x7e).contains(&b));
+                if text.len() > MAX_HEADER_VALUE_BYTES || !sendable {
+                    return Err(ValidationError::new(
+                        format!("target.headers.{name}"),
+                        format!(
+                            "value must be at most {MAX_HEADER_VALUE_BYTES} bytes of visible ASCII, spaces and tabs"
+                        ),
+                    ));
+                }
+            }
+            Ok(())
+        }
+        TargetDocument::Lambda { function } => {
+            allowed(list, &list.lambda, "target.function", function, "SUNDIAL_ALLOWED_LAMBDA")
+        }
+        TargetDocument::Sqs { queue_url } => {
+            http_url("target.queue_url", queue_url, false)?;
+            allowed(list, &list.sqs, "target.queue_url", queue_url, "SUNDIAL_ALLOWED_SQS")
+        }
+        TargetDocument::Sns { topic_arn } => {
+            if !topic_arn.starts_with("arn:") {
+                return Err(ValidationError::new("target.topic_arn", format!("`{topic_arn}` is not an ARN")));
+            }
+            allowed(list, &list.sns, "target.topic_arn", topic_arn, "SUNDIAL_ALLOWED_SNS")
+        }
+    }
+}
+
+fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()> {
+    let kinds: [(&str, &Vec<String>); 4] =
+        [("email", &notify.email), ("sms", &notify.sms), ("https", &notify.https), ("sqs", &notify.sqs)];
+    for (kind, endpoints) in kinds {
+        if endpoints.len() > limits::MAX_ENDPOINTS_PER_KIND {
+            return Err(ValidationError::new(
+                format!("notify.{kind}"),
+                format!("at most {} endpoints", limits::MAX_ENDPOINTS_PER_KIND),
+            ));
+        }
+        for (i, endpoint) in endpoints.iter().enumerate() {
+            let field = format!("notify.{kind}[{i}]");
+            let ok = match kind {
+                "email" => endpoint.split_once('@').is_some_and(|(user, domain)| {
+                    let (name, top) = domain.rsplit_once('.').unwrap_or_default();
+                    !user.is_empty()
+                        && !name.is_empty()
+                        && !top.is_empty()
+                        && !domain.contains('@')
+                        && !endpoint.contains(|c: char| c.is_whitespace() || c == '\u{feff}')
+                }),
+                "sms" => endpoint.strip_prefix('+').is_some_and(|digits| {
+                    (7..=15).contains(&digits.len())
+                        && digits.bytes().all(|b| b.is_ascii_digit())
+                        && !digits.starts_with('0')
+                }),
+                // A URL SNS will call: a refused destination is named as such.
+                "https" => match http_url(&field, endpoint, true) {
+                    Ok(url) => {
+                        list.network
+                            .check_url(&url)
+                            .map_err(|refused| ValidationError::new(&field, refused.to_string()))?;
+                        true
+                    }
+                    Err(_) => false,
+                },
+                _ => {
+                    let is_arn = limits::QueueArn::parse(endpoint).is_some();
+                    if is_arn {
+                        // SNS delivers into the queue: the same rules as an SQS target.
+                        list.check_queue_arn(endpoint)
+                            .map_err(|refusal| refused(&field, endpoint, refusal, "SUNDIAL_ALLOWED_SQS"))?;
+                    }
+                    is_arn
+                }
+            };
+            if !ok {
+                let want = match kind {
+                    "email" => "an e-mail address",
+                    "sms" => "an E.164 phone number such as +14155550100",
+                    "https" => "an https URL",
+                    _ => "an SQS queue ARN",
+                };
+                return Err(ValidationError::new(field, format!("`{endpoint}` is not {want}")));
+            }
+        }
+    }
+    if notify.on.is_empty() {
+        return Err(ValidationError::new("notify.on", "must name at least one event"));
+    }
+    Ok(())
+}
+
+/// Decodes a JSON object into `T`, naming the offending field (`retry.max_attempts`) on failure.
+pub fn decode<T: DeserializeOwned>(value: serde_json::Value) -> std::result::Result<T, ValidationError> {
+    if !value.is_object() {
+        return Err(ValidationError::new("body", "must be a JSON object"));
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        let reason = e.into_inner().to_string();
+        // serde names an unknown or missing field only in its message: lift it into the path.
+        let named = ["unknown field `", "missing field `"]
+            .iter()
+            .find_map(|prefix| reason.strip_prefix(prefix))
+            .and_then(|r| r.split('`').next());
+        let field = match named {
+            Some(unknown) if field.is_empty() => unknown.to_string(),
+            Some(unknown) if !field.ends_with(unknown) => format!("{field}.{unknown}"),
+            _ if field.is_empty() => "body".to_string(),
+            _ => field,
+        };
+        ValidationError::new(field, reason)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(doc: serde_json::Value) -> std::result::Result<Option<Schedule>, ValidationError> {
+        let mut doc: JobDocument = serde_json::from_value(doc).unwrap();
+        let limits = Limits::default();
+        let targets = TargetAllowList {
+            lambda: vec!["allowed-*".into()],
+            sqs: vec!["http://127.0.0.1:4566/000000000000/allowed-*".into()],
+            sns: vec!["arn:aws:sns:*:*:allowed-*".into()],
+            own_prefix: "sundial-test-".into(),
+            network: crate::egress::Egress::default().allowing_loopback(),
+        };
+        let now: DateTime<Utc> = "2026-06-01T00:00:00Z".parse().unwrap();
+        validate(&mut doc, &Rules { limits: &limits, targets: &targets }, now, now)
+    }
+
+    fn field_of(doc: serde_json::Value) -> String {
+        check(doc).err().map(|e| e.field).unwrap_or_else(|| "<accepted>".into())
+    }
+
+    fn job(extra: serde_json::Value) -> serde_json::Value {
+        let mut base =
+            json!({"name": "job-1", "target": {"type": "http", "url": "https://example.test/hook"}});
+        if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
+            for (k, v) in extra {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+        base
+    }
+
+    #[test]
+    fn a_good_job_passes() {
+        let schedule =
+            check(job(json!({"schedule": {"cron": "30 2 * * *", "timezone": "America/New_York"}})));
+        assert!(matches!(schedule, Ok(Some(_))));
+        assert!(matches!(check(job(json!({}))), Ok(None)));
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let cases = [
+            (job(json!({"name": ""})), "name"),
+            (job(json!({"name": "has space"})), "name"),
+            (job(json!({"name": "x".repeat(129)})), "name"),
+            (job(json!({"schedule": {"cron": "61 * * * *"}})), "schedule.cron"),
+            (job(json!({"schedule": {"cron": "0 0 30 2 *"}})), "schedule.cron"),
+            (job(json!({"schedule": {"cron": "* * * * * *"}})), "schedule.cron"),
+            (job(json!({"schedule": {"rate": "5 seconds"}})), "schedule.rate"),
+            (job(json!({"schedule": {"rate": "often"}})), "schedule.rate"),
+            (job(json!({"schedule": {"at": "tomorrow"}})), "schedule.at"),
+            (job(json!({"schedule": {"at": "2020-01-01T00:00:00Z"}})), "schedule.at"),
+            (job(json!({"schedule": {"cron": "@daily", "timezone": "Mars/Olympus"}})), "schedule.timezone"),
+            (job(json!({"schedule": {"cron": "@daily", "rate": "1 day"}})), "schedule"),
+            (job(json!({"schedule": {}})), "schedule"),
+            (
+                job(json!({"schedule": {"cron": "@daily", "end_at": "2026-01-01T00:00:00Z"}})),
+                "schedule.end_at",
+            ),
+            (
+                job(
+                    json!({"schedule": {"cron": "@daily", "start_at": "2027-01-01T00:00:00Z", "end_at": "2026-12-01T00:00:00Z"}}),
+                ),
+                "schedule.end_at",
+            ),
+            (job(json!({"schedule": {"cron": "@daily", "jitter_s": 901}})), "schedule.jitter_s"),
+            (job(json!({"target": {"type": "http", "url": "ftp://example.test/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "https://"}})), "target.url"),
+            // Inside addresses, however spelled, and the metadata endpoint (loopback is allowed here).
+            (job(json!({"target": {"type": "http", "url": "http://10.0.0.8/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "http://[fd00:ec2::254]/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "http://2852039166/latest/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "http://[::ffff:a9fe:a9fe]/"}})), "target.url"),
+            (
+                job(json!({"notify": {"https": ["https://192.168.0.9/hook"], "on": ["failed"]}})),
+                "notify.https[0]",
+            ),
+            (
+                job(json!({"target": {"type": "http", "url": "https://x.test/", "method": "TRACE"}})),
+                "target.method",
+            ),
+            (
+                job(json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"Host": "h"}}})),
+                "target.headers.Host",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"X-Sundial-Run": "h"}}}),
+                ),
+                "target.headers.X-Sundial-Run",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"A": {"secret": true}}}}),
+                ),
+                "target.headers.A",
+            ),
+            (job(json!({"target": {"type": "lambda", "function": "other"}})), "target.function"),
+            (
+                job(json!({"target": {"type": "lambda", "function": "allowed-but-sundial-test-worker"}})),
+                "target.function",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "sqs", "queue_url": "http://127.0.0.1:4566/000000000000/other"}}),
+                ),
+                "target.queue_url",
+            ),
+            (job(json!({"target": {"type": "sns", "topic_arn": "not-an-arn"}})), "target.topic_arn"),
+            (job(json!({"payload": {"blob": "x".repeat(70_000)}})), "payload"),
+            (job(json!({"retry": {"max_attempts": 0}})), "retry.max_attempts"),
+            (job(json!({"retry": {"max_attempts": 11}})), "retry.max_attempts"),
+            (job(json!({"retry": {"backoff_s": 100, "max_backoff_s": 10}})), "retry.max_backoff_s"),
+            (job(json!({"timeout_s": 0})), "timeout_s"),
+            (job(json!({"timeout_s": 604_801})), "timeout_s"),
+            (job(json!({"sla_s": 0})), "sla_s"),
+            (job(json!({"start_deadline_s": 0})), "start_deadline_s"),
+            (job(json!({"alert_after_failures": 0})), "alert_after_failures"),
+            (job(json!({"notify": {"email": ["nobody"]}})), "notify.email[0]"),
+            (job(json!({"notify": {"sms": ["555-1234"]}})), "notify.sms[0]"),
+            (job(json!({"notify": {"https": ["http://plain.test/"]}})), "notify.https[0]"),
+            (job(json!({"notify": {"sqs": ["https://queue"]}})), "notify.sqs[0]"),
+            (job(json!({"notify": {"on": [], "email": ["a@b.test"]}})), "notify.on"),
+            // Queues SNS would deliver into obey the SQS allow-list and never name Sundial's own.
+            (job(json!({"notify": {"sqs": ["arn:aws:sqs:us-east-1:000000000000:other"]}})), "notify.sqs[0]"),
+            (
+                job(
+                    json!({"notify": {"sqs": ["arn:aws:sqs:us-east-1:000000000000:allowed-sundial-test-runs"]}}),
+                ),
+                "notify.sqs[0]",
+            ),
+            // Credentials never travel in a URL.
+            (job(json!({"target": {"type": "http", "url": "https://user:pw@x.test/"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "https://user@x.test/"}})), "target.url"),
+            (job(json!({"notify": {"https": ["https://u:p@x.test/"]}})), "notify.https[0]"),
+            // Headers: hop-by-hop and Idempotency-Key are reserved; no control characters.
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"Idempotency-Key": "k"}}}),
+                ),
+                "target.headers.Idempotency-Key",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"Upgrade": "h2c"}}}),
+                ),
+                "target.headers.Upgrade",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"A": "a\u{7f}b"}}}),
+                ),
+                "target.headers.A",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"X-Team": "café"}}}),
+                ),
+                "target.headers.X-Team",
+            ),
+            (job(json!({"target": {"type": "http", "url": "https://x.test/a b"}})), "target.url"),
+            (job(json!({"target": {"type": "http", "url": "https://bücher.test/"}})), "target.url"),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"A": "a\u{1b}[31m"}}}),
+                ),
+                "target.headers.A",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "http", "url": "https://x.test/", "headers": {"A": {"value": "x\ny", "secret": true}}}}),
+                ),
+                "target.headers.A",
+            ),
+            (
+                job(json!({"target": {"type": "http", "url": "https://x.test/", "headers":
+                    (0..51).map(|i| (format!("X-H{i}"), json!("v"))).collect::<serde_json::Map<_, _>>()}})),
+                "target.headers",
+            ),
+        ];
+        for (doc, field) in cases {
+            assert_eq!(field_of(doc.clone()), field, "{doc}");
+        }
+    }
+
+    #[test]
+    fn allowed_targets_pass() {
+        for target in [
+            json!({"type": "lambda", "function": "allowed-fn"}),
+            json!({"type": "sqs", "queue_url": "http://127.0.0.1:4566/000000000000/allowed-q"}),
+            json!({"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:000000000000:allowed-t"}),
+            json!({"type": "http", "url": "http://127.0.0.1:9/x", "method": "put"}),
+            json!({"type": "http", "url": "https://x.test/", "headers":
+                (0..50).map(|i| (format!("X-H{i}"), json!("a\tb"))).collect::<serde_json::Map<_, _>>()}),
+        ] {
+            assert_eq!(field_of(job(json!({"target": target.clone()}))), "<accepted>", "{target}");
+        }
+        let allowed_queue = json!({"notify": {"sqs": ["arn:aws:sqs:us-east-1:000000000000:allowed-q"], "https": ["HTTPS://x.test/"]}});
+        assert_eq!(field_of(job(allowed_queue)), "<accepted>");
+    }
+
+    #[test]
+    fn fractional_at_rounds_up() {
+        let schedule = check(job(json!({"schedule": {"at": "2026-07-01T00:00:00.250Z"}}))).unwrap().unwrap();
+        assert_eq!(schedule.recurrence, Recurrence::At("2026-07-01T00:00:01Z".parse().unwrap()));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        inner: Inner,
+    }
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        n: u32,
+    }
+
+    #[test]
+    fn decode_names_the_field() {
+        let field = |v| decode::<Outer>(v).err().map(|e| e.field).unwrap_or_default();
+        assert_eq!(field(serde_json::json!({"inner": {"n": "x"}})), "inner.n");
+        assert_eq!(field(serde_json::json!({"inner": {"n": 1, "m": 2}})), "inner.m");
+        assert_eq!(field(serde_json::json!({"inner": {"n": 1}, "extra": 2})), "extra");
+        assert_eq!(field(serde_json::json!({})), "inner");
+        assert_eq!(field(serde_json::json!({"inner": {}})), "inner.n");
+        assert_eq!(field(serde_json::json!([1])), "body");
+    }
+}
