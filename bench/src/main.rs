@@ -203,7 +203,8 @@ async fn watchdog(n: usize) -> anyhow::Result<Value> {
     // Each job has one run whose attempt started, with a lease of a minute.
     let mut runs = Vec::with_capacity(n);
     for job in &jobs {
-        let mut run = services.claimer.new_run(job, RunKey::manual(start), start, RunState::Running, start);
+        let mut run = services.claimer.new_run(job, RunKey::manual(start), start, start);
+        run.state = RunState::Running;
         run.attempt = 1;
         run.resent_at = Some(start);
         run.lease_until = Some(start + Duration::seconds(60));

@@ -192,7 +192,7 @@ impl Config {
         }
         let tick = TickSettings { shards: due_shards, ..TickSettings::default() };
         let heartbeat_window =
-            seconds("SUNDIAL_HEARTBEAT_WINDOW_S", sundial_app::worker::DEFAULT_HEARTBEAT_WINDOW)?;
+            seconds("SUNDIAL_HEARTBEAT_WINDOW_S", sundial_domain::run::transition::DEFAULT_HEARTBEAT_WINDOW)?;
         let defaults = WatchdogSettings::default();
         let watchdog = WatchdogSettings {
             dispatch_grace: seconds("SUNDIAL_DISPATCH_GRACE_S", defaults.dispatch_grace)?,

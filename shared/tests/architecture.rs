@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 const CRATES: &[&str] = &["src", "domain/src", "app/src", "adapters/src"];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).expect("the crate's sources are readable").flatten().collect();
+    let mut entries: Vec<_> =
+        std::fs::read_dir(dir).expect("the crate's sources are readable").flatten().collect();
     entries.sort_by_key(|e| e.path());
     for entry in entries {
         let path = entry.path();

@@ -24,8 +24,8 @@ use sundial_domain::job::{EventKind, Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{Inserted, JobStore, Page, RunStore, StoreError, StoreResult};
-use sundial_domain::run::{Published, RunEvent};
-use sundial_domain::run::{Run, RunId, RunKey, RunState};
+use sundial_domain::run::transition::{Ending, Step};
+use sundial_domain::run::{Outcome, Published, Run, RunEvent, RunId, RunKey, RunState};
 use sundial_shared::config::aws_sdk_config;
 use sundial_shared::services::Services;
 use sundial_tests::{ALICE, Answer, Call, Stack, TargetServer};
@@ -521,7 +521,8 @@ impl RunStore for FaultyRuns {
             return Err(injected());
         }
         if self.fires(Fault::TransitionAppliedThenCancelledThenFails) {
-            let cancelled = sundial_domain::run::cancelled(after, "cancelled by its owner", after.updated_at);
+            let cancelled =
+                sundial_domain::run::transition::cancelled(after, "cancelled by its owner", after.updated_at);
             self.inner.transition(after, &cancelled).await?;
             return Err(injected());
         }
@@ -723,7 +724,6 @@ async fn backfills_and_jitter_raise_no_false_deadline_alerts() {
         &job,
         RunKey::scheduled(instant),
         instant + Duration::seconds(300),
-        RunState::Queued,
         instant,
     );
     stack.services.runs.insert(&jittered).await.unwrap();
@@ -1070,9 +1070,16 @@ async fn streak_job(stack: &Stack, threshold: u32, count: usize) -> (String, Job
     (id, job, runs)
 }
 
-/// The run ended FAILED by its first attempt.
-fn failed(run: &Run, now: DateTime<Utc>) -> Run {
-    Run { state: RunState::Failed, attempt: 1, updated_at: now, ..run.clone() }
+/// The step that ends `run` FAILED: its running attempt fails for good, or a waiting run's
+/// message is dead-lettered.
+fn ends_failed(run: &Run) -> Step {
+    match run.state {
+        RunState::Running => Step::Finish {
+            ending: Ending { permanent: true, ..Ending::new(Outcome::Failed).because("HTTP 500") },
+            jitter: 0.5,
+        },
+        _ => Step::DeadLetter { reason: "poison".into() },
+    }
 }
 
 /// Runs of one streak ending out of order (a newer run fails while an older one still runs,
@@ -1089,9 +1096,9 @@ async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
         ..runs[1].clone()
     };
     stack.services.runs.transition(&runs[1], &running).await.unwrap();
-    recorder.change(&job, &runs[0], failed(&runs[0], now), now).await.unwrap();
-    recorder.change(&job, &runs[2], failed(&runs[2], now), now).await.unwrap();
-    recorder.change(&job, &running, failed(&running, now), now).await.unwrap();
+    recorder.apply(&job, &runs[0], &ends_failed(&runs[0]), now).await.unwrap();
+    recorder.apply(&job, &runs[2], &ends_failed(&runs[2]), now).await.unwrap();
+    recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap();
     assert_eq!(failing_told(&stack, &id).await, 1);
 
     // A newer run failing while an older one still runs, then the older one: both see only one
@@ -1105,8 +1112,8 @@ async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
         ..runs[0].clone()
     };
     stack.services.runs.transition(&runs[0], &running).await.unwrap();
-    recorder.change(&job, &runs[1], failed(&runs[1], now), now).await.unwrap();
-    recorder.change(&job, &running, failed(&running, now), now).await.unwrap();
+    recorder.apply(&job, &runs[1], &ends_failed(&runs[1]), now).await.unwrap();
+    recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap();
     assert_eq!(failing_told(&stack, &id).await, 1, "the newer run failing first");
 }
 
@@ -1117,7 +1124,8 @@ async fn runs_failing_at_the_same_moment_tell_failing_once() {
     let stack = Stack::new().await;
     let (id, job, runs) = streak_job(&stack, 3, 6).await;
     let (recorder, now) = (&stack.services.recorder, Utc::now());
-    let ends = runs.iter().map(|run| recorder.change(&job, run, failed(run, now), now));
+    let steps: Vec<Step> = runs.iter().map(ends_failed).collect();
+    let ends = runs.iter().zip(&steps).map(|(run, step)| recorder.apply(&job, run, step, now));
     for ended in futures::future::join_all(ends).await {
         ended.unwrap();
     }

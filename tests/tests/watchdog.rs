@@ -111,9 +111,9 @@ async fn sla_missed_is_told_once() {
     assert_eq!(watchdog(&stack).await.sla_missed, 1);
     let job = stack.services.job_store.get(&read_by_worker.job_id).await.unwrap().unwrap();
     let now = clock.now();
-    let ending = sundial_app::worker::Ending::new(Outcome::Succeeded);
-    let after = sundial_app::worker::finished(&job, &read_by_worker, ending, now, 0.5);
-    let done = stack.services.recorder.change(&job, &read_by_worker, after, now).await.unwrap();
+    let ending = sundial_domain::run::transition::Ending::new(Outcome::Succeeded);
+    let finish = sundial_domain::run::transition::Step::Finish { ending, jitter: 0.5 };
+    let done = stack.services.recorder.apply(&job, &read_by_worker, &finish, now).await.unwrap();
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.events.iter().filter(|e| e.kind == EventKind::SlaMissed).count(), 1);
 
@@ -235,7 +235,7 @@ async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
     // And one the API recorded and never sent.
     let stored = stack.services.job_store.get(&JobId::parse(&id).unwrap()).await.unwrap().unwrap();
     let now = clock.now();
-    let orphan = stack.services.claimer.new_run(&stored, RunKey::manual(now), now, RunState::Queued, now);
+    let orphan = stack.services.claimer.new_run(&stored, RunKey::manual(now), now, now);
     stack.services.runs.insert(&orphan).await.unwrap();
 
     clock.advance(Duration::seconds(119));

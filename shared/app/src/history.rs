@@ -6,7 +6,6 @@
 
 use crate::jobs::{Jobs, JobsError, JobsResult};
 use crate::record::Recorder;
-use crate::worker::{finished, token_digest};
 use chrono::Duration;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
@@ -14,6 +13,7 @@ use sundial_domain::dispatch::Dispatch;
 use sundial_domain::job::{Job, Owner};
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{JobStore, Page, RunStore, StoreError};
+use sundial_domain::run::transition::{self, Ending, Step};
 use sundial_domain::run::{Outcome, Run, RunId, RunState};
 
 /// Why a callback was refused.
@@ -97,13 +97,22 @@ impl History {
     /// Cancels a run that has not ended; an open attempt's late result is then ignored.
     pub async fn cancel(&self, owner: &Owner, id: &RunId) -> JobsResult<Run> {
         for _ in 0..3 {
-            let (run, _) = self.get(owner, id).await?;
+            let (run, job) = self.get(owner, id).await?;
             if run.state.is_terminal() {
                 return Err(JobsError::RunEnded(run.state.to_string()));
             }
-            let after = sundial_domain::run::cancelled(&run, "cancelled through the API", self.clock.now());
-            match self.runs.transition(&run, &after).await {
-                Ok(()) => return Ok(after),
+            let cancel = Step::Cancel { reason: "cancelled through the API".into() };
+            let now = self.clock.now();
+            let cancelled = match &job {
+                Some(job) => self.recorder.apply(job, &run, &cancel, now).await,
+                // Its job is gone: nobody to tell, and its owner's word ends even a live attempt.
+                None => {
+                    let after = transition::cancelled(&run, "cancelled through the API", now);
+                    self.runs.transition(&run, &after).await.map(|()| after)
+                }
+            };
+            match cancelled {
+                Ok(after) => return Ok(after),
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -130,7 +139,7 @@ impl History {
             .map_err(CallbackError::Store)?
             .ok_or(CallbackError::NotFound)?;
         let expected = run.attempts.last().and_then(|a| a.callback.as_deref());
-        if expected != Some(token_digest(token).as_str()) {
+        if expected != Some(sundial_domain::auth::digest(token).as_str()) {
             return Err(CallbackError::BadToken);
         }
         if run.state != RunState::Running {
@@ -150,20 +159,11 @@ impl History {
     /// cut that call's lease).
     pub async fn heartbeat(&self, id: &RunId, token: &str) -> Result<Run, CallbackError> {
         let (run, job) = self.open_attempt(id, token).await?;
-        let now = self.clock.now();
-        let started = run.attempts.last().map(|a| a.started_at).unwrap_or(now);
-        let deadline = started + Duration::seconds(i64::from(job.document.timeout_s));
-        let extended = (now + self.heartbeat_window).min(deadline);
-        let after = Run {
-            lease_until: Some(run.lease_until.map_or(extended, |lease| lease.max(extended))),
-            updated_at: now,
-            ..run.clone()
-        };
-        self.runs.transition(&run, &after).await.map_err(|e| match e {
+        let heartbeat = Step::Heartbeat { window: self.heartbeat_window };
+        self.recorder.apply(&job, &run, &heartbeat, self.clock.now()).await.map_err(|e| match e {
             StoreError::Conflict => CallbackError::NotOpen(run.state),
             e => CallbackError::Store(e),
-        })?;
-        Ok(after)
+        })
     }
 
     /// Ends the open attempt as the target reports it; a failure is retried per the job's policy.
@@ -178,11 +178,9 @@ impl History {
         let outcome = if completion.succeeded { Outcome::Succeeded } else { Outcome::Failed };
         let output = completion.output.map(|o| sundial_domain::target::truncate(&o));
         let error = completion.error.map(|e| sundial_domain::target::truncate(&e));
-        let status = run.attempts.last().and_then(|a| a.status_code);
-        let ending =
-            crate::worker::Ending { outcome, status, error, output, permanent: completion.permanent };
-        let after = finished(&job, &run, ending, now, rand::random::<f64>());
-        let after = self.recorder.change(&job, &run, after, now).await.map_err(|e| match e {
+        let ending = Ending { outcome, status: None, error, output, permanent: completion.permanent };
+        let finish = Step::Finish { ending, jitter: rand::random::<f64>() };
+        let after = self.recorder.apply(&job, &run, &finish, now).await.map_err(|e| match e {
             StoreError::Conflict => CallbackError::NotOpen(run.state),
             e => CallbackError::Store(e),
         })?;

@@ -19,7 +19,7 @@ use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::store::{JobStore, Page, StoreError};
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
-use sundial_domain::run::{Run, RunKey, RunState};
+use sundial_domain::run::{Run, RunKey};
 use sundial_domain::schedule::{Schedule, ceil_second};
 use sundial_domain::validation::{self, Rules, ValidationError};
 
@@ -426,12 +426,12 @@ impl Jobs {
                 return Err(JobsError::RunActive(run.id().to_string()));
             }
         }
-        let run = self.claimer.new_run(&job, key, now, RunState::Queued, now);
+        let run = self.claimer.new_run(&job, key, now, now);
         let run = match runs.insert(&run).await? {
             sundial_domain::ports::store::Inserted::Created => run,
             sundial_domain::ports::store::Inserted::Exists(existing) => *existing,
         };
-        if run.state == RunState::Queued && run.attempt == 0 {
+        if run.is_unstarted() {
             self.dispatch(std::slice::from_ref(&run)).await;
         }
         Ok(run)
@@ -481,7 +481,7 @@ impl Jobs {
         let mut existing = 0;
         for instant in instants {
             let due = now + chrono::Duration::seconds((created.len() / BACKFILL_PER_SECOND) as i64);
-            let run = self.claimer.new_run(&job, RunKey::scheduled(instant), due, RunState::Queued, now);
+            let run = self.claimer.new_run(&job, RunKey::scheduled(instant), due, now);
             match runs.insert(&run).await? {
                 sundial_domain::ports::store::Inserted::Created => created.push(run),
                 sundial_domain::ports::store::Inserted::Exists(_) => existing += 1,

@@ -14,9 +14,10 @@
 use crate::announce::Announcer;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
-use sundial_domain::events::{caused, failing_streak};
+use sundial_domain::events::failing_streak;
 use sundial_domain::job::{EventKind, Job};
 use sundial_domain::ports::store::{RunStore, StoreError};
+use sundial_domain::run::transition::{self, Change, Fence, Step};
 use sundial_domain::run::{Run, RunEvent, RunState};
 
 /// Writes state changes and announces their events.
@@ -45,62 +46,35 @@ impl Recorder {
         &self.announcer
     }
 
-    /// Moves `before` to `after` with the events the change causes, then announces them.
-    /// `Conflict` if the run left `before`'s state or attempt meanwhile.
-    pub async fn change(
+    /// Applies `step` to `before` ([`transition::apply`]) and writes the run it makes, with the
+    /// events it causes, under the fence the step names; then announces the events. A race that
+    /// only added events to the run is decided again on the fresh run. `Conflict` if the run
+    /// moved on meanwhile (or the step no longer applies to it).
+    pub async fn apply(
         &self,
         job: &Job,
         before: &Run,
-        after: Run,
+        step: &Step,
         now: DateTime<Utc>,
-    ) -> Result<Run, StoreError> {
-        self.record(job, before, after, now, false).await
-    }
-
-    /// Like [`Recorder::change`], and only if nothing else changed the run since `before` was
-    /// read (events aside): the watchdog ends an attempt whose lease it saw expired only if no
-    /// heartbeat extended it meanwhile.
-    pub async fn rescue(
-        &self,
-        job: &Job,
-        before: &Run,
-        after: Run,
-        now: DateTime<Utc>,
-    ) -> Result<Run, StoreError> {
-        self.record(job, before, after, now, true).await
-    }
-
-    async fn record(
-        &self,
-        job: &Job,
-        before: &Run,
-        after: Run,
-        now: DateTime<Utc>,
-        unchanged: bool,
     ) -> Result<Run, StoreError> {
         let mut before = before.clone();
         let (mut races, mut outages) = (0, 0);
         // A write that timed out may have been applied: recognised by its own `updated_at`.
         let mut maybe_applied = false;
         loop {
-            let mut candidate = Run { events: before.events.clone(), ..after.clone() };
-            let new = caused(job, &before, &candidate, now);
-            candidate.events.extend(new.iter().cloned());
-            let written = match unchanged {
-                true => self.runs.transition_unchanged(&before, &candidate).await,
-                false => self.runs.transition(&before, &candidate).await,
-            };
-            match written {
-                Ok(()) => return Ok(self.written(job, &before, candidate, new, now).await),
+            let change = transition::apply(job, &before, step, now).map_err(|_| StoreError::Conflict)?;
+            match persist(self.runs.as_ref(), &before, &change).await {
+                Ok(()) => return Ok(self.written(job, &before, change.run, change.events, now).await),
                 Err(StoreError::Conflict) => {
                     let fresh =
                         self.runs.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
-                    if maybe_applied && is_write_of(&fresh, &candidate) {
-                        return Ok(self.written(job, &before, fresh, new, now).await);
+                    if maybe_applied && is_write_of(&fresh, &change.run) {
+                        return Ok(self.written(job, &before, fresh, change.events, now).await);
                     }
                     let moved = fresh.state != before.state || fresh.attempt != before.attempt;
+                    let touched = change.fence == Fence::Unchanged && fresh.updated_at != before.updated_at;
                     races += 1;
-                    if moved || (unchanged && fresh.updated_at != before.updated_at) || races >= EVENT_RACES {
+                    if moved || touched || races >= EVENT_RACES {
                         return Err(StoreError::Conflict);
                     }
                     // Only its events changed: decide again on the fresh run.
@@ -179,6 +153,14 @@ impl Recorder {
             tracing::warn!(run_id = %after.id(), error = %e, "failing streak not told");
             None
         })
+    }
+}
+
+/// Writes `change` over `before` under the fence the change names.
+pub async fn persist(runs: &dyn RunStore, before: &Run, change: &Change) -> Result<(), StoreError> {
+    match change.fence {
+        Fence::Unchanged => runs.transition_unchanged(before, &change.run).await,
+        Fence::StateAndAttempt => runs.transition(before, &change.run).await,
     }
 }
 

@@ -10,7 +10,6 @@
 //! works in batches within a time budget and records where it stopped; the next resumes there.
 
 use crate::record::Recorder;
-use crate::worker::{abandoned, finished};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde::Serialize;
@@ -24,6 +23,7 @@ use sundial_domain::inspect::{
 use sundial_domain::job::{EventKind, Job, JobId};
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{JobStore, RunStore, StoreError, TickStateStore};
+use sundial_domain::run::transition::{self, Step, abandoned};
 use sundial_domain::run::{Outcome, Run, RunEvent, RunId, RunState};
 use tracing::Instrument;
 
@@ -233,12 +233,11 @@ impl Watchdog {
             }
         }
         if let Some(ending) = abandoned(job, &run, now) {
-            let outcome = ending.outcome;
-            let after = finished(job, &run, ending, now, rand::random::<f64>());
             // Only from what was read: a heartbeat meanwhile extended the lease and wins.
-            match self.recorder.rescue(job, &run, after, now).await {
+            let expire = Step::Expire { jitter: rand::random::<f64>() };
+            match self.recorder.apply(job, &run, &expire, now).await {
                 Ok(after) => {
-                    match outcome {
+                    match ending.outcome {
                         Outcome::TimedOut => report.timed_out += 1,
                         _ => report.lost += 1,
                     }
@@ -282,15 +281,11 @@ impl Watchdog {
         now: DateTime<Utc>,
         mut report: WatchdogReport,
     ) -> Result<WatchdogReport, StoreError> {
-        if run.state == RunState::Running && run.lease_until.is_some_and(|lease| lease > now) {
-            return Ok(report);
-        }
-        // Only from what was read: a heartbeat meanwhile renewed the lease.
-        match self
-            .runs
-            .transition_unchanged(run, &sundial_domain::run::cancelled(run, "the job was deleted", now))
-            .await
-        {
+        // A live lease is left to its attempt; an expired one is cancelled only from what was
+        // read, so that a heartbeat meanwhile wins.
+        let cancel = Step::Cancel { reason: "the job was deleted".into() };
+        let Ok(change) = transition::apply_orphan(run, &cancel, now) else { return Ok(report) };
+        match crate::record::persist(self.runs.as_ref(), run, &change).await {
             Ok(()) => report.cancelled += 1,
             Err(StoreError::Conflict) => {}
             Err(e) => return Err(e),

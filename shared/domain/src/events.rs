@@ -1,54 +1,14 @@
 //! Events: what is worth telling people about a run, when, and to whom.
 //!
-//! A change of a run causes events ([`caused`]); they are recorded on the run (see
+//! A change of a run causes events ([`crate::run::transition::caused`]); they are recorded on the run (see
 //! [`crate::run::event`]) and published through the [`crate::ports::bus::EventBus`]: always to
 //! the shared events topic, and to the job's own topic when its notification settings name an
 //! endpoint and ask for the event ([`wants`]).
 
 use crate::job::{EventKind, Job, NotifySettings};
 use crate::run::{Run, RunEvent, RunState};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
-
-/// The events a change of `before` into `after` causes, `now` being when it happens.
-/// `succeeded` only when the job's notification settings ask for it; `sla_missed` when the run
-/// ends past its SLA and nobody recorded it yet. Deadlines count from the run's due time (see
-/// [`crate::inspect::flags_due`]).
-pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<RunEvent> {
-    let mut events = Vec::new();
-    if after.state != before.state || after.attempt != before.attempt {
-        let kind = match after.state {
-            RunState::Succeeded => {
-                let asked =
-                    job.document.notify.as_ref().is_some_and(|n| n.on.contains(&EventKind::Succeeded));
-                asked.then_some(EventKind::Succeeded)
-            }
-            RunState::Retrying => Some(EventKind::Retrying),
-            RunState::Failed => Some(EventKind::Failed),
-            RunState::TimedOut => Some(EventKind::TimedOut),
-            RunState::Skipped => Some(EventKind::Skipped),
-            _ => None,
-        };
-        events.extend(kind.map(|k| RunEvent::new(k, after.attempt, now)));
-    }
-    let already = |kind: EventKind| after.events.iter().chain(&before.events).any(|e| e.kind == kind);
-    let first_start = before.attempt == 0 && after.attempt == 1;
-    if first_start && !already(EventKind::LateStart) {
-        if let Some(deadline) = job.document.start_deadline_s {
-            if now > after.due_at + Duration::seconds(i64::from(deadline)) {
-                events.push(RunEvent::new(EventKind::LateStart, after.attempt, now));
-            }
-        }
-    }
-    if after.state.is_terminal() && !already(EventKind::SlaMissed) {
-        if let Some(sla) = job.document.sla_s {
-            if now > after.due_at + Duration::seconds(i64::from(sla)) {
-                events.push(RunEvent::new(EventKind::SlaMissed, after.attempt, now));
-            }
-        }
-    }
-    events
-}
 
 /// A failing streak, as seen once a run has ended failed (or timed out).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,6 +198,7 @@ pub fn endpoints(notify: &NotifySettings) -> Vec<(&'static str, String, String)>
 mod tests {
     use super::*;
     use crate::job::{JobDocument, JobId};
+    use crate::run::transition::caused;
     use crate::run::{Attempt, RunKey};
 
     fn at(text: &str) -> DateTime<Utc> {

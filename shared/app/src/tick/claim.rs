@@ -21,7 +21,8 @@ use sundial_domain::job::Job;
 use sundial_domain::plan::plan;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{Inserted, JobStore, RunStore, StoreError};
-use sundial_domain::run::{Run, RunKey, RunState};
+use sundial_domain::run::transition;
+use sundial_domain::run::{Run, RunKey};
 use sundial_domain::schedule::jitter_offset;
 use tracing::Instrument;
 
@@ -148,33 +149,9 @@ impl Claimer {
         &self.runs
     }
 
-    /// A new run of `job` for `key`, due at `due_at`.
-    pub fn new_run(
-        &self,
-        job: &Job,
-        key: RunKey,
-        due_at: DateTime<Utc>,
-        state: RunState,
-        now: DateTime<Utc>,
-    ) -> Run {
-        Run {
-            job_id: job.id.clone(),
-            owner: job.owner.clone(),
-            key,
-            state,
-            due_at,
-            attempt: 0,
-            attempts: Vec::new(),
-            job_version: job.version,
-            created_at: now,
-            updated_at: now,
-            reason: None,
-            lease_until: None,
-            retry_at: None,
-            resent_at: None,
-            expires_at: now + self.settings.retention,
-            events: Vec::new(),
-        }
+    /// A new run of `job` for `key`, QUEUED, due at `due_at`, kept for the retention period.
+    pub fn new_run(&self, job: &Job, key: RunKey, due_at: DateTime<Utc>, now: DateTime<Utc>) -> Run {
+        transition::claim(job, key, due_at, now, self.settings.retention)
     }
 
     /// Claims and dispatches the due instants of `jobs`. `reached` is the last minute a previous
@@ -291,7 +268,7 @@ impl Claimer {
 
         for instant in plan.claim {
             let due = instant + jitter_offset(job.id.as_str(), instant, jitter_s);
-            let run = self.new_run(job, RunKey::scheduled(instant), due, RunState::Queued, now);
+            let run = self.new_run(job, RunKey::scheduled(instant), due, now);
             // Its log lines (the capacity of the insert among them) name the run.
             let span = tracing::info_span!("run", run_id = %run.id(), job_id = %job.id);
             let inserted = match self.runs.insert(&run).instrument(span).await {
@@ -311,7 +288,7 @@ impl Claimer {
                 }
                 Inserted::Exists(existing) => {
                     prepared.report.duplicates += 1;
-                    let unstarted = existing.state == RunState::Queued && existing.attempt == 0;
+                    let unstarted = existing.is_unstarted();
                     if unstarted {
                         prepared.report.resent += 1;
                         prepared.messages.push(*existing);

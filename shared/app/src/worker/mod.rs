@@ -24,12 +24,9 @@ use sundial_domain::dispatch::Dispatch;
 use sundial_domain::job::{ConcurrencyPolicy, Job};
 use sundial_domain::ports::store::{JobStore, RunStore, StoreError};
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
-use sundial_domain::retry;
-use sundial_domain::run::{Attempt, Outcome, Run, RunKey, RunMessage, RunState};
+use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
+use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use tracing::Instrument;
-
-/// How long a heartbeat (or a 202) keeps an attempt's lease alive, by default.
-pub const DEFAULT_HEARTBEAT_WINDOW: Duration = Duration::seconds(60);
 
 /// What to do with a message once handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,23 +73,6 @@ pub struct Worker {
     clock: Arc<dyn Clock>,
     meter: Arc<Meter>,
     settings: WorkerSettings,
-}
-
-/// The digest of a callback token, as kept on the run.
-pub fn token_digest(token: &str) -> String {
-    sundial_domain::auth::digest(token)
-}
-
-/// Whether `fresh`, read back after a start write whose answer was lost, is that start: still
-/// RUNNING the attempt `started` opened, with its callback digest and no outcome yet (not
-/// cancelled or ended since).
-fn is_own_open_attempt(fresh: &Run, started: &Run) -> bool {
-    let (Some(theirs), Some(ours)) = (fresh.attempts.last(), started.attempts.last()) else { return false };
-    fresh.state == RunState::Running
-        && fresh.attempt == started.attempt
-        && theirs.outcome.is_none()
-        && theirs.callback.is_some()
-        && theirs.callback == ours.callback
 }
 
 impl Worker {
@@ -162,10 +142,9 @@ impl Worker {
             let Some(job) = self.jobs.get(&run.job_id).await? else {
                 return self.cancel_for_deleted_job(&run, now).await;
             };
-            let ending = abandoned(&job, &run, now).unwrap_or_else(|| Ending::new(Outcome::Lost));
             // Only from what was read: a heartbeat meanwhile renewed the lease and wins.
-            let after = finished(&job, &run, ending, now, rand::random::<f64>());
-            match self.recorder.rescue(&job, &run, after, now).await {
+            let expire = Step::Expire { jitter: rand::random::<f64>() };
+            match self.recorder.apply(&job, &run, &expire, now).await {
                 Ok(next) => run = next,
                 Err(StoreError::Conflict) => return Ok(Disposition::Delete),
                 Err(e) => return Err(e),
@@ -200,14 +179,7 @@ impl Worker {
         reason: String,
         now: DateTime<Utc>,
     ) -> Result<Disposition, StoreError> {
-        let after = Run {
-            state: RunState::Skipped,
-            reason: Some(reason),
-            updated_at: now,
-            retry_at: None,
-            ..run.clone()
-        };
-        match self.recorder.change(job, run, after, now).await {
+        match self.recorder.apply(job, run, &Step::Skip { reason }, now).await {
             Ok(_) => {
                 self.meter.observe(&Record::new("worker", now).count(names::RUNS_SKIPPED, 1));
                 Ok(Disposition::Delete)
@@ -248,12 +220,11 @@ impl Worker {
             };
             return self.skip(job, run, reason, now).await.map(Some);
         }
-        let why = format!("concurrency replace: replaced by run {}", run.id());
+        let cancel = Step::Cancel { reason: format!("concurrency replace: replaced by run {}", run.id()) };
         for other in &active {
-            let cancelled = sundial_domain::run::cancelled(other, &why, now);
-            match self.runs.transition(other, &cancelled).await {
+            match self.recorder.apply(job, other, &cancel, now).await {
                 // It ended (or moved on) by itself meanwhile.
-                Ok(()) | Err(StoreError::Conflict) => {}
+                Ok(_) | Err(StoreError::Conflict) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -288,17 +259,10 @@ impl Worker {
                 ));
             }
             let now = self.clock.now();
-            let after = Run {
-                state: RunState::Failed,
-                reason: Some(format!("dead-lettered: {reason}")),
-                lease_until: None,
-                retry_at: None,
-                updated_at: now,
-                ..run.clone()
-            };
+            let dead_letter = Step::DeadLetter { reason: reason.to_string() };
             let changed = match self.jobs.get(&job_id).await? {
-                Some(job) => self.recorder.change(&job, &run, after, now).await.map(|_| ()),
-                None => self.runs.transition(&run, &after).await,
+                Some(job) => self.recorder.apply(&job, &run, &dead_letter, now).await.map(|_| ()),
+                None => self.orphan(&run, &dead_letter, now).await,
             };
             match changed {
                 Ok(()) => return Ok(format!("run {} recorded FAILED", run.id())),
@@ -310,12 +274,17 @@ impl Worker {
     }
 
     async fn cancel_for_deleted_job(&self, run: &Run, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
-        // Only from what was read: a heartbeat meanwhile renewed a running attempt's lease.
-        let cancelled = sundial_domain::run::cancelled(run, "the job was deleted", now);
-        match self.runs.transition_unchanged(run, &cancelled).await {
+        let cancel = Step::Cancel { reason: "the job was deleted".into() };
+        match self.orphan(run, &cancel, now).await {
             Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
             Err(e) => Err(e),
         }
+    }
+
+    /// Applies `step` to a run whose job is gone (nobody to tell), under the step's fence.
+    async fn orphan(&self, run: &Run, step: &Step, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let change = transition::apply_orphan(run, step, now).map_err(|_| StoreError::Conflict)?;
+        crate::record::persist(self.runs.as_ref(), run, &change).await
     }
 
     /// Starts the next attempt, calls the target, records the outcome.
@@ -330,39 +299,17 @@ impl Worker {
         let timeout = Duration::seconds(i64::from(job.document.timeout_s));
         let call_limit = timeout.min(self.settings.max_call);
         let token = sundial_domain::job::new_signing_secret();
-        let mut attempts = run.attempts.clone();
-        attempts.push(Attempt {
-            n,
-            started_at: now,
-            finished_at: None,
+        let start = Step::Start {
             worker: worker.to_string(),
-            outcome: None,
-            status_code: None,
-            error: None,
-            output: None,
-            callback: Some(token_digest(&token)),
-        });
-        let started = Run {
-            state: RunState::Running,
-            attempt: n,
-            attempts,
-            lease_until: Some(now + call_limit + self.settings.lease_margin),
-            retry_at: None,
-            updated_at: now,
-            ..run.clone()
+            callback: sundial_domain::auth::digest(&token),
+            lease: call_limit + self.settings.lease_margin,
         };
-        match self.runs.transition(&run, &started).await {
-            Ok(()) => {}
-            // Another worker started this attempt first.
+        let started = match self.recorder.apply(job, &run, &start, now).await {
+            Ok(started) => started,
+            // Another worker started this attempt first (or the run moved on).
             Err(StoreError::Conflict) => return Ok(Disposition::Delete),
-            // The write may have been applied although its answer was lost: then this attempt
-            // is ours to make (else it would wait for its lease to expire, as lost).
-            Err(e) if e.is_retryable() => match self.runs.get(&run.job_id, &run.key).await? {
-                Some(fresh) if is_own_open_attempt(&fresh, &started) => {}
-                _ => return Err(e),
-            },
             Err(e) => return Err(e),
-        }
+        };
         self.meter.observe(&started_metrics(&started, now));
         tracing::info!(worker = %worker, scheduled_at = %started.scheduled_at(), "attempt started");
         let span = tracing::info_span!("attempt", run_id = %started.id(), job_id = %job.id, attempt = n);
@@ -382,15 +329,9 @@ impl Worker {
                 // The target reports back through the callbacks; heartbeats keep the lease
                 // alive up to the attempt's timeout, and the watchdog ends it if they stop. The
                 // message has nothing left to do.
-                let deadline = started.attempts.last().map(|a| a.started_at).unwrap_or(now) + timeout;
-                let lease = (now + self.settings.heartbeat_window).min(deadline);
-                let mut attempts = started.attempts.clone();
-                if let Some(last) = attempts.last_mut() {
-                    last.status_code = Some(status);
-                }
-                let accepted = Run { lease_until: Some(lease), attempts, updated_at: now, ..started.clone() };
-                return match self.runs.transition(&started, &accepted).await {
-                    Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
+                let accept = Step::Accept { status, window: self.settings.heartbeat_window };
+                return match self.recorder.apply(job, &started, &accept, now).await {
+                    Ok(_) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
                     Err(e) => Err(e),
                 };
             }
@@ -439,48 +380,7 @@ impl Worker {
         ending: Ending,
         now: DateTime<Utc>,
     ) -> Result<Run, StoreError> {
-        self.recorder.change(job, run, finished(job, run, ending, now, rand::random::<f64>()), now).await
-    }
-}
-
-/// Why `run` may not start because of its job's pauses: the job is paused now, or the run's
-/// instant fell while it was paused (instants missed while paused are skipped, even when a
-/// worker reaches them after the resume), unless the run was created after that pause ended (a
-/// backfill of the paused period). Attempts already under way are not affected.
-pub fn paused_reason(job: &Job, run: &Run) -> Option<String> {
-    if job.document.paused {
-        return Some("the job was paused after the run was claimed".into());
-    }
-    if run.attempt > 0 {
-        return None;
-    }
-    // A run created after the pause ended (a backfill of the paused period) was asked for since.
-    let pause = job.pause_at(run.scheduled_at()).filter(|p| p.to.is_none_or(|to| run.created_at < to));
-    pause.map(|pause| {
-        let until = pause.to.map_or_else(|| "now".to_string(), |to| to.to_rfc3339());
-        format!("the job was paused at the run's instant (paused {} to {until})", pause.from.to_rfc3339())
-    })
-}
-
-/// How an attempt ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ending {
-    pub outcome: Outcome,
-    pub status: Option<u16>,
-    pub error: Option<String>,
-    pub output: Option<String>,
-    /// A failure retrying cannot fix: the run ends whatever attempts remain.
-    pub permanent: bool,
-}
-
-impl Ending {
-    pub fn new(outcome: Outcome) -> Self {
-        Ending { outcome, status: None, error: None, output: None, permanent: false }
-    }
-
-    pub fn because(mut self, error: impl Into<String>) -> Self {
-        self.error = Some(error.into());
-        self
+        self.recorder.apply(job, run, &Step::Finish { ending, jitter: rand::random::<f64>() }, now).await
     }
 }
 
@@ -513,47 +413,4 @@ pub fn ended_metrics(run: &Run, at: DateTime<Utc>) -> Record {
         .count(outcome, 1)
         .values(names::RUN_DURATION, Unit::Milliseconds, duration.into_iter().collect())
         .property("run_id", run.id().to_string())
-}
-
-/// How the open attempt of a RUNNING `run` ended if its lease has expired (`None` while the
-/// lease is live). A worker enforces its own calls' timeouts, so an expired lease of a plain
-/// attempt means its worker died (`lost`); an accepted (202) attempt is `timed_out` once past
-/// the job's timeout, and `lost` before (its heartbeats stopped).
-pub fn abandoned(job: &Job, run: &Run, now: DateTime<Utc>) -> Option<Ending> {
-    if run.state != RunState::Running || run.lease_until.is_some_and(|lease| lease > now) {
-        return None;
-    }
-    let last = run.attempts.last();
-    let accepted = last.is_some_and(|a| a.status_code == Some(202));
-    let started = last.map_or(now, |a| a.started_at);
-    let timed_out = accepted && now >= started + Duration::seconds(i64::from(job.document.timeout_s));
-    Some(if timed_out {
-        Ending::new(Outcome::TimedOut).because("no result within the attempt's timeout")
-    } else {
-        Ending::new(Outcome::Lost).because("the attempt's lease expired (worker lost or heartbeats missing)")
-    })
-}
-
-/// The run after its current attempt ended: RETRYING with its backoff (`unit`: a random number
-/// in `[0, 1)` for the jitter) while attempts remain and the failure is not permanent, else
-/// terminal (TIMED_OUT when the last attempt timed out).
-pub fn finished(job: &Job, run: &Run, ending: Ending, now: DateTime<Utc>, unit: f64) -> Run {
-    let mut attempts = run.attempts.clone();
-    if let Some(last) = attempts.last_mut() {
-        last.finished_at = Some(now);
-        last.outcome = Some(ending.outcome);
-        last.status_code = ending.status.or(last.status_code);
-        last.error = ending.error;
-        last.output = ending.output;
-    }
-    let policy = &job.document.retry;
-    let (state, retry_at) = match ending.outcome {
-        Outcome::Succeeded => (RunState::Succeeded, None),
-        _ if !ending.permanent && retry::attempts_remain(run.attempt, policy) => {
-            (RunState::Retrying, Some(now + retry::backoff(run.attempt, policy, unit)))
-        }
-        Outcome::TimedOut => (RunState::TimedOut, None),
-        _ => (RunState::Failed, None),
-    };
-    Run { state, attempts, lease_until: None, retry_at, updated_at: now, ..run.clone() }
 }

@@ -9,6 +9,7 @@ use crate::due::{format_instant, parse_instant};
 use crate::job::JobId;
 
 pub mod event;
+pub mod transition;
 pub use event::{Published, RunEvent};
 
 use chrono::{DateTime, Utc};
@@ -306,6 +307,12 @@ impl Run {
         }
     }
 
+    /// Whether no attempt of the run was ever started: QUEUED, attempt 0. Claiming its instant
+    /// again re-sends its message instead of making a new run.
+    pub fn is_unstarted(&self) -> bool {
+        self.state == RunState::Queued && self.attempt == 0
+    }
+
     /// Whether a message asking for `attempt` still speaks for this run (invariant 3: a stale
     /// message is deleted unread). A waiting run answers to the message of its next attempt, and
     /// to that of the attempt that just ended (whose replacement may not have been sent); a
@@ -317,23 +324,6 @@ impl Run {
             _ => false,
         }
     }
-}
-
-/// `run` cancelled at `now` for `reason`: an open attempt is closed, as `cancelled`.
-pub fn cancelled(run: &Run, reason: &str, now: DateTime<Utc>) -> Run {
-    let mut after = Run {
-        state: RunState::Cancelled,
-        reason: Some(reason.to_string()),
-        lease_until: None,
-        retry_at: None,
-        updated_at: now,
-        ..run.clone()
-    };
-    if let Some(open) = after.attempts.last_mut().filter(|a| a.outcome.is_none()) {
-        open.finished_at = Some(now);
-        open.outcome = Some(Outcome::Cancelled);
-    }
-    after
 }
 
 /// The message on the runs queue: which run, and which attempt it asks for.

@@ -1,0 +1,652 @@
+//! The run state machine: every change of a run, as one pure function of the job, the run, what
+//! happened and when.
+//!
+//! The use cases decide *when* a step is taken (a message arrived, a target answered, a lease was
+//! seen expired); [`apply`] alone decides what the run becomes, which events that tells, and
+//! refuses a step the run's state does not allow. The store persists the result only under the
+//! [`Fence`] it names, so a step decided on a stale read never lands (invariant 3).
+//!
+//! | from \ step        | start | accept, heartbeat, finish | expire       | skip, dead-letter | cancel |
+//! |--------------------|-------|---------------------------|--------------|-------------------|--------|
+//! | QUEUED, RETRYING   | once due | —                      | —            | yes               | yes    |
+//! | RUNNING            | —     | yes                       | lease expired| —                 | yes    |
+//! | terminal           | —     | —                         | —            | —                 | —      |
+//!
+//! A new run is [`claim`]ed QUEUED. Finishing (or expiring) an attempt makes the run RETRYING
+//! while attempts remain and the failure is not permanent, else terminal.
+
+use super::{Attempt, Outcome, Run, RunEvent, RunKey, RunState};
+use crate::job::{EventKind, Job};
+use crate::retry;
+use chrono::{DateTime, Duration, Utc};
+
+/// How long a heartbeat (or a 202) keeps an attempt's lease alive, by default.
+pub const DEFAULT_HEARTBEAT_WINDOW: Duration = Duration::seconds(60);
+
+/// Something that happens to a run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// A worker starts the next attempt: `callback` is the digest of the token the target calls
+    /// back with, `lease` how long the attempt is the worker's before anyone may end it.
+    Start { worker: String, callback: String, lease: Duration },
+    /// The target answered 202: it reports back through callbacks, each keeping the lease alive
+    /// for `window`, never past the attempt's timeout.
+    Accept { status: u16, window: Duration },
+    /// The target of the open attempt says it is still working: the lease is extended by
+    /// `window`, never past the attempt's timeout and never shortened.
+    Heartbeat { window: Duration },
+    /// The open attempt ended, as its worker saw it or as its target reported it. `jitter` is a
+    /// number in `[0, 1)` for the backoff of a retry.
+    Finish { ending: Ending, jitter: f64 },
+    /// The open attempt's lease expired: its worker is gone (`lost`), or an accepted attempt
+    /// ran past its timeout (`timed_out`).
+    Expire { jitter: f64 },
+    /// The run may not start (its job is paused, or its concurrency policy forbids it).
+    Skip { reason: String },
+    /// Nobody wants the run any more: an open attempt is closed as `cancelled`.
+    Cancel { reason: String },
+    /// The message of the attempt the run waits for was dead-lettered before it started.
+    DeadLetter { reason: String },
+}
+
+impl Step {
+    /// The step's name, for refusals and logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::Start { .. } => "start",
+            Step::Accept { .. } => "accept",
+            Step::Heartbeat { .. } => "heartbeat",
+            Step::Finish { .. } => "finish",
+            Step::Expire { .. } => "expire",
+            Step::Skip { .. } => "skip",
+            Step::Cancel { .. } => "cancel",
+            Step::DeadLetter { .. } => "dead_letter",
+        }
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    pub outcome: Outcome,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+    pub output: Option<String>,
+    /// A failure retrying cannot fix: the run ends whatever attempts remain.
+    pub permanent: bool,
+}
+
+impl Ending {
+    pub fn new(outcome: Outcome) -> Self {
+        Ending { outcome, status: None, error: None, output: None, permanent: false }
+    }
+
+    pub fn because(mut self, error: impl Into<String>) -> Self {
+        self.error = Some(error.into());
+        self
+    }
+}
+
+/// What the store must still see for a change to be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// The run's state and attempt as read (the attempt is the fencing token).
+    StateAndAttempt,
+    /// The run exactly as read, events aside (its `updated_at`): an expired lease is acted on
+    /// only if no heartbeat extended it meanwhile.
+    Unchanged,
+}
+
+/// A step applied: the run it makes, the events it tells, and the fence to write it under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// The run after the step, the new events included.
+    pub run: Run,
+    /// The events the step caused, unsent (also in `run.events`).
+    pub events: Vec<RunEvent>,
+    pub fence: Fence,
+}
+
+/// Why a step does not apply to a run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a {state} run cannot {step}: {why}")]
+pub struct Refused {
+    pub state: RunState,
+    pub step: &'static str,
+    pub why: &'static str,
+}
+
+/// `run` after `step` at `now`, or why the step does not apply to it.
+pub fn apply(job: &Job, run: &Run, step: &Step, now: DateTime<Utc>) -> Result<Change, Refused> {
+    let after = decide(Some(job), run, step, now)?;
+    let events = caused(job, run, &after, now);
+    let mut after = after;
+    after.events.extend(events.iter().cloned());
+    let fence = if matches!(step, Step::Expire { .. }) { Fence::Unchanged } else { Fence::StateAndAttempt };
+    Ok(Change { run: after, events, fence })
+}
+
+/// `run`, whose job is deleted, after `step`: only a cancel or a dead-letter applies (the other
+/// steps need the job), nothing is told (the job's topic is gone with it), and a running
+/// attempt is cancelled only once its lease has expired, under [`Fence::Unchanged`], so that a
+/// heartbeat meanwhile wins.
+pub fn apply_orphan(run: &Run, step: &Step, now: DateTime<Utc>) -> Result<Change, Refused> {
+    let refuse = |why| Refused { state: run.state, step: step.name(), why };
+    if !matches!(step, Step::Cancel { .. } | Step::DeadLetter { .. }) {
+        return Err(refuse("its job is deleted"));
+    }
+    if run.state == RunState::Running && run.lease_until.is_some_and(|lease| lease > now) {
+        return Err(refuse("its lease is live"));
+    }
+    let after = decide(None, run, step, now)?;
+    Ok(Change { run: after, events: Vec::new(), fence: Fence::Unchanged })
+}
+
+/// The run a step makes, or why the step does not apply; `job` is `None` once it is deleted.
+fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Result<Run, Refused> {
+    let refuse = |why| Refused { state: run.state, step: step.name(), why };
+    let job_of = || job.ok_or_else(|| refuse("its job is deleted"));
+    let waiting = matches!(run.state, RunState::Queued | RunState::Retrying);
+    let running = run.state == RunState::Running;
+    let after = match step {
+        Step::Start { worker, callback, lease } => {
+            if !waiting {
+                return Err(refuse("only a waiting run starts an attempt"));
+            }
+            if run.waits_until().is_some_and(|at| at > now) {
+                return Err(refuse("not before its time"));
+            }
+            started(run, worker, callback, now + *lease, now)
+        }
+        Step::Accept { status, window } => {
+            if !running {
+                return Err(refuse("only a running attempt is accepted"));
+            }
+            let lease = lease_for(job_of()?, run, *window, now);
+            let mut after = Run { lease_until: Some(lease), updated_at: now, ..run.clone() };
+            if let Some(last) = after.attempts.last_mut() {
+                last.status_code = Some(*status);
+            }
+            after
+        }
+        Step::Heartbeat { window } => {
+            if !running {
+                return Err(refuse("only a running attempt beats"));
+            }
+            let extended = lease_for(job_of()?, run, *window, now);
+            let lease = run.lease_until.map_or(extended, |lease| lease.max(extended));
+            Run { lease_until: Some(lease), updated_at: now, ..run.clone() }
+        }
+        Step::Finish { ending, jitter } => {
+            if !running {
+                return Err(refuse("only a running attempt finishes"));
+            }
+            finished(job_of()?, run, ending.clone(), now, *jitter)
+        }
+        Step::Expire { jitter } => {
+            if !running {
+                return Err(refuse("only a running attempt has a lease"));
+            }
+            let job = job_of()?;
+            let Some(ending) = abandoned(job, run, now) else {
+                return Err(refuse("its lease is live"));
+            };
+            finished(job, run, ending, now, *jitter)
+        }
+        Step::Skip { reason } => {
+            if !waiting {
+                return Err(refuse("only a waiting run is skipped"));
+            }
+            ended(run, RunState::Skipped, reason, now)
+        }
+        Step::DeadLetter { reason } => {
+            if !waiting {
+                return Err(refuse("only a waiting run's message is dead-lettered"));
+            }
+            ended(run, RunState::Failed, &format!("dead-lettered: {reason}"), now)
+        }
+        Step::Cancel { reason } => {
+            if run.state.is_terminal() {
+                return Err(refuse("it has ended"));
+            }
+            cancelled(run, reason, now)
+        }
+    };
+    Ok(after)
+}
+
+/// The events a change of `before` into `after` causes, `now` being when it happens.
+/// `succeeded` only when the job's notification settings ask for it; `sla_missed` when the run
+/// ends past its SLA and nobody recorded it yet. Deadlines count from the run's due time (see
+/// [`crate::inspect::flags_due`]).
+pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<RunEvent> {
+    let mut events = Vec::new();
+    if after.state != before.state || after.attempt != before.attempt {
+        let kind = match after.state {
+            RunState::Succeeded => {
+                let asked =
+                    job.document.notify.as_ref().is_some_and(|n| n.on.contains(&EventKind::Succeeded));
+                asked.then_some(EventKind::Succeeded)
+            }
+            RunState::Retrying => Some(EventKind::Retrying),
+            RunState::Failed => Some(EventKind::Failed),
+            RunState::TimedOut => Some(EventKind::TimedOut),
+            RunState::Skipped => Some(EventKind::Skipped),
+            _ => None,
+        };
+        events.extend(kind.map(|k| RunEvent::new(k, after.attempt, now)));
+    }
+    let already = |kind: EventKind| after.events.iter().chain(&before.events).any(|e| e.kind == kind);
+    let first_start = before.attempt == 0 && after.attempt == 1;
+    if first_start && !already(EventKind::LateStart) {
+        if let Some(deadline) = job.document.start_deadline_s {
+            if now > after.due_at + Duration::seconds(i64::from(deadline)) {
+                events.push(RunEvent::new(EventKind::LateStart, after.attempt, now));
+            }
+        }
+    }
+    if after.state.is_terminal() && !already(EventKind::SlaMissed) {
+        if let Some(sla) = job.document.sla_s {
+            if now > after.due_at + Duration::seconds(i64::from(sla)) {
+                events.push(RunEvent::new(EventKind::SlaMissed, after.attempt, now));
+            }
+        }
+    }
+    events
+}
+
+/// A new run of `job` for `key`, QUEUED, due at `due_at`, kept for `retention`.
+pub fn claim(job: &Job, key: RunKey, due_at: DateTime<Utc>, now: DateTime<Utc>, retention: Duration) -> Run {
+    Run {
+        job_id: job.id.clone(),
+        owner: job.owner.clone(),
+        key,
+        state: RunState::Queued,
+        due_at,
+        attempt: 0,
+        attempts: Vec::new(),
+        job_version: job.version,
+        created_at: now,
+        updated_at: now,
+        reason: None,
+        lease_until: None,
+        retry_at: None,
+        resent_at: None,
+        expires_at: now + retention,
+        events: Vec::new(),
+    }
+}
+
+/// When the open attempt of `run` must have ended: its start plus the job's timeout.
+pub fn attempt_deadline(job: &Job, run: &Run) -> Option<DateTime<Utc>> {
+    let started = run.attempts.last()?.started_at;
+    Some(started + Duration::seconds(i64::from(job.document.timeout_s)))
+}
+
+/// The lease a 202 or a heartbeat at `now` gives: `window` from now, never past the deadline.
+fn lease_for(job: &Job, run: &Run, window: Duration, now: DateTime<Utc>) -> DateTime<Utc> {
+    let extended = now + window;
+    attempt_deadline(job, run).map_or(extended, |deadline| extended.min(deadline))
+}
+
+fn started(run: &Run, worker: &str, callback: &str, lease_until: DateTime<Utc>, now: DateTime<Utc>) -> Run {
+    let n = run.attempt + 1;
+    let mut attempts = run.attempts.clone();
+    attempts.push(Attempt {
+        n,
+        started_at: now,
+        finished_at: None,
+        worker: worker.to_string(),
+        outcome: None,
+        status_code: None,
+        error: None,
+        output: None,
+        callback: Some(callback.to_string()),
+    });
+    Run {
+        state: RunState::Running,
+        attempt: n,
+        attempts,
+        lease_until: Some(lease_until),
+        retry_at: None,
+        updated_at: now,
+        ..run.clone()
+    }
+}
+
+/// A waiting run ended without an attempt: SKIPPED or FAILED, for `reason`.
+fn ended(run: &Run, state: RunState, reason: &str, now: DateTime<Utc>) -> Run {
+    Run {
+        state,
+        reason: Some(reason.to_string()),
+        lease_until: None,
+        retry_at: None,
+        updated_at: now,
+        ..run.clone()
+    }
+}
+
+/// `run` cancelled at `now` for `reason`: an open attempt is closed, as `cancelled`.
+pub fn cancelled(run: &Run, reason: &str, now: DateTime<Utc>) -> Run {
+    let mut after = ended(run, RunState::Cancelled, reason, now);
+    if let Some(open) = after.attempts.last_mut().filter(|a| a.outcome.is_none()) {
+        open.finished_at = Some(now);
+        open.outcome = Some(Outcome::Cancelled);
+    }
+    after
+}
+
+/// How the open attempt of a RUNNING `run` ended if its lease has expired (`None` while the
+/// lease is live). A worker enforces its own calls' timeouts, so an expired lease of a plain
+/// attempt means its worker died (`lost`); an accepted (202) attempt is `timed_out` once past
+/// the job's timeout, and `lost` before (its heartbeats stopped).
+pub fn abandoned(job: &Job, run: &Run, now: DateTime<Utc>) -> Option<Ending> {
+    if run.state != RunState::Running || run.lease_until.is_some_and(|lease| lease > now) {
+        return None;
+    }
+    let accepted = run.attempts.last().is_some_and(|a| a.status_code == Some(202));
+    let timed_out = accepted && attempt_deadline(job, run).is_some_and(|deadline| now >= deadline);
+    Some(if timed_out {
+        Ending::new(Outcome::TimedOut).because("no result within the attempt's timeout")
+    } else {
+        Ending::new(Outcome::Lost).because("the attempt's lease expired (worker lost or heartbeats missing)")
+    })
+}
+
+/// The run after its current attempt ended: RETRYING with its backoff (`unit`: a random number
+/// in `[0, 1)` for the jitter) while attempts remain and the failure is not permanent, else
+/// terminal (TIMED_OUT when the last attempt timed out).
+pub fn finished(job: &Job, run: &Run, ending: Ending, now: DateTime<Utc>, unit: f64) -> Run {
+    let mut attempts = run.attempts.clone();
+    if let Some(last) = attempts.last_mut() {
+        last.finished_at = Some(now);
+        last.outcome = Some(ending.outcome);
+        last.status_code = ending.status.or(last.status_code);
+        last.error = ending.error;
+        last.output = ending.output;
+    }
+    let policy = &job.document.retry;
+    let (state, retry_at) = match ending.outcome {
+        Outcome::Succeeded => (RunState::Succeeded, None),
+        _ if !ending.permanent && retry::attempts_remain(run.attempt, policy) => {
+            (RunState::Retrying, Some(now + retry::backoff(run.attempt, policy, unit)))
+        }
+        Outcome::TimedOut => (RunState::TimedOut, None),
+        _ => (RunState::Failed, None),
+    };
+    Run { state, attempts, lease_until: None, retry_at, updated_at: now, ..run.clone() }
+}
+
+/// Why `run` may not start because of its job's pauses: the job is paused now, or the run's
+/// instant fell while it was paused (instants missed while paused are skipped, even when a
+/// worker reaches them after the resume), unless the run was created after that pause ended (a
+/// backfill of the paused period). Attempts already under way are not affected.
+pub fn paused_reason(job: &Job, run: &Run) -> Option<String> {
+    if job.document.paused {
+        return Some("the job was paused after the run was claimed".into());
+    }
+    if run.attempt > 0 {
+        return None;
+    }
+    // A run created after the pause ended (a backfill of the paused period) was asked for since.
+    let pause = job.pause_at(run.scheduled_at()).filter(|p| p.to.is_none_or(|to| run.created_at < to));
+    pause.map(|pause| {
+        let until = pause.to.map_or_else(|| "now".to_string(), |to| to.to_rfc3339());
+        format!("the job was paused at the run's instant (paused {} to {until})", pause.from.to_rfc3339())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{JobDocument, JobId};
+    use proptest::prelude::*;
+
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap()
+    }
+
+    fn job(extra: serde_json::Value) -> Job {
+        let mut doc = serde_json::json!({
+            "name": "nightly", "target": {"type": "http", "url": "https://x.test/"},
+            "timeout_s": 60, "retry": {"max_attempts": 3, "backoff_s": 10, "max_backoff_s": 60}
+        });
+        doc.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let document: JobDocument = serde_json::from_value(doc).unwrap();
+        Job {
+            id: JobId::generate(),
+            owner: "alice".into(),
+            document,
+            version: 1,
+            created_at: at("2026-11-22T00:00:00Z"),
+            updated_at: at("2026-11-22T00:00:00Z"),
+            next_run_at: None,
+            signing_secret: "s".into(),
+            pauses: Vec::new(),
+        }
+    }
+
+    const DUE: &str = "2026-11-22T10:00:00Z";
+
+    fn queued(job: &Job) -> Run {
+        claim(job, RunKey::scheduled(at(DUE)), at(DUE), at("2026-11-22T09:59:00Z"), Duration::days(30))
+    }
+
+    fn start() -> Step {
+        Step::Start { worker: "w1".into(), callback: "digest".into(), lease: Duration::seconds(90) }
+    }
+
+    fn fail() -> Step {
+        Step::Finish { ending: Ending::new(Outcome::Failed).because("HTTP 500"), jitter: 0.5 }
+    }
+
+    /// A run of `job` in `state`, as the machine makes it (RUNNING with a live lease at `now`).
+    fn in_state(job: &Job, state: RunState, now: DateTime<Utc>) -> Run {
+        let fresh = queued(job);
+        let running = |run: &Run| apply(job, run, &start(), now).unwrap().run;
+        let step = |run: &Run, step: Step| apply(job, run, &step, now).unwrap().run;
+        match state {
+            RunState::Queued => fresh,
+            RunState::Running => running(&fresh),
+            RunState::Retrying => step(&running(&fresh), fail()),
+            RunState::Succeeded => {
+                step(&running(&fresh), Step::Finish { ending: Ending::new(Outcome::Succeeded), jitter: 0.0 })
+            }
+            RunState::Failed => step(&fresh, Step::DeadLetter { reason: "poison".into() }),
+            RunState::TimedOut => {
+                let once = job_with_one_attempt(job);
+                let run = running(&fresh);
+                apply(&once, &run, &Step::Finish { ending: Ending::new(Outcome::TimedOut), jitter: 0.0 }, now)
+                    .unwrap()
+                    .run
+            }
+            RunState::Cancelled => step(&fresh, Step::Cancel { reason: "by its owner".into() }),
+            RunState::Skipped => step(&fresh, Step::Skip { reason: "paused".into() }),
+        }
+    }
+
+    fn job_with_one_attempt(job: &Job) -> Job {
+        let mut once = job.clone();
+        once.document.retry.max_attempts = 1;
+        once
+    }
+
+    fn every_step() -> Vec<Step> {
+        vec![
+            start(),
+            Step::Accept { status: 202, window: Duration::seconds(60) },
+            Step::Heartbeat { window: Duration::seconds(60) },
+            fail(),
+            Step::Expire { jitter: 0.5 },
+            Step::Skip { reason: "paused".into() },
+            Step::Cancel { reason: "by its owner".into() },
+            Step::DeadLetter { reason: "poison".into() },
+        ]
+    }
+
+    /// The design's state table: which steps each state allows (`expire` once the lease has
+    /// expired); every other pair is refused and changes nothing.
+    fn allowed(state: RunState, step: &Step) -> bool {
+        use RunState::*;
+        match step {
+            Step::Start { .. } | Step::Skip { .. } | Step::DeadLetter { .. } => {
+                matches!(state, Queued | Retrying)
+            }
+            Step::Accept { .. } | Step::Heartbeat { .. } | Step::Finish { .. } | Step::Expire { .. } => {
+                state == Running
+            }
+            Step::Cancel { .. } => !state.is_terminal(),
+        }
+    }
+
+    #[test]
+    fn every_state_and_step_follows_the_state_table() {
+        let j = job(serde_json::json!({}));
+        // Past the backoff of a retry and the lease of a start, so time never refuses a step.
+        let now = at("2026-11-22T10:00:00Z");
+        let later = now + Duration::minutes(10);
+        for state in RunState::ALL {
+            let run = in_state(&j, state, now);
+            assert_eq!(run.state, state, "the fixture for {state}");
+            for step in every_step() {
+                let result = apply(&j, &run, &step, later);
+                match (allowed(state, &step), &result) {
+                    (true, Ok(change)) => {
+                        assert_ne!(change.run, run, "{state} + {} changed nothing", step.name());
+                        assert_eq!(change.run.updated_at, later);
+                    }
+                    (false, Err(refused)) => {
+                        assert_eq!((refused.state, refused.step), (state, step.name()));
+                    }
+                    (want, got) => panic!("{state} + {}: allowed {want}, got {got:?}", step.name()),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn where_each_step_leads() {
+        let j = job(serde_json::json!({}));
+        let now = at("2026-11-22T10:00:00Z");
+        let later = now + Duration::minutes(10);
+        let lands = |state, step: Step| apply(&j, &in_state(&j, state, now), &step, later).unwrap().run.state;
+        assert_eq!(lands(RunState::Queued, start()), RunState::Running);
+        assert_eq!(lands(RunState::Retrying, start()), RunState::Running);
+        assert_eq!(lands(RunState::Running, fail()), RunState::Retrying);
+        assert_eq!(lands(RunState::Running, Step::Expire { jitter: 0.5 }), RunState::Retrying);
+        assert_eq!(
+            lands(RunState::Running, Step::Accept { status: 202, window: Duration::seconds(5) }),
+            RunState::Running
+        );
+        assert_eq!(lands(RunState::Running, Step::Cancel { reason: "x".into() }), RunState::Cancelled);
+        assert_eq!(lands(RunState::Retrying, Step::Skip { reason: "x".into() }), RunState::Skipped);
+        assert_eq!(lands(RunState::Queued, Step::DeadLetter { reason: "x".into() }), RunState::Failed);
+        // The last attempt's failure ends the run; a permanent one ends it at once.
+        let once = job_with_one_attempt(&j);
+        let running = in_state(&j, RunState::Running, now);
+        assert_eq!(apply(&once, &running, &fail(), later).unwrap().run.state, RunState::Failed);
+        let permanent =
+            Step::Finish { ending: Ending { permanent: true, ..Ending::new(Outcome::Failed) }, jitter: 0.5 };
+        assert_eq!(apply(&j, &running, &permanent, later).unwrap().run.state, RunState::Failed);
+    }
+
+    #[test]
+    fn time_refuses_an_early_start_and_a_live_lease() {
+        let j = job(serde_json::json!({}));
+        let now = at("2026-11-22T10:00:00Z");
+        let early = apply(&j, &queued(&j), &start(), now - Duration::seconds(1));
+        assert_eq!(early.map_err(|r| r.why), Err("not before its time"));
+        let running = in_state(&j, RunState::Running, now);
+        let live = apply(&j, &running, &Step::Expire { jitter: 0.5 }, now + Duration::seconds(89));
+        assert_eq!(live.map_err(|r| r.why), Err("its lease is live"));
+        let expired =
+            apply(&j, &running, &Step::Expire { jitter: 0.5 }, now + Duration::seconds(90)).unwrap();
+        assert_eq!(expired.fence, Fence::Unchanged, "an expiry loses to a heartbeat written meanwhile");
+        assert_eq!(expired.run.attempts[0].outcome, Some(Outcome::Lost));
+    }
+
+    #[test]
+    fn leases_of_accepted_attempts_stop_at_the_timeout_and_never_shrink() {
+        let j = job(serde_json::json!({}));
+        let now = at("2026-11-22T10:00:00Z");
+        let running = in_state(&j, RunState::Running, now);
+        let window = Duration::seconds(30);
+        let accepted = apply(&j, &running, &Step::Accept { status: 202, window }, now).unwrap().run;
+        assert_eq!(accepted.lease_until, Some(now + window), "a 202 may shorten the call's lease");
+        assert_eq!(accepted.attempts[0].status_code, Some(202));
+        let late = now + Duration::seconds(50);
+        let beat = apply(&j, &accepted, &Step::Heartbeat { window }, late).unwrap().run;
+        assert_eq!(beat.lease_until, Some(now + Duration::seconds(60)), "capped at the 60 s timeout");
+        let long = apply(&j, &running, &Step::Heartbeat { window: Duration::seconds(1) }, now).unwrap().run;
+        assert_eq!(long.lease_until, running.lease_until, "a heartbeat never cuts a call's lease");
+        // Past the deadline an accepted attempt times out; before it, it was lost.
+        let past = apply(&j, &beat, &Step::Expire { jitter: 0.5 }, now + Duration::seconds(61)).unwrap();
+        assert_eq!(past.run.attempts[0].outcome, Some(Outcome::TimedOut));
+    }
+
+    #[test]
+    fn a_cancel_closes_the_open_attempt_and_tells_a_missed_sla() {
+        let j = job(serde_json::json!({"sla_s": 60}));
+        let now = at("2026-11-22T10:00:00Z");
+        let running = in_state(&j, RunState::Running, now);
+        let change =
+            apply(&j, &running, &Step::Cancel { reason: "by its owner".into() }, now + Duration::minutes(5))
+                .unwrap();
+        assert_eq!(change.run.attempts[0].outcome, Some(Outcome::Cancelled));
+        assert_eq!(change.run.lease_until, None);
+        let kinds: Vec<EventKind> = change.events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [EventKind::SlaMissed]);
+        assert!(change.run.events.iter().any(|e| e.kind == EventKind::SlaMissed));
+    }
+
+    fn any_step() -> impl Strategy<Value = Step> {
+        let outcome = prop_oneof![
+            Just(Outcome::Succeeded),
+            Just(Outcome::Failed),
+            Just(Outcome::TimedOut),
+            Just(Outcome::Lost)
+        ];
+        prop_oneof![
+            (1i64..600).prop_map(|s| Step::Start {
+                worker: "w".into(),
+                callback: "d".into(),
+                lease: Duration::seconds(s)
+            }),
+            (1i64..120).prop_map(|s| Step::Accept { status: 202, window: Duration::seconds(s) }),
+            (1i64..120).prop_map(|s| Step::Heartbeat { window: Duration::seconds(s) }),
+            (outcome, any::<bool>(), 0.0f64..1.0).prop_map(|(o, permanent, jitter)| Step::Finish {
+                ending: Ending { permanent, ..Ending::new(o) },
+                jitter
+            }),
+            (0.0f64..1.0).prop_map(|jitter| Step::Expire { jitter }),
+            Just(Step::Skip { reason: "r".into() }),
+            Just(Step::Cancel { reason: "r".into() }),
+            Just(Step::DeadLetter { reason: "r".into() }),
+        ]
+    }
+
+    proptest! {
+        /// Whatever happens, in any order: a lease only while RUNNING, an ended run has no open
+        /// attempt and never changes again, and the attempt number only grows.
+        #[test]
+        fn any_sequence_of_steps_keeps_the_invariants(
+            steps in proptest::collection::vec((any_step(), 0i64..400), 1..40)
+        ) {
+            let j = job(serde_json::json!({}));
+            let mut now = at(DUE);
+            let mut run = queued(&j);
+            for (step, wait) in steps {
+                now += Duration::seconds(wait);
+                let Ok(change) = apply(&j, &run, &step, now) else { continue };
+                let after = change.run;
+                prop_assert!(!run.state.is_terminal(), "{} changed an ended run", step.name());
+                prop_assert!(after.attempt >= run.attempt);
+                prop_assert_eq!(after.lease_until.is_some(), after.state == RunState::Running);
+                let open = after.attempts.last().is_some_and(|a| a.outcome.is_none());
+                prop_assert_eq!(open, after.state == RunState::Running);
+                prop_assert_eq!(after.attempts.len() as u32, after.attempt);
+                run = after;
+            }
+        }
+    }
+}
