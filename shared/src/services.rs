@@ -13,7 +13,8 @@ use sundial_adapters::sqs::SqsRunQueue;
 use sundial_adapters::targets::Targets;
 use sundial_app::announce::Announcer;
 use sundial_app::history::History;
-use sundial_app::jobs::Jobs;
+use sundial_app::jobs::{Jobs, JobsSettings};
+use sundial_app::ports::Ports;
 use sundial_app::record::Recorder;
 use sundial_app::tick::Tick;
 use sundial_app::tick::claim::Claimer;
@@ -30,6 +31,8 @@ use sundial_domain::ports::topics::JobTopics;
 #[derive(Debug, Clone)]
 pub struct Services {
     pub config: Config,
+    /// The ports the use cases below run over (the fields that follow name the same ones).
+    pub ports: Ports,
     pub clock: Arc<dyn Clock>,
     pub ledger: Arc<Ledger>,
     pub meter: Arc<sundial_app::meter::Meter>,
@@ -87,65 +90,41 @@ impl Services {
         let topics: Arc<dyn JobTopics> = Arc::new(SnsJobTopics::new(clients.sns.clone(), names.clone()));
         let bus: Arc<dyn EventBus> =
             Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn, names));
-        let announcer = Announcer::new(bus, runs.clone(), config.public_url.clone());
-        let recorder = Recorder::new(runs.clone(), announcer.clone());
-        let claimer =
-            Claimer::new(job_store.clone(), runs.clone(), queue.clone(), clock.clone(), config.claim.clone());
-        let jobs = Jobs::new(
-            job_store.clone(),
-            clock.clone(),
-            config.limits.clone(),
-            config.targets.clone(),
-            claimer.clone(),
-            topics.clone(),
-            config.page_tokens.clone(),
-        );
-        let tick = Tick::new(
-            job_store.clone(),
-            tick_state.clone(),
-            claimer.clone(),
-            clock.clone(),
-            meter.clone(),
-            config.tick.clone(),
-        );
         let caller: Arc<dyn Caller> = Arc::new(Targets::new(
             clients.sqs.clone(),
             clients.sns.clone(),
             clients.lambda.clone(),
             config.targets.clone(),
         ));
+        let ports = Ports {
+            jobs: job_store.clone(),
+            runs: runs.clone(),
+            tick_state: tick_state.clone(),
+            queue: queue.clone(),
+            bus: bus.clone(),
+            topics: topics.clone(),
+            caller,
+            clock: clock.clone(),
+            meter: meter.clone(),
+        };
+        let announcer = Announcer::new(bus, runs.clone(), config.public_url.clone());
+        let recorder = Recorder::new(runs.clone(), announcer.clone());
+        let claimer = Claimer::new(&ports, config.claim.clone());
+        let settings = JobsSettings {
+            limits: config.limits.clone(),
+            targets: config.targets.clone(),
+            page_tokens: config.page_tokens.clone(),
+        };
+        let jobs = Jobs::new(&ports, claimer.clone(), settings);
+        let tick = Tick::new(&ports, claimer.clone(), config.tick.clone());
         let worker_settings =
             WorkerSettings { heartbeat_window: config.heartbeat_window, ..WorkerSettings::default() };
-        let worker = Worker::new(
-            job_store.clone(),
-            runs.clone(),
-            caller,
-            recorder.clone(),
-            clock.clone(),
-            meter.clone(),
-            worker_settings,
-        );
-        let history = History::new(
-            jobs.clone(),
-            job_store.clone(),
-            runs.clone(),
-            queue.clone(),
-            recorder.clone(),
-            clock.clone(),
-            config.heartbeat_window,
-        );
-        let watchdog = Watchdog::new(
-            job_store.clone(),
-            runs.clone(),
-            queue.clone(),
-            recorder.clone(),
-            tick_state.clone(),
-            clock.clone(),
-            meter.clone(),
-            config.watchdog.clone(),
-        );
+        let worker = Worker::new(&ports, recorder.clone(), worker_settings);
+        let history = History::new(&ports, jobs.clone(), recorder.clone(), config.heartbeat_window);
+        let watchdog = Watchdog::new(&ports, recorder.clone(), config.watchdog.clone());
         Services {
             config,
+            ports,
             clock,
             ledger,
             meter,

@@ -113,15 +113,8 @@ impl Stack {
         settings: sundial_app::worker::WorkerSettings,
     ) -> sundial_app::worker::Worker {
         let s = &self.services;
-        sundial_app::worker::Worker::new(
-            s.job_store.clone(),
-            s.runs.clone(),
-            caller,
-            s.recorder.clone(),
-            Arc::new(SystemClock),
-            s.meter.clone(),
-            settings,
-        )
+        let ports = sundial_app::ports::Ports { caller, clock: Arc::new(SystemClock), ..s.ports.clone() };
+        sundial_app::worker::Worker::new(&ports, s.recorder.clone(), settings)
     }
 
     /// Triggers a run of `job_id` through the API as Alice; panics unless it is accepted.

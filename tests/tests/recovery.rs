@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use sundial_adapters::metrics::{Clients, Ledger};
 use sundial_app::announce::Announcer;
+use sundial_app::ports::Ports;
 use sundial_app::record::Recorder;
 use sundial_app::tick::Tick;
 use sundial_app::tick::claim::Claimer;
@@ -269,14 +270,8 @@ async fn a_tick_that_dies_inside_a_gap_leaves_the_gap_missed() {
     // Down until 12:10; the first tick back dies on its first query.
     clock.set(t("2030-01-01T12:10:00Z"));
     let s = &stack.services;
-    let dying = Tick::new(
-        Arc::new(DueQueryFails(s.job_store.clone())),
-        s.tick_state.clone(),
-        s.claimer.clone(),
-        clock.clone(),
-        s.meter.clone(),
-        s.config.tick.clone(),
-    );
+    let ports = Ports { jobs: Arc::new(DueQueryFails(s.job_store.clone())), ..s.ports.clone() };
+    let dying = Tick::new(&ports, s.claimer.clone(), s.config.tick.clone());
     let _ = dying.run().await;
     clock.set(t("2030-01-01T12:11:00Z"));
     stack.services.tick.run().await.unwrap();
@@ -571,22 +566,14 @@ async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
     let faulty = Arc::new(FaultyRuns::new(services.runs.clone()));
     faulty.arm(Fault::InsertAppliedThenFails);
     let runs: Arc<dyn RunStore> = faulty;
-    services.claimer = Claimer::new(
-        services.job_store.clone(),
-        runs,
-        services.queue.clone(),
-        services.clock.clone(),
-        services.config.claim.clone(),
-    );
-    services.jobs = sundial_app::jobs::Jobs::new(
-        services.job_store.clone(),
-        services.clock.clone(),
-        services.config.limits.clone(),
-        services.config.targets.clone(),
-        services.claimer.clone(),
-        services.topics.clone(),
-        services.config.page_tokens.clone(),
-    );
+    let ports = Ports { runs, ..services.ports.clone() };
+    services.claimer = Claimer::new(&ports, services.config.claim.clone());
+    let settings = sundial_app::jobs::JobsSettings {
+        limits: services.config.limits.clone(),
+        targets: services.config.targets.clone(),
+        page_tokens: services.config.page_tokens.clone(),
+    };
+    services.jobs = sundial_app::jobs::Jobs::new(&ports, services.claimer.clone(), settings);
     let api = sundial_tests::Api::over(&services);
     let call = || {
         Call::new(Method::POST, format!("/v1/jobs/{id}/trigger"))
@@ -746,13 +733,8 @@ async fn message_delays_count_from_the_send() {
     let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
     let queue = Arc::new(RecordingQueue::default());
     let s = &stack.services;
-    let claimer = Claimer::new(
-        s.job_store.clone(),
-        s.runs.clone(),
-        queue.clone(),
-        clock.clone(),
-        s.config.claim.clone(),
-    );
+    let ports = Ports { queue: queue.clone(), clock: clock.clone(), ..s.ports.clone() };
+    let claimer = Claimer::new(&ports, s.config.claim.clone());
     // The pass started at 12:00:45 - 45 s; its sends happen at 12:00:45.
     clock.set(t("2030-01-01T12:00:45Z"));
     claimer.claim(vec![job], None, t("2030-01-01T12:00:00Z")).await;
@@ -961,8 +943,7 @@ fn watchdog_of(
 ) -> Watchdog {
     let s = &stack.services;
     let recorder = Recorder::new(runs.clone(), Announcer::new(bus, runs.clone(), None));
-    let (jobs, queue, state) = (s.job_store.clone(), s.queue.clone(), s.tick_state.clone());
-    Watchdog::new(jobs, runs, queue, recorder, state, s.clock.clone(), s.meter.clone(), settings)
+    Watchdog::new(&Ports { runs, ..s.ports.clone() }, recorder, settings)
 }
 
 /// The stack's watchdog, publishing through `bus`.
@@ -1316,15 +1297,7 @@ fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_app::worker::W
         heartbeat_window: s.config.heartbeat_window,
         ..Default::default()
     };
-    sundial_app::worker::Worker::new(
-        s.job_store.clone(),
-        runs,
-        caller,
-        recorder,
-        s.clock.clone(),
-        s.meter.clone(),
-        settings,
-    )
+    sundial_app::worker::Worker::new(&Ports { runs, caller, ..s.ports.clone() }, recorder, settings)
 }
 
 /// A start write that DynamoDB applied but whose answer was lost: the worker finds its own

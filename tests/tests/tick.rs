@@ -10,6 +10,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use sundial_app::ports::Ports;
 use sundial_app::tick::Tick;
 use sundial_app::tick::claim::Claimer;
 use sundial_domain::clock::{Clock, ManualClock};
@@ -118,16 +119,9 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
 
 fn tick_with_queue(stack: &Stack, queue: Arc<dyn RunQueue>, clock: Arc<ManualClock>) -> Tick {
     let s = &stack.services;
-    let claimer =
-        Claimer::new(s.job_store.clone(), s.runs.clone(), queue, clock.clone(), s.config.claim.clone());
-    Tick::new(
-        s.job_store.clone(),
-        s.tick_state.clone(),
-        claimer,
-        clock,
-        s.meter.clone(),
-        s.config.tick.clone(),
-    )
+    let ports = Ports { queue, clock, ..s.ports.clone() };
+    let claimer = Claimer::new(&ports, s.config.claim.clone());
+    Tick::new(&ports, claimer, s.config.tick.clone())
 }
 
 /// Creates `n` one-time jobs through the API, one after another.
@@ -510,14 +504,8 @@ async fn a_burst_is_continued_by_the_next_invocation() {
         budget: std::time::Duration::ZERO,
         ..s.config.tick.clone()
     };
-    let tick = Tick::new(
-        s.job_store.clone(),
-        s.tick_state.clone(),
-        s.claimer.clone(),
-        clock.clone(),
-        s.meter.clone(),
-        settings,
-    );
+    let ports = Ports { clock: clock.clone(), ..s.ports.clone() };
+    let tick = Tick::new(&ports, s.claimer.clone(), settings);
     let mut invocations = 0;
     let mut claimed = 0;
     loop {

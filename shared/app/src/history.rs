@@ -5,6 +5,7 @@
 //! authenticate with the attempt's callback token instead, compared by digest.
 
 use crate::jobs::{Jobs, JobsError, JobsResult};
+use crate::ports::Ports;
 use crate::record::Recorder;
 use chrono::Duration;
 use std::sync::Arc;
@@ -52,15 +53,8 @@ pub struct History {
 }
 
 impl History {
-    pub fn new(
-        jobs: Jobs,
-        job_store: Arc<dyn JobStore>,
-        runs: Arc<dyn RunStore>,
-        queue: Arc<dyn RunQueue>,
-        recorder: Recorder,
-        clock: Arc<dyn Clock>,
-        heartbeat_window: Duration,
-    ) -> Self {
+    pub fn new(ports: &Ports, jobs: Jobs, recorder: Recorder, heartbeat_window: Duration) -> Self {
+        let Ports { jobs: job_store, runs, queue, clock, .. } = ports.clone();
         History { jobs, recorder, job_store, runs, queue, clock, heartbeat_window }
     }
 

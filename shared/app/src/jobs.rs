@@ -9,6 +9,7 @@
 //! - resuming skips the instants missed while paused, like a suspended CronJob;
 //! - the `version` (the ETag) changes with every edit of the document.
 
+use crate::ports::Ports;
 use crate::tick::claim::Claimer;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
@@ -122,6 +123,17 @@ pub const MAX_PAGE: u32 = 100;
 /// Edits retried on a concurrent change when the caller gave no `If-Match`.
 const EDIT_ATTEMPTS: usize = 3;
 
+/// What the job use cases are configured with.
+#[derive(Debug, Clone)]
+pub struct JobsSettings {
+    /// Bounds on what a job document may hold.
+    pub limits: Limits,
+    /// Where targets (and notifications) may point.
+    pub targets: TargetAllowList,
+    /// Seals pagination tokens.
+    pub page_tokens: PageTokens,
+}
+
 /// The job use cases, over a [`JobStore`].
 #[derive(Debug, Clone)]
 pub struct Jobs {
@@ -135,15 +147,9 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    pub fn new(
-        store: Arc<dyn JobStore>,
-        clock: Arc<dyn Clock>,
-        limits: Limits,
-        targets: TargetAllowList,
-        claimer: Claimer,
-        topics: Arc<dyn JobTopics>,
-        page_tokens: PageTokens,
-    ) -> Self {
+    pub fn new(ports: &Ports, claimer: Claimer, settings: JobsSettings) -> Self {
+        let Ports { jobs: store, clock, topics, .. } = ports.clone();
+        let JobsSettings { limits, targets, page_tokens } = settings;
         Jobs { store, clock, limits, targets, claimer, topics, page_tokens }
     }
 

@@ -7,13 +7,15 @@
 //! - [`watchdog`]: leases, time-outs, re-dispatch, unsent events, SLA and late-start flags, stalls;
 //! - [`record`]: a run's change written together with the events it causes;
 //! - [`announce`]: publishing a run's events once and marking them sent;
-//! - [`meter`]: the process's series, served as Prometheus text and written as [`emf`] lines.
+//! - [`meter`]: the process's series, served as Prometheus text and written as [`emf`] lines;
+//! - [`ports`]: the bundle of ports every use case is built from.
 
 pub mod announce;
 pub mod emf;
 pub mod history;
 pub mod jobs;
 pub mod meter;
+pub mod ports;
 pub mod record;
 pub mod tick;
 pub mod watchdog;

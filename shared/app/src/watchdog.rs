@@ -9,6 +9,7 @@
 //! from what was read, so racing watchdogs, workers and callbacks each take effect once. A pass
 //! works in batches within a time budget and records where it stopped; the next resumes there.
 
+use crate::ports::Ports;
 use crate::record::Recorder;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -98,18 +99,8 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
-    // Each argument is a distinct port, assembled once in `services.rs`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        jobs: Arc<dyn JobStore>,
-        runs: Arc<dyn RunStore>,
-        queue: Arc<dyn RunQueue>,
-        recorder: Recorder,
-        tick_state: Arc<dyn TickStateStore>,
-        clock: Arc<dyn Clock>,
-        meter: Arc<crate::meter::Meter>,
-        settings: WatchdogSettings,
-    ) -> Self {
+    pub fn new(ports: &Ports, recorder: Recorder, settings: WatchdogSettings) -> Self {
+        let Ports { jobs, runs, queue, tick_state, clock, meter, .. } = ports.clone();
         Watchdog { jobs, runs, queue, recorder, tick_state, clock, meter, settings }
     }
 

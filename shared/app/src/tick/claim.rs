@@ -12,6 +12,7 @@
 //! Concurrency policies are not decided here: whether an earlier run is still active is known
 //! only when a run is about to start, and the worker decides it then (invariant 7).
 
+use crate::ports::Ports;
 use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
 use std::sync::Arc;
@@ -127,13 +128,8 @@ pub struct Claimer {
 }
 
 impl Claimer {
-    pub fn new(
-        jobs: Arc<dyn JobStore>,
-        runs: Arc<dyn RunStore>,
-        queue: Arc<dyn RunQueue>,
-        clock: Arc<dyn Clock>,
-        settings: ClaimSettings,
-    ) -> Self {
+    pub fn new(ports: &Ports, settings: ClaimSettings) -> Self {
+        let Ports { jobs, runs, queue, clock, .. } = ports.clone();
         Claimer { jobs, runs, queue, clock, settings }
     }
 

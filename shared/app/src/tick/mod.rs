@@ -20,6 +20,7 @@
 
 pub mod claim;
 
+use crate::ports::Ports;
 use chrono::{DateTime, Duration, Utc};
 use claim::{ClaimReport, Claimer};
 use futures::StreamExt;
@@ -113,14 +114,8 @@ pub struct Tick {
 }
 
 impl Tick {
-    pub fn new(
-        jobs: Arc<dyn JobStore>,
-        state: Arc<dyn TickStateStore>,
-        claimer: Claimer,
-        clock: Arc<dyn Clock>,
-        meter: Arc<crate::meter::Meter>,
-        settings: TickSettings,
-    ) -> Self {
+    pub fn new(ports: &Ports, claimer: Claimer, settings: TickSettings) -> Self {
+        let Ports { jobs, tick_state: state, clock, meter, .. } = ports.clone();
         Tick { jobs, state, claimer, clock, meter, settings }
     }
 

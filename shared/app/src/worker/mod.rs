@@ -16,6 +16,7 @@ pub mod poll;
 
 use crate::emf::{Record, Unit, names};
 use crate::meter::Meter;
+use crate::ports::Ports;
 use crate::record::Recorder;
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
@@ -76,15 +77,8 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn new(
-        jobs: Arc<dyn JobStore>,
-        runs: Arc<dyn RunStore>,
-        caller: Arc<dyn Caller>,
-        recorder: Recorder,
-        clock: Arc<dyn Clock>,
-        meter: Arc<Meter>,
-        settings: WorkerSettings,
-    ) -> Self {
+    pub fn new(ports: &Ports, recorder: Recorder, settings: WorkerSettings) -> Self {
+        let Ports { jobs, runs, caller, clock, meter, .. } = ports.clone();
         Worker { jobs, runs, caller, recorder, clock, meter, settings }
     }
 
