@@ -40,7 +40,7 @@ pub struct Config {
     /// Write metrics as CloudWatch EMF lines: in Lambda (`AWS_LAMBDA_FUNCTION_NAME` is set), or
     /// when `SUNDIAL_EMF` is `1`.
     pub emf: bool,
-    /// Log the capacity of every DynamoDB call ([`crate::capacity`]): `SUNDIAL_CAPACITY_LOG`.
+    /// Log the capacity of every DynamoDB call ([`sundial_adapters::capacity`]): `SUNDIAL_CAPACITY_LOG`.
     pub capacity_log: bool,
     /// Where run logs can be found.
     pub logs: crate::logs::LogLocation,

@@ -1,0 +1,58 @@
+//! Attempts whose lease expired are ended (`timed_out` past an accepted attempt's timeout,
+//! `lost` otherwise) and their next attempt dispatched; runs of deleted jobs are cancelled once
+//! no attempt holds a live lease. Both act only on the run as read, so a heartbeat meanwhile wins.
+
+use super::{Watchdog, WatchdogReport};
+use chrono::{DateTime, Utc};
+use sundial_domain::dispatch::Dispatch;
+use sundial_domain::job::Job;
+use sundial_domain::ports::store::StoreError;
+use sundial_domain::run::transition::{self, Step, abandoned};
+use sundial_domain::run::{Outcome, Run, RunState};
+
+impl Watchdog {
+    /// Ends the open attempt of `run` if its lease expired; `true` when it did (or someone else
+    /// moved the run on meanwhile): nothing more to do with what was read.
+    pub(super) async fn rescue(
+        &self,
+        job: &Job,
+        run: &Run,
+        now: DateTime<Utc>,
+        report: &mut WatchdogReport,
+    ) -> Result<bool, StoreError> {
+        let Some(ending) = abandoned(job, run, now) else { return Ok(false) };
+        let expire = Step::Expire { jitter: rand::random::<f64>() };
+        match self.recorder.apply(job, run, &expire, now).await {
+            Ok(after) => {
+                match ending.outcome {
+                    Outcome::TimedOut => report.timed_out += 1,
+                    _ => report.lost += 1,
+                }
+                if after.state == RunState::Retrying {
+                    // The attempt's own message may be gone with its worker: send the next.
+                    self.dispatch(&after, Dispatch::next_attempt(&after, now), now, report).await?;
+                }
+            }
+            Err(StoreError::Conflict) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(true)
+    }
+
+    /// Cancels an in-flight run of a deleted job, unless an attempt still holds its lease.
+    pub(super) async fn cancel_orphan(
+        &self,
+        run: &Run,
+        now: DateTime<Utc>,
+        report: &mut WatchdogReport,
+    ) -> Result<(), StoreError> {
+        let cancel = Step::Cancel { reason: "the job was deleted".into() };
+        let Ok(change) = transition::apply_orphan(run, &cancel, now) else { return Ok(()) };
+        match crate::record::persist(self.runs.as_ref(), run, &change).await {
+            Ok(()) => report.cancelled += 1,
+            Err(StoreError::Conflict) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+}
