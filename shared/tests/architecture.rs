@@ -155,6 +155,59 @@ fn the_domain_depends_on_no_aws_http_runtime_or_openapi_crate() {
     assert!(banned.is_empty(), "the domain depends on {banned:?}:\n{tree}");
 }
 
+/// The files the folder map of `docs/architecture.md` lists: its `text` block, where a line
+/// ending in `/` opens a folder (by its indent) and `name.rs` names a file of the open folder.
+fn mapped_files(doc: &str) -> BTreeSet<String> {
+    let block = doc.split("```text").nth(1).and_then(|rest| rest.split("```").next()).unwrap_or_default();
+    let mut folders: Vec<(usize, String)> = Vec::new();
+    let mut files = BTreeSet::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let indent = line.len() - line.trim_start().len();
+        let name = line.split_whitespace().next().unwrap_or_default();
+        folders.retain(|(depth, _)| *depth < indent);
+        let parent = folders.last().map(|(_, path)| path.clone()).unwrap_or_default();
+        if let Some(folder) = name.strip_suffix('/') {
+            folders.push((indent, format!("{parent}{folder}/")));
+        } else if name.ends_with(".rs") {
+            files.insert(format!("{parent}{name}"));
+        }
+    }
+    files
+}
+
+#[test]
+fn the_folder_map_in_docs_matches_the_tree() {
+    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(shared.join("../docs/architecture.md")).expect("docs/architecture.md");
+    let mut actual = BTreeSet::new();
+    for folder in CRATES.iter().chain(&["memory/src"]) {
+        let mut files = Vec::new();
+        sources(&shared.join(folder), &mut files);
+        for file in files {
+            let relative = file.strip_prefix(shared.parent().expect("the repository")).expect("under it");
+            actual.insert(relative.to_string_lossy().replace('\\', "/"));
+        }
+    }
+    let mapped = mapped_files(&doc);
+    let missing: Vec<_> = actual.difference(&mapped).collect();
+    let stale: Vec<_> = mapped.difference(&actual).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "map the new files {missing:?}; strike the gone {stale:?}"
+    );
+}
+
+#[test]
+fn the_map_reader_follows_folders_by_indent() {
+    let doc = "x\n```text\nshared/a/src/\n  lib.rs   map\n  run/\n    mod.rs  r\n  job.rs  j\nshared/src/\n  lib.rs\n```\n";
+    let expected: BTreeSet<String> =
+        ["shared/a/src/lib.rs", "shared/a/src/run/mod.rs", "shared/a/src/job.rs", "shared/src/lib.rs"]
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+    assert_eq!(mapped_files(doc), expected);
+}
+
 #[test]
 fn the_reader_finds_edges_and_cycles() {
     let text = "use crate::a::B;\n// crate::commented\nfn f() { crate::c::d(); }\n#[cfg(test)]\nmod tests { use crate::e; }";
