@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod contract;
+
 use axum::Router;
 use axum::body::Body;
 use http::{HeaderMap, Method, Request, StatusCode};

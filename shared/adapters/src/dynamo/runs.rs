@@ -16,9 +16,10 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
-use sundial_domain::due::{format_instant, parse_instant, shard_of};
+use sundial_domain::due::{format_instant, parse_instant};
 use sundial_domain::job::JobId;
 use sundial_domain::ports::store::{Inserted, Page, RunStore, StoreError, StoreResult};
+use sundial_domain::ports::store::{in_flight_shard, in_flight_when_written, transition_leaves_in_flight};
 use sundial_domain::run::{Attempt, Run, RunId, RunKey, RunState};
 use sundial_domain::run::{Published, RunEvent};
 
@@ -146,8 +147,7 @@ impl DynamoRunStore {
         }
         // A terminal run leaves the in-flight index once its events are published (then the
         // mark-sent write removes it), so the watchdog finds events a crash left unsent.
-        let leaves_index =
-            before.state.is_in_flight() && after.state.is_terminal() && after.events.iter().all(|e| e.sent);
+        let leaves_index = transition_leaves_in_flight(before, after);
         if leaves_index {
             remove.extend(["inflight_shard", "inflight_at"]);
         }
@@ -230,7 +230,7 @@ impl DynamoRunStore {
             AttributeValue::M(run.events.iter().map(|e| (e.id.clone(), event_value(e))).collect()),
         );
         if watched(run) {
-            let shard = shard_of(&format!("{}#{key}", run.job_id), self.shards);
+            let shard = in_flight_shard(&run.job_id, &run.key, self.shards);
             item.insert("inflight_shard".into(), s(format!("{shard:02}")));
             item.insert(
                 "inflight_at".into(),
@@ -244,7 +244,7 @@ impl DynamoRunStore {
 /// Whether a run belongs in the in-flight index: in flight, or ended with events not yet
 /// published (a run the tick writes SKIPPED carries its `skipped` event unsent).
 fn watched(run: &Run) -> bool {
-    run.state.is_in_flight() || run.events.iter().any(|e| !e.sent)
+    in_flight_when_written(run)
 }
 
 fn event_value(event: &RunEvent) -> AttributeValue {

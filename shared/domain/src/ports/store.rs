@@ -177,6 +177,26 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
 }
 
+/// Whether a run written whole (an insert) belongs in the in-flight index: in flight, or ended
+/// with events not yet published (a run the tick writes SKIPPED carries its `skipped` event
+/// unsent). Every [`RunStore`] keeps this rule, so the watchdog finds the same runs in each.
+pub fn in_flight_when_written(run: &Run) -> bool {
+    run.state.is_in_flight() || run.events.iter().any(|e| !e.sent)
+}
+
+/// Whether the transition from `before` to `after` takes the run out of the in-flight index:
+/// it ends the run and every event `after` carries is published. A run that ends with events
+/// unsent stays until [`RunStore::mark_events_sent`] settles it.
+pub fn transition_leaves_in_flight(before: &Run, after: &Run) -> bool {
+    before.state.is_in_flight() && after.state.is_terminal() && after.events.iter().all(|e| e.sent)
+}
+
+/// The partition of the in-flight index (of `shards`) that holds the run `key` of `job_id`:
+/// spread by job and key, so one job's burst does not crowd a partition.
+pub fn in_flight_shard(job_id: &JobId, key: &RunKey, shards: u16) -> u16 {
+    crate::due::shard_of(&format!("{job_id}#{}", key.encode()), shards)
+}
+
 /// The tick's progress: the last minute fully processed, and the last minute it reached; and
 /// the watchdog's view of it: an open stall incident, and an alert recorded but not yet sent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

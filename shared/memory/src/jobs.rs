@@ -1,0 +1,263 @@
+//! Job definitions in memory: [`MemoryJobStore`], the [`JobStore`] that behaves as the DynamoDB
+//! jobs table does (`sundial_adapters::dynamo::jobs`).
+//!
+//! What it keeps, as that table does: each job as stored (its document through JSON,
+//! `next_run_at` to the whole second), a name lock per (owner, name) naming the job that holds
+//! it, a job count per owner, and the sparse due index: a job's bucket (`<minute>#<shard>` of its
+//! due instant) while it is active and has a next run. Every write checks what the table's
+//! conditions and transactions check, in the same order, and fails with the same error.
+
+use crate::guard::lock;
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use sundial_domain::due::{due_bucket, format_instant, parse_instant};
+use sundial_domain::job::{Job, JobDocument, JobId};
+use sundial_domain::ports::store::{JobStore, Page, StoreError, StoreResult};
+
+/// A job as stored, with its place in the due index.
+#[derive(Debug, Clone)]
+struct Stored {
+    job: Job,
+    /// `(due_bucket, due_at)` while the job is in the `by-due` index.
+    due: Option<(String, String)>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    jobs: BTreeMap<String, Stored>,
+    /// (owner, name) → the id of the job holding the name.
+    names: HashMap<(String, String), String>,
+    /// Jobs per owner, as the owner counter item counts them.
+    counts: HashMap<String, i64>,
+}
+
+/// Jobs in memory, in `shards` due-index partitions per minute.
+#[derive(Debug)]
+pub struct MemoryJobStore {
+    shards: u16,
+    state: Mutex<State>,
+}
+
+impl MemoryJobStore {
+    /// A store whose due index spreads each minute over `shards` partitions (at least one), as
+    /// the DynamoDB store built with the same count does.
+    pub fn new(shards: u16) -> Self {
+        MemoryJobStore { shards: shards.max(1), state: Mutex::new(State::default()) }
+    }
+
+    /// Stores jobs as they are, without name locks or owner counts (names and the per-owner
+    /// limit are not enforced): seeding, as `DynamoJobStore::import` does.
+    pub fn import(&self, jobs: &[Job]) -> StoreResult<()> {
+        let stored = jobs.iter().map(|job| self.stored(job)).collect::<StoreResult<Vec<_>>>()?;
+        let mut state = lock(&self.state);
+        for entry in stored {
+            state.jobs.insert(entry.job.id.to_string(), entry);
+        }
+        Ok(())
+    }
+
+    /// The ids of every job in the due index, with its bucket: what a scan of `by-due` shows.
+    pub fn due_index(&self) -> Vec<(JobId, String)> {
+        let state = lock(&self.state);
+        state
+            .jobs
+            .values()
+            .filter_map(|s| s.due.as_ref().map(|(bucket, _)| (s.job.id.clone(), bucket.clone())))
+            .collect()
+    }
+
+    /// The job as the table keeps it: the document through JSON, `next_run_at` to the second,
+    /// and its due-index entry.
+    fn stored(&self, job: &Job) -> StoreResult<Stored> {
+        let text = serde_json::to_string(&job.document).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let document: JobDocument =
+            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("document: {e}")))?;
+        let due =
+            job.due_at().map(|due| (due_bucket(job.id.as_str(), due, self.shards), format_instant(due)));
+        Ok(Stored {
+            job: Job { document, next_run_at: job.next_run_at.map(whole_second), ..job.clone() },
+            due,
+        })
+    }
+}
+
+/// An instant as the table keeps `next_run_at`: formatted to the whole second.
+fn whole_second(t: DateTime<Utc>) -> DateTime<Utc> {
+    parse_instant(&format_instant(t)).unwrap_or(t)
+}
+
+/// Whether the stored job still has the version and `next_run_at` of `read` (compared as the
+/// table compares them: the instant's text, to the second).
+fn unchanged_since(stored: &Job, read: &Job) -> bool {
+    stored.version == read.version
+        && stored.next_run_at.map(format_instant) == read.next_run_at.map(format_instant)
+}
+
+fn name_key(owner: &str, name: &str) -> (String, String) {
+    (owner.to_string(), name.to_string())
+}
+
+/// A transaction cancelled for a reason the adapter does not name (a condition it does not map).
+fn cancelled(reasons: &str) -> StoreError {
+    StoreError::Unavailable(format!("transaction cancelled: {reasons}"))
+}
+
+fn encode_cursor(id: &str, owner: &str, name: &str) -> String {
+    URL_SAFE_NO_PAD.encode(serde_json::json!([id, owner, name]).to_string())
+}
+
+/// The (name, id) a cursor continues after; `BadCursor` unless it was issued for `owner`.
+fn decode_cursor(cursor: &str, owner: &str) -> StoreResult<(String, String)> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| StoreError::BadCursor)?;
+    let (id, cursor_owner, name): (String, String, String) =
+        serde_json::from_slice(&bytes).map_err(|_| StoreError::BadCursor)?;
+    if cursor_owner != owner {
+        return Err(StoreError::BadCursor);
+    }
+    Ok((name, id))
+}
+
+#[async_trait]
+impl JobStore for MemoryJobStore {
+    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
+        let entry = self.stored(job)?;
+        let mut state = lock(&self.state);
+        let names = name_key(&job.owner, &job.document.name);
+        // The transaction's three conditions, reported in the adapter's order: the name lock,
+        // then the owner counter (absent, or below the limit), then the job's own id.
+        if state.names.contains_key(&names) {
+            return Err(StoreError::NameTaken(job.document.name.clone()));
+        }
+        if state.counts.get(&job.owner).is_some_and(|count| *count >= i64::from(max_jobs)) {
+            return Err(StoreError::QuotaExceeded(max_jobs));
+        }
+        if state.jobs.contains_key(job.id.as_str()) {
+            return Err(cancelled("[ConditionalCheckFailed, None, None]"));
+        }
+        state.names.insert(names, job.id.to_string());
+        *state.counts.entry(job.owner.clone()).or_insert(0) += 1;
+        state.jobs.insert(job.id.to_string(), entry);
+        Ok(())
+    }
+
+    async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
+        Ok(lock(&self.state).jobs.get(id.as_str()).map(|s| s.job.clone()))
+    }
+
+    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        // Read 100 at a time, as BatchGetItem does, which refuses a batch naming a key twice.
+        if ids.chunks(100).any(|chunk| {
+            let mut seen = std::collections::HashSet::new();
+            !chunk.iter().all(|id| seen.insert(id))
+        }) {
+            return Err(StoreError::Rejected("Provided list of item keys contains duplicates".into()));
+        }
+        let state = lock(&self.state);
+        Ok(ids.iter().filter_map(|id| state.jobs.get(id.as_str()).map(|s| s.job.clone())).collect())
+    }
+
+    async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
+        let start = cursor.map(|c| decode_cursor(c, owner)).transpose()?;
+        let limit = limit.max(1) as usize;
+        let state = lock(&self.state);
+        // The `by-owner` index: the owner's jobs by name.
+        let mut keys: Vec<(&str, &str)> = state
+            .jobs
+            .values()
+            .filter(|s| s.job.owner == owner)
+            .map(|s| (s.job.document.name.as_str(), s.job.id.as_str()))
+            .filter(|key| start.as_ref().is_none_or(|(name, id)| *key > (name.as_str(), id.as_str())))
+            .collect();
+        keys.sort_unstable();
+        keys.truncate(limit + 1);
+        let next = if keys.len() > limit {
+            keys.truncate(limit);
+            keys.last().map(|(name, id)| encode_cursor(id, owner, name))
+        } else {
+            None
+        };
+        let items = keys.iter().filter_map(|(_, id)| state.jobs.get(*id).map(|s| s.job.clone())).collect();
+        Ok(Page { items, next })
+    }
+
+    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
+        let entry = self.stored(after)?;
+        let mut state = lock(&self.state);
+        // The put is conditioned on the item it writes (`after`'s id) still being as read.
+        let fenced = state.jobs.get(after.id.as_str()).is_some_and(|s| unchanged_since(&s.job, before));
+        if !fenced {
+            // A lost condition is either a newer version or a deleted job: told apart.
+            return Err(if state.jobs.contains_key(before.id.as_str()) {
+                StoreError::Conflict
+            } else {
+                StoreError::NotFound
+            });
+        }
+        if before.document.name != after.document.name {
+            let new_name = name_key(&after.owner, &after.document.name);
+            let old_name = name_key(&before.owner, &before.document.name);
+            if state.names.contains_key(&new_name) {
+                return Err(StoreError::NameTaken(after.document.name.clone()));
+            }
+            if state.names.get(&old_name).map(String::as_str) != Some(before.id.as_str()) {
+                return Err(cancelled("[None, ConditionalCheckFailed, None]"));
+            }
+            state.names.remove(&old_name);
+            state.names.insert(new_name, after.id.to_string());
+        }
+        state.jobs.insert(after.id.to_string(), entry);
+        Ok(())
+    }
+
+    async fn delete(&self, job: &Job) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let name = name_key(&job.owner, &job.document.name);
+        if !state.jobs.contains_key(job.id.as_str()) {
+            return Err(StoreError::NotFound);
+        }
+        // The name lock released must be this job's: a stale read of a renamed job loses.
+        if state.names.get(&name).map(String::as_str) != Some(job.id.as_str()) {
+            return Err(StoreError::Conflict);
+        }
+        state.jobs.remove(job.id.as_str());
+        state.names.remove(&name);
+        *state.counts.entry(job.owner.clone()).or_insert(0) -= 1;
+        Ok(())
+    }
+
+    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
+        let state = lock(&self.state);
+        let mut due: Vec<(&str, &Job)> = state
+            .jobs
+            .values()
+            .filter_map(|s| match &s.due {
+                Some((b, at)) if b == bucket => Some((at.as_str(), &s.job)),
+                _ => None,
+            })
+            .collect();
+        due.sort_by(|a, b| (a.0, &a.1.id).cmp(&(b.0, &b.1.id)));
+        Ok(due.into_iter().map(|(_, job)| job.clone()).collect())
+    }
+
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let Some(stored) = state.jobs.get_mut(job.id.as_str()) else { return Err(StoreError::Conflict) };
+        if !unchanged_since(&stored.job, job) {
+            return Err(StoreError::Conflict);
+        }
+        // Whether the job is active is the read's: its version is the stored one.
+        let active = !job.document.paused;
+        stored.job.next_run_at = next.map(whole_second);
+        stored.due = match next {
+            Some(next) if active => {
+                Some((due_bucket(job.id.as_str(), next, self.shards), format_instant(next)))
+            }
+            _ => None,
+        };
+        Ok(())
+    }
+}

@@ -1,0 +1,91 @@
+//! One contract, two implementations: each port's promises (`sundial_tests::contract`) checked
+//! against the in-memory doubles of `sundial-memory` and against the DynamoDB and SQS adapters
+//! on the emulator, each emulator test on a fresh stack of its own. The in-memory queue runs on
+//! a manual clock; SQS on real time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use std::sync::Arc;
+use sundial_domain::clock::ManualClock;
+use sundial_memory::queue::MAX_RECEIVE_COUNT;
+use sundial_memory::{
+    MemoryIdempotencyStore, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore,
+};
+use sundial_tests::Stack;
+use sundial_tests::contract::{self, ManualPace, RealPace};
+
+/// The in-memory stores' partitions: the configuration's default, as the emulator's stacks use.
+const SHARDS: u16 = 8;
+
+/// The runs queue's `maxReceiveCount` in `infra/template.yaml` (its default).
+const TEMPLATE_MAX_RECEIVES: u32 = 15;
+
+#[tokio::test]
+async fn memory_job_store_keeps_its_promises() {
+    contract::job_store_keeps_its_promises(&MemoryJobStore::new(SHARDS), SHARDS).await;
+}
+
+#[tokio::test]
+async fn memory_job_store_with_one_partition_keeps_its_promises() {
+    contract::job_store_keeps_its_promises(&MemoryJobStore::new(1), 1).await;
+}
+
+#[tokio::test]
+async fn dynamo_job_store_keeps_its_promises() {
+    let stack = Stack::new().await;
+    contract::job_store_keeps_its_promises(stack.services.job_store.as_ref(), stack.config.due_shards).await;
+}
+
+#[tokio::test]
+async fn memory_run_store_keeps_its_promises() {
+    contract::run_store_keeps_its_promises(&MemoryRunStore::new(SHARDS), SHARDS).await;
+}
+
+#[tokio::test]
+async fn dynamo_run_store_keeps_its_promises() {
+    let stack = Stack::new().await;
+    contract::run_store_keeps_its_promises(stack.services.runs.as_ref(), stack.config.due_shards).await;
+}
+
+#[tokio::test]
+async fn memory_tick_state_store_keeps_its_promises() {
+    contract::tick_state_store_keeps_its_promises(&MemoryTickStateStore::new()).await;
+}
+
+#[tokio::test]
+async fn dynamo_tick_state_store_keeps_its_promises() {
+    let stack = Stack::new().await;
+    contract::tick_state_store_keeps_its_promises(stack.services.tick_state.as_ref()).await;
+}
+
+#[tokio::test]
+async fn memory_idempotency_store_keeps_its_promises() {
+    contract::idempotency_store_keeps_its_promises(&MemoryIdempotencyStore::new()).await;
+}
+
+#[tokio::test]
+async fn dynamo_idempotency_store_keeps_its_promises() {
+    let stack = Stack::new().await;
+    contract::idempotency_store_keeps_its_promises(stack.services.idempotency.as_ref()).await;
+}
+
+#[tokio::test]
+async fn memory_queue_keeps_its_promises() {
+    assert_eq!(MAX_RECEIVE_COUNT, TEMPLATE_MAX_RECEIVES, "the double's redrive policy is the template's");
+    let clock = Arc::new(ManualClock::new("2031-01-01T00:00:00Z".parse().unwrap()));
+    let queue = MemoryQueue::new(clock.clone());
+    contract::run_queue_keeps_its_promises(&queue, &queue, &ManualPace::new(clock), MAX_RECEIVE_COUNT).await;
+}
+
+#[tokio::test]
+async fn sqs_queue_keeps_its_promises() {
+    let stack = Stack::new().await;
+    let s = &stack.services;
+    contract::run_queue_keeps_its_promises(
+        s.queue.as_ref(),
+        s.inbox.as_ref(),
+        &RealPace::new(),
+        TEMPLATE_MAX_RECEIVES,
+    )
+    .await;
+}
