@@ -909,7 +909,7 @@ impl TestBus {
             let mut failing = self.failing.lock().unwrap();
             if let Some(i) = failing.iter().position(|d| *d == destination) {
                 failing.remove(i);
-                return Err(PublishError(format!("injected: {destination} unreachable")));
+                return Err(PublishError::Unavailable(format!("injected: {destination} unreachable")));
             }
         }
         self.log.lock().unwrap().push(format!("{destination}:{event}"));

@@ -84,7 +84,7 @@ struct DeadQueue;
 #[async_trait]
 impl RunQueue for DeadQueue {
     async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
-        batch.iter().map(|_| Err(QueueError("injected fault".into()))).collect()
+        batch.iter().map(|_| Err(QueueError::Unavailable("injected fault".into()))).collect()
     }
 }
 

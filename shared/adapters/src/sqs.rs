@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use sundial_domain::dispatch::{BATCH, Dispatch, HOLD_S, MAX_DELAY_S};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
@@ -18,8 +18,31 @@ pub struct SqsRunQueue {
     dlq_url: String,
 }
 
-fn queue_error<E: std::error::Error>(e: E) -> QueueError {
-    QueueError(DisplayErrorContext(e).to_string())
+/// Error codes of requests SQS refuses as such: retrying the same request cannot succeed.
+const REFUSED: [&str; 10] = [
+    "AWS.SimpleQueueService.NonExistentQueue",
+    "QueueDoesNotExist",
+    "InvalidMessageContents",
+    "ReceiptHandleIsInvalid",
+    "InvalidParameterValue",
+    "AccessDenied",
+    "AccessDeniedException",
+    "UnsupportedOperation",
+    "InvalidAddress",
+    "InvalidSecurity",
+];
+
+/// An SQS error with its retry decision: a request SQS refuses as such, or one that could not be
+/// built, is refused for good; throttling, timeouts, lost connections and anything else may pass.
+fn queue_error<E, R>(e: SdkError<E, R>) -> QueueError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let refused =
+        matches!(&e, SdkError::ConstructionFailure(_)) || e.code().is_some_and(|c| REFUSED.contains(&c));
+    let text = DisplayErrorContext(e).to_string();
+    if refused { QueueError::Refused(text) } else { QueueError::Unavailable(text) }
 }
 
 impl SqsRunQueue {
@@ -32,7 +55,7 @@ impl SqsRunQueue {
         for (i, d) in chunk.iter().enumerate() {
             let body = match serde_json::to_string(&d.message) {
                 Ok(body) => body,
-                Err(e) => return chunk.iter().map(|_| Err(QueueError(e.to_string()))).collect(),
+                Err(e) => return chunk.iter().map(|_| Err(QueueError::Refused(e.to_string()))).collect(),
             };
             let entry = SendMessageBatchRequestEntry::builder()
                 .id(i.to_string())
@@ -41,7 +64,7 @@ impl SqsRunQueue {
                 .build();
             match entry {
                 Ok(entry) => entries.push(entry),
-                Err(e) => return chunk.iter().map(|_| Err(QueueError(e.to_string()))).collect(),
+                Err(e) => return chunk.iter().map(|_| Err(QueueError::Refused(e.to_string()))).collect(),
             }
         }
         match self.client.send_message_batch().queue_url(&self.url).set_entries(Some(entries)).send().await {
@@ -49,14 +72,19 @@ impl SqsRunQueue {
                 let mut results: Vec<Result<(), QueueError>> = chunk.iter().map(|_| Ok(())).collect();
                 for failed in out.failed() {
                     if let Some(slot) = failed.id().parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
-                        *slot = Err(QueueError(failed.message().unwrap_or(failed.code()).to_string()));
+                        let text = failed.message().unwrap_or(failed.code()).to_string();
+                        // SQS says whose fault a failed entry is: the sender's is for good.
+                        *slot = Err(match failed.sender_fault() {
+                            true => QueueError::Refused(text),
+                            false => QueueError::Unavailable(text),
+                        });
                     }
                 }
                 results
             }
             Err(e) => {
-                let message = DisplayErrorContext(&e).to_string();
-                chunk.iter().map(|_| Err(QueueError(message.clone()))).collect()
+                let error = queue_error(e);
+                chunk.iter().map(|_| Err(error.clone())).collect()
             }
         }
     }
@@ -136,7 +164,7 @@ impl RunInbox for SqsRunQueue {
             .data_type("String")
             .string_value(reason)
             .build()
-            .map_err(queue_error)?;
+            .map_err(|e| QueueError::Refused(e.to_string()))?;
         self.client
             .send_message()
             .queue_url(&self.dlq_url)
@@ -180,6 +208,33 @@ impl RunInbox for SqsRunQueue {
                     .map_err(queue_error)?;
                 moved += 1;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_sqs::error::ErrorMetadata;
+    use aws_sdk_sqs::operation::send_message::SendMessageError;
+    use aws_smithy_runtime_api::http::{Response, StatusCode};
+    use aws_smithy_types::body::SdkBody;
+
+    fn service_error(code: &str) -> SdkError<SendMessageError, Response> {
+        let error = SendMessageError::generic(ErrorMetadata::builder().code(code).message("m").build());
+        let status = StatusCode::try_from(400).unwrap_or_else(|_| unreachable!("400 is a status"));
+        SdkError::service_error(error, Response::new(status, SdkBody::empty()))
+    }
+
+    #[test]
+    fn refused_requests_are_final_and_only_outages_are_retryable() {
+        for refused in ["AWS.SimpleQueueService.NonExistentQueue", "InvalidMessageContents", "AccessDenied"] {
+            let e = queue_error(service_error(refused));
+            assert!(matches!(e, QueueError::Refused(_)) && !e.is_retryable(), "{refused}: {e:?}");
+        }
+        for outage in ["ThrottlingException", "RequestThrottled", "InternalError", "ServiceUnavailable"] {
+            let e = queue_error(service_error(outage));
+            assert!(matches!(e, QueueError::Unavailable(_)) && e.is_retryable(), "{outage}: {e:?}");
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use sundial_domain::events::{Notification, wants};
 use sundial_domain::job::Job;
 use sundial_domain::ports::bus::EventBus;
-use sundial_domain::ports::store::{RunStore, StoreError};
+use sundial_domain::ports::store::{Race, Raced, RunStore, StoreError};
 use sundial_domain::run::{Published, Run, RunEvent};
 
 /// Publishes the events of runs and marks them sent.
@@ -80,11 +80,9 @@ impl Announcer {
     ) -> Result<usize, StoreError> {
         let mut taken = Vec::with_capacity(stale.len());
         for event in stale {
-            match self.runs.take_event(run, event, now).await {
-                Ok(()) => taken.push(RunEvent { taken_at: Some(now), ..event.clone() }),
-                // Another pass took it (or it was sent meanwhile): that pass publishes it.
-                Err(StoreError::Conflict) => {}
-                Err(e) => return Err(e),
+            // Lost: another pass took it (or it was sent meanwhile), and that pass publishes it.
+            if let Race::Won(()) = self.runs.take_event(run, event, now).await.raced()? {
+                taken.push(RunEvent { taken_at: Some(now), ..event.clone() });
             }
         }
         if taken.is_empty() {

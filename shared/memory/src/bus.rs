@@ -74,7 +74,7 @@ impl MemoryEventBus {
     {
         let mut state = lock(&self.state);
         if state.failing.contains(&destination) {
-            return Err(PublishError(format!("injected failure publishing to {destination:?}")));
+            return Err(PublishError::Unavailable(format!("injected failure publishing to {destination:?}")));
         }
         pick(&mut state).push(item.clone());
         Ok(())

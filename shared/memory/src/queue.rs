@@ -176,7 +176,7 @@ impl MemoryQueue {
 }
 
 fn invalid_receipt() -> QueueError {
-    QueueError("ReceiptHandleIsInvalid: The input receipt handle is invalid.".into())
+    QueueError::Refused("ReceiptHandleIsInvalid: The input receipt handle is invalid.".into())
 }
 
 #[async_trait]
@@ -185,14 +185,14 @@ impl RunQueue for MemoryQueue {
         let now = self.clock.now();
         let mut state = lock(&self.state);
         if let Some(error) = &state.failing_sends {
-            let error = QueueError(error.clone());
+            let error = QueueError::Unavailable(error.clone());
             return batch.iter().map(|_| Err(error.clone())).collect();
         }
         let mut bodies = Vec::with_capacity(batch.len());
         for d in batch {
             match serde_json::to_string(&d.message) {
                 Ok(body) => bodies.push((body, d.delay_s.min(MAX_DELAY_S))),
-                Err(e) => return batch.iter().map(|_| Err(QueueError(e.to_string()))).collect(),
+                Err(e) => return batch.iter().map(|_| Err(QueueError::Refused(e.to_string()))).collect(),
             }
         }
         for (body, delay) in bodies {
@@ -323,7 +323,7 @@ mod tests {
     async fn sends_fail_while_told_to() {
         let (_clock, queue) = queue();
         queue.fail_sends(Some("down"));
-        assert_eq!(queue.send(&[dispatch(1, 0)]).await, vec![Err(QueueError("down".into()))]);
+        assert_eq!(queue.send(&[dispatch(1, 0)]).await, vec![Err(QueueError::Unavailable("down".into()))]);
         queue.fail_sends(None);
         assert_eq!(queue.send(&[dispatch(1, 0)]).await, vec![Ok(())]);
         assert_eq!(queue.bodies(), vec![r#"{"job_id":"j","run_key":"k","attempt":1}"#.to_string()]);

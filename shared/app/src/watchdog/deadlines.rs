@@ -5,7 +5,7 @@ use super::{Watchdog, WatchdogReport};
 use chrono::{DateTime, Utc};
 use sundial_domain::inspect::flags_due;
 use sundial_domain::job::{EventKind, Job};
-use sundial_domain::ports::store::StoreError;
+use sundial_domain::ports::store::{Race, Raced, StoreError};
 use sundial_domain::run::{Run, RunEvent};
 
 impl Watchdog {
@@ -20,8 +20,8 @@ impl Watchdog {
     ) -> Result<bool, StoreError> {
         for kind in flags_due(job, run, now) {
             let event = RunEvent::new(kind, run.attempt, now);
-            match self.runs.record_event(run, &event).await {
-                Ok(()) => {
+            match self.runs.record_event(run, &event).await.raced()? {
+                Race::Won(()) => {
                     run.events.push(event.clone());
                     self.recorder.announcer().announce(Some(job), run, &[event]).await;
                     match kind {
@@ -30,8 +30,7 @@ impl Watchdog {
                     }
                 }
                 // Recorded by someone else, or the run moved on: their write tells it.
-                Err(StoreError::Conflict) => return Ok(false),
-                Err(e) => return Err(e),
+                Race::Lost => return Ok(false),
             }
         }
         Ok(true)

@@ -6,7 +6,7 @@ use super::{Watchdog, WatchdogReport};
 use chrono::{DateTime, Utc};
 use sundial_domain::inspect::{needs_settling, unsent_events};
 use sundial_domain::job::Job;
-use sundial_domain::ports::store::StoreError;
+use sundial_domain::ports::store::{Race, Raced, StoreError};
 use sundial_domain::run::Run;
 
 impl Watchdog {
@@ -21,10 +21,9 @@ impl Watchdog {
         if !unsent.is_empty() {
             report.republished += self.recorder.announcer().republish(job, run, &unsent, now).await?;
         } else if needs_settling(run, now, self.settings.publish_grace) {
-            match self.runs.mark_events_sent(run, &Default::default(), true).await {
-                Ok(()) => report.settled += 1,
-                Err(StoreError::Conflict) => {}
-                Err(e) => return Err(e),
+            let settled = self.runs.mark_events_sent(run, &Default::default(), true).await;
+            if let Race::Won(()) = settled.raced()? {
+                report.settled += 1;
             }
         }
         Ok(())

@@ -6,7 +6,7 @@ use super::{Watchdog, WatchdogReport};
 use chrono::{DateTime, Utc};
 use sundial_domain::dispatch::Dispatch;
 use sundial_domain::job::Job;
-use sundial_domain::ports::store::StoreError;
+use sundial_domain::ports::store::{Race, Raced, StoreError};
 use sundial_domain::run::transition::{self, Step, abandoned};
 use sundial_domain::run::{Outcome, Run, RunState};
 
@@ -22,19 +22,17 @@ impl Watchdog {
     ) -> Result<bool, StoreError> {
         let Some(ending) = abandoned(job, run, now) else { return Ok(false) };
         let expire = Step::Expire { jitter: rand::random::<f64>() };
-        match self.recorder.apply(job, run, &expire, now).await {
-            Ok(after) => {
-                match ending.outcome {
-                    Outcome::TimedOut => report.timed_out += 1,
-                    _ => report.lost += 1,
-                }
-                if after.state == RunState::Retrying {
-                    // The attempt's own message may be gone with its worker: send the next.
-                    self.dispatch(&after, Dispatch::next_attempt(&after, now), now, report).await?;
-                }
-            }
-            Err(StoreError::Conflict) => {}
-            Err(e) => return Err(e),
+        // Lost: a heartbeat extended the lease meanwhile, or the run moved on.
+        let Race::Won(after) = self.recorder.apply(job, run, &expire, now).await.raced()? else {
+            return Ok(true);
+        };
+        match ending.outcome {
+            Outcome::TimedOut => report.timed_out += 1,
+            _ => report.lost += 1,
+        }
+        if after.state == RunState::Retrying {
+            // The attempt's own message may be gone with its worker: send the next.
+            self.dispatch(&after, Dispatch::next_attempt(&after, now), now, report).await?;
         }
         Ok(true)
     }
@@ -48,10 +46,8 @@ impl Watchdog {
     ) -> Result<(), StoreError> {
         let cancel = Step::Cancel { reason: "the job was deleted".into() };
         let Ok(change) = transition::apply_orphan(run, &cancel, now) else { return Ok(()) };
-        match crate::record::persist(self.runs.as_ref(), run, &change).await {
-            Ok(()) => report.cancelled += 1,
-            Err(StoreError::Conflict) => {}
-            Err(e) => return Err(e),
+        if let Race::Won(()) = crate::record::persist(self.runs.as_ref(), run, &change).await.raced()? {
+            report.cancelled += 1;
         }
         Ok(())
     }

@@ -5,7 +5,7 @@
 use super::Watchdog;
 use chrono::{DateTime, Utc};
 use sundial_domain::events::SchedulerAlert;
-use sundial_domain::ports::store::{StoreError, TickState};
+use sundial_domain::ports::store::{Race, Raced, StoreError, TickState};
 
 impl Watchdog {
     /// Opens a stall incident when the tick's watermark falls `behind`, closes it when the tick
@@ -47,20 +47,15 @@ impl Watchdog {
                 self.tick_state.take_alert(event, taken, now).await.map(|()| event)
             }
         };
-        let event = match recorded {
-            Ok(event) => event,
-            // Another watchdog recorded it, or took it over: that one publishes.
-            Err(StoreError::Conflict) => return Ok(None),
-            Err(e) => return Err(e),
-        };
+        // Lost: another watchdog recorded it, or took it over: that one publishes.
+        let Race::Won(event) = recorded.raced()? else { return Ok(None) };
         let alert = SchedulerAlert { event, watermark: state.watermark, at: now };
         if let Err(e) = self.recorder.announcer().bus().alert(&alert).await {
             tracing::warn!(event, error = %e, "scheduler alert left unsent");
             return Ok(None);
         }
-        match self.tick_state.mark_alert_sent(event).await {
-            Ok(()) | Err(StoreError::Conflict) => Ok(Some(event.to_string())),
-            Err(e) => Err(e),
-        }
+        // Lost: marked by another pass that published it too.
+        self.tick_state.mark_alert_sent(event).await.raced()?;
+        Ok(Some(event.to_string()))
     }
 }

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::dispatch::Dispatch;
 use sundial_domain::job::{ConcurrencyPolicy, Job};
-use sundial_domain::ports::store::{JobStore, RunStore, StoreError};
+use sundial_domain::ports::store::{JobStore, Race, Raced, RunStore, StoreError};
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
@@ -138,10 +138,9 @@ impl Worker {
             };
             // Only from what was read: a heartbeat meanwhile renewed the lease and wins.
             let expire = Step::Expire { jitter: rand::random::<f64>() };
-            match self.recorder.apply(&job, &run, &expire, now).await {
-                Ok(next) => run = next,
-                Err(StoreError::Conflict) => return Ok(Disposition::Delete),
-                Err(e) => return Err(e),
+            match self.recorder.apply(&job, &run, &expire, now).await.raced()? {
+                Race::Won(next) => run = next,
+                Race::Lost => return Ok(Disposition::Delete),
             }
             if run.state.is_terminal() {
                 return Ok(Disposition::Delete);
@@ -173,14 +172,13 @@ impl Worker {
         reason: String,
         now: DateTime<Utc>,
     ) -> Result<Disposition, StoreError> {
-        match self.recorder.apply(job, run, &Step::Skip { reason }, now).await {
-            Ok(_) => {
+        match self.recorder.apply(job, run, &Step::Skip { reason }, now).await.raced()? {
+            Race::Won(_) => {
                 self.meter.observe(&Record::new("worker", now).count(names::RUNS_SKIPPED, 1));
                 Ok(Disposition::Delete)
             }
             // Someone else moved the run on: their write tells it.
-            Err(StoreError::Conflict) => Ok(Disposition::Delete),
-            Err(e) => Err(e),
+            Race::Lost => Ok(Disposition::Delete),
         }
     }
 
@@ -216,11 +214,8 @@ impl Worker {
         }
         let cancel = Step::Cancel { reason: format!("concurrency replace: replaced by run {}", run.id()) };
         for other in &active {
-            match self.recorder.apply(job, other, &cancel, now).await {
-                // It ended (or moved on) by itself meanwhile.
-                Ok(_) | Err(StoreError::Conflict) => {}
-                Err(e) => return Err(e),
-            }
+            // Lost: it ended (or moved on) by itself meanwhile.
+            self.recorder.apply(job, other, &cancel, now).await.raced()?;
         }
         Ok(None)
     }
@@ -258,10 +253,8 @@ impl Worker {
                 Some(job) => self.recorder.apply(&job, &run, &dead_letter, now).await.map(|_| ()),
                 None => self.orphan(&run, &dead_letter, now).await,
             };
-            match changed {
-                Ok(()) => return Ok(format!("run {} recorded FAILED", run.id())),
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e),
+            if let Race::Won(()) = changed.raced()? {
+                return Ok(format!("run {} recorded FAILED", run.id()));
             }
         }
         Err(StoreError::Unavailable("the run kept changing".into()))
@@ -269,10 +262,8 @@ impl Worker {
 
     async fn cancel_for_deleted_job(&self, run: &Run, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
         let cancel = Step::Cancel { reason: "the job was deleted".into() };
-        match self.orphan(run, &cancel, now).await {
-            Ok(()) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
-            Err(e) => Err(e),
-        }
+        self.orphan(run, &cancel, now).await.raced()?;
+        Ok(Disposition::Delete)
     }
 
     /// Applies `step` to a run whose job is gone (nobody to tell), under the step's fence.
@@ -298,11 +289,9 @@ impl Worker {
             callback: sundial_domain::auth::digest(&token),
             lease: call_limit + self.settings.lease_margin,
         };
-        let started = match self.recorder.apply(job, &run, &start, now).await {
-            Ok(started) => started,
-            // Another worker started this attempt first (or the run moved on).
-            Err(StoreError::Conflict) => return Ok(Disposition::Delete),
-            Err(e) => return Err(e),
+        // Lost: another worker started this attempt first (or the run moved on).
+        let Race::Won(started) = self.recorder.apply(job, &run, &start, now).await.raced()? else {
+            return Ok(Disposition::Delete);
         };
         self.meter.observe(&started_metrics(&started, now));
         tracing::info!(worker = %worker, scheduled_at = %started.scheduled_at(), "attempt started");
@@ -324,10 +313,8 @@ impl Worker {
                 // alive up to the attempt's timeout, and the watchdog ends it if they stop. The
                 // message has nothing left to do.
                 let accept = Step::Accept { status, window: self.settings.heartbeat_window };
-                return match self.recorder.apply(job, &started, &accept, now).await {
-                    Ok(_) | Err(StoreError::Conflict) => Ok(Disposition::Delete),
-                    Err(e) => Err(e),
-                };
+                self.recorder.apply(job, &started, &accept, now).await.raced()?;
+                return Ok(Disposition::Delete);
             }
             Answer::Succeeded { status, output } => {
                 Ending { status, output, ..Ending::new(Outcome::Succeeded) }
@@ -355,14 +342,12 @@ impl Worker {
     }
 
     fn after_end(ended: Result<Run, StoreError>, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
-        match ended {
-            Ok(run) if run.state == RunState::Retrying => {
+        match ended.raced()? {
+            Race::Won(run) if run.state == RunState::Retrying => {
                 Ok(Disposition::Replace(Dispatch::next_attempt(&run, now)))
             }
-            Ok(_) => Ok(Disposition::Delete),
-            // The attempt was taken from us (cancelled, completed by callback, lease lost).
-            Err(StoreError::Conflict) => Ok(Disposition::Delete),
-            Err(e) => Err(e),
+            // Lost: the attempt was taken from us (cancelled, completed by callback, lease lost).
+            Race::Won(_) | Race::Lost => Ok(Disposition::Delete),
         }
     }
 

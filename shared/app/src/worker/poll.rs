@@ -39,7 +39,7 @@ pub async fn settle(
             tracing::error!(message_id = %message.message_id, body = %message.body, reason = %reason, "dead-lettering a message");
             inbox.forward_to_dead_letter(&message.body, reason).await
         }
-        Disposition::Retry => Err(QueueError("the worker met a transient failure".into())),
+        Disposition::Retry => Err(QueueError::Unavailable("the worker met a transient failure".into())),
     };
     match sent {
         Ok(()) => Settled::Done,

@@ -3,10 +3,24 @@
 use crate::events::{Notification, SchedulerAlert};
 use async_trait::async_trait;
 
-/// Why a message was not published.
+/// Why a message was not published, and whether trying again can help.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("could not publish: {0}")]
-pub struct PublishError(pub String);
+pub enum PublishError {
+    /// Throttled, timed out or unreachable: trying again may help.
+    #[error("could not publish, for now: {0}")]
+    Unavailable(String),
+    /// Refused for good (a topic that does not exist or may not be used, a message it cannot
+    /// take): trying again will not help.
+    #[error("publishing was refused: {0}")]
+    Refused(String),
+}
+
+impl PublishError {
+    /// Whether trying again may help.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, PublishError::Unavailable(_))
+    }
+}
 
 /// Where notifications go.
 #[async_trait]

@@ -4,10 +4,24 @@
 use crate::dispatch::Dispatch;
 use async_trait::async_trait;
 
-/// A send that did not happen.
+/// Why the runs queue did not do what was asked, and whether trying again can help.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("could not send to the runs queue: {0}")]
-pub struct QueueError(pub String);
+pub enum QueueError {
+    /// Throttled, timed out or unreachable: trying again may help.
+    #[error("the runs queue is unavailable: {0}")]
+    Unavailable(String),
+    /// Refused for good (a message it cannot take, a receipt no longer valid, a queue that does
+    /// not exist or may not be used): trying again will not help.
+    #[error("the runs queue refused the request: {0}")]
+    Refused(String),
+}
+
+impl QueueError {
+    /// Whether trying again may help.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, QueueError::Unavailable(_))
+    }
+}
 
 /// Where runs are dispatched.
 #[async_trait]

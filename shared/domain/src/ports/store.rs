@@ -10,6 +10,30 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 
+/// A conditional write's outcome where losing to a concurrent change is expected, not a failure:
+/// the write took effect (`Won`), or another writer's did first (`Lost`: the run, job or record
+/// moved on, and whoever moved it tells it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Race<T> {
+    Won(T),
+    Lost,
+}
+
+/// Turns a store result's `Conflict` into [`Race::Lost`], leaving real failures errors.
+pub trait Raced<T> {
+    fn raced(self) -> Result<Race<T>, StoreError>;
+}
+
+impl<T> Raced<T> for StoreResult<T> {
+    fn raced(self) -> Result<Race<T>, StoreError> {
+        match self {
+            Ok(value) => Ok(Race::Won(value)),
+            Err(StoreError::Conflict) => Ok(Race::Lost),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// A storage failure, with what the caller can do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
