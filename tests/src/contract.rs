@@ -429,6 +429,7 @@ pub async fn run_store_keeps_its_promises(store: &dyn RunStore, shards: u16) {
     a_run_is_inserted_once(store).await;
     run_transitions_are_fenced(store).await;
     the_in_flight_index_holds_runs_until_their_events_are_sent(store, shards).await;
+    an_event_recorded_since_the_read_keeps_the_run_in_flight(store, shards).await;
     events_are_recorded_taken_and_marked_once(store).await;
     failing_streaks_are_told_once(store).await;
     run_history_reads_in_key_order(store).await;
@@ -541,6 +542,34 @@ async fn run_transitions_are_fenced(store: &dyn RunStore) {
         "a transition adds events, never rewrites those recorded (marking them is mark_events_sent's)"
     );
     assert_eq!(after.events.len(), 2);
+}
+
+/// An event recorded after a change was decided (the watchdog flags `sla_missed` while a cancel
+/// decided from an earlier read lands: both fence on the state and attempt only) must not leave
+/// the index with the run: the change that would take the run out conflicts, and its writer
+/// decides again on the fresh run, events included (invariant 5).
+async fn an_event_recorded_since_the_read_keeps_the_run_in_flight(store: &dyn RunStore, shards: u16) {
+    let job = JobId::generate();
+    let t = at("2031-05-07T07:08:09Z");
+    let queued = run(&job, RunKey::scheduled(t), RunState::Queued);
+    store.insert(&queued).await.unwrap();
+    store.record_event(&queued, &event(EventKind::SlaMissed, 0, t)).await.unwrap();
+    let mut cancelled = moved(&queued, RunState::Cancelled, t + Duration::seconds(1));
+    cancelled.reason = Some("cancelled by its owner".into());
+    assert_eq!(
+        store.transition(&queued, &cancelled).await,
+        Err(StoreError::Conflict),
+        "a change decided without the recorded event would drop it from the index"
+    );
+    let fresh = stored(store, &queued).await;
+    assert_eq!(fresh.state, RunState::Queued);
+    let cancelled = Run { events: fresh.events.clone(), ..cancelled };
+    store.transition(&fresh, &cancelled).await.unwrap();
+    assert_eq!(
+        in_flight_of(store, t, shards, &[&job]).await,
+        [queued.id()],
+        "decided again with the event, the ended run stays until the event is sent"
+    );
 }
 
 async fn the_in_flight_index_holds_runs_until_their_events_are_sent(store: &dyn RunStore, shards: u16) {

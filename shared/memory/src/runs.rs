@@ -82,10 +82,13 @@ impl MemoryRunStore {
             return Err(StoreError::Conflict);
         };
         let run = &mut stored.run;
+        let leaves = transition_leaves_in_flight(before, after);
         let fenced = run.state == before.state
             && run.attempt == before.attempt
             && (!unchanged || run.updated_at == before.updated_at)
-            && !new.iter().any(|e| run.events.iter().any(|s| s.id == e.id));
+            && !new.iter().any(|e| run.events.iter().any(|s| s.id == e.id))
+            // Leaving the index, no event may have been recorded since the read.
+            && (!leaves || run.events.len() == before.events.len());
         if !fenced {
             return Err(StoreError::Conflict);
         }
@@ -100,7 +103,7 @@ impl MemoryRunStore {
         // `mark_events_sent`'s); only new ones are added.
         run.events.extend(new.into_iter().cloned());
         sort_events(&mut run.events);
-        if transition_leaves_in_flight(before, after) {
+        if leaves {
             stored.in_flight = None;
         }
         Ok(())

@@ -146,10 +146,15 @@ impl DynamoRunStore {
             condition.push_str(&format!(" AND attribute_not_exists(events.#ev{i})"));
         }
         // A terminal run leaves the in-flight index once its events are published (then the
-        // mark-sent write removes it), so the watchdog finds events a crash left unsent.
+        // mark-sent write removes it), so the watchdog finds events a crash left unsent. Only if
+        // no event was recorded since `before` was read (the watchdog's flags fence on the state
+        // and attempt alone): else the event would leave the index unsent, so the write conflicts
+        // and its writer decides again with it.
         let leaves_index = transition_leaves_in_flight(before, after);
         if leaves_index {
             remove.extend(["inflight_shard", "inflight_at"]);
+            condition.push_str(" AND size(events) = :events_read");
+            request = request.expression_attribute_values(":events_read", n(before.events.len()));
         }
         let mut expression = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
