@@ -153,7 +153,11 @@ impl DynamoRunStore {
         let leaves_index = transition_leaves_in_flight(before, after);
         if leaves_index {
             remove.extend(["inflight_shard", "inflight_at"]);
-            condition.push_str(" AND size(events) = :events_read");
+            // (An item written before runs carried events has none, which reads as zero.)
+            condition.push_str(match before.events.is_empty() {
+                true => " AND (attribute_not_exists(events) OR size(events) = :events_read)",
+                false => " AND size(events) = :events_read",
+            });
             request = request.expression_attribute_values(":events_read", n(before.events.len()));
         }
         let mut expression = format!("SET {}", set.join(", "));
