@@ -1,0 +1,1004 @@
+//! Scenarios of the tick, the worker and the watchdog, over the ports in memory on a manual clock
+//! (`support::World`): the emulator suites' scenarios (`tests/tests/{tick,worker,watchdog}.rs`
+//! and some of `recovery.rs` in `sundial-tests`) without an emulator and without waiting. Time
+//! moves only when a scenario moves it; each asserts what users and operators see: run states,
+//! attempts, the calls targets received and the events published.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+mod support;
+
+use chrono::Duration;
+use serde_json::json;
+use std::sync::Arc;
+use sundial_app::history::{CallbackError, Completion};
+use sundial_app::jobs::JobsError;
+use sundial_app::tick::{Tick, TickSettings};
+use sundial_app::watchdog::WatchdogReport;
+use sundial_app::worker::Disposition;
+use sundial_domain::dispatch::Dispatch;
+use sundial_domain::job::{EventKind, Job};
+use sundial_domain::ports::queue::{RunInbox, RunQueue};
+use sundial_domain::ports::store::TickStateStore;
+use sundial_domain::ports::targets::Answer;
+use sundial_domain::run::{Outcome, RunMessage, RunState};
+use sundial_memory::bus::Destination;
+use support::{Hanging, OWNER, Settings, WORKER, World, instants, job, t};
+
+const START: &str = "2030-01-01T12:00:00Z";
+
+fn owner() -> String {
+    OWNER.to_string()
+}
+
+fn yearly(name: &str, extra: serde_json::Value) -> serde_json::Value {
+    job(name, json!({"cron": "0 0 1 1 *"}), extra)
+}
+
+fn failed(status: u16) -> Answer {
+    Answer::Failed { retryable: true, status: Some(status), error: format!("HTTP {status}") }
+}
+
+fn accepted() -> Answer {
+    Answer::Accepted { status: 202 }
+}
+
+/// Creates `n` one-time jobs due at `at`, with the fields of `extra`.
+async fn one_time_jobs_with(world: &World, n: usize, at: &str, extra: serde_json::Value) -> Vec<Job> {
+    let mut jobs = Vec::with_capacity(n);
+    for i in 0..n {
+        jobs.push(world.create(job(&format!("job-{i:03}"), json!({"at": at}), extra.clone())).await);
+    }
+    jobs
+}
+
+/// Creates `n` one-time jobs due at `at`.
+async fn one_time_jobs(world: &World, n: usize, at: &str) -> Vec<Job> {
+    one_time_jobs_with(world, n, at, json!({})).await
+}
+
+/// Takes the one visible message off the queue and starts its attempt with a worker that dies
+/// in the middle of the call; the message stays held as a dead consumer leaves it.
+async fn start_and_die(world: &World) -> Arc<Hanging> {
+    let hanging = Arc::new(Hanging::default());
+    let doomed = world.worker_calling(hanging.clone());
+    let mut received = world.queue.receive(10, 0).await.unwrap();
+    assert_eq!(received.len(), 1, "one message to take");
+    let message = received.remove(0);
+    tokio::select! {
+        _ = doomed.handle(&message.body, "doomed") => panic!("a hanging call never returns"),
+        () = hanging.called.notified() => {}
+    }
+    assert_eq!(hanging.calls(), 1);
+    hanging
+}
+
+fn attempts_of(run: &sundial_domain::run::Run) -> Vec<(u32, String, Option<Outcome>)> {
+    run.attempts.iter().map(|a| (a.n, a.worker.clone(), a.outcome)).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tick
+// ---------------------------------------------------------------------------------------------
+
+/// Three ticks running at once on two threads over 200 due jobs create exactly one run per job,
+/// send each at least once, and every job leaves the due index; the extra messages start
+/// nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_ticks_claim_each_instant_once() {
+    let world = World::at("2030-01-01T11:50:00Z");
+    let jobs = one_time_jobs(&world, 200, "2030-01-01T12:00:30Z").await;
+    world.set(START);
+
+    let ticks: Vec<_> = (0..3)
+        .map(|_| {
+            let tick = world.tick.clone();
+            tokio::spawn(async move { tick.run().await })
+        })
+        .collect();
+    let (mut claimed, mut dispatched) = (0, 0);
+    for tick in ticks {
+        let report = tick.await.unwrap().unwrap();
+        claimed += report.claims.claimed;
+        dispatched += report.claims.dispatched;
+    }
+    assert_eq!(claimed, 200);
+    assert!(dispatched >= 200, "{dispatched}");
+    assert_eq!(world.runs.all().len(), 200);
+    for job in &jobs {
+        assert_eq!(instants(&world.runs_of(&job.id)), ["2030-01-01T12:00:30Z"]);
+    }
+    assert!(world.queue.depth() >= 200);
+    assert!(world.job_store.due_index().is_empty(), "one-time jobs leave the index once claimed");
+    let again = world.tick.run().await.unwrap();
+    assert_eq!(again.claims.claimed + again.claims.dispatched, 0);
+
+    world.pass(30);
+    world.deliver().await;
+    assert_eq!(world.caller.calls().len(), 200, "each run's target called once");
+    assert!(world.runs.all().iter().all(|r| r.state == RunState::Succeeded));
+}
+
+/// Two claimers that read the same due jobs before either wrote: the second finds every run
+/// there, sends it again (its writer may have died before sending) and does not advance the
+/// jobs a second time; the target is still called once per run.
+#[tokio::test]
+async fn claimers_racing_from_the_same_read_create_one_run_per_instant() {
+    let world = World::at("2030-01-01T11:50:00Z");
+    let jobs = one_time_jobs(&world, 20, "2030-01-01T12:00:30Z").await;
+    world.set(START);
+    let now = world.now();
+    let first = world.claimer.claim(jobs.clone(), None, now).await;
+    let second = world.claimer.claim(jobs, None, now).await;
+    assert_eq!((first.claimed, first.dispatched, first.advanced), (20, 20, 20), "{first:?}");
+    assert_eq!(
+        (second.claimed, second.duplicates, second.resent, second.advance_conflicts),
+        (0, 20, 20, 20),
+        "{second:?}"
+    );
+    assert_eq!(world.runs.all().len(), 20);
+    assert_eq!(world.queue.depth(), 40);
+
+    world.pass(30);
+    assert_eq!(world.deliver().await, 40);
+    assert_eq!(world.caller.calls().len(), 20, "the start fence drops the copies");
+}
+
+/// A tick whose sends fail leaves its runs QUEUED and its jobs due; the next tick finds the
+/// runs, sends each once and advances the jobs; a tick after that sends nothing more.
+#[tokio::test]
+async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
+    let world = World::at("2030-01-01T11:50:00Z");
+    let jobs = one_time_jobs(&world, 20, "2030-01-01T12:00:30Z").await;
+    world.set(START);
+
+    world.queue.fail_sends(Some("injected: the queue is down"));
+    let crashed = world.tick.run().await.unwrap();
+    assert_eq!((crashed.claims.claimed, crashed.claims.send_failures, crashed.claims.failed), (20, 20, 20));
+    assert_eq!(world.runs.all().len(), 20);
+    assert_eq!(world.queue.depth(), 0);
+    assert_eq!(world.job_store.due_index().len(), 20, "not advanced: the jobs are still due");
+
+    world.queue.fail_sends(None);
+    world.set("2030-01-01T12:01:00Z");
+    let healed = world.tick.run().await.unwrap();
+    assert_eq!(healed.claims.duplicates, 20);
+    assert_eq!(healed.claims.resent, 20);
+    assert_eq!(healed.claims.dispatched, 20);
+    assert_eq!(healed.claims.claimed, 0, "no duplicate run");
+    assert_eq!(world.queue.depth(), 20);
+    assert!(world.job_store.due_index().is_empty());
+    for job in &jobs {
+        assert_eq!(instants(&world.runs_of(&job.id)), ["2030-01-01T12:00:30Z"]);
+    }
+    let later = world.tick.run().await.unwrap();
+    assert_eq!(later.claims.dispatched, 0);
+    assert_eq!(world.queue.depth(), 20);
+}
+
+/// A job paused, and one deleted, between the claimer's read and its advance are not re-armed;
+/// the runs it claimed from the stale read do not call their targets.
+#[tokio::test]
+async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
+    let world = World::at("2030-01-01T11:50:00Z");
+    let paused = world.create(job("paused", json!({"cron": "0 * * * *"}), json!({}))).await;
+    let deleted = world.create(job("deleted", json!({"cron": "0 * * * *"}), json!({}))).await;
+    world.jobs.pause(&owner(), &paused.id).await.unwrap();
+    world.jobs.delete(&owner(), &deleted.id).await.unwrap();
+
+    world.set(START);
+    let report = world.claimer.claim(vec![paused.clone(), deleted.clone()], None, world.now()).await;
+    assert_eq!((report.advance_conflicts, report.advanced), (2, 0), "{report:?}");
+    let stored = world.stored_job(&paused.id).await.unwrap();
+    assert!(stored.document.paused);
+    assert_eq!(stored.version, 2);
+    assert!(world.job_store.due_index().is_empty(), "neither job is back in the due index");
+    assert!(world.stored_job(&deleted.id).await.is_none(), "the advance must not recreate a deleted job");
+
+    world.deliver().await;
+    assert_eq!(world.runs_of(&paused.id)[0].state, RunState::Skipped);
+    assert_eq!(world.runs_of(&deleted.id)[0].state, RunState::Cancelled);
+    assert!(world.caller.calls().is_empty());
+}
+
+/// A job every minute, the tick down for five minutes: `skip` runs none of the missed instants,
+/// `latest` the latest one, `all` every one.
+#[tokio::test]
+async fn catchup_policies_after_downtime() {
+    let world = World::with("2030-01-01T11:58:00Z", Settings::default().claim_ahead_s(60));
+    let mut jobs = Vec::new();
+    for policy in ["skip", "latest", "all"] {
+        jobs.push(world.create(job(policy, json!({"cron": "* * * * *"}), json!({"catchup": policy}))).await);
+    }
+    for minute in ["2030-01-01T11:59:00Z", START] {
+        world.set(minute);
+        world.tick.run().await.unwrap();
+    }
+    world.set("2030-01-01T12:06:00Z");
+    world.tick.run().await.unwrap();
+
+    // 11:58 was due at creation and claimed by the API; 12:01 by the 12:00 tick's lookahead.
+    let before_outage =
+        ["2030-01-01T11:58:00Z", "2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z"];
+    let after = ["2030-01-01T12:06:00Z", "2030-01-01T12:07:00Z"];
+    let missed =
+        ["2030-01-01T12:02:00Z", "2030-01-01T12:03:00Z", "2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z"];
+    let expect = |kept: &[&str]| -> Vec<String> {
+        before_outage.iter().chain(kept).chain(after.iter()).map(|s| s.to_string()).collect()
+    };
+    assert_eq!(instants(&world.runs_of(&jobs[0].id)), expect(&[]), "skip");
+    assert_eq!(instants(&world.runs_of(&jobs[1].id)), expect(&missed[3..]), "latest");
+    assert_eq!(instants(&world.runs_of(&jobs[2].id)), expect(&missed), "all");
+}
+
+/// Ticks every simulated minute across a DST change; returns each job's run instants in UTC.
+async fn simulate_dst(from: &str, to: &str) -> Vec<Vec<String>> {
+    let start = t(from);
+    let begin = (start - Duration::minutes(5)).to_rfc3339();
+    let world = World::with(&begin, Settings::default().claim_ahead_s(60).shards(1));
+    let mut jobs = Vec::new();
+    for (name, cron) in [("at-0230", "30 2 * * *"), ("at-0130", "30 1 * * *"), ("every-hour", "30 * * * *")] {
+        let schedule = json!({"cron": cron, "timezone": "America/New_York"});
+        jobs.push(world.create(job(name, schedule, json!({}))).await);
+    }
+    let mut now = start - Duration::minutes(4);
+    while now < t(to) {
+        world.clock.set(now);
+        world.tick.run().await.unwrap();
+        now += Duration::minutes(1);
+    }
+    jobs.iter()
+        .map(|job| instants(&world.runs_of(&job.id)).into_iter().filter(|i| i.as_str() < to).collect())
+        .collect()
+}
+
+/// 2026-03-08, New York springs forward 02:00 EST → 03:00 EDT: 02:30 fires once at 03:00,
+/// 01:30 is unaffected, the `*` hour has no 02:30.
+#[tokio::test]
+async fn dst_spring_forward() {
+    let fired = simulate_dst("2026-03-08T05:00:00Z", "2026-03-08T08:00:00Z").await;
+    assert_eq!(fired[0], ["2026-03-08T07:00:00Z"], "02:30 → 03:00 EDT");
+    assert_eq!(fired[1], ["2026-03-08T06:30:00Z"], "01:30 EST");
+    assert_eq!(fired[2], ["2026-03-08T05:30:00Z", "2026-03-08T06:30:00Z", "2026-03-08T07:30:00Z"], "* hour");
+}
+
+/// 2026-11-01, New York falls back 02:00 EDT → 01:00 EST: 01:30 fires once (EDT), 02:30 once
+/// (EST), the `*` hour fires in both passes of 01:30.
+#[tokio::test]
+async fn dst_fall_back() {
+    let fired = simulate_dst("2026-11-01T04:00:00Z", "2026-11-01T08:00:00Z").await;
+    assert_eq!(fired[0], ["2026-11-01T07:30:00Z"], "02:30 EST");
+    assert_eq!(fired[1], ["2026-11-01T05:30:00Z"], "01:30 EDT only");
+    assert_eq!(
+        fired[2],
+        ["2026-11-01T04:30:00Z", "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-01T07:30:00Z"],
+        "* hour, both passes"
+    );
+}
+
+/// A burst larger than one invocation can finish within its time budget is continued by the
+/// next invocations, without loss or duplication, and none of it counts as missed (the jobs'
+/// `catchup: skip` would drop it).
+#[tokio::test]
+async fn a_burst_is_continued_by_the_next_invocation() {
+    let world = World::at("2030-01-01T11:50:00Z");
+    one_time_jobs_with(&world, 120, "2030-01-01T12:00:30Z", json!({"catchup": "skip"})).await;
+    world.set(START);
+    // A budget of zero: each invocation does one step (a batch of 25 jobs of a busy minute).
+    let settings =
+        TickSettings { batch_jobs: 25, budget: std::time::Duration::ZERO, ..TickSettings::default() };
+    let tick = Tick::new(&world.ports, world.claimer.clone(), settings);
+    let (mut invocations, mut claimed) = (0, 0);
+    while claimed < 120 && invocations <= 40 {
+        let report = tick.run().await.unwrap();
+        invocations += 1;
+        claimed += report.claims.claimed;
+        assert_eq!(report.claims.missed_dropped, 0);
+        assert!(report.unfinished || claimed == 120, "{report:?}");
+        // Time moves on between invocations, past the minute the burst was due in.
+        world.pass(50);
+    }
+    assert!(invocations >= 5, "{invocations} invocations");
+    assert_eq!(claimed, 120);
+    assert_eq!(world.runs.all().len(), 120);
+    assert_eq!(world.queue.depth(), 120);
+}
+
+/// A paused job is not claimed; resumed, it is, from now on. `end_at` ends a job: it leaves the
+/// due index after its last instant.
+#[tokio::test]
+async fn pause_resume_and_end_at() {
+    let world = World::with("2030-01-01T11:58:30Z", Settings::default().claim_ahead_s(60));
+    let paused = world.create(job("paused", json!({"cron": "* * * * *"}), json!({}))).await;
+    let schedule = json!({"cron": "* * * * *", "end_at": "2030-01-01T12:02:00Z"});
+    let ending = world.create(job("ending", schedule, json!({}))).await;
+    world.jobs.pause(&owner(), &paused.id).await.unwrap();
+    let paused_runs = world.runs_of(&paused.id).len();
+
+    for minute in 0..6 {
+        world.clock.set(t("2030-01-01T11:59:00Z") + Duration::minutes(minute));
+        world.tick.run().await.unwrap();
+    }
+    assert_eq!(world.runs_of(&paused.id).len(), paused_runs, "paused: nothing claimed");
+    assert_eq!(
+        instants(&world.runs_of(&ending.id)),
+        ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]
+    );
+    assert_eq!(world.stored_job(&ending.id).await.unwrap().next_run_at, None);
+    assert!(!world.job_store.due_index().iter().any(|(id, _)| *id == ending.id));
+
+    // Resumed at 12:04:00: from now on; due at once, so the API claims 12:04 and 12:05 itself.
+    let resumed = world.jobs.resume(&owner(), &paused.id).await.unwrap();
+    assert_eq!(resumed.next_run_at, Some(t("2030-01-01T12:06:00Z")));
+    world.set("2030-01-01T12:05:00Z");
+    world.tick.run().await.unwrap();
+    let after = instants(&world.runs_of(&paused.id));
+    assert_eq!(
+        after[paused_runs..],
+        ["2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z", "2030-01-01T12:06:00Z"]
+    );
+}
+
+/// The tick claims the next instant of `forbid` and `replace` jobs QUEUED whatever is active;
+/// the worker decides the policy when the run is about to start: `forbid` records the new run
+/// SKIPPED naming the active one (and tells it), `replace` cancels the active run (its open
+/// attempt closed as cancelled) and starts the new one.
+#[tokio::test]
+async fn concurrency_forbid_and_replace_are_decided_at_the_start() {
+    let settings = Settings::default().claim_ahead_s(60).heartbeat_window_s(3600);
+    let world = World::with("2030-01-01T12:00:10Z", settings);
+    let mut jobs = Vec::new();
+    for policy in ["forbid", "replace"] {
+        jobs.push(
+            world.create(job(policy, json!({"cron": "* * * * *"}), json!({"concurrency": policy}))).await,
+        );
+    }
+    // Due soon: the API claimed 12:01 for both. Their targets accept and keep working.
+    world.caller.push(accepted());
+    world.caller.push(accepted());
+    world.set("2030-01-01T12:01:00Z");
+    assert_eq!(world.deliver().await, 2);
+    for job in &jobs {
+        let runs = world.runs_of(&job.id);
+        assert_eq!(instants(&runs), ["2030-01-01T12:01:00Z"]);
+        assert_eq!(runs[0].state, RunState::Running);
+    }
+    world.set("2030-01-01T12:01:30Z");
+    world.tick.run().await.unwrap();
+    for job in &jobs {
+        let runs = world.runs_of(&job.id);
+        assert_eq!(instants(&runs), ["2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]);
+        assert_eq!(runs[1].state, RunState::Queued, "the tick decides nothing");
+    }
+
+    world.set("2030-01-01T12:02:00Z");
+    assert_eq!(world.deliver().await, 2);
+    let forbid = world.runs_of(&jobs[0].id);
+    assert_eq!(forbid[0].state, RunState::Running);
+    assert_eq!(forbid[1].state, RunState::Skipped);
+    assert!(
+        forbid[1].reason.as_deref().unwrap().contains(&forbid[0].id().to_string()),
+        "{:?}",
+        forbid[1].reason
+    );
+    assert_eq!(world.told_about(&forbid[1].id()), ["skipped"]);
+    let events: Vec<_> = forbid[1].events.iter().map(|e| (e.kind, e.sent)).collect();
+    assert_eq!(events, [(EventKind::Skipped, true)]);
+
+    let replace = world.runs_of(&jobs[1].id);
+    assert_eq!(replace[0].state, RunState::Cancelled);
+    assert!(replace[0].reason.as_deref().unwrap().contains(&replace[1].id().to_string()));
+    assert_eq!(replace[0].attempts[0].outcome, Some(Outcome::Cancelled));
+    assert_eq!(replace[1].state, RunState::Succeeded);
+    assert_eq!(world.caller.calls().len(), 3, "two accepted, then only the replacing run");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The worker
+// ---------------------------------------------------------------------------------------------
+
+/// A target failing twice then succeeding: SUCCEEDED at attempt 3, the gaps between calls
+/// within the backoff's bounds, every call naming the same run, and a `retrying` told per retry.
+#[tokio::test]
+async fn fails_twice_then_succeeds() {
+    let world = World::at(START);
+    let retry = json!({"max_attempts": 5, "backoff_s": 1, "max_backoff_s": 2});
+    let job = world.create(yearly("flaky", json!({"retry": retry, "timeout_s": 5}))).await;
+    world.caller.push(failed(503));
+    world.caller.push(failed(503));
+    let run_id = world.trigger(&job).await;
+    let done = world.drive(&run_id, 60).await;
+    assert_eq!((done.state, done.attempt), (RunState::Succeeded, 3));
+
+    let calls = world.caller.calls();
+    let attempts: Vec<u32> = calls.iter().map(|c| c.attempt).collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    assert!(calls.iter().all(|c| c.run_id == run_id.to_string() && c.job_id == job.id));
+    // Full jitter over [1 s, min(2 s, 1 s × 2^(n − 1))]: never sooner, never later.
+    let gaps: Vec<i64> = calls.windows(2).map(|p| (p[1].sent_at - p[0].sent_at).num_seconds()).collect();
+    assert_eq!(gaps[0], 1, "{gaps:?}");
+    assert!((1..=2).contains(&gaps[1]), "{gaps:?}");
+
+    let outcomes: Vec<_> = done.attempts.iter().map(|a| (a.outcome, a.status_code)).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (Some(Outcome::Failed), Some(503)),
+            (Some(Outcome::Failed), Some(503)),
+            (Some(Outcome::Succeeded), Some(200))
+        ]
+    );
+    assert_eq!(done.attempts[2].worker, WORKER);
+    assert_eq!(world.told_about(&run_id), ["retrying", "retrying"], "succeeded is told only when asked");
+    assert_eq!(world.queue.depth(), 0);
+}
+
+/// A target that always fails: FAILED after max_attempts, one call per attempt, the message
+/// gone, and `failed` told once.
+#[tokio::test]
+async fn always_failing_ends_failed_and_the_message_is_gone() {
+    let world = World::with(START, Settings::default().answer(failed(500)));
+    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
+    let job = world.create(yearly("broken", json!({"retry": retry}))).await;
+    let run_id = world.trigger(&job).await;
+    let done = world.drive(&run_id, 60).await;
+    assert_eq!(done.state, RunState::Failed);
+    assert_eq!(done.attempts.len(), 3);
+    assert_eq!(world.caller.calls().len(), 3);
+    assert_eq!(world.queue.depth(), 0);
+    assert!(world.queue.dead_letters().is_empty());
+    assert_eq!(world.told_about(&run_id), ["retrying", "retrying", "failed"]);
+}
+
+/// A permanent failure (404) ends the run at once, whatever attempts remain.
+#[tokio::test]
+async fn permanent_failures_are_not_retried() {
+    let gone = Answer::Failed { retryable: false, status: Some(404), error: "HTTP 404".into() };
+    let world = World::with(START, Settings::default().answer(gone));
+    let job = world.create(yearly("gone", json!({"retry": {"max_attempts": 5, "backoff_s": 1}}))).await;
+    let run_id = world.trigger(&job).await;
+    let done = world.drive(&run_id, 30).await;
+    assert_eq!(done.state, RunState::Failed);
+    assert_eq!(done.attempts.len(), 1);
+    assert_eq!(world.caller.calls().len(), 1);
+    assert_eq!(world.queue.depth(), 0);
+    assert_eq!(world.told_about(&run_id), ["failed"]);
+}
+
+/// The same message handled twice at once on two threads (five times over, to give a race its
+/// chance), then a stale copy: the target is called once per attempt, one terminal record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicates_and_stale_messages_never_run_an_attempt_twice() {
+    let world = World::at(START);
+    let job = world.create(yearly("once", json!({}))).await;
+    for round in 1..=5 {
+        let run_id = world.trigger(&job).await;
+        let body = world.queue.bodies().pop().unwrap();
+        let handles: Vec<_> = ["worker-a", "worker-b"]
+            .into_iter()
+            .map(|id| {
+                let (worker, body) = (world.worker.clone(), body.clone());
+                tokio::spawn(async move { worker.handle(&body, id).await })
+            })
+            .collect();
+        for handle in handles {
+            assert_eq!(handle.await.unwrap(), Disposition::Delete);
+        }
+        assert_eq!(world.caller.calls().len(), round, "round {round}: the target was called twice");
+        let done = world.run(&run_id).await;
+        assert_eq!((done.state, done.attempts.len()), (RunState::Succeeded, 1));
+
+        // A late copy of the first attempt's message: dropped unread.
+        assert_eq!(world.worker.handle(&body, "worker-c").await, Disposition::Delete);
+        assert_eq!(world.caller.calls().len(), round);
+        assert_eq!(world.run(&run_id).await, done);
+        world.pass(1);
+    }
+}
+
+/// A worker killed mid-attempt: its message comes back when its hold ends; once the attempt's
+/// lease has expired too, the worker records the attempt lost and the run is attempted again.
+#[tokio::test]
+async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease() {
+    let world = World::at(START);
+    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
+    let job = world.create(yearly("killed", json!({"retry": retry, "timeout_s": 30}))).await;
+    let run_id = world.trigger(&job).await;
+    start_and_die(&world).await;
+    let held = world.run(&run_id).await;
+    assert_eq!((held.state, held.attempt), (RunState::Running, 1));
+    // The lease: the 30 s timeout and the worker's 30 s margin.
+    assert_eq!(held.lease_until, Some(t(START) + Duration::seconds(60)));
+
+    world.pass(59);
+    assert_eq!(world.deliver().await, 0, "the dead consumer's hold still hides the message");
+    assert_eq!(world.run(&run_id).await, held);
+    world.pass(1);
+    let done = world.drive(&run_id, 30).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(
+        attempts_of(&done),
+        [(1, "doomed".into(), Some(Outcome::Lost)), (2, WORKER.into(), Some(Outcome::Succeeded))]
+    );
+    assert!(done.attempts[1].started_at >= held.lease_until.unwrap());
+    assert_eq!(world.caller.calls().len(), 1);
+    assert_eq!(world.told_about(&run_id), ["retrying"]);
+}
+
+/// The 202 flow: heartbeats keep a long attempt alive past the heartbeat window and a
+/// completion with the callback token ends it; a wrong token is refused, and copies of the
+/// attempt's message delivered meanwhile change nothing.
+#[tokio::test]
+async fn accepted_work_reports_back_with_heartbeats_and_completion() {
+    let settings = Settings::default().heartbeat_window_s(2).answer(accepted());
+    let world = World::with(START, settings);
+    let job = world.create(yearly("long", json!({"retry": {"max_attempts": 1}, "timeout_s": 600}))).await;
+    let run_id = world.trigger(&job).await;
+    let body = world.queue.bodies().pop().unwrap();
+    assert_eq!(world.deliver().await, 1);
+    let token = world.caller.calls()[0].callback_token.clone();
+    assert_eq!(world.run(&run_id).await.state, RunState::Running);
+    assert_eq!(world.history.heartbeat(&run_id, "not-the-token").await.unwrap_err(), CallbackError::BadToken);
+
+    // Five seconds of heartbeats, past the 2 s window: the attempt stays open.
+    for _ in 0..5 {
+        world.pass(1);
+        let beat = world.history.heartbeat(&run_id, &token).await.unwrap();
+        assert_eq!(beat.lease_until, Some(world.now() + Duration::seconds(2)));
+        assert_eq!(
+            world.worker.handle(&body, "w").await,
+            Disposition::Delete,
+            "a live lease is not the message's"
+        );
+        let report = world.watchdog.run().await.unwrap();
+        assert_eq!((report.lost, report.timed_out), (0, 0));
+    }
+    assert_eq!(world.run(&run_id).await.state, RunState::Running);
+
+    let completion =
+        Completion { succeeded: true, output: Some("42 rows".into()), error: None, permanent: false };
+    let done = world.history.complete(&run_id, &token, completion.clone()).await.unwrap();
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(done.attempts[0].output.as_deref(), Some("42 rows"));
+    assert_eq!(done.attempts[0].status_code, Some(202));
+    assert_eq!(
+        world.history.complete(&run_id, &token, completion).await.unwrap_err(),
+        CallbackError::NotOpen(RunState::Succeeded)
+    );
+    assert_eq!(world.caller.calls().len(), 1);
+}
+
+/// A 202 without heartbeats: once the window passes, the watchdog records the attempt lost and
+/// sends the next one, which succeeds.
+#[tokio::test]
+async fn accepted_work_without_heartbeats_is_lost() {
+    let world = World::with(START, Settings::default().heartbeat_window_s(1));
+    world.caller.push(accepted());
+    let retry = json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1});
+    let job = world.create(yearly("silent", json!({"retry": retry, "timeout_s": 600}))).await;
+    let run_id = world.trigger(&job).await;
+    assert_eq!(world.deliver().await, 1);
+    assert_eq!(world.watchdog.run().await.unwrap().lost, 0, "within the window");
+    world.pass(1);
+    let report = world.watchdog.run().await.unwrap();
+    assert_eq!((report.lost, report.timed_out, report.dispatched), (1, 0, 1));
+    let done = world.drive(&run_id, 30).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    let outcomes: Vec<_> = done.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Some(Outcome::Lost), Some(Outcome::Succeeded)]);
+    assert_eq!(world.caller.calls().len(), 2);
+}
+
+/// A job paused after its run was claimed: the run ends SKIPPED (and says so); a deleted job's
+/// run is CANCELLED, telling nobody; no target is called. The deleted job's history is still
+/// its owner's to read, nobody else's.
+#[tokio::test]
+async fn paused_and_deleted_jobs_do_not_execute() {
+    let world = World::at(START);
+    let paused = world.create(yearly("paused", json!({}))).await;
+    let deleted = world.create(yearly("deleted", json!({}))).await;
+    let paused_run = world.trigger(&paused).await;
+    let deleted_run = world.trigger(&deleted).await;
+    world.jobs.pause(&owner(), &paused.id).await.unwrap();
+    world.jobs.delete(&owner(), &deleted.id).await.unwrap();
+
+    assert_eq!(world.drive(&paused_run, 10).await.state, RunState::Skipped);
+    assert_eq!(world.drive(&deleted_run, 10).await.state, RunState::Cancelled);
+    assert!(world.caller.calls().is_empty());
+    assert_eq!(world.told_about(&paused_run), ["skipped"]);
+    assert!(world.told_about(&deleted_run).is_empty());
+    assert!(world.history.get(&owner(), &deleted_run).await.is_ok());
+    assert_eq!(world.history.get(&"bob".to_string(), &deleted_run).await.unwrap_err(), JobsError::NotFound);
+}
+
+/// A message naming no run goes to the dead-letter queue with its reason and redrive brings it
+/// back; a run whose message was dead-lettered is recorded FAILED, without a call.
+#[tokio::test]
+async fn malformed_messages_are_dead_lettered_and_dead_letters_fail_their_run() {
+    let world = World::at(START);
+    let bad = RunMessage { job_id: "not-a-job".into(), run_key: "not-a-key".into(), attempt: 1 };
+    let sent = world.queue.send(&[Dispatch { message: bad, delay_s: 0 }]).await;
+    assert!(sent.iter().all(Result::is_ok));
+    assert_eq!(world.deliver().await, 1);
+    assert_eq!(world.queue.depth(), 0);
+    let dead = world.queue.dead_letters();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].reason.as_deref().unwrap().contains("no valid run"), "{dead:?}");
+    assert_eq!(world.queue.redrive().await.unwrap(), 1);
+    assert_eq!(world.queue.depth(), 1);
+
+    let job = world.create(yearly("dead", json!({}))).await;
+    let run_id = world.trigger(&job).await;
+    let body = RunMessage { job_id: job.id.to_string(), run_key: run_id.key.encode(), attempt: 1 };
+    let body = serde_json::to_string(&body).unwrap();
+    let done = world.worker.dead_lettered(&body, "received 16 times").await.unwrap();
+    assert!(done.contains("FAILED"), "{done}");
+    let failed = world.run(&run_id).await;
+    assert_eq!(failed.state, RunState::Failed);
+    assert!(failed.reason.unwrap().contains("received 16 times"));
+    assert!(world.caller.calls().is_empty());
+    assert_eq!(world.told_about(&run_id), ["failed"]);
+    // Its own message, delivered late, starts nothing.
+    world.deliver().await;
+    assert!(world.caller.calls().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The watchdog
+// ---------------------------------------------------------------------------------------------
+
+/// A 202 attempt kept alive by heartbeats every second (window 2 s) is still timed out by the
+/// watchdog at its 8 s timeout: heartbeats never extend a lease past it, and once the attempt
+/// has ended its heartbeats are refused.
+#[tokio::test]
+async fn heartbeats_never_keep_an_attempt_past_its_timeout() {
+    let settings = Settings::default().heartbeat_window_s(2).answer(accepted());
+    let world = World::with(START, settings);
+    let job = world.create(yearly("beating", json!({"retry": {"max_attempts": 1}, "timeout_s": 8}))).await;
+    let run_id = world.trigger(&job).await;
+    assert_eq!(world.deliver().await, 1);
+    let token = world.caller.calls()[0].callback_token.clone();
+    let deadline = t(START) + Duration::seconds(8);
+
+    let mut timed_out_at = None;
+    for second in 1..=12 {
+        world.pass(1);
+        match world.history.heartbeat(&run_id, &token).await {
+            Ok(run) => assert!(run.lease_until.unwrap() <= deadline, "{:?}", run.lease_until),
+            Err(e) => {
+                assert!(timed_out_at.is_some(), "second {second}: {e}");
+                assert_eq!(e, CallbackError::NotOpen(RunState::TimedOut));
+            }
+        }
+        let report = world.watchdog.run().await.unwrap();
+        assert_eq!(report.lost, 0);
+        if report.timed_out > 0 {
+            assert_eq!((report.timed_out, timed_out_at), (1, None), "timed out once");
+            timed_out_at = Some(world.now());
+        }
+    }
+    assert_eq!(timed_out_at, Some(deadline));
+    let ended = world.run(&run_id).await;
+    assert_eq!(ended.state, RunState::TimedOut);
+    assert_eq!(ended.attempts[0].outcome, Some(Outcome::TimedOut));
+    assert_eq!(world.told_about(&run_id), ["timed_out"]);
+}
+
+/// An accepted attempt that never reports back is `timed_out` by the watchdog at its timeout,
+/// retried per the policy, then the run ends TIMED_OUT; one `retrying` and one `timed_out`.
+#[tokio::test]
+async fn a_run_past_its_timeout_is_retried_then_ends() {
+    let world = World::with(START, Settings::default().answer(accepted()));
+    let retry = json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1});
+    let job = world.create(yearly("stuck", json!({"timeout_s": 5, "retry": retry}))).await;
+    let run_id = world.trigger(&job).await;
+    assert_eq!(world.deliver().await, 1);
+    assert_eq!(world.run(&run_id).await.state, RunState::Running);
+    world.pass(4);
+    assert_eq!(world.watchdog.run().await.unwrap().timed_out, 0, "not before the timeout");
+    world.pass(2);
+    let report = world.watchdog.run().await.unwrap();
+    assert_eq!((report.timed_out, report.dispatched), (1, 1));
+    let retrying = world.run(&run_id).await;
+    assert_eq!(retrying.state, RunState::Retrying);
+    assert_eq!(retrying.attempts[0].outcome, Some(Outcome::TimedOut));
+
+    world.pass(2);
+    assert_eq!(world.deliver().await, 1, "the watchdog sent the next attempt");
+    assert_eq!(world.run(&run_id).await.state, RunState::Running);
+    world.pass(6);
+    let report = world.watchdog.run().await.unwrap();
+    assert_eq!((report.timed_out, report.dispatched), (1, 0), "no attempt left to dispatch");
+    let ended = world.run(&run_id).await;
+    assert_eq!(ended.state, RunState::TimedOut);
+    assert_eq!(
+        attempts_of(&ended),
+        [(1, WORKER.into(), Some(Outcome::TimedOut)), (2, WORKER.into(), Some(Outcome::TimedOut))]
+    );
+    assert_eq!(world.watchdog.run().await.unwrap().timed_out, 0);
+    assert_eq!(world.told_about(&run_id), ["retrying", "timed_out"]);
+}
+
+/// A worker that died mid-attempt: its message, back after the hold, is dropped while the lease
+/// lives; the watchdog ends the attempt `lost` once the lease expires and dispatches the next,
+/// which completes; both attempts are in the run's record.
+#[tokio::test]
+async fn a_lost_worker_is_rescued_by_the_watchdog() {
+    let world = World::at(START);
+    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
+    let job = world.create(yearly("job", json!({"timeout_s": 120, "retry": retry}))).await;
+    let run_id = world.trigger(&job).await;
+    start_and_die(&world).await;
+    let held = world.run(&run_id).await;
+    assert_eq!(held.lease_until, Some(t(START) + Duration::seconds(150)));
+
+    world.pass(60);
+    assert_eq!(world.deliver().await, 1, "the message is back after the dead consumer's hold");
+    assert_eq!(world.run(&run_id).await, held, "a live lease is not the message's to end");
+    assert_eq!(world.queue.depth(), 0);
+    world.pass(89);
+    assert_eq!(world.watchdog.run().await.unwrap().lost, 0, "the lease still holds");
+    world.pass(2);
+    let report = world.watchdog.run().await.unwrap();
+    assert_eq!((report.lost, report.dispatched), (1, 1));
+    let done = world.drive(&run_id, 30).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(
+        attempts_of(&done),
+        [(1, "doomed".into(), Some(Outcome::Lost)), (2, WORKER.into(), Some(Outcome::Succeeded))]
+    );
+    assert_eq!(world.caller.calls().len(), 1);
+}
+
+/// Runs whose first attempt has not started a grace period after their due time are sent again,
+/// whether their message was never sent or waits in a backlog, once per grace period; the extra
+/// messages start nothing twice.
+#[tokio::test]
+async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
+    let world = World::at(START);
+    let job = world.create(yearly("job", json!({}))).await;
+    // A backlog: five runs sent and not yet consumed.
+    for _ in 0..5 {
+        world.trigger(&job).await;
+    }
+    // And one recorded and never sent (its claimer crashed).
+    let now = world.now();
+    let stored = world.stored_job(&job.id).await.unwrap();
+    let orphan = world.claimer.new_run(&stored, sundial_domain::run::RunKey::manual(now), now, now);
+    world.claimer.runs().insert(&orphan).await.unwrap();
+    assert_eq!(world.queue.depth(), 5);
+
+    world.pass(119);
+    assert_eq!(world.watchdog.run().await.unwrap().dispatched, 0, "not before the grace period");
+    world.pass(1);
+    let report = world.watchdog.run().await.unwrap();
+    assert_eq!((report.inspected, report.dispatched), (6, 6), "every run not started in time");
+    assert!(world.run(&orphan.id()).await.resent_at.is_some());
+    world.pass(119);
+    assert_eq!(world.watchdog.run().await.unwrap().dispatched, 0, "once per grace period");
+
+    let bodies = world.queue.bodies();
+    assert_eq!(bodies.len(), 11);
+    let orphan_key = orphan.key.encode();
+    assert_eq!(bodies.iter().filter(|b| b.contains(&orphan_key)).count(), 1);
+    assert_eq!(world.deliver().await, 11);
+    assert_eq!(world.caller.calls().len(), 6, "each run once, duplicates dropped");
+    assert!(world.runs_of(&job.id).iter().all(|r| r.state == RunState::Succeeded));
+}
+
+/// An event the bus would not take (the shared topic failing) stays recorded and unsent, the run
+/// in the in-flight index; the watchdog takes it over after the grace period, fails while the
+/// bus does, and publishes it once when it is back; then the run leaves the index.
+#[tokio::test]
+async fn events_left_unsent_by_a_bus_failure_are_published_once() {
+    let world = World::with(START, Settings::default().answer(failed(500)));
+    let job = world.create(yearly("job", json!({"retry": {"max_attempts": 1}}))).await;
+    world.bus.fail(Destination::Shared, true);
+    let run_id = world.trigger(&job).await;
+    assert_eq!(world.deliver().await, 1);
+    let ended = world.run(&run_id).await;
+    assert_eq!(ended.state, RunState::Failed);
+    let events: Vec<_> = ended.events.iter().map(|e| (e.kind, e.sent)).collect();
+    assert_eq!(events, [(EventKind::Failed, false)]);
+    assert!(world.bus.published().is_empty());
+    assert!(world.runs.is_in_flight(&run_id.job_id, &run_id.key), "kept until its events are out");
+
+    world.pass(61);
+    assert_eq!(world.watchdog.run().await.unwrap().republished, 0, "the bus still fails");
+    assert!(world.bus.published().is_empty());
+    world.bus.fail(Destination::Shared, false);
+    world.pass(30);
+    assert_eq!(world.watchdog.run().await.unwrap().republished, 0, "a take-over has its grace too");
+    world.pass(31);
+    assert_eq!(world.watchdog.run().await.unwrap().republished, 1);
+    for _ in 0..3 {
+        world.pass(60);
+        assert_eq!(world.watchdog.run().await.unwrap(), WatchdogReport::default(), "nothing left to do");
+    }
+    let events: Vec<_> = world.run(&run_id).await.events.iter().map(|e| (e.kind, e.sent)).collect();
+    assert_eq!(events, [(EventKind::Failed, true)]);
+    assert!(!world.runs.is_in_flight(&run_id.job_id, &run_id.key));
+    assert_eq!(world.told_about(&run_id), ["failed"]);
+}
+
+/// A publish that reached the shared topic but not the job's (its topic failing) is completed to
+/// the job's topic only: the shared topic hears of the event once.
+#[tokio::test]
+async fn a_publish_that_reached_only_the_shared_topic_is_completed_to_the_jobs_topic() {
+    let world = World::with(START, Settings::default().answer(failed(500)));
+    let notify = json!({"on": ["failed"], "email": ["ops@example.test"]});
+    let job = world.create(yearly("job", json!({"retry": {"max_attempts": 1}, "notify": notify}))).await;
+    assert!(world.topics.has_topic(&job.id), "the job's endpoints have a topic");
+    world.bus.fail(Destination::Job, true);
+    let run_id = world.trigger(&job).await;
+    world.deliver().await;
+    assert_eq!(world.told_about(&run_id), ["failed"]);
+    assert!(world.bus.published_to_jobs().is_empty());
+    let event = world.run(&run_id).await.events.remove(0);
+    assert!(event.shared_sent && !event.sent, "{event:?}");
+
+    world.bus.fail(Destination::Job, false);
+    world.pass(61);
+    assert_eq!(world.watchdog.run().await.unwrap().republished, 1);
+    let to_job: Vec<_> = world.bus.published_to_jobs().into_iter().map(|n| (n.event, n.run_id)).collect();
+    assert_eq!(to_job, [("failed", run_id.to_string())]);
+    assert_eq!(world.told_about(&run_id), ["failed"], "the shared topic is not told twice");
+}
+
+/// A run past its SLA gets one `sla_missed` however many passes see it (and keeps running); one
+/// that ends past its SLA between two passes gets one from the worker; and when the watchdog
+/// flags a run the worker is finishing from an older read, the worker's write is redone
+/// without a second `sla_missed`.
+#[tokio::test]
+async fn sla_missed_is_told_once() {
+    let world = World::with(START, Settings::default().heartbeat_window_s(3600));
+    let with_sla = json!({"sla_s": 60, "retry": {"max_attempts": 1}, "timeout_s": 600});
+
+    // Still running past its SLA: the watchdog flags it, once in five passes.
+    let slow = world.create(yearly("slow", with_sla.clone())).await;
+    world.caller.push(accepted());
+    let slow_run = world.trigger(&slow).await;
+    world.deliver().await;
+    world.pass(30);
+    assert_eq!(world.watchdog.run().await.unwrap().sla_missed, 0, "not before the SLA");
+    let mut flagged = 0;
+    for _ in 0..5 {
+        world.pass(40);
+        flagged += world.watchdog.run().await.unwrap().sla_missed;
+    }
+    assert_eq!(flagged, 1);
+    let slow_state = world.run(&slow_run).await;
+    assert_eq!(slow_state.state, RunState::Running, "an SLA miss does not stop the run");
+    assert!(slow_state.events.iter().any(|e| e.kind == EventKind::SlaMissed && e.sent));
+
+    // Ends past its SLA between two passes: the worker's write carries the flag.
+    let late = world.create(yearly("late", with_sla.clone())).await;
+    let late_run = world.trigger(&late).await;
+    world.watchdog.run().await.unwrap();
+    world.pass(90);
+    world.deliver().await;
+    assert_eq!(world.run(&late_run).await.state, RunState::Succeeded);
+    world.pass(60);
+    assert_eq!(world.watchdog.run().await.unwrap().sla_missed, 0);
+
+    // The watchdog flags a run between the worker's read and its write.
+    let raced = world.create(yearly("raced", with_sla)).await;
+    world.caller.push(accepted());
+    let raced_run = world.trigger(&raced).await;
+    world.deliver().await;
+    let read_by_worker = world.run(&raced_run).await;
+    world.pass(61);
+    assert_eq!(world.watchdog.run().await.unwrap().sla_missed, 1);
+    let ending = sundial_domain::run::transition::Ending::new(Outcome::Succeeded);
+    let finish = sundial_domain::run::transition::Step::Finish { ending, jitter: 0.5 };
+    let done = world.recorder.apply(&raced, &read_by_worker, &finish, world.now()).await.unwrap();
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(done.events.iter().filter(|e| e.kind == EventKind::SlaMissed).count(), 1);
+
+    for run in [&slow_run, &late_run, &raced_run] {
+        assert_eq!(world.told_about(run), ["sla_missed"], "{run}");
+    }
+}
+
+/// A run still queued past its start deadline gets one `late_start` from the watchdog (it is
+/// only told: the run stays queued), and none more when it finally starts.
+#[tokio::test]
+async fn a_late_start_is_told_once() {
+    let world = World::at(START);
+    let job = world.create(yearly("waiting", json!({"start_deadline_s": 30}))).await;
+    let run_id = world.trigger(&job).await;
+    world.pass(30);
+    assert_eq!(world.watchdog.run().await.unwrap().late_start, 0);
+    world.pass(2);
+    assert_eq!(world.watchdog.run().await.unwrap().late_start, 1);
+    assert_eq!(world.watchdog.run().await.unwrap().late_start, 0);
+    assert_eq!(world.run(&run_id).await.state, RunState::Queued, "a late start is only told");
+    assert_eq!(world.deliver().await, 1);
+    assert_eq!(world.run(&run_id).await.state, RunState::Succeeded);
+    assert_eq!(world.told_about(&run_id), ["late_start"]);
+}
+
+/// `failing` is told when failed runs in a row reach `alert_after_failures`, once until a
+/// success starts a new streak.
+#[tokio::test]
+async fn a_failing_streak_is_told_once_per_streak() {
+    let world = World::at(START);
+    // Runs: failed, failed (a streak of 2: failing), failed, succeeded, failed, failed (failing).
+    for answer in [failed(500), failed(500), failed(500)] {
+        world.caller.push(answer);
+    }
+    world.caller.push(Answer::Succeeded { status: Some(200), output: None });
+    world.caller.push(failed(500));
+    world.caller.push(failed(500));
+    let extra = json!({"alert_after_failures": 2, "retry": {"max_attempts": 1}});
+    let job = world.create(yearly("flappy", extra)).await;
+    let mut failing = Vec::new();
+    for n in 1..=6 {
+        let run_id = world.trigger(&job).await;
+        world.deliver().await;
+        if world.run(&run_id).await.events.iter().any(|e| e.kind == EventKind::Failing) {
+            failing.push(n);
+        }
+        world.pass(1);
+    }
+    assert_eq!(failing, [2, 6]);
+    let told = world.told();
+    assert_eq!(told.iter().filter(|e| **e == "failing").count(), 2, "{told:?}");
+    assert_eq!(told.iter().filter(|e| **e == "failed").count(), 5, "{told:?}");
+}
+
+/// The tick stopped for three minutes: one `scheduler_stalled` however many passes see it, then
+/// one `scheduler_recovered` once the tick has caught up.
+#[tokio::test]
+async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
+    let world = World::at("2030-01-01T12:00:05Z");
+    world.tick.run().await.unwrap();
+    world.set("2030-01-01T12:00:30Z");
+    assert_eq!(world.watchdog.run().await.unwrap().alert, None);
+
+    // No tick at 12:01, 12:02, 12:03.
+    let mut alerts = Vec::new();
+    for at in ["12:01:30", "12:02:30", "12:03:30", "12:04:30", "12:05:30"] {
+        world.set(&format!("2030-01-01T{at}Z"));
+        alerts.extend(world.watchdog.run().await.unwrap().alert);
+    }
+    assert_eq!(alerts, ["scheduler_stalled"]);
+    let health = world.tick_state.get().await.unwrap();
+    assert!(health.stalled_since.is_some() && health.unsent_alert.is_none(), "{health:?}");
+
+    world.set("2030-01-01T12:06:02Z");
+    world.tick.run().await.unwrap();
+    world.set("2030-01-01T12:06:30Z");
+    assert_eq!(world.watchdog.run().await.unwrap().alert.as_deref(), Some("scheduler_recovered"));
+    world.set("2030-01-01T12:07:30Z");
+    world.tick.run().await.unwrap();
+    assert_eq!(world.watchdog.run().await.unwrap().alert, None);
+    let told: Vec<&str> = world.bus.alerts().iter().map(|a| a.event).collect();
+    assert_eq!(told, ["scheduler_stalled", "scheduler_recovered"]);
+}
+
+/// A stall alert the bus would not take stays recorded, unsent; a later pass takes it over once
+/// its publisher's grace is out and publishes it when the bus is back: told once in all.
+#[tokio::test]
+async fn a_stall_alert_left_unsent_is_published_by_a_later_pass() {
+    let world = World::at("2030-01-01T12:00:05Z");
+    world.tick.run().await.unwrap();
+    world.bus.fail(Destination::Alerts, true);
+    world.set("2030-01-01T12:04:30Z");
+    assert_eq!(world.watchdog.run().await.unwrap().alert, None, "the bus refused it");
+    let health = world.tick_state.get().await.unwrap();
+    assert_eq!(health.unsent_alert.as_deref(), Some("scheduler_stalled"));
+    world.pass(60);
+    assert_eq!(world.watchdog.run().await.unwrap().alert, None, "still refused");
+
+    world.bus.fail(Destination::Alerts, false);
+    world.pass(30);
+    assert_eq!(world.watchdog.run().await.unwrap().alert, None, "the last take-over's grace");
+    world.pass(30);
+    assert_eq!(world.watchdog.run().await.unwrap().alert.as_deref(), Some("scheduler_stalled"));
+    world.pass(60);
+    assert_eq!(world.watchdog.run().await.unwrap().alert, None);
+    let told: Vec<&str> = world.bus.alerts().iter().map(|a| a.event).collect();
+    assert_eq!(told, ["scheduler_stalled"]);
+    assert_eq!(world.tick_state.get().await.unwrap().unsent_alert, None);
+}

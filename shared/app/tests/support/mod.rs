@@ -1,0 +1,324 @@
+//! The scenario suite's world: the use cases wired exactly as `sundial_shared::services::Services`
+//! wires them (default configuration), over the in-memory ports of `sundial-memory` on a
+//! [`ManualClock`]; and the helpers that deliver the runs queue to the worker as the local poller
+//! does ([`poll_once`]: receive, handle, settle the disposition, delete). Time moves only when a
+//! test moves it: the queue's delays and holds, leases, backoffs and deadlines all follow the
+//! manual clock.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use sundial_app::announce::Announcer;
+use sundial_app::history::History;
+use sundial_app::jobs::{Jobs, JobsSettings};
+use sundial_app::meter::Meter;
+use sundial_app::ports::Ports;
+use sundial_app::record::Recorder;
+use sundial_app::tick::claim::{ClaimSettings, Claimer};
+use sundial_app::tick::{Tick, TickSettings};
+use sundial_app::watchdog::Watchdog;
+use sundial_app::worker::poll::poll_once;
+use sundial_app::worker::{Worker, WorkerSettings};
+use sundial_domain::clock::{Clock, ManualClock};
+use sundial_domain::due::format_instant;
+use sundial_domain::egress::Egress;
+use sundial_domain::inspect::WatchdogSettings;
+use sundial_domain::job::{Job, JobId};
+use sundial_domain::limits::{Limits, TargetAllowList};
+use sundial_domain::page_token::PageTokens;
+use sundial_domain::ports::store::RunStore;
+use sundial_domain::ports::targets::{Answer, Caller, Invocation};
+use sundial_domain::run::transition::DEFAULT_HEARTBEAT_WINDOW;
+use sundial_domain::run::{Run, RunId};
+use sundial_memory::{
+    MemoryEventBus, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore, MemoryTopics,
+    ScriptedCaller,
+};
+
+/// The owner of every job of the suite.
+pub const OWNER: &str = "alice";
+/// Where jobs' HTTP targets point: never called (the [`ScriptedCaller`] answers), only validated.
+pub const TARGET: &str = "https://target.example.test/hook";
+/// The worker id [`World::deliver`] hands messages to.
+pub const WORKER: &str = "test-worker";
+
+pub fn t(s: &str) -> DateTime<Utc> {
+    s.parse().expect("an RFC 3339 instant")
+}
+
+/// The instants runs are scheduled at, as stored.
+pub fn instants(runs: &[Run]) -> Vec<String> {
+    runs.iter().map(|r| format_instant(r.scheduled_at())).collect()
+}
+
+/// A job document calling [`TARGET`] on `schedule`, with the fields of `extra` added.
+pub fn job(name: &str, schedule: Value, extra: Value) -> Value {
+    let mut job = serde_json::json!({
+        "name": name,
+        "schedule": schedule,
+        "target": {"type": "http", "url": TARGET}
+    });
+    if let (Some(job), Some(extra)) = (job.as_object_mut(), extra.as_object()) {
+        job.extend(extra.clone());
+    }
+    job
+}
+
+/// What the deployment is configured with: `Config`'s defaults, and what a test changes.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// `SUNDIAL_DUE_SHARDS`: partitions of the due and in-flight indexes.
+    pub shards: u16,
+    pub claim: ClaimSettings,
+    pub tick: TickSettings,
+    pub watchdog: WatchdogSettings,
+    /// `SUNDIAL_HEARTBEAT_WINDOW_S`.
+    pub heartbeat_window: Duration,
+    /// What the target answers once the caller's script is spent.
+    pub answer: Answer,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            shards: 8,
+            claim: ClaimSettings::default(),
+            tick: TickSettings::default(),
+            watchdog: WatchdogSettings::default(),
+            heartbeat_window: DEFAULT_HEARTBEAT_WINDOW,
+            answer: Answer::Succeeded { status: Some(200), output: None },
+        }
+    }
+}
+
+impl Settings {
+    /// `SUNDIAL_CLAIM_AHEAD_S`.
+    pub fn claim_ahead_s(mut self, seconds: i64) -> Self {
+        self.claim.claim_ahead = Duration::seconds(seconds);
+        self
+    }
+
+    pub fn heartbeat_window_s(mut self, seconds: i64) -> Self {
+        self.heartbeat_window = Duration::seconds(seconds);
+        self
+    }
+
+    pub fn shards(mut self, shards: u16) -> Self {
+        self.shards = shards;
+        self
+    }
+
+    pub fn answer(mut self, answer: Answer) -> Self {
+        self.answer = answer;
+        self
+    }
+}
+
+/// One deployment in memory.
+#[derive(Debug, Clone)]
+pub struct World {
+    pub clock: Arc<ManualClock>,
+    pub job_store: Arc<MemoryJobStore>,
+    pub runs: Arc<MemoryRunStore>,
+    pub tick_state: Arc<MemoryTickStateStore>,
+    pub queue: Arc<MemoryQueue>,
+    pub bus: Arc<MemoryEventBus>,
+    pub topics: Arc<MemoryTopics>,
+    /// Every target: answers by script, then with [`Settings::answer`].
+    pub caller: Arc<ScriptedCaller>,
+    pub ports: Ports,
+    pub recorder: Recorder,
+    pub claimer: Claimer,
+    pub jobs: Jobs,
+    pub history: History,
+    pub tick: Tick,
+    pub worker: Worker,
+    pub watchdog: Watchdog,
+    worker_settings: WorkerSettings,
+}
+
+impl World {
+    /// A deployment with the default configuration, its clock at `now`.
+    pub fn at(now: &str) -> World {
+        World::with(now, Settings::default())
+    }
+
+    /// The wiring of `Services::new`, over the ports in memory.
+    pub fn with(now: &str, settings: Settings) -> World {
+        let clock = Arc::new(ManualClock::new(t(now)));
+        let job_store = Arc::new(MemoryJobStore::new(settings.shards));
+        let runs = Arc::new(MemoryRunStore::new(settings.shards));
+        let tick_state = Arc::new(MemoryTickStateStore::new());
+        let queue = Arc::new(MemoryQueue::new(clock.clone()));
+        let bus = Arc::new(MemoryEventBus::new());
+        let topics = Arc::new(MemoryTopics::new());
+        let caller = Arc::new(ScriptedCaller::new(settings.answer.clone()));
+        let ports = Ports {
+            jobs: job_store.clone(),
+            runs: runs.clone(),
+            tick_state: tick_state.clone(),
+            queue: queue.clone(),
+            bus: bus.clone(),
+            topics: topics.clone(),
+            caller: caller.clone(),
+            clock: clock.clone(),
+            meter: Meter::new(false),
+        };
+        let announcer = Announcer::new(bus.clone(), runs.clone(), None);
+        let recorder = Recorder::new(runs.clone(), announcer);
+        let claimer = Claimer::new(&ports, settings.claim.clone());
+        // `Config::from_vars` without variables: no network beyond public addresses, no Lambda,
+        // SQS or SNS target allowed, the stack's own resources refused.
+        let targets = TargetAllowList {
+            own_prefix: "sundial-".into(),
+            network: Egress::new(&[], &[]).expect("an empty allow-list"),
+            ..TargetAllowList::default()
+        };
+        let jobs_settings =
+            JobsSettings { limits: Limits::default(), targets, page_tokens: PageTokens::random() };
+        let jobs = Jobs::new(&ports, claimer.clone(), jobs_settings);
+        let tick =
+            Tick::new(&ports, claimer.clone(), TickSettings { shards: settings.shards, ..settings.tick });
+        let worker_settings =
+            WorkerSettings { heartbeat_window: settings.heartbeat_window, ..WorkerSettings::default() };
+        let worker = Worker::new(&ports, recorder.clone(), worker_settings.clone());
+        let history = History::new(&ports, jobs.clone(), recorder.clone(), settings.heartbeat_window);
+        let watchdog_settings = WatchdogSettings { shards: settings.shards, ..settings.watchdog };
+        let watchdog = Watchdog::new(&ports, recorder.clone(), watchdog_settings);
+        World {
+            clock,
+            job_store,
+            runs,
+            tick_state,
+            queue,
+            bus,
+            topics,
+            caller,
+            ports,
+            recorder,
+            claimer,
+            jobs,
+            history,
+            tick,
+            worker,
+            watchdog,
+            worker_settings,
+        }
+    }
+
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Lets `seconds` of simulated time pass.
+    pub fn pass(&self, seconds: i64) {
+        self.clock.advance(Duration::seconds(seconds));
+    }
+
+    pub fn set(&self, now: &str) {
+        self.clock.set(t(now));
+    }
+
+    /// A worker of this deployment whose targets are called through `caller`.
+    pub fn worker_calling(&self, caller: Arc<dyn Caller>) -> Worker {
+        let ports = Ports { caller, ..self.ports.clone() };
+        Worker::new(&ports, self.recorder.clone(), self.worker_settings.clone())
+    }
+
+    /// Creates a job as [`OWNER`] through the job use cases (which claim it when due soon).
+    pub async fn create(&self, document: Value) -> Job {
+        let document = serde_json::from_value(document).expect("a job document");
+        self.jobs.create(&OWNER.to_string(), document).await.expect("the job is created")
+    }
+
+    /// Triggers a run of `job` now, as [`OWNER`].
+    pub async fn trigger(&self, job: &Job) -> RunId {
+        self.jobs.trigger(&OWNER.to_string(), &job.id, None).await.expect("the run is triggered").id()
+    }
+
+    /// The run as stored; panics if there is none.
+    pub async fn run(&self, id: &RunId) -> Run {
+        self.runs.get(&id.job_id, &id.key).await.expect("reading a run").expect("the run exists")
+    }
+
+    /// Every run of a job, oldest first.
+    pub fn runs_of(&self, job: &JobId) -> Vec<Run> {
+        let mut runs: Vec<Run> = self.runs.all().into_iter().filter(|r| &r.job_id == job).collect();
+        runs.sort_by(|a, b| a.key.cmp(&b.key));
+        runs
+    }
+
+    /// The job as stored (`None` once deleted).
+    pub async fn stored_job(&self, id: &JobId) -> Option<Job> {
+        use sundial_domain::ports::store::JobStore;
+        self.job_store.get(id).await.expect("reading a job")
+    }
+
+    /// Hands every message visible now to the worker, as the local poller does, until none is
+    /// visible; returns how many were handled. Time does not move.
+    pub async fn deliver(&self) -> usize {
+        let mut handled = 0;
+        for _ in 0..1_000 {
+            let queue = self.queue.as_ref();
+            let n = poll_once(&self.worker, queue, queue, WORKER, 0).await.expect("receiving from the queue");
+            if n == 0 {
+                return handled;
+            }
+            handled += n;
+        }
+        panic!("messages kept coming back visible at {}", self.now());
+    }
+
+    /// Delivers messages, a simulated second at a time, until the run has ended; panics past
+    /// `limit_s` simulated seconds.
+    pub async fn drive(&self, id: &RunId, limit_s: i64) -> Run {
+        let deadline = self.now() + Duration::seconds(limit_s);
+        loop {
+            self.deliver().await;
+            let run = self.run(id).await;
+            if run.state.is_terminal() {
+                return run;
+            }
+            assert!(self.now() < deadline, "run still {} after {limit_s} simulated seconds", run.state);
+            self.pass(1);
+        }
+    }
+
+    /// The events published to the shared topic about `run`, in order.
+    pub fn told_about(&self, run: &RunId) -> Vec<&'static str> {
+        let run = run.to_string();
+        self.bus.published().into_iter().filter(|n| n.run_id == run).map(|n| n.event).collect()
+    }
+
+    /// Every event published to the shared topic, sorted.
+    pub fn told(&self) -> Vec<&'static str> {
+        let mut events: Vec<&'static str> = self.bus.published().into_iter().map(|n| n.event).collect();
+        events.sort_unstable();
+        events
+    }
+}
+
+/// A target that never answers, standing in for a worker that dies mid-call: the test drops the
+/// worker's future once [`Hanging::called`] fires.
+#[derive(Debug, Default)]
+pub struct Hanging {
+    pub called: tokio::sync::Notify,
+    calls: AtomicUsize,
+}
+
+impl Hanging {
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Caller for Hanging {
+    async fn call(&self, _invocation: &Invocation<'_>) -> Answer {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.called.notify_one();
+        std::future::pending().await
+    }
+}
