@@ -7,6 +7,7 @@
 use crate::dispatch::Dispatch;
 use crate::job::{EventKind, Job};
 use crate::run::RunEvent;
+use crate::run::transition::{sla_deadline, start_deadline};
 use crate::run::{Run, RunState};
 use chrono::{DateTime, Duration, Utc};
 
@@ -63,22 +64,18 @@ pub fn needs_settling(run: &Run, now: DateTime<Utc>, grace: Duration) -> bool {
 }
 
 /// The flags due on an in-flight run: `sla_missed` past its SLA, `late_start` when still not
-/// started past its start deadline; each once per run. Both count from the run's due time (its
-/// instant plus the offset Sundial gave it: jitter, a backfill's pacing), so neither a jitter
-/// larger than the deadline nor a backfill of old instants raises them.
+/// started past its start deadline ([`sla_deadline`], [`start_deadline`]); each once per run.
 pub fn flags_due(job: &Job, run: &Run, now: DateTime<Utc>) -> Vec<EventKind> {
     let mut due = Vec::new();
     if !run.state.is_in_flight() {
         return due;
     }
     let has = |kind: EventKind| run.events.iter().any(|e| e.kind == kind);
-    let past =
-        |seconds: Option<u32>| seconds.is_some_and(|s| now > run.due_at + Duration::seconds(i64::from(s)));
-    if past(job.document.sla_s) && !has(EventKind::SlaMissed) {
+    let past = |deadline: Option<DateTime<Utc>>| deadline.is_some_and(|d| now > d);
+    if past(sla_deadline(job, run)) && !has(EventKind::SlaMissed) {
         due.push(EventKind::SlaMissed);
     }
-    let unstarted = run.state == RunState::Queued && run.attempt == 0;
-    if unstarted && past(job.document.start_deadline_s) && !has(EventKind::LateStart) {
+    if run.is_unstarted() && past(start_deadline(job, run)) && !has(EventKind::LateStart) {
         due.push(EventKind::LateStart);
     }
     due

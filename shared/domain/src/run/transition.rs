@@ -238,19 +238,14 @@ pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<R
     }
     let already = |kind: EventKind| after.events.iter().chain(&before.events).any(|e| e.kind == kind);
     let first_start = before.attempt == 0 && after.attempt == 1;
-    if first_start && !already(EventKind::LateStart) {
-        if let Some(deadline) = job.document.start_deadline_s {
-            if now > after.due_at + Duration::seconds(i64::from(deadline)) {
-                events.push(RunEvent::new(EventKind::LateStart, after.attempt, now));
-            }
-        }
+    if first_start && !already(EventKind::LateStart) && start_deadline(job, after).is_some_and(|d| now > d) {
+        events.push(RunEvent::new(EventKind::LateStart, after.attempt, now));
     }
-    if after.state.is_terminal() && !already(EventKind::SlaMissed) {
-        if let Some(sla) = job.document.sla_s {
-            if now > after.due_at + Duration::seconds(i64::from(sla)) {
-                events.push(RunEvent::new(EventKind::SlaMissed, after.attempt, now));
-            }
-        }
+    if after.state.is_terminal()
+        && !already(EventKind::SlaMissed)
+        && sla_deadline(job, after).is_some_and(|d| now > d)
+    {
+        events.push(RunEvent::new(EventKind::SlaMissed, after.attempt, now));
     }
     events
 }
@@ -275,6 +270,18 @@ pub fn claim(job: &Job, key: RunKey, due_at: DateTime<Utc>, now: DateTime<Utc>, 
         expires_at: now + retention,
         events: Vec::new(),
     }
+}
+
+/// When `run` misses its job's SLA (`None`: the job has none). Deadlines count from the run's
+/// due time (its instant plus the offset Sundial gave it: jitter, a backfill's pacing), so
+/// neither a jitter larger than the deadline nor a backfill of old instants raises them.
+pub fn sla_deadline(job: &Job, run: &Run) -> Option<DateTime<Utc>> {
+    job.document.sla_s.map(|s| run.due_at + Duration::seconds(i64::from(s)))
+}
+
+/// When `run`'s first attempt starts late (`None`: the job sets no start deadline).
+pub fn start_deadline(job: &Job, run: &Run) -> Option<DateTime<Utc>> {
+    job.document.start_deadline_s.map(|s| run.due_at + Duration::seconds(i64::from(s)))
 }
 
 /// When the open attempt of `run` must have ended: its start plus the job's timeout.
