@@ -12,10 +12,10 @@ use sundial_adapters::sns::topics::{SnsJobTopics, TopicNames};
 use sundial_adapters::sqs::SqsRunQueue;
 use sundial_adapters::targets::Targets;
 use sundial_app::announce::Announcer;
-use sundial_app::history::History;
 use sundial_app::jobs::{Jobs, JobsSettings};
 use sundial_app::ports::Ports;
 use sundial_app::record::Recorder;
+use sundial_app::run_control::RunControl;
 use sundial_app::tick::Tick;
 use sundial_app::tick::claim::Claimer;
 use sundial_app::watchdog::Watchdog;
@@ -44,7 +44,7 @@ pub struct Services {
     pub idempotency: Arc<dyn IdempotencyStore>,
     pub claimer: Claimer,
     pub jobs: Jobs,
-    pub history: History,
+    pub run_control: RunControl,
     pub tick: Tick,
     pub worker: Worker,
     pub watchdog: Watchdog,
@@ -120,7 +120,7 @@ impl Services {
         let worker_settings =
             WorkerSettings { heartbeat_window: config.heartbeat_window, ..WorkerSettings::default() };
         let worker = Worker::new(&ports, recorder.clone(), worker_settings);
-        let history = History::new(&ports, jobs.clone(), recorder.clone(), config.heartbeat_window);
+        let run_control = RunControl::new(&ports, jobs.clone(), recorder.clone(), config.heartbeat_window);
         let watchdog = Watchdog::new(&ports, recorder.clone(), config.watchdog.clone());
         Services {
             config,
@@ -136,7 +136,7 @@ impl Services {
             idempotency,
             claimer,
             jobs,
-            history,
+            run_control,
             tick,
             worker,
             watchdog,

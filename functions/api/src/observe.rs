@@ -39,7 +39,7 @@ pub async fn run_logs(
     RunPath(id): RunPath,
 ) -> Result<Json<RunLogs>, ApiError> {
     // The owner check first: another owner's run is not found.
-    state.history.get(&owner, &id).await?;
+    state.run_control.get(&owner, &id).await?;
     let run_id = id.to_string();
     let lines = state.logs.local_lines(&run_id, 500).map_err(|e| {
         ApiError::new(

@@ -10,7 +10,7 @@ use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use std::collections::HashMap;
-use sundial_app::history::{CallbackError, Completion};
+use sundial_app::run_control::{CallbackError, Completion};
 use sundial_domain::run::{RunId, RunState};
 use sundial_domain::target::headers::CALLBACK_TOKEN;
 use sundial_domain::validation::ValidationError;
@@ -54,7 +54,8 @@ pub async fn list(
         .get("state")
         .map(|s| s.parse::<RunState>().map_err(|e| ApiError::bad_request(ValidationError::new("state", e))))
         .transpose()?;
-    let page = state.history.list(&owner, &id, limit, query.get("next").map(String::as_str), filter).await?;
+    let page =
+        state.run_control.list(&owner, &id, limit, query.get("next").map(String::as_str), filter).await?;
     Ok(Json(RunList { runs: page.items.iter().map(|r| state.run_view(r)).collect(), next: page.next }))
 }
 
@@ -67,7 +68,7 @@ pub async fn get(
     Caller(owner): Caller,
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
-    let (run, _) = state.history.get(&owner, &id).await.map_err(not_found_as_run)?;
+    let (run, _) = state.run_control.get(&owner, &id).await.map_err(not_found_as_run)?;
     Ok(Json(state.run_view(&run)))
 }
 
@@ -81,7 +82,7 @@ pub async fn cancel(
     Caller(owner): Caller,
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
-    let run = state.history.cancel(&owner, &id).await.map_err(not_found_as_run)?;
+    let run = state.run_control.cancel(&owner, &id).await.map_err(not_found_as_run)?;
     Ok(Json(state.run_view(&run)))
 }
 
@@ -95,7 +96,7 @@ pub async fn rerun(
     Caller(owner): Caller,
     RunPath(id): RunPath,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    let run = state.history.rerun(&owner, &id).await.map_err(not_found_as_run)?;
+    let run = state.run_control.rerun(&owner, &id).await.map_err(not_found_as_run)?;
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 
@@ -133,7 +134,7 @@ pub async fn heartbeat(
     headers: HeaderMap,
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
-    let run = state.history.heartbeat(&id, callback_token(&headers)?).await.map_err(callback_error)?;
+    let run = state.run_control.heartbeat(&id, callback_token(&headers)?).await.map_err(callback_error)?;
     Ok(Json(state.run_view(&run)))
 }
 
@@ -169,7 +170,10 @@ pub async fn complete(
         error: body.error,
         permanent: body.permanent,
     };
-    let run =
-        state.history.complete(&id, callback_token(&headers)?, completion).await.map_err(callback_error)?;
+    let run = state
+        .run_control
+        .complete(&id, callback_token(&headers)?, completion)
+        .await
+        .map_err(callback_error)?;
     Ok(Json(state.run_view(&run)))
 }

@@ -2,9 +2,9 @@
 
 use crate::view::RunView;
 use std::sync::Arc;
-use sundial_app::history::History;
 use sundial_app::jobs::Jobs;
 use sundial_app::meter::Meter;
+use sundial_app::run_control::RunControl;
 use sundial_domain::auth::ApiKeys;
 use sundial_domain::clock::Clock;
 use sundial_domain::ports::store::IdempotencyStore;
@@ -18,7 +18,7 @@ pub const BODY_OVERHEAD: usize = 32 * 1024;
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub jobs: Jobs,
-    pub history: History,
+    pub run_control: RunControl,
     pub idempotency: Arc<dyn IdempotencyStore>,
     pub api_keys: Arc<ApiKeys>,
     pub clock: Arc<dyn Clock>,
@@ -31,7 +31,7 @@ impl AppState {
     pub fn new(services: &Services) -> Self {
         AppState {
             jobs: services.jobs.clone(),
-            history: services.history.clone(),
+            run_control: services.run_control.clone(),
             idempotency: services.idempotency.clone(),
             api_keys: Arc::new(services.config.api_keys.clone()),
             clock: services.clock.clone(),

@@ -1,7 +1,7 @@
 //! Sundial's use cases, over the domain's ports only (no AWS type reaches them):
 //!
 //! - [`jobs`]: the job lifecycle (create, patch, pause, resume, trigger, backfill, delete);
-//! - [`history`]: run history, cancel, re-run, and target callbacks;
+//! - [`run_control`]: run history, cancel, re-run, and the target callbacks (heartbeat, complete);
 //! - [`tick`]: the scheduler: which instants are due, claimed once, dispatched to the second;
 //! - [`worker`]: one message in, at most one attempt out; [`worker::poll`] drives a queue;
 //! - [`watchdog`]: leases, time-outs, re-dispatch, unsent events, SLA and late-start flags, stalls;
@@ -12,11 +12,11 @@
 
 pub mod announce;
 pub mod emf;
-pub mod history;
 pub mod jobs;
 pub mod meter;
 pub mod ports;
 pub mod record;
+pub mod run_control;
 pub mod tick;
 pub mod watchdog;
 pub mod worker;

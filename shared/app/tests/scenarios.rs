@@ -11,8 +11,8 @@ mod support;
 use chrono::Duration;
 use serde_json::json;
 use std::sync::Arc;
-use sundial_app::history::{CallbackError, Completion};
 use sundial_app::jobs::JobsError;
+use sundial_app::run_control::{CallbackError, Completion};
 use sundial_app::tick::{Tick, TickSettings};
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
@@ -538,12 +538,15 @@ async fn accepted_work_reports_back_with_heartbeats_and_completion() {
     assert_eq!(world.deliver().await, 1);
     let token = world.caller.calls()[0].callback_token.clone();
     assert_eq!(world.run(&run_id).await.state, RunState::Running);
-    assert_eq!(world.history.heartbeat(&run_id, "not-the-token").await.unwrap_err(), CallbackError::BadToken);
+    assert_eq!(
+        world.run_control.heartbeat(&run_id, "not-the-token").await.unwrap_err(),
+        CallbackError::BadToken
+    );
 
     // Five seconds of heartbeats, past the 2 s window: the attempt stays open.
     for _ in 0..5 {
         world.pass(1);
-        let beat = world.history.heartbeat(&run_id, &token).await.unwrap();
+        let beat = world.run_control.heartbeat(&run_id, &token).await.unwrap();
         assert_eq!(beat.lease_until, Some(world.now() + Duration::seconds(2)));
         assert_eq!(
             world.worker.handle(&body, "w").await,
@@ -557,12 +560,12 @@ async fn accepted_work_reports_back_with_heartbeats_and_completion() {
 
     let completion =
         Completion { succeeded: true, output: Some("42 rows".into()), error: None, permanent: false };
-    let done = world.history.complete(&run_id, &token, completion.clone()).await.unwrap();
+    let done = world.run_control.complete(&run_id, &token, completion.clone()).await.unwrap();
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.attempts[0].output.as_deref(), Some("42 rows"));
     assert_eq!(done.attempts[0].status_code, Some(202));
     assert_eq!(
-        world.history.complete(&run_id, &token, completion).await.unwrap_err(),
+        world.run_control.complete(&run_id, &token, completion).await.unwrap_err(),
         CallbackError::NotOpen(RunState::Succeeded)
     );
     assert_eq!(world.caller.calls().len(), 1);
@@ -607,8 +610,11 @@ async fn paused_and_deleted_jobs_do_not_execute() {
     assert!(world.caller.calls().is_empty());
     assert_eq!(world.told_about(&paused_run), ["skipped"]);
     assert!(world.told_about(&deleted_run).is_empty());
-    assert!(world.history.get(&owner(), &deleted_run).await.is_ok());
-    assert_eq!(world.history.get(&"bob".to_string(), &deleted_run).await.unwrap_err(), JobsError::NotFound);
+    assert!(world.run_control.get(&owner(), &deleted_run).await.is_ok());
+    assert_eq!(
+        world.run_control.get(&"bob".to_string(), &deleted_run).await.unwrap_err(),
+        JobsError::NotFound
+    );
 }
 
 /// A message naming no run goes to the dead-letter queue with its reason and redrive brings it
@@ -663,7 +669,7 @@ async fn heartbeats_never_keep_an_attempt_past_its_timeout() {
     let mut timed_out_at = None;
     for second in 1..=12 {
         world.pass(1);
-        match world.history.heartbeat(&run_id, &token).await {
+        match world.run_control.heartbeat(&run_id, &token).await {
             Ok(run) => assert!(run.lease_until.unwrap() <= deadline, "{:?}", run.lease_until),
             Err(e) => {
                 assert!(timed_out_at.is_some(), "second {second}: {e}");

@@ -11,11 +11,11 @@ use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use sundial_app::announce::Announcer;
-use sundial_app::history::History;
 use sundial_app::jobs::{Jobs, JobsSettings};
 use sundial_app::meter::Meter;
 use sundial_app::ports::Ports;
 use sundial_app::record::Recorder;
+use sundial_app::run_control::RunControl;
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
 use sundial_app::tick::{Tick, TickSettings};
 use sundial_app::watchdog::Watchdog;
@@ -132,7 +132,7 @@ pub struct World {
     pub recorder: Recorder,
     pub claimer: Claimer,
     pub jobs: Jobs,
-    pub history: History,
+    pub run_control: RunControl,
     pub tick: Tick,
     pub worker: Worker,
     pub watchdog: Watchdog,
@@ -184,7 +184,7 @@ impl World {
         let worker_settings =
             WorkerSettings { heartbeat_window: settings.heartbeat_window, ..WorkerSettings::default() };
         let worker = Worker::new(&ports, recorder.clone(), worker_settings.clone());
-        let history = History::new(&ports, jobs.clone(), recorder.clone(), settings.heartbeat_window);
+        let run_control = RunControl::new(&ports, jobs.clone(), recorder.clone(), settings.heartbeat_window);
         let watchdog_settings = WatchdogSettings { shards: settings.shards, ..settings.watchdog };
         let watchdog = Watchdog::new(&ports, recorder.clone(), watchdog_settings);
         World {
@@ -200,7 +200,7 @@ impl World {
             recorder,
             claimer,
             jobs,
-            history,
+            run_control,
             tick,
             worker,
             watchdog,

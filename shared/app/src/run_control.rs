@@ -42,7 +42,7 @@ pub struct Completion {
 
 /// The run use cases.
 #[derive(Debug, Clone)]
-pub struct History {
+pub struct RunControl {
     jobs: Jobs,
     recorder: Recorder,
     job_store: Arc<dyn JobStore>,
@@ -52,10 +52,10 @@ pub struct History {
     heartbeat_window: Duration,
 }
 
-impl History {
+impl RunControl {
     pub fn new(ports: &Ports, jobs: Jobs, recorder: Recorder, heartbeat_window: Duration) -> Self {
         let Ports { jobs: job_store, runs, queue, clock, .. } = ports.clone();
-        History { jobs, recorder, job_store, runs, queue, clock, heartbeat_window }
+        RunControl { jobs, recorder, job_store, runs, queue, clock, heartbeat_window }
     }
 
     /// A job's runs, newest first.
