@@ -18,6 +18,7 @@ use sundial_app::record::Recorder;
 use sundial_app::run_control::RunControl;
 use sundial_app::tick::Tick;
 use sundial_app::tick::claim::Claimer;
+use sundial_app::use_cases::{Settings, UseCases};
 use sundial_app::watchdog::Watchdog;
 use sundial_app::worker::{Worker, WorkerSettings};
 use sundial_domain::clock::Clock;
@@ -101,27 +102,26 @@ impl Services {
             runs: runs.clone(),
             tick_state: tick_state.clone(),
             queue: queue.clone(),
-            bus: bus.clone(),
+            bus,
             topics: topics.clone(),
             caller,
             clock: clock.clone(),
             meter: meter.clone(),
         };
-        let announcer = Announcer::new(bus, runs.clone(), config.public_url.clone());
-        let recorder = Recorder::new(runs.clone(), announcer.clone());
-        let claimer = Claimer::new(&ports, config.claim.clone());
-        let settings = JobsSettings {
-            limits: config.limits.clone(),
-            targets: config.targets.clone(),
-            page_tokens: config.page_tokens.clone(),
+        let settings = Settings {
+            claim: config.claim.clone(),
+            tick: config.tick.clone(),
+            worker: WorkerSettings { heartbeat_window: config.heartbeat_window, ..WorkerSettings::default() },
+            watchdog: config.watchdog.clone(),
+            jobs: JobsSettings {
+                limits: config.limits.clone(),
+                targets: config.targets.clone(),
+                page_tokens: config.page_tokens.clone(),
+            },
+            public_url: config.public_url.clone(),
         };
-        let jobs = Jobs::new(&ports, claimer.clone(), settings);
-        let tick = Tick::new(&ports, claimer.clone(), config.tick.clone());
-        let worker_settings =
-            WorkerSettings { heartbeat_window: config.heartbeat_window, ..WorkerSettings::default() };
-        let worker = Worker::new(&ports, recorder.clone(), worker_settings);
-        let run_control = RunControl::new(&ports, jobs.clone(), recorder.clone(), config.heartbeat_window);
-        let watchdog = Watchdog::new(&ports, recorder.clone(), config.watchdog.clone());
+        let UseCases { announcer, recorder, claimer, jobs, run_control, tick, worker, watchdog } =
+            UseCases::new(&ports, settings);
         Services {
             config,
             ports,

@@ -8,7 +8,8 @@
 //! - [`record`]: a run's change written together with the events it causes;
 //! - [`announce`]: publishing a run's events once and marking them sent;
 //! - [`meter`]: the process's series, served as Prometheus text and written as [`emf`] lines;
-//! - [`ports`]: the bundle of ports every use case is built from.
+//! - [`ports`]: the bundle of ports every use case is built from; [`use_cases`]: all of them,
+//!   built from one bundle.
 
 pub mod announce;
 pub mod emf;
@@ -18,5 +19,6 @@ pub mod ports;
 pub mod record;
 pub mod run_control;
 pub mod tick;
+pub mod use_cases;
 pub mod watchdog;
 pub mod worker;

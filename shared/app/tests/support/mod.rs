@@ -10,7 +10,6 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use sundial_app::announce::Announcer;
 use sundial_app::jobs::{Jobs, JobsSettings};
 use sundial_app::meter::Meter;
 use sundial_app::ports::Ports;
@@ -18,6 +17,7 @@ use sundial_app::record::Recorder;
 use sundial_app::run_control::RunControl;
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
 use sundial_app::tick::{Tick, TickSettings};
+use sundial_app::use_cases::{self, UseCases};
 use sundial_app::watchdog::Watchdog;
 use sundial_app::worker::poll::poll_once;
 use sundial_app::worker::{Worker, WorkerSettings};
@@ -166,9 +166,6 @@ impl World {
             clock: clock.clone(),
             meter: Meter::new(false),
         };
-        let announcer = Announcer::new(bus.clone(), runs.clone(), None);
-        let recorder = Recorder::new(runs.clone(), announcer);
-        let claimer = Claimer::new(&ports, settings.claim.clone());
         // `Config::from_vars` without variables: no network beyond public addresses, no Lambda,
         // SQS or SNS target allowed, the stack's own resources refused.
         let targets = TargetAllowList {
@@ -176,17 +173,20 @@ impl World {
             network: Egress::new(&[], &[]).expect("an empty allow-list"),
             ..TargetAllowList::default()
         };
-        let jobs_settings =
-            JobsSettings { limits: Limits::default(), targets, page_tokens: PageTokens::random() };
-        let jobs = Jobs::new(&ports, claimer.clone(), jobs_settings);
-        let tick =
-            Tick::new(&ports, claimer.clone(), TickSettings { shards: settings.shards, ..settings.tick });
         let worker_settings =
             WorkerSettings { heartbeat_window: settings.heartbeat_window, ..WorkerSettings::default() };
-        let worker = Worker::new(&ports, recorder.clone(), worker_settings.clone());
-        let run_control = RunControl::new(&ports, jobs.clone(), recorder.clone(), settings.heartbeat_window);
-        let watchdog_settings = WatchdogSettings { shards: settings.shards, ..settings.watchdog };
-        let watchdog = Watchdog::new(&ports, recorder.clone(), watchdog_settings);
+        let use_cases = UseCases::new(
+            &ports,
+            use_cases::Settings {
+                claim: settings.claim.clone(),
+                tick: TickSettings { shards: settings.shards, ..settings.tick },
+                worker: worker_settings.clone(),
+                watchdog: WatchdogSettings { shards: settings.shards, ..settings.watchdog },
+                jobs: JobsSettings { limits: Limits::default(), targets, page_tokens: PageTokens::random() },
+                public_url: None,
+            },
+        );
+        let UseCases { recorder, claimer, jobs, run_control, tick, worker, watchdog, .. } = use_cases;
         World {
             clock,
             job_store,

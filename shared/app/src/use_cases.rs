@@ -1,0 +1,54 @@
+//! The use cases of one process, built from one bundle of ports and their settings: the wiring
+//! over the AWS adapters and the scenario tests over the in-memory ones assemble them the same
+//! way.
+
+use crate::announce::Announcer;
+use crate::jobs::{Jobs, JobsSettings};
+use crate::ports::Ports;
+use crate::record::Recorder;
+use crate::run_control::RunControl;
+use crate::tick::claim::{ClaimSettings, Claimer};
+use crate::tick::{Tick, TickSettings};
+use crate::watchdog::Watchdog;
+use crate::worker::{Worker, WorkerSettings};
+use sundial_domain::inspect::WatchdogSettings;
+
+/// What the use cases are configured with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub claim: ClaimSettings,
+    pub tick: TickSettings,
+    pub worker: WorkerSettings,
+    pub watchdog: WatchdogSettings,
+    pub jobs: JobsSettings,
+    /// Where links in notifications point (the dashboard), if anywhere.
+    pub public_url: Option<String>,
+}
+
+/// Every use case, over the same ports.
+#[derive(Debug, Clone)]
+pub struct UseCases {
+    pub announcer: Announcer,
+    pub recorder: Recorder,
+    pub claimer: Claimer,
+    pub jobs: Jobs,
+    pub run_control: RunControl,
+    pub tick: Tick,
+    pub worker: Worker,
+    pub watchdog: Watchdog,
+}
+
+impl UseCases {
+    pub fn new(ports: &Ports, settings: Settings) -> Self {
+        let announcer = Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url);
+        let recorder = Recorder::new(ports.runs.clone(), announcer.clone());
+        let claimer = Claimer::new(ports, settings.claim);
+        let jobs = Jobs::new(ports, claimer.clone(), settings.jobs);
+        let tick = Tick::new(ports, claimer.clone(), settings.tick);
+        let heartbeat_window = settings.worker.heartbeat_window;
+        let worker = Worker::new(ports, recorder.clone(), settings.worker);
+        let run_control = RunControl::new(ports, jobs.clone(), recorder.clone(), heartbeat_window);
+        let watchdog = Watchdog::new(ports, recorder.clone(), settings.watchdog);
+        UseCases { announcer, recorder, claimer, jobs, run_control, tick, worker, watchdog }
+    }
+}
