@@ -197,31 +197,10 @@ pub fn endpoints(notify: &NotifySettings) -> Vec<(&'static str, String, String)>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{JobDocument, JobId};
     use crate::run::transition::caused;
     use crate::run::{Attempt, RunKey};
 
-    fn at(text: &str) -> DateTime<Utc> {
-        text.parse().unwrap()
-    }
-
-    fn job(extra: serde_json::Value) -> Job {
-        let mut doc =
-            serde_json::json!({"name": "nightly", "target": {"type": "http", "url": "https://x.test/"}});
-        doc.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        let document: JobDocument = serde_json::from_value(doc).unwrap();
-        Job {
-            id: JobId::generate(),
-            owner: "alice".into(),
-            document,
-            version: 1,
-            created_at: at("2026-11-22T00:00:00Z"),
-            updated_at: at("2026-11-22T00:00:00Z"),
-            next_run_at: None,
-            signing_secret: "s".into(),
-            pauses: Vec::new(),
-        }
-    }
+    use crate::fixtures::{at, job};
 
     fn run(job: &Job, instant: &str, state: RunState) -> Run {
         let t = at(instant);

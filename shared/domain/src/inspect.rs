@@ -111,29 +111,9 @@ pub fn minutes_behind(watermark: Option<DateTime<Utc>>, now: DateTime<Utc>) -> i
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::JobDocument;
     use crate::run::RunKey;
 
-    fn at(text: &str) -> DateTime<Utc> {
-        text.parse().unwrap()
-    }
-
-    fn job(extra: serde_json::Value) -> Job {
-        let mut doc = serde_json::json!({"name": "j", "target": {"type": "http", "url": "https://x.test/"}});
-        doc.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        let document: JobDocument = serde_json::from_value(doc).unwrap();
-        Job {
-            id: crate::job::JobId::generate(),
-            owner: "o".into(),
-            document,
-            version: 1,
-            created_at: at("2026-11-22T00:00:00Z"),
-            updated_at: at("2026-11-22T00:00:00Z"),
-            next_run_at: Some(at("2026-11-22T10:01:00Z")),
-            signing_secret: "s".into(),
-            pauses: Vec::new(),
-        }
-    }
+    use crate::fixtures::{at, job};
 
     fn run(job: &Job, key: RunKey, state: RunState) -> Run {
         let t = key.instant;

@@ -24,6 +24,8 @@ pub mod dispatch;
 pub mod due;
 pub mod egress;
 pub mod events;
+#[cfg(test)]
+mod fixtures;
 pub mod inspect;
 pub mod job;
 pub mod limits;

@@ -406,31 +406,17 @@ pub fn paused_reason(job: &Job, run: &Run) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::{JobDocument, JobId};
     use proptest::prelude::*;
 
-    fn at(text: &str) -> DateTime<Utc> {
-        text.parse().unwrap()
-    }
+    use crate::fixtures::at;
 
+    /// A job with a 60 s timeout and three attempts 10 to 60 s apart, `extra` merged in.
     fn job(extra: serde_json::Value) -> Job {
         let mut doc = serde_json::json!({
-            "name": "nightly", "target": {"type": "http", "url": "https://x.test/"},
             "timeout_s": 60, "retry": {"max_attempts": 3, "backoff_s": 10, "max_backoff_s": 60}
         });
         doc.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        let document: JobDocument = serde_json::from_value(doc).unwrap();
-        Job {
-            id: JobId::generate(),
-            owner: "alice".into(),
-            document,
-            version: 1,
-            created_at: at("2026-11-22T00:00:00Z"),
-            updated_at: at("2026-11-22T00:00:00Z"),
-            next_run_at: None,
-            signing_secret: "s".into(),
-            pauses: Vec::new(),
-        }
+        crate::fixtures::job(doc)
     }
 
     const DUE: &str = "2026-11-22T10:00:00Z";
