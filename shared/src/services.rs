@@ -106,6 +106,8 @@ impl Services {
             topics: topics.clone(),
             caller,
             clock: clock.clone(),
+            timer: Arc::new(sundial_app::timer::TokioTimer),
+            entropy: Arc::new(sundial_domain::entropy::OsEntropy),
             meter: meter.clone(),
         };
         let settings = Settings {

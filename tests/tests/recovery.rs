@@ -942,7 +942,8 @@ fn watchdog_of(
     settings: WatchdogSettings,
 ) -> Watchdog {
     let s = &stack.services;
-    let recorder = Recorder::new(runs.clone(), Announcer::new(bus, runs.clone(), None));
+    let recorder =
+        Recorder::new(runs.clone(), Announcer::new(bus, runs.clone(), None), s.ports.timer.clone());
     Watchdog::new(&Ports { runs, ..s.ports.clone() }, recorder, settings)
 }
 
@@ -1292,7 +1293,7 @@ fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_app::worker::W
         stack.lambda.clone(),
         s.config.targets.clone(),
     ));
-    let recorder = Recorder::new(runs.clone(), s.announcer.clone());
+    let recorder = Recorder::new(runs.clone(), s.announcer.clone(), s.ports.timer.clone());
     let settings = sundial_app::worker::WorkerSettings {
         heartbeat_window: s.config.heartbeat_window,
         ..Default::default()

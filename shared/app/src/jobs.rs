@@ -14,6 +14,7 @@ use crate::tick::claim::Claimer;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
+use sundial_domain::entropy::Entropy;
 use sundial_domain::events::has_endpoints;
 use sundial_domain::job::{ConcurrencyPolicy, Job, JobDocument, JobId, Owner};
 use sundial_domain::limits::{Limits, TargetAllowList};
@@ -139,6 +140,7 @@ pub struct JobsSettings {
 pub struct Jobs {
     store: Arc<dyn JobStore>,
     clock: Arc<dyn Clock>,
+    entropy: Arc<dyn Entropy>,
     limits: Limits,
     targets: TargetAllowList,
     claimer: Claimer,
@@ -148,9 +150,9 @@ pub struct Jobs {
 
 impl Jobs {
     pub fn new(ports: &Ports, claimer: Claimer, settings: JobsSettings) -> Self {
-        let Ports { jobs: store, clock, topics, .. } = ports.clone();
+        let Ports { jobs: store, clock, entropy, topics, .. } = ports.clone();
         let JobsSettings { limits, targets, page_tokens } = settings;
-        Jobs { store, clock, limits, targets, claimer, topics, page_tokens }
+        Jobs { store, clock, entropy, limits, targets, claimer, topics, page_tokens }
     }
 
     /// This service as reached at `origin` (the URL, or `host:port`, a request came in on): that
@@ -183,14 +185,14 @@ impl Jobs {
         let now = self.clock.now();
         let schedule = validation::validate(&mut document, &self.rules(), now, now)?;
         let mut job = Job {
-            id: JobId::generate(),
+            id: JobId::drawn(now, self.entropy.as_ref()),
             owner: owner.clone(),
             next_run_at: Self::first_run(schedule.as_ref(), now),
             document,
             version: 1,
             created_at: now,
             updated_at: now,
-            signing_secret: sundial_domain::job::new_signing_secret(),
+            signing_secret: sundial_domain::job::new_signing_secret(self.entropy.as_ref()),
             pauses: Vec::new(),
         };
         job.record_pause_change(false, now);
@@ -363,7 +365,7 @@ impl Jobs {
         for _ in 0..EDIT_ATTEMPTS {
             let before = self.get(owner, id).await?;
             let after = Job {
-                signing_secret: sundial_domain::job::new_signing_secret(),
+                signing_secret: sundial_domain::job::new_signing_secret(self.entropy.as_ref()),
                 version: before.version + 1,
                 updated_at: self.clock.now(),
                 ..before.clone()
@@ -414,7 +416,7 @@ impl Jobs {
             Some(r) => {
                 RunKey::manual_for(ceil_second(r.first_seen), format!("{owner}\n{id}\n{}", r.key).as_bytes())
             }
-            None => RunKey::manual(ceil_second(now)),
+            None => RunKey::manual_drawn(ceil_second(now), self.entropy.as_ref()),
         };
         let runs = self.claimer.runs();
         if job.document.paused {

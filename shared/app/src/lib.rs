@@ -9,7 +9,7 @@
 //! - [`announce`]: publishing a run's events once and marking them sent;
 //! - [`meter`]: the process's series, served as Prometheus text and written as [`emf`] lines;
 //! - [`ports`]: the bundle of ports every use case is built from; [`use_cases`]: all of them,
-//!   built from one bundle.
+//!   built from one bundle; [`timer`]: waiting, as a port.
 
 pub mod announce;
 pub mod emf;
@@ -19,6 +19,7 @@ pub mod ports;
 pub mod record;
 pub mod run_control;
 pub mod tick;
+pub mod timer;
 pub mod use_cases;
 pub mod watchdog;
 pub mod worker;

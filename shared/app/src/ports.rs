@@ -1,17 +1,20 @@
 //! The ports one process's use cases run over, in one bundle: the wiring builds it from the
-//! adapters (DynamoDB, SQS, SNS, the real targets), a test from in-memory ones or from faulty
-//! wrappers around either, and every use case takes the ports it needs from it.
+//! adapters (DynamoDB, SQS, SNS, the real targets, the system clock and randomness), a test from
+//! in-memory ones or from faulty wrappers around either, and every use case takes the ports it
+//! needs from it.
 
 use crate::meter::Meter;
+use crate::timer::Timer;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
+use sundial_domain::entropy::Entropy;
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{JobStore, RunStore, TickStateStore};
 use sundial_domain::ports::targets::Caller;
 use sundial_domain::ports::topics::JobTopics;
 
-/// Storage, queue, notifications, targets, time and metrics, as the use cases see them.
+/// Storage, queue, notifications, targets, time, chance and metrics, as the use cases see them.
 #[derive(Debug, Clone)]
 pub struct Ports {
     pub jobs: Arc<dyn JobStore>,
@@ -22,5 +25,7 @@ pub struct Ports {
     pub topics: Arc<dyn JobTopics>,
     pub caller: Arc<dyn Caller>,
     pub clock: Arc<dyn Clock>,
+    pub timer: Arc<dyn Timer>,
+    pub entropy: Arc<dyn Entropy>,
     pub meter: Arc<Meter>,
 }

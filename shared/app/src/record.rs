@@ -12,6 +12,7 @@
 //! on its run (still in the in-flight index until its events are published) and tells it.
 
 use crate::announce::Announcer;
+use crate::timer::Timer;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::events::failing_streak;
@@ -25,6 +26,7 @@ use sundial_domain::run::{Run, RunEvent, RunState};
 pub struct Recorder {
     runs: Arc<dyn RunStore>,
     announcer: Announcer,
+    timer: Arc<dyn Timer>,
 }
 
 /// How often a change is recomputed when only the run's events moved under it.
@@ -38,8 +40,8 @@ const STORAGE_RETRIES: [std::time::Duration; 3] = [
 ];
 
 impl Recorder {
-    pub fn new(runs: Arc<dyn RunStore>, announcer: Announcer) -> Self {
-        Recorder { runs, announcer }
+    pub fn new(runs: Arc<dyn RunStore>, announcer: Announcer, timer: Arc<dyn Timer>) -> Self {
+        Recorder { runs, announcer, timer }
     }
 
     pub fn announcer(&self) -> &Announcer {
@@ -83,7 +85,7 @@ impl Recorder {
                 // Storage unavailable: try again in place a few times, so that an attempt's
                 // outcome is not left to the lease's expiry by a short brownout.
                 Err(e) if e.is_retryable() && outages < STORAGE_RETRIES.len() => {
-                    tokio::time::sleep(STORAGE_RETRIES[outages]).await;
+                    self.timer.sleep(STORAGE_RETRIES[outages]).await;
                     outages += 1;
                     maybe_applied = true;
                 }

@@ -49,13 +49,14 @@ pub struct RunControl {
     runs: Arc<dyn RunStore>,
     queue: Arc<dyn RunQueue>,
     clock: Arc<dyn Clock>,
+    entropy: Arc<dyn sundial_domain::entropy::Entropy>,
     heartbeat_window: Duration,
 }
 
 impl RunControl {
     pub fn new(ports: &Ports, jobs: Jobs, recorder: Recorder, heartbeat_window: Duration) -> Self {
-        let Ports { jobs: job_store, runs, queue, clock, .. } = ports.clone();
-        RunControl { jobs, recorder, job_store, runs, queue, clock, heartbeat_window }
+        let Ports { jobs: job_store, runs, queue, clock, entropy, .. } = ports.clone();
+        RunControl { jobs, recorder, job_store, runs, queue, clock, entropy, heartbeat_window }
     }
 
     /// A job's runs, newest first.
@@ -173,7 +174,7 @@ impl RunControl {
         let output = completion.output.map(|o| sundial_domain::target::truncate(&o));
         let error = completion.error.map(|e| sundial_domain::target::truncate(&e));
         let ending = Ending { outcome, status: None, error, output, permanent: completion.permanent };
-        let finish = Step::Finish { ending, jitter: rand::random::<f64>() };
+        let finish = Step::Finish { ending, jitter: self.entropy.unit() };
         let after = self.recorder.apply(&job, &run, &finish, now).await.map_err(|e| match e {
             StoreError::Conflict => CallbackError::NotOpen(run.state),
             e => CallbackError::Store(e),

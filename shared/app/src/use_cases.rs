@@ -41,7 +41,7 @@ pub struct UseCases {
 impl UseCases {
     pub fn new(ports: &Ports, settings: Settings) -> Self {
         let announcer = Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url);
-        let recorder = Recorder::new(ports.runs.clone(), announcer.clone());
+        let recorder = Recorder::new(ports.runs.clone(), announcer.clone(), ports.timer.clone());
         let claimer = Claimer::new(ports, settings.claim);
         let jobs = Jobs::new(ports, claimer.clone(), settings.jobs);
         let tick = Tick::new(ports, claimer.clone(), settings.tick);

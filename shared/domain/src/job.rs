@@ -20,6 +20,12 @@ impl JobId {
         JobId(ulid::Ulid::generate().to_string().to_ascii_lowercase())
     }
 
+    /// A new id made at `at` from `entropy`'s bits: ids sort by creation time, as ULIDs do.
+    pub fn drawn(at: DateTime<Utc>, entropy: &dyn crate::entropy::Entropy) -> Self {
+        let ulid = ulid::Ulid::from_parts(at.timestamp_millis().max(0) as u64, entropy.bits());
+        JobId(ulid.to_string().to_ascii_lowercase())
+    }
+
     /// Parses a job id from a URL; `None` for anything that is not a ULID.
     pub fn parse(text: &str) -> Option<Self> {
         ulid::Ulid::from_string(text).ok().map(|u| JobId(u.to_string().to_ascii_lowercase()))
@@ -391,9 +397,9 @@ impl Job {
     }
 }
 
-/// A new random signing secret: 256 bits, hex.
-pub fn new_signing_secret() -> String {
-    hex::encode(rand::random::<[u8; 32]>())
+/// A new signing secret: 256 bits, hex.
+pub fn new_signing_secret(entropy: &dyn crate::entropy::Entropy) -> String {
+    crate::entropy::secret(entropy)
 }
 
 impl Job {

@@ -15,7 +15,7 @@
 //! - [`inspect`]: what the watchdog looks for (lost leases, unsent events, SLA, stalls);
 //! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
 //! - [`auth`]: API keys (stored hashed) and owners; [`page_token`]: pagination tokens;
-//! - [`clock`]: time as an input;
+//! - [`clock`]: time as an input; [`entropy`]: chance as an input;
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
 pub mod auth;
@@ -23,6 +23,7 @@ pub mod clock;
 pub mod dispatch;
 pub mod due;
 pub mod egress;
+pub mod entropy;
 pub mod events;
 #[cfg(test)]
 mod fixtures;

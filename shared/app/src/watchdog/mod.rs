@@ -98,14 +98,15 @@ pub struct Watchdog {
     recorder: Recorder,
     tick_state: Arc<dyn TickStateStore>,
     clock: Arc<dyn Clock>,
+    entropy: Arc<dyn sundial_domain::entropy::Entropy>,
     meter: Arc<crate::meter::Meter>,
     settings: WatchdogSettings,
 }
 
 impl Watchdog {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WatchdogSettings) -> Self {
-        let Ports { jobs, runs, queue, tick_state, clock, meter, .. } = ports.clone();
-        Watchdog { jobs, runs, queue, recorder, tick_state, clock, meter, settings }
+        let Ports { jobs, runs, queue, tick_state, clock, entropy, meter, .. } = ports.clone();
+        Watchdog { jobs, runs, queue, recorder, tick_state, clock, entropy, meter, settings }
     }
 
     /// One pass: the scheduler's health, then the in-flight runs due by now, a batch at a time

@@ -21,7 +21,7 @@ impl Watchdog {
         report: &mut WatchdogReport,
     ) -> Result<bool, StoreError> {
         let Some(ending) = abandoned(job, run, now) else { return Ok(false) };
-        let expire = Step::Expire { jitter: rand::random::<f64>() };
+        let expire = Step::Expire { jitter: self.entropy.unit() };
         // Lost: a heartbeat extended the lease meanwhile, or the run moved on.
         let Race::Won(after) = self.recorder.apply(job, run, &expire, now).await.raced()? else {
             return Ok(true);

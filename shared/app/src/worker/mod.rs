@@ -22,6 +22,7 @@ use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::dispatch::Dispatch;
+use sundial_domain::entropy::Entropy;
 use sundial_domain::job::{ConcurrencyPolicy, Job};
 use sundial_domain::ports::store::{JobStore, Race, Raced, RunStore, StoreError};
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
@@ -72,14 +73,15 @@ pub struct Worker {
     caller: Arc<dyn Caller>,
     recorder: Recorder,
     clock: Arc<dyn Clock>,
+    entropy: Arc<dyn Entropy>,
     meter: Arc<Meter>,
     settings: WorkerSettings,
 }
 
 impl Worker {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WorkerSettings) -> Self {
-        let Ports { jobs, runs, caller, clock, meter, .. } = ports.clone();
-        Worker { jobs, runs, caller, recorder, clock, meter, settings }
+        let Ports { jobs, runs, caller, clock, entropy, meter, .. } = ports.clone();
+        Worker { jobs, runs, caller, recorder, clock, entropy, meter, settings }
     }
 
     /// Handles one message body; `worker` names who runs the attempt.
@@ -137,7 +139,7 @@ impl Worker {
                 return self.cancel_for_deleted_job(&run, now).await;
             };
             // Only from what was read: a heartbeat meanwhile renewed the lease and wins.
-            let expire = Step::Expire { jitter: rand::random::<f64>() };
+            let expire = Step::Expire { jitter: self.entropy.unit() };
             match self.recorder.apply(&job, &run, &expire, now).await.raced()? {
                 Race::Won(next) => run = next,
                 Race::Lost => return Ok(Disposition::Delete),
@@ -283,7 +285,7 @@ impl Worker {
         let n = run.attempt + 1;
         let timeout = Duration::seconds(i64::from(job.document.timeout_s));
         let call_limit = timeout.min(self.settings.max_call);
-        let token = sundial_domain::job::new_signing_secret();
+        let token = sundial_domain::entropy::secret(self.entropy.as_ref());
         let start = Step::Start {
             worker: worker.to_string(),
             callback: sundial_domain::auth::digest(&token),
@@ -359,7 +361,7 @@ impl Worker {
         ending: Ending,
         now: DateTime<Utc>,
     ) -> Result<Run, StoreError> {
-        self.recorder.apply(job, run, &Step::Finish { ending, jitter: rand::random::<f64>() }, now).await
+        self.recorder.apply(job, run, &Step::Finish { ending, jitter: self.entropy.unit() }, now).await
     }
 }
 

@@ -164,6 +164,8 @@ impl World {
             topics: topics.clone(),
             caller: caller.clone(),
             clock: clock.clone(),
+            timer: Arc::new(sundial_app::timer::TokioTimer),
+            entropy: Arc::new(sundial_domain::entropy::OsEntropy),
             meter: Meter::new(false),
         };
         // `Config::from_vars` without variables: no network beyond public addresses, no Lambda,

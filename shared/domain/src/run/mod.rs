@@ -128,6 +128,12 @@ impl RunKey {
         RunKey { instant, manual: Some(ulid::Ulid::generate().to_string().to_ascii_lowercase()) }
     }
 
+    /// A new manual run's key at `instant`, its unique part drawn from `entropy`.
+    pub fn manual_drawn(instant: DateTime<Utc>, entropy: &dyn crate::entropy::Entropy) -> Self {
+        let ulid = ulid::Ulid::from_parts(instant.timestamp_millis().max(0) as u64, entropy.bits());
+        RunKey { instant, manual: Some(ulid.to_string().to_ascii_lowercase()) }
+    }
+
     /// The manual run a request names: the same `instant` and `seed` always give the same key,
     /// so a retried request lands on the run its first try created.
     pub fn manual_for(instant: DateTime<Utc>, seed: &[u8]) -> Self {
