@@ -99,6 +99,12 @@ pub fn classify_status(status: u16, body: String) -> Answer {
     }
 }
 
+/// The `Idempotency-Key` a target receives: the run's id, the same for every attempt of the run,
+/// so that a target can recognise an attempt repeated after a lost answer.
+pub fn idempotency_key<'a>(inv: &'a Invocation<'_>) -> &'a str {
+    &inv.run_id
+}
+
 /// The envelope SQS and SNS targets receive.
 pub fn envelope(inv: &Invocation<'_>) -> String {
     serde_json::json!({

@@ -132,7 +132,7 @@ impl Targets {
             .request(method, url)
             .timeout(inv.timeout)
             .header(headers::RUN_ID, &inv.run_id)
-            .header(headers::IDEMPOTENCY_KEY, &inv.run_id)
+            .header(headers::IDEMPOTENCY_KEY, sundial_domain::target::idempotency_key(inv))
             .header(headers::ATTEMPT, inv.attempt.to_string())
             .header(headers::SCHEDULED_AT, inv.scheduled_at.to_rfc3339())
             .header(headers::JOB_ID, inv.job.id.to_string())

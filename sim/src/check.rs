@@ -1,0 +1,475 @@
+//! The invariants, checked after every step (on the runs the step wrote) and once the quiet
+//! period is over (on everything):
+//!
+//! - `one run per instant`: at most one run per (job, scheduled instant), and a target called
+//!   for one instant of a job by one run only;
+//! - `no lost instant`: every instant the job's schedule had while it was active has a run,
+//!   unless the scheduler missed its minute and the job's catch-up policy drops it;
+//! - `skips as policy says`: a SKIPPED run names a pause or a concurrency policy that applies;
+//! - `every run ends`: once faults stop, every run is terminal within the quiet period;
+//! - `state moves forward`: a run's attempt never goes down, an ended run never changes, a run
+//!   never goes back to QUEUED;
+//! - `no stale write`: the store never accepts a transition over a run its writer did not read
+//!   (checked by the fault layer as it happens), and an attempt recorded as succeeded or failed
+//!   with a status was answered so by its own call;
+//! - `one key, calls only for attempts`: every call of a run carries the same idempotency key
+//!   (the run id), each attempt is called at most once, and only for an attempt recorded;
+//! - `each event told once`: every event recorded on a run is published, and more than once only
+//!   in the documented window (a crash or a lost answer between publish and mark), counted apart;
+//! - `policies hold`: under `forbid` never two active runs of a job, under `replace` never two
+//!   running; triggers with one idempotency key make one run.
+
+use crate::ledger::{Answered, Observed, Told};
+use crate::world::World;
+use chrono::{DateTime, Duration, Utc};
+use futures::FutureExt;
+use std::collections::{BTreeMap, BTreeSet};
+use sundial_domain::job::{CatchupPolicy, ConcurrencyPolicy, Job, JobId};
+use sundial_domain::ports::store::{JobStore, RunStore};
+use sundial_domain::run::{Outcome, Run, RunKey, RunState};
+
+/// A broken promise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: &'static str,
+    pub detail: String,
+    /// The job and the run (encoded key) it concerns, for the trace.
+    pub job: Option<String>,
+    pub run: Option<String>,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.invariant, self.detail)
+    }
+}
+
+fn violation(invariant: &'static str, detail: String, run: Option<&Run>) -> Violation {
+    Violation { invariant, detail, job: run.map(|r| r.job_id.to_string()), run: run.map(|r| r.key.encode()) }
+}
+
+/// What the checker remembers of a run between steps.
+#[derive(Debug, Clone)]
+struct Seen {
+    state: RunState,
+    attempt: u32,
+    attempts: usize,
+}
+
+/// Checks the invariants as the world moves.
+#[derive(Debug, Default)]
+pub struct Checker {
+    seen: BTreeMap<(JobId, RunKey), Seen>,
+    pub violations: Vec<Violation>,
+    /// Two first attempts of a `forbid` or `replace` job that started in the same window on two
+    /// workers: the residual race `docs/decisions.md` documents, counted apart.
+    pub policy_races: Vec<String>,
+}
+
+/// The figures of one simulation.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub runs: usize,
+    pub by_state: BTreeMap<String, usize>,
+    pub expected_instants: usize,
+    pub calls: usize,
+    /// Events told twice in the documented window between publish and mark.
+    pub told_twice_in_window: usize,
+    pub events: usize,
+}
+
+impl Checker {
+    /// After a step: the runs it wrote.
+    pub fn after_step(&mut self, world: &World) {
+        let (touched, stale) = {
+            let mut ledger = world.ledger.get();
+            (std::mem::take(&mut ledger.touched), std::mem::take(&mut ledger.violations))
+        };
+        for detail in stale {
+            self.violations.push(violation("no stale write", detail, None));
+        }
+        for (job_id, key) in touched {
+            let Some(Ok(Some(run))) = world.stores.runs.get(&job_id, &key).now_or_never() else { continue };
+            let before = self.seen.insert(
+                (job_id.clone(), key.clone()),
+                Seen { state: run.state, attempt: run.attempt, attempts: run.attempts.len() },
+            );
+            if let Some(before) = &before {
+                self.forward(before, &run);
+            }
+            let started = run.state == RunState::Running
+                && before.as_ref().is_none_or(|b| b.state != RunState::Running || b.attempt != run.attempt);
+            if started {
+                self.policy(world, &run);
+            }
+        }
+    }
+
+    /// A run's state only moves forward.
+    fn forward(&mut self, before: &Seen, run: &Run) {
+        let broken = if run.attempt < before.attempt {
+            Some(format!("attempt went from {} to {}", before.attempt, run.attempt))
+        } else if before.state.is_terminal()
+            && (run.state != before.state || run.attempts.len() != before.attempts)
+        {
+            Some(format!(
+                "ended {} but changed to {} with {} attempts",
+                before.state,
+                run.state,
+                run.attempts.len()
+            ))
+        } else if before.state != RunState::Queued && run.state == RunState::Queued {
+            Some(format!("went back from {} to QUEUED", before.state))
+        } else {
+            None
+        };
+        if let Some(detail) = broken {
+            self.violations.push(violation(
+                "state moves forward",
+                format!("run {}: {detail}", run.id()),
+                Some(run),
+            ));
+        }
+    }
+
+    /// Under `forbid` no other active run, under `replace` no other running one, when a run starts.
+    fn policy(&mut self, world: &World, run: &Run) {
+        let Some(Ok(Some(job))) = world.stores.jobs.get(&run.job_id).now_or_never() else { return };
+        let policy = job.document.concurrency;
+        if policy == ConcurrencyPolicy::Allow {
+            return;
+        }
+        let since = run.scheduled_at() - job.active_window() - job.active_window();
+        let Some(Ok(active)) = world.stores.runs.active(&run.job_id, since).now_or_never() else { return };
+        let others: Vec<&Run> = active
+            .iter()
+            .filter(|other| other.key != run.key)
+            .filter(|other| policy == ConcurrencyPolicy::Forbid || other.state == RunState::Running)
+            .collect();
+        if let Some(other) = others.first() {
+            let detail = format!(
+                "{policy:?}: run {} started (attempt {}) while run {} was {} (attempt {})",
+                run.id(),
+                run.attempt,
+                other.id(),
+                other.state,
+                other.attempt
+            );
+            let raced = {
+                let ledger = world.ledger.get();
+                [run, *other].iter().any(|r| ledger.raced.contains(&(r.job_id.clone(), r.key.clone())))
+            };
+            if raced {
+                self.policy_races.push(detail);
+            } else {
+                self.violations.push(violation("policies hold", detail, Some(run)));
+            }
+        }
+    }
+
+    /// Once the quiet period is over: everything.
+    pub fn at_quiescence(&mut self, world: &World) -> Summary {
+        let runs = world.stores.runs.all();
+        let observed = world.ledger.get();
+        let mut summary = Summary { runs: runs.len(), calls: observed.hits.len(), ..Summary::default() };
+        for run in &runs {
+            *summary.by_state.entry(run.state.to_string()).or_default() += 1;
+            if !run.state.is_terminal() {
+                self.violations.push(violation(
+                    "every run ends",
+                    format!(
+                        "run {} is still {} (attempt {}) at the end of the quiet period",
+                        run.id(),
+                        run.state,
+                        run.attempt
+                    ),
+                    Some(run),
+                ));
+            }
+        }
+        self.one_run_per_instant(&runs, &observed);
+        summary.expected_instants = self.no_lost_instant(world, &runs, &observed);
+        self.skips(&runs, &observed);
+        self.calls(&runs, &observed);
+        let (events, twice) = self.events(world, &runs, &observed);
+        summary.events = events;
+        summary.told_twice_in_window = twice;
+        self.triggers(&runs, &observed);
+        summary
+    }
+
+    fn one_run_per_instant(&mut self, runs: &[Run], observed: &Observed) {
+        let mut per_instant: BTreeMap<(&JobId, DateTime<Utc>), Vec<&Run>> = BTreeMap::new();
+        for run in runs.iter().filter(|r| r.key.manual.is_none()) {
+            per_instant.entry((&run.job_id, run.scheduled_at())).or_default().push(run);
+        }
+        for ((job, at), found) in per_instant.iter().filter(|(_, runs)| runs.len() > 1) {
+            self.violations.push(violation(
+                "one run per instant",
+                format!("job {job} has {} runs for {at}", found.len()),
+                found.first().copied(),
+            ));
+        }
+        let mut called: BTreeMap<(&str, DateTime<Utc>), BTreeSet<&str>> = BTreeMap::new();
+        for hit in observed.hits.iter().filter(|h| h.run_id.ends_with(".s")) {
+            called.entry((&hit.job_id, hit.scheduled_at)).or_default().insert(&hit.run_id);
+        }
+        for ((job, at), ids) in called.iter().filter(|(_, ids)| ids.len() > 1) {
+            self.violations.push(Violation {
+                invariant: "one run per instant",
+                detail: format!("job {job}'s target was called for {at} by {} runs: {ids:?}", ids.len()),
+                job: Some(job.to_string()),
+                run: None,
+            });
+        }
+    }
+
+    /// Every instant each version of each job had while active has a run; returns how many
+    /// instants were expected.
+    fn no_lost_instant(&mut self, world: &World, runs: &[Run], observed: &Observed) -> usize {
+        let have: BTreeSet<(&JobId, DateTime<Utc>)> =
+            runs.iter().filter(|r| r.key.manual.is_none()).map(|r| (&r.job_id, r.scheduled_at())).collect();
+        let horizon = world.workload.horizon;
+        let mut expected = 0;
+        for (job_id, versions) in &observed.versions {
+            let last = versions.iter().rev().find_map(|(_, job)| job.as_ref());
+            for (i, (written, job)) in versions.iter().enumerate() {
+                let Some(job) = job else { continue };
+                if job.document.paused {
+                    continue;
+                }
+                let previous = i.checked_sub(1).and_then(|p| versions[p].1.as_ref());
+                let from = match previous {
+                    None => job.created_at,
+                    Some(before) if !changes_instants(before, job) => *written,
+                    Some(_) => *written + Duration::seconds(60),
+                };
+                let next = versions.get(i + 1);
+                let until = match next {
+                    Some((at, Some(after))) if !changes_instants(job, after) => *at,
+                    Some((at, _)) => *at - Duration::seconds(60),
+                    None => horizon,
+                };
+                let Ok(Some(schedule)) = sundial_domain::validation::stored_schedule(job) else { continue };
+                let mut cursor = schedule.first_at_or_after(from);
+                while let Some(t) = cursor.filter(|t| *t <= until.min(horizon)) {
+                    cursor = schedule.next_after(t);
+                    if last.is_some_and(|j| paused_near(j, t)) || have.contains(&(job_id, t)) {
+                        continue;
+                    }
+                    expected += 1;
+                    if missed(observed, t) {
+                        let edited = versions.iter().any(|(at, v)| {
+                            *at > t - Duration::seconds(30)
+                                && *at <= reached_at(observed, t).unwrap_or(horizon + Duration::days(1))
+                                && v.as_ref().is_none_or(|v| changes_instants(job, v))
+                        });
+                        if job.document.catchup != CatchupPolicy::All || edited {
+                            continue;
+                        }
+                    }
+                    self.violations.push(Violation {
+                        invariant: "no lost instant",
+                        detail: format!(
+                            "job {job_id} ({}) has no run for {t} ({:?} catch-up)",
+                            job.document.name, job.document.catchup
+                        ),
+                        job: Some(job_id.to_string()),
+                        run: Some(RunKey::scheduled(t).encode()),
+                    });
+                }
+            }
+        }
+        expected + have.len()
+    }
+
+    fn skips(&mut self, runs: &[Run], observed: &Observed) {
+        for run in runs.iter().filter(|r| r.state == RunState::Skipped) {
+            let reason = run.reason.clone().unwrap_or_default();
+            let job =
+                observed.versions.get(&run.job_id).and_then(|v| v.iter().rev().find_map(|(_, j)| j.as_ref()));
+            let fits = if reason.contains("paused") {
+                job.is_none_or(|j| {
+                    // Written by the API's clock, compared with a worker's: both off by up to 30 s.
+                    let skew = Duration::seconds(61);
+                    j.pauses.iter().any(|p| {
+                        p.from <= run.updated_at + skew
+                            && p.to.is_none_or(|to| to + skew >= run.scheduled_at())
+                    })
+                })
+            } else {
+                reason.starts_with("concurrency forbid") || reason.starts_with("concurrency replace")
+            };
+            if !fits {
+                self.violations.push(violation(
+                    "skips as policy says",
+                    format!("run {} skipped: {reason}", run.id()),
+                    Some(run),
+                ));
+            }
+        }
+    }
+
+    fn calls(&mut self, runs: &[Run], observed: &Observed) {
+        let by_id: BTreeMap<String, &Run> = runs.iter().map(|r| (r.id().to_string(), r)).collect();
+        let mut per_attempt: BTreeMap<(&str, u32), Vec<Answered>> = BTreeMap::new();
+        for hit in &observed.hits {
+            per_attempt.entry((&hit.run_id, hit.attempt)).or_default().push(hit.answered);
+            let run = by_id.get(&hit.run_id).copied();
+            if hit.idempotency_key != hit.run_id {
+                self.violations.push(violation(
+                    "one key, calls only for attempts",
+                    format!("run {} called with idempotency key {}", hit.run_id, hit.idempotency_key),
+                    run,
+                ));
+            }
+            let recorded = run.is_some_and(|r| r.attempts.iter().any(|a| a.n == hit.attempt));
+            if !recorded {
+                self.violations.push(violation(
+                    "one key, calls only for attempts",
+                    format!("run {} called for attempt {} that is not recorded", hit.run_id, hit.attempt),
+                    run,
+                ));
+            }
+        }
+        for ((run_id, attempt), answers) in per_attempt.iter().filter(|(_, a)| a.len() > 1) {
+            self.violations.push(violation(
+                "one key, calls only for attempts",
+                format!("run {run_id} attempt {attempt} called {} times", answers.len()),
+                by_id.get(*run_id).copied(),
+            ));
+        }
+        for run in runs {
+            let id = run.id().to_string();
+            for attempt in &run.attempts {
+                let answers = per_attempt.get(&(id.as_str(), attempt.n)).cloned().unwrap_or_default();
+                let completed = |ok: bool| {
+                    observed.completed.iter().any(|(r, n, s)| r == &id && *n == attempt.n && *s == ok)
+                };
+                // A 202 is ended by its callback; any other call by its answer.
+                let consistent = match (attempt.outcome, answers.contains(&Answered::Accepted)) {
+                    (Some(Outcome::Succeeded), true) => completed(true),
+                    (Some(Outcome::Failed), true) => completed(false),
+                    (Some(Outcome::Succeeded), false) => answers.contains(&Answered::Ok),
+                    (Some(Outcome::Failed), false) => {
+                        attempt.status_code.is_some_and(|status| answers.contains(&Answered::Failed(status)))
+                    }
+                    _ => true,
+                };
+                if !consistent {
+                    self.violations.push(violation(
+                        "no stale write",
+                        format!(
+                            "run {id} attempt {} recorded {:?} (status {:?}) but its call answered {answers:?}",
+                            attempt.n, attempt.outcome, attempt.status_code
+                        ),
+                        Some(run),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Returns the events recorded and how many were told twice in the documented window.
+    fn events(&mut self, world: &World, runs: &[Run], observed: &Observed) -> (usize, usize) {
+        let mut told: BTreeMap<Told, usize> = BTreeMap::new();
+        for n in world.stores.bus.published() {
+            *told.entry(Told { run_id: n.run_id.clone(), event: n.event }).or_default() += 1;
+        }
+        let mut window: BTreeSet<&Told> = observed.window.iter().collect();
+        window.extend(observed.unmarked.values().flatten());
+        let (mut recorded_total, mut twice) = (0, 0);
+        for run in runs {
+            let mut recorded: BTreeMap<&'static str, usize> = BTreeMap::new();
+            for event in &run.events {
+                *recorded.entry(event.kind.as_str()).or_default() += 1;
+            }
+            for (event, count) in recorded {
+                recorded_total += count;
+                let key = Told { run_id: run.id().to_string(), event };
+                let published = told.remove(&key).unwrap_or(0);
+                if published < count {
+                    self.violations.push(violation(
+                        "each event told once",
+                        format!("run {}: `{event}` recorded {count} times, published {published}", run.id()),
+                        Some(run),
+                    ));
+                } else if published > count {
+                    if window.contains(&key) {
+                        twice += published - count;
+                    } else {
+                        self.violations.push(violation(
+                            "each event told once",
+                            format!("run {}: `{event}` published {published} times for {count} recorded, outside the crash window", run.id()),
+                            Some(run),
+                        ));
+                    }
+                }
+            }
+        }
+        for (key, published) in told {
+            self.violations.push(Violation {
+                invariant: "each event told once",
+                detail: format!(
+                    "`{}` published {published} times for run {} that records none",
+                    key.event, key.run_id
+                ),
+                job: None,
+                run: None,
+            });
+        }
+        (recorded_total, twice)
+    }
+
+    fn triggers(&mut self, runs: &[Run], observed: &Observed) {
+        let mut asked: BTreeMap<&JobId, (BTreeSet<usize>, BTreeSet<usize>)> = BTreeMap::new();
+        for (op, job, acknowledged) in &observed.triggers {
+            let entry = asked.entry(job).or_default();
+            entry.0.insert(*op);
+            if *acknowledged {
+                entry.1.insert(*op);
+            }
+        }
+        for (job, (tried, acknowledged)) in asked {
+            let manual = runs.iter().filter(|r| &r.job_id == job && r.key.manual.is_some()).count();
+            if manual > tried.len() || manual < acknowledged.len() {
+                self.violations.push(Violation {
+                    invariant: "policies hold",
+                    detail: format!(
+                        "job {job}: {} trigger requests ({} acknowledged) made {manual} runs",
+                        tried.len(),
+                        acknowledged.len()
+                    ),
+                    job: Some(job.to_string()),
+                    run: None,
+                });
+            }
+        }
+    }
+}
+
+/// Whether going from `before` to `after` changes which instants the job has or whether they
+/// run (a schedule edit, a pause, a resume, a deletion).
+fn changes_instants(before: &Job, after: &Job) -> bool {
+    before.document.schedule != after.document.schedule || before.document.paused != after.document.paused
+}
+
+/// Whether a pause of the job (as last written) covers `t`, or begins or ends within a minute of it.
+fn paused_near(job: &Job, t: DateTime<Utc>) -> bool {
+    let margin = Duration::seconds(60);
+    job.pauses.iter().any(|p| p.from - margin <= t && p.to.is_none_or(|to| t < to + margin))
+}
+
+/// When the scheduler first marked `t`'s minute reached (or processed).
+fn reached_at(observed: &Observed, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let minute = sundial_domain::due::minute_of(t);
+    observed.reached.iter().filter(|(_, m)| *m >= minute).map(|(at, _)| *at).min()
+}
+
+/// Whether `t`'s minute may have been missed: a healthy tick marks a minute reached during the
+/// minute before it; one not marked 30 s (the largest clock skew) before it began may be judged
+/// missed by a later tick, with the progress that tick read.
+fn missed(observed: &Observed, t: DateTime<Utc>) -> bool {
+    let minute = sundial_domain::due::minute_of(t);
+    reached_at(observed, t).is_none_or(|at| at > minute - Duration::seconds(30))
+}

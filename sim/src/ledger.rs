@@ -1,0 +1,151 @@
+//! What the simulation saw happen, for the invariant checker and for the trace of a failing
+//! seed: every port call (who, what, on which run, with which fault), the job versions written,
+//! the scheduler's progress marks, the target's calls and answers, the callbacks, the events
+//! published and the crashes.
+
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use sundial_domain::job::{Job, JobId};
+use sundial_domain::run::RunKey;
+
+/// One line of the trace.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub step: u64,
+    pub at: DateTime<Utc>,
+    pub actor: Arc<str>,
+    pub what: String,
+    /// The job and the run (job id, encoded key) the line is about, for filtering.
+    pub job: Option<String>,
+    pub run: Option<String>,
+}
+
+/// How the target answered a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    Ok,
+    Failed(u16),
+    Hung,
+    Accepted,
+    /// The call crashed its worker: no answer.
+    Crashed,
+}
+
+/// One call a target received.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub run_id: String,
+    pub job_id: String,
+    pub attempt: u32,
+    pub scheduled_at: DateTime<Utc>,
+    pub idempotency_key: String,
+    pub answered: Answered,
+    pub at: DateTime<Utc>,
+}
+
+/// One event published to the shared topic.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Told {
+    pub run_id: String,
+    pub event: &'static str,
+}
+
+/// Everything observed.
+#[derive(Debug, Default)]
+pub struct Observed {
+    pub lines: Vec<Line>,
+    /// Runs written since the checker last looked.
+    pub touched: BTreeSet<(JobId, RunKey)>,
+    /// Every job version written, in order: (global time, the job; `None`: deleted).
+    pub versions: BTreeMap<JobId, Vec<(DateTime<Utc>, Option<Job>)>>,
+    /// The tick's progress marks (reached, watermark) as written: (global time, minute).
+    pub reached: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    pub hits: Vec<Hit>,
+    /// Callbacks that completed an attempt: (run id, attempt, succeeded).
+    pub completed: Vec<(String, u32, bool)>,
+    /// Events published, per actor, not yet marked sent by that actor.
+    pub unmarked: BTreeMap<Arc<str>, Vec<Told>>,
+    /// Events published whose mark may not have followed (a crash, a failed or ambiguous mark or
+    /// publish): the documented window in which an event is told twice.
+    pub window: BTreeSet<Told>,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<&'static str, u64>,
+    pub crashes: u64,
+    /// Violations found while the simulation ran (the store accepted a stale write).
+    pub violations: Vec<String>,
+    /// Trigger requests: (operation, job, acknowledged).
+    pub triggers: Vec<(usize, JobId, bool)>,
+    /// When each actor last read a job's active runs (the step), to tell the residual race of
+    /// two first attempts deciding their policy at once.
+    pub active_reads: BTreeMap<(Arc<str>, JobId), u64>,
+    /// Attempts started, per job: (step, run).
+    pub first_starts: BTreeMap<JobId, Vec<(u64, RunKey)>>,
+    /// Runs whose first attempt started after another run of the job started unseen by it.
+    pub raced: BTreeSet<(JobId, RunKey)>,
+    /// Callbacks targets asked for, not yet started.
+    pub callbacks: Vec<CallbackPlan>,
+}
+
+/// The shared ledger.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger(Arc<Mutex<Observed>>);
+
+impl Ledger {
+    pub fn get(&self) -> MutexGuard<'_, Observed> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn fault(&self, kind: &'static str) {
+        *self.get().faults.entry(kind).or_default() += 1;
+    }
+}
+
+/// What a target that answered 202 does next: heartbeats, then (maybe) its completion.
+#[derive(Debug, Clone)]
+pub struct CallbackPlan {
+    pub run_id: sundial_domain::run::RunId,
+    pub token: String,
+    pub attempt: u32,
+    /// Seconds before each heartbeat and before the completion.
+    pub every_s: i64,
+    pub heartbeats: u32,
+    /// How the work ended (`None`: the target never calls back; the watchdog times it out).
+    pub then: Option<bool>,
+}
+
+/// The last `limit` lines about a job (and run), with the crashes among them: the steps that led
+/// to a violation.
+pub fn trace_of(observed: &Observed, job: Option<&str>, run: Option<&str>, limit: usize) -> Vec<String> {
+    let about = |line: &Line| match (job, run) {
+        (None, None) => true,
+        (Some(job), None) => line.job.as_deref() == Some(job),
+        (Some(job), Some(run)) => {
+            line.job.as_deref() == Some(job)
+                && line.run.as_deref().map_or(
+                    !line.what.starts_with("jobs.get") && !line.what.starts_with("runs.active"),
+                    |r| r == run,
+                )
+        }
+        (None, Some(run)) => line.run.as_deref() == Some(run),
+    };
+    let actors: BTreeSet<&str> = observed.lines.iter().filter(|l| about(l)).map(|l| &*l.actor).collect();
+    let lines: Vec<String> = observed
+        .lines
+        .iter()
+        .filter(|l| {
+            about(l) || (l.what.starts_with("CRASH of ") && actors.contains(&l.what["CRASH of ".len()..]))
+        })
+        .map(|l| {
+            format!(
+                "step {:>7} {} {:<16} {}{}",
+                l.step,
+                l.at.format("%H:%M:%S%.3f"),
+                l.actor,
+                l.what,
+                l.run.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default()
+            )
+        })
+        .collect();
+    lines[lines.len().saturating_sub(limit)..].to_vec()
+}

@@ -1,0 +1,71 @@
+//! `sundial-sim`: runs many seeds of the simulation (the long mode) and prints any failing seed
+//! with the steps that broke the invariant.
+//!
+//! ```text
+//! cargo run -p sundial-sim --release -- --seeds 10000 [--from 0] [--jobs 8] [--minutes 20]
+//! cargo run -p sundial-sim --release -- --seed 4242
+//! ```
+
+use std::process::ExitCode;
+use sundial_sim::{Options, simulate};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let value = |name: &str| -> Result<Option<u64>, String> {
+        match args.iter().position(|a| a == name) {
+            None => Ok(None),
+            Some(i) => {
+                let text = args.get(i + 1).ok_or(format!("{name} needs a number"))?;
+                text.parse().map(Some).map_err(|_| format!("{name}: `{text}` is not a number"))
+            }
+        }
+    };
+    let parsed = (|| -> Result<_, String> {
+        for arg in args.iter().filter(|a| a.starts_with("--")) {
+            if !["--seed", "--seeds", "--from", "--jobs", "--minutes"].contains(&arg.as_str()) {
+                return Err(format!("unknown option {arg}"));
+            }
+        }
+        Ok((value("--seed")?, value("--seeds")?, value("--from")?, value("--jobs")?, value("--minutes")?))
+    })();
+    let (seed, seeds, from, jobs, minutes) = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            eprintln!(
+                "sundial-sim: {e}\nusage: sundial-sim [--seed N | --seeds COUNT [--from N]] [--jobs N] [--minutes N]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let (first, count) = match (seed, seeds) {
+        (Some(seed), _) => (seed, 1),
+        (None, seeds) => (from.unwrap_or(0), seeds.unwrap_or(1_000)),
+    };
+    let started = std::time::Instant::now();
+    let (mut failed, mut steps, mut runs, mut races, mut twice) = (0u64, 0u64, 0usize, 0usize, 0usize);
+    for seed in first..first + count {
+        let mut options = Options::seed(seed);
+        options.jobs = jobs.map_or(options.jobs, |j| j as usize);
+        options.minutes = minutes.map_or(options.minutes, |m| m as i64);
+        let outcome = simulate(options);
+        steps += outcome.steps;
+        runs += outcome.summary.runs;
+        races += outcome.policy_races.len();
+        twice += outcome.summary.told_twice_in_window;
+        if !outcome.passed() {
+            failed += 1;
+            println!("{}", outcome.explain());
+        }
+        if count == 1 {
+            for race in outcome.policy_races.iter().take(5) {
+                println!("residual policy race: {race}");
+            }
+            println!("{:#?}", outcome.summary);
+        }
+    }
+    println!(
+        "{count} seeds from {first}: {failed} failed; {steps} steps, {runs} runs, {races} residual policy races, {twice} events told twice in the crash window; {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}

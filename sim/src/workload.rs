@@ -1,0 +1,169 @@
+//! What the users of a simulated deployment do, drawn from the seed: which jobs they create
+//! (cron with zones over DST nights, sub-minute cron, rate, one-time; allow, forbid, replace;
+//! every catch-up policy; targets that succeed, fail, hang, answer 202 or crash their worker) and
+//! what they do to them while they run (edits, pauses, resumes, triggers, backfills, deletes).
+
+use crate::executor::Sim;
+use crate::target::Profile;
+use chrono::{DateTime, Duration, Timelike, Utc};
+use serde_json::{Value, json};
+
+/// Where a seed's simulation starts: the night before a DST change in Europe or the United
+/// States, or an ordinary day.
+const STARTS: [&str; 5] = [
+    "2030-03-31T00:40:00Z", // Europe springs forward at 01:00 UTC
+    "2030-10-27T00:40:00Z", // Europe falls back at 01:00 UTC
+    "2030-03-10T06:40:00Z", // New York springs forward at 07:00 UTC
+    "2030-11-03T05:40:00Z", // New York falls back at 06:00 UTC
+    "2030-06-14T11:40:00Z",
+];
+
+const ZONES: [&str; 6] =
+    ["UTC", "Europe/London", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"];
+
+/// One of `choices`, drawn.
+fn pick<T: Copy>(core: &mut crate::executor::Core, choices: &[T]) -> T {
+    choices[core.between(0, choices.len() as i64 - 1) as usize]
+}
+
+/// A user's action.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Create the workload's job `n`.
+    Create(usize),
+    /// A merge patch of job `n`.
+    Patch(usize, Value),
+    Pause(usize),
+    Resume(usize),
+    /// Run job `n` now (with an idempotency key: a retry lands on the same run).
+    Trigger(usize),
+    /// Claim job `n`'s instants in `[from, to]` that have no run.
+    Backfill(usize, DateTime<Utc>, DateTime<Utc>),
+    Delete(usize),
+}
+
+/// An action at a time.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub at: DateTime<Utc>,
+    pub action: Action,
+}
+
+/// A seed's workload.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub start: DateTime<Utc>,
+    /// No instant after this one: every schedule ends here, and faults stop.
+    pub horizon: DateTime<Utc>,
+    pub documents: Vec<Value>,
+    pub ops: Vec<Op>,
+}
+
+impl Workload {
+    /// Draws `jobs` jobs and the actions on them over `minutes`.
+    pub fn draw(sim: &Sim, jobs: usize, minutes: i64) -> Workload {
+        let mut core = sim.core();
+        let start: DateTime<Utc> =
+            STARTS[core.between(0, STARTS.len() as i64 - 1) as usize].parse().unwrap_or_default();
+        let horizon = start + Duration::minutes(minutes);
+        let end_at = horizon.to_rfc3339();
+        let mut documents = Vec::with_capacity(jobs);
+        let mut ops = Vec::new();
+        for n in 0..jobs {
+            let zone = ZONES[core.between(0, ZONES.len() as i64 - 1) as usize];
+            let schedule = match core.between(0, 9) {
+                0..=2 => {
+                    json!({"cron": format!("*/{} * * * *", [1, 2, 3, 5][core.between(0, 3) as usize]), "timezone": zone, "end_at": end_at})
+                }
+                3 => {
+                    // A daily time that falls inside the window, in the zone's local time: on a
+                    // DST night it may not exist, or exist twice.
+                    let at = start + Duration::seconds(core.between(60, minutes * 60 - 60));
+                    let local = at.with_timezone(&zone.parse::<chrono_tz::Tz>().unwrap_or(chrono_tz::UTC));
+                    json!({"cron": format!("{} {} * * *", local.minute(), local.hour()), "timezone": zone, "end_at": end_at})
+                }
+                4..=5 => {
+                    json!({"cron": format!("*/{} * * * * *", [15, 20, 30][core.between(0, 2) as usize]), "end_at": end_at})
+                }
+                6..=7 => {
+                    let rate = ["10 seconds", "20 seconds", "30 seconds", "1 minute", "2 minutes"]
+                        [core.between(0, 4) as usize];
+                    json!({"rate": rate, "end_at": end_at})
+                }
+                _ => {
+                    let at = start + Duration::seconds(core.between(30, minutes * 60 - 60));
+                    json!({"at": at.to_rfc3339()})
+                }
+            };
+            let concurrency = ["allow", "allow", "forbid", "replace"][core.between(0, 3) as usize];
+            let catchup = ["skip", "latest", "all"][core.between(0, 2) as usize];
+            let profile = Profile {
+                ok: 0.75,
+                fail: 0.1 * core.unit(),
+                permanent: 0.03 * core.unit(),
+                hang: 0.05 * core.unit(),
+                accept: 0.1 * core.unit(),
+                crash: 0.04 * core.unit(),
+                busy_ms: core.between(0, 8_000),
+            };
+            let mut document = json!({
+                "name": format!("job-{n:02}"),
+                "schedule": schedule,
+                "target": {"type": "http", "url": "https://target.example.test/hook"},
+                "payload": profile.to_payload(),
+                "concurrency": concurrency,
+                "catchup": catchup,
+                "timeout_s": pick(&mut core, &[5, 15, 40]),
+                "retry": {"max_attempts": core.between(1, 3), "backoff_s": core.between(1, 10), "max_backoff_s": 60},
+            });
+            if core.chance(0.3) {
+                document["sla_s"] = json!(core.between(20, 120));
+            }
+            if core.chance(0.2) {
+                document["start_deadline_s"] = json!(core.between(5, 60));
+            }
+            if core.chance(0.2) {
+                document["alert_after_failures"] = json!(2);
+            }
+            documents.push(document);
+            // Most jobs exist from the start; some are created while the others run.
+            let created = match core.chance(0.75) {
+                true => start - Duration::seconds(core.between(10, 240)),
+                false => start + Duration::seconds(core.between(0, minutes * 60 / 2)),
+            };
+            ops.push(Op { at: created, action: Action::Create(n) });
+        }
+        // About one action a minute on a random job, none in the last two minutes.
+        for _ in 0..minutes {
+            let n = core.between(0, jobs as i64 - 1) as usize;
+            let at = start + Duration::seconds(core.between(0, (minutes - 2) * 60));
+            let action = match core.between(0, 19) {
+                0..=4 => Action::Trigger(n),
+                5..=7 => {
+                    let patch = match core.between(0, 2) {
+                        0 => json!({"timeout_s": pick(&mut core, &[5, 15, 40])}),
+                        1 => json!({"retry": {"max_attempts": core.between(1, 3)}}),
+                        _ => {
+                            json!({"schedule": {"rate": pick(&mut core, &["15 seconds", "1 minute", "3 minutes"]), "cron": null, "at": null, "timezone": null, "end_at": end_at}})
+                        }
+                    };
+                    Action::Patch(n, patch)
+                }
+                8..=11 => {
+                    let resume = at + Duration::seconds(core.between(20, 240));
+                    ops.push(Op { at: resume, action: Action::Resume(n) });
+                    Action::Pause(n)
+                }
+                12..=14 => {
+                    let from = start - Duration::minutes(core.between(0, 5));
+                    Action::Backfill(n, from, at - Duration::minutes(1))
+                }
+                15 => Action::Delete(n),
+                _ => Action::Trigger(n),
+            };
+            ops.push(Op { at, action });
+        }
+        ops.sort_by_key(|op| op.at);
+        Workload { start, horizon, documents, ops }
+    }
+}
