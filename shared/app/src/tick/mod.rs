@@ -193,17 +193,6 @@ impl Tick {
                 report.queries += usize::from(shards);
                 let due = match self.due_in(minute, shards).await {
                     Ok(jobs) => jobs,
-                    // A minute already processed, read again for writes that landed behind the
-                    // tick: its failure leaves the re-read unconfirmed (the next pass reads it
-                    // again) but does not hold up the minutes ahead. Stopping here stalled the
-                    // scheduler for good under a steady trickle of throttles, a pass never
-                    // getting through the growth look-back (found by the simulator, seed 184).
-                    Err(e) if progress.watermark.is_some_and(|w| minute <= w) => {
-                        tracing::warn!(minute = %minute, error = %e, "due-index re-read failed; read again next tick");
-                        query_failed = true;
-                        minute += Duration::minutes(1);
-                        continue;
-                    }
                     Err(e) => {
                         tracing::warn!(minute = %minute, error = %e, "due-index query failed; retried next tick");
                         query_failed = true;
