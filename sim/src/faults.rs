@@ -319,8 +319,7 @@ impl FaultyRuns {
 #[async_trait]
 impl RunStore for FaultyRuns {
     async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
-        let out = self
-            .faults
+        self.faults
             .call(
                 "runs.insert",
                 Subject::of(run),
@@ -328,8 +327,7 @@ impl RunStore for FaultyRuns {
                 self.write(run, self.inner.insert(run)),
                 StoreError::Unavailable,
             )
-            .await;
-        out
+            .await
     }
 
     async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
@@ -416,8 +414,8 @@ impl RunStore for FaultyRuns {
             "runs.transition {} #{} -> {} #{}",
             before.state, before.attempt, after.state, after.attempt
         );
-        let out = self
-            .faults
+
+        self.faults
             .call(
                 &op,
                 Subject::of(after),
@@ -425,8 +423,7 @@ impl RunStore for FaultyRuns {
                 self.write(after, self.checked(&op, before, after, false)),
                 StoreError::Unavailable,
             )
-            .await;
-        out
+            .await
     }
 
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
@@ -434,8 +431,8 @@ impl RunStore for FaultyRuns {
             "runs.transition_unchanged {} #{} -> {} #{}",
             before.state, before.attempt, after.state, after.attempt
         );
-        let out = self
-            .faults
+
+        self.faults
             .call(
                 &op,
                 Subject::of(after),
@@ -443,8 +440,7 @@ impl RunStore for FaultyRuns {
                 self.write(after, self.checked(&op, before, after, true)),
                 StoreError::Unavailable,
             )
-            .await;
-        out
+            .await
     }
 
     async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
@@ -476,8 +472,7 @@ impl RunStore for FaultyRuns {
     }
 
     async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
-        let out = self
-            .faults
+        self.faults
             .call(
                 "runs.take_event",
                 Subject::of(run),
@@ -485,14 +480,13 @@ impl RunStore for FaultyRuns {
                 self.write(run, self.inner.take_event(run, event, now)),
                 StoreError::Unavailable,
             )
-            .await;
-        out
+            .await
     }
 
     async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
         let op = format!("runs.record_event {}", event.id);
-        let out = self
-            .faults
+
+        self.faults
             .call(
                 &op,
                 Subject::of(run),
@@ -500,8 +494,7 @@ impl RunStore for FaultyRuns {
                 self.write(run, self.inner.record_event(run, event)),
                 StoreError::Unavailable,
             )
-            .await;
-        out
+            .await
     }
 
     async fn flag_failing(
@@ -540,8 +533,7 @@ impl RunStore for FaultyRuns {
     }
 
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
-        let out = self
-            .faults
+        self.faults
             .call(
                 "runs.mark_resent",
                 Subject::of(run),
@@ -549,8 +541,7 @@ impl RunStore for FaultyRuns {
                 self.write(run, self.inner.mark_resent(run, at)),
                 StoreError::Unavailable,
             )
-            .await;
-        out
+            .await
     }
 }
 

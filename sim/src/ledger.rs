@@ -51,6 +51,9 @@ pub struct Told {
     pub event: &'static str,
 }
 
+/// A job as written at a (global) time; `None`: deleted.
+pub type Version = (DateTime<Utc>, Option<Job>);
+
 /// Everything observed.
 #[derive(Debug, Default)]
 pub struct Observed {
@@ -58,7 +61,7 @@ pub struct Observed {
     /// Runs written since the checker last looked.
     pub touched: BTreeSet<(JobId, RunKey)>,
     /// Every job version written, in order: (global time, the job; `None`: deleted).
-    pub versions: BTreeMap<JobId, Vec<(DateTime<Utc>, Option<Job>)>>,
+    pub versions: BTreeMap<JobId, Vec<Version>>,
     /// The tick's progress marks (reached, watermark) as written: (global time, minute).
     pub reached: Vec<(DateTime<Utc>, DateTime<Utc>)>,
     pub hits: Vec<Hit>,

@@ -422,10 +422,7 @@ fn unreachable_allow_list() -> Egress {
 fn consumer(sim: Sim, process: UseCases, inbox: Arc<FaultyQueue>, name: String) -> Work {
     Box::pin(async move {
         loop {
-            let batch = match inbox.receive(10, 0).await {
-                Ok(batch) => batch,
-                Err(_) => Vec::new(),
-            };
+            let batch = inbox.receive(10, 0).await.unwrap_or_default();
             if batch.is_empty() {
                 sim.sleep(Duration::seconds(1)).await;
                 continue;
