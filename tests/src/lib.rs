@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod contract;
+pub mod runtime_process;
 
 use axum::Router;
 use axum::body::Body;

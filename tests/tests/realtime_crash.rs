@@ -18,13 +18,13 @@ use chrono::{DateTime, Duration, SubsecRound, Utc};
 use futures::StreamExt;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use sundial_adapters::metrics::{Clients, Ledger};
 use sundial_domain::run::{Run, RunId, RunKey, RunState};
 use sundial_domain::target::headers;
 use sundial_shared::config::{Config, aws_sdk_config};
 use sundial_shared::services::Services;
+use sundial_tests::runtime_process::{Logs, RuntimeSpec, wait_ready};
 
 /// Jobs in the burst, all due at the same second.
 const N: usize = 200;
@@ -77,71 +77,22 @@ async fn start_target() -> (String, Arc<Mutex<Vec<Hit>>>) {
     (url, hits)
 }
 
-/// `target/debug/sundial-local`, next to the folder this test binary runs from.
-fn runtime_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-    let binary = profile_dir.join("sundial-local");
-    assert!(
-        binary.exists(),
-        "{} is missing: build it with `cargo build --workspace --bins` (scripts/test does)",
-        binary.display()
-    );
-    binary
-}
-
-/// Where one runtime process logs.
-#[derive(Debug, Clone)]
-struct Logs {
-    log: PathBuf,
-    stderr: PathBuf,
-}
-
-impl Logs {
-    /// The log lines that mention `needle`, at most `max`.
-    fn lines_with(&self, needle: &str, max: usize) -> Vec<String> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        text.lines().filter(|l| l.contains(needle)).take(max).map(str::to_string).collect()
+/// The runtime on `stack`, serving its API on `listen`, with four workers.
+fn runtime(stack: &str, listen: &str) -> RuntimeSpec {
+    RuntimeSpec {
+        stack: stack.to_string(),
+        listen: listen.to_string(),
+        api_keys: format!("{KEY}:crash"),
+        workers: 4,
+        env: Vec::new(),
     }
 }
 
-/// Starts `sundial-local` on `stack`, serving the API on `listen`; it is killed when dropped.
-fn spawn_runtime(stack: &str, listen: &str, logs: &Logs) -> tokio::process::Child {
-    let stderr = std::fs::OpenOptions::new().create(true).append(true).open(&logs.stderr).unwrap();
-    // The AWS_* variables pointing at the emulator are inherited.
-    tokio::process::Command::new(runtime_binary())
-        .arg("serve")
-        .env("SUNDIAL_STACK", stack)
-        .env("SUNDIAL_LISTEN", listen)
-        .env("SUNDIAL_API_KEYS", format!("{KEY}:crash"))
-        .env("SUNDIAL_LOCAL_LOG", &logs.log)
-        .env("SUNDIAL_LOCAL_WORKERS", "4")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("starting sundial-local")
-}
-
-/// Waits until the runtime's API answers an authenticated request.
-async fn wait_ready(child: &mut tokio::process::Child, api: &str, logs: &Logs) {
-    let client = reqwest::Client::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!(
-                "sundial-local exited ({status}) before serving; stderr:\n{}",
-                std::fs::read_to_string(&logs.stderr).unwrap_or_default()
-            );
-        }
-        let reply = client.get(format!("{api}/v1/jobs?limit=1")).bearer_auth(KEY).send().await;
-        if reply.is_ok_and(|r| r.status().is_success()) {
-            return;
-        }
-        assert!(std::time::Instant::now() < deadline, "sundial-local did not serve {api} within 90 s");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+/// Starts the runtime (killed when dropped) and waits until it serves.
+async fn start_runtime(spec: &RuntimeSpec, logs: &Logs) -> tokio::process::Child {
+    let mut child = spec.spawn(logs);
+    wait_ready(&mut child, &spec.api(), KEY, logs, std::time::Duration::from_secs(90)).await;
+    child
 }
 
 /// Every run as stored now, by run id.
@@ -189,11 +140,11 @@ async fn realtime_kill_9_mid_burst_runs_every_unstarted_run_once_after_restart()
     let listen = format!("127.0.0.1:{port}");
     let api = format!("http://{listen}");
     let base = std::env::temp_dir().join(format!("sundial-crash-{stack}"));
-    let logs = Logs { log: base.with_extension("log"), stderr: base.with_extension("stderr") };
+    let logs = Logs::at(&base);
     println!("stack {stack}, runtime log {}", logs.log.display());
 
-    let mut runtime = spawn_runtime(&stack, &listen, &logs);
-    wait_ready(&mut runtime, &api, &logs).await;
+    let spec = runtime(&stack, &listen);
+    let mut runtime = start_runtime(&spec, &logs).await;
 
     // N jobs due at the same second, far enough ahead for all of them to be created first.
     let due = Utc::now().trunc_subsecs(0) + Duration::seconds(35);
@@ -283,8 +234,7 @@ async fn realtime_kill_9_mid_burst_runs_every_unstarted_run_once_after_restart()
 
     // The restart, on the same stack and address.
     let restarted_at = Utc::now();
-    let mut runtime = spawn_runtime(&stack, &listen, &logs);
-    wait_ready(&mut runtime, &api, &logs).await;
+    let mut runtime = start_runtime(&spec, &logs).await;
     let ready_in = Utc::now() - restarted_at;
 
     let first_call = |hits: &[Hit], id: &str| hits.iter().filter(|h| h.run_id == id).map(|h| h.at).min();
