@@ -250,14 +250,6 @@ impl Executor {
         self.actors.push(Actor { name: name.into(), role, work, ready: true, wake: None });
     }
 
-    pub fn len(&self) -> usize {
-        self.actors.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.actors.is_empty()
-    }
-
     /// Whether an actor of `role` is alive.
     pub fn has(&self, role: &Role) -> bool {
         self.actors.iter().any(|a| &a.role == role)

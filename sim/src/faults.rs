@@ -816,15 +816,11 @@ impl RunQueue for FaultyQueue {
 
 #[async_trait]
 impl RunInbox for FaultyQueue {
-    async fn receive(&self, max: i32, wait_s: i32) -> Result<Vec<Received>, QueueError> {
+    /// Never a long poll: the in-memory queue would wait in real time; a consumer with nothing
+    /// to do sleeps on the virtual clock instead.
+    async fn receive(&self, max: i32, _wait_s: i32) -> Result<Vec<Received>, QueueError> {
         self.faults
-            .call(
-                "queue.receive",
-                Subject::NONE,
-                false,
-                self.inner.receive(max, wait_s.min(0)),
-                QueueError::Unavailable,
-            )
+            .call("queue.receive", Subject::NONE, false, self.inner.receive(max, 0), QueueError::Unavailable)
             .await
     }
 
