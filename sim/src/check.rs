@@ -242,7 +242,8 @@ impl Checker {
                 let previous = i.checked_sub(1).and_then(|p| versions[p].1.as_ref());
                 let from = match previous {
                     None => job.created_at,
-                    Some(before) if !changes_instants(before, job) => *written,
+                    // No instant before the job's creation, as its own (skewed) clock read it.
+                    Some(before) if !changes_instants(before, job) => (*written).max(job.created_at),
                     Some(_) => *written + Duration::seconds(60),
                 };
                 let next = versions.get(i + 1);
@@ -260,6 +261,18 @@ impl Checker {
                     }
                     expected += 1;
                     if have.contains(&(job_id, t)) {
+                        continue;
+                    }
+                    // A change written before any tick had processed the instant's minute
+                    // governs it: an edit of the schedule, a pause or a deletion takes effect
+                    // when written, and a lagging tick's owed instants go with it.
+                    let change = versions[i + 1..]
+                        .iter()
+                        .find(|(_, after)| after.as_ref().is_none_or(|after| changes_instants(job, after)));
+                    let superseded = change.is_some_and(|(at, _)| {
+                        processed_at(observed, t).is_none_or(|processed| processed > *at)
+                    });
+                    if superseded {
                         continue;
                     }
                     if missed(observed, t) {
@@ -378,33 +391,35 @@ impl Checker {
     fn events(&mut self, world: &World, runs: &[Run], observed: &Observed) -> (usize, usize) {
         let mut told: BTreeMap<Told, usize> = BTreeMap::new();
         for n in world.stores.bus.published() {
-            *told.entry(Told { run_id: n.run_id.clone(), event: n.event }).or_default() += 1;
+            *told.entry(Told { run_id: n.run_id.clone(), event: n.event, at: n.at }).or_default() += 1;
         }
         let mut window: BTreeSet<&Told> = observed.window.iter().collect();
         window.extend(observed.unmarked.values().flatten());
         let (mut recorded_total, mut twice) = (0, 0);
         for run in runs {
-            let mut recorded: BTreeMap<&'static str, usize> = BTreeMap::new();
             for event in &run.events {
-                *recorded.entry(event.kind.as_str()).or_default() += 1;
-            }
-            for (event, count) in recorded {
-                recorded_total += count;
-                let key = Told { run_id: run.id().to_string(), event };
+                recorded_total += 1;
+                let kind = event.kind.as_str();
+                let key = Told { run_id: run.id().to_string(), event: kind, at: event.at };
                 let published = told.remove(&key).unwrap_or(0);
-                if published < count {
+                let when = event.at.format("%H:%M:%S%.3f");
+                if published == 0 {
                     self.violations.push(violation(
                         "each event told once",
-                        format!("run {}: `{event}` recorded {count} times, published {published}", run.id()),
+                        format!("run {}: `{}` recorded at {when}, never published", run.id(), event.id),
                         Some(run),
                     ));
-                } else if published > count {
+                } else if published > 1 {
                     if window.contains(&key) {
-                        twice += published - count;
+                        twice += published - 1;
                     } else {
                         self.violations.push(violation(
                             "each event told once",
-                            format!("run {}: `{event}` published {published} times for {count} recorded, outside the crash window", run.id()),
+                            format!(
+                                "run {}: `{}` recorded at {when} published {published} times, outside the crash window",
+                                run.id(),
+                                event.id
+                            ),
                             Some(run),
                         ));
                     }
@@ -468,6 +483,12 @@ fn paused_near(job: &Job, t: DateTime<Utc>) -> bool {
 fn reached_at(observed: &Observed, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let minute = sundial_domain::due::minute_of(t);
     observed.reached.iter().filter(|(_, m)| *m >= minute).map(|(at, _)| *at).min()
+}
+
+/// When a tick first wrote a watermark at or past `t`'s minute (every job due in it claimed).
+fn processed_at(observed: &Observed, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let minute = sundial_domain::due::minute_of(t);
+    observed.processed.iter().filter(|(_, m)| *m >= minute).map(|(at, _)| *at).min()
 }
 
 /// Whether `t`'s minute may have been missed: a healthy tick marks a minute reached during the

@@ -253,7 +253,13 @@ impl JobStore for FaultyJobs {
 
     async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
         self.faults
-            .call("jobs.due", Subject::NONE, false, self.inner.due_jobs(bucket), StoreError::Unavailable)
+            .call(
+                &format!("jobs.due {bucket}"),
+                Subject::NONE,
+                false,
+                self.inner.due_jobs(bucket),
+                StoreError::Unavailable,
+            )
             .await
     }
 
@@ -458,14 +464,14 @@ impl RunStore for FaultyRuns {
             // What this actor published and has now marked is out of the window.
             let actor = self.sim.core().actor.clone();
             let run_id = run.id().to_string();
-            let marked: Vec<&str> = published
-                .sent
+            let marked: Vec<(&str, DateTime<Utc>)> = run
+                .events
                 .iter()
-                .chain(&published.shared_only)
-                .map(|id| id.split('#').next().unwrap_or(id))
+                .filter(|e| published.sent.contains(&e.id) || published.shared_only.contains(&e.id))
+                .map(|e| (e.kind.as_str(), e.at))
                 .collect();
             if let Some(told) = self.ledger.get().unmarked.get_mut(&actor) {
-                told.retain(|t| t.run_id != run_id || !marked.contains(&t.event));
+                told.retain(|t| t.run_id != run_id || !marked.contains(&(t.event, t.at)));
             }
         }
         out
@@ -635,6 +641,8 @@ impl TickStateStore for FaultyTickState {
             let out = self.inner.set_watermark(minute).await;
             if out.is_ok() {
                 self.reached(minute);
+                let at = self.sim.now();
+                self.ledger.get().processed.push((at, minute));
             }
             out
         };
@@ -889,7 +897,8 @@ impl EventBus for FaultyBus {
         let subject = run.as_ref().map_or(Subject::NONE, |r| Subject::run(&r.job_id, &r.key));
         let op = format!("bus.publish {}", notification.event);
         // Noted with the publish itself: the publisher may die right after it.
-        let told = Told { run_id: notification.run_id.clone(), event: notification.event };
+        let told =
+            Told { run_id: notification.run_id.clone(), event: notification.event, at: notification.at };
         let published = AtomicBool::new(false);
         let publish = async {
             let before = self.inner.published().len();

@@ -44,11 +44,13 @@ pub struct Hit {
     pub at: DateTime<Utc>,
 }
 
-/// One event published to the shared topic.
+/// One event published to the shared topic. An event is told apart from another of the same
+/// kind on the same run (a `retrying` per attempt) by the time it was recorded.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Told {
     pub run_id: String,
     pub event: &'static str,
+    pub at: DateTime<Utc>,
 }
 
 /// A job as written at a (global) time; `None`: deleted.
@@ -64,6 +66,8 @@ pub struct Observed {
     pub versions: BTreeMap<JobId, Vec<Version>>,
     /// The tick's progress marks (reached, watermark) as written: (global time, minute).
     pub reached: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// The watermarks written: (global time, minute); every job due up to the minute was claimed.
+    pub processed: Vec<(DateTime<Utc>, DateTime<Utc>)>,
     pub hits: Vec<Hit>,
     /// Callbacks that completed an attempt: (run id, attempt, succeeded).
     pub completed: Vec<(String, u32, bool)>,
@@ -119,6 +123,27 @@ pub struct CallbackPlan {
 
 /// The last `limit` lines about a job (and run), with the crashes among them: the steps that led
 /// to a violation.
+/// Every step of the actors whose names start with `prefix`.
+pub fn trace_of_actors(observed: &Observed, prefix: &str) -> Vec<String> {
+    let with_job = |l: &Line| match &l.job {
+        Some(job) => format!("{} job {job}", format_line(l)),
+        None => format_line(l),
+    };
+    observed.lines.iter().filter(|l| l.actor.starts_with(prefix)).map(with_job).collect()
+}
+
+/// One step, as a trace shows it.
+fn format_line(l: &Line) -> String {
+    format!(
+        "step {:>7} {} {:<16} {}{}",
+        l.step,
+        l.at.format("%H:%M:%S%.3f"),
+        l.actor,
+        l.what,
+        l.run.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default()
+    )
+}
+
 pub fn trace_of(observed: &Observed, job: Option<&str>, run: Option<&str>, limit: usize) -> Vec<String> {
     let about = |line: &Line| match (job, run) {
         (None, None) => true,
@@ -139,16 +164,7 @@ pub fn trace_of(observed: &Observed, job: Option<&str>, run: Option<&str>, limit
         .filter(|l| {
             about(l) || (l.what.starts_with("CRASH of ") && actors.contains(&l.what["CRASH of ".len()..]))
         })
-        .map(|l| {
-            format!(
-                "step {:>7} {} {:<16} {}{}",
-                l.step,
-                l.at.format("%H:%M:%S%.3f"),
-                l.actor,
-                l.what,
-                l.run.as_deref().map(|r| format!(" [{r}]")).unwrap_or_default()
-            )
-        })
+        .map(format_line)
         .collect();
     lines[lines.len().saturating_sub(limit)..].to_vec()
 }

@@ -41,6 +41,8 @@ pub struct Outcome {
     pub violations: Vec<(Violation, Vec<String>)>,
     /// A digest of the whole trace: the same seed gives the same digest.
     pub digest: String,
+    /// Every step of the actors [`Options::trace_actors`] names.
+    pub trace: Vec<String>,
 }
 
 impl Outcome {
@@ -74,6 +76,7 @@ impl Outcome {
 /// Runs one seed.
 pub fn simulate(options: Options) -> Outcome {
     let seed = options.seed;
+    let trace_actors = options.trace_actors.clone();
     let mut world = World::new(options);
     let mut checker = Checker::default();
     let ran = world.run(|world| {
@@ -112,5 +115,6 @@ pub fn simulate(options: Options) -> Outcome {
         policy_races: checker.policy_races.clone(),
         violations,
         digest: hex::encode(digest.finalize()),
+        trace: trace_actors.map(|prefix| ledger::trace_of_actors(&ledger, &prefix)).unwrap_or_default(),
     }
 }

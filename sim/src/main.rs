@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run -p sundial-sim --release -- --seeds 10000 [--from 0] [--jobs 8] [--minutes 20]
-//! cargo run -p sundial-sim --release -- --seed 4242
+//! cargo run -p sundial-sim --release -- --seed 4242 [--trace tick]
 //! ```
 
 use std::process::ExitCode;
@@ -22,17 +22,18 @@ fn main() -> ExitCode {
     };
     let parsed = (|| -> Result<_, String> {
         for arg in args.iter().filter(|a| a.starts_with("--")) {
-            if !["--seed", "--seeds", "--from", "--jobs", "--minutes"].contains(&arg.as_str()) {
+            if !["--seed", "--seeds", "--from", "--jobs", "--minutes", "--trace"].contains(&arg.as_str()) {
                 return Err(format!("unknown option {arg}"));
             }
         }
         Ok((value("--seed")?, value("--seeds")?, value("--from")?, value("--jobs")?, value("--minutes")?))
     })();
+    let trace = args.iter().position(|a| a == "--trace").and_then(|i| args.get(i + 1)).cloned();
     let (seed, seeds, from, jobs, minutes) = match parsed {
         Ok(parsed) => parsed,
         Err(e) => {
             eprintln!(
-                "sundial-sim: {e}\nusage: sundial-sim [--seed N | --seeds COUNT [--from N]] [--jobs N] [--minutes N]"
+                "sundial-sim: {e}\nusage: sundial-sim [--seed N | --seeds COUNT [--from N]] [--jobs N] [--minutes N] [--trace ACTOR-PREFIX]"
             );
             return ExitCode::from(2);
         }
@@ -47,11 +48,15 @@ fn main() -> ExitCode {
         let mut options = Options::seed(seed);
         options.jobs = jobs.map_or(options.jobs, |j| j as usize);
         options.minutes = minutes.map_or(options.minutes, |m| m as i64);
+        options.trace_actors = trace.clone();
         let outcome = simulate(options);
         steps += outcome.steps;
         runs += outcome.summary.runs;
         races += outcome.policy_races.len();
         twice += outcome.summary.told_twice_in_window;
+        for line in &outcome.trace {
+            println!("{line}");
+        }
         if !outcome.passed() {
             failed += 1;
             println!("{}", outcome.explain());

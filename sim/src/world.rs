@@ -53,11 +53,21 @@ pub struct Options {
     pub rates: Rates,
     /// A bound on steps: more means something spins without making progress.
     pub max_steps: u64,
+    /// Keep every step of the actors whose names start with this (for reading a failure).
+    pub trace_actors: Option<String>,
 }
 
 impl Options {
     pub fn seed(seed: u64) -> Options {
-        Options { seed, jobs: 8, minutes: 20, quiet_minutes: 45, rates: Rates::DEFAULT, max_steps: 2_000_000 }
+        Options {
+            seed,
+            jobs: 8,
+            minutes: 20,
+            quiet_minutes: 45,
+            rates: Rates::DEFAULT,
+            max_steps: 2_000_000,
+            trace_actors: None,
+        }
     }
 }
 

@@ -304,6 +304,31 @@ async fn a_burst_is_continued_by_the_next_invocation() {
     assert_eq!(world.queue.depth(), 120);
 }
 
+/// A throttled re-read of the look-back a grown shard count asks for does not keep the tick
+/// from the live minutes (simulator seeds 184 and 233: every pass stopped at the first throttled
+/// old minute, and instants were lost); the look-back is done again until one pass reads all of
+/// it.
+#[tokio::test]
+async fn a_throttled_look_back_does_not_hold_the_live_minutes() {
+    let world = World::at("2030-01-01T11:50:00Z");
+    let jobs = one_time_jobs(&world, 3, "2030-01-01T12:00:30Z").await;
+    world.set(START);
+    // A fresh deployment looks back 30 minutes; its minutes 11:40 to 11:49 are throttled.
+    world.job_store.fail_due_queries(Some("2030-01-01T11:4"));
+    let first = world.tick.run().await.unwrap();
+    assert_eq!(first.claims.claimed, 3, "{first:?}");
+    assert_eq!(world.tick_state.get().await.unwrap().looked_back, None, "the look-back is owed");
+
+    world.job_store.fail_due_queries(None);
+    world.set("2030-01-01T12:01:00Z");
+    let second = world.tick.run().await.unwrap();
+    assert_eq!(second.claims.claimed, 0);
+    assert!(world.tick_state.get().await.unwrap().looked_back.is_some(), "looked back once through");
+    for job in &jobs {
+        assert_eq!(instants(&world.runs_of(&job.id)), ["2030-01-01T12:00:30Z"]);
+    }
+}
+
 /// A paused job is not claimed; resumed, it is, from now on. `end_at` ends a job: it leaves the
 /// due index after its last instant.
 #[tokio::test]

@@ -33,6 +33,8 @@ struct State {
     names: HashMap<(String, String), String>,
     /// Jobs per owner, as the owner counter item counts them.
     counts: HashMap<String, i64>,
+    /// Due-index queries of buckets starting with this fail (a throttled partition).
+    failing_due: Option<String>,
 }
 
 /// Jobs in memory, in `shards` due-index partitions per minute.
@@ -47,6 +49,12 @@ impl MemoryJobStore {
     /// the DynamoDB store built with the same count does.
     pub fn new(shards: u16) -> Self {
         MemoryJobStore { shards: shards.max(1), state: Mutex::new(State::default()) }
+    }
+
+    /// Makes every due-index query of a bucket starting with `prefix` (a minute such as
+    /// `2030-01-01T11:40Z`) fail as throttled; `None`: queries work again.
+    pub fn fail_due_queries(&self, prefix: Option<&str>) {
+        lock(&self.state).failing_due = prefix.map(str::to_string);
     }
 
     /// Stores jobs as they are, without name locks or owner counts (names and the per-owner
@@ -231,6 +239,9 @@ impl JobStore for MemoryJobStore {
 
     async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
         let state = lock(&self.state);
+        if state.failing_due.as_deref().is_some_and(|prefix| bucket.starts_with(prefix)) {
+            return Err(StoreError::Unavailable(format!("injected: the due query of {bucket} is throttled")));
+        }
         let mut due: Vec<(&str, &Job)> = state
             .jobs
             .values()

@@ -9,7 +9,8 @@
 //! processed, and never past the minute of a job whose claim failed (a write or a send), so the
 //! next tick queries that job again: a transient error delays a job, never strands it. A long gap
 //! (downtime) is processed in bounded chunks, and a burst one invocation cannot finish within its
-//! time budget is continued by the next.
+//! time budget is continued by the next. When the shard count grew, the pass also re-reads the
+//! 30 minutes behind the watermark, after the live minutes, until one pass reads them all.
 //!
 //! Instants in minutes no tick had reached when they fell due are the *missed* ones the jobs'
 //! `catchup` policies act on. Before claiming minutes from the current one on, the tick records
@@ -102,6 +103,16 @@ pub enum TickError {
     State(#[from] StoreError),
 }
 
+/// What the parts of one invocation share.
+struct Pass {
+    started: std::time::Instant,
+    /// Partitions per minute read.
+    shards: u16,
+    /// Minutes up to this one are not missed (see [`Claimer::claim`]).
+    reached_before: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+}
+
 /// The minute tick.
 #[derive(Debug, Clone)]
 pub struct Tick {
@@ -154,11 +165,9 @@ impl Tick {
         let reached_before = progress.reached.max(progress.watermark);
         let live_from = minute_of(now);
         let watermark = progress.watermark.unwrap_or(live_from - Duration::minutes(2));
-        let trailing = match grew {
-            true => self.settings.trailing_minutes.max(GROWTH_LOOKBACK_MINUTES),
-            false => self.settings.trailing_minutes.max(1),
-        };
+        let trailing = self.settings.trailing_minutes.max(1);
         let mut minute = watermark - Duration::minutes(trailing - 1);
+        let first_trailing = minute;
         let mut report = TickReport { watermark: progress.watermark, ..Default::default() };
         let mut seen: HashSet<String> = HashSet::new();
         let mut processed_to: Option<DateTime<Utc>> = None;
@@ -232,12 +241,56 @@ impl Tick {
             now = self.clock.now();
         }
         self.advance_watermark(processed_to, now, &mut report).await?;
-        let through = !query_failed && !report.unfinished && report.claims.failed == 0;
-        if grew && through {
-            self.state.set_looked_back(self.settings.shards).await?;
+        if grew && !report.unfinished {
+            let pass = Pass { started, shards, reached_before, now };
+            let looked = self.look_back(first_trailing, &pass, &mut seen, &mut report).await;
+            let through = looked && !query_failed && !report.unfinished && report.claims.failed == 0;
+            if through {
+                self.state.set_looked_back(self.settings.shards).await?;
+            }
         }
         self.meter.observe(&report.metrics(self.clock.now(), started.elapsed()));
         Ok(report)
+    }
+
+    /// Re-reads the [`GROWTH_LOOKBACK_MINUTES`] before `before` (the first trailing minute),
+    /// after the live minutes: a throttled re-read of an old minute must not keep a pass from
+    /// the current ones. A failed query does not stop the look-back; it returns false, and the
+    /// next pass looks back again (a minute stays in the window for as many passes as it has
+    /// minutes). Returns true when every query succeeded and nothing was left for the budget.
+    async fn look_back(
+        &self,
+        before: DateTime<Utc>,
+        pass: &Pass,
+        seen: &mut HashSet<String>,
+        report: &mut TickReport,
+    ) -> bool {
+        let mut clean = true;
+        let mut minute = before - Duration::minutes(GROWTH_LOOKBACK_MINUTES);
+        while minute < before {
+            if pass.started.elapsed() > self.settings.budget {
+                report.unfinished = true;
+                return false;
+            }
+            report.queries += usize::from(pass.shards);
+            match self.due_in(minute, pass.shards).await {
+                Ok(due) => {
+                    let due: Vec<Job> = due.into_iter().filter(|j| seen.insert(j.id.to_string())).collect();
+                    report.jobs += due.len();
+                    for batch in due.chunks(self.settings.batch_jobs.max(1)) {
+                        report
+                            .claims
+                            .add(self.claimer.claim(batch.to_vec(), pass.reached_before, pass.now).await);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(minute = %minute, error = %e, "look-back query failed; looked at again next tick");
+                    clean = false;
+                }
+            }
+            minute += Duration::minutes(1);
+        }
+        clean
     }
 
     /// Moves the watermark to the last processed minute that is entirely in the past and
