@@ -24,6 +24,7 @@ const FOUND: &[(u64, &str)] = &[
     (500, "a `failing` event whose write answered with an error was never published"),
     (611, "the same"),
     (833, "the same"),
+    (1609, "a watchdog's `sla_missed` recorded after the worker's read was never published"),
 ];
 
 fn run_part(part: u64) {

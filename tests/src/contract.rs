@@ -607,7 +607,19 @@ async fn the_in_flight_index_holds_runs_until_their_events_are_sent(store: &dyn 
         [queued.id()],
         "marking without settling keeps it"
     );
-    store.mark_events_sent(&succeeded, &Published::default(), true).await.unwrap();
+    // An event recorded since the settler's read (a watchdog's `sla_missed` racing the end)
+    // keeps the run in flight, and the settle marks nothing.
+    let mut late = stored(store, &queued).await;
+    store.record_event(&late, &event(EventKind::SlaMissed, 1, t + Duration::seconds(2))).await.unwrap();
+    assert_eq!(
+        store.mark_events_sent(&succeeded, &Published::default(), true).await,
+        Err(StoreError::Conflict),
+        "a settler that has not seen every event cannot settle"
+    );
+    assert_eq!(in_flight_of(store, t, shards, &jobs).await, [queued.id()], "so the run stays in flight");
+    late = stored(store, &queued).await;
+    let sla_sent = Published { sent: vec!["sla_missed".into()], shared_only: vec![] };
+    store.mark_events_sent(&late, &sla_sent, true).await.unwrap();
     assert!(in_flight_of(store, t, shards, &jobs).await.is_empty(), "settled, it leaves the index");
 
     // A run that ends with every event sent leaves at once.

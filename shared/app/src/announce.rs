@@ -37,18 +37,6 @@ impl Announcer {
     /// watchdog to publish. `job` is `None` once the job is deleted. Returns how many events
     /// were published everywhere they go.
     pub async fn announce(&self, job: Option<&Job>, run: &Run, events: &[RunEvent]) -> usize {
-        self.announce_with(job, run, events, true).await
-    }
-
-    /// [`Announcer::announce`], keeping the run in the in-flight index whatever it published
-    /// when `may_settle` is false: the caller's copy of the run may lack an event the store has.
-    pub async fn announce_with(
-        &self,
-        job: Option<&Job>,
-        run: &Run,
-        events: &[RunEvent],
-        may_settle: bool,
-    ) -> usize {
         if events.iter().all(|e| e.sent) {
             return 0;
         }
@@ -73,8 +61,14 @@ impl Announcer {
             published.sent.push(event.id.clone());
         }
         let all_sent = run.events.iter().all(|e| e.sent || published.sent.contains(&e.id));
-        let settle = may_settle && run.state.is_terminal() && all_sent;
-        if let Err(e) = self.runs.mark_events_sent(run, &published, settle).await {
+        let settle = run.state.is_terminal() && all_sent;
+        let mut marked = self.runs.mark_events_sent(run, &published, settle).await;
+        if settle && matches!(marked, Err(StoreError::Conflict)) {
+            // The store holds an event this copy lacks: marked without settling, the run stays
+            // in flight for the watchdog, which reads it whole.
+            marked = self.runs.mark_events_sent(run, &published, false).await;
+        }
+        if let Err(e) = marked {
             tracing::warn!(run_id = %run.id(), error = %e, "published events not marked sent");
         }
         published.sent.len()

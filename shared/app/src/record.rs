@@ -104,19 +104,12 @@ impl Recorder {
         mut new: Vec<RunEvent>,
         now: DateTime<Utc>,
     ) -> Run {
-        let mut may_settle = true;
-        match self.flag_failing(job, before, &candidate, now).await {
-            Streak::Told(failing) => {
-                candidate.events.push(failing.clone());
-                new.push(failing);
-            }
-            Streak::Untold => {}
-            // The event may be on the run unsent: the run stays in flight for the watchdog,
-            // which reads it and publishes what it finds.
-            Streak::Unknown => may_settle = false,
+        if let Some(failing) = self.flag_failing(job, before, &candidate, now).await {
+            candidate.events.push(failing.clone());
+            new.push(failing);
         }
         if !new.is_empty() {
-            self.announcer.announce_with(Some(job), &candidate, &new, may_settle).await;
+            self.announcer.announce(Some(job), &candidate, &new).await;
         }
         candidate
     }
@@ -124,11 +117,17 @@ impl Recorder {
     /// When `after` ended the run as a failure that makes `alert_after_failures` failed runs in
     /// a row, and no one told this streak yet: the `failing` event, recorded on the run. A
     /// failure here is logged and leaves the streak to the next failed run, which sees it too.
-    async fn flag_failing(&self, job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Streak {
-        let Some(threshold) = job.document.alert_after_failures else { return Streak::Untold };
+    async fn flag_failing(
+        &self,
+        job: &Job,
+        before: &Run,
+        after: &Run,
+        now: DateTime<Utc>,
+    ) -> Option<RunEvent> {
+        let threshold = job.document.alert_after_failures?;
         let ends_failed = matches!(after.state, RunState::Failed | RunState::TimedOut);
         if !ends_failed || before.state.is_terminal() {
-            return Streak::Untold;
+            return None;
         }
         let told = async {
             // Enough history to see the streak through interleaved skipped or cancelled runs; the
@@ -140,40 +139,23 @@ impl Recorder {
                 self.runs.after(&job.id, &after.key, now + chrono::Duration::minutes(1), limit).await?;
             let streak = failing_streak(&earlier, &later);
             if streak.failures < threshold as usize {
-                return Ok(Streak::Untold);
+                return Ok(None);
             }
             match self.runs.flag_failing(&job.id, streak.after.as_ref(), now).await {
                 Ok(()) => {}
                 // Told by a run of the same streak.
-                Err(StoreError::Conflict) => return Ok(Streak::Untold),
+                Err(StoreError::Conflict) => return Ok(None),
                 Err(e) => return Err(e),
             }
             let event = RunEvent::new(EventKind::Failing, after.attempt, now);
-            match self.runs.record_event(after, &event).await {
-                Ok(()) => Ok(Streak::Told(event)),
-                // Perhaps written, its answer lost.
-                Err(e) if e.is_retryable() => {
-                    tracing::warn!(run_id = %after.id(), error = %e, "failing event perhaps recorded; left to the watchdog");
-                    Ok(Streak::Unknown)
-                }
-                Err(e) => Err(e),
-            }
+            self.runs.record_event(after, &event).await?;
+            Ok(Some(event))
         };
         told.await.unwrap_or_else(|e: StoreError| {
             tracing::warn!(run_id = %after.id(), error = %e, "failing streak not told");
-            Streak::Untold
+            None
         })
     }
-}
-
-/// Whether a failed run told its job's failing streak.
-enum Streak {
-    /// Recorded on the run, to be published.
-    Told(RunEvent),
-    /// Not this run's to tell.
-    Untold,
-    /// The write recording it failed in a way that may have applied it.
-    Unknown,
 }
 
 /// Writes `change` over `before` under the fence the change names.

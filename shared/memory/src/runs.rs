@@ -302,6 +302,10 @@ impl RunStore for MemoryRunStore {
         if settle && !stored.run.state.is_terminal() {
             return Err(StoreError::Conflict);
         }
+        // Nor one with an event the caller has not seen.
+        if settle && stored.run.events.len() != run.events.len() {
+            return Err(StoreError::Conflict);
+        }
         if let Some((missing, _)) =
             marks.iter().find(|(id, _)| !stored.run.events.iter().any(|e| e.id == *id))
         {

@@ -517,8 +517,17 @@ impl RunStore for DynamoRunStore {
                 names.push(format!(":t{i}"));
                 request = request.expression_attribute_values(format!(":t{i}"), s(state));
             }
+            // Nor one with an event the caller has not seen: events are only ever added.
+            let seen = match run.events.is_empty() {
+                true => "(attribute_not_exists(events) OR size(events) = :seen)",
+                false => "size(events) = :seen",
+            };
             request = request
-                .condition_expression(format!("attribute_exists(run_key) AND #st IN ({})", names.join(", ")))
+                .expression_attribute_values(":seen", n(run.events.len()))
+                .condition_expression(format!(
+                    "attribute_exists(run_key) AND #st IN ({}) AND {seen}",
+                    names.join(", ")
+                ))
                 .expression_attribute_names("#st", "state");
         }
         request.update_expression(expression.trim()).send().await.map_err(item::classify)?;

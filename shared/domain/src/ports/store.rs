@@ -165,7 +165,9 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()>;
 
     /// Marks what an announcement `published` of the run's events, in one write; with
-    /// `settle`, the ended run also leaves the in-flight index (`Conflict` if it has not ended).
+    /// `settle`, the ended run also leaves the in-flight index (`Conflict`, and nothing marked,
+    /// if it has not ended or the store holds an event `run` does not: one recorded since the
+    /// caller's read, or by a write whose answer was lost, is still to be published).
     async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()>;
 
     /// Takes the publishing of `event`, left unsent, over at `now`, if it is still unsent and
