@@ -481,14 +481,21 @@ fn paused_near(job: &Job, t: DateTime<Utc>) -> bool {
 
 /// When the scheduler first marked `t`'s minute reached (or processed).
 fn reached_at(observed: &Observed, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let minute = sundial_domain::due::minute_of(t);
-    observed.reached.iter().filter(|(_, m)| *m >= minute).map(|(at, _)| *at).min()
+    first_mark_at_or_past(&observed.reached, t)
 }
 
 /// When a tick first wrote a watermark at or past `t`'s minute (every job due in it claimed).
 fn processed_at(observed: &Observed, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    first_mark_at_or_past(&observed.processed, t)
+}
+
+/// The earliest of `marks` (global time, minute) at or past `t`'s minute.
+fn first_mark_at_or_past(
+    marks: &[(DateTime<Utc>, DateTime<Utc>)],
+    t: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
     let minute = sundial_domain::due::minute_of(t);
-    observed.processed.iter().filter(|(_, m)| *m >= minute).map(|(at, _)| *at).min()
+    marks.iter().filter(|(_, m)| *m >= minute).map(|(at, _)| *at).min()
 }
 
 /// Whether `t`'s minute may have been missed: a healthy tick marks a minute reached during the

@@ -641,8 +641,7 @@ impl TickStateStore for FaultyTickState {
             let out = self.inner.set_watermark(minute).await;
             if out.is_ok() {
                 self.reached(minute);
-                let at = self.sim.now();
-                self.ledger.get().processed.push((at, minute));
+                self.ledger.get().processed.push((self.sim.now(), minute));
             }
             out
         };

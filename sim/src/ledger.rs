@@ -121,8 +121,6 @@ pub struct CallbackPlan {
     pub then: Option<bool>,
 }
 
-/// The last `limit` lines about a job (and run), with the crashes among them: the steps that led
-/// to a violation.
 /// Every step of the actors whose names start with `prefix`.
 pub fn trace_of_actors(observed: &Observed, prefix: &str) -> Vec<String> {
     let with_job = |l: &Line| match &l.job {
@@ -144,6 +142,8 @@ fn format_line(l: &Line) -> String {
     )
 }
 
+/// The last `limit` lines about a job (and run), with the crashes among them: the steps that led
+/// to a violation.
 pub fn trace_of(observed: &Observed, job: Option<&str>, run: Option<&str>, limit: usize) -> Vec<String> {
     let about = |line: &Line| match (job, run) {
         (None, None) => true,

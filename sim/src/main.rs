@@ -26,10 +26,20 @@ fn main() -> ExitCode {
                 return Err(format!("unknown option {arg}"));
             }
         }
-        Ok((value("--seed")?, value("--seeds")?, value("--from")?, value("--jobs")?, value("--minutes")?))
+        let trace = match args.iter().position(|a| a == "--trace") {
+            None => None,
+            Some(i) => Some(args.get(i + 1).cloned().ok_or("--trace needs an actor name prefix")?),
+        };
+        Ok((
+            value("--seed")?,
+            value("--seeds")?,
+            value("--from")?,
+            value("--jobs")?,
+            value("--minutes")?,
+            trace,
+        ))
     })();
-    let trace = args.iter().position(|a| a == "--trace").and_then(|i| args.get(i + 1)).cloned();
-    let (seed, seeds, from, jobs, minutes) = match parsed {
+    let (seed, seeds, from, jobs, minutes, trace) = match parsed {
         Ok(parsed) => parsed,
         Err(e) => {
             eprintln!(

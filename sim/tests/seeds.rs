@@ -64,6 +64,7 @@ fn seeds_part_4() {
     run_part(3);
 }
 
+/// The seeds of [`FOUND`] pass.
 #[test]
 fn seeds_that_found_defects() {
     let failures: Vec<String> = FOUND

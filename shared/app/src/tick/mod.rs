@@ -208,8 +208,7 @@ impl Tick {
                         break 'chunks;
                     }
                 };
-                // A job advanced by this tick may show up again in a later bucket: claim once.
-                let due: Vec<Job> = due.into_iter().filter(|j| seen.insert(j.id.to_string())).collect();
+                let due = unseen(due, &mut seen);
                 report.jobs += due.len();
                 report.to = Some(minute);
                 for batch in due.chunks(self.settings.batch_jobs.max(1)) {
@@ -275,7 +274,7 @@ impl Tick {
             report.queries += usize::from(pass.shards);
             match self.due_in(minute, pass.shards).await {
                 Ok(due) => {
-                    let due: Vec<Job> = due.into_iter().filter(|j| seen.insert(j.id.to_string())).collect();
+                    let due = unseen(due, seen);
                     report.jobs += due.len();
                     for batch in due.chunks(self.settings.batch_jobs.max(1)) {
                         report
@@ -312,4 +311,10 @@ impl Tick {
         }
         Ok(())
     }
+}
+
+/// The jobs of `due` this pass has not claimed yet: a job it advanced may show up again in a
+/// later bucket, and is claimed once.
+fn unseen(due: Vec<Job>, seen: &mut HashSet<String>) -> Vec<Job> {
+    due.into_iter().filter(|j| seen.insert(j.id.to_string())).collect()
 }
