@@ -97,6 +97,8 @@ impl Checker {
             );
             if let Some(before) = &before {
                 self.forward(before, &run);
+                self.decided_at_start(world, before, &run);
+                self.dead_lettered(world, before, &run);
             }
             let started = run.state == RunState::Running
                 && before.as_ref().is_none_or(|b| b.state != RunState::Running || b.attempt != run.attempt);
@@ -119,6 +121,8 @@ impl Checker {
                 run.state,
                 run.attempts.len()
             ))
+        } else if run.state.is_terminal() && run.attempts.last().is_some_and(|a| a.outcome.is_none()) {
+            Some(format!("ended {} with attempt {} still open", run.state, run.attempt))
         } else if before.state != RunState::Queued && run.state == RunState::Queued {
             Some(format!("went back from {} to QUEUED", before.state))
         } else {
@@ -128,6 +132,66 @@ impl Checker {
             self.violations.push(violation(
                 "state moves forward",
                 format!("run {}: {detail}", run.id()),
+                Some(run),
+            ));
+        }
+    }
+
+    /// A concurrency policy is decided when a run is about to start (invariant 7), not ahead: a
+    /// run skipped under `forbid` or `replace` is skipped once it is due, and a run cancelled to
+    /// make way under `replace` is cancelled once the run replacing it is due (both give the
+    /// deciding worker's clock its 30 s of skew, and as much again).
+    fn decided_at_start(&mut self, world: &World, before: &Seen, run: &Run) {
+        if before.state == run.state {
+            return;
+        }
+        let reason = run.reason.as_deref().unwrap_or_default();
+        let due = match run.state {
+            RunState::Skipped if reason.starts_with("concurrency ") => Some(run.scheduled_at()),
+            RunState::Cancelled => reason
+                .strip_prefix("concurrency replace: replaced by run ")
+                .and_then(sundial_domain::run::RunId::parse)
+                .map(|by| by.key.instant),
+            _ => None,
+        };
+        let now = world.sim.now();
+        if let Some(due) = due.filter(|due| now < *due - Duration::seconds(60)) {
+            self.violations.push(violation(
+                "policies hold",
+                format!(
+                    "run {} {} at {now}, {} s before the run it concerns was due ({due}): `{reason}` decided ahead of the start",
+                    run.id(),
+                    run.state,
+                    (due - now).num_seconds()
+                ),
+                Some(run),
+            ));
+        }
+    }
+
+    /// A run the dead-letter handler ended was waiting for the very attempt the dead letter carries
+    /// (QUEUED or RETRYING, that attempt not started): a letter never ends a live or later attempt.
+    fn dead_lettered(&mut self, world: &World, before: &Seen, run: &Run) {
+        if before.state == run.state || !run.reason.as_deref().is_some_and(|r| r.starts_with("dead-lettered"))
+        {
+            return;
+        }
+        let letter = world.ledger.get().dead_letter.clone();
+        let waiting = matches!(before.state, RunState::Queued | RunState::Retrying);
+        let fits = letter.as_ref().is_some_and(|(job, key, attempt)| {
+            job == run.job_id.as_str() && *key == run.key.encode() && *attempt == before.attempt + 1
+        });
+        if !(waiting && fits) {
+            self.violations.push(violation(
+                "dead letters end only what waits for them",
+                format!(
+                    "run {} went from {} (attempt {}) to {} on a dead letter for attempt {:?}",
+                    run.id(),
+                    before.state,
+                    before.attempt,
+                    run.state,
+                    letter.map(|l| l.2)
+                ),
                 Some(run),
             ));
         }

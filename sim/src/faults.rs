@@ -63,11 +63,26 @@ pub struct Faults {
     ledger: Ledger,
     rates: Rates,
     on: AtomicBool,
+    /// A queue outage: while the virtual clock is in this window, every send is refused (SQS
+    /// throttling or an outage lasting minutes, not a single refused call).
+    outage: Option<(DateTime<Utc>, DateTime<Utc>)>,
 }
 
 impl Faults {
-    pub fn new(sim: Sim, ledger: Ledger, rates: Rates) -> Arc<Faults> {
-        Arc::new(Faults { sim, ledger, rates, on: AtomicBool::new(true) })
+    /// Faults at `rates`, and a queue outage over `outage` if there is one.
+    pub fn new(
+        sim: Sim,
+        ledger: Ledger,
+        rates: Rates,
+        outage: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    ) -> Arc<Faults> {
+        Arc::new(Faults { sim, ledger, rates, on: AtomicBool::new(true), outage })
+    }
+
+    /// Whether the queue is in its outage now.
+    fn queue_out(&self) -> bool {
+        let now = self.sim.now();
+        self.on() && self.outage.is_some_and(|(from, to)| from <= now && now < to)
     }
 
     /// Stops injecting faults (the quiet period, in which every run must end).
@@ -231,9 +246,28 @@ impl JobStore for FaultyJobs {
 
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
         let update = async {
+            // A slow edit: the API's write of a job arrives a while after its read (a slow
+            // validation, a retried PUT), long enough for a claim pass to advance the job.
+            let slow = self.faults.on() && self.sim.core().chance(0.5);
+            if slow {
+                let by = Duration::milliseconds(self.sim.core().between(100, 3_000));
+                self.sim.sleep(by).await;
+            }
+            let stored = self.inner.get(&after.id).await.ok().flatten();
             let out = self.inner.update(before, after).await;
             if out.is_ok() {
                 self.written(&after.id, Some(after.clone()));
+                // Accepted: the job must have been as its writer read it (the tick's advance
+                // keeps the version and moves `next_run_at`; an edit must not undo it).
+                if let Some(stored) = stored.filter(|s| {
+                    s.version != before.version
+                        || s.next_run_at.map(|t| t.timestamp()) != before.next_run_at.map(|t| t.timestamp())
+                }) {
+                    self.ledger.get().violations.push(format!(
+                        "stale write accepted: jobs.update of job {} (version {}, next_run_at {:?}) written over version {}, next_run_at {:?}",
+                        after.id, before.version, before.next_run_at, stored.version, stored.next_run_at
+                    ));
+                }
             }
             out
         };
@@ -758,7 +792,11 @@ pub struct FaultyQueue {
 #[async_trait]
 impl RunQueue for FaultyQueue {
     async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
-        let verdict = self.faults.enter(true).await;
+        let mut verdict = self.faults.enter(true).await;
+        if verdict != Verdict::Refuse && self.faults.queue_out() {
+            self.ledger.fault("queue outage");
+            verdict = Verdict::Refuse;
+        }
         if verdict == Verdict::Refuse {
             self.faults.note(format!("queue.send {} messages: refused (injected)", batch.len()), None, None);
             return batch
@@ -810,6 +848,10 @@ impl RunQueue for FaultyQueue {
         let results = self.inner.send(&sent).await;
         self.sim.yield_now().await;
         let failed = results.iter().find_map(|r| r.clone().err());
+        if verdict == Verdict::Ambiguous || failed.is_some() {
+            let how = if failed.is_some() { "failed" } else { "applied, answer lost (injected)" };
+            self.faults.note(format!("queue.send {} messages: {how}", batch.len()), None, None);
+        }
         match (verdict, failed) {
             (_, Some(e)) => batch.iter().map(|_| Err(e.clone())).collect(),
             (Verdict::Ambiguous, None) => batch

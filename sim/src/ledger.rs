@@ -92,6 +92,8 @@ pub struct Observed {
     pub raced: BTreeSet<(JobId, RunKey)>,
     /// Callbacks targets asked for, not yet started.
     pub callbacks: Vec<CallbackPlan>,
+    /// The dead letter the dead-letter handler is handling: (job id, run key, attempt).
+    pub dead_letter: Option<(String, String, u32)>,
 }
 
 /// The shared ledger.

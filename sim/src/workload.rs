@@ -161,6 +161,15 @@ impl Workload {
                 15 => Action::Delete(n),
                 _ => Action::Trigger(n),
             };
+            // Edits land while the minute's claim passes run (ticks fire 0-3 s past the minute),
+            // so that an edit's read and write can straddle the tick's advance of the same job.
+            // No extra draw: the second drawn spreads them over those 3 s.
+            let at = match action {
+                Action::Patch(..) | Action::Pause(_) => {
+                    sundial_domain::due::minute_of(at) + Duration::milliseconds(i64::from(at.second()) * 50)
+                }
+                _ => at,
+            };
             ops.push(Op { at, action });
         }
         ops.sort_by_key(|op| op.at);

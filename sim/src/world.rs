@@ -130,9 +130,20 @@ impl World {
         let workload = Workload::draw(&sim, options.jobs.max(1), options.minutes.max(3));
         sim.core().pass(workload.start - Duration::minutes(5) - DateTime::UNIX_EPOCH);
         let ledger = Ledger::default();
-        let faults = Faults::new(sim.clone(), ledger.clone(), options.rates);
+        // Half the seeds meet a queue outage of 5-8 minutes during the workload, drawn apart from
+        // the seed's main stream.
+        let outage = {
+            use rand::{RngExt, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(options.seed ^ 0x5eed);
+            let minutes = options.minutes.max(11);
+            rng.random_bool(0.5).then(|| {
+                let from = workload.start + Duration::seconds(rng.random_range(60..(minutes - 9) * 60));
+                (from, from + Duration::seconds(rng.random_range(300..=480)))
+            })
+        };
+        let faults = Faults::new(sim.clone(), ledger.clone(), options.rates, outage);
         let server = Arc::new(SimClock { sim: sim.clone(), skew: Duration::zero() });
-        let max_receives = sim.core().between(3, 15) as u32;
+        let max_receives = sim.core().between(2, 15) as u32;
         let stores = Stores {
             jobs: Arc::new(MemoryJobStore::new(SHARDS)),
             runs: Arc::new(MemoryRunStore::new(SHARDS)),
@@ -375,6 +386,7 @@ impl World {
                 if !self.executor.has(&Role::DeadLetters(0)) {
                     let name = self.name("dead-letters");
                     let work = dead_letters(
+                        self.ledger.clone(),
                         self.sim.clone(),
                         self.workers[0].clone(),
                         self.stores.queue.clone(),
@@ -465,7 +477,13 @@ fn consumer(sim: Sim, process: UseCases, inbox: Arc<FaultyQueue>, name: String) 
 }
 
 /// The dead-letter queue's handler: every 20 s, each dead letter not yet handled.
-fn dead_letters(sim: Sim, process: UseCases, queue: Arc<MemoryQueue>, handled: Arc<Mutex<usize>>) -> Work {
+fn dead_letters(
+    ledger: Ledger,
+    sim: Sim,
+    process: UseCases,
+    queue: Arc<MemoryQueue>,
+    handled: Arc<Mutex<usize>>,
+) -> Work {
     Box::pin(async move {
         loop {
             sim.sleep(Duration::seconds(20)).await;
@@ -477,7 +495,13 @@ fn dead_letters(sim: Sim, process: UseCases, queue: Arc<MemoryQueue>, handled: A
                     .reason
                     .clone()
                     .unwrap_or_else(|| format!("received {} times", letter.receive_count));
-                if process.worker.dead_lettered(&letter.body, &reason).await.is_err() {
+                let carried = serde_json::from_str::<sundial_domain::run::RunMessage>(&letter.body)
+                    .ok()
+                    .map(|m| (m.job_id, m.run_key, m.attempt));
+                ledger.get().dead_letter = carried;
+                let handled_ok = process.worker.dead_lettered(&letter.body, &reason).await.is_ok();
+                ledger.get().dead_letter = None;
+                if !handled_ok {
                     break;
                 }
                 *handled.lock().unwrap_or_else(|e| e.into_inner()) = next + 1;

@@ -216,10 +216,36 @@ impl Worker {
         }
         let cancel = Step::Cancel { reason: format!("concurrency replace: replaced by run {}", run.id()) };
         for other in &active {
-            // Lost: it ended (or moved on) by itself meanwhile.
-            self.recorder.apply(job, other, &cancel, now).await.raced()?;
+            if !self.cancel_to_make_way(job, other, &cancel, now).await? {
+                // It kept moving under every cancel: decide again when the message returns.
+                return Ok(Some(Disposition::Retry));
+            }
         }
         Ok(None)
+    }
+
+    /// Cancels `other` so that a `replace` run can start: true once it is ended, by this cancel
+    /// or by itself. A cancel that lost its race to the run moving on (a retry scheduled, an
+    /// attempt started) is tried again on the fresh run, a few times: an older run that only
+    /// moved to its next attempt must not outlive the run replacing it.
+    async fn cancel_to_make_way(
+        &self,
+        job: &Job,
+        other: &Run,
+        cancel: &Step,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut other = other.clone();
+        for _ in 0..3 {
+            if let Race::Won(_) = self.recorder.apply(job, &other, cancel, now).await.raced()? {
+                return Ok(true);
+            }
+            match self.runs.get(&other.job_id, &other.key).await? {
+                Some(fresh) if !fresh.state.is_terminal() => other = fresh,
+                _ => return Ok(true),
+            }
+        }
+        Ok(false)
     }
 
     /// Handles a message from the dead-letter queue. The message's attempt fences what it may
