@@ -3,21 +3,26 @@
 //!
 //! - `one run per instant`: at most one run per (job, scheduled instant), and a target called
 //!   for one instant of a job by one run only;
+//! - `one run per trigger request`: the tries of one trigger request (one idempotency key) make
+//!   one run, and an acknowledged request makes one;
 //! - `no lost instant`: every instant the job's schedule had while it was active has a run,
 //!   unless the scheduler missed its minute and the job's catch-up policy drops it;
 //! - `skips as policy says`: a SKIPPED run names a pause or a concurrency policy that applies;
 //! - `every run ends`: once faults stop, every run is terminal within the quiet period;
-//! - `state moves forward`: a run's attempt never goes down, an ended run never changes, a run
-//!   never goes back to QUEUED;
-//! - `no stale write`: the store never accepts a transition over a run its writer did not read
-//!   (checked by the fault layer as it happens), and an attempt recorded as succeeded or failed
-//!   with a status was answered so by its own call;
+//! - `state moves forward`: a run's attempt never goes down, an ended run never changes nor
+//!   leaves an attempt open, a run never goes back to QUEUED;
+//! - `no stale write`: the store never accepts a transition over a run, nor an update over a job
+//!   (its version and `next_run_at`), that its writer did not read (checked by the fault layer as
+//!   it happens), and an attempt recorded as succeeded or failed with a status was answered so by
+//!   its own call;
 //! - `one key, calls only for attempts`: every call of a run carries the same idempotency key
 //!   (the run id), each attempt is called at most once, and only for an attempt recorded;
 //! - `each event told once`: every event recorded on a run is published, and more than once only
 //!   in the documented window (a crash or a lost answer between publish and mark), counted apart;
+//! - `dead letters end only what waits for them`: the dead-letter handler ends a run only while
+//!   it waits (QUEUED or RETRYING) for the very attempt the letter carries;
 //! - `policies hold`: under `forbid` never two active runs of a job, under `replace` never two
-//!   running; triggers with one idempotency key make one run.
+//!   running; a policy's skip or cancel is decided when the run is due, not a claim ahead.
 
 use crate::ledger::{Answered, Observed, Told};
 use crate::world::World;
@@ -517,7 +522,7 @@ impl Checker {
             let manual = runs.iter().filter(|r| &r.job_id == job && r.key.manual.is_some()).count();
             if manual > tried.len() || manual < acknowledged.len() {
                 self.violations.push(Violation {
-                    invariant: "policies hold",
+                    invariant: "one run per trigger request",
                     detail: format!(
                         "job {job}: {} trigger requests ({} acknowledged) made {manual} runs",
                         tried.len(),
