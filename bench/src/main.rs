@@ -80,6 +80,7 @@ fn job(i: usize, schedule: Value, created: DateTime<Utc>, next: DateTime<Utc>) -
         next_run_at: Some(next),
         signing_secret: "bench-secret".into(),
         pauses: Vec::new(),
+        children: Vec::new(),
     })
 }
 

@@ -61,6 +61,7 @@ fn job(owner: &str, name: &str, next: Option<DateTime<Utc>>) -> Job {
         next_run_at: next,
         signing_secret: "secret".into(),
         pauses: Vec::new(),
+        children: Vec::new(),
     }
 }
 
@@ -369,6 +370,7 @@ fn run(job_id: &JobId, key: RunKey, state: RunState) -> Run {
         lease_until: None,
         retry_at: None,
         resent_at: None,
+        workflow: None,
         expires_at: expiry(),
         events: Vec::new(),
     }

@@ -106,6 +106,7 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
             next_run_at: Some(at),
             signing_secret: "test-secret".into(),
             pauses: Vec::new(),
+            children: Vec::new(),
         })
         .collect();
     let store = sundial_adapters::dynamo::DynamoJobStore::new(

@@ -89,6 +89,7 @@ impl From<JobsError> for ApiError {
             JobsError::Paused => {
                 ApiError::new(StatusCode::CONFLICT, "job_paused", e.to_string()).with_field("paused")
             }
+            JobsError::HasChildren(_) => ApiError::new(StatusCode::CONFLICT, "has_children", e.to_string()),
             JobsError::Store(s) => s.into(),
         }
     }

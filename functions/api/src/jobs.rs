@@ -4,7 +4,7 @@
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, IfMatch, JobPath, JsonBody, JsonObject, Origin};
 use crate::state::AppState;
-use crate::view::{BackfillView, JobList, JobView, Preview, RunView};
+use crate::view::{BackfillView, GraphResponse, JobList, JobView, Preview, RunView, after_parents};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -19,6 +19,9 @@ async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
     let last = state.jobs.last_run(job).await?;
     let mut view = JobView::from(job).with_last_run(last.as_ref());
     view.subscriptions = subscriptions(state, job).await;
+    if job.has_parents() {
+        view.schedule_description = after_parents(&state.jobs.parent_names(job).await?);
+    }
     Ok(view)
 }
 
@@ -159,9 +162,10 @@ pub async fn patch(
     job_response(&state, StatusCode::OK, &job).await
 }
 
-/// Delete a job (its runs' history is kept until it expires).
+/// Delete a job (its runs' history is kept until it expires); refused while other jobs run after it.
 #[utoipa::path(delete, path = "/v1/jobs/{id}", operation_id = "deleteJob", tag = "jobs", params(("id" = String, Path)),
-    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "Other jobs name this one in depends_on; the message names them", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete(
     State(state): State<AppState>,
@@ -273,4 +277,19 @@ pub async fn rotate_secret(
 ) -> Result<Response, ApiError> {
     let job = state.jobs.rotate_secret(&owner, &id).await?;
     Ok(job_response_with(StatusCode::OK, &job, JobView::with_secret(&job)))
+}
+
+/// The jobs connected to this one through `depends_on` (parents, children and theirs), each with
+/// its newest run, and the edges from parent to child.
+#[utoipa::path(get, path = "/v1/jobs/{id}/graph", operation_id = "jobGraph", tag = "jobs", params(("id" = String, Path)),
+    responses((status = 200, body = GraphResponse), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn graph(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+) -> Result<Json<GraphResponse>, ApiError> {
+    let job = state.jobs.get(&owner, &id).await?;
+    let graph = state.jobs.graph(&owner, &id).await?;
+    Ok(Json(GraphResponse::new(&job, &graph)))
 }

@@ -19,6 +19,7 @@ use utoipa::{Modify, OpenApi};
         crate::jobs::pause,
         crate::jobs::resume,
         crate::jobs::preview,
+        crate::jobs::graph,
         crate::jobs::trigger,
         crate::jobs::backfill,
         crate::jobs::rotate_secret,

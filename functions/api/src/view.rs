@@ -160,6 +160,10 @@ pub struct RunView {
     pub updated_at: DateTime<Utc>,
     /// Whether the run went past its SLA (`sla_missed` was recorded).
     pub sla_missed: bool,
+    /// For a run of a workflow started by hand: the job whose trigger started it. Parents' and
+    /// children's runs for the same instant have this run's key (`GET /v1/jobs/{id}/graph`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
     /// Where the run's logs are: the local log, or a CloudWatch Logs Insights query in AWS.
     pub logs: LogsLink,
 }
@@ -185,6 +189,7 @@ impl RunView {
             created_at: run.created_at,
             updated_at: run.updated_at,
             sla_missed: run.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::SlaMissed),
+            workflow: run.workflow.as_ref().map(|root| root.to_string()),
             logs: logs.link(&run.id().to_string()),
         }
     }
@@ -197,4 +202,73 @@ pub struct BackfillView {
     pub runs: Vec<RunView>,
     /// Instants in the range that already had a run (nothing runs twice).
     pub existing: usize,
+}
+
+/// The graph of jobs connected to one through `depends_on`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GraphResponse {
+    /// The job asked about.
+    pub job_id: String,
+    pub nodes: Vec<GraphNode>,
+    /// From parent to child: the child runs after the parent.
+    pub edges: Vec<GraphEdge>,
+}
+
+/// One job of a graph.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GraphNode {
+    pub id: String,
+    pub name: String,
+    /// The schedule in words, or "after extract, transform" for a job with parents.
+    pub schedule: String,
+    pub paused: bool,
+    pub trigger_rule: sundial_domain::job::TriggerRule,
+    /// The newest run; null before the first.
+    pub latest_run: Option<LastRun>,
+}
+
+/// An edge of a graph.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GraphEdge {
+    pub from: String,
+    pub to: String,
+}
+
+/// "after a, b": how a job with parents is scheduled, naming them.
+pub fn after_parents(names: &[String]) -> String {
+    format!("after {}", names.join(", "))
+}
+
+impl GraphResponse {
+    pub fn new(job: &Job, graph: &sundial_app::workflow::GraphView) -> Self {
+        let name_of = |id: &sundial_domain::job::JobId| {
+            graph
+                .nodes
+                .iter()
+                .find(|(j, _)| &j.id == id)
+                .map_or_else(|| id.to_string(), |(j, _)| j.document.name.clone())
+        };
+        let nodes = graph
+            .nodes
+            .iter()
+            .map(|(node, latest)| GraphNode {
+                id: node.id.to_string(),
+                name: node.document.name.clone(),
+                schedule: if node.has_parents() {
+                    after_parents(&node.parents().iter().map(name_of).collect::<Vec<_>>())
+                } else {
+                    sundial_domain::schedule::describe::describe(node.document.schedule.as_ref())
+                },
+                paused: node.document.paused,
+                trigger_rule: node.document.trigger_rule,
+                latest_run: latest.as_ref().map(LastRun::from),
+            })
+            .collect();
+        let edges = graph
+            .edges
+            .iter()
+            .map(|(from, to)| GraphEdge { from: from.to_string(), to: to.to_string() })
+            .collect();
+        GraphResponse { job_id: job.id.to_string(), nodes, edges }
+    }
 }

@@ -4,11 +4,16 @@
 //! unsent, for the watchdog to publish: a pass takes an event over with a conditional write
 //! first, so overlapping passes never both publish it, and a publish that reached the shared
 //! topic but not the job's is marked so, so that a retry sends it to the job's topic only.
+//!
+//! The `downstream` event is not told to anyone: it is handed to the [`Cascade`], which claims
+//! the runs of the job's children, and is marked sent once it has. Children's runs it writes
+//! ended (skipped) are announced in turn.
 
+use crate::workflow::cascade::Cascade;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::events::{Notification, wants};
-use sundial_domain::job::Job;
+use sundial_domain::job::{EventKind, Job};
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::store::{Race, Raced, RunStore, StoreError};
 use sundial_domain::run::{Published, Run, RunEvent};
@@ -19,11 +24,18 @@ pub struct Announcer {
     bus: Arc<dyn EventBus>,
     runs: Arc<dyn RunStore>,
     public_url: Option<String>,
+    /// Where `downstream` events go; without one they stay unsent (and the run in flight).
+    cascade: Option<Cascade>,
 }
 
 impl Announcer {
     pub fn new(bus: Arc<dyn EventBus>, runs: Arc<dyn RunStore>, public_url: Option<String>) -> Self {
-        Announcer { bus, runs, public_url }
+        Announcer { bus, runs, public_url, cascade: None }
+    }
+
+    /// The same, handing `downstream` events to `cascade`.
+    pub fn with_cascade(self, cascade: Cascade) -> Self {
+        Announcer { cascade: Some(cascade), ..self }
     }
 
     pub fn bus(&self) -> &Arc<dyn EventBus> {
@@ -41,7 +53,20 @@ impl Announcer {
             return 0;
         }
         let mut published = Published::default();
+        let mut ended_children = Vec::new();
         for event in events.iter().filter(|e| !e.sent) {
+            if event.kind == EventKind::Downstream {
+                match self.hand_over(job, run).await {
+                    Ok(ended) => {
+                        published.sent.push(event.id.clone());
+                        ended_children.extend(ended);
+                    }
+                    Err(e) => {
+                        tracing::warn!(run_id = %run.id(), error = %e, "run's end not yet handed to its children")
+                    }
+                }
+                continue;
+            }
             let notification = Notification::new(job, run, event, self.public_url.as_deref());
             if !event.shared_sent {
                 if let Err(e) = self.bus.publish(&notification).await {
@@ -71,7 +96,19 @@ impl Announcer {
         if let Err(e) = marked {
             tracing::warn!(run_id = %run.id(), error = %e, "published events not marked sent");
         }
+        for (child, ended) in ended_children {
+            Box::pin(self.announce(Some(&child), &ended, &ended.events)).await;
+        }
         published.sent.len()
+    }
+
+    /// Hands the end of `run` over to its job's children; a deleted job has none left.
+    async fn hand_over(&self, job: Option<&Job>, run: &Run) -> Result<Vec<(Job, Run)>, StoreError> {
+        match (job, &self.cascade) {
+            (None, _) => Ok(Vec::new()),
+            (Some(job), Some(cascade)) => cascade.follow(job, run).await,
+            (Some(_), None) => Err(StoreError::Unavailable("no cascade in this process".into())),
+        }
     }
 
     /// Publishes events a crash or a failed publish left unsent, each taken over first with a

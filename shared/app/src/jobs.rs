@@ -11,6 +11,7 @@
 
 use crate::ports::Ports;
 use crate::tick::claim::Claimer;
+use crate::workflow::{GraphView, WorkflowError, Workflows};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
@@ -54,6 +55,9 @@ pub enum JobsError {
     /// A manual run or a backfill of a paused job: its runs would only be skipped.
     #[error("the job is paused; resume it to run it")]
     Paused,
+    /// Deleting a job other jobs run after: they are named.
+    #[error("jobs run after this one: {}; remove it from their depends_on first", .0.join(", "))]
+    HasChildren(Vec<String>),
     #[error(transparent)]
     Store(StoreError),
 }
@@ -68,6 +72,16 @@ impl From<StoreError> for JobsError {
                 JobsError::Malformed(ValidationError::new("next", "is not a token from a previous page"))
             }
             other => JobsError::Store(other),
+        }
+    }
+}
+
+impl From<WorkflowError> for JobsError {
+    fn from(e: WorkflowError) -> Self {
+        match e {
+            WorkflowError::Invalid(v) => JobsError::Invalid(v),
+            WorkflowError::Contended => JobsError::Contended,
+            WorkflowError::Store(s) => s.into(),
         }
     }
 }
@@ -146,13 +160,15 @@ pub struct Jobs {
     claimer: Claimer,
     topics: Arc<dyn JobTopics>,
     page_tokens: PageTokens,
+    workflows: Workflows,
 }
 
 impl Jobs {
     pub fn new(ports: &Ports, claimer: Claimer, settings: JobsSettings) -> Self {
-        let Ports { jobs: store, clock, entropy, topics, .. } = ports.clone();
+        let Ports { jobs: store, runs, clock, entropy, topics, .. } = ports.clone();
         let JobsSettings { limits, targets, page_tokens } = settings;
-        Jobs { store, clock, entropy, limits, targets, claimer, topics, page_tokens }
+        let workflows = Workflows::new(store.clone(), runs, clock.clone());
+        Jobs { store, clock, entropy, limits, targets, claimer, topics, page_tokens, workflows }
     }
 
     /// This service as reached at `origin` (the URL, or `host:port`, a request came in on): that
@@ -173,10 +189,16 @@ impl Jobs {
         Rules { limits: &self.limits, targets: &self.targets }
     }
 
-    /// The next run of a job whose schedule is (re)started at `now`.
-    fn first_run(schedule: Option<&Schedule>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    /// The next run of a job whose schedule is (re)started at `now`; none for a job that runs
+    /// after others (its parents' runs bring its own).
+    fn first_run(
+        document: &JobDocument,
+        schedule: Option<&Schedule>,
+        now: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
         match schedule {
             Some(s) => s.first_at_or_after(now),
+            None if !document.depends_on.is_empty() => None,
             None => Some(ceil_second(now)),
         }
     }
@@ -184,16 +206,18 @@ impl Jobs {
     pub async fn create(&self, owner: &Owner, mut document: JobDocument) -> JobsResult<Job> {
         let now = self.clock.now();
         let schedule = validation::validate(&mut document, &self.rules(), now, now)?;
+        let parents = self.workflows.check_parents(owner, &mut document, None).await?;
         let mut job = Job {
             id: JobId::drawn(now, self.entropy.as_ref()),
             owner: owner.clone(),
-            next_run_at: Self::first_run(schedule.as_ref(), now),
+            next_run_at: Self::first_run(&document, schedule.as_ref(), now),
             document,
             version: 1,
             created_at: now,
             updated_at: now,
             signing_secret: sundial_domain::job::new_signing_secret(self.entropy.as_ref()),
             pauses: Vec::new(),
+            children: Vec::new(),
         };
         job.record_pause_change(false, now);
         // The topic first: an endpoint SNS refuses fails the request before anything is saved.
@@ -201,11 +225,18 @@ impl Jobs {
         if has_topic {
             self.topics.sync(&job).await.map_err(topic_error)?;
         }
-        if let Err(e) = self.store.create(&job, self.limits.max_jobs_per_owner).await {
+        // The parents learn of their child before it exists (see `workflow`).
+        let linked = self.workflows.link(&parents, &job.id).await.map_err(JobsError::from);
+        let created = match linked {
+            Ok(()) => self.store.create(&job, self.limits.max_jobs_per_owner).await.map_err(JobsError::from),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = created {
+            self.workflows.unlink(&parents, &job.id).await;
             if has_topic {
                 self.remove_topic(&job).await;
             }
-            return Err(e.into());
+            return Err(e);
         }
         self.claim_if_due_soon(job).await
     }
@@ -306,6 +337,7 @@ impl Jobs {
             }
             let mut document = before.document.clone();
             change(&mut document)?;
+            let parents = self.workflows.check_parents(owner, &mut document, Some(id)).await?;
             if document == before.document {
                 return Ok(before);
             }
@@ -318,6 +350,8 @@ impl Jobs {
                 validation::validate(&mut document, &self.rules(), before.created_at, validate_at)?;
             let resumed = before.document.paused && !document.paused;
             let next_run_at = match (schedule.as_ref(), schedule_changed || resumed) {
+                // A job that runs after others has no instants of its own.
+                _ if !parents.is_empty() => None,
                 (_, false) => before.next_run_at,
                 (Some(s), true) => s.first_at_or_after(now),
                 // Run-once jobs keep their pending run (or its absence, once it ran).
@@ -331,7 +365,15 @@ impl Jobs {
                 // Creates, edits or removes the topic as the new settings say.
                 self.topics.sync(&after).await.map_err(topic_error)?;
             }
+            let new_parents: Vec<JobId> =
+                parents.iter().filter(|p| !before.parents().contains(p)).cloned().collect();
+            self.workflows.link(&new_parents, id).await?;
             let updated = self.store.update(&before, &after).await;
+            if updated.is_ok() {
+                let dropped: Vec<JobId> =
+                    before.parents().into_iter().filter(|p| !parents.contains(p)).collect();
+                self.workflows.unlink(&dropped, id).await;
+            }
             if notify_changed && updated.is_err() {
                 // Put the subscriptions back as the saved job has them.
                 if let Err(e) = self.topics.sync(&before).await {
@@ -379,9 +421,15 @@ impl Jobs {
         Err(JobsError::Contended)
     }
 
+    /// Deletes the job; refused while other jobs run after it.
     pub async fn delete(&self, owner: &Owner, id: &JobId) -> JobsResult<()> {
         let job = self.get(owner, id).await?;
+        let children = self.workflows.children(&job).await?;
+        if !children.is_empty() {
+            return Err(JobsError::HasChildren(children.into_iter().map(|c| c.document.name).collect()));
+        }
         self.store.delete(&job).await?;
+        self.workflows.unlink(&job.parents(), &job.id).await;
         if has_endpoints(&job) {
             self.remove_topic(&job).await;
         }
@@ -434,7 +482,9 @@ impl Jobs {
                 return Err(JobsError::RunActive(run.id().to_string()));
             }
         }
-        let run = self.claimer.new_run(&job, key, now, now);
+        let mut run = self.claimer.new_run(&job, key, now, now);
+        // A job with children starts a workflow run: they follow it under the same key.
+        run.workflow = (!job.children.is_empty()).then(|| job.id.clone());
         let run = match runs.insert(&run).await? {
             sundial_domain::ports::store::Inserted::Created => run,
             sundial_domain::ports::store::Inserted::Exists(existing) => *existing,
@@ -508,6 +558,27 @@ impl Jobs {
                 tracing::warn!(run_id = %run.id(), error = %e, "run not sent yet; the watchdog will send it");
             }
         }
+    }
+
+    /// The names of the job's parents, in its `depends_on` order (an id for one that is gone).
+    pub async fn parent_names(&self, job: &Job) -> JobsResult<Vec<String>> {
+        let parents = self.store.get_many(&job.parents()).await?;
+        Ok(job
+            .parents()
+            .iter()
+            .map(|id| {
+                parents
+                    .iter()
+                    .find(|p| &p.id == id)
+                    .map_or_else(|| id.to_string(), |p| p.document.name.clone())
+            })
+            .collect())
+    }
+
+    /// The graph of jobs connected to the job through `depends_on`.
+    pub async fn graph(&self, owner: &Owner, id: &JobId) -> JobsResult<GraphView> {
+        let job = self.get(owner, id).await?;
+        Ok(self.workflows.graph(&job).await?)
     }
 
     /// The next `count` instants of the job, paused or not.

@@ -7,6 +7,8 @@
 //! - [`watchdog`]: leases, time-outs, re-dispatch, unsent events, SLA and late-start flags, stalls;
 //! - [`record`]: a run's change written together with the events it causes;
 //! - [`announce`]: publishing a run's events once and marking them sent;
+//! - [`workflow`]: jobs that run after other jobs: the graph kept sound, and each run's end
+//!   handed over to the children ([`workflow::cascade`]);
 //! - [`meter`]: the process's series, served as Prometheus text and written as [`emf`] lines;
 //! - [`ports`]: the bundle of ports every use case is built from; [`use_cases`]: all of them,
 //!   built from one bundle; [`timer`]: waiting, as a port.
@@ -23,3 +25,4 @@ pub mod timer;
 pub mod use_cases;
 pub mod watchdog;
 pub mod worker;
+pub mod workflow;

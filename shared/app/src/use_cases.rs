@@ -11,6 +11,7 @@ use crate::tick::claim::{ClaimSettings, Claimer};
 use crate::tick::{Tick, TickSettings};
 use crate::watchdog::Watchdog;
 use crate::worker::{Worker, WorkerSettings};
+use crate::workflow::cascade::Cascade;
 use sundial_domain::inspect::WatchdogSettings;
 
 /// What the use cases are configured with.
@@ -40,9 +41,11 @@ pub struct UseCases {
 
 impl UseCases {
     pub fn new(ports: &Ports, settings: Settings) -> Self {
-        let announcer = Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url);
-        let recorder = Recorder::new(ports.runs.clone(), announcer.clone(), ports.timer.clone());
         let claimer = Claimer::new(ports, settings.claim);
+        let cascade = Cascade::new(ports.jobs.clone(), claimer.clone(), ports.clock.clone());
+        let announcer =
+            Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url).with_cascade(cascade);
+        let recorder = Recorder::new(ports.runs.clone(), announcer.clone(), ports.timer.clone());
         let jobs = Jobs::new(ports, claimer.clone(), settings.jobs);
         let tick = Tick::new(ports, claimer.clone(), settings.tick);
         let heartbeat_window = settings.worker.heartbeat_window;

@@ -27,5 +27,6 @@ pub fn job(extra: serde_json::Value) -> Job {
         next_run_at: None,
         signing_secret: "s".into(),
         pauses: Vec::new(),
+        children: Vec::new(),
     }
 }

@@ -91,6 +91,14 @@ pub struct JobDocument {
     pub notify: Option<NotifySettings>,
     #[serde(default)]
     pub paused: bool,
+    /// The jobs this one runs after (ids or names of the same owner's jobs; stored as ids). A job
+    /// with parents has no schedule of its own: its instants are its parents'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(max_items = 20))]
+    pub depends_on: Vec<String>,
+    /// When a job with parents runs for an instant once every parent's run for it has ended.
+    #[serde(default, skip_serializing_if = "TriggerRule::is_default")]
+    pub trigger_rule: TriggerRule,
 }
 
 pub const DEFAULT_TIMEOUT_S: u32 = 300;
@@ -245,6 +253,24 @@ pub enum ConcurrencyPolicy {
     Replace,
 }
 
+/// When a job with parents runs for an instant, once every parent's run for it has ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TriggerRule {
+    /// Only if every parent's run succeeded; otherwise the run is SKIPPED `upstream_failed`.
+    #[default]
+    AllSuccess,
+    /// Whatever the parents' runs ended as.
+    AllDone,
+}
+
+impl TriggerRule {
+    pub fn is_default(&self) -> bool {
+        *self == TriggerRule::AllSuccess
+    }
+}
+
 /// Which instants missed while the scheduler was down are run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -272,6 +298,10 @@ pub enum EventKind {
     LateStart,
     Skipped,
     Failing,
+    /// Not told to anyone: the run's end, passed on to the jobs that run after its job. Recorded
+    /// with the ending like the others, so a crash before it is passed on leaves it for the
+    /// watchdog, as an unsent event is.
+    Downstream,
 }
 
 impl EventKind {
@@ -286,6 +316,7 @@ impl EventKind {
             EventKind::LateStart => "late_start",
             EventKind::Skipped => "skipped",
             EventKind::Failing => "failing",
+            EventKind::Downstream => "downstream",
         }
     }
 }
@@ -354,6 +385,9 @@ pub struct Job {
     /// The job's recent pauses, newest last: a run whose instant fell inside one is skipped even
     /// when a worker reaches it after the resume.
     pub pauses: Vec<Pause>,
+    /// Jobs that named this one in `depends_on`, linked before they were written: a link may
+    /// outlive its child (a crash, a deletion), so each child is checked to still depend on it.
+    pub children: Vec<JobId>,
 }
 
 /// One pause of a job: from when it was paused to when it was resumed (`None`: still paused).
@@ -403,6 +437,16 @@ pub fn new_signing_secret(entropy: &dyn crate::entropy::Entropy) -> String {
 }
 
 impl Job {
+    /// The parents this job runs after, as stored (ids).
+    pub fn parents(&self) -> Vec<JobId> {
+        self.document.depends_on.iter().filter_map(|p| JobId::parse(p)).collect()
+    }
+
+    /// Whether the job runs after other jobs instead of on a schedule of its own.
+    pub fn has_parents(&self) -> bool {
+        !self.document.depends_on.is_empty()
+    }
+
     /// Whether the job belongs in the due index: active and with a next run.
     pub fn due_at(&self) -> Option<DateTime<Utc>> {
         if self.document.paused { None } else { self.next_run_at }
@@ -417,7 +461,9 @@ mod tests {
     #[test]
     fn an_event_kinds_name_is_its_wire_name() {
         use EventKind::*;
-        for kind in [Succeeded, Failed, Retrying, TimedOut, SlaMissed, LateStart, Skipped, Failing] {
+        for kind in
+            [Succeeded, Failed, Retrying, TimedOut, SlaMissed, LateStart, Skipped, Failing, Downstream]
+        {
             assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.as_str()));
         }
     }

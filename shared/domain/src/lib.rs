@@ -16,6 +16,7 @@
 //! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
 //! - [`auth`]: API keys (stored hashed) and owners; [`page_token`]: pagination tokens;
 //! - [`clock`]: time as an input; [`entropy`]: chance as an input;
+//! - [`workflow`]: jobs that run after other jobs: the graph checks and when a child runs;
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
 pub mod auth;
@@ -39,3 +40,4 @@ pub mod run;
 pub mod schedule;
 pub mod target;
 pub mod validation;
+pub mod workflow;

@@ -63,7 +63,8 @@ const MAX_HEADER_NAME_BYTES: usize = 256;
 const MAX_HEADER_VALUE_BYTES: usize = 4096;
 
 /// Checks `doc` and normalises it in place (HTTP method upper-cased). Returns the job's schedule
-/// (`None`: run once, now). `created_at` anchors a rate without `start_at`; `now` decides
+/// (`None`: run once, now; or, with `depends_on`, at its parents' instants, which the use case
+/// checks against the owner's other jobs). `created_at` anchors a rate without `start_at`; `now` decides
 /// whether the schedule still has a future instant.
 pub fn validate(
     doc: &mut JobDocument,
@@ -96,6 +97,18 @@ pub fn validate(
     }
     if let Some(notify) = &doc.notify {
         validate_notify(notify, rules.targets)?;
+    }
+    if !doc.depends_on.is_empty() {
+        if doc.schedule.is_some() {
+            return Err(ValidationError::new(
+                "schedule",
+                "a job with depends_on runs at its parents' instants and has no schedule of its own",
+            ));
+        }
+        if doc.depends_on.len() > crate::workflow::MAX_PARENTS {
+            let reason = crate::workflow::GraphError::TooMany(doc.depends_on.len());
+            return Err(ValidationError::new("depends_on", reason.to_string()));
+        }
     }
     let Some(schedule_doc) = &doc.schedule else {
         return Ok(None);
@@ -333,6 +346,12 @@ fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Resul
 }
 
 fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()> {
+    if let Some(i) = notify.on.iter().position(|k| *k == crate::job::EventKind::Downstream) {
+        return Err(ValidationError::new(
+            format!("notify.on[{i}]"),
+            "`downstream` is Sundial's own hand-over to a job's children, not told to anyone",
+        ));
+    }
     let kinds: [(&str, &Vec<String>); 4] =
         [("email", &notify.email), ("sms", &notify.sms), ("https", &notify.https), ("sqs", &notify.sqs)];
     for (kind, endpoints) in kinds {

@@ -103,6 +103,7 @@ mod tests {
             next_run_at: None,
             signing_secret: String::new(),
             pauses: Vec::new(),
+            children: Vec::new(),
         };
         let caller = ScriptedCaller::succeeding().then(Answer::TimedOut);
         let call = |attempt| Invocation {

@@ -68,6 +68,11 @@ impl MemoryJobStore {
         Ok(())
     }
 
+    /// Every job, as stored: what a scan of the table shows (name locks and counters aside).
+    pub fn all(&self) -> Vec<Job> {
+        lock(&self.state).jobs.values().map(|s| s.job.clone()).collect()
+    }
+
     /// The ids of every job in the due index, with its bucket: what a scan of `by-due` shows.
     pub fn due_index(&self) -> Vec<(JobId, String)> {
         let state = lock(&self.state);

@@ -41,6 +41,8 @@ struct State {
     runs: BTreeMap<Key, Stored>,
     /// Per job, the key of the success before the last failing streak told (`-`: none).
     failing: HashMap<String, String>,
+    /// A job whose run inserts fail as throttled (a test's outage).
+    failing_inserts: Option<JobId>,
 }
 
 /// The `after_run` of a streak with no success in view: sorts before every run key.
@@ -63,6 +65,11 @@ impl MemoryRunStore {
     /// Every run of every job, as stored, in key order: what a scan of the table shows.
     pub fn all(&self) -> Vec<Run> {
         lock(&self.state).runs.values().map(|s| s.run.clone()).collect()
+    }
+
+    /// Makes every insert of a run of `job` fail as throttled; `None`: inserts work again.
+    pub fn fail_inserts_of(&self, job: Option<&JobId>) {
+        lock(&self.state).failing_inserts = job.cloned();
     }
 
     /// Whether the run is in the in-flight index (in any partition).
@@ -192,6 +199,9 @@ impl RunStore for MemoryRunStore {
     async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
         let stored = stored_form(run);
         let mut state = lock(&self.state);
+        if state.failing_inserts.as_ref() == Some(&stored.job_id) {
+            return Err(StoreError::Unavailable("injected: throttled".into()));
+        }
         let key = key_of(&stored.job_id, &stored.key);
         if let Some(existing) = state.runs.get(&key) {
             return Ok(Inserted::Exists(Box::new(existing.run.clone())));

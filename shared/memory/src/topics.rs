@@ -178,6 +178,7 @@ mod tests {
             next_run_at: None,
             signing_secret: String::new(),
             pauses: Vec::new(),
+            children: Vec::new(),
         }
     }
 

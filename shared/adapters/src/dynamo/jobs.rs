@@ -135,6 +135,10 @@ impl DynamoJobStore {
                 serde_json::to_string(&job.pauses).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             item.insert("pauses".into(), s(pauses));
         }
+        if !job.children.is_empty() {
+            let children = job.children.iter().map(|c| c.to_string()).collect();
+            item.insert("children".into(), AttributeValue::Ss(children));
+        }
         if let Some(due) = job.due_at() {
             item.insert("due_bucket".into(), s(due_bucket(job.id.as_str(), due, self.shards)));
             item.insert("due_at".into(), s(format_instant(due)));
@@ -246,6 +250,18 @@ fn from_item(item: &Item) -> StoreResult<Job> {
             Some(text) => {
                 serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("pauses: {e}")))?
             }
+            None => Vec::new(),
+        },
+        children: match item.get("children") {
+            Some(AttributeValue::Ss(ids)) => {
+                let mut children = ids
+                    .iter()
+                    .map(|id| JobId::parse(id).ok_or_else(|| StoreError::Corrupt(format!("children: {id}"))))
+                    .collect::<StoreResult<Vec<_>>>()?;
+                children.sort();
+                children
+            }
+            Some(_) => return Err(StoreError::Corrupt("children is not a string set".into())),
             None => Vec::new(),
         },
     })

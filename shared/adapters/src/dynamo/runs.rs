@@ -225,6 +225,9 @@ impl DynamoRunStore {
         if let Some(reason) = &run.reason {
             item.insert("reason".into(), s(reason));
         }
+        if let Some(root) = &run.workflow {
+            item.insert("workflow".into(), s(root.as_str()));
+        }
         if let Some(at) = run.resent_at {
             item.insert("resent_at".into(), s(at.to_rfc3339()));
         }
@@ -317,6 +320,7 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
         updated_at: time("updated_at")?,
         reason: get_opt_s(item, "reason").map(str::to_string),
         resent_at: get_opt_s(item, "resent_at").and_then(parse_instant),
+        workflow: get_opt_s(item, "workflow").and_then(JobId::parse),
         lease_until: get_opt_s(item, "lease_until").and_then(parse_instant),
         retry_at: get_opt_s(item, "retry_at").and_then(parse_instant),
         expires_at: DateTime::from_timestamp(expires, 0).unwrap_or_default(),

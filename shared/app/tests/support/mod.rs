@@ -5,6 +5,9 @@
 //! test moves it: the queue's delays and holds, leases, backoffs and deadlines all follow the
 //! manual clock.
 
+// Shared by the scenario and workflow suites, each a test binary of its own that uses part of it.
+#![allow(dead_code)]
+
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;

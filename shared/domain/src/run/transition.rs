@@ -217,8 +217,9 @@ fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Resu
 
 /// The events a change of `before` into `after` causes, `now` being when it happens.
 /// `succeeded` only when the job's notification settings ask for it; `sla_missed` when the run
-/// ends past its SLA and nobody recorded it yet. Deadlines count from the run's due time (see
-/// [`crate::inspect::flags_due`]).
+/// ends past its SLA and nobody recorded it yet; `downstream` when a run of a job with children
+/// ends (its end is passed on to them, see [`crate::workflow`]). Deadlines count from the run's
+/// due time (see [`crate::inspect::flags_due`]).
 pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<RunEvent> {
     let mut events = Vec::new();
     if after.state != before.state || after.attempt != before.attempt {
@@ -235,6 +236,9 @@ pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<R
             _ => None,
         };
         events.extend(kind.map(|k| RunEvent::new(k, after.attempt, now)));
+    }
+    if before.state.is_in_flight() && after.state.is_terminal() && !job.children.is_empty() {
+        events.push(RunEvent::new(EventKind::Downstream, after.attempt, now));
     }
     let already = |kind: EventKind| after.events.iter().chain(&before.events).any(|e| e.kind == kind);
     let first_start = before.attempt == 0 && after.attempt == 1;
@@ -267,6 +271,7 @@ pub fn claim(job: &Job, key: RunKey, due_at: DateTime<Utc>, now: DateTime<Utc>, 
         lease_until: None,
         retry_at: None,
         resent_at: None,
+        workflow: None,
         expires_at: now + retention,
         events: Vec::new(),
     }
@@ -274,9 +279,12 @@ pub fn claim(job: &Job, key: RunKey, due_at: DateTime<Utc>, now: DateTime<Utc>, 
 
 /// When `run` misses its job's SLA (`None`: the job has none). Deadlines count from the run's
 /// due time (its instant plus the offset Sundial gave it: jitter, a backfill's pacing), so
-/// neither a jitter larger than the deadline nor a backfill of old instants raises them.
+/// neither a jitter larger than the deadline nor a backfill of old instants raises them; a job
+/// that runs after others counts from the instant, its parents' time included.
 pub fn sla_deadline(job: &Job, run: &Run) -> Option<DateTime<Utc>> {
-    job.document.sla_s.map(|s| run.due_at + Duration::seconds(i64::from(s)))
+    // A job that runs after others counts from the instant its workflow run is for.
+    let from = if job.has_parents() { run.scheduled_at() } else { run.due_at };
+    job.document.sla_s.map(|s| from + Duration::seconds(i64::from(s)))
 }
 
 /// When `run`'s first attempt starts late (`None`: the job sets no start deadline).

@@ -1,0 +1,145 @@
+//! Passing a run's end on to the jobs that run after its job (DAG dependencies).
+//!
+//! A run of a job with children records a `downstream` event in the write that ends it; the
+//! announcer hands that event here instead of to the bus. For each child whose parents all have
+//! an ended run for the same key, the child's run is put with that key (conditional on absence,
+//! as the tick claims: one run per child and key, however many parents end at once or however
+//! often the hand-over is repeated), then sent; or written SKIPPED when a parent failed under
+//! `all_success`, or when the child is paused. Of two parents ending at once on two workers,
+//! each writes its end before it reads the other's run, so at least the later reader sees both
+//! ended. A crash before the hand-over leaves the event unsent: the watchdog hands it over again.
+
+use crate::tick::claim::Claimer;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use sundial_domain::clock::Clock;
+use sundial_domain::job::{Job, JobId};
+use sundial_domain::ports::store::{Inserted, JobStore, RunStore, StoreError};
+use sundial_domain::run::Run;
+use sundial_domain::run::transition::{self, Step};
+use sundial_domain::workflow::{Readiness, readiness};
+
+/// Claims the runs of a job's children when one of its runs ends.
+#[derive(Debug, Clone)]
+pub struct Cascade {
+    jobs: Arc<dyn JobStore>,
+    runs: Arc<dyn RunStore>,
+    claimer: Claimer,
+    clock: Arc<dyn Clock>,
+}
+
+/// What handing an end over to one child did.
+enum Claimed {
+    /// A run was put QUEUED: to be sent.
+    Queued(Run),
+    /// A run was put ended (skipped): its own events are to be announced.
+    Ended(Run),
+    /// The child waits for another parent, or its run exists already.
+    Nothing,
+}
+
+impl Cascade {
+    pub fn new(jobs: Arc<dyn JobStore>, claimer: Claimer, clock: Arc<dyn Clock>) -> Self {
+        let runs = claimer.runs().clone();
+        Cascade { jobs, runs, claimer, clock }
+    }
+
+    /// Hands the end of `run` (of `job`) over to `job`'s children. Returns the children's runs
+    /// it wrote ended, with their jobs, whose own events (and hand-overs) the caller announces.
+    /// Repeating it is harmless: every run it writes is fenced by its key.
+    pub async fn follow(&self, job: &Job, run: &Run) -> Result<Vec<(Job, Run)>, StoreError> {
+        let children = self.children_of(job).await?;
+        if children.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A workflow run started by hand waits only for the parents that follow its root.
+        let members = match &run.workflow {
+            Some(root) => Some(self.descendants(root).await?),
+            None => None,
+        };
+        let (mut queued, mut ended) = (Vec::new(), Vec::new());
+        for child in children {
+            match self.claim_child(&child, run, members.as_ref()).await? {
+                Claimed::Queued(new) => queued.push(new),
+                Claimed::Ended(new) => ended.push((child, new)),
+                Claimed::Nothing => {}
+            }
+        }
+        for (new, sent) in queued.iter().zip(self.claimer.send(&queued).await) {
+            if let Err(e) = sent {
+                tracing::warn!(run_id = %new.id(), error = %e, "child run not sent yet; the watchdog will send it");
+            }
+        }
+        Ok(ended)
+    }
+
+    /// The jobs linked as `job`'s children that still name it as a parent (a link can outlive
+    /// its child's edit or deletion).
+    async fn children_of(&self, job: &Job) -> Result<Vec<Job>, StoreError> {
+        if job.children.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut children = self.jobs.get_many(&job.children).await?;
+        children.retain(|c| c.owner == job.owner && c.parents().contains(&job.id));
+        children.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(children)
+    }
+
+    /// `root` and every job below it.
+    async fn descendants(&self, root: &JobId) -> Result<BTreeSet<JobId>, StoreError> {
+        let mut seen = BTreeSet::from([root.clone()]);
+        let mut level = self.jobs.get_many(std::slice::from_ref(root)).await?;
+        while !level.is_empty() {
+            let mut next = Vec::new();
+            for job in &level {
+                for child in self.children_of(job).await? {
+                    if seen.insert(child.id.clone()) {
+                        next.push(child);
+                    }
+                }
+            }
+            level = next;
+        }
+        Ok(seen)
+    }
+
+    /// Puts `child`'s run for `parent_run`'s key if every parent (of the workflow, for a run
+    /// started by hand) has ended its run for that key.
+    async fn claim_child(
+        &self,
+        child: &Job,
+        parent_run: &Run,
+        members: Option<&BTreeSet<JobId>>,
+    ) -> Result<Claimed, StoreError> {
+        let key = &parent_run.key;
+        if self.runs.get(&child.id, key).await?.is_some() {
+            return Ok(Claimed::Nothing);
+        }
+        let mut parent_ids = child.parents();
+        parent_ids.retain(|p| members.is_none_or(|m| m.contains(p)));
+        let parents = self.jobs.get_many(&parent_ids).await?;
+        let mut runs = Vec::with_capacity(parents.len());
+        for parent in &parents {
+            runs.push(self.runs.get(&parent.id, key).await?);
+        }
+        let pairs: Vec<(&Job, Option<&Run>)> = parents.iter().zip(runs.iter().map(Option::as_ref)).collect();
+        let skip = match readiness(child, &pairs) {
+            Readiness::Wait => return Ok(Claimed::Nothing),
+            Readiness::Skip(reason) => Some(reason),
+            Readiness::Run => child.document.paused.then(|| "paused".to_string()),
+        };
+        let now = self.clock.now();
+        let mut new = self.claimer.new_run(child, key.clone(), now, now);
+        new.workflow = parent_run.workflow.clone();
+        if let Some(reason) = skip {
+            new = transition::apply(child, &new, &Step::Skip { reason }, now)
+                .map_err(|_| StoreError::Conflict)?
+                .run;
+        }
+        Ok(match self.runs.insert(&new).await? {
+            Inserted::Created if new.state.is_terminal() => Claimed::Ended(new),
+            Inserted::Created => Claimed::Queued(new),
+            Inserted::Exists(_) => Claimed::Nothing,
+        })
+    }
+}

@@ -1,0 +1,348 @@
+//! Workflows: jobs that run after other jobs (`depends_on`), as a graph of one owner's jobs.
+//!
+//! A job with parents has no schedule: it runs for an instant once every parent has a run for
+//! that instant and all of those runs have ended. What it then does follows its
+//! [`TriggerRule`]: under `all_success` a parent's run that did not succeed makes the child's run
+//! SKIPPED `upstream_failed`; under `all_done` the child runs. The child's run has the parents'
+//! run key, so one conditional put decides, for every claimer at once, that a child runs once per
+//! instant. This module holds the pure part: the graph checks made before a job is written
+//! (unknown parents, cycles, parents whose instants never coincide) and the decision for one
+//! child and instant. The use cases read the jobs and runs and write what it decides.
+
+use crate::job::{Job, JobId, TriggerRule};
+use crate::run::{Run, RunState};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Most parents one job may name.
+pub const MAX_PARENTS: usize = 20;
+
+/// What a child does for an instant, given its parents' runs for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// A parent has no run for the instant yet, or its run has not ended: the last parent to
+    /// end decides.
+    Wait,
+    /// Every parent's run ended and the trigger rule lets the child run.
+    Run,
+    /// Every parent's run ended and one did not succeed, under `all_success`: the reason the
+    /// child's run is SKIPPED with.
+    Skip(String),
+}
+
+/// The decision for `child` given `parents`: each parent (its job, by which it is named in the
+/// reason) and its run for the instant, if it has one.
+pub fn readiness(child: &Job, parents: &[(&Job, Option<&Run>)]) -> Readiness {
+    let mut failed = None;
+    for (parent, run) in parents {
+        let Some(run) = run.filter(|r| r.state.is_terminal()) else {
+            return Readiness::Wait;
+        };
+        if run.state != RunState::Succeeded && failed.is_none() {
+            failed = Some((parent, run));
+        }
+    }
+    match (child.document.trigger_rule, failed) {
+        (TriggerRule::AllSuccess, Some((parent, run))) => Readiness::Skip(format!(
+            "upstream_failed: parent {} ({}) ended {}",
+            parent.document.name, parent.id, run.state
+        )),
+        _ => Readiness::Run,
+    }
+}
+
+/// Why a job's parents are refused; the message names the jobs concerned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    #[error("no job named or with id `{0}`")]
+    Unknown(String),
+    #[error("names `{0}` more than once")]
+    Repeated(String),
+    #[error("a job cannot depend on itself")]
+    ItSelf,
+    #[error("makes a cycle: {}", .0.join(" -> "))]
+    Cycle(Vec<String>),
+    #[error(
+        "parents {0} and {1} share no ancestor and have different schedules, so their instants never coincide"
+    )]
+    NeverCoincide(String, String),
+    #[error("has {0} entries; the limit is {MAX_PARENTS}")]
+    TooMany(usize),
+}
+
+/// One owner's jobs, as a graph: parents from each job's `depends_on`.
+#[derive(Debug, Clone)]
+pub struct Graph<'a> {
+    jobs: BTreeMap<&'a JobId, &'a Job>,
+}
+
+impl<'a> Graph<'a> {
+    pub fn new(jobs: &'a [Job]) -> Self {
+        Graph { jobs: jobs.iter().map(|j| (&j.id, j)).collect() }
+    }
+
+    pub fn job(&self, id: &JobId) -> Option<&'a Job> {
+        self.jobs.get(id).copied()
+    }
+
+    /// The ids `depends_on` names (each a job id or a job name), or why they are refused.
+    /// `itself` is the job being written (absent from the graph when it is being created).
+    pub fn resolve(&self, depends_on: &[String], itself: Option<&JobId>) -> Result<Vec<JobId>, GraphError> {
+        if depends_on.len() > MAX_PARENTS {
+            return Err(GraphError::TooMany(depends_on.len()));
+        }
+        let mut ids = Vec::with_capacity(depends_on.len());
+        for named in depends_on {
+            let by_id = JobId::parse(named).filter(|id| self.jobs.contains_key(id));
+            let by_name = || self.jobs.values().find(|j| &j.document.name == named).map(|j| j.id.clone());
+            let id = by_id.or_else(by_name).ok_or_else(|| GraphError::Unknown(named.clone()))?;
+            if Some(&id) == itself {
+                return Err(GraphError::ItSelf);
+            }
+            if ids.contains(&id) {
+                return Err(GraphError::Repeated(named.clone()));
+            }
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    /// The parents of `id` as stored, skipping any the graph does not hold.
+    fn parents_of(&self, id: &JobId) -> Vec<JobId> {
+        self.job(id).map(|j| j.parents()).unwrap_or_default()
+    }
+
+    /// A cycle `job` would close if its parents were `parents`: the jobs on it by name, each
+    /// depending on the next, from `job` back to `job`.
+    pub fn cycle(&self, job: &JobId, parents: &[JobId]) -> Option<Vec<String>> {
+        // Breadth first up from the new parents, for the shortest cycle; `reached_from` maps a
+        // job to the one below it on the way up.
+        let mut reached_from: BTreeMap<JobId, JobId> = BTreeMap::new();
+        let mut queue: VecDeque<JobId> = VecDeque::new();
+        for parent in parents {
+            reached_from.insert(parent.clone(), job.clone());
+            queue.push_back(parent.clone());
+        }
+        while let Some(at) = queue.pop_front() {
+            for up in self.parents_of(&at) {
+                if &up == job {
+                    let mut path = vec![at.clone()];
+                    while let Some(below) = reached_from.get(path.last()?).filter(|b| *b != job) {
+                        path.push(below.clone());
+                    }
+                    let mut names = vec![self.name(job)];
+                    names.extend(path.iter().rev().map(|id| self.name(id)));
+                    names.push(self.name(job));
+                    return Some(names);
+                }
+                if !reached_from.contains_key(&up) {
+                    reached_from.insert(up.clone(), at.clone());
+                    queue.push_back(up);
+                }
+            }
+        }
+        None
+    }
+
+    fn name(&self, id: &JobId) -> String {
+        self.job(id).map_or_else(|| id.to_string(), |j| j.document.name.clone())
+    }
+
+    /// The scheduled jobs `id` descends from (itself, if it has no parents).
+    pub fn roots(&self, id: &JobId) -> BTreeSet<JobId> {
+        let mut roots = BTreeSet::new();
+        let mut seen = BTreeSet::new();
+        let mut queue = VecDeque::from([id.clone()]);
+        while let Some(at) = queue.pop_front() {
+            if !seen.insert(at.clone()) {
+                continue;
+            }
+            let parents = self.parents_of(&at);
+            if parents.is_empty() {
+                roots.insert(at);
+            } else {
+                queue.extend(parents);
+            }
+        }
+        roots
+    }
+
+    /// Whether the instants of `parents` can coincide: all descend from one common root, or
+    /// every root they descend from has the same schedule (and anchor). Otherwise a child would
+    /// wait for an instant that never comes.
+    pub fn coincide(&self, parents: &[JobId]) -> Result<(), GraphError> {
+        let Some((first, rest)) = parents.split_first() else { return Ok(()) };
+        let first_roots = self.roots(first);
+        for other in rest {
+            let roots = self.roots(other);
+            if !first_roots.is_disjoint(&roots) {
+                continue;
+            }
+            let same =
+                first_roots.iter().chain(&roots).map(|r| self.timing(r)).collect::<BTreeSet<_>>().len() == 1;
+            if !same {
+                return Err(GraphError::NeverCoincide(self.name(first), self.name(other)));
+            }
+        }
+        Ok(())
+    }
+
+    /// What decides a root's instants, comparable: its schedule document, and the anchor of a
+    /// rate without `start_at` (its creation).
+    fn timing(&self, id: &JobId) -> String {
+        let Some(job) = self.job(id) else { return id.to_string() };
+        match &job.document.schedule {
+            Some(s) if s.rate.is_some() && s.start_at.is_none() => {
+                format!("{s:?} from {}", job.created_at.timestamp())
+            }
+            Some(s) => format!("{s:?}"),
+            // Run-once jobs: their one instant is their creation (a trigger has its own key).
+            None => format!("once at {:?}", job.next_run_at),
+        }
+    }
+
+    /// The jobs that name `id` in `depends_on`.
+    pub fn children(&self, id: &JobId) -> Vec<&'a Job> {
+        self.jobs.values().copied().filter(|j| j.parents().contains(id)).collect()
+    }
+
+    /// Every job connected to `id` through parents and children (itself included), by id.
+    pub fn component(&self, id: &JobId) -> Vec<&'a Job> {
+        let mut seen = BTreeSet::new();
+        let mut queue = VecDeque::from([id.clone()]);
+        while let Some(at) = queue.pop_front() {
+            if !seen.insert(at.clone()) {
+                continue;
+            }
+            queue.extend(self.parents_of(&at));
+            queue.extend(self.children(&at).into_iter().map(|c| c.id.clone()));
+        }
+        seen.iter().filter_map(|id| self.job(id)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a panic is a failed test
+
+    use super::*;
+    use crate::fixtures::{at, job};
+    use crate::run::RunKey;
+    use crate::run::transition;
+    use serde_json::json;
+
+    /// A job named `name` after `parents` (none: on `schedule`).
+    fn node(name: &str, parents: &[&Job], schedule: &str) -> Job {
+        let depends_on: Vec<String> = parents.iter().map(|p| p.id.to_string()).collect();
+        let mut j = if parents.is_empty() {
+            job(json!({"name": name, "schedule": {"cron": schedule}}))
+        } else {
+            job(json!({"name": name, "depends_on": depends_on}))
+        };
+        j.document.name = name.into();
+        j
+    }
+
+    fn run_of(job: &Job, state: RunState) -> Run {
+        let mut run = transition::claim(
+            job,
+            RunKey::scheduled(at("2026-11-22T10:00:00Z")),
+            at("2026-11-22T10:00:00Z"),
+            at("2026-11-22T09:59:00Z"),
+            chrono::Duration::days(1),
+        );
+        run.state = state;
+        run
+    }
+
+    fn diamond() -> Vec<Job> {
+        let a = node("extract", &[], "0 * * * *");
+        let b = node("transform", &[&a], "");
+        let c = node("aggregate", &[&a], "");
+        let d = node("report", &[&b, &c], "");
+        vec![a, b, c, d]
+    }
+
+    #[test]
+    fn a_child_waits_for_every_parent_then_follows_its_trigger_rule() {
+        let jobs = diamond();
+        let (b, c, d) = (&jobs[1], &jobs[2], &jobs[3]);
+        let done = run_of(b, RunState::Succeeded);
+        let failed = run_of(c, RunState::Failed);
+        let running = run_of(c, RunState::Running);
+        assert_eq!(readiness(d, &[(b, Some(&done)), (c, None)]), Readiness::Wait);
+        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&running))]), Readiness::Wait);
+        let ok = run_of(c, RunState::Succeeded);
+        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&ok))]), Readiness::Run);
+        let Readiness::Skip(reason) = readiness(d, &[(b, Some(&done)), (c, Some(&failed))]) else {
+            panic!("a failed parent skips the child under all_success");
+        };
+        assert!(reason.starts_with("upstream_failed: parent aggregate"), "{reason}");
+        assert!(reason.ends_with("FAILED"), "{reason}");
+        let mut all_done = d.clone();
+        all_done.document.trigger_rule = TriggerRule::AllDone;
+        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&failed))]), Readiness::Run);
+        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&running))]), Readiness::Wait);
+    }
+
+    #[test]
+    fn parents_resolve_by_id_or_name_and_unknown_or_repeated_ones_are_refused() {
+        let jobs = diamond();
+        let graph = Graph::new(&jobs);
+        let ids = graph.resolve(&["transform".into(), jobs[2].id.to_string()], None).unwrap();
+        assert_eq!(ids, [jobs[1].id.clone(), jobs[2].id.clone()]);
+        assert_eq!(graph.resolve(&["nope".into()], None), Err(GraphError::Unknown("nope".into())));
+        assert_eq!(
+            graph.resolve(&["transform".into(), jobs[1].id.to_string()], None),
+            Err(GraphError::Repeated(jobs[1].id.to_string()))
+        );
+        assert_eq!(graph.resolve(&["report".into()], Some(&jobs[3].id)), Err(GraphError::ItSelf));
+        let many: Vec<String> = (0..=MAX_PARENTS).map(|i| format!("j{i}")).collect();
+        assert_eq!(graph.resolve(&many, None), Err(GraphError::TooMany(MAX_PARENTS + 1)));
+    }
+
+    #[test]
+    fn a_cycle_is_named_job_by_job() {
+        let jobs = diamond();
+        let graph = Graph::new(&jobs);
+        // extract after report: extract -> report -> transform -> extract.
+        let cycle = graph.cycle(&jobs[0].id, &[jobs[3].id.clone()]).unwrap();
+        assert_eq!(cycle.first().unwrap(), "extract");
+        assert_eq!(cycle.last().unwrap(), "extract");
+        assert_eq!(cycle.len(), 4, "{cycle:?}");
+        assert_eq!(cycle[1], "report");
+        assert!(["transform", "aggregate"].contains(&cycle[2].as_str()), "{cycle:?}");
+        // transform after aggregate: no cycle (both follow extract).
+        assert_eq!(graph.cycle(&jobs[1].id, &[jobs[2].id.clone()]), None);
+    }
+
+    #[test]
+    fn parents_coincide_through_a_common_root_or_identical_schedules_only() {
+        let a = node("a", &[], "0 * * * *");
+        let b = node("b", &[&a], "");
+        let c = node("c", &[&a], "");
+        let twin = node("twin", &[], "0 * * * *");
+        let other = node("other", &[], "30 * * * *");
+        let after_other = node("after-other", &[&other], "");
+        let jobs = vec![a, b, c, twin, other, after_other];
+        let graph = Graph::new(&jobs);
+        let id = |i: usize| jobs[i].id.clone();
+        assert_eq!(graph.coincide(&[id(1), id(2)]), Ok(()), "a common ancestor");
+        assert_eq!(graph.coincide(&[id(1), id(3)]), Ok(()), "the same schedule");
+        assert_eq!(
+            graph.coincide(&[id(1), id(5)]),
+            Err(GraphError::NeverCoincide("b".into(), "after-other".into()))
+        );
+        assert_eq!(graph.roots(&id(5)), BTreeSet::from([id(4)]));
+    }
+
+    #[test]
+    fn the_component_holds_every_connected_job_and_no_other() {
+        let mut jobs = diamond();
+        jobs.push(node("alone", &[], "0 * * * *"));
+        let graph = Graph::new(&jobs);
+        let names: BTreeSet<_> =
+            graph.component(&jobs[1].id).iter().map(|j| j.document.name.clone()).collect();
+        assert_eq!(names, BTreeSet::from(["extract", "transform", "aggregate", "report"].map(String::from)));
+        assert_eq!(graph.children(&jobs[0].id).len(), 2);
+    }
+}
