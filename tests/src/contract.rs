@@ -121,6 +121,23 @@ async fn jobs_are_created_all_or_nothing(store: &dyn JobStore) {
     assert_eq!(store.get(&twin.id).await.unwrap(), None, "a refused create writes nothing");
     store.create(&job(&unique("owner"), "alpha", None), 3).await.expect("another owner may use the name");
 
+    // A parent's children, and a child's parents, read back as written; a link is an edit.
+    let parent = job(&unique("owner"), "parent", Some(at("2031-01-01T10:00:00Z")));
+    store.create(&parent, 10).await.unwrap();
+    let mut child_doc = document("child");
+    child_doc.schedule = None;
+    child_doc.depends_on = vec![parent.id.to_string()];
+    let child = Job { id: JobId::generate(), document: child_doc, next_run_at: None, ..parent.clone() };
+    store.create(&child, 10).await.unwrap();
+    assert_eq!(store.get(&child.id).await.unwrap(), Some(child.clone()), "depends_on reads back");
+    let linked = Job { children: vec![child.id.clone()], version: parent.version + 1, ..parent.clone() };
+    store.update(&parent, &linked).await.unwrap();
+    assert_eq!(store.get(&parent.id).await.unwrap(), Some(linked.clone()), "children read back as written");
+    assert_eq!(store.update(&parent, &linked).await, Err(StoreError::Conflict), "a link is fenced like any edit");
+    let unlinked = Job { children: Vec::new(), version: linked.version + 1, ..linked.clone() };
+    store.update(&linked, &unlinked).await.unwrap();
+    assert_eq!(store.get(&parent.id).await.unwrap(), Some(unlinked), "the last child unlinked leaves none");
+
     let same_id = Job { document: document("beta"), ..alpha.clone() };
     assert!(store.create(&same_id, 3).await.is_err(), "an id cannot be created twice");
     assert_eq!(store.get(&alpha.id).await.unwrap(), Some(alpha.clone()), "the first job is untouched");
@@ -453,8 +470,12 @@ async fn a_run_is_inserted_once(store: &dyn RunStore) {
         "a second insert of one key finds the first run"
     );
     assert_eq!(stored(store, &first).await, first, "and changes nothing");
-    let manual = run(&job_id, RunKey::manual(first.key.instant), RunState::Queued);
+    let manual = Run {
+        workflow: Some(JobId::generate()),
+        ..run(&job_id, RunKey::manual(first.key.instant), RunState::Queued)
+    };
     assert_eq!(store.insert(&manual).await.unwrap(), Inserted::Created, "a manual run never collides");
+    assert_eq!(stored(store, &manual).await, manual, "a workflow run keeps its root");
     let missing = RunKey::scheduled(at("2031-04-01T00:01:00Z"));
     assert_eq!(store.get(&job_id, &missing).await.unwrap(), None);
 
