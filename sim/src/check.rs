@@ -22,14 +22,18 @@
 //! - `dead letters end only what waits for them`: the dead-letter handler ends a run only while
 //!   it waits (QUEUED or RETRYING) for the very attempt the letter carries;
 //! - `policies hold`: under `forbid` never two active runs of a job, under `replace` never two
-//!   running; a policy's skip or cancel is decided when the run is due, not a claim ahead.
+//!   running; a policy's skip or cancel is decided when the run is due, not a claim ahead;
+//! - `children follow their parents`: a job with parents starts a run only once its parents'
+//!   runs for that key have ended, runs under `all_success` only after they all succeeded, has a
+//!   run for every key all its parents ended (handed over after it existed), and every run's
+//!   `downstream` hand-over is done.
 
 use crate::ledger::{Answered, Observed, Told};
 use crate::world::World;
 use chrono::{DateTime, Duration, Utc};
 use futures::FutureExt;
 use std::collections::{BTreeMap, BTreeSet};
-use sundial_domain::job::{CatchupPolicy, ConcurrencyPolicy, Job, JobId};
+use sundial_domain::job::{CatchupPolicy, ConcurrencyPolicy, EventKind, Job, JobId, TriggerRule};
 use sundial_domain::ports::store::{JobStore, RunStore};
 use sundial_domain::run::{Outcome, Run, RunKey, RunState};
 
@@ -109,6 +113,9 @@ impl Checker {
                 && before.as_ref().is_none_or(|b| b.state != RunState::Running || b.attempt != run.attempt);
             if started {
                 self.policy(world, &run);
+                if run.attempt == 1 {
+                    self.after_parents(world, &run);
+                }
             }
         }
     }
@@ -265,7 +272,89 @@ impl Checker {
         summary.events = events;
         summary.told_twice_in_window = twice;
         self.triggers(&runs, &observed);
+        self.workflows(world, &runs);
         summary
+    }
+
+    /// The parents' runs for `key` that a child's run waits for: all parents' for a scheduled
+    /// instant; for a workflow run started by hand, those of the parents it reached.
+    fn parent_runs<'a>(parents: &[JobId], key: &RunKey, runs: &'a [Run]) -> Option<Vec<&'a Run>> {
+        let found: Vec<&Run> =
+            parents.iter().filter_map(|p| runs.iter().find(|r| &r.job_id == p && &r.key == key)).collect();
+        match key.manual {
+            None if found.len() < parents.len() => None,
+            _ if found.is_empty() => None,
+            _ => Some(found),
+        }
+    }
+
+    /// When a run of a job with parents starts its first attempt, each parent's run for its key
+    /// has ended, and under `all_success` succeeded.
+    fn after_parents(&mut self, world: &World, run: &Run) {
+        let Some(Ok(Some(job))) = world.stores.jobs.get(&run.job_id).now_or_never() else { return };
+        if !job.has_parents() {
+            return;
+        }
+        let runs = world.stores.runs.all();
+        let parents = Self::parent_runs(&job.parents(), &run.key, &runs).unwrap_or_default();
+        let unready = parents.iter().find(|p| {
+            !p.state.is_terminal()
+                || (job.document.trigger_rule == TriggerRule::AllSuccess && p.state != RunState::Succeeded)
+        });
+        let missing = run.key.manual.is_none() && parents.len() < job.parents().len();
+        if let Some(detail) = unready
+            .map(|p| format!("parent run {} is {}", p.id(), p.state))
+            .or_else(|| missing.then(|| "a parent has no run for its instant".to_string()))
+        {
+            self.violations.push(violation(
+                "children follow their parents",
+                format!("run {} started its first attempt while {detail}", run.id()),
+                Some(run),
+            ));
+        }
+    }
+
+    /// Every key all of a child's parents ended after the child existed has a run of the child,
+    /// and every `downstream` hand-over is done.
+    fn workflows(&mut self, world: &World, runs: &[Run]) {
+        for run in runs {
+            if run.events.iter().any(|e| e.kind == EventKind::Downstream && !e.sent) {
+                self.violations.push(violation(
+                    "children follow their parents",
+                    format!("run {} ended, its end never handed to its children", run.id()),
+                    Some(run),
+                ));
+            }
+        }
+        let children: Vec<Job> = world.stores.jobs.all().into_iter().filter(Job::has_parents).collect();
+        for child in children {
+            let parents = child.parents();
+            let keys: BTreeSet<&RunKey> =
+                runs.iter().filter(|r| parents.contains(&r.job_id)).map(|r| &r.key).collect();
+            for key in keys {
+                let Some(ended) = Self::parent_runs(&parents, key, runs) else { continue };
+                // Handed over once the last parent's run ended, with the child linked by then
+                // (clocks apart by up to 60 s).
+                let last = ended.iter().map(|r| r.updated_at).max();
+                let in_time = last.is_some_and(|at| at > child.created_at + Duration::seconds(61));
+                if !in_time || ended.iter().any(|r| !r.state.is_terminal()) {
+                    continue;
+                }
+                if !runs.iter().any(|r| r.job_id == child.id && &r.key == key) {
+                    self.violations.push(Violation {
+                        invariant: "children follow their parents",
+                        detail: format!(
+                            "job {} ({}) has no run for {} though its parents' runs ended",
+                            child.document.name,
+                            child.id,
+                            key.encode()
+                        ),
+                        job: Some(child.id.to_string()),
+                        run: Some(key.encode()),
+                    });
+                }
+            }
+        }
     }
 
     fn one_run_per_instant(&mut self, runs: &[Run], observed: &Observed) {
@@ -372,6 +461,24 @@ impl Checker {
     fn skips(&mut self, runs: &[Run], observed: &Observed) {
         for run in runs.iter().filter(|r| r.state == RunState::Skipped) {
             let reason = run.reason.clone().unwrap_or_default();
+            if reason.starts_with("upstream_failed") {
+                // A parent's run for the same key ended other than SUCCEEDED.
+                let failed = runs.iter().any(|p| {
+                    p.key == run.key
+                        && p.job_id != run.job_id
+                        && p.state.is_terminal()
+                        && p.state != RunState::Succeeded
+                        && reason.contains(p.job_id.as_str())
+                });
+                if !failed {
+                    self.violations.push(violation(
+                        "skips as policy says",
+                        format!("run {} skipped: {reason}, but that parent's run did not fail", run.id()),
+                        Some(run),
+                    ));
+                }
+                continue;
+            }
             let job =
                 observed.versions.get(&run.job_id).and_then(|v| v.iter().rev().find_map(|(_, j)| j.as_ref()));
             let fits = if reason.contains("paused") {
@@ -466,7 +573,8 @@ impl Checker {
         window.extend(observed.unmarked.values().flatten());
         let (mut recorded_total, mut twice) = (0, 0);
         for run in runs {
-            for event in &run.events {
+            // `downstream` is handed to the children, not told (see `workflows`).
+            for event in run.events.iter().filter(|e| e.kind != EventKind::Downstream) {
                 recorded_total += 1;
                 let kind = event.kind.as_str();
                 let key = Told { run_id: run.id().to_string(), event: kind, at: event.at };

@@ -1,7 +1,9 @@
 //! What the users of a simulated deployment do, drawn from the seed: which jobs they create
 //! (cron with zones over DST nights, sub-minute cron, rate, one-time; allow, forbid, replace;
 //! every catch-up policy; targets that succeed, fail, hang, answer 202 or crash their worker) and
-//! what they do to them while they run (edits, pauses, resumes, triggers, backfills, deletes).
+//! what they do to them while they run (edits, pauses, resumes, triggers, backfills, deletes);
+//! and in half the seeds a workflow, the diamond `flow-a` → `flow-b`, `flow-c` → `flow-d`, run on
+//! its root's schedule and by triggers of the root, its middle job paused for a while.
 
 use crate::executor::Sim;
 use crate::target::Profile;
@@ -172,7 +174,70 @@ impl Workload {
             };
             ops.push(Op { at, action });
         }
+        if core.chance(0.5) {
+            diamond(&mut core, start, minutes, &end_at, &mut documents, &mut ops);
+        }
         ops.sort_by_key(|op| op.at);
         Workload { start, horizon, documents, ops }
     }
+}
+
+/// Adds the diamond `flow-a` → `flow-b`, `flow-c` → `flow-d` (drawn after everything else, so
+/// that the rest of the workload is as it would be without it): its jobs, created in order before
+/// the start; two triggers of the root; and a pause of `flow-b` for a while.
+fn diamond(
+    core: &mut crate::executor::Core,
+    start: DateTime<Utc>,
+    minutes: i64,
+    end_at: &str,
+    documents: &mut Vec<Value>,
+    ops: &mut Vec<Op>,
+) {
+    let first = documents.len();
+    let target = json!({"type": "http", "url": "https://target.example.test/hook"});
+    let profile = |core: &mut crate::executor::Core| {
+        Profile {
+            ok: 0.8,
+            fail: 0.1 * core.unit(),
+            permanent: 0.1 * core.unit(),
+            hang: 0.02 * core.unit(),
+            accept: 0.1 * core.unit(),
+            crash: 0.04 * core.unit(),
+            busy_ms: core.between(0, 4_000),
+        }
+        .to_payload()
+    };
+    let schedule = match core.between(0, 2) {
+        0 => json!({"cron": "*/2 * * * *", "end_at": end_at}),
+        1 => json!({"cron": "*/30 * * * * *", "end_at": end_at}),
+        _ => json!({"rate": "1 minute", "end_at": end_at}),
+    };
+    let retry = |core: &mut crate::executor::Core| json!({"max_attempts": core.between(1, 2), "backoff_s": core.between(1, 5), "max_backoff_s": 30});
+    documents.push(json!({
+        "name": "flow-a", "schedule": schedule, "target": target, "payload": profile(core),
+        "timeout_s": 15, "retry": retry(core), "catchup": "all",
+    }));
+    for (name, parents) in
+        [("flow-b", vec!["flow-a"]), ("flow-c", vec!["flow-a"]), ("flow-d", vec!["flow-b", "flow-c"])]
+    {
+        let rule = pick(core, &["all_success", "all_success", "all_done"]);
+        documents.push(json!({
+            "name": name, "depends_on": parents, "trigger_rule": rule, "target": target,
+            "payload": profile(core), "timeout_s": 15, "retry": retry(core),
+            "concurrency": pick(core, &["allow", "allow", "forbid"]),
+        }));
+    }
+    for i in 0..4 {
+        ops.push(Op {
+            at: start - Duration::seconds(300 - 10 * i as i64),
+            action: Action::Create(first + i),
+        });
+    }
+    for _ in 0..2 {
+        let at = start + Duration::seconds(core.between(30, (minutes - 3) * 60));
+        ops.push(Op { at, action: Action::Trigger(first) });
+    }
+    let pause = start + Duration::seconds(core.between(60, (minutes - 4) * 60));
+    ops.push(Op { at: pause, action: Action::Pause(first + 1) });
+    ops.push(Op { at: pause + Duration::seconds(core.between(30, 150)), action: Action::Resume(first + 1) });
 }

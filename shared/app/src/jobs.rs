@@ -232,9 +232,15 @@ impl Jobs {
             Err(e) => Err(e),
         };
         if let Err(e) = created {
-            self.workflows.unlink(&parents, &job.id).await;
-            if has_topic {
-                self.remove_topic(&job).await;
+            // A write that may have applied (its answer lost) keeps its links and its topic: a
+            // link whose child was never written is ignored, and an orphan topic is logged,
+            // while a job written without them would never run, or never tell.
+            let maybe_written = matches!(e, JobsError::Store(ref s) if s.is_retryable());
+            if !maybe_written {
+                self.workflows.unlink(&parents, &job.id).await;
+                if has_topic {
+                    self.remove_topic(&job).await;
+                }
             }
             return Err(e);
         }
