@@ -1,6 +1,8 @@
 // The dashboard end to end in headless Chromium: open it, sign in with an API key, create a job
 // through the API, see it listed, trigger it with the page's button, see the run reach SUCCEEDED
-// and its attempt detail. Screenshots go to $SCREENSHOTS. Usage:
+// and its attempt detail. Then a workflow (a diamond: extract → transform, aggregate → report):
+// trigger its root, wait for the last job's run, see the graph on the job page and the run page's
+// links to its parents' runs for the same instant. Screenshots go to $SCREENSHOTS. Usage:
 //   node dashboard.test.mjs <sundial base URL> <api key>
 // Exits non-zero (with the reason) on the first failed expectation; bounded by a global timeout.
 import { chromium } from "playwright-core";
@@ -12,9 +14,19 @@ const [base, key] = process.argv.slice(2);
 const shots = process.env.SCREENSHOTS || "target/screenshots";
 const chromiumPath = process.env.CHROMIUM || "/usr/bin/chromium";
 fs.mkdirSync(shots, { recursive: true });
-const deadline = setTimeout(() => { console.error("browser test: timed out after 180 s"); process.exit(1); }, 180_000);
+const deadline = setTimeout(() => { console.error("browser test: timed out after 240 s"); process.exit(1); }, 240_000);
 
 function fail(message) { throw new Error(message); }
+
+async function call(method, url, body) {
+  const response = await fetch(`${base}${url}`, {
+    method,
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
 
 // The job's target: a real HTTP server on loopback that answers 200.
 let hits = 0;
@@ -55,6 +67,7 @@ try {
   await row.locator("a").click();
   await page.waitForSelector('button[data-act="trigger"]');
   await shot("03-job-page");
+  if (await page.locator("#graph").count()) fail("a job outside any workflow shows no graph");
   await page.click('button[data-act="trigger"]');
   await page.waitForURL(/#\/runs\//, { timeout: 15_000 });
   // The run page refreshes itself while the run is in flight.
@@ -72,6 +85,74 @@ try {
   await page.goto(`${base}/ui/index.html#/jobs/${job.id}`);
   await page.waitForSelector("#timeline a.SUCCEEDED");
   await shot("05-job-page-phone");
+
+  // A diamond: transform and aggregate after extract (by id and by name), report after both (by
+  // name). Extract's schedule never comes due during the test: the trigger alone runs the diamond.
+  await page.setViewportSize({ width: 1280, height: 800 });
+  const suffix = Date.now().toString(36);
+  const create = async (body) => {
+    const r = await call("POST", "/v1/jobs", { ...body, target: { type: "http", url: targetUrl } });
+    if (r.status !== 201) fail(`creating ${body.name}: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body;
+  };
+  const extract = await create({ name: `extract-${suffix}`, schedule: { cron: "30 2 * * *" } });
+  const transform = await create({ name: `transform-${suffix}`, depends_on: [extract.id] });
+  const aggregate = await create({ name: `aggregate-${suffix}`, depends_on: [extract.name] });
+  const report = await create({ name: `report-${suffix}`, depends_on: [transform.name, aggregate.name] });
+  if (JSON.stringify(report.depends_on) !== JSON.stringify([transform.id, aggregate.id])) fail(`depends_on is stored as ids: ${JSON.stringify(report.depends_on)}`);
+  const triggered = await call("POST", `/v1/jobs/${extract.id}/trigger`, {});
+  if (triggered.status !== 202) fail(`triggering extract: HTTP ${triggered.status} ${JSON.stringify(triggered.body)}`);
+  // Every run of the diamond for this instant has the trigger's key.
+  const runKey = triggered.body.id.slice(triggered.body.id.indexOf(".") + 1);
+  const runOf = (job) => `${job.id}.${runKey}`;
+  const until = Date.now() + 60_000;
+  let reportRun = null;
+  while (reportRun?.state !== "SUCCEEDED") {
+    if (Date.now() > until) fail(`report's run ${runOf(report)} did not succeed within 60 s: ${JSON.stringify(reportRun)}`);
+    const r = await call("GET", `/v1/runs/${runOf(report)}`);
+    if (r.status === 200) reportRun = r.body;
+    else if (r.status !== 404) fail(`reading report's run: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+    if (reportRun && !["QUEUED", "RUNNING", "RETRYING", "SUCCEEDED"].includes(reportRun.state)) fail(`report's run ended ${reportRun.state}: ${reportRun.reason}`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+
+  await page.goto(`${base}/ui/index.html#/jobs/${report.id}`);
+  await page.waitForSelector("#graph svg");
+  const nodes = await page.locator("#graph a.node").evaluateAll((as) => as.map((a) => ({ job: a.dataset.job, href: a.getAttribute("href"), cls: a.getAttribute("class"), text: a.textContent })));
+  const edges = await page.locator("#graph path.edge").evaluateAll((ps) => ps.map((p) => `${p.dataset.from}>${p.dataset.to}`).sort());
+  if (nodes.length !== 4) fail(`the graph shows 4 nodes: ${JSON.stringify(nodes)}`);
+  if (edges.length !== 4) fail(`the graph shows 4 edges: ${JSON.stringify(edges)}`);
+  const expected = [[extract, transform], [extract, aggregate], [transform, report], [aggregate, report]].map(([a, b]) => `${a.id}>${b.id}`).sort();
+  if (JSON.stringify(edges) !== JSON.stringify(expected)) fail(`the graph's edges: ${JSON.stringify(edges)}`);
+  for (const job of [extract, transform, aggregate, report]) {
+    const node = nodes.find((n) => n.job === job.id);
+    if (!node || node.href !== `#/jobs/${job.id}` || !node.text.includes(job.name) || !/\bSUCCEEDED\b/.test(node.cls)) fail(`the node of ${job.name}: ${JSON.stringify(node)}`);
+  }
+  if (!nodes.find((n) => n.job === report.id).text.includes(`after ${transform.name}, ${aggregate.name}`)) fail("report's node says what it runs after");
+  // Parents sit left of their children.
+  const left = async (job) => (await page.locator(`#graph a.node[data-job="${job.id}"] rect.box`).boundingBox()).x;
+  const [xe, xt, xa, xr] = [await left(extract), await left(transform), await left(aggregate), await left(report)];
+  if (!(xe < xt && xt === xa && xa < xr)) fail(`the graph's layers: ${xe} ${xt} ${xa} ${xr}`);
+  await shot("06-job-graph-diamond");
+
+  // Report's run links to its parents' runs for the same instant, and to the run its new child
+  // never had (the child came after the instant ended).
+  const audit = await create({ name: `audit-${suffix}`, depends_on: [report.id] });
+  await page.goto(`${base}/ui/index.html#/runs/${runOf(report)}`);
+  await page.waitForSelector("#workflow");
+  for (const parent of [transform, aggregate]) {
+    const link = page.locator(`#workflow a[href="#/runs/${runOf(parent)}"]`);
+    if ((await link.count()) !== 1 || (await link.innerText()) !== parent.name) fail(`report's run links to ${parent.name}'s run`);
+    const row = await page.locator(`#workflow tr[data-run="${runOf(parent)}"]`).innerText();
+    if (!row.includes("parent") || !row.includes("SUCCEEDED")) fail(`${parent.name}'s row: ${row}`);
+  }
+  const child = await page.locator(`#workflow tr[data-run="${runOf(audit)}"]`).innerText();
+  if (!child.includes(audit.name) || !child.includes("child") || !child.includes("not run yet")) fail(`the new child's row: ${child}`);
+  if ((await page.locator("#workflow tbody tr").count()) !== 3) fail("report's run links to its two parents and its child only");
+  await shot("07-run-workflow");
+  // And a parent's run page follows the link to the child's run.
+  await page.click(`#workflow a[href="#/runs/${runOf(transform)}"]`);
+  await page.locator(`#workflow a[href="#/runs/${runOf(report)}"]`, { hasText: report.name }).waitFor({ timeout: 15_000 });
   console.log(`browser test passed; screenshots in ${shots}`);
 } finally {
   await browser.close();

@@ -23,7 +23,7 @@ async function api(method, path, body) {
   if (response.status === 401) { sessionStorage.removeItem(KEY); route(); throw new Error("the API key was refused"); }
   const text = await response.text();
   const data = text ? JSON.parse(text) : null;
-  if (!response.ok) throw new Error(data?.error?.message || `${response.status}`);
+  if (!response.ok) throw Object.assign(new Error(data?.error?.message || `${response.status}`), { status: response.status });
   return data;
 }
 
@@ -89,10 +89,95 @@ async function jobsPage() {
   schedule(jobsPage, rows.some((r) => r.inFlight));
 }
 
+// A run's key: the part of its id after the job's. Runs of one workflow instant share it, so a
+// parent's or child's run for the same instant is `<its job id>.<key>`.
+const runKey = (runId) => runId.slice(runId.indexOf(".") + 1);
+
+// Cuts `text` into at most `max` lines of `width` characters, at a space when there is one in the
+// line's second half, the last line ending in "…" when something was left out (SVG text does not
+// wrap by itself).
+function lines(text, width, max) {
+  const out = [];
+  let rest = String(text ?? "").trim();
+  while (rest && out.length < max) {
+    let cut = rest.length <= width ? rest.length : rest.lastIndexOf(" ", width);
+    if (cut < width / 2 && rest.length > width) cut = width;
+    out.push(rest.slice(0, cut).trimEnd());
+    rest = rest.slice(cut).trimStart();
+  }
+  if (rest) out[out.length - 1] = `${out[out.length - 1].slice(0, width - 1)}…`;
+  return out;
+}
+
+// A workflow as inline SVG, parents left of their children: a job sits one column right of its
+// furthest parent (longest-path layering); within a column, jobs are ordered by the mean height
+// of their parents, which keeps most edges from crossing. An edge that skips columns runs in a
+// lane of its own below the nodes, so that it never passes behind a job it does not touch. Each
+// node links to its job's page and is coloured by its latest run's state.
+const BOX = { w: 230, h: 92, gapX: 80, gapY: 26, pad: 14, lane: 14 };
+function graphSvg(graph, current) {
+  const parents = new Map(graph.nodes.map((n) => [n.id, []]));
+  graph.edges.forEach((e) => parents.get(e.to)?.push(e.from));
+  const depth = new Map();
+  const depthOf = (id, path = new Set()) => {
+    if (depth.has(id)) return depth.get(id);
+    if (path.has(id)) return 0; // the API refuses cycles; never recurse forever on one anyway
+    path.add(id);
+    const d = Math.max(-1, ...(parents.get(id) || []).filter((p) => parents.has(p)).map((p) => depthOf(p, path))) + 1;
+    depth.set(id, d);
+    return d;
+  };
+  const columns = [];
+  graph.nodes.forEach((n) => (columns[depthOf(n.id)] ||= []).push(n));
+  const tallest = Math.max(...columns.map((c) => c.length));
+  const at = new Map();
+  columns.forEach((column, x) => {
+    const mean = (n) => { const ys = parents.get(n.id).filter((p) => at.has(p)).map((p) => at.get(p).y); return ys.length ? ys.reduce((a, b) => a + b, 0) / ys.length : 0; };
+    column.sort((a, b) => mean(a) - mean(b) || a.name.localeCompare(b.name));
+    const top = BOX.pad + ((tallest - column.length) * (BOX.h + BOX.gapY)) / 2;
+    column.forEach((n, y) => at.set(n.id, { x: BOX.pad + x * (BOX.w + BOX.gapX), y: top + y * (BOX.h + BOX.gapY) }));
+  });
+  const shown = graph.edges.filter((e) => at.has(e.from) && at.has(e.to));
+  const long = shown.filter((e) => depth.get(e.to) - depth.get(e.from) > 1);
+  const width = 2 * BOX.pad + columns.length * BOX.w + (columns.length - 1) * BOX.gapX;
+  const bottom = BOX.pad + tallest * BOX.h + (tallest - 1) * BOX.gapY;
+  const height = bottom + BOX.pad + long.length * BOX.lane;
+  const edges = shown.map((e) => {
+    const a = at.get(e.from), b = at.get(e.to), lane = long.indexOf(e);
+    const x1 = a.x + BOX.w, y1 = a.y + BOX.h / 2, x2 = b.x - 7, y2 = b.y + BOX.h / 2, bend = BOX.gapX / 2;
+    const y = bottom + (lane + 0.5) * BOX.lane;
+    const d = lane < 0 ? `M${x1},${y1} C${x1 + bend},${y1} ${x2 - bend},${y2} ${x2},${y2}`
+      : `M${x1},${y1} C${x1 + bend},${y1} ${x1 + bend},${y} ${x1 + BOX.gapX},${y} L${b.x - BOX.gapX},${y} C${x2 - bend},${y} ${x2 - bend},${y2} ${x2},${y2}`;
+    return `<path class="edge" data-from="${esc(e.from)}" data-to="${esc(e.to)}" marker-end="url(#arrow)" d="${d}"/>`;
+  }).join("");
+  const nodes = graph.nodes.map((n) => {
+    const { x, y } = at.get(n.id), run = n.latest_run, state = run?.state || "NONE";
+    const schedule = lines(n.schedule, 30, 2).map((l, i) => `<tspan x="${x + 14}" dy="${i ? 15 : 0}">${esc(l)}</tspan>`).join("");
+    const pill = run ? Math.round(run.state.length * 7.2 + 14) : 0;
+    return `<a href="#/jobs/${esc(n.id)}" class="node ${esc(state)}${n.id === current ? " current" : ""}" data-job="${esc(n.id)}">
+      <title>${esc(n.name)}${n.paused ? " (paused)" : ""} · ${esc(n.schedule)} · ${run ? `${esc(run.state)} ${when(run.updated_at)}` : "never ran"}</title>
+      ${n.id === current ? `<rect class="here" x="${x - 4}" y="${y - 4}" width="${BOX.w + 8}" height="${BOX.h + 8}" rx="11"/>` : ""}
+      <rect class="box" x="${x}" y="${y}" width="${BOX.w}" height="${BOX.h}" rx="8"/>
+      <text class="name" x="${x + 14}" y="${y + 22}">${esc(lines(n.name, n.paused ? 17 : 24, 1)[0])}${n.paused ? '<tspan class="paused"> paused</tspan>' : ""}</text>
+      <text class="sched" x="${x + 14}" y="${y + 40}">${schedule}</text>
+      ${run ? `<rect class="pill" x="${x + 14}" y="${y + BOX.h - 24}" width="${pill}" height="16" rx="8"/>
+        <text class="pill" x="${x + 14 + pill / 2}" y="${y + BOX.h - 12}">${esc(run.state)}</text>
+        <text class="sched" x="${x + 20 + pill}" y="${y + BOX.h - 12}">${esc(new Date(run.updated_at).toLocaleTimeString())}</text>`
+        : `<text class="sched" x="${x + 14}" y="${y + BOX.h - 12}">never ran</text>`}</a>`;
+  }).join("");
+  // As wide as it needs, shrunk to the page down to 85%; past that, the card scrolls.
+  return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width} ${height}" role="img"
+    style="width:100%;max-width:${width}px;min-width:${Math.round(width * 0.85)}px;height:auto"
+    aria-label="Workflow graph: ${graph.nodes.length} jobs, ${graph.edges.length} edges"><defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5"
+    markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>${edges}${nodes}</svg>`;
+}
+
 async function jobPage(id) {
-  const [job, runs, preview] = await Promise.all([
+  const [job, runs, preview, graph] = await Promise.all([
     api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/runs?limit=50`), api("GET", `/v1/jobs/${id}/preview?count=5`),
+    api("GET", `/v1/jobs/${id}/graph`).catch(() => null),
   ]);
+  const workflow = graph && graph.nodes.length > 1;
   const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, ...definition } = job;
   const timeline = runs.runs.slice().reverse().map((r) => {
     const d = ms(r.attempts[0]?.started_at, r.attempts[r.attempts.length - 1]?.finished_at);
@@ -106,8 +191,10 @@ async function jobPage(id) {
       <button data-act="trigger">Trigger now</button><button data-act="delete" class="danger">Delete</button>
       <span id="action" class="muted"></span></div>
     <div class="grid card"><div><span>Schedule</span>${esc(schedule_description)}</div>
-      <div><span>Next runs</span>${preview.instants.map((i) => esc(i.local)).join("<br>") || "—"}</div>
+      <div><span>Next runs</span>${preview.instants.map((i) => esc(i.local)).join("<br>") || (job.depends_on?.length ? "with its parents' runs" : "—")}</div>
       <div><span>Version</span>${version} · updated ${when(updated_at)}</div></div>
+    ${workflow ? `<h2>Workflow <span class="muted">(parents left of their children; colour: latest run)</span></h2>
+      <div class="graph card" id="graph">${graphSvg(graph, job.id)}</div>` : ""}
     <h2>Recent runs <span class="muted">(oldest to newest; height: duration; outlined: SLA missed)</span></h2>
     <div class="timeline" id="timeline">${timeline || '<span class="muted">No runs yet.</span>'}</div>
     <table style="margin-top:.8rem"><thead><tr><th>Run</th><th>State</th><th class="hide-narrow">Scheduled</th><th>Duration</th><th class="hide-narrow">Attempts</th></tr></thead><tbody>
@@ -117,7 +204,8 @@ async function jobPage(id) {
     ${subscriptions ? `<h2>Notifications</h2><table><tbody>${subscriptions.map((s) => `<tr><td>${esc(s.protocol)}</td><td>${esc(s.endpoint)}</td><td>${esc(s.status)}</td></tr>`).join("")}</tbody></table>` : ""}
     <h2>Definition</h2><pre>${esc(JSON.stringify(definition, null, 2))}</pre>`;
   main.querySelectorAll("button[data-act]").forEach((b) => (b.onclick = () => act(job, b.dataset.act)));
-  schedule(() => jobPage(id), runs.runs.some((r) => IN_FLIGHT.includes(r.state)));
+  schedule(() => jobPage(id), runs.runs.some((r) => IN_FLIGHT.includes(r.state))
+    || (workflow && graph.nodes.some((n) => IN_FLIGHT.includes(n.latest_run?.state))));
 }
 
 async function act(job, action) {
@@ -135,12 +223,35 @@ async function act(job, action) {
   } catch (err) { note.textContent = err.message; note.className = "error"; }
 }
 
+// The runs of a run's parents and children for the same instant (same key), each with its state,
+// or null when it does not exist (yet).
+async function relatedRuns(run) {
+  const graph = await api("GET", `/v1/jobs/${run.job_id}/graph`).catch(() => null);
+  if (!graph) return { graph: null, related: [] };
+  const names = new Map(graph.nodes.map((n) => [n.id, n.name]));
+  const wanted = graph.edges.filter((e) => e.to === run.job_id).map((e) => ({ relation: "parent", job: e.from }))
+    .concat(graph.edges.filter((e) => e.from === run.job_id).map((e) => ({ relation: "child", job: e.to })));
+  const related = await Promise.all(wanted.map(async (r) => {
+    const id = `${r.job}.${runKey(run.id)}`;
+    const found = await api("GET", `/v1/runs/${encodeURIComponent(id)}`).catch((e) => (e.status === 404 ? null : { error: e.message }));
+    return { ...r, id, name: names.get(r.job) || r.job, run: found };
+  }));
+  return { graph, related };
+}
+
 async function runPage(id) {
   const run = await api("GET", `/v1/runs/${id}`);
+  const { graph, related } = await relatedRuns(run);
+  const root = run.workflow && graph?.nodes.find((n) => n.id === run.workflow);
   main.innerHTML = `<p><a href="#/jobs/${esc(run.job_id)}">← Job</a></p><h1>Run ${badge(run.state)}</h1>
     <div class="grid card"><div><span>Run id</span><code>${esc(run.id)}</code></div><div><span>Scheduled</span>${when(run.scheduled_at)}</div>
       <div><span>Kind</span>${esc(run.kind)}</div><div><span>Updated</span>${when(run.updated_at)}</div>
-      ${run.reason ? `<div><span>Reason</span>${esc(run.reason)}</div>` : ""}${run.sla_missed ? "<div><span>SLA</span>missed</div>" : ""}</div>
+      ${run.reason ? `<div><span>Reason</span>${esc(run.reason)}</div>` : ""}${run.sla_missed ? "<div><span>SLA</span>missed</div>" : ""}
+      ${run.workflow ? `<div><span>Workflow</span>started by a trigger of <a href="#/runs/${esc(`${run.workflow}.${runKey(run.id)}`)}">${esc(root?.name || run.workflow)}</a></div>` : ""}</div>
+    ${related.length ? `<h2>Parents and children <span class="muted">(their runs for this instant)</span></h2><table id="workflow"><thead><tr><th>Job</th><th>Relation</th><th>State</th></tr></thead><tbody>
+      ${related.map((r) => `<tr data-run="${esc(r.id)}"><td><a href="#/runs/${esc(r.id)}">${esc(r.name)}</a></td><td>${r.relation}</td>
+        <td>${r.run?.state ? `${badge(r.run.state)} <span class="muted">${when(r.run.updated_at)}</span>` : r.run?.error ? `<span class="error">${esc(r.run.error)}</span>` : '<span class="muted">not run yet</span>'}</td></tr>`).join("")}
+      </tbody></table>` : ""}
     <h2>Attempts</h2><table><thead><tr><th>#</th><th>Started</th><th class="hide-narrow">Ended</th><th>Duration</th><th>Worker</th><th>Outcome</th><th>Status</th></tr></thead><tbody id="attempts">
     ${run.attempts.map((a) => `<tr><td>${a.n}</td><td>${when(a.started_at)}</td><td class="hide-narrow">${when(a.finished_at)}</td>
       <td>${duration(ms(a.started_at, a.finished_at))}</td><td><code>${esc(a.worker)}</code></td><td>${esc(a.outcome || "running")}</td><td>${esc(a.status_code ?? "—")}</td></tr>
@@ -156,7 +267,7 @@ async function runPage(id) {
   } else {
     logs.textContent = run.logs.query;
   }
-  schedule(() => runPage(id), IN_FLIGHT.includes(run.state));
+  schedule(() => runPage(id), IN_FLIGHT.includes(run.state) || related.some((r) => IN_FLIGHT.includes(r.run?.state)));
 }
 
 async function route() {
