@@ -133,7 +133,11 @@ async fn jobs_are_created_all_or_nothing(store: &dyn JobStore) {
     let linked = Job { children: vec![child.id.clone()], version: parent.version + 1, ..parent.clone() };
     store.update(&parent, &linked).await.unwrap();
     assert_eq!(store.get(&parent.id).await.unwrap(), Some(linked.clone()), "children read back as written");
-    assert_eq!(store.update(&parent, &linked).await, Err(StoreError::Conflict), "a link is fenced like any edit");
+    assert_eq!(
+        store.update(&parent, &linked).await,
+        Err(StoreError::Conflict),
+        "a link is fenced like any edit"
+    );
     let unlinked = Job { children: Vec::new(), version: linked.version + 1, ..linked.clone() };
     store.update(&linked, &unlinked).await.unwrap();
     assert_eq!(store.get(&parent.id).await.unwrap(), Some(unlinked), "the last child unlinked leaves none");
