@@ -211,6 +211,25 @@ async fn a_parents_final_failure_skips_the_child_unless_all_done() {
     }
 }
 
+/// A backfill of the root cascades like its schedule: each backfilled instant runs the diamond.
+#[tokio::test]
+async fn a_backfill_of_the_root_runs_the_diamond_for_each_instant() {
+    let flow = Flow::at("2030-01-01T08:30:00Z");
+    let [a, _, _, d] = flow.diamond(json!({})).await;
+    flow.world.set("2030-01-01T12:10:00Z");
+    let (created, _) = flow
+        .world
+        .jobs
+        .backfill(&owner(), &a.id, t("2030-01-01T09:00:00Z"), t("2030-01-01T11:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(created.len(), 3);
+    flow.run_for(30).await;
+    let keys: Vec<String> = flow.world.runs_of(&d.id).iter().map(|r| r.key.encode()).collect();
+    assert_eq!(keys, ["2030-01-01T09:00:00Z#s", "2030-01-01T10:00:00Z#s", "2030-01-01T11:00:00Z#s"]);
+    assert!(flow.world.runs_of(&d.id).iter().all(|r| r.state == RunState::Succeeded));
+}
+
 /// A paused middle job: its runs are SKIPPED `paused`, and its child's `upstream_failed`.
 #[tokio::test]
 async fn a_paused_parent_skips_its_runs_and_fails_its_children_upstream() {

@@ -417,6 +417,7 @@ mod tests {
     use proptest::prelude::*;
 
     use crate::fixtures::at;
+    use serde_json::json;
 
     /// A job with a 60 s timeout and three attempts 10 to 60 s apart, `extra` merged in.
     fn job(extra: serde_json::Value) -> Job {
@@ -428,6 +429,45 @@ mod tests {
     }
 
     const DUE: &str = "2026-11-22T10:00:00Z";
+
+    #[test]
+    fn a_childs_sla_counts_from_its_instant_and_its_end_is_handed_down() {
+        let parent = job(json!({"sla_s": 60}));
+        let mut child = job(json!({"sla_s": 60, "depends_on": [parent.id.to_string()]}));
+        // Claimed 50 s after the instant, when its parents ended.
+        let run = claim(
+            &child,
+            RunKey::scheduled(at(DUE)),
+            at("2026-11-22T10:00:50Z"),
+            at("2026-11-22T10:00:50Z"),
+            Duration::days(1),
+        );
+        assert_eq!(
+            sla_deadline(&child, &run),
+            Some(at("2026-11-22T10:01:00Z")),
+            "from T, not from its claim"
+        );
+        let plain = claim(
+            &parent,
+            RunKey::scheduled(at(DUE)),
+            at("2026-11-22T10:00:50Z"),
+            at("2026-11-22T10:00:50Z"),
+            Duration::days(1),
+        );
+        assert_eq!(
+            sla_deadline(&parent, &plain),
+            Some(at("2026-11-22T10:01:50Z")),
+            "a root counts from its due time"
+        );
+        let ended = |j: &Job| {
+            let skipped =
+                apply(j, &run, &Step::Skip { reason: "r".into() }, at("2026-11-22T10:00:51Z")).unwrap();
+            skipped.events.iter().map(|e| e.kind).collect::<Vec<_>>()
+        };
+        assert!(!ended(&child).contains(&EventKind::Downstream), "no children, nothing to hand down");
+        child.children = vec![crate::job::JobId::generate()];
+        assert!(ended(&child).contains(&EventKind::Downstream), "an end is handed to the children");
+    }
 
     fn queued(job: &Job) -> Run {
         claim(job, RunKey::scheduled(at(DUE)), at(DUE), at("2026-11-22T09:59:00Z"), Duration::days(30))
