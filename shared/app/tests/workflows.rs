@@ -338,6 +338,9 @@ async fn the_graph_is_checked_before_anything_is_written() {
     let alice = owner();
     let unknown = w.jobs.create(&alice, serde_json::from_value(after("x", &["nope"], json!({}))).unwrap());
     assert_eq!(field(unknown.await.unwrap_err()).0, "depends_on");
+    let itself = w.jobs.create(&alice, serde_json::from_value(after("x", &["x"], json!({}))).unwrap());
+    let (f, reason) = field(itself.await.unwrap_err());
+    assert_eq!((f.as_str(), reason.as_str()), ("depends_on", "makes a cycle: x -> x"));
     let both = after("x", &["extract"], json!({"schedule": {"cron": "0 * * * *"}}));
     assert_eq!(
         field(w.jobs.create(&owner(), serde_json::from_value(both).unwrap()).await.unwrap_err()).0,

@@ -89,6 +89,11 @@ impl Workflows {
         if document.depends_on.is_empty() {
             return Ok(Vec::new());
         }
+        // A new job naming itself is the one cycle a create can make.
+        if itself.is_none() && document.depends_on.contains(&document.name) {
+            let name = document.name.clone();
+            return Err(invalid(GraphError::Cycle(vec![name.clone(), name])));
+        }
         let jobs = self.owner_jobs(owner).await?;
         let graph = Graph::new(&jobs);
         let parents = graph.resolve(&document.depends_on, itself).map_err(invalid)?;
