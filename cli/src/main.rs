@@ -195,7 +195,8 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
                 reason: e.to_string(),
             })?;
             let desired = apply::read(&file, &source)?;
-            let plan = apply::plan(desired, &client.jobs().await?, prune);
+            let plan =
+                apply::plan(desired, &client.jobs().await?, prune).map_err(|r| r.located(&file, &source))?;
             if dry_run {
                 print(json_output, &json!({"dry_run": true, "plan": plan.summary()}), || {
                     plan.describe().trim_end().to_string()
