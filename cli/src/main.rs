@@ -62,6 +62,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Make the caller's jobs what a YAML file says (matched by name).
+    ///
+    /// `depends_on` names parents by name, in any order within the file: parents are written
+    /// before the children that name them and, with `--prune`, deleted after them. A cycle
+    /// within the file is refused before anything is written.
     Apply {
         /// The jobs file: a list of job documents, or a mapping with a `jobs` list.
         #[arg(short = 'f', long = "file")]
@@ -195,7 +199,8 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
                 reason: e.to_string(),
             })?;
             let desired = apply::read(&file, &source)?;
-            let plan = apply::plan(desired, &client.jobs().await?, prune);
+            let plan =
+                apply::plan(desired, &client.jobs().await?, prune).map_err(|r| r.located(&file, &source))?;
             if dry_run {
                 print(json_output, &json!({"dry_run": true, "plan": plan.summary()}), || {
                     plan.describe().trim_end().to_string()

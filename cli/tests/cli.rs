@@ -1,6 +1,7 @@
 //! The `sundial` binary against a real API over loopback HTTP (backed by the emulator): `apply`
 //! is idempotent, a file with an error changes nothing and names its line and field, `--dry-run`
-//! writes nothing, `--json` output parses, and exit codes say what went wrong.
+//! writes nothing, a workflow named by `depends_on` in any order is written parents first and
+//! pruned children first, `--json` output parses, and exit codes say what went wrong.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
@@ -146,6 +147,94 @@ async fn dry_run_writes_nothing() {
     assert_eq!(planned["plan"]["created"], serde_json::json!(["new-one"]));
     assert_eq!(planned["plan"]["deleted"], serde_json::json!(["heartbeat"]));
     assert_eq!(planned["plan"]["unchanged"], serde_json::json!(["nightly-report"]));
+}
+
+/// A diamond, listed child first: `report` runs after `left` and `right`, both after `extract`.
+const WORKFLOW: &str = r#"jobs:
+  - name: report
+    depends_on: [left, right]
+    target: {type: http, url: "https://report.example.test/"}
+  - name: right
+    depends_on: [extract]
+    target: {type: http, url: "https://right.example.test/"}
+  - name: left
+    depends_on: [extract]
+    target: {type: http, url: "https://left.example.test/"}
+  - name: extract
+    schedule: {cron: "0 3 * * *"}
+    target: {type: http, url: "https://extract.example.test/"}
+"#;
+
+#[tokio::test]
+async fn a_workflow_in_any_order_is_written_parents_first_and_pruned_children_first() {
+    let stack = Stack::new().await;
+    let url = stack.serve().await;
+    let jobs = file(WORKFLOW);
+    let planned = sundial(&url, &["apply", "-f", jobs.as_str(), "--dry-run"]).await;
+    let planned = String::from_utf8_lossy(&planned.stdout).to_string();
+    let at = |line: &str| planned.find(line).unwrap_or_else(|| panic!("no `{line}` in {planned}"));
+    assert!(at("+ create extract") < at("+ create left") && at("+ create right") < at("+ create report"));
+
+    let first = json(&sundial(&url, &["apply", "-f", jobs.as_str(), "--json"]).await);
+    assert_eq!(first["created"], serde_json::json!(["extract", "left", "right", "report"]));
+    let id = |job: &Value| job["id"].as_str().unwrap().to_string();
+    let get = |name: &'static str| {
+        let url = url.clone();
+        async move { json(&sundial(&url, &["jobs", "get", name, "--json"]).await) }
+    };
+    let (left, right) = (id(&get("left").await), id(&get("right").await));
+    assert_eq!(get("report").await["depends_on"], serde_json::json!([left, right]), "stored as ids");
+    let before = names_and_versions(&url).await;
+
+    // The API shows ids where the file has names: the same file again writes nothing.
+    let second = json(&sundial(&url, &["apply", "-f", jobs.as_str(), "--json"]).await);
+    assert_eq!(second["created"], serde_json::json!([]));
+    assert_eq!(second["updated"], serde_json::json!([]));
+    assert_eq!(second["unchanged"], serde_json::json!(["report", "right", "left", "extract"]));
+    assert_eq!(names_and_versions(&url).await, before, "no job was written again");
+
+    // One parent fewer is one update.
+    let edited_text = WORKFLOW.replace("[left, right]", "[left]");
+    let edited = file(&edited_text);
+    let third = json(&sundial(&url, &["apply", "-f", edited.as_str(), "--json"]).await);
+    assert_eq!(third["updated"], serde_json::json!(["report"]));
+    assert_eq!(get("report").await["depends_on"], serde_json::json!([left]));
+    let after_edit = names_and_versions(&url).await;
+
+    // A cycle within the file is refused, named, before anything is written.
+    let cyclic = file(&edited_text.replace("schedule: {cron: \"0 3 * * *\"}", "depends_on: [report]"));
+    let out = sundial(&url, &["apply", "-f", cyclic.as_str()]).await;
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let named = format!(
+        "{}:3: jobs[0].depends_on: makes a cycle: report -> left -> extract -> report",
+        cyclic.as_str()
+    );
+    assert!(stderr.contains(&named), "{stderr}");
+    assert_eq!(names_and_versions(&url).await, after_edit, "nothing was written");
+
+    // A name outside the file is an existing job, passed through.
+    let audit = file(
+        "- name: audit\n  depends_on: [extract]\n  target: {type: http, url: \"https://audit.example.test/\"}\n",
+    );
+    let created = json(&sundial(&url, &["apply", "-f", audit.as_str(), "--json"]).await);
+    assert_eq!(created["created"], serde_json::json!(["audit"]));
+    assert_eq!(get("audit").await["depends_on"], serde_json::json!([id(&get("extract").await)]));
+
+    // Pruning the whole workflow: the API refuses to delete a job that still has children, so it
+    // goes through only children first.
+    let other = file("- name: other\n  target: {type: http, url: \"https://other.example.test/\"}\n");
+    let pruned = json(&sundial(&url, &["apply", "-f", other.as_str(), "--prune", "--json"]).await);
+    let deleted: Vec<&str> =
+        pruned["deleted"].as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+    let at = |name: &str| deleted.iter().position(|n| *n == name).unwrap_or_else(|| panic!("{deleted:?}"));
+    assert_eq!(deleted.len(), 5, "{deleted:?}");
+    assert!(
+        at("report") < at("left") && at("left") < at("extract") && at("right") < at("extract"),
+        "{deleted:?}"
+    );
+    assert!(at("audit") < at("extract"), "{deleted:?}");
+    assert_eq!(names_and_versions(&url).await, [("other".to_string(), 1)]);
 }
 
 #[tokio::test]
