@@ -984,18 +984,23 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
         ("accepting", &accepting.url, json!({})),
         ("forbid", &accepting.url, json!({"concurrency": "forbid"})),
         ("dead", &fine.url, json!({})),
+        ("parent", &fine.url, json!({})),
     ] {
         let mut extra = extra;
         extra["notify"] = on.clone();
         extra["retry"] = retry.clone();
         names.insert(name, stack.api.create_job(ALICE, &job(name, url, extra)).await);
     }
-    for name in ["fine", "unavailable", "accepting", "forbid", "forbid", "dead"] {
+    // A workflow: the parent's end hands the child its run (jobs read in a batch, a run put).
+    let child =
+        json!({"name": "child", "depends_on": ["parent"], "target": {"type": "http", "url": fine.url}});
+    names.insert("child", stack.api.create_job(ALICE, &child).await);
+    for name in ["fine", "unavailable", "accepting", "forbid", "forbid", "dead", "parent"] {
         trigger(&stack.api, &names[name]).await;
     }
     let runs_url = &stack.resources.runs_queue_url;
     stack.sqs.send_message().queue_url(runs_url).message_body("not a run message").send().await.unwrap();
-    let mut messages = receive(&stack, runs_url, 7).await;
+    let mut messages = receive(&stack, runs_url, 8).await;
     let job_of = |m: &aws_sdk_sqs::types::Message| {
         let body = serde_json::from_str::<Value>(m.body().unwrap()).ok()?;
         let id = body["job_id"].as_str()?.to_string();
@@ -1016,12 +1021,13 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
     let dead = messages.iter().position(|m| job_of(m) == Some("dead")).unwrap();
     let dead = messages.remove(dead);
     let batch: Vec<Value> = messages.iter().map(|m| record(m, &runs_arn, 1)).collect();
-    assert_eq!(batch.len(), 5);
+    assert_eq!(batch.len(), 6);
     let event = lambda_event(json!({"Records": batch}));
     let s = &services;
     sundial_worker::handle(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), event).await.unwrap();
-    assert_eq!(fine.hits().len(), 1);
+    assert_eq!(fine.hits().len(), 2, "fine and parent");
     assert_eq!(unavailable.hits().len(), 1);
+    assert_eq!(stack.runs_of(&names["child"]).await.len(), 1, "the parent's end claimed the child's run");
 
     // From the dead-letter queue, after the runs queue gave up on it.
     let event = lambda_event(json!({"Records": [record(&dead, &dlq_arn, 16)]}));
@@ -1037,8 +1043,11 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
         &needed,
         &[
             ("dynamodb:GetItem", a.jobs.clone()),
+            ("dynamodb:BatchGetItem", a.jobs.clone()),
             ("dynamodb:GetItem", a.runs.clone()),
+            ("dynamodb:PutItem", a.runs.clone()),
             ("dynamodb:UpdateItem", a.runs.clone()),
+            ("sqs:SendMessage", a.runs_queue.clone()),
             ("sqs:SendMessage", a.dlq.clone()),
             ("sns:Publish", a.events.clone()),
             ("sns:Publish", a.job_topics.clone()),
