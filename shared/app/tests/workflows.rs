@@ -230,6 +230,51 @@ async fn a_backfill_of_the_root_runs_the_diamond_for_each_instant() {
     assert!(flow.world.runs_of(&d.id).iter().all(|r| r.state == RunState::Succeeded));
 }
 
+/// A target that, called for the first time, creates a job after the one it was called for:
+/// the child is linked while the parent's attempt runs.
+#[derive(Debug)]
+struct Linking {
+    jobs: sundial_app::jobs::Jobs,
+    child: serde_json::Value,
+    linked: Mutex<bool>,
+}
+
+#[async_trait]
+impl Caller for Linking {
+    async fn call(&self, _invocation: &Invocation<'_>) -> Answer {
+        let first = !std::mem::replace(&mut *self.linked.lock().unwrap(), true);
+        if first {
+            let document = serde_json::from_value(self.child.clone()).unwrap();
+            self.jobs.create(&owner(), document).await.unwrap();
+        }
+        Answer::Succeeded { status: Some(200), output: None }
+    }
+}
+
+/// A child created while its parent's run is in its attempt gets that run's end: the worker
+/// reads the job again before it records the end.
+#[tokio::test]
+async fn a_child_linked_during_the_parents_attempt_follows_that_run() {
+    // Half an hour before the root's next instant: the trigger's run is the only one.
+    let world = World::at("2030-01-01T11:30:00Z");
+    let a = world.create(job("extract", json!({"cron": "0 * * * *"}), json!({}))).await;
+    let caller = Arc::new(Linking {
+        jobs: world.jobs.clone(),
+        child: after("report", &["extract"], json!({})),
+        linked: Mutex::new(false),
+    });
+    let worker = world.worker_calling(caller);
+    let run = world.trigger(&a).await;
+    let queue = world.queue.clone();
+    for message in queue.receive(10, 0).await.unwrap() {
+        consume(&worker, &queue, &message, "w").await;
+    }
+    let report = world.job_store.all().into_iter().find(|j| j.document.name == "report").unwrap();
+    let runs = world.runs_of(&report.id);
+    assert_eq!(runs.len(), 1, "the child got the run's end");
+    assert_eq!(runs[0].key, run.key);
+}
+
 /// A paused middle job: its runs are SKIPPED `paused`, and its child's `upstream_failed`.
 #[tokio::test]
 async fn a_paused_parent_skips_its_runs_and_fails_its_children_upstream() {

@@ -380,6 +380,9 @@ impl Worker {
     }
 
     /// Records how the current attempt of `run` (RUNNING) ended and where the run goes next.
+    /// The job is read again first: the copy read before the call may be minutes old, and a
+    /// child linked since must still be handed this run's end. A failed read falls back on that
+    /// copy rather than leave the attempt's outcome unrecorded.
     async fn finish(
         &self,
         job: &Job,
@@ -387,6 +390,14 @@ impl Worker {
         ending: Ending,
         now: DateTime<Utc>,
     ) -> Result<Run, StoreError> {
+        let fresh = match self.jobs.get(&job.id).await {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                tracing::warn!(job_id = %job.id, error = %e, "job not read again; its children as read before the call");
+                None
+            }
+        };
+        let job = fresh.as_ref().unwrap_or(job);
         self.recorder.apply(job, run, &Step::Finish { ending, jitter: self.entropy.unit() }, now).await
     }
 }
