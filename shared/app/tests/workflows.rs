@@ -275,6 +275,27 @@ async fn a_child_linked_during_the_parents_attempt_follows_that_run() {
     assert_eq!(runs[0].key, run.key);
 }
 
+/// A scheduled job turned into a child keeps the runs the tick had already claimed for it; they
+/// do not run before (or despite) their parent: decided at the start, like the policies.
+#[tokio::test]
+async fn runs_claimed_before_a_job_got_parents_never_run_before_them() {
+    let flow = Flow::at("2030-01-01T11:58:00Z");
+    let w = &flow.world;
+    let p = w.create(job("source", json!({"cron": "0 * * * *"}), json!({}))).await;
+    let x = w.create(job("sink", json!({"cron": "0 * * * *"}), json!({}))).await;
+    flow.target.fail(&p);
+    w.set("2030-01-01T11:59:00Z");
+    w.tick.run().await.unwrap();
+    assert_eq!(w.runs_of(&x.id).len(), 1, "the tick claimed the next instant ahead");
+    w.jobs.patch(&owner(), &x.id, &json!({"schedule": null, "depends_on": ["source"]}), None).await.unwrap();
+    w.set("2030-01-01T12:00:00Z");
+    flow.run_for(30).await;
+    let (_, count) = flow.target.order();
+    assert!(!count.keys().any(|(job, _)| job == &x.id), "sink never ran: its parent failed");
+    let run = &w.runs_of(&x.id)[0];
+    assert_eq!(run.state, RunState::Skipped, "{run:?}");
+}
+
 /// A paused middle job: its runs are SKIPPED `paused`, and its child's `upstream_failed`.
 #[tokio::test]
 async fn a_paused_parent_skips_its_runs_and_fails_its_children_upstream() {

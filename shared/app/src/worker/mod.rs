@@ -18,6 +18,7 @@ use crate::emf::{Record, Unit, names};
 use crate::meter::Meter;
 use crate::ports::Ports;
 use crate::record::Recorder;
+use crate::workflow::cascade::parents_readiness;
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
@@ -28,6 +29,7 @@ use sundial_domain::ports::store::{JobStore, Race, Raced, RunStore, StoreError};
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
+use sundial_domain::workflow::Readiness;
 use tracing::Instrument;
 
 /// What to do with a message once handled.
@@ -158,6 +160,9 @@ impl Worker {
         if let Some(reason) = paused_reason(&job, &run) {
             return self.skip(&job, &run, reason, now).await;
         }
+        if let Some(reason) = self.not_after_parents(&job, &run).await? {
+            return self.skip(&job, &run, reason, now).await;
+        }
         if run.attempt == 0 && job.document.concurrency != ConcurrencyPolicy::Allow {
             if let Some(disposition) = self.apply_concurrency_policy(&job, &run, now).await? {
                 return Ok(disposition);
@@ -182,6 +187,24 @@ impl Worker {
             // Someone else moved the run on: their write tells it.
             Race::Lost => Ok(Disposition::Delete),
         }
+    }
+
+    /// Why a scheduled run of a job with parents may not start: claimed while the job still had
+    /// a schedule of its own (or before a parent was added), its parents' runs for its instant
+    /// have not all ended, or one failed under `all_success`. Decided at the start, like the
+    /// concurrency policy; a run the cascade claimed always passes.
+    async fn not_after_parents(&self, job: &Job, run: &Run) -> Result<Option<String>, StoreError> {
+        if !job.has_parents() || run.attempt > 0 || run.key.manual.is_some() {
+            return Ok(None);
+        }
+        let ready = parents_readiness(self.jobs.as_ref(), self.runs.as_ref(), job, &run.key, None).await?;
+        Ok(match ready {
+            Readiness::Run => None,
+            Readiness::Skip(reason) => Some(reason),
+            Readiness::Wait => {
+                Some("not after its parents: their runs for this instant had not ended".into())
+            }
+        })
     }
 
     /// Decides `forbid` and `replace` for a run about to start its first attempt: under

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::store::{Inserted, JobStore, RunStore, StoreError};
-use sundial_domain::run::Run;
 use sundial_domain::run::transition::{self, Step};
+use sundial_domain::run::{Run, RunKey};
 use sundial_domain::workflow::{Readiness, readiness};
 
 /// Claims the runs of a job's children when one of its runs ends.
@@ -115,15 +115,8 @@ impl Cascade {
         if self.runs.get(&child.id, key).await?.is_some() {
             return Ok(Claimed::Nothing);
         }
-        let mut parent_ids = child.parents();
-        parent_ids.retain(|p| members.is_none_or(|m| m.contains(p)));
-        let parents = self.jobs.get_many(&parent_ids).await?;
-        let mut runs = Vec::with_capacity(parents.len());
-        for parent in &parents {
-            runs.push(self.runs.get(&parent.id, key).await?);
-        }
-        let pairs: Vec<(&Job, Option<&Run>)> = parents.iter().zip(runs.iter().map(Option::as_ref)).collect();
-        let skip = match readiness(child, &pairs) {
+        let ready = parents_readiness(self.jobs.as_ref(), self.runs.as_ref(), child, key, members).await?;
+        let skip = match ready {
             Readiness::Wait => return Ok(Claimed::Nothing),
             Readiness::Skip(reason) => Some(reason),
             Readiness::Run => child.document.paused.then(|| "paused".to_string()),
@@ -142,4 +135,28 @@ impl Cascade {
             Inserted::Exists(_) => Claimed::Nothing,
         })
     }
+}
+
+/// Where `child` stands for `key`, from its parents' runs for it (only the parents in
+/// `members`, for a workflow run started by hand). No parent to wait for is a wait: a child
+/// runs only after a parent's run.
+pub async fn parents_readiness(
+    jobs: &dyn JobStore,
+    runs: &dyn RunStore,
+    child: &Job,
+    key: &RunKey,
+    members: Option<&BTreeSet<JobId>>,
+) -> Result<Readiness, StoreError> {
+    let mut parent_ids = child.parents();
+    parent_ids.retain(|p| members.is_none_or(|m| m.contains(p)));
+    if parent_ids.is_empty() {
+        return Ok(Readiness::Wait);
+    }
+    let parents = jobs.get_many(&parent_ids).await?;
+    let mut found = Vec::with_capacity(parents.len());
+    for parent in &parents {
+        found.push(runs.get(&parent.id, key).await?);
+    }
+    let pairs: Vec<(&Job, Option<&Run>)> = parents.iter().zip(found.iter().map(Option::as_ref)).collect();
+    Ok(readiness(child, &pairs))
 }
