@@ -228,6 +228,11 @@ async fn a_backfill_of_the_root_runs_the_diamond_for_each_instant() {
     let keys: Vec<String> = flow.world.runs_of(&d.id).iter().map(|r| r.key.encode()).collect();
     assert_eq!(keys, ["2030-01-01T09:00:00Z#s", "2030-01-01T10:00:00Z#s", "2030-01-01T11:00:00Z#s"]);
     assert!(flow.world.runs_of(&d.id).iter().all(|r| r.state == RunState::Succeeded));
+    // Each child run is due when its root's backfilled run was (its deadlines count from there).
+    for run in flow.world.runs_of(&d.id) {
+        let root = flow.world.runs_of(&a.id).into_iter().find(|r| r.key == run.key).unwrap();
+        assert_eq!(run.due_at, root.due_at);
+    }
 }
 
 /// A target that, called for the first time, creates a job after the one it was called for:

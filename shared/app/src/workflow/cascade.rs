@@ -121,8 +121,10 @@ impl Cascade {
             Readiness::Skip(reason) => Some(reason),
             Readiness::Run => child.document.paused.then(|| "paused".to_string()),
         };
+        // Due when the workflow run was: a child's deadlines count from there, and children of a
+        // backfilled instant are not all late at once.
         let now = self.clock.now();
-        let mut new = self.claimer.new_run(child, key.clone(), now, now);
+        let mut new = self.claimer.new_run(child, key.clone(), parent_run.due_at, now);
         new.workflow = parent_run.workflow.clone();
         if let Some(reason) = skip {
             new = transition::apply(child, &new, &Step::Skip { reason }, now)

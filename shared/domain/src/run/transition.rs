@@ -279,12 +279,11 @@ pub fn claim(job: &Job, key: RunKey, due_at: DateTime<Utc>, now: DateTime<Utc>, 
 
 /// When `run` misses its job's SLA (`None`: the job has none). Deadlines count from the run's
 /// due time (its instant plus the offset Sundial gave it: jitter, a backfill's pacing), so
-/// neither a jitter larger than the deadline nor a backfill of old instants raises them; a job
-/// that runs after others counts from the instant, its parents' time included.
+/// neither a jitter larger than the deadline nor a backfill of old instants raises them. A run of
+/// a job with parents is due when its workflow run was (see `workflow::cascade`), so its
+/// deadlines count its parents' time too.
 pub fn sla_deadline(job: &Job, run: &Run) -> Option<DateTime<Utc>> {
-    // A job that runs after others counts from the instant its workflow run is for.
-    let from = if job.has_parents() { run.scheduled_at() } else { run.due_at };
-    job.document.sla_s.map(|s| from + Duration::seconds(i64::from(s)))
+    job.document.sla_s.map(|s| run.due_at + Duration::seconds(i64::from(s)))
 }
 
 /// When `run`'s first attempt starts late (`None`: the job sets no start deadline).
@@ -431,42 +430,24 @@ mod tests {
     const DUE: &str = "2026-11-22T10:00:00Z";
 
     #[test]
-    fn a_childs_sla_counts_from_its_instant_and_its_end_is_handed_down() {
-        let parent = job(json!({"sla_s": 60}));
-        let mut child = job(json!({"sla_s": 60, "depends_on": [parent.id.to_string()]}));
-        // Claimed 50 s after the instant, when its parents ended.
-        let run = claim(
-            &child,
-            RunKey::scheduled(at(DUE)),
-            at("2026-11-22T10:00:50Z"),
-            at("2026-11-22T10:00:50Z"),
-            Duration::days(1),
-        );
-        assert_eq!(
-            sla_deadline(&child, &run),
-            Some(at("2026-11-22T10:01:00Z")),
-            "from T, not from its claim"
-        );
-        let plain = claim(
-            &parent,
-            RunKey::scheduled(at(DUE)),
-            at("2026-11-22T10:00:50Z"),
-            at("2026-11-22T10:00:50Z"),
-            Duration::days(1),
-        );
-        assert_eq!(
-            sla_deadline(&parent, &plain),
-            Some(at("2026-11-22T10:01:50Z")),
-            "a root counts from its due time"
-        );
+    fn an_end_is_handed_down_only_when_the_job_has_children() {
+        let mut job = job(json!({}));
+        let run = queued(&job);
         let ended = |j: &Job| {
-            let skipped =
-                apply(j, &run, &Step::Skip { reason: "r".into() }, at("2026-11-22T10:00:51Z")).unwrap();
+            let skipped = apply(j, &run, &Step::Skip { reason: "r".into() }, at(DUE)).unwrap();
             skipped.events.iter().map(|e| e.kind).collect::<Vec<_>>()
         };
-        assert!(!ended(&child).contains(&EventKind::Downstream), "no children, nothing to hand down");
-        child.children = vec![crate::job::JobId::generate()];
-        assert!(ended(&child).contains(&EventKind::Downstream), "an end is handed to the children");
+        assert!(!ended(&job).contains(&EventKind::Downstream), "no children, nothing to hand down");
+        job.children = vec![crate::job::JobId::generate()];
+        assert!(ended(&job).contains(&EventKind::Downstream), "an end is handed to the children");
+        let started = apply(
+            &job,
+            &run,
+            &Step::Start { worker: "w".into(), callback: "c".into(), lease: Duration::seconds(60) },
+            at(DUE),
+        )
+        .unwrap();
+        assert!(!started.events.iter().any(|e| e.kind == EventKind::Downstream), "only an end is");
     }
 
     fn queued(job: &Job) -> Run {
