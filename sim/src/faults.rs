@@ -226,6 +226,11 @@ impl JobStore for FaultyJobs {
             .await
     }
 
+    async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>> {
+        let find = self.inner.find_by_name(owner, name);
+        self.faults.call("jobs.find_by_name", Subject::NONE, false, find, StoreError::Unavailable).await
+    }
+
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
         self.faults
             .call("jobs.get_many", Subject::NONE, false, self.inner.get_many(ids), StoreError::Unavailable)

@@ -119,6 +119,13 @@ async fn jobs_are_created_all_or_nothing(store: &dyn JobStore) {
         "a name is unique per owner"
     );
     assert_eq!(store.get(&twin.id).await.unwrap(), None, "a refused create writes nothing");
+    assert_eq!(
+        store.find_by_name(&owner, "alpha").await.unwrap(),
+        Some(alpha.clone()),
+        "a job is found by its name at once"
+    );
+    assert_eq!(store.find_by_name(&unique("owner"), "alpha").await.unwrap(), None, "by its owner only");
+    assert_eq!(store.find_by_name(&owner, "nobody").await.unwrap(), None);
     store.create(&job(&unique("owner"), "alpha", None), 3).await.expect("another owner may use the name");
 
     // A parent's children, and a child's parents, read back as written; a link is an edit.

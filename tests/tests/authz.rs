@@ -202,6 +202,13 @@ fn rows(w: &World, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
             S::OK,
         ),
         Row::new(
+            M::GET,
+            "/v1/jobs/{id}/graph",
+            format!("/v1/jobs/{main}/graph"),
+            owned(format!("/v1/jobs/{ghost_job}/graph")),
+            S::OK,
+        ),
+        Row::new(
             M::POST,
             "/v1/jobs/{id}/trigger",
             format!("/v1/jobs/{main}/trigger"),

@@ -82,6 +82,9 @@ impl JobStore for DueQueryFails {
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
         self.0.get(id).await
     }
+    async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>> {
+        self.0.find_by_name(owner, name).await
+    }
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
         self.0.get_many(ids).await
     }

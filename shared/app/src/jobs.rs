@@ -343,7 +343,13 @@ impl Jobs {
             }
             let mut document = before.document.clone();
             change(&mut document)?;
-            let parents = self.workflows.check_parents(owner, &mut document, Some(id)).await?;
+            // The graph is checked only when the parents change: a pause or an edit of a child
+            // reads nothing more.
+            let parents = if document.depends_on == before.document.depends_on {
+                before.parents()
+            } else {
+                self.workflows.check_parents(owner, &mut document, Some(id)).await?
+            };
             if document == before.document {
                 return Ok(before);
             }

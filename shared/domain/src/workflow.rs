@@ -84,28 +84,6 @@ impl<'a> Graph<'a> {
         self.jobs.get(id).copied()
     }
 
-    /// The ids `depends_on` names (each a job id or a job name), or why they are refused.
-    /// `itself` is the job being written (absent from the graph when it is being created).
-    pub fn resolve(&self, depends_on: &[String], itself: Option<&JobId>) -> Result<Vec<JobId>, GraphError> {
-        if depends_on.len() > MAX_PARENTS {
-            return Err(GraphError::TooMany(depends_on.len()));
-        }
-        let mut ids = Vec::with_capacity(depends_on.len());
-        for named in depends_on {
-            let by_id = JobId::parse(named).filter(|id| self.jobs.contains_key(id));
-            let by_name = || self.jobs.values().find(|j| &j.document.name == named).map(|j| j.id.clone());
-            let id = by_id.or_else(by_name).ok_or_else(|| GraphError::Unknown(named.clone()))?;
-            if Some(&id) == itself {
-                return Err(GraphError::ItSelf);
-            }
-            if ids.contains(&id) {
-                return Err(GraphError::Repeated(named.clone()));
-            }
-            ids.push(id);
-        }
-        Ok(ids)
-    }
-
     /// The parents of `id` as stored, skipping any the graph does not hold.
     fn parents_of(&self, id: &JobId) -> Vec<JobId> {
         self.job(id).map(|j| j.parents()).unwrap_or_default()
@@ -282,22 +260,6 @@ mod tests {
         all_done.document.trigger_rule = TriggerRule::AllDone;
         assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&failed))]), Readiness::Run);
         assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&running))]), Readiness::Wait);
-    }
-
-    #[test]
-    fn parents_resolve_by_id_or_name_and_unknown_or_repeated_ones_are_refused() {
-        let jobs = diamond();
-        let graph = Graph::new(&jobs);
-        let ids = graph.resolve(&["transform".into(), jobs[2].id.to_string()], None).unwrap();
-        assert_eq!(ids, [jobs[1].id.clone(), jobs[2].id.clone()]);
-        assert_eq!(graph.resolve(&["nope".into()], None), Err(GraphError::Unknown("nope".into())));
-        assert_eq!(
-            graph.resolve(&["transform".into(), jobs[1].id.to_string()], None),
-            Err(GraphError::Repeated(jobs[1].id.to_string()))
-        );
-        assert_eq!(graph.resolve(&["report".into()], Some(&jobs[3].id)), Err(GraphError::ItSelf));
-        let many: Vec<String> = (0..=MAX_PARENTS).map(|i| format!("j{i}")).collect();
-        assert_eq!(graph.resolve(&many, None), Err(GraphError::TooMany(MAX_PARENTS + 1)));
     }
 
     #[test]

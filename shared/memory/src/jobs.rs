@@ -161,6 +161,12 @@ impl JobStore for MemoryJobStore {
         Ok(lock(&self.state).jobs.get(id.as_str()).map(|s| s.job.clone()))
     }
 
+    async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>> {
+        let state = lock(&self.state);
+        let id = state.names.get(&(owner.to_string(), name.to_string()));
+        Ok(id.and_then(|id| state.jobs.get(id)).map(|s| s.job.clone()))
+    }
+
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
         // Read 100 at a time, as BatchGetItem does, which refuses a batch naming a key twice.
         if ids.chunks(100).any(|chunk| {

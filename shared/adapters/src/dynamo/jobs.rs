@@ -338,6 +338,25 @@ impl JobStore for DynamoJobStore {
         out.item.as_ref().map(from_item).transpose()
     }
 
+    async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>> {
+        // The name lock holds the id of the job holding the name; both reads are consistent,
+        // where the by-owner index is not.
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(name_lock_key(owner, name)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        let Some(id) = out.item.as_ref().and_then(|lock| get_opt_s(lock, "lock_of")).and_then(JobId::parse)
+        else {
+            return Ok(None);
+        };
+        Ok(self.get(&id).await?.filter(|job| job.owner == owner && job.document.name == name))
+    }
+
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         let start = cursor.map(|c| decode_cursor(c, owner)).transpose()?;
         let limit = limit.max(1) as usize;

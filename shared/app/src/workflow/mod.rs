@@ -15,7 +15,7 @@ use sundial_domain::job::{Job, JobDocument, JobId};
 use sundial_domain::ports::store::{JobStore, RunStore, StoreError};
 use sundial_domain::run::Run;
 use sundial_domain::validation::ValidationError;
-use sundial_domain::workflow::{Graph, GraphError};
+use sundial_domain::workflow::{Graph, GraphError, MAX_PARENTS};
 
 /// Link and unlink edits retried on a concurrent change of the parent.
 const LINK_ATTEMPTS: usize = 5;
@@ -79,7 +79,8 @@ impl Workflows {
     /// Resolves `document.depends_on` (ids or names of `owner`'s jobs) to ids in place, and
     /// refuses unknown, repeated or self parents, a cycle through `itself` (the job being
     /// edited; `None` when it is being created), and parents whose instants never coincide.
-    /// Returns the parents' ids.
+    /// Every read is consistent (by id, by name lock, ancestors in batches), so a parent created
+    /// a moment ago is found. Returns the parents' ids.
     pub async fn check_parents(
         &self,
         owner: &str,
@@ -94,15 +95,54 @@ impl Workflows {
             let name = document.name.clone();
             return Err(invalid(GraphError::Cycle(vec![name.clone(), name])));
         }
-        let jobs = self.owner_jobs(owner).await?;
-        let graph = Graph::new(&jobs);
-        let parents = graph.resolve(&document.depends_on, itself).map_err(invalid)?;
+        if document.depends_on.len() > MAX_PARENTS {
+            return Err(invalid(GraphError::TooMany(document.depends_on.len())));
+        }
+        let mut known: Vec<Job> = Vec::new();
+        let mut parents: Vec<JobId> = Vec::new();
+        for named in &document.depends_on {
+            let by_id = match JobId::parse(named) {
+                Some(id) => self.jobs.get(&id).await?.filter(|j| j.owner == owner),
+                None => None,
+            };
+            let found = match by_id {
+                Some(job) => Some(job),
+                None => self.jobs.find_by_name(owner, named).await?,
+            };
+            let job = found.ok_or_else(|| invalid(GraphError::Unknown(named.clone())))?;
+            if Some(&job.id) == itself {
+                return Err(invalid(GraphError::ItSelf));
+            }
+            if parents.contains(&job.id) {
+                return Err(invalid(GraphError::Repeated(named.clone())));
+            }
+            parents.push(job.id.clone());
+            known.push(job);
+        }
+        self.add_ancestors(&mut known).await?;
+        let graph = Graph::new(&known);
         if let Some(cycle) = itself.and_then(|id| graph.cycle(id, &parents)) {
             return Err(invalid(GraphError::Cycle(cycle)));
         }
         graph.coincide(&parents).map_err(invalid)?;
         document.depends_on = parents.iter().map(JobId::to_string).collect();
         Ok(parents)
+    }
+
+    /// Adds every ancestor of `known` to it, a generation at a time.
+    async fn add_ancestors(&self, known: &mut Vec<Job>) -> std::result::Result<(), StoreError> {
+        let mut next: Vec<JobId> = known.iter().flat_map(Job::parents).collect();
+        loop {
+            next.sort();
+            next.dedup();
+            next.retain(|id| !known.iter().any(|k| &k.id == id));
+            if next.is_empty() {
+                return Ok(());
+            }
+            let found = self.jobs.get_many(&next).await?;
+            next = found.iter().flat_map(Job::parents).collect();
+            known.extend(found);
+        }
     }
 
     /// Adds `child` to each parent's children (before the child is written).

@@ -89,6 +89,9 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>>;
 
+    /// The owner's job named `name`, read consistently (a job created a moment ago is found).
+    async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>>;
+
     /// The jobs of `ids` that exist, read in batches (order not kept).
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>>;
 
