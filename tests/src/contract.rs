@@ -230,9 +230,17 @@ async fn job_writes_are_fenced(store: &dyn JobStore) {
         "a delete from a read that predates a rename loses (the name it would free is not the job's)"
     );
     assert!(store.get(&v1.id).await.unwrap().is_some());
-    store.delete(&v4).await.unwrap();
+    let v4b = edited(&v4, |d| d.payload = json!({"n": 4}));
+    store.update(&v4, &v4b).await.unwrap();
+    assert_eq!(
+        store.delete(&v4).await,
+        Err(StoreError::Conflict),
+        "a delete from a read before an edit loses"
+    );
+    assert!(store.get(&v1.id).await.unwrap().is_some(), "and deletes nothing");
+    store.delete(&v4b).await.unwrap();
     assert_eq!(store.get(&v1.id).await.unwrap(), None, "a deleted job is gone");
-    assert_eq!(store.delete(&v4).await, Err(StoreError::NotFound), "deleting twice finds nothing");
+    assert_eq!(store.delete(&v4b).await, Err(StoreError::NotFound), "deleting twice finds nothing");
     let v5 = edited(&v4, |d| d.payload = json!({"n": 5}));
     assert_eq!(
         store.update(&v4, &v5).await,

@@ -433,14 +433,24 @@ impl Jobs {
         Err(JobsError::Contended)
     }
 
-    /// Deletes the job; refused while other jobs run after it.
+    /// Deletes the job; refused while other jobs run after it. The delete is fenced by the
+    /// version read, which a new child's link moves: a child linked after the check makes it
+    /// read and check again.
     pub async fn delete(&self, owner: &Owner, id: &JobId) -> JobsResult<()> {
-        let job = self.get(owner, id).await?;
-        let children = self.workflows.children(&job).await?;
-        if !children.is_empty() {
-            return Err(JobsError::HasChildren(children.into_iter().map(|c| c.document.name).collect()));
-        }
-        self.store.delete(&job).await?;
+        let mut attempts = 0;
+        let job = loop {
+            let job = self.get(owner, id).await?;
+            let children = self.workflows.children(&job).await?;
+            if !children.is_empty() {
+                return Err(JobsError::HasChildren(children.into_iter().map(|c| c.document.name).collect()));
+            }
+            match self.store.delete(&job).await {
+                Ok(()) => break job,
+                Err(StoreError::Conflict) if attempts + 1 < EDIT_ATTEMPTS => attempts += 1,
+                Err(StoreError::Conflict) => return Err(JobsError::Contended),
+                Err(e) => return Err(e.into()),
+            }
+        };
         self.workflows.unlink(&job.parents(), &job.id).await;
         if has_endpoints(&job) {
             self.remove_topic(&job).await;

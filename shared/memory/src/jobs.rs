@@ -235,8 +235,11 @@ impl JobStore for MemoryJobStore {
     async fn delete(&self, job: &Job) -> StoreResult<()> {
         let mut state = lock(&self.state);
         let name = name_key(&job.owner, &job.document.name);
-        if !state.jobs.contains_key(job.id.as_str()) {
+        let Some(stored) = state.jobs.get(job.id.as_str()) else {
             return Err(StoreError::NotFound);
+        };
+        if stored.job.version != job.version {
+            return Err(StoreError::Conflict);
         }
         // The name lock released must be this job's: a stale read of a renamed job loses.
         if state.names.get(&name).map(String::as_str) != Some(job.id.as_str()) {

@@ -449,7 +449,8 @@ impl JobStore for DynamoJobStore {
         let delete_job = Delete::builder()
             .table_name(&self.table)
             .key("job_id", s(job.id.as_str()))
-            .condition_expression("attribute_exists(job_id)")
+            .condition_expression("version = :v")
+            .expression_attribute_values(":v", n(job.version))
             .build()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let items = vec![
@@ -461,7 +462,11 @@ impl JobStore for DynamoJobStore {
         ];
         match self.transact(items).await {
             Ok(()) => Ok(()),
-            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::NotFound),
+            // Gone, or edited since it was read.
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => match self.get(&job.id).await? {
+                Some(_) => Err(StoreError::Conflict),
+                None => Err(StoreError::NotFound),
+            },
             Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => Err(StoreError::Conflict),
             Err(TransactFailure::Cancelled(r)) => {
                 Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")))

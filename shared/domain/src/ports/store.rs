@@ -103,7 +103,8 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// `after` carries its new version.
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
 
-    /// Deletes the job and frees its name.
+    /// Deletes the job and frees its name, fenced by the version read (`Conflict` if the job
+    /// was edited since, or linked to a new child: the caller reads it again and re-decides).
     async fn delete(&self, job: &Job) -> StoreResult<()>;
 
     /// The active jobs of one `by-due` partition (`<minute>#<shard>`), every page.
