@@ -289,7 +289,6 @@ pub async fn graph(
     Caller(owner): Caller,
     JobPath(id): JobPath,
 ) -> Result<Json<GraphResponse>, ApiError> {
-    let job = state.jobs.get(&owner, &id).await?;
     let graph = state.jobs.graph(&owner, &id).await?;
-    Ok(Json(GraphResponse::new(&job, &graph)))
+    Ok(Json(GraphResponse::new(&id, &graph)))
 }

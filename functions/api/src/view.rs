@@ -240,7 +240,7 @@ pub fn after_parents(names: &[String]) -> String {
 }
 
 impl GraphResponse {
-    pub fn new(job: &Job, graph: &sundial_app::workflow::GraphView) -> Self {
+    pub fn new(job_id: &sundial_domain::job::JobId, graph: &sundial_app::workflow::GraphView) -> Self {
         let name_of = |id: &sundial_domain::job::JobId| {
             graph
                 .nodes
@@ -269,6 +269,6 @@ impl GraphResponse {
             .iter()
             .map(|(from, to)| GraphEdge { from: from.to_string(), to: to.to_string() })
             .collect();
-        GraphResponse { job_id: job.id.to_string(), nodes, edges }
+        GraphResponse { job_id: job_id.to_string(), nodes, edges }
     }
 }
