@@ -9,6 +9,7 @@
 //! each writes its end before it reads the other's run, so at least the later reader sees both
 //! ended. A crash before the hand-over leaves the event unsent: the watchdog hands it over again.
 
+use super::children_of;
 use crate::tick::claim::Claimer;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -48,7 +49,7 @@ impl Cascade {
     /// it wrote ended, with their jobs, whose own events (and hand-overs) the caller announces.
     /// Repeating it is harmless: every run it writes is fenced by its key.
     pub async fn follow(&self, job: &Job, run: &Run) -> Result<Vec<(Job, Run)>, StoreError> {
-        let children = self.children_of(job).await?;
+        let children = children_of(self.jobs.as_ref(), job).await?;
         if children.is_empty() {
             return Ok(Vec::new());
         }
@@ -73,18 +74,6 @@ impl Cascade {
         Ok(ended)
     }
 
-    /// The jobs linked as `job`'s children that still name it as a parent (a link can outlive
-    /// its child's edit or deletion).
-    async fn children_of(&self, job: &Job) -> Result<Vec<Job>, StoreError> {
-        if job.children.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut children = self.jobs.get_many(&job.children).await?;
-        children.retain(|c| c.owner == job.owner && c.parents().contains(&job.id));
-        children.sort_by(|a, b| a.id.cmp(&b.id));
-        Ok(children)
-    }
-
     /// `root` and every job below it.
     async fn descendants(&self, root: &JobId) -> Result<BTreeSet<JobId>, StoreError> {
         let mut seen = BTreeSet::from([root.clone()]);
@@ -92,7 +81,7 @@ impl Cascade {
         while !level.is_empty() {
             let mut next = Vec::new();
             for job in &level {
-                for child in self.children_of(job).await? {
+                for child in children_of(self.jobs.as_ref(), job).await? {
                     if seen.insert(child.id.clone()) {
                         next.push(child);
                     }

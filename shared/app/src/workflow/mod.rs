@@ -45,6 +45,18 @@ pub struct GraphView {
     pub edges: Vec<(JobId, JobId)>,
 }
 
+/// The jobs linked as `job`'s children that still name it as a parent (a link can outlive its
+/// child's edit or deletion), by id.
+pub async fn children_of(jobs: &dyn JobStore, job: &Job) -> std::result::Result<Vec<Job>, StoreError> {
+    if job.children.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut children = jobs.get_many(&job.children).await?;
+    children.retain(|c| c.owner == job.owner && c.parents().contains(&job.id));
+    children.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(children)
+}
+
 /// The graph checks and links of the job use cases, and the graph they show.
 #[derive(Debug, Clone)]
 pub struct Workflows {
@@ -193,9 +205,7 @@ impl Workflows {
 
     /// The jobs that name `job` as a parent.
     pub async fn children(&self, job: &Job) -> std::result::Result<Vec<Job>, StoreError> {
-        let mut children = self.jobs.get_many(&job.children).await?;
-        children.retain(|c| c.owner == job.owner && c.parents().contains(&job.id));
-        Ok(children)
+        children_of(self.jobs.as_ref(), job).await
     }
 
     /// Every job connected to `job` through parents and children, each with its newest run.
