@@ -28,6 +28,7 @@ const FOUND: &[(u64, &str)] = &[
     (833, "the same"),
     (1609, "a watchdog's `sla_missed` recorded after the worker's read was never published"),
     (558, "a `replace` cancel that lost its race to the older run's retry let both run"),
+    (2455, "a job edited between a tick's read and its advance stayed due in a minute no pass read again"),
 ];
 
 fn run_part(part: u64) {

@@ -74,7 +74,8 @@ pub struct ClaimReport {
     pub advance_conflicts: usize,
     /// Jobs not advanced because a write or a send failed; they stay due and are retried.
     pub failed: usize,
-    /// The earliest due time among failed jobs: the tick's watermark stays before its minute.
+    /// The earliest due time among jobs to read again (failed, or changed since read): the
+    /// tick's watermark stays before its minute.
     pub earliest_failure: Option<DateTime<Utc>>,
     /// Instants whose run item is there but does not decode (a defect, a manual edit, or a
     /// newer version's item): logged as errors and passed, so that the job goes on and never
@@ -209,7 +210,14 @@ impl Claimer {
                 let span = tracing::info_span!("advance", job_id = %p.job.id);
                 match self.jobs.advance(&p.job, p.next_run_at).instrument(span).await {
                     Ok(()) => p.report.advanced += 1,
-                    Err(StoreError::Conflict) => p.report.advance_conflicts += 1,
+                    Err(StoreError::Conflict) => {
+                        // Changed since read (edited, paused, advanced by another claimer): the
+                        // next pass reads it again as it stands. Until then the watermark stays
+                        // before the minute it was read in, which an edit of anything but the
+                        // schedule keeps as its `next_run_at`.
+                        p.report.advance_conflicts += 1;
+                        p.report.earliest_failure = p.job.due_at();
+                    }
                     Err(e) => {
                         tracing::warn!(job_id = %p.job.id, error = %e, "advance failed; healed by the next tick");
                         p.report.add(ClaimReport::failure(&p.job));
