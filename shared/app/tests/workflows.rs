@@ -373,7 +373,7 @@ async fn parents_ending_together_on_two_workers_claim_the_child_once() {
 #[tokio::test]
 async fn a_crash_before_the_hand_over_is_repaired_by_the_watchdog() {
     let flow = Flow::at("2030-01-01T11:58:00Z");
-    let [a, b, ..] = flow.diamond(json!({})).await;
+    let [a, b, c, d] = flow.diamond(json!({})).await;
     flow.world.set("2030-01-01T12:00:00Z");
     flow.world.tick.run().await.unwrap();
     // The children's runs cannot be written: the hand-over fails as a crash would leave it.
@@ -389,6 +389,10 @@ async fn a_crash_before_the_hand_over_is_repaired_by_the_watchdog() {
     flow.world.watchdog.run().await.unwrap();
     flow.run_for(30).await;
     assert_eq!(flow.state(&b, &key), Some(RunState::Succeeded), "the watchdog handed A's end over");
+    assert_eq!(flow.state(&c, &key), Some(RunState::Succeeded), "C was claimed once, by the first hand-over");
+    assert_eq!(flow.state(&d, &key), Some(RunState::Succeeded), "and the diamond went on to D");
+    let (_, count) = flow.target.order();
+    assert_eq!(count[&(c.id.clone(), key.instant)], 1, "the repeated hand-over did not run C again");
     assert!(settled(&flow.world));
 }
 
