@@ -4,7 +4,7 @@
 use crate::config::Config;
 use std::sync::Arc;
 use sundial_adapters::dynamo::{
-    DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore, DynamoTickStateStore,
+    DynamoGroupStore, DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore, DynamoTickStateStore,
 };
 use sundial_adapters::metrics::{Clients, Ledger};
 use sundial_adapters::sns::bus::SnsEventBus;
@@ -12,6 +12,7 @@ use sundial_adapters::sns::topics::{SnsJobTopics, TopicNames};
 use sundial_adapters::sqs::SqsRunQueue;
 use sundial_adapters::targets::Targets;
 use sundial_app::announce::Announcer;
+use sundial_app::groups::Groups;
 use sundial_app::jobs::{Jobs, JobsSettings};
 use sundial_app::ports::Ports;
 use sundial_app::record::Recorder;
@@ -24,7 +25,7 @@ use sundial_app::worker::{Worker, WorkerSettings};
 use sundial_domain::clock::Clock;
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::{RunInbox, RunQueue};
-use sundial_domain::ports::store::{IdempotencyStore, JobStore, RunStore, TickStateStore};
+use sundial_domain::ports::store::{GroupStore, IdempotencyStore, JobStore, RunStore, TickStateStore};
 use sundial_domain::ports::targets::Caller;
 use sundial_domain::ports::topics::JobTopics;
 
@@ -45,6 +46,7 @@ pub struct Services {
     pub idempotency: Arc<dyn IdempotencyStore>,
     pub claimer: Claimer,
     pub jobs: Jobs,
+    pub groups: Groups,
     pub run_control: RunControl,
     pub tick: Tick,
     pub worker: Worker,
@@ -97,9 +99,12 @@ impl Services {
             clients.lambda.clone(),
             config.targets.clone(),
         ));
+        let groups: Arc<dyn GroupStore> =
+            Arc::new(DynamoGroupStore::new(clients.dynamo.clone(), &r.jobs_table, ledger.clone()));
         let ports = Ports {
             jobs: job_store.clone(),
             runs: runs.clone(),
+            groups,
             tick_state: tick_state.clone(),
             queue: queue.clone(),
             bus,
@@ -122,7 +127,7 @@ impl Services {
             },
             public_url: config.public_url.clone(),
         };
-        let UseCases { announcer, recorder, claimer, jobs, run_control, tick, worker, watchdog } =
+        let UseCases { announcer, recorder, claimer, jobs, groups, run_control, tick, worker, watchdog } =
             UseCases::new(&ports, settings);
         Services {
             config,
@@ -138,6 +143,7 @@ impl Services {
             idempotency,
             claimer,
             jobs,
+            groups,
             run_control,
             tick,
             worker,

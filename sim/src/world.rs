@@ -170,6 +170,7 @@ impl World {
                 ledger: ledger.clone(),
                 sim: sim.clone(),
             }),
+            groups: Arc::new(sundial_memory::MemoryGroupStore::new()),
             tick_state: Arc::new(FaultyTickState {
                 inner: stores.tick_state.clone(),
                 faults: faults.clone(),

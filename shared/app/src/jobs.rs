@@ -9,6 +9,7 @@
 //! - resuming skips the instants missed while paused, like a suspended CronJob;
 //! - the `version` (the ETag) changes with every edit of the document.
 
+use crate::groups::{Groups, GroupsError};
 use crate::ports::Ports;
 use crate::tick::claim::Claimer;
 use crate::workflow::{GraphView, WorkflowError, Workflows};
@@ -72,6 +73,19 @@ impl From<StoreError> for JobsError {
                 JobsError::Malformed(ValidationError::new("next", "is not a token from a previous page"))
             }
             other => JobsError::Store(other),
+        }
+    }
+}
+
+impl From<GroupsError> for JobsError {
+    fn from(e: GroupsError) -> Self {
+        match e {
+            GroupsError::Invalid(v) => JobsError::Invalid(v),
+            GroupsError::Contended | GroupsError::InUse(_) => JobsError::Contended,
+            GroupsError::NotFound => {
+                JobsError::Invalid(ValidationError::new("group", "there is no such group"))
+            }
+            GroupsError::Store(s) => s.into(),
         }
     }
 }
@@ -161,14 +175,15 @@ pub struct Jobs {
     topics: Arc<dyn JobTopics>,
     page_tokens: PageTokens,
     workflows: Workflows,
+    groups: Groups,
 }
 
 impl Jobs {
-    pub fn new(ports: &Ports, claimer: Claimer, settings: JobsSettings) -> Self {
+    pub fn new(ports: &Ports, claimer: Claimer, groups: Groups, settings: JobsSettings) -> Self {
         let Ports { jobs: store, runs, clock, entropy, topics, .. } = ports.clone();
         let JobsSettings { limits, targets, page_tokens } = settings;
         let workflows = Workflows::new(store.clone(), runs, clock.clone());
-        Jobs { store, clock, entropy, limits, targets, claimer, topics, page_tokens, workflows }
+        Jobs { store, clock, entropy, limits, targets, claimer, topics, page_tokens, workflows, groups }
     }
 
     /// This service as reached at `origin` (the URL, or `host:port`, a request came in on): that
@@ -225,19 +240,25 @@ impl Jobs {
         if has_topic {
             self.topics.sync(&job).await.map_err(topic_error)?;
         }
-        // The parents learn of their child before it exists (see `workflow`).
-        let linked = self.workflows.link(&parents, &job.id).await.map_err(JobsError::from);
+        // The parents learn of their child, and the group of its job, before the job exists (see
+        // `workflow` and `groups`).
+        let linked = self.link_group(&job).await;
+        let linked = match linked {
+            Ok(()) => self.workflows.link(&parents, &job.id).await.map_err(JobsError::from),
+            Err(e) => Err(e),
+        };
         let created = match linked {
             Ok(()) => self.store.create(&job, self.limits.max_jobs_per_owner).await.map_err(JobsError::from),
             Err(e) => Err(e),
         };
         if let Err(e) = created {
             // A write that may have applied (its answer lost) keeps its links and its topic: a
-            // link whose child was never written is ignored, and an orphan topic is logged,
+            // link whose job was never written is ignored, and an orphan topic is logged,
             // while a job written without them would never run, or never tell.
             let maybe_written = matches!(e, JobsError::Store(ref s) if s.is_retryable());
             if !maybe_written {
                 self.workflows.unlink(&parents, &job.id).await;
+                self.unlink_group(&job).await;
                 if has_topic {
                     self.remove_topic(&job).await;
                 }
@@ -380,11 +401,18 @@ impl Jobs {
             let new_parents: Vec<JobId> =
                 parents.iter().filter(|p| !before.parents().contains(p)).cloned().collect();
             self.workflows.link(&new_parents, id).await?;
+            let group_changed = after.document.group != before.document.group;
+            if group_changed {
+                self.link_group(&after).await?;
+            }
             let updated = self.store.update(&before, &after).await;
             if updated.is_ok() {
                 let dropped: Vec<JobId> =
                     before.parents().into_iter().filter(|p| !parents.contains(p)).collect();
                 self.workflows.unlink(&dropped, id).await;
+                if group_changed {
+                    self.unlink_group(&before).await;
+                }
             }
             if notify_changed && updated.is_err() {
                 // Put the subscriptions back as the saved job has them.
@@ -452,10 +480,26 @@ impl Jobs {
             }
         };
         self.workflows.unlink(&job.parents(), &job.id).await;
+        self.unlink_group(&job).await;
         if has_endpoints(&job) {
             self.remove_topic(&job).await;
         }
         Ok(())
+    }
+
+    /// Links `job` to the group it names, if any (an error naming `group` if there is none).
+    async fn link_group(&self, job: &Job) -> JobsResult<()> {
+        match job.document.group.as_deref() {
+            Some(name) => Ok(self.groups.link(&job.owner, name, &job.id).await?),
+            None => Ok(()),
+        }
+    }
+
+    /// Unlinks `job` from the group it names, if any (best effort).
+    async fn unlink_group(&self, job: &Job) {
+        if let Some(name) = job.document.group.as_deref() {
+            self.groups.unlink(&job.owner, name, &job.id).await;
+        }
     }
 
     /// The subscriptions of the job's notification topic and their status.

@@ -10,7 +10,7 @@ use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::RunQueue;
-use sundial_domain::ports::store::{JobStore, RunStore, TickStateStore};
+use sundial_domain::ports::store::{GroupStore, JobStore, RunStore, TickStateStore};
 use sundial_domain::ports::targets::Caller;
 use sundial_domain::ports::topics::JobTopics;
 
@@ -19,6 +19,7 @@ use sundial_domain::ports::topics::JobTopics;
 pub struct Ports {
     pub jobs: Arc<dyn JobStore>,
     pub runs: Arc<dyn RunStore>,
+    pub groups: Arc<dyn GroupStore>,
     pub tick_state: Arc<dyn TickStateStore>,
     pub queue: Arc<dyn RunQueue>,
     pub bus: Arc<dyn EventBus>,

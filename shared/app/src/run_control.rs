@@ -173,7 +173,8 @@ impl RunControl {
         let outcome = if completion.succeeded { Outcome::Succeeded } else { Outcome::Failed };
         let output = completion.output.map(|o| sundial_domain::target::truncate(&o));
         let error = completion.error.map(|e| sundial_domain::target::truncate(&e));
-        let ending = Ending { outcome, status: None, error, output, permanent: completion.permanent };
+        let ending =
+            Ending { outcome, status: None, error, output, permanent: completion.permanent, unsent: false };
         let finish = Step::Finish { ending, jitter: self.entropy.unit() };
         let after = self.recorder.apply(&job, &run, &finish, now).await.map_err(|e| match e {
             StoreError::Conflict => CallbackError::NotOpen(run.state),

@@ -3,6 +3,7 @@
 //! way.
 
 use crate::announce::Announcer;
+use crate::groups::Groups;
 use crate::jobs::{Jobs, JobsSettings};
 use crate::ports::Ports;
 use crate::record::Recorder;
@@ -33,6 +34,7 @@ pub struct UseCases {
     pub recorder: Recorder,
     pub claimer: Claimer,
     pub jobs: Jobs,
+    pub groups: Groups,
     pub run_control: RunControl,
     pub tick: Tick,
     pub worker: Worker,
@@ -46,12 +48,14 @@ impl UseCases {
         let announcer =
             Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url).with_cascade(cascade);
         let recorder = Recorder::new(ports.runs.clone(), announcer.clone(), ports.timer.clone());
-        let jobs = Jobs::new(ports, claimer.clone(), settings.jobs);
+        let groups =
+            Groups::new(ports.groups.clone(), ports.jobs.clone(), ports.runs.clone(), ports.clock.clone());
+        let jobs = Jobs::new(ports, claimer.clone(), groups.clone(), settings.jobs);
         let tick = Tick::new(ports, claimer.clone(), settings.tick);
         let heartbeat_window = settings.worker.heartbeat_window;
         let worker = Worker::new(ports, recorder.clone(), settings.worker);
         let run_control = RunControl::new(ports, jobs.clone(), recorder.clone(), heartbeat_window);
         let watchdog = Watchdog::new(ports, recorder.clone(), settings.watchdog);
-        UseCases { announcer, recorder, claimer, jobs, run_control, tick, worker, watchdog }
+        UseCases { announcer, recorder, claimer, jobs, groups, run_control, tick, worker, watchdog }
     }
 }

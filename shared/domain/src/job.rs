@@ -81,6 +81,15 @@ pub struct JobDocument {
     pub start_deadline_s: Option<u32>,
     #[serde(default)]
     pub concurrency: ConcurrencyPolicy,
+    /// How often a run may call its target: at least once (retried after any failure) or at
+    /// most once (an attempt that may have reached the target is never repeated).
+    #[serde(default, skip_serializing_if = "Delivery::is_default")]
+    pub delivery: Delivery,
+    /// The concurrency group whose `max_running` limits this job's running attempts, shared
+    /// with the owner's other jobs of the group (`PUT /v1/groups/{name}` creates it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 64, pattern = r"^[A-Za-z0-9._-]+$"))]
+    pub group: Option<String>,
     #[serde(default)]
     pub catchup: CatchupPolicy,
     /// Publish `failing` after this many failed runs in a row.
@@ -251,6 +260,27 @@ pub enum ConcurrencyPolicy {
     Forbid,
     /// The active run is cancelled.
     Replace,
+}
+
+/// How often a run may call its target.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Every failed attempt is retried per `retry`: the target may be called more than once for
+    /// a run, and should be idempotent (each call carries the run's `Idempotency-Key`).
+    #[default]
+    AtLeastOnce,
+    /// An attempt that may have reached the target (any answer, a timeout, a lost worker, a 202
+    /// never completed) ends the run; only a failure certainly before the request left
+    /// (connection refused, a name that does not resolve) is retried per `retry`.
+    AtMostOnce,
+}
+
+impl Delivery {
+    pub fn is_default(&self) -> bool {
+        *self == Delivery::AtLeastOnce
+    }
 }
 
 /// When a job with parents runs for an instant, once every parent's run for it has ended.

@@ -17,6 +17,7 @@
 //! - [`auth`]: API keys (stored hashed) and owners; [`page_token`]: pagination tokens;
 //! - [`clock`]: time as an input; [`entropy`]: chance as an input;
 //! - [`workflow`]: jobs that run after other jobs: the graph checks and when a child runs;
+//! - [`group`]: concurrency groups: one owner's limit on running attempts, across workers;
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
 pub mod auth;
@@ -28,6 +29,7 @@ pub mod entropy;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
+pub mod group;
 pub mod inspect;
 pub mod job;
 pub mod limits;

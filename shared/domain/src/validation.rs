@@ -98,6 +98,17 @@ pub fn validate(
     if let Some(notify) = &doc.notify {
         validate_notify(notify, rules.targets)?;
     }
+    if let Some(group) = &doc.group {
+        if !crate::group::valid_name(group) {
+            return Err(ValidationError::new(
+                "group",
+                format!(
+                    "must be 1-{} characters of letters, digits, '-', '_' and '.'",
+                    crate::group::MAX_NAME_LEN
+                ),
+            ));
+        }
+    }
     if !doc.depends_on.is_empty() {
         if doc.schedule.is_some() {
             return Err(ValidationError::new(

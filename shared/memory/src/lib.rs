@@ -10,7 +10,8 @@
 //! its adapter to the same promises.
 //!
 //! - [`jobs`]: [`MemoryJobStore`]; [`runs`]: [`MemoryRunStore`]; [`tick`]:
-//!   [`MemoryTickStateStore`]; [`idempotency`]: [`MemoryIdempotencyStore`];
+//!   [`MemoryTickStateStore`]; [`idempotency`]: [`MemoryIdempotencyStore`]; [`groups`]:
+//!   [`MemoryGroupStore`];
 //! - [`queue`]: [`MemoryQueue`], the runs queue and its dead-letter queue;
 //! - [`bus`]: [`MemoryEventBus`]; [`topics`]: [`MemoryTopics`]; [`caller`]: [`ScriptedCaller`];
 //! - [`guard`]: the one way this crate takes its locks.
@@ -20,6 +21,7 @@
 
 pub mod bus;
 pub mod caller;
+pub mod groups;
 pub mod guard;
 pub mod idempotency;
 pub mod jobs;
@@ -30,6 +32,7 @@ pub mod topics;
 
 pub use bus::MemoryEventBus;
 pub use caller::ScriptedCaller;
+pub use groups::MemoryGroupStore;
 pub use idempotency::MemoryIdempotencyStore;
 pub use jobs::MemoryJobStore;
 pub use queue::MemoryQueue;

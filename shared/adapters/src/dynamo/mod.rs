@@ -1,12 +1,14 @@
 //! The storage ports in DynamoDB. Each store maps its SDK errors onto
 //! [`sundial_domain::ports::store::StoreError`], which says whether a retry can help.
 
+pub mod groups;
 pub mod idempotency;
 mod item;
 pub mod jobs;
 pub mod runs;
 pub mod tick;
 
+pub use groups::DynamoGroupStore;
 pub use idempotency::DynamoIdempotencyStore;
 pub use jobs::DynamoJobStore;
 pub use runs::DynamoRunStore;

@@ -110,11 +110,7 @@ impl Targets {
             Ok(()) => {}
             Err(Blocked::Refused(refused)) => return permanent(format!("refused: {refused}")),
             Err(unresolved @ Blocked::Unresolved { .. }) => {
-                return Answer::Failed {
-                    retryable: true,
-                    status: None,
-                    error: truncate(&unresolved.to_string()),
-                };
+                return Answer::NotSent { error: truncate(&unresolved.to_string()) };
             }
         }
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
@@ -168,6 +164,8 @@ impl Targets {
                 permanent(format!("refused: {}", refusal_in(&e).map(ToString::to_string).unwrap_or_default()))
             }
             Err(e) if e.is_timeout() => Answer::TimedOut,
+            // Connecting failed (refused, unreachable, the TLS handshake): nothing was sent.
+            Err(e) if e.is_connect() => Answer::NotSent { error: truncate(&format!("{e}")) },
             Err(e) if e.is_builder() => {
                 Answer::Failed { retryable: false, status: None, error: truncate(&e.to_string()) }
             }

@@ -15,6 +15,7 @@
 pub mod poll;
 
 use crate::emf::{Record, Unit, names};
+use crate::groups::slots::{Admission, Slots};
 use crate::meter::Meter;
 use crate::ports::Ports;
 use crate::record::Recorder;
@@ -77,13 +78,20 @@ pub struct Worker {
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
     meter: Arc<Meter>,
+    slots: Slots,
     settings: WorkerSettings,
 }
 
+/// How long a run waiting for its group's slot waits before it looks again, and the most a
+/// random spread adds to it (so that waiters released together do not look together).
+const GROUP_POLL_S: u32 = 3;
+const GROUP_POLL_SPREAD_S: f64 = 2.0;
+
 impl Worker {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WorkerSettings) -> Self {
-        let Ports { jobs, runs, caller, clock, entropy, meter, .. } = ports.clone();
-        Worker { jobs, runs, caller, recorder, clock, entropy, meter, settings }
+        let Ports { jobs, runs, groups, caller, clock, entropy, meter, timer, .. } = ports.clone();
+        let slots = Slots::new(groups, runs.clone(), timer);
+        Worker { jobs, runs, caller, recorder, clock, entropy, meter, slots, settings }
     }
 
     /// Handles one message body; `worker` names who runs the attempt.
@@ -167,6 +175,13 @@ impl Worker {
             if let Some(disposition) = self.apply_concurrency_policy(&job, &run, now).await? {
                 return Ok(disposition);
             }
+        }
+        if let Admission::Wait(full) = self.slots.admit(&job, &run, now).await? {
+            // A wait spends neither an attempt nor a receive: the message is replaced.
+            tracing::info!(group = job.document.group.as_deref().unwrap_or(""), %full, "waiting for a slot of the group");
+            let spread = (self.entropy.unit() * GROUP_POLL_SPREAD_S) as u32;
+            let look_again = Dispatch { message: run.next_message(), delay_s: GROUP_POLL_S + spread };
+            return Ok(Disposition::Replace(look_again));
         }
         self.attempt(&job, run, worker, now).await
     }
@@ -372,12 +387,17 @@ impl Worker {
             }
             Answer::TimedOut => Ending::new(Outcome::TimedOut)
                 .because(format!("no answer within {} s", call_limit.num_seconds())),
+            Answer::NotSent { error } => {
+                Ending { unsent: true, ..Ending::new(Outcome::Failed).because(error) }
+            }
             Answer::Failed { retryable, status, error } => {
                 // A permanent failure ends the run whatever attempts remain.
                 Ending { status, permanent: !retryable, ..Ending::new(Outcome::Failed).because(error) }
             }
         };
         let ended = self.finish(job, &started, ending, now).await;
+        // The attempt is over, however its end was recorded: its group's slot is free again.
+        self.slots.release(job, &started, n, now).await;
         if let Ok(run) = &ended {
             let last = run.attempts.last();
             tracing::info!(

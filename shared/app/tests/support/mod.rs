@@ -161,6 +161,7 @@ impl World {
         let ports = Ports {
             jobs: job_store.clone(),
             runs: runs.clone(),
+            groups: Arc::new(sundial_memory::MemoryGroupStore::new()),
             tick_state: tick_state.clone(),
             queue: queue.clone(),
             bus: bus.clone(),

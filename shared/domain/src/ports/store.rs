@@ -3,6 +3,7 @@
 //! Each adapter maps its own errors onto [`StoreError`], which says whether a retry can help, so
 //! no storage type crosses this boundary.
 
+use crate::group::Group;
 use crate::job::{Job, JobId};
 use crate::run::{Published, RunEvent};
 use crate::run::{Run, RunId, RunKey, RunState};
@@ -114,6 +115,21 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// exists with the version and `next_run_at` it was read with (`Conflict` otherwise): a job
     /// paused, edited or deleted since it was read is not re-armed.
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()>;
+}
+
+/// Concurrency groups, each one record written under its version.
+#[async_trait]
+pub trait GroupStore: Send + Sync + std::fmt::Debug {
+    /// The owner's group `name`, read consistently.
+    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<Group>>;
+
+    /// Writes `group`: a new one (`expected` = `None`, `Conflict` if the name exists) or over the
+    /// version `expected` (`Conflict` if it moved, `NotFound` if the group is gone). `group`
+    /// carries its new version.
+    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()>;
+
+    /// Deletes the group if it still has `version` (`Conflict` if not, `NotFound` if gone).
+    async fn delete(&self, owner: &str, name: &str, version: u64) -> StoreResult<()>;
 }
 
 /// Whether an insert created the run or found it there.

@@ -36,6 +36,11 @@ pub enum Answer {
         error: String,
     },
     TimedOut,
+    /// The request certainly never left: the connection was refused, or the target's name did
+    /// not resolve. Retried even for an at-most-once job.
+    NotSent {
+        error: String,
+    },
 }
 
 /// Calls targets.

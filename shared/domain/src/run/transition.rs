@@ -16,7 +16,7 @@
 //! while attempts remain and the failure is not permanent, else terminal.
 
 use super::{Attempt, Outcome, Run, RunEvent, RunKey, RunState};
-use crate::job::{EventKind, Job};
+use crate::job::{Delivery, EventKind, Job};
 use crate::retry;
 use chrono::{DateTime, Duration, Utc};
 
@@ -74,11 +74,14 @@ pub struct Ending {
     pub output: Option<String>,
     /// A failure retrying cannot fix: the run ends whatever attempts remain.
     pub permanent: bool,
+    /// The request certainly never left (connection refused, a name that does not resolve): even
+    /// an at-most-once run may try again.
+    pub unsent: bool,
 }
 
 impl Ending {
     pub fn new(outcome: Outcome) -> Self {
-        Ending { outcome, status: None, error: None, output: None, permanent: false }
+        Ending { outcome, status: None, error: None, output: None, permanent: false, unsent: false }
     }
 
     pub fn because(mut self, error: impl Into<String>) -> Self {
@@ -380,15 +383,25 @@ pub fn finished(job: &Job, run: &Run, ending: Ending, now: DateTime<Utc>, unit: 
         last.output = ending.output;
     }
     let policy = &job.document.retry;
+    let at_most_once = job.document.delivery == Delivery::AtMostOnce && !ending.unsent;
+    let attempts_remain = retry::attempts_remain(run.attempt, policy);
     let (state, retry_at) = match ending.outcome {
         Outcome::Succeeded => (RunState::Succeeded, None),
-        _ if !ending.permanent && retry::attempts_remain(run.attempt, policy) => {
+        _ if !ending.permanent && !at_most_once && attempts_remain => {
             (RunState::Retrying, Some(now + retry::backoff(run.attempt, policy, unit)))
         }
         Outcome::TimedOut => (RunState::TimedOut, None),
         _ => (RunState::Failed, None),
     };
-    Run { state, attempts, lease_until: None, retry_at, updated_at: now, ..run.clone() }
+    // Say why a run with attempts left was not retried: the attempt may have reached its target.
+    let reason = (at_most_once
+        && attempts_remain
+        && !ending.permanent
+        && state.is_terminal()
+        && state != RunState::Succeeded)
+        .then(|| format!("at_most_once: attempt {} may have reached the target; not repeated", run.attempt))
+        .or_else(|| run.reason.clone());
+    Run { state, attempts, lease_until: None, retry_at, reason, updated_at: now, ..run.clone() }
 }
 
 /// Why `run` may not start because of its job's pauses: the job is paused now, or the run's

@@ -1,0 +1,247 @@
+//! Concurrency groups as their owner manages them: create or change a group's limit, read it
+//! with its running and waiting counts, delete it once no job names it; and the links that keep
+//! "no job names it" exact. A job's create or edit links it to its group before the job is
+//! written (the link fails if the group is gone, so a job never names a deleted group); a delete
+//! of the group is fenced by the version the links move. The slots themselves are [`slots`]'s.
+
+pub mod slots;
+
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use sundial_domain::clock::Clock;
+use sundial_domain::group::{self, Group, GroupDocument, slot_is_held};
+use sundial_domain::job::{JobId, Owner};
+use sundial_domain::ports::store::{GroupStore, JobStore, RunStore, StoreError};
+use sundial_domain::run::RunId;
+use sundial_domain::validation::ValidationError;
+
+/// Why a group operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupsError {
+    /// A value Sundial cannot accept (422 at the API).
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+    #[error("group not found")]
+    NotFound,
+    /// Deleting a group jobs still name: they are named.
+    #[error("jobs name this group: {}; change their group first", .0.join(", "))]
+    InUse(Vec<String>),
+    #[error("the group kept changing while this change was applied; retry")]
+    Contended,
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for GroupsError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => GroupsError::NotFound,
+            other => GroupsError::Store(other),
+        }
+    }
+}
+
+/// A group as its owner sees it: its limit and how it is used right now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupView {
+    pub name: String,
+    pub max_running: u32,
+    /// Attempts holding a slot, checked against their runs.
+    pub running: usize,
+    /// Runs waiting for a slot.
+    pub waiting: usize,
+    /// The jobs that name the group.
+    pub jobs: Vec<JobId>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Changes of one group retried on a concurrent change.
+const ATTEMPTS: usize = 8;
+
+/// The group use cases.
+#[derive(Debug, Clone)]
+pub struct Groups {
+    groups: Arc<dyn GroupStore>,
+    jobs: Arc<dyn JobStore>,
+    runs: Arc<dyn RunStore>,
+    clock: Arc<dyn Clock>,
+}
+
+fn name_error(name: &str) -> GroupsError {
+    GroupsError::Invalid(ValidationError::new(
+        "name",
+        format!("`{name}` must be 1-{} characters of letters, digits, '-', '_' and '.'", group::MAX_NAME_LEN),
+    ))
+}
+
+impl Groups {
+    pub fn new(
+        groups: Arc<dyn GroupStore>,
+        jobs: Arc<dyn JobStore>,
+        runs: Arc<dyn RunStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Groups { groups, jobs, runs, clock }
+    }
+
+    /// Creates the group, or sets its limit. Lowering the limit below the attempts running lets
+    /// them finish; no new one starts until fewer run than the new limit.
+    pub async fn put(
+        &self,
+        owner: &Owner,
+        name: &str,
+        document: &GroupDocument,
+    ) -> Result<GroupView, GroupsError> {
+        if !group::valid_name(name) {
+            return Err(name_error(name));
+        }
+        if document.max_running == 0 || document.max_running > group::MAX_RUNNING {
+            return Err(GroupsError::Invalid(ValidationError::new(
+                "max_running",
+                format!("must be between 1 and {}", group::MAX_RUNNING),
+            )));
+        }
+        for _ in 0..ATTEMPTS {
+            let now = self.clock.now();
+            let written = match self.groups.get(owner, name).await? {
+                None => {
+                    let group = Group::new(owner, name, document.max_running, now);
+                    self.groups.put(&group, None).await.map(|()| group)
+                }
+                Some(before) if before.max_running == document.max_running => Ok(before),
+                Some(before) => {
+                    let after = Group {
+                        max_running: document.max_running,
+                        version: before.version + 1,
+                        updated_at: now,
+                        ..before.clone()
+                    };
+                    self.groups.put(&after, Some(before.version)).await.map(|()| after)
+                }
+            };
+            match written {
+                Ok(group) => return self.view(group).await,
+                Err(StoreError::Conflict | StoreError::NotFound) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(GroupsError::Contended)
+    }
+
+    pub async fn get(&self, owner: &Owner, name: &str) -> Result<GroupView, GroupsError> {
+        let group = self.groups.get(owner, name).await?.ok_or(GroupsError::NotFound)?;
+        self.view(group).await
+    }
+
+    /// Deletes the group; refused while a job names it (its links checked against the jobs,
+    /// so a link left by a create that failed does not keep the group forever).
+    pub async fn delete(&self, owner: &Owner, name: &str) -> Result<(), GroupsError> {
+        for _ in 0..ATTEMPTS {
+            let group = self.groups.get(owner, name).await?.ok_or(GroupsError::NotFound)?;
+            let users = self.users(&group).await?;
+            if !users.is_empty() {
+                return Err(GroupsError::InUse(users));
+            }
+            match self.groups.delete(owner, name, group.version).await {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(GroupsError::Contended)
+    }
+
+    /// Records that `job` names the group `name` of `owner`, before the job is written; an
+    /// error naming `group` if there is no such group.
+    pub async fn link(&self, owner: &Owner, name: &str, job: &JobId) -> Result<(), GroupsError> {
+        let missing = || {
+            GroupsError::Invalid(ValidationError::new(
+                "group",
+                format!("there is no group `{name}`; create it first with PUT /v1/groups/{name}"),
+            ))
+        };
+        for _ in 0..ATTEMPTS {
+            let Some(mut group) = self.groups.get(owner, name).await? else { return Err(missing()) };
+            if !group.jobs.insert(job.to_string()) {
+                return Ok(());
+            }
+            let expected = group.version;
+            group.version += 1;
+            group.updated_at = self.clock.now();
+            match self.groups.put(&group, Some(expected)).await {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Conflict) => continue,
+                Err(StoreError::NotFound) => return Err(missing()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(GroupsError::Contended)
+    }
+
+    /// Forgets that `job` names the group (after the job was written without it, or deleted).
+    /// Best effort: a link left behind is ignored by a delete of the group.
+    pub async fn unlink(&self, owner: &Owner, name: &str, job: &JobId) {
+        for _ in 0..ATTEMPTS {
+            let mut group = match self.groups.get(owner, name).await {
+                Ok(Some(group)) => group,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(group = %name, job_id = %job, error = %e, "group link left behind");
+                    return;
+                }
+            };
+            if !group.jobs.remove(job.as_str()) {
+                return;
+            }
+            let expected = group.version;
+            group.version += 1;
+            group.updated_at = self.clock.now();
+            match self.groups.put(&group, Some(expected)).await {
+                Ok(()) | Err(StoreError::NotFound) => return,
+                Err(StoreError::Conflict) => continue,
+                Err(e) => {
+                    tracing::warn!(group = %name, job_id = %job, error = %e, "group link left behind");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The names of the jobs that exist and name `group`.
+    async fn users(&self, group: &Group) -> Result<Vec<String>, GroupsError> {
+        let ids: Vec<JobId> = group.jobs.iter().filter_map(|id| JobId::parse(id)).collect();
+        let jobs = self.jobs.get_many(&ids).await?;
+        let mut names: Vec<String> = jobs
+            .into_iter()
+            .filter(|job| {
+                job.owner == group.owner && job.document.group.as_deref() == Some(group.name.as_str())
+            })
+            .map(|job| job.document.name)
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    async fn view(&self, group: Group) -> Result<GroupView, GroupsError> {
+        let now = self.clock.now();
+        let ids: Vec<RunId> = group.slots.keys().filter_map(|id| RunId::parse(id)).collect();
+        let runs = if ids.is_empty() { Vec::new() } else { self.runs.get_many(&ids).await? };
+        let running = group
+            .slots
+            .iter()
+            .filter(|(id, slot)| slot_is_held(slot, runs.iter().find(|r| r.id().to_string() == **id), now))
+            .count();
+        let waiting = group.live_waiters(now).count();
+        let jobs = group.jobs.iter().filter_map(|id| JobId::parse(id)).collect();
+        Ok(GroupView {
+            name: group.name,
+            max_running: group.max_running,
+            running,
+            waiting,
+            jobs,
+            created_at: group.created_at,
+            updated_at: group.updated_at,
+        })
+    }
+}

@@ -1,0 +1,303 @@
+//! Concurrency groups: one owner's limit on how many attempts of the jobs that name the group
+//! run at once, across every worker, and the ledger of slots and waiters that enforces it.
+//!
+//! A group is one stored record, written only under its version (optimistic concurrency), so
+//! every change below is decided on a fresh read and lands only if nobody changed the group
+//! meanwhile. A run takes a *slot* (its id and the attempt it is about to start) before its
+//! start write and gives it back after the attempt ends. A slot is never given away on time
+//! alone: it is free again only once its run shows the attempt is over ([`slot_is_held`]): the
+//! run moved past the attempt, ended, or its lease expired (a crashed worker's slot is reclaimed
+//! with its lease). A slot taken by a worker that crashed before its start write stays the
+//! run's, and the run's own message, when it returns, starts the attempt with it.
+//!
+//! A run that finds the group full *waits*: it is listed among the group's waiters, keeps its
+//! state (QUEUED or RETRYING) and its attempts, and looks again a few seconds later. A free slot
+//! goes to the oldest instant first: a run takes one only while fewer older waiters are live
+//! than slots are free. A waiter that stopped looking (its run ended or moved on) drops out of
+//! the order after [`WAITER_TTL`].
+
+use crate::run::{Run, RunState};
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The most attempts a group may let run at once.
+pub const MAX_RUNNING: u32 = 1_000;
+/// The longest a group name may be.
+pub const MAX_NAME_LEN: usize = 64;
+/// How long a waiter keeps its place in the order without looking again.
+pub const WAITER_TTL: Duration = Duration::seconds(120);
+/// How often a waiter's place is refreshed (a write), at most.
+pub const WAITER_REFRESH: Duration = Duration::seconds(40);
+
+/// What `PUT /v1/groups/{name}` accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct GroupDocument {
+    /// How many attempts of the group's jobs may run at once.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
+    pub max_running: u32,
+}
+
+/// A run's place in a group: an attempt about to start or running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slot {
+    /// The attempt the slot is for: the run's attempt number once it starts.
+    pub attempt: u32,
+    pub taken_at: DateTime<Utc>,
+}
+
+/// A run waiting for a slot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiter {
+    /// The run's order: its scheduled instant, then its id.
+    pub instant: DateTime<Utc>,
+    pub since: DateTime<Utc>,
+    pub seen_at: DateTime<Utc>,
+}
+
+/// A stored group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub owner: String,
+    pub name: String,
+    pub max_running: u32,
+    /// Run id → its slot.
+    #[serde(default)]
+    pub slots: BTreeMap<String, Slot>,
+    /// Run id → its place in the queue for a slot.
+    #[serde(default)]
+    pub waiting: BTreeMap<String, Waiter>,
+    /// The jobs that name this group: it is deleted only when none does.
+    #[serde(default)]
+    pub jobs: BTreeSet<String>,
+    /// Bumped by every write; the fence of the next.
+    pub version: u64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Why a run may not take a slot now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Full {
+    /// Slots taken.
+    pub running: usize,
+    pub max_running: u32,
+    /// Live waiters with an earlier place than the run.
+    pub ahead: usize,
+}
+
+impl std::fmt::Display for Full {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {} running", self.running, self.max_running)?;
+        if self.ahead > 0 {
+            write!(f, ", {} older run(s) waiting first", self.ahead)?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`Group::take`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Taken {
+    /// The run holds a slot for the attempt; `changed`: the group must be written.
+    Slot { changed: bool },
+    /// The run waits; `changed`: its place was added or refreshed and must be written.
+    Wait { full: Full, changed: bool },
+}
+
+impl Group {
+    /// A new group, version 1.
+    pub fn new(owner: &str, name: &str, max_running: u32, now: DateTime<Utc>) -> Self {
+        Group {
+            owner: owner.to_string(),
+            name: name.to_string(),
+            max_running,
+            slots: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            jobs: BTreeSet::new(),
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// Live waiters (seen within [`WAITER_TTL`]).
+    pub fn live_waiters(&self, now: DateTime<Utc>) -> impl Iterator<Item = (&String, &Waiter)> {
+        self.waiting.iter().filter(move |(_, w)| now - w.seen_at <= WAITER_TTL)
+    }
+
+    /// Takes a slot for `run`'s next attempt, or places it among the waiters. A run that already
+    /// holds the slot for that attempt keeps it (a duplicate message, or a retry of a start write
+    /// whose answer was lost).
+    pub fn take(&mut self, run_id: &str, run: &Run, now: DateTime<Utc>) -> Taken {
+        let attempt = run.attempt + 1;
+        if self.slots.get(run_id).is_some_and(|slot| slot.attempt == attempt) {
+            return Taken::Slot { changed: false };
+        }
+        let expired: Vec<String> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| now - w.seen_at > WAITER_TTL)
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut changed = !expired.is_empty();
+        for id in expired {
+            self.waiting.remove(&id);
+        }
+        let order = (run.scheduled_at(), run_id);
+        let ahead = self
+            .waiting
+            .iter()
+            .filter(|(id, w)| id.as_str() != run_id && (w.instant, id.as_str()) < order)
+            .count();
+        let free = (self.max_running as usize).saturating_sub(self.slots.len());
+        if ahead < free {
+            self.waiting.remove(run_id);
+            self.slots.insert(run_id.to_string(), Slot { attempt, taken_at: now });
+            return Taken::Slot { changed: true };
+        }
+        let full = Full { running: self.slots.len(), max_running: self.max_running, ahead };
+        match self.waiting.get_mut(run_id) {
+            Some(waiter) if now - waiter.seen_at < WAITER_REFRESH => {}
+            Some(waiter) => {
+                waiter.seen_at = now;
+                changed = true;
+            }
+            None => {
+                let waiter = Waiter { instant: run.scheduled_at(), since: now, seen_at: now };
+                self.waiting.insert(run_id.to_string(), waiter);
+                changed = true;
+            }
+        }
+        Taken::Wait { full, changed }
+    }
+
+    /// Gives back `run_id`'s slot for `attempt`, if it still holds it; true if anything changed.
+    pub fn release(&mut self, run_id: &str, attempt: u32) -> bool {
+        if self.slots.get(run_id).is_some_and(|slot| slot.attempt == attempt) {
+            self.slots.remove(run_id);
+            return true;
+        }
+        false
+    }
+
+    /// Drops `run_id` from the waiters (its run ended or started elsewhere); true if it was one.
+    pub fn forget_waiter(&mut self, run_id: &str) -> bool {
+        self.waiting.remove(run_id).is_some()
+    }
+
+    /// Whether every slot is taken (before any reclaim).
+    pub fn is_full(&self) -> bool {
+        self.slots.len() >= self.max_running as usize
+    }
+}
+
+/// Whether the slot for `slot.attempt` is still its run's, from a fresh read of the run
+/// (`None`: the run is gone): the run is about to start that attempt (still waiting at the
+/// attempt before it), or runs it under a live lease.
+pub fn slot_is_held(slot: &Slot, run: Option<&Run>, now: DateTime<Utc>) -> bool {
+    let Some(run) = run else { return false };
+    let waiting = matches!(run.state, RunState::Queued | RunState::Retrying);
+    let about_to_start = waiting && run.attempt + 1 == slot.attempt;
+    let running = run.state == RunState::Running
+        && run.attempt == slot.attempt
+        && run.lease_until.is_some_and(|lease| lease > now);
+    about_to_start || running
+}
+
+/// Checks a group name: 1–64 letters, digits, `-`, `_`, `.`.
+pub fn valid_name(name: &str) -> bool {
+    let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    !name.is_empty() && name.len() <= MAX_NAME_LEN && ok_chars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::at;
+    use crate::run::RunKey;
+    use crate::run::transition::claim;
+
+    fn run(minute: u32) -> Run {
+        let job = crate::fixtures::job(serde_json::json!({}));
+        let instant = at(&format!("2026-01-01T00:{minute:02}:00Z"));
+        claim(&job, RunKey::scheduled(instant), instant, instant, Duration::days(1))
+    }
+
+    #[test]
+    fn a_full_group_makes_runs_wait_and_frees_slots_to_the_oldest_first() {
+        let now = at("2026-01-01T01:00:00Z");
+        let mut group = Group::new("o", "etl", 1, now);
+        let (a, b, c) = (run(1), run(2), run(3));
+        assert_eq!(group.take("a", &a, now), Taken::Slot { changed: true });
+        assert!(matches!(group.take("c", &c, now), Taken::Wait { changed: true, .. }));
+        assert!(matches!(group.take("b", &b, now), Taken::Wait { changed: true, .. }));
+        assert!(group.release("a", 1));
+        // C looks first, but B's instant is older: C waits behind it.
+        match group.take("c", &c, now) {
+            Taken::Wait { full, changed } => {
+                assert_eq!((full.running, full.ahead), (0, 1));
+                assert!(!changed, "a place seen moments ago is not rewritten");
+            }
+            other => panic!("C took {other:?}"),
+        }
+        assert_eq!(group.take("b", &b, now), Taken::Slot { changed: true });
+        assert!(group.waiting.contains_key("c") && !group.waiting.contains_key("b"));
+    }
+
+    #[test]
+    fn a_waiter_that_stopped_looking_loses_its_place() {
+        let now = at("2026-01-01T01:00:00Z");
+        let mut group = Group::new("o", "etl", 1, now);
+        group.take("a", &run(1), now);
+        group.take("b", &run(2), now);
+        group.release("a", 1);
+        let later = now + WAITER_TTL + Duration::seconds(1);
+        assert_eq!(group.take("c", &run(3), later), Taken::Slot { changed: true });
+        assert!(group.waiting.is_empty());
+    }
+
+    #[test]
+    fn a_slot_is_taken_once_per_attempt_and_released_only_by_its_attempt() {
+        let now = at("2026-01-01T01:00:00Z");
+        let mut group = Group::new("o", "etl", 1, now);
+        let a = run(1);
+        group.take("a", &a, now);
+        assert_eq!(group.take("a", &a, now), Taken::Slot { changed: false });
+        assert!(!group.release("a", 2));
+        assert!(group.is_full());
+        assert!(group.release("a", 1));
+        assert!(!group.is_full());
+    }
+
+    #[test]
+    fn a_slot_is_held_while_its_attempt_is_about_to_start_or_runs_under_a_live_lease() {
+        let now = at("2026-01-01T01:00:00Z");
+        let slot = Slot { attempt: 1, taken_at: now };
+        let queued = run(1);
+        assert!(slot_is_held(&slot, Some(&queued), now));
+        let running = Run {
+            state: RunState::Running,
+            attempt: 1,
+            lease_until: Some(now + Duration::seconds(30)),
+            ..queued.clone()
+        };
+        assert!(slot_is_held(&slot, Some(&running), now));
+        assert!(!slot_is_held(&slot, Some(&running), now + Duration::seconds(31)), "lease expired");
+        let retrying = Run { state: RunState::Retrying, ..running.clone() };
+        assert!(!slot_is_held(&slot, Some(&retrying), now), "the attempt is over");
+        let ended = Run { state: RunState::Succeeded, ..running };
+        assert!(!slot_is_held(&slot, Some(&ended), now));
+        assert!(!slot_is_held(&slot, None, now));
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(valid_name("etl-nightly_1.a"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("a b"));
+        assert!(!valid_name(&"x".repeat(65)));
+    }
+}

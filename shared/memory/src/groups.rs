@@ -1,0 +1,56 @@
+//! Concurrency groups in memory: [`MemoryGroupStore`], the [`GroupStore`] that behaves as the
+//! groups' items in the DynamoDB jobs table do (`sundial_adapters::dynamo::groups`): one record
+//! per owner and name, created only if absent, replaced and deleted only under the version read.
+
+use crate::guard::lock;
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use sundial_domain::group::Group;
+use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
+
+/// Concurrency groups in memory.
+#[derive(Debug, Default)]
+pub struct MemoryGroupStore {
+    groups: Mutex<HashMap<(String, String), Group>>,
+}
+
+impl MemoryGroupStore {
+    pub fn new() -> Self {
+        MemoryGroupStore::default()
+    }
+}
+
+#[async_trait]
+impl GroupStore for MemoryGroupStore {
+    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<Group>> {
+        Ok(lock(&self.groups).get(&(owner.to_string(), name.to_string())).cloned())
+    }
+
+    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()> {
+        let mut groups = lock(&self.groups);
+        let key = (group.owner.clone(), group.name.clone());
+        match (groups.get(&key), expected) {
+            (None, None) => {}
+            (Some(_), None) => return Err(StoreError::Conflict),
+            (None, Some(_)) => return Err(StoreError::NotFound),
+            (Some(stored), Some(version)) if stored.version != version => return Err(StoreError::Conflict),
+            (Some(_), Some(_)) => {}
+        }
+        groups.insert(key, group.clone());
+        Ok(())
+    }
+
+    async fn delete(&self, owner: &str, name: &str, version: u64) -> StoreResult<()> {
+        let mut groups = lock(&self.groups);
+        let key = (owner.to_string(), name.to_string());
+        match groups.get(&key) {
+            None => Err(StoreError::NotFound),
+            Some(stored) if stored.version != version => Err(StoreError::Conflict),
+            Some(_) => {
+                groups.remove(&key);
+                Ok(())
+            }
+        }
+    }
+}
