@@ -1129,7 +1129,11 @@ impl Pace for RealPace {
 }
 
 fn dispatch(tag: &str, delay_s: u32) -> Dispatch {
-    Dispatch { message: RunMessage { job_id: tag.to_string(), run_key: "k".into(), attempt: 1 }, delay_s }
+    Dispatch {
+        message: RunMessage { job_id: tag.to_string(), run_key: "k".into(), attempt: 1 },
+        delay_s,
+        tenant: "owner-a".into(),
+    }
 }
 
 fn body_of(d: &Dispatch) -> String {

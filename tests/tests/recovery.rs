@@ -576,7 +576,8 @@ async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
         targets: services.config.targets.clone(),
         page_tokens: services.config.page_tokens.clone(),
     };
-    services.jobs = sundial_app::jobs::Jobs::new(&ports, services.claimer.clone(), settings);
+    services.jobs =
+        sundial_app::jobs::Jobs::new(&ports, services.claimer.clone(), services.groups.clone(), settings);
     let api = sundial_tests::Api::over(&services);
     let call = || {
         Call::new(Method::POST, format!("/v1/jobs/{id}/trigger"))

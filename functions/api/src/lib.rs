@@ -2,6 +2,7 @@
 //! axum in the local runtime.
 //!
 //! - [`jobs`]: the `/v1/jobs` handlers; [`runs`]: run history, control and target callbacks;
+//!   [`groups`]: the owner's concurrency groups;
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
 //! - [`extract`]: request decoding with field-named errors, through [`strict_json`] (no repeated
 //!   keys); [`error`]: error responses;
@@ -19,6 +20,7 @@ pub mod dashboard;
 pub mod edge;
 pub mod error;
 pub mod extract;
+pub mod groups;
 pub mod idempotency;
 pub mod jobs;
 pub mod observe;
@@ -47,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/backfill", post(jobs::backfill))
         .route("/v1/jobs/{id}/rotate-secret", post(jobs::rotate_secret))
         .route("/v1/jobs/{id}/runs", get(runs::list))
+        .route("/v1/groups/{name}", get(groups::get).put(groups::put).delete(groups::delete))
         .route("/v1/runs/{id}", get(runs::get))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route("/v1/runs/{id}/rerun", post(runs::rerun))

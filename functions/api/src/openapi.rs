@@ -30,11 +30,15 @@ use utoipa::{Modify, OpenApi};
         crate::runs::rerun,
         crate::runs::heartbeat,
         crate::runs::complete,
+        crate::groups::put,
+        crate::groups::get,
+        crate::groups::delete,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "jobs", description = "Job definitions and their schedules"),
         (name = "runs", description = "Run history and control"),
+        (name = "groups", description = "Concurrency groups: how many runs of their jobs execute at once"),
         (name = "callbacks", description = "Called by targets that answered 202, with the run's callback token"),
     )
 )]

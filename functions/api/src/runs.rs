@@ -68,8 +68,9 @@ pub async fn get(
     Caller(owner): Caller,
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
-    let (run, _) = state.run_control.get(&owner, &id).await.map_err(not_found_as_run)?;
-    Ok(Json(state.run_view(&run)))
+    let (run, job) = state.run_control.get(&owner, &id).await.map_err(not_found_as_run)?;
+    let waiting = state.run_control.wait(&run, job.as_ref()).await;
+    Ok(Json(RunView { waiting, ..state.run_view(&run) }))
 }
 
 /// Cancel a run that has not ended.

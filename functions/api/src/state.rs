@@ -2,6 +2,7 @@
 
 use crate::view::RunView;
 use std::sync::Arc;
+use sundial_app::groups::Groups;
 use sundial_app::jobs::Jobs;
 use sundial_app::meter::Meter;
 use sundial_app::run_control::RunControl;
@@ -18,6 +19,7 @@ pub const BODY_OVERHEAD: usize = 32 * 1024;
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub jobs: Jobs,
+    pub groups: Groups,
     pub run_control: RunControl,
     pub idempotency: Arc<dyn IdempotencyStore>,
     pub api_keys: Arc<ApiKeys>,
@@ -31,6 +33,7 @@ impl AppState {
     pub fn new(services: &Services) -> Self {
         AppState {
             jobs: services.jobs.clone(),
+            groups: services.groups.clone(),
             run_control: services.run_control.clone(),
             idempotency: services.idempotency.clone(),
             api_keys: Arc::new(services.config.api_keys.clone()),

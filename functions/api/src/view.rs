@@ -6,6 +6,7 @@ use serde::Serialize;
 use sundial_domain::job::{Job, JobDocument};
 use sundial_domain::ports::topics::Subscription;
 use sundial_domain::run::{Attempt, Run, RunKind, RunState};
+use sundial_domain::waiting::Wait;
 use sundial_shared::logs::{LogLocation, LogsLink};
 use utoipa::ToSchema;
 
@@ -166,6 +167,10 @@ pub struct RunView {
     pub workflow: Option<String>,
     /// Where the run's logs are: the local log, or a CloudWatch Logs Insights query in AWS.
     pub logs: LogsLink,
+    /// Why a waiting run has not started yet (its flexible offset, a backoff, its group being
+    /// full); shown by `GET /v1/runs/{id}`, absent from listings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Wait>,
 }
 
 /// One page of runs.
@@ -191,6 +196,7 @@ impl RunView {
             sla_missed: run.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::SlaMissed),
             workflow: run.workflow.as_ref().map(|root| root.to_string()),
             logs: logs.link(&run.id().to_string()),
+            waiting: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
 use sundial_domain::dispatch::{BATCH, Dispatch, HOLD_S, MAX_DELAY_S};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
 
@@ -61,6 +61,7 @@ impl SqsRunQueue {
                 .id(i.to_string())
                 .message_body(body)
                 .delay_seconds(d.delay_s.min(MAX_DELAY_S) as i32)
+                .message_group_id(&d.tenant)
                 .build();
             match entry {
                 Ok(entry) => entries.push(entry),
@@ -184,6 +185,7 @@ impl RunInbox for SqsRunQueue {
                 .receive_message()
                 .queue_url(&self.dlq_url)
                 .max_number_of_messages(10)
+                .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
                 .send()
                 .await
                 .map_err(queue_error)?;
@@ -192,10 +194,17 @@ impl RunInbox for SqsRunQueue {
                 return Ok(moved);
             }
             for m in messages {
+                // The tenant goes back with the message, where the dead-letter queue kept it.
+                let tenant = m
+                    .attributes
+                    .as_ref()
+                    .and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId))
+                    .cloned();
                 self.client
                     .send_message()
                     .queue_url(&self.url)
                     .message_body(m.body.unwrap_or_default())
+                    .set_message_group_id(tenant)
                     .send()
                     .await
                     .map_err(queue_error)?;

@@ -13,9 +13,10 @@ use sundial_domain::clock::Clock;
 use sundial_domain::dispatch::Dispatch;
 use sundial_domain::job::{Job, Owner};
 use sundial_domain::ports::queue::RunQueue;
-use sundial_domain::ports::store::{JobStore, Page, RunStore, StoreError};
+use sundial_domain::ports::store::{GroupStore, JobStore, Page, RunStore, StoreError};
 use sundial_domain::run::transition::{self, Ending, Step};
 use sundial_domain::run::{Outcome, Run, RunId, RunState};
+use sundial_domain::waiting::{Wait, wait_of};
 
 /// Why a callback was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -47,6 +48,7 @@ pub struct RunControl {
     recorder: Recorder,
     job_store: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
+    groups: Arc<dyn GroupStore>,
     queue: Arc<dyn RunQueue>,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn sundial_domain::entropy::Entropy>,
@@ -55,8 +57,21 @@ pub struct RunControl {
 
 impl RunControl {
     pub fn new(ports: &Ports, jobs: Jobs, recorder: Recorder, heartbeat_window: Duration) -> Self {
-        let Ports { jobs: job_store, runs, queue, clock, entropy, .. } = ports.clone();
-        RunControl { jobs, recorder, job_store, runs, queue, clock, entropy, heartbeat_window }
+        let Ports { jobs: job_store, runs, groups, queue, clock, entropy, .. } = ports.clone();
+        RunControl { jobs, recorder, job_store, runs, groups, queue, clock, entropy, heartbeat_window }
+    }
+
+    /// Why `run` (of `job`) has not started yet, if it waits: its flexible offset, its backoff,
+    /// or its group (read for the purpose). A group that cannot be read says nothing.
+    pub async fn wait(&self, run: &Run, job: Option<&Job>) -> Option<Wait> {
+        let now = self.clock.now();
+        let group = match job.and_then(|j| Some((j, j.document.group.as_deref()?))) {
+            Some((job, name)) if run.state.is_in_flight() => {
+                self.groups.get(&job.owner, name).await.ok().flatten()
+            }
+            _ => None,
+        };
+        wait_of(run, group.as_ref(), now)
     }
 
     /// A job's runs, newest first.

@@ -648,7 +648,7 @@ async fn paused_and_deleted_jobs_do_not_execute() {
 async fn malformed_messages_are_dead_lettered_and_dead_letters_fail_their_run() {
     let world = World::at(START);
     let bad = RunMessage { job_id: "not-a-job".into(), run_key: "not-a-key".into(), attempt: 1 };
-    let sent = world.queue.send(&[Dispatch { message: bad, delay_s: 0 }]).await;
+    let sent = world.queue.send(&[Dispatch { message: bad, delay_s: 0, tenant: "t".into() }]).await;
     assert!(sent.iter().all(Result::is_ok));
     assert_eq!(world.deliver().await, 1);
     assert_eq!(world.queue.depth(), 0);

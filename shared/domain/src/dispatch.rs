@@ -22,14 +22,41 @@ pub const BATCH: usize = 10;
 pub struct Dispatch {
     pub message: RunMessage,
     pub delay_s: u32,
+    /// Whose run it is, as the queue's fair-share tenant (SQS `MessageGroupId`): one owner's
+    /// burst does not hold the other owners' messages back. See [`tenant_of`].
+    pub tenant: String,
 }
 
 impl Dispatch {
     /// The message for `run`'s next attempt, visible when that attempt may start.
     pub fn next_attempt(run: &Run, now: DateTime<Utc>) -> Dispatch {
         let at = run.waits_until().unwrap_or(now);
-        Dispatch { message: run.next_message(), delay_s: delay_until(at, now) }
+        Dispatch::after(run, delay_until(at, now))
     }
+
+    /// The message for `run`'s next attempt, visible in `delay_s` seconds.
+    pub fn after(run: &Run, delay_s: u32) -> Dispatch {
+        Dispatch { message: run.next_message(), delay_s, tenant: tenant_of(&run.owner) }
+    }
+}
+
+/// The longest `MessageGroupId` SQS accepts.
+pub const MAX_TENANT_LEN: usize = 128;
+
+/// An owner as a fair-share tenant id: the owner itself when SQS accepts it as a
+/// `MessageGroupId` (1–128 ASCII letters, digits and punctuation), else `h-` and the hex of its
+/// SHA-256, so that every owner stays one distinct, valid tenant.
+pub fn tenant_of(owner: &str) -> String {
+    let valid = !owner.is_empty()
+        && owner.len() <= MAX_TENANT_LEN
+        && owner.bytes().all(|b| b.is_ascii_alphanumeric() || b.is_ascii_punctuation());
+    if valid {
+        return owner.to_string();
+    }
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(owner.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("h-{hex}")
 }
 
 /// How long a consumer holds a message it received; it extends the hold every
@@ -58,6 +85,17 @@ pub fn delay_until(due: DateTime<Utc>, now: DateTime<Utc>) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_owner_is_a_valid_distinct_tenant() {
+        assert_eq!(tenant_of("team-a"), "team-a");
+        assert_eq!(tenant_of("arn:aws:iam::1:user/x"), "arn:aws:iam::1:user/x");
+        for odd in ["", "with space", "ténant", &"x".repeat(129)] {
+            let tenant = tenant_of(odd);
+            assert!(tenant.starts_with("h-") && tenant.len() == 66, "{odd:?} → {tenant}");
+        }
+        assert_ne!(tenant_of("with space"), tenant_of("with  space"));
+    }
     use chrono::Duration;
 
     #[test]

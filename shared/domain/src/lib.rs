@@ -17,6 +17,7 @@
 //! - [`auth`]: API keys (stored hashed) and owners; [`page_token`]: pagination tokens;
 //! - [`clock`]: time as an input; [`entropy`]: chance as an input;
 //! - [`workflow`]: jobs that run after other jobs: the graph checks and when a child runs;
+//! - [`waiting`]: why a waiting run has not started (its offset, a backoff, its group);
 //! - [`group`]: concurrency groups: one owner's limit on running attempts, across workers;
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
@@ -42,4 +43,5 @@ pub mod run;
 pub mod schedule;
 pub mod target;
 pub mod validation;
+pub mod waiting;
 pub mod workflow;

@@ -278,7 +278,7 @@ mod tests {
 
     fn dispatch(attempt: u32, delay_s: u32) -> Dispatch {
         let message = RunMessage { job_id: "j".into(), run_key: "k".into(), attempt };
-        Dispatch { message, delay_s }
+        Dispatch { message, delay_s, tenant: "t".into() }
     }
 
     fn queue() -> (Arc<ManualClock>, MemoryQueue) {

@@ -180,7 +180,7 @@ impl Worker {
             // A wait spends neither an attempt nor a receive: the message is replaced.
             tracing::info!(group = job.document.group.as_deref().unwrap_or(""), %full, "waiting for a slot of the group");
             let spread = (self.entropy.unit() * GROUP_POLL_SPREAD_S) as u32;
-            let look_again = Dispatch { message: run.next_message(), delay_s: GROUP_POLL_S + spread };
+            let look_again = Dispatch::after(&run, GROUP_POLL_S + spread);
             return Ok(Disposition::Replace(look_again));
         }
         self.attempt(&job, run, worker, now).await
