@@ -137,6 +137,13 @@ impl MemoryQueue {
         state.messages.iter().map(|m| m.body.clone()).collect()
     }
 
+    /// How often each message on the runs queue was received, in send order.
+    pub fn receive_counts(&self) -> Vec<u32> {
+        let mut state = lock(&self.state);
+        state.expire(self.clock.now());
+        state.messages.iter().map(|m| m.receive_count).collect()
+    }
+
     /// How many messages the runs queue holds, visible, delayed or held.
     pub fn depth(&self) -> usize {
         self.bodies().len()

@@ -135,6 +135,7 @@ pub struct World {
     pub recorder: Recorder,
     pub claimer: Claimer,
     pub jobs: Jobs,
+    pub groups: sundial_app::groups::Groups,
     pub run_control: RunControl,
     pub tick: Tick,
     pub worker: Worker,
@@ -192,7 +193,7 @@ impl World {
                 public_url: None,
             },
         );
-        let UseCases { recorder, claimer, jobs, run_control, tick, worker, watchdog, .. } = use_cases;
+        let UseCases { recorder, claimer, jobs, groups, run_control, tick, worker, watchdog, .. } = use_cases;
         World {
             clock,
             job_store,
@@ -206,6 +207,7 @@ impl World {
             recorder,
             claimer,
             jobs,
+            groups,
             run_control,
             tick,
             worker,

@@ -1,0 +1,247 @@
+//! Delivery per job and concurrency groups, over the ports in memory on a manual clock: an
+//! at-most-once run never calls its target a second time, whatever ends its attempt, but tries
+//! again when the request certainly never left; a group's limit holds across workers, a waiting
+//! run spends neither an attempt nor a receive, and a slot comes back when its attempt ends,
+//! however it ends.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+mod support;
+
+use serde_json::json;
+use std::sync::Arc;
+use sundial_app::groups::GroupsError;
+use sundial_app::jobs::JobsError;
+use sundial_app::run_control::Completion;
+use sundial_app::worker::Disposition;
+use sundial_domain::group::GroupDocument;
+use sundial_domain::job::Job;
+use sundial_domain::ports::queue::RunInbox;
+use sundial_domain::ports::targets::Answer;
+use sundial_domain::run::{Outcome, RunId, RunState};
+use sundial_domain::waiting::Wait;
+use support::{Hanging, OWNER, Settings, World, job};
+
+const START: &str = "2030-01-01T12:00:00Z";
+
+fn owner() -> String {
+    OWNER.to_string()
+}
+
+fn yearly(name: &str, extra: serde_json::Value) -> serde_json::Value {
+    job(name, json!({"cron": "0 0 1 1 *"}), extra)
+}
+
+async fn group(world: &World, name: &str, max_running: u32) {
+    world.groups.put(&owner(), name, &GroupDocument { max_running }).await.unwrap();
+}
+
+fn outcomes(world: &World, id: &RunId) -> Vec<Option<Outcome>> {
+    let run = world.runs.all().into_iter().find(|r| r.id() == *id).unwrap();
+    run.attempts.iter().map(|a| a.outcome).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// At-most-once
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_at_most_once_run_whose_attempt_timed_out_is_not_called_again() {
+    let world = World::with(START, Settings::default().answer(Answer::TimedOut));
+    let job =
+        world.create(yearly("once", json!({"delivery": "at_most_once", "retry": {"max_attempts": 3}}))).await;
+    let id = world.trigger(&job).await;
+    let run = world.drive(&id, 120).await;
+    assert_eq!(run.state, RunState::TimedOut);
+    assert_eq!(world.caller.calls().len(), 1, "called exactly once with two attempts left");
+    assert!(
+        run.reason.as_deref().unwrap().starts_with("at_most_once: attempt 1 may have reached"),
+        "{run:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_at_least_once_run_whose_attempt_timed_out_is_called_again() {
+    let world = World::with(START, Settings::default().answer(Answer::TimedOut));
+    let job = world.create(yearly("again", json!({"retry": {"max_attempts": 3, "backoff_s": 1}}))).await;
+    let id = world.trigger(&job).await;
+    let run = world.drive(&id, 120).await;
+    assert_eq!((run.state, world.caller.calls().len()), (RunState::TimedOut, 3));
+}
+
+#[tokio::test]
+async fn a_lost_worker_of_an_at_most_once_run_causes_no_second_call() {
+    let world = World::at(START);
+    let job = world
+        .create(yearly(
+            "once",
+            json!({"delivery": "at_most_once", "timeout_s": 5, "retry": {"max_attempts": 3}}),
+        ))
+        .await;
+    let id = world.trigger(&job).await;
+    let hanging = Arc::new(Hanging::default());
+    let doomed = world.worker_calling(hanging.clone());
+    let message = world.queue.receive(10, 0).await.unwrap().remove(0);
+    tokio::select! {
+        _ = doomed.handle(&message.body, "doomed") => panic!("a hanging call never returns"),
+        () = hanging.called.notified() => {}
+    }
+    // The lease runs out; the watchdog ends the attempt as lost, and the run with it.
+    world.pass(5 + 30 + 1);
+    assert_eq!(world.watchdog.run().await.unwrap().lost, 1);
+    // The dead worker's message comes back too: it finds the run ended.
+    assert_eq!(world.worker.handle(&message.body, "w").await, Disposition::Delete);
+    world.pass(120);
+    world.deliver().await;
+    let run = world.run(&id).await;
+    assert_eq!(run.state, RunState::Failed);
+    assert_eq!(outcomes(&world, &id), vec![Some(Outcome::Lost)]);
+    assert_eq!((hanging.calls(), world.caller.calls().len()), (1, 0), "no second call");
+}
+
+#[tokio::test]
+async fn an_at_most_once_request_that_never_left_is_tried_again() {
+    let world = World::at(START);
+    world.caller.push(Answer::NotSent { error: "connection refused".into() });
+    let job = world
+        .create(yearly(
+            "once",
+            json!({"delivery": "at_most_once", "retry": {"max_attempts": 3, "backoff_s": 1}}),
+        ))
+        .await;
+    let id = world.trigger(&job).await;
+    let run = world.drive(&id, 60).await;
+    assert_eq!(run.state, RunState::Succeeded);
+    assert_eq!(outcomes(&world, &id), vec![Some(Outcome::Failed), Some(Outcome::Succeeded)]);
+    assert_eq!(world.caller.calls().len(), 2);
+}
+
+#[tokio::test]
+async fn an_accepted_at_most_once_attempt_never_completed_ends_the_run() {
+    let world = World::with(START, Settings::default().answer(Answer::Accepted { status: 202 }));
+    let job =
+        world.create(yearly("once", json!({"delivery": "at_most_once", "retry": {"max_attempts": 3}}))).await;
+    let id = world.trigger(&job).await;
+    world.deliver().await;
+    world.pass(61);
+    assert_eq!(world.watchdog.run().await.unwrap().lost, 1);
+    world.pass(60);
+    world.deliver().await;
+    assert_eq!(world.run(&id).await.state, RunState::Failed);
+    assert_eq!(world.caller.calls().len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency groups
+// ---------------------------------------------------------------------------------------------
+
+/// Jobs `name-0`… of group `etl`, each triggered once; their runs, in trigger order.
+async fn triggered_in_group(world: &World, n: usize) -> (Vec<Job>, Vec<RunId>) {
+    let mut jobs = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let job = world.create(yearly(&format!("job-{i}"), json!({"group": "etl"}))).await;
+        ids.push(world.trigger(&job).await);
+        jobs.push(job);
+        world.pass(1);
+    }
+    (jobs, ids)
+}
+
+#[tokio::test]
+async fn a_full_group_makes_runs_wait_without_spending_attempts_and_frees_its_slot_on_completion() {
+    let world = World::with(START, Settings::default().answer(Answer::Accepted { status: 202 }));
+    group(&world, "etl", 1).await;
+    let (_, ids) = triggered_in_group(&world, 3).await;
+    world.deliver().await;
+    let states: Vec<RunState> = futures_states(&world, &ids).await;
+    assert_eq!(states, vec![RunState::Running, RunState::Queued, RunState::Queued]);
+    let second = world.run(&ids[1]).await;
+    assert_eq!(second.attempt, 0, "waiting spends no attempt");
+    let (_, job) = world.run_control.get(&owner(), &ids[2]).await.unwrap();
+    assert_eq!(
+        world.run_control.wait(&world.run(&ids[2]).await, job.as_ref()).await,
+        Some(Wait::Group { group: "etl".into(), running: 1, max_running: 1, ahead: 1 })
+    );
+    let view = world.groups.get(&owner(), "etl").await.unwrap();
+    assert_eq!((view.running, view.waiting, view.jobs.len()), (1, 2, 3));
+
+    // The holder completes through its callback; the oldest waiter takes the slot.
+    let token = world.caller.calls()[0].callback_token.clone();
+    let done = Completion { succeeded: true, output: None, error: None, permanent: false };
+    world.run_control.complete(&ids[0], &token, done).await.unwrap();
+    world.pass(10);
+    world.deliver().await;
+    let states = futures_states(&world, &ids).await;
+    assert_eq!(states, vec![RunState::Succeeded, RunState::Running, RunState::Queued]);
+    // Every message the waits left behind is a fresh one: none was received twice.
+    let receives = world.queue.receive_counts();
+    assert!(receives.iter().all(|&n| n <= 1), "receives {receives:?}");
+}
+
+async fn futures_states(world: &World, ids: &[RunId]) -> Vec<RunState> {
+    let mut states = Vec::new();
+    for id in ids {
+        states.push(world.run(id).await.state);
+    }
+    states
+}
+
+#[tokio::test]
+async fn a_slot_held_by_a_lost_worker_is_reclaimed_with_its_lease() {
+    let world = World::at(START);
+    group(&world, "etl", 1).await;
+    let first = world.create(yearly("first", json!({"group": "etl", "timeout_s": 5}))).await;
+    let first_run = world.trigger(&first).await;
+    let hanging = Arc::new(Hanging::default());
+    let doomed = world.worker_calling(hanging.clone());
+    let message = world.queue.receive(10, 0).await.unwrap().remove(0);
+    tokio::select! {
+        _ = doomed.handle(&message.body, "doomed") => panic!("a hanging call never returns"),
+        () = hanging.called.notified() => {}
+    }
+    let second = world.create(yearly("second", json!({"group": "etl"}))).await;
+    let second_run = world.trigger(&second).await;
+    world.deliver().await;
+    assert_eq!(world.run(&second_run).await.state, RunState::Queued, "the group is full");
+    // Past the lease (5 s + the 30 s margin) the slot is free again, before any watchdog.
+    world.pass(36);
+    world.deliver().await;
+    assert_eq!(world.run(&second_run).await.state, RunState::Succeeded);
+    assert_eq!(world.run(&first_run).await.state, RunState::Running, "ended later by the watchdog");
+}
+
+#[tokio::test]
+async fn a_job_names_only_an_existing_group_and_a_group_is_deleted_only_when_no_job_names_it() {
+    let world = World::at(START);
+    let missing = serde_json::from_value(yearly("orphan", json!({"group": "nope"}))).unwrap();
+    match world.jobs.create(&owner(), missing).await.unwrap_err() {
+        JobsError::Invalid(e) => assert_eq!(e.field, "group"),
+        other => panic!("{other:?}"),
+    }
+    assert!(world.job_store.all().is_empty(), "nothing written");
+    group(&world, "etl", 2).await;
+    let job = world.create(yearly("member", json!({"group": "etl"}))).await;
+    match world.groups.delete(&owner(), "etl").await.unwrap_err() {
+        GroupsError::InUse(names) => assert_eq!(names, vec!["member".to_string()]),
+        other => panic!("{other:?}"),
+    }
+    // Moving the job to another group frees this one.
+    group(&world, "other", 1).await;
+    world.jobs.patch(&owner(), &job.id, &json!({"group": "other"}), None).await.unwrap();
+    world.groups.delete(&owner(), "etl").await.unwrap();
+    assert!(matches!(world.groups.get(&owner(), "etl").await, Err(GroupsError::NotFound)));
+    world.jobs.delete(&owner(), &job.id).await.unwrap();
+    world.groups.delete(&owner(), "other").await.unwrap();
+}
+
+#[tokio::test]
+async fn group_limits_are_checked() {
+    let world = World::at(START);
+    for (name, max) in [("etl", 0), ("etl", 1_001), ("bad name", 1)] {
+        match world.groups.put(&owner(), name, &GroupDocument { max_running: max }).await.unwrap_err() {
+            GroupsError::Invalid(e) => assert!(["max_running", "name"].contains(&e.field.as_str()), "{e:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
