@@ -22,7 +22,7 @@ use sundial_domain::due::{bucket, due_bucket, shard_of};
 use sundial_domain::job::{EventKind, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    Claim, IdempotencyStore, Inserted, JobStore, RunStore, StoreError, StoredResponse, TickState,
+    Claim, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore, StoreError, StoredResponse, TickState,
     TickStateStore,
 };
 use sundial_domain::run::{Attempt, Published, Run, RunEvent, RunId, RunKey, RunMessage, RunState};
@@ -981,6 +981,58 @@ pub async fn tick_state_store_keeps_its_promises(store: &dyn TickStateStore) {
     store.set_watchdog_cursor(None).await.unwrap();
     assert_eq!(store.get().await.unwrap().watchdog_cursor, None, "and cleared");
     assert_eq!(store.get().await.unwrap().reached, Some(m(2)), "the incident left the minutes alone");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Concurrency groups
+
+/// Every promise of a [`GroupStore`]: a group is created once per owner and name, replaced and
+/// deleted only under the version read, read back exactly as written (slots, waiters, links),
+/// and the same name of another owner is another group.
+pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
+    let now = Utc::now();
+    let owner = unique("owner");
+    let name = "etl";
+    assert_eq!(store.get(&owner, name).await.unwrap(), None);
+    let mut group = sundial_domain::group::Group::new(&owner, name, 2, now);
+    store.put(&group, None).await.unwrap();
+    assert_eq!(store.put(&group, None).await, Err(StoreError::Conflict), "created once");
+    assert_eq!(store.get(&owner, name).await.unwrap().as_ref(), Some(&group), "read back as written");
+    assert_eq!(store.get(&unique("other"), name).await.unwrap(), None, "another owner's name is free");
+
+    let before = group.version;
+    group.slots.insert(
+        "01jd0000000000000000000000.20300101T120000Z".into(),
+        sundial_domain::group::Slot { attempt: 1, taken_at: now + Duration::milliseconds(1) },
+    );
+    group.waiting.insert(
+        "01jd0000000000000000000001.20300101T120000Z".into(),
+        sundial_domain::group::Waiter { instant: now, since: now, seen_at: now + Duration::nanoseconds(7) },
+    );
+    group.jobs.insert("01jd0000000000000000000002".into());
+    group.version = before + 1;
+    store.put(&group, Some(before)).await.unwrap();
+    assert_eq!(
+        store.get(&owner, name).await.unwrap().as_ref(),
+        Some(&group),
+        "slots, waiters and links kept"
+    );
+    let stale = sundial_domain::group::Group { version: before + 1, ..group.clone() };
+    assert_eq!(
+        store.put(&stale, Some(before)).await,
+        Err(StoreError::Conflict),
+        "only over the version read"
+    );
+
+    assert_eq!(
+        store.delete(&owner, name, before).await,
+        Err(StoreError::Conflict),
+        "deleted only at its version"
+    );
+    store.delete(&owner, name, group.version).await.unwrap();
+    assert_eq!(store.get(&owner, name).await.unwrap(), None);
+    assert_eq!(store.delete(&owner, name, group.version).await, Err(StoreError::NotFound));
+    assert_eq!(store.put(&group, Some(group.version)).await, Err(StoreError::NotFound), "gone is not found");
 }
 
 // ---------------------------------------------------------------------------------------------

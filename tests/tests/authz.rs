@@ -53,6 +53,9 @@ enum Kind {
     ForeignCursor,
     /// Needs a key; Bob's call creates his own job (names are per owner).
     Create,
+    /// Needs a key; Bob's call creates or sets his own group of that name (group names are per
+    /// owner): a 200 that shows nothing of Alice's.
+    PutOwn,
     /// Needs a key (any owner's): the process's counters, which name no owner, job or run.
     Metrics,
     /// No key needed: everyone gets the owner's answer.
@@ -305,6 +308,22 @@ fn rows(w: &World, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
         ),
         Row::new(M::GET, "/metrics", "/metrics".into(), Metrics, S::OK),
         Row::new(
+            M::GET,
+            "/v1/groups/{name}",
+            "/v1/groups/alices-group".into(),
+            owned("/v1/groups/ghost-group".into()),
+            S::OK,
+        ),
+        Row::new(M::PUT, "/v1/groups/{name}", "/v1/groups/put-here".into(), PutOwn, S::OK)
+            .body(json!({"max_running": 3})),
+        Row::new(
+            M::DELETE,
+            "/v1/groups/{name}",
+            "/v1/groups/doomed-group".into(),
+            owned("/v1/groups/ghost-group".into()),
+            S::NO_CONTENT,
+        ),
+        Row::new(
             M::POST,
             "/v1/runs/{id}/heartbeat",
             format!("/v1/runs/{}/heartbeat", run(&w.waiting)),
@@ -437,6 +456,15 @@ async fn world(stack: &Stack, target: &TargetServer) -> World {
         json!({"name": name, "schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "http", "url": target.url},
                "timeout_s": 600})
     };
+    // Alice's concurrency groups: one named by her job `grouped`, one to set, one to delete.
+    for name in ["alices-group", "put-here", "doomed-group"] {
+        let put =
+            Call::new(Method::PUT, format!("/v1/groups/{name}")).key(ALICE).json(&json!({"max_running": 3}));
+        assert_eq!(api.call(put).await.status, StatusCode::OK, "{name}");
+    }
+    let mut grouped = job("grouped");
+    grouped["group"] = json!("alices-group");
+    let grouped = api.create_job(ALICE, &grouped).await;
     let main = api.create_job(ALICE, &job("main")).await;
     let doomed = api.create_job(ALICE, &job("doomed")).await;
     let callbacks = api.create_job(ALICE, &accepting("callbacks")).await;
@@ -489,7 +517,7 @@ async fn world(stack: &Stack, target: &TargetServer) -> World {
         token: tokens[&waiting.to_string()].clone(),
         other_token: tokens[&others.to_string()].clone(),
         bobs_token: tokens[&bobs_run.to_string()].clone(),
-        alices_jobs: vec![main.clone(), doomed.clone(), callbacks, other, queue, ends, gone],
+        alices_jobs: vec![main.clone(), doomed.clone(), callbacks, other, queue, ends, gone, grouped],
         bobs_jobs: vec![bobs],
         main,
         doomed,
@@ -615,6 +643,13 @@ async fn check(
             (Kind::Create, Who::OtherOwner) => {
                 is(StatusCode::CREATED)?;
                 shows_nothing_of_alices()
+            }
+            (Kind::PutOwn, Who::OtherOwner) => {
+                is(StatusCode::OK)?;
+                match reply.body["jobs"].as_array().map(Vec::len) {
+                    Some(0) => shows_nothing_of_alices(),
+                    _ => Err(format!("Bob's group lists jobs: {text}")),
+                }
             }
         }
     };

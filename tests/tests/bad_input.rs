@@ -135,6 +135,10 @@ fn cases() -> Vec<(&'static str, Value, StatusCode, &'static str)> {
             "concurrency",
         ),
         ("unknown catchup", with(job("x"), "catchup", json!("most")), S::BAD_REQUEST, "catchup"),
+        ("unknown delivery", with(job("x"), "delivery", json!("exactly_once")), S::BAD_REQUEST, "delivery"),
+        ("group not a string", with(job("x"), "group", json!(5)), S::BAD_REQUEST, "group"),
+        ("group name with spaces", with(job("x"), "group", json!("a b")), unprocessable, "group"),
+        ("group that does not exist", with(job("x"), "group", json!("nope")), unprocessable, "group"),
         (
             "bad email",
             with(job("x"), "notify", json!({"email": ["not-an-address"]})),
@@ -167,6 +171,31 @@ async fn bad_documents_are_rejected_with_the_field_and_nothing_is_written() {
         assert!(reply.body["error"]["code"].is_string(), "{what}");
     }
     assert!(stack.jobs_table_items().await.is_empty(), "a rejected request wrote something");
+}
+
+/// Bad groups: each gets a 4xx naming the field, and no group is written.
+#[tokio::test]
+async fn bad_groups_are_rejected_with_the_field() {
+    use StatusCode as S;
+    let stack = Stack::new().await;
+    let cases = [
+        ("limit zero", "etl", json!({"max_running": 0}), S::UNPROCESSABLE_ENTITY, "max_running"),
+        ("limit too large", "etl", json!({"max_running": 1001}), S::UNPROCESSABLE_ENTITY, "max_running"),
+        ("limit not a number", "etl", json!({"max_running": "two"}), S::BAD_REQUEST, "max_running"),
+        ("limit missing", "etl", json!({}), S::BAD_REQUEST, "max_running"),
+        ("unknown field", "etl", json!({"max_running": 1, "colour": "red"}), S::BAD_REQUEST, "colour"),
+        ("name with a space", "a%20b", json!({"max_running": 1}), S::UNPROCESSABLE_ENTITY, "name"),
+        ("name too long", &"g".repeat(65), json!({"max_running": 1}), S::UNPROCESSABLE_ENTITY, "name"),
+    ];
+    for (what, name, body, status, field) in cases {
+        let put = Call::new(Method::PUT, format!("/v1/groups/{name}")).key(ALICE).json(&body);
+        let reply = stack.api.call(put).await;
+        assert_eq!(reply.status, status, "{what}: {}", reply.body);
+        assert_eq!(reply.error_field(), field, "{what}: {}", reply.body);
+    }
+    assert!(stack.jobs_table_items().await.is_empty(), "a rejected group was written");
+    let missing = stack.api.get(ALICE, "/v1/groups/etl").await;
+    assert_eq!(missing.status, S::NOT_FOUND);
 }
 
 /// Transport-level bad input: not JSON, wrong content type, body over the limit.

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use sundial_domain::clock::ManualClock;
 use sundial_memory::queue::MAX_RECEIVE_COUNT;
 use sundial_memory::{
-    MemoryIdempotencyStore, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore,
+    MemoryGroupStore, MemoryIdempotencyStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
+    MemoryTickStateStore,
 };
 use sundial_tests::Stack;
 use sundial_tests::contract::{self, ManualPace, RealPace};
@@ -56,6 +57,17 @@ async fn memory_tick_state_store_keeps_its_promises() {
 async fn dynamo_tick_state_store_keeps_its_promises() {
     let stack = Stack::new().await;
     contract::tick_state_store_keeps_its_promises(stack.services.tick_state.as_ref()).await;
+}
+
+#[tokio::test]
+async fn memory_group_store_keeps_its_promises() {
+    contract::group_store_keeps_its_promises(&MemoryGroupStore::new()).await;
+}
+
+#[tokio::test]
+async fn dynamo_group_store_keeps_its_promises() {
+    let stack = Stack::new().await;
+    contract::group_store_keeps_its_promises(stack.services.ports.groups.as_ref()).await;
 }
 
 #[tokio::test]

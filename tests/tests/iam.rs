@@ -814,10 +814,18 @@ async fn the_api_role_grants_every_call_of_the_api() {
         api.create_job(ALICE, &job("forbid", &accepting.url, json!({"concurrency": "forbid"}))).await;
     let replace =
         api.create_job(ALICE, &job("replace", &accepting.url, json!({"concurrency": "replace"}))).await;
+    // A concurrency group, and a job of it whose run holds one of its slots.
+    let put_group = Call::new(Method::PUT, "/v1/groups/etl").key(ALICE).json(&json!({"max_running": 1}));
+    ok(&api.call(put_group).await, "put a group");
+    let grouped = api.create_job(ALICE, &job("grouped", &accepting.url, json!({"group": "etl"}))).await;
     let forbid_run = trigger(&api, &forbid).await;
     let replace_run = trigger(&api, &replace).await;
+    trigger(&api, &grouped).await;
     // The runs start (202: their attempts stay open), by the worker.
-    work(&stack, 3).await;
+    work(&stack, 4).await;
+    let group = api.get(ALICE, "/v1/groups/etl").await;
+    ok(&group, "get a group");
+    assert_eq!(group.body["running"], 1, "{}", group.body);
     let hits = accepting.hits();
     let once_hit = hits.iter().find(|h| h.headers["x-sundial-job-id"] == once.as_str()).unwrap();
     let once_run = once_hit.headers["x-sundial-run-id"].to_str().unwrap().to_string();
@@ -877,9 +885,10 @@ async fn the_api_role_grants_every_call_of_the_api() {
     ok(&api.call(callback("complete").json(&failed)).await, "complete");
 
     ok(&api.post(ALICE, &format!("/v1/jobs/{nightly}/rotate-secret"), &json!({})).await, "rotate");
-    for id in [&nightly, &once, &forbid, &replace] {
+    for id in [&nightly, &once, &forbid, &replace, &grouped] {
         assert_eq!(api.delete(ALICE, &format!("/v1/jobs/{id}")).await.status, StatusCode::NO_CONTENT);
     }
+    assert_eq!(api.delete(ALICE, "/v1/groups/etl").await.status, StatusCode::NO_CONTENT);
 
     let needed = assert_granted(&stack, "api", "ApiRole", &log);
     let a = Arns::of(&stack);
@@ -896,6 +905,7 @@ async fn the_api_role_grants_every_call_of_the_api() {
             ("dynamodb:DeleteItem", a.jobs.clone()),
             ("dynamodb:PutItem", a.runs.clone()),
             ("dynamodb:GetItem", a.runs.clone()),
+            ("dynamodb:BatchGetItem", a.runs.clone()),
             ("dynamodb:UpdateItem", a.runs.clone()),
             ("dynamodb:Query", a.runs.clone()),
             ("dynamodb:*Item", a.idempotency.clone()),
@@ -995,12 +1005,19 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
     let child =
         json!({"name": "child", "depends_on": ["parent"], "target": {"type": "http", "url": fine.url}});
     names.insert("child", stack.api.create_job(ALICE, &child).await);
-    for name in ["fine", "unavailable", "accepting", "forbid", "forbid", "dead", "parent"] {
+    // A concurrency group of one slot, which the first job's run holds (202: it stays open).
+    let put_group = Call::new(Method::PUT, "/v1/groups/etl").key(ALICE).json(&json!({"max_running": 1}));
+    assert_eq!(stack.api.call(put_group).await.status, StatusCode::OK);
+    for (name, url) in [("holder", &accepting.url), ("waiter", &fine.url)] {
+        names.insert(name, stack.api.create_job(ALICE, &job(name, url, json!({"group": "etl"}))).await);
+    }
+    for name in ["fine", "unavailable", "accepting", "forbid", "forbid", "dead", "parent", "holder", "waiter"]
+    {
         trigger(&stack.api, &names[name]).await;
     }
     let runs_url = &stack.resources.runs_queue_url;
     stack.sqs.send_message().queue_url(runs_url).message_body("not a run message").send().await.unwrap();
-    let mut messages = receive(&stack, runs_url, 8).await;
+    let mut messages = receive(&stack, runs_url, 10).await;
     let job_of = |m: &aws_sdk_sqs::types::Message| {
         let body = serde_json::from_str::<Value>(m.body().unwrap()).ok()?;
         let id = body["job_id"].as_str()?.to_string();
@@ -1017,17 +1034,22 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
     let first = messages.iter().position(|m| job_of(m) == Some("forbid")).unwrap();
     let first = messages.remove(first);
     stack.services.worker.handle(first.body().unwrap(), "another-worker").await;
-    // From the runs queue: all but the dead job's message.
+    let holder = messages.iter().position(|m| job_of(m) == Some("holder")).unwrap();
+    let holder = messages.remove(holder);
+    stack.services.worker.handle(holder.body().unwrap(), "another-worker").await;
+    // From the runs queue: all but the dead job's message. The waiter finds its group full,
+    // reads the slot holder's run, and waits (its place written).
     let dead = messages.iter().position(|m| job_of(m) == Some("dead")).unwrap();
     let dead = messages.remove(dead);
     let batch: Vec<Value> = messages.iter().map(|m| record(m, &runs_arn, 1)).collect();
-    assert_eq!(batch.len(), 6);
+    assert_eq!(batch.len(), 7);
     let event = lambda_event(json!({"Records": batch}));
     let s = &services;
     sundial_worker::handle(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), event).await.unwrap();
     assert_eq!(fine.hits().len(), 2, "fine and parent");
     assert_eq!(unavailable.hits().len(), 1);
     assert_eq!(stack.runs_of(&names["child"]).await.len(), 1, "the parent's end claimed the child's run");
+    assert_eq!(stack.runs_of(&names["waiter"]).await[0].state, sundial_domain::run::RunState::Queued);
 
     // From the dead-letter queue, after the runs queue gave up on it.
     let event = lambda_event(json!({"Records": [record(&dead, &dlq_arn, 16)]}));
@@ -1044,7 +1066,9 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
         &[
             ("dynamodb:GetItem", a.jobs.clone()),
             ("dynamodb:BatchGetItem", a.jobs.clone()),
+            ("dynamodb:PutItem", a.jobs.clone()),
             ("dynamodb:GetItem", a.runs.clone()),
+            ("dynamodb:BatchGetItem", a.runs.clone()),
             ("dynamodb:PutItem", a.runs.clone()),
             ("dynamodb:UpdateItem", a.runs.clone()),
             ("sqs:SendMessage", a.runs_queue.clone()),
