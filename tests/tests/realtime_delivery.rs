@@ -1,0 +1,226 @@
+//! Concurrency groups and at-most-once delivery on the real processes: two `sundial-local`
+//! runtimes on one stack (their ticks and workers racing on the same queue and tables) against
+//! loopback HTTP targets that count what reaches them.
+//!
+//! - A group with `max_running: 2` and six runs of 4 s started together: the target never has
+//!   more than two calls in flight, all six succeed with one attempt each (waiting spends none).
+//! - An at-most-once job whose target hangs past `timeout_s`, with `max_attempts: 3`, is called
+//!   exactly once; one whose target refuses connections is tried again, per `retry`.
+//!
+//! They wait on the wall clock, so their names start with `realtime_` and `scripts/test` runs
+//! them in the serial real-time phase. (A lost worker of an at-most-once run is shown over the
+//! ports in memory, `shared/app/tests/delivery.rs`, where its lease can be run out at once.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use sundial_domain::target::headers;
+use sundial_tests::runtime_process::{Logs, RuntimeSpec, free_loopback_port, wait_ready};
+
+const KEY: &str = "delivery-key";
+/// How long the counting target takes to answer.
+const CALL: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// A loopback target that answers 200 after [`CALL`], counting calls and the most in flight.
+#[derive(Debug, Default)]
+struct Counting {
+    calls: AtomicUsize,
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+    runs: std::sync::Mutex<Vec<String>>,
+}
+
+async fn start_counting() -> (String, Arc<Counting>) {
+    let counting = Arc::new(Counting::default());
+    let seen = counting.clone();
+    let app = axum::Router::new().fallback(move |request_headers: http::HeaderMap| {
+        let c = seen.clone();
+        async move {
+            let run = request_headers.get(headers::RUN_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
+            c.runs.lock().unwrap().push(run.to_string());
+            c.calls.fetch_add(1, Ordering::SeqCst);
+            let now = c.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            c.most.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(CALL).await;
+            c.in_flight.fetch_sub(1, Ordering::SeqCst);
+            "ok"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, counting)
+}
+
+/// Two runtimes on one new stack, each with four workers; killed when dropped.
+struct Pair {
+    apis: [String; 2],
+    _children: Vec<tokio::process::Child>,
+    client: reqwest::Client,
+}
+
+impl Pair {
+    async fn start(name: &str) -> Pair {
+        assert!(
+            std::env::var("AWS_ENDPOINT_URL").is_ok(),
+            "AWS_ENDPOINT_URL is not set: run the suite with scripts/test, which starts the emulator"
+        );
+        let stack = format!("d{}", ulid::Ulid::generate().to_string().to_ascii_lowercase());
+        let mut children = Vec::new();
+        let mut apis = Vec::new();
+        for i in 0..2 {
+            let listen = format!("127.0.0.1:{}", free_loopback_port());
+            let logs = Logs::at(&std::env::temp_dir().join(format!("sundial-{name}-{stack}-{i}")));
+            let spec = RuntimeSpec {
+                stack: stack.clone(),
+                listen,
+                api_keys: format!("{KEY}:delivery"),
+                workers: 4,
+                env: Vec::new(),
+            };
+            let mut child = spec.spawn(&logs);
+            wait_ready(&mut child, &spec.api(), KEY, &logs, std::time::Duration::from_secs(90)).await;
+            println!("runtime {i}: {} (log {})", spec.api(), logs.log.display());
+            apis.push(spec.api());
+            children.push(child);
+        }
+        Pair { apis: [apis[0].clone(), apis[1].clone()], _children: children, client: reqwest::Client::new() }
+    }
+
+    async fn send(
+        &self,
+        which: usize,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let mut request = self.client.request(method, format!("{}{path}", self.apis[which])).bearer_auth(KEY);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let reply = request.send().await.unwrap();
+        let status = reply.status().as_u16();
+        (status, reply.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Polls the run through runtime `which` until it has ended, up to `within`.
+    async fn ended(&self, which: usize, run: &str, within: std::time::Duration) -> Value {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let (_, body) = self.send(which, reqwest::Method::GET, &format!("/v1/runs/{run}"), None).await;
+            let state = body["state"].as_str().unwrap_or("");
+            if !["QUEUED", "RUNNING", "RETRYING", ""].contains(&state) {
+                return body;
+            }
+            assert!(std::time::Instant::now() < deadline, "run {run} still {state} after {within:?}: {body}");
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn realtime_a_group_limit_holds_across_two_runtimes() {
+    let pair = Pair::start("groups").await;
+    let (url, target) = start_counting().await;
+    let (status, group) =
+        pair.send(0, reqwest::Method::PUT, "/v1/groups/etl", Some(&json!({"max_running": 2}))).await;
+    assert_eq!(status, 200, "{group}");
+    let mut jobs = Vec::new();
+    for i in 0..6 {
+        let job = json!({"name": format!("grouped-{i}"), "schedule": {"cron": "0 0 1 1 *"}, "group": "etl",
+                         "target": {"type": "http", "url": url}, "timeout_s": 60});
+        let (status, body) = pair.send(i % 2, reqwest::Method::POST, "/v1/jobs", Some(&job)).await;
+        assert_eq!(status, 201, "{body}");
+        jobs.push(body["id"].as_str().unwrap().to_string());
+    }
+    // Started together: six triggers at once, through both runtimes.
+    let runs: Vec<String> = futures::stream::iter(jobs.iter().enumerate())
+        .map(|(i, id)| {
+            let pair = &pair;
+            async move {
+                let (status, body) = pair
+                    .send(i % 2, reqwest::Method::POST, &format!("/v1/jobs/{id}/trigger"), Some(&json!({})))
+                    .await;
+                assert_eq!(status, 202, "{body}");
+                body["id"].as_str().unwrap().to_string()
+            }
+        })
+        .buffer_unordered(6)
+        .collect()
+        .await;
+    // While they run, the group says how many run and wait.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let (_, busy) = pair.send(1, reqwest::Method::GET, "/v1/groups/etl", None).await;
+    println!("the group two seconds in: {busy}");
+    assert!(busy["running"].as_u64().unwrap() <= 2, "{busy}");
+
+    let mut workers = BTreeSet::new();
+    for run in &runs {
+        let ended = pair.ended(0, run, std::time::Duration::from_secs(150)).await;
+        assert_eq!(ended["state"], "SUCCEEDED", "{ended}");
+        let attempts = ended["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 1, "waiting spent no attempt: {ended}");
+        workers.insert(attempts[0]["worker"].as_str().unwrap().to_string());
+    }
+    let most = target.most.load(Ordering::SeqCst);
+    println!("most calls in flight: {most}; workers: {workers:?}");
+    assert_eq!(target.calls.load(Ordering::SeqCst), 6, "each run called once");
+    assert!(most <= 2, "{most} calls were in flight at once in a group of 2");
+    assert_eq!(most, 2, "the group's two slots were used together");
+    let (_, idle) = pair.send(0, reqwest::Method::GET, "/v1/groups/etl", None).await;
+    assert_eq!((idle["running"].as_u64(), idle["waiting"].as_u64()), (Some(0), Some(0)), "{idle}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn realtime_an_at_most_once_run_is_called_once_and_a_refused_one_is_tried_again() {
+    let pair = Pair::start("delivery").await;
+    // A target that hangs past the job's timeout.
+    let hung = Arc::new(AtomicUsize::new(0));
+    let counted = hung.clone();
+    let app = axum::Router::new().fallback(move || {
+        let hung = counted.clone();
+        async move {
+            hung.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+            "too late"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hanging_url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    // A port nobody listens on: every connection is refused.
+    let refused_url = format!("http://127.0.0.1:{}/hook", free_loopback_port());
+
+    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
+    let mut runs = Vec::new();
+    for (name, url) in [("hangs", &hanging_url), ("refused", &refused_url)] {
+        let job = json!({"name": name, "schedule": {"cron": "0 0 1 1 *"}, "delivery": "at_most_once",
+                         "timeout_s": 2, "retry": retry, "target": {"type": "http", "url": url}});
+        let (status, body) = pair.send(0, reqwest::Method::POST, "/v1/jobs", Some(&job)).await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["delivery"], "at_most_once", "{body}");
+        let id = body["id"].as_str().unwrap();
+        let (status, run) =
+            pair.send(1, reqwest::Method::POST, &format!("/v1/jobs/{id}/trigger"), Some(&json!({}))).await;
+        assert_eq!(status, 202, "{run}");
+        runs.push(run["id"].as_str().unwrap().to_string());
+    }
+    let hangs = pair.ended(0, &runs[0], std::time::Duration::from_secs(60)).await;
+    assert_eq!(hangs["state"], "TIMED_OUT", "{hangs}");
+    assert_eq!(hangs["attempts"].as_array().unwrap().len(), 1, "{hangs}");
+    assert!(hangs["reason"].as_str().unwrap().starts_with("at_most_once"), "{hangs}");
+    let refused = pair.ended(1, &runs[1], std::time::Duration::from_secs(60)).await;
+    assert_eq!(refused["state"], "FAILED", "{refused}");
+    assert_eq!(
+        refused["attempts"].as_array().unwrap().len(),
+        3,
+        "a request that never left is tried again: {refused}"
+    );
+    // Watch a while longer: nothing calls the hanging target again.
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    assert_eq!(hung.load(Ordering::SeqCst), 1, "the hanging target was called exactly once");
+}
