@@ -1003,7 +1003,11 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
     let before = group.version;
     group.slots.insert(
         "01jd0000000000000000000000.20300101T120000Z".into(),
-        sundial_domain::group::Slot { attempt: 1, taken_at: now + Duration::milliseconds(1) },
+        sundial_domain::group::Slot {
+            attempt: 1,
+            taken_at: now + Duration::milliseconds(1),
+            until: now + Duration::seconds(90),
+        },
     );
     group.waiting.insert(
         "01jd0000000000000000000001.20300101T120000Z".into(),

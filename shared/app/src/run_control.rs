@@ -4,6 +4,7 @@
 //! The owner checks of [`crate::jobs`] apply: another owner's run is "not found". Callbacks
 //! authenticate with the attempt's callback token instead, compared by digest.
 
+use crate::groups::slots::Slots;
 use crate::jobs::{Jobs, JobsError, JobsResult};
 use crate::ports::Ports;
 use crate::record::Recorder;
@@ -49,6 +50,7 @@ pub struct RunControl {
     job_store: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
     groups: Arc<dyn GroupStore>,
+    slots: Slots,
     queue: Arc<dyn RunQueue>,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn sundial_domain::entropy::Entropy>,
@@ -57,8 +59,9 @@ pub struct RunControl {
 
 impl RunControl {
     pub fn new(ports: &Ports, jobs: Jobs, recorder: Recorder, heartbeat_window: Duration) -> Self {
-        let Ports { jobs: job_store, runs, groups, queue, clock, entropy, .. } = ports.clone();
-        RunControl { jobs, recorder, job_store, runs, groups, queue, clock, entropy, heartbeat_window }
+        let Ports { jobs: job_store, runs, groups, queue, clock, entropy, timer, .. } = ports.clone();
+        let slots = Slots::new(groups.clone(), runs.clone(), timer);
+        RunControl { jobs, recorder, job_store, runs, groups, slots, queue, clock, entropy, heartbeat_window }
     }
 
     /// Why `run` (of `job`) has not started yet, if it waits: its flexible offset, its backoff,
@@ -122,7 +125,13 @@ impl RunControl {
                 }
             };
             match cancelled {
-                Ok(after) => return Ok(after),
+                Ok(after) => {
+                    if let (Some(job), RunState::Running) = (&job, run.state) {
+                        // The open attempt is over: its group's slot is free again.
+                        self.slots.release(job, &run, run.attempt, now).await;
+                    }
+                    return Ok(after);
+                }
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -195,6 +204,8 @@ impl RunControl {
             StoreError::Conflict => CallbackError::NotOpen(run.state),
             e => CallbackError::Store(e),
         })?;
+        // The accepted attempt is over: its group's slot is free again.
+        self.slots.release(&job, &run, run.attempt, now).await;
         if after.state == RunState::Retrying {
             // The attempt's own message is long gone: send the next one (the watchdog re-sends
             // it if this send fails).

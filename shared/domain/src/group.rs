@@ -4,11 +4,13 @@
 //! A group is one stored record, written only under its version (optimistic concurrency), so
 //! every change below is decided on a fresh read and lands only if nobody changed the group
 //! meanwhile. A run takes a *slot* (its id and the attempt it is about to start) before its
-//! start write and gives it back after the attempt ends. A slot is never given away on time
-//! alone: it is free again only once its run shows the attempt is over ([`slot_is_held`]): the
-//! run moved past the attempt, ended, or its lease expired (a crashed worker's slot is reclaimed
-//! with its lease). A slot taken by a worker that crashed before its start write stays the
-//! run's, and the run's own message, when it returns, starts the attempt with it.
+//! start write and gives it back after the attempt ends. A slot not given back (its worker
+//! crashed, or the release was lost) is reclaimed once both its run and the clock show the
+//! attempt is over ([`slot_is_held`]): the run moved past the attempt, ended, or its lease
+//! expired, and the attempt's call has certainly ended (its `until`, plus [`SKEW`] for clocks
+//! that disagree), so a crashed worker's slot comes back with its lease. A slot taken by a
+//! worker that crashed before its start write stays the run's, and the run's own message, when
+//! it returns, starts the attempt with it.
 //!
 //! A run that finds the group full *waits*: it is listed among the group's waiters, keeps its
 //! state (QUEUED or RETRYING) and its attempts, and looks again a few seconds later. A free slot
@@ -29,6 +31,9 @@ pub const MAX_NAME_LEN: usize = 64;
 pub const WAITER_TTL: Duration = Duration::seconds(120);
 /// How often a waiter's place is refreshed (a write), at most.
 pub const WAITER_REFRESH: Duration = Duration::seconds(40);
+/// How far two processes' clocks may disagree: a slot is reclaimed only this long after its
+/// attempt's call has certainly ended by the clock of the worker that took it.
+pub const SKEW: Duration = Duration::seconds(60);
 
 /// What `PUT /v1/groups/{name}` accepts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +51,9 @@ pub struct Slot {
     /// The attempt the slot is for: the run's attempt number once it starts.
     pub attempt: u32,
     pub taken_at: DateTime<Utc>,
+    /// When the attempt's call has certainly ended (its worker cuts it at its time limit): its
+    /// lease as the start write sets it, by the taker's clock.
+    pub until: DateTime<Utc>,
 }
 
 /// A run waiting for a slot.
@@ -128,10 +136,10 @@ impl Group {
         self.waiting.iter().filter(move |(_, w)| now - w.seen_at <= WAITER_TTL)
     }
 
-    /// Takes a slot for `run`'s next attempt, or places it among the waiters. A run that already
-    /// holds the slot for that attempt keeps it (a duplicate message, or a retry of a start write
-    /// whose answer was lost).
-    pub fn take(&mut self, run_id: &str, run: &Run, now: DateTime<Utc>) -> Taken {
+    /// Takes a slot for `run`'s next attempt, whose call ends within `call` (its lease), or
+    /// places it among the waiters. A run that already holds the slot for that attempt keeps it
+    /// (a duplicate message, or a retry of a start write whose answer was lost).
+    pub fn take(&mut self, run_id: &str, run: &Run, call: Duration, now: DateTime<Utc>) -> Taken {
         let attempt = run.attempt + 1;
         if self.slots.get(run_id).is_some_and(|slot| slot.attempt == attempt) {
             return Taken::Slot { changed: false };
@@ -155,7 +163,7 @@ impl Group {
         let free = (self.max_running as usize).saturating_sub(self.slots.len());
         if ahead < free {
             self.waiting.remove(run_id);
-            self.slots.insert(run_id.to_string(), Slot { attempt, taken_at: now });
+            self.slots.insert(run_id.to_string(), Slot { attempt, taken_at: now, until: now + call });
             return Taken::Slot { changed: true };
         }
         let full = Full { running: self.slots.len(), max_running: self.max_running, ahead };
@@ -194,17 +202,20 @@ impl Group {
     }
 }
 
-/// Whether the slot for `slot.attempt` is still its run's, from a fresh read of the run
-/// (`None`: the run is gone): the run is about to start that attempt (still waiting at the
-/// attempt before it), or runs it under a live lease.
+/// Whether the slot for `slot.attempt` is still its run's at `now`, from a fresh read of the run
+/// (`None`: the run is gone): the attempt's call may still be under way (`until` plus [`SKEW`]
+/// not passed), the run is about to start that attempt (still waiting at the attempt before
+/// it), or runs it under a lease live even by a clock [`SKEW`] ahead (an accepted attempt's
+/// heartbeats keep it).
 pub fn slot_is_held(slot: &Slot, run: Option<&Run>, now: DateTime<Utc>) -> bool {
-    let Some(run) = run else { return false };
+    let calling = now < slot.until + SKEW;
+    let Some(run) = run else { return calling };
     let waiting = matches!(run.state, RunState::Queued | RunState::Retrying);
     let about_to_start = waiting && run.attempt + 1 == slot.attempt;
     let running = run.state == RunState::Running
         && run.attempt == slot.attempt
-        && run.lease_until.is_some_and(|lease| lease > now);
-    about_to_start || running
+        && run.lease_until.is_some_and(|lease| lease + SKEW > now);
+    calling || about_to_start || running
 }
 
 /// Checks a group name: 1–64 letters, digits, `-`, `_`, `.`.
@@ -220,6 +231,8 @@ mod tests {
     use crate::run::RunKey;
     use crate::run::transition::claim;
 
+    const CALL: Duration = Duration::seconds(30);
+
     fn run(minute: u32) -> Run {
         let job = crate::fixtures::job(serde_json::json!({}));
         let instant = at(&format!("2026-01-01T00:{minute:02}:00Z"));
@@ -231,19 +244,19 @@ mod tests {
         let now = at("2026-01-01T01:00:00Z");
         let mut group = Group::new("o", "etl", 1, now);
         let (a, b, c) = (run(1), run(2), run(3));
-        assert_eq!(group.take("a", &a, now), Taken::Slot { changed: true });
-        assert!(matches!(group.take("c", &c, now), Taken::Wait { changed: true, .. }));
-        assert!(matches!(group.take("b", &b, now), Taken::Wait { changed: true, .. }));
+        assert_eq!(group.take("a", &a, CALL, now), Taken::Slot { changed: true });
+        assert!(matches!(group.take("c", &c, CALL, now), Taken::Wait { changed: true, .. }));
+        assert!(matches!(group.take("b", &b, CALL, now), Taken::Wait { changed: true, .. }));
         assert!(group.release("a", 1));
         // C looks first, but B's instant is older: C waits behind it.
-        match group.take("c", &c, now) {
+        match group.take("c", &c, CALL, now) {
             Taken::Wait { full, changed } => {
                 assert_eq!((full.running, full.ahead), (0, 1));
                 assert!(!changed, "a place seen moments ago is not rewritten");
             }
             other => panic!("C took {other:?}"),
         }
-        assert_eq!(group.take("b", &b, now), Taken::Slot { changed: true });
+        assert_eq!(group.take("b", &b, CALL, now), Taken::Slot { changed: true });
         assert!(group.waiting.contains_key("c") && !group.waiting.contains_key("b"));
     }
 
@@ -251,11 +264,11 @@ mod tests {
     fn a_waiter_that_stopped_looking_loses_its_place() {
         let now = at("2026-01-01T01:00:00Z");
         let mut group = Group::new("o", "etl", 1, now);
-        group.take("a", &run(1), now);
-        group.take("b", &run(2), now);
+        group.take("a", &run(1), CALL, now);
+        group.take("b", &run(2), CALL, now);
         group.release("a", 1);
         let later = now + WAITER_TTL + Duration::seconds(1);
-        assert_eq!(group.take("c", &run(3), later), Taken::Slot { changed: true });
+        assert_eq!(group.take("c", &run(3), CALL, later), Taken::Slot { changed: true });
         assert!(group.waiting.is_empty());
     }
 
@@ -264,8 +277,8 @@ mod tests {
         let now = at("2026-01-01T01:00:00Z");
         let mut group = Group::new("o", "etl", 1, now);
         let a = run(1);
-        group.take("a", &a, now);
-        assert_eq!(group.take("a", &a, now), Taken::Slot { changed: false });
+        group.take("a", &a, CALL, now);
+        assert_eq!(group.take("a", &a, CALL, now), Taken::Slot { changed: false });
         assert!(!group.release("a", 2));
         assert!(group.is_full());
         assert!(group.release("a", 1));
@@ -273,24 +286,28 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_is_held_while_its_attempt_is_about_to_start_or_runs_under_a_live_lease() {
+    fn a_slot_is_held_while_its_call_may_run_its_attempt_is_about_to_start_or_its_lease_lives() {
         let now = at("2026-01-01T01:00:00Z");
-        let slot = Slot { attempt: 1, taken_at: now };
+        let slot = Slot { attempt: 1, taken_at: now, until: now + Duration::seconds(30) };
+        let past_call = now + Duration::seconds(30) + SKEW;
         let queued = run(1);
-        assert!(slot_is_held(&slot, Some(&queued), now));
+        assert!(slot_is_held(&slot, Some(&queued), past_call), "about to start, however late");
         let running = Run {
             state: RunState::Running,
             attempt: 1,
-            lease_until: Some(now + Duration::seconds(30)),
+            lease_until: Some(now + Duration::seconds(300)),
             ..queued.clone()
         };
-        assert!(slot_is_held(&slot, Some(&running), now));
-        assert!(!slot_is_held(&slot, Some(&running), now + Duration::seconds(31)), "lease expired");
+        assert!(slot_is_held(&slot, Some(&running), past_call), "an accepted attempt's lease lives");
+        let lease_over = now + Duration::seconds(300) + SKEW;
+        assert!(!slot_is_held(&slot, Some(&running), lease_over), "lease expired, even for a fast clock");
         let retrying = Run { state: RunState::Retrying, ..running.clone() };
-        assert!(!slot_is_held(&slot, Some(&retrying), now), "the attempt is over");
+        assert!(slot_is_held(&slot, Some(&retrying), now + Duration::seconds(31)), "its call may still run");
+        assert!(!slot_is_held(&slot, Some(&retrying), past_call), "the attempt is over");
         let ended = Run { state: RunState::Succeeded, ..running };
-        assert!(!slot_is_held(&slot, Some(&ended), now));
-        assert!(!slot_is_held(&slot, None, now));
+        assert!(!slot_is_held(&slot, Some(&ended), past_call));
+        assert!(!slot_is_held(&slot, None, past_call));
+        assert!(slot_is_held(&slot, None, now), "a run not read back yet still holds its call's slot");
     }
 
     #[test]

@@ -84,7 +84,10 @@ mod tests {
         );
         assert_eq!(wait_of(&ahead, None, t), None, "due, no group: about to start");
         let mut group = Group::new("alice", "etl", 0, t);
-        assert!(matches!(group.take(&ahead.id().to_string(), &ahead, t), Taken::Wait { .. }));
+        assert!(matches!(
+            group.take(&ahead.id().to_string(), &ahead, Duration::seconds(30), t),
+            Taken::Wait { .. }
+        ));
         assert_eq!(
             wait_of(&ahead, Some(&group), t),
             Some(Wait::Group { group: "etl".into(), running: 0, max_running: 0, ahead: 0 })

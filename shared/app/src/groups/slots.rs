@@ -4,7 +4,7 @@
 //! decided again on the fresh group.
 
 use crate::timer::Timer;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 use sundial_domain::group::{Full, Group, Taken, slot_is_held};
 use sundial_domain::job::Job;
@@ -36,10 +36,17 @@ impl Slots {
         Slots { groups, runs, timer }
     }
 
-    /// Takes a slot of `job`'s group for `run`'s next attempt, or places the run among the
-    /// group's waiters. A full group first gives back the slots whose attempts are over (their
-    /// runs read consistently), unless older runs wait: they take what frees first.
-    pub async fn admit(&self, job: &Job, run: &Run, now: DateTime<Utc>) -> Result<Admission, StoreError> {
+    /// Takes a slot of `job`'s group for `run`'s next attempt, whose call ends within `call`, or
+    /// places the run among the group's waiters. A full group first gives back the slots whose
+    /// attempts are over (their runs read consistently), unless older runs wait: they take what
+    /// frees first.
+    pub async fn admit(
+        &self,
+        job: &Job,
+        run: &Run,
+        call: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Admission, StoreError> {
         let Some(name) = job.document.group.as_deref() else { return Ok(Admission::Start) };
         let run_id = run.id().to_string();
         let mut last_full = None;
@@ -55,7 +62,7 @@ impl Slots {
             } else {
                 false
             };
-            let (admission, changed) = match group.take(&run_id, run, now) {
+            let (admission, changed) = match group.take(&run_id, run, call, now) {
                 Taken::Slot { changed } => (Admission::Start, changed),
                 Taken::Wait { full, changed } => (Admission::Wait(full), changed),
             };

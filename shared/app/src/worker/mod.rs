@@ -176,7 +176,7 @@ impl Worker {
                 return Ok(disposition);
             }
         }
-        if let Admission::Wait(full) = self.slots.admit(&job, &run, now).await? {
+        if let Admission::Wait(full) = self.slots.admit(&job, &run, self.lease(&job), now).await? {
             // A wait spends neither an attempt nor a receive: the message is replaced.
             tracing::info!(group = job.document.group.as_deref().unwrap_or(""), %full, "waiting for a slot of the group");
             let spread = (self.entropy.unit() * GROUP_POLL_SPREAD_S) as u32;
@@ -338,6 +338,15 @@ impl Worker {
         crate::record::persist(self.runs.as_ref(), run, &change).await
     }
 
+    /// How long an attempt's call may last (its time limit), and the lease its start gives.
+    fn call_limit(&self, job: &Job) -> Duration {
+        Duration::seconds(i64::from(job.document.timeout_s)).min(self.settings.max_call)
+    }
+
+    fn lease(&self, job: &Job) -> Duration {
+        self.call_limit(job) + self.settings.lease_margin
+    }
+
     /// Starts the next attempt, calls the target, records the outcome.
     async fn attempt(
         &self,
@@ -347,13 +356,12 @@ impl Worker {
         now: DateTime<Utc>,
     ) -> Result<Disposition, StoreError> {
         let n = run.attempt + 1;
-        let timeout = Duration::seconds(i64::from(job.document.timeout_s));
-        let call_limit = timeout.min(self.settings.max_call);
+        let call_limit = self.call_limit(job);
         let token = sundial_domain::entropy::secret(self.entropy.as_ref());
         let start = Step::Start {
             worker: worker.to_string(),
             callback: sundial_domain::auth::digest(&token),
-            lease: call_limit + self.settings.lease_margin,
+            lease: self.lease(job),
         };
         // Lost: another worker started this attempt first (or the run moved on).
         let Race::Won(started) = self.recorder.apply(job, &run, &start, now).await.raced()? else {
