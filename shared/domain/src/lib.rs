@@ -17,6 +17,8 @@
 //! - [`auth`]: API keys (stored hashed) and owners; [`page_token`]: pagination tokens;
 //! - [`clock`]: time as an input; [`entropy`]: chance as an input;
 //! - [`workflow`]: jobs that run after other jobs: the graph checks and when a child runs;
+//! - [`offset`]: when a run may first start after its instant (jitter, flexible window);
+//! - [`forecast`]: runs per minute over a window, from the schedules, with the peaks;
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
 pub mod auth;
@@ -28,10 +30,12 @@ pub mod entropy;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
+pub mod forecast;
 pub mod inspect;
 pub mod job;
 pub mod limits;
 pub mod merge_patch;
+pub mod offset;
 pub mod page_token;
 pub mod plan;
 pub mod ports;
