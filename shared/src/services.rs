@@ -52,6 +52,7 @@ pub struct Services {
     pub announcer: Announcer,
     pub recorder: Recorder,
     pub topics: Arc<dyn JobTopics>,
+    pub forecasts: sundial_app::forecast::Forecasts,
 }
 
 impl Services {
@@ -122,7 +123,7 @@ impl Services {
             },
             public_url: config.public_url.clone(),
         };
-        let UseCases { announcer, recorder, claimer, jobs, run_control, tick, worker, watchdog } =
+        let UseCases { announcer, recorder, claimer, jobs, run_control, tick, worker, watchdog, forecasts } =
             UseCases::new(&ports, settings);
         Services {
             config,
@@ -145,6 +146,7 @@ impl Services {
             announcer,
             recorder,
             topics,
+            forecasts,
         }
     }
 }

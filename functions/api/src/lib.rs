@@ -2,6 +2,7 @@
 //! axum in the local runtime.
 //!
 //! - [`jobs`]: the `/v1/jobs` handlers; [`runs`]: run history, control and target callbacks;
+//!   [`forecast`]: runs due per minute, from the schedules;
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
 //! - [`extract`]: request decoding with field-named errors, through [`strict_json`] (no repeated
 //!   keys); [`error`]: error responses;
@@ -19,6 +20,7 @@ pub mod dashboard;
 pub mod edge;
 pub mod error;
 pub mod extract;
+pub mod forecast;
 pub mod idempotency;
 pub mod jobs;
 pub mod observe;
@@ -51,6 +53,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route("/v1/runs/{id}/rerun", post(runs::rerun))
         .route("/v1/runs/{id}/logs", get(observe::run_logs))
+        .route("/v1/forecast", get(forecast::get))
         .route("/metrics", get(observe::metrics))
         // Layers run bottom-up: authenticate, then the idempotency check that needs the caller.
         .layer(middleware::from_fn_with_state(state.clone(), idempotency::idempotent))

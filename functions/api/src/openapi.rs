@@ -30,11 +30,13 @@ use utoipa::{Modify, OpenApi};
         crate::runs::rerun,
         crate::runs::heartbeat,
         crate::runs::complete,
+        crate::forecast::get,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "jobs", description = "Job definitions and their schedules"),
         (name = "runs", description = "Run history and control"),
+        (name = "forecast", description = "The load the schedules will make, per minute"),
         (name = "callbacks", description = "Called by targets that answered 202, with the run's callback token"),
     )
 )]
@@ -145,6 +147,9 @@ fn constrain_parameters(doc: &mut Value) {
     let bounds = [
         ("limit", json!({"minimum": 1, "maximum": sundial_app::jobs::MAX_PAGE})),
         ("count", json!({"minimum": 1, "maximum": sundial_app::jobs::MAX_PREVIEW})),
+        ("from", json!({"format": "date-time"})),
+        ("to", json!({"format": "date-time"})),
+        ("scope", json!({"enum": ["owner", "stack"]})),
         ("Idempotency-Key", json!({"minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"})),
     ];
     let Some(paths) = doc["paths"].as_object_mut() else { return };

@@ -9,12 +9,14 @@
 //! - [`announce`]: publishing a run's events once and marking them sent;
 //! - [`workflow`]: jobs that run after other jobs: the graph kept sound, and each run's end
 //!   handed over to the children ([`workflow::cascade`]);
+//! - [`forecast`]: the load forecast of an owner's jobs, or of the whole stack;
 //! - [`meter`]: the process's series, served as Prometheus text and written as [`emf`] lines;
 //! - [`ports`]: the bundle of ports every use case is built from; [`use_cases`]: all of them,
 //!   built from one bundle; [`timer`]: waiting, as a port.
 
 pub mod announce;
 pub mod emf;
+pub mod forecast;
 pub mod jobs;
 pub mod meter;
 pub mod ports;
