@@ -236,7 +236,9 @@ impl Config {
             limits,
             targets,
             api_keys,
-            operators: sundial_domain::auth::Operators::from_list(&vars.var("SUNDIAL_OPERATORS").unwrap_or_default()),
+            operators: sundial_domain::auth::Operators::from_list(
+                &vars.var("SUNDIAL_OPERATORS").unwrap_or_default(),
+            ),
             due_shards,
             claim,
             tick,

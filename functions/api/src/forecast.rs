@@ -91,7 +91,12 @@ impl ForecastView {
                     jobs: p
                         .jobs
                         .into_iter()
-                        .map(|j| PeakJob { job_id: j.job_id.to_string(), name: j.name, owner: j.owner, runs: j.runs })
+                        .map(|j| PeakJob {
+                            job_id: j.job_id.to_string(),
+                            name: j.name,
+                            owner: j.owner,
+                            runs: j.runs,
+                        })
                         .collect(),
                 })
                 .collect(),

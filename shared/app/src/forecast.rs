@@ -34,7 +34,12 @@ impl Forecasts {
     /// Runs per minute over `[from, to)` (at most 7 days), with the peaks. A window the domain
     /// refuses is `Malformed` (the request's own fields); a window holding more instants than
     /// one forecast walks is `Invalid`, naming `to`.
-    pub async fn forecast(&self, scope: &Scope, from: DateTime<Utc>, to: DateTime<Utc>) -> JobsResult<Forecast> {
+    pub async fn forecast(
+        &self,
+        scope: &Scope,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> JobsResult<Forecast> {
         let window = Window::new(from, to).map_err(JobsError::Malformed)?;
         let jobs = self.jobs(scope).await?;
         Ok(forecast(&jobs, &window)?)
