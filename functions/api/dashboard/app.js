@@ -98,7 +98,7 @@ function forecastSvg(f) {
   const bar = (c, i) => `M${i},${height} v${-Math.max(1, (c / top) * (height - 12))}`;
   let plain = "", peak = "";
   f.counts.forEach((c, i) => { if (c > 0) { if (c >= f.peak_threshold) peak += bar(c, i); else plain += bar(c, i); } });
-  const step = n > 1440 ? 1440 : 180;
+  const step = n > 1441 ? 1440 : 180;
   let ticks = "";
   for (let i = 0; i < n; i += step) {
     const t = new Date(start.getTime() + i * 60000);
