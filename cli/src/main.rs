@@ -102,6 +102,19 @@ enum Command {
         #[arg(short = 'n', long, default_value_t = 10)]
         count: u32,
     },
+    /// Runs due per minute over a window (at most 7 days), from the schedules: per hour, then
+    /// the peak minutes and the jobs that make them.
+    Forecast {
+        /// RFC 3339; default now.
+        #[arg(long)]
+        from: Option<String>,
+        /// RFC 3339; default 24 hours after `from`.
+        #[arg(long)]
+        to: Option<String>,
+        /// Every owner's jobs (an operator's key only).
+        #[arg(long)]
+        stack: bool,
+    },
     /// Follow a job's runs, printing each state change (Ctrl-C stops).
     Tail {
         job: String,
@@ -308,8 +321,83 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
             });
         }
         Command::Tail { job, seconds } => tail(&client, &job, seconds, json_output).await?,
+        Command::Forecast { from, to, stack } => {
+            let mut query = Vec::new();
+            for (name, value) in [("from", from), ("to", to)] {
+                if let Some(value) = value {
+                    query.push(format!("{name}={}", value.replace('+', "%2B")));
+                }
+            }
+            if stack {
+                query.push("scope=stack".into());
+            }
+            let forecast = client.get(&format!("/v1/forecast?{}", query.join("&"))).await?;
+            print(json_output, &forecast, || forecast_text(&forecast));
+        }
     }
     Ok(())
+}
+
+/// A forecast for people: a summary line, runs per hour with each hour's busiest minute, and
+/// the peak minutes with their top jobs.
+fn forecast_text(forecast: &Value) -> String {
+    let counts: Vec<u64> =
+        forecast["counts"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect();
+    let from = chrono::DateTime::parse_from_rfc3339(&text(&forecast["from"])).ok();
+    let mut out = format!(
+        "{} .. {} ({}): {} runs, {} a minute on average, busiest minute {}; peaks: {} minutes with {} runs or more\n\n",
+        text(&forecast["from"]),
+        text(&forecast["to"]),
+        text(&forecast["scope"]),
+        forecast["total"],
+        forecast["average"],
+        forecast["busiest"],
+        forecast["peak_minutes"],
+        forecast["peak_threshold"],
+    );
+    let widest = counts.chunks(60).map(|h| h.iter().sum::<u64>()).max().unwrap_or(0).max(1);
+    let hours: Vec<Vec<String>> = counts
+        .chunks(60)
+        .enumerate()
+        .map(|(i, hour)| {
+            let start =
+                from.map(|f| (f + chrono::Duration::hours(i as i64)).format("%Y-%m-%d %H:%M").to_string());
+            let runs: u64 = hour.iter().sum();
+            let bar = "#".repeat(((runs * 40).div_ceil(widest)) as usize);
+            vec![
+                start.unwrap_or_default(),
+                runs.to_string(),
+                hour.iter().max().unwrap_or(&0).to_string(),
+                bar,
+            ]
+        })
+        .collect();
+    out.push_str(&table(&["HOUR (UTC)", "RUNS", "BUSIEST MINUTE", ""], &hours));
+    let peaks: Vec<Vec<String>> = forecast["peaks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let jobs: Vec<String> = p["jobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|j| format!("{} ({})", text(&j["name"]), j["runs"]))
+                .collect();
+            vec![text(&p["minute"]), p["runs"].to_string(), jobs.join(", ")]
+        })
+        .collect();
+    if !peaks.is_empty() {
+        out.push_str("\n\n");
+        out.push_str(&table(&["PEAK MINUTE", "RUNS", "TOP JOBS"], &peaks));
+    }
+    if forecast["after_parents"].as_u64().unwrap_or(0) > 0 {
+        out.push_str(&format!(
+            "\n{} more runs of jobs with depends_on start when their parents end\n",
+            forecast["after_parents"]
+        ));
+    }
+    out
 }
 
 async fn state_change(client: &Client, job: &str, action: &str, json_output: bool) -> Result<(), CliError> {

@@ -259,6 +259,19 @@ async fn json_output_parses_and_exit_codes_say_what_went_wrong() {
         String::from_utf8_lossy(&tail.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert!(lines.iter().any(|l| l["run_id"] == run["id"] && l["state"] == "QUEUED"), "{lines:?}");
 
+    let forecast = json(&sundial(&url, &["forecast", "--json"]).await);
+    assert_eq!(forecast["scope"], "owner");
+    assert!(forecast["total"].as_u64().unwrap() > 0, "{forecast}");
+    let human =
+        sundial(&url, &["forecast", "--from", "2031-01-01T00:00:00+00:00", "--to", "2031-01-01T06:00:00Z"])
+            .await;
+    let printed = String::from_utf8_lossy(&human.stdout);
+    assert!(human.status.success(), "{printed}");
+    assert!(printed.starts_with("2031-01-01T00:00:00Z .. 2031-01-01T06:00:00Z (owner)"), "{printed}");
+    assert!(printed.contains("HOUR (UTC)") && printed.contains("2031-01-01 05:00"), "{printed}");
+    let refused = sundial(&url, &["forecast", "--stack"]).await;
+    assert_eq!(refused.status.code(), Some(3), "{}", String::from_utf8_lossy(&refused.stderr));
+
     let human = sundial(&url, &["jobs", "ls"]).await;
     let table = String::from_utf8_lossy(&human.stdout);
     assert!(table.starts_with("NAME") && table.contains("every day at 02:30 America/New_York"), "{table}");

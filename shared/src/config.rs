@@ -28,6 +28,8 @@ pub struct Config {
     pub limits: Limits,
     pub targets: TargetAllowList,
     pub api_keys: ApiKeys,
+    /// Owners whose keys also read the whole stack's forecast (`SUNDIAL_OPERATORS`).
+    pub operators: sundial_domain::auth::Operators,
     /// Partitions of each minute of the `by-due` index.
     pub due_shards: u16,
     pub claim: ClaimSettings,
@@ -234,6 +236,9 @@ impl Config {
             limits,
             targets,
             api_keys,
+            operators: sundial_domain::auth::Operators::from_list(
+                &vars.var("SUNDIAL_OPERATORS").unwrap_or_default(),
+            ),
             due_shards,
             claim,
             tick,

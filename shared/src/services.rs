@@ -54,6 +54,7 @@ pub struct Services {
     pub announcer: Announcer,
     pub recorder: Recorder,
     pub topics: Arc<dyn JobTopics>,
+    pub forecasts: sundial_app::forecast::Forecasts,
 }
 
 impl Services {
@@ -127,8 +128,18 @@ impl Services {
             },
             public_url: config.public_url.clone(),
         };
-        let UseCases { announcer, recorder, claimer, jobs, groups, run_control, tick, worker, watchdog } =
-            UseCases::new(&ports, settings);
+        let UseCases {
+            announcer,
+            recorder,
+            claimer,
+            jobs,
+            groups,
+            run_control,
+            tick,
+            worker,
+            watchdog,
+            forecasts,
+        } = UseCases::new(&ports, settings);
         Services {
             config,
             ports,
@@ -151,6 +162,7 @@ impl Services {
             announcer,
             recorder,
             topics,
+            forecasts,
         }
     }
 }

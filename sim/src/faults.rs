@@ -249,6 +249,18 @@ impl JobStore for FaultyJobs {
             .await
     }
 
+    async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
+        self.faults
+            .call(
+                "jobs.list_all",
+                Subject::NONE,
+                false,
+                self.inner.list_all(limit, cursor),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
         let update = async {
             // A slow edit: the API's write of a job arrives a while after its read (a slow

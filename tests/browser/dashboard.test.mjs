@@ -153,6 +153,28 @@ try {
   // And a parent's run page follows the link to the child's run.
   await page.click(`#workflow a[href="#/runs/${runOf(transform)}"]`);
   await page.locator(`#workflow a[href="#/runs/${runOf(report)}"]`, { hasText: report.name }).waitFor({ timeout: 15_000 });
+
+  // The load forecast on the jobs page: 24 jobs at the top of every hour (from two hours on, so
+  // none fires during the test) make peaks; 6 with a 600 s flexible window spread theirs.
+  const later = new Date(Date.now() + 2 * 3600_000).toISOString();
+  for (let k = 0; k < 24; k += 1) {
+    const made = await call("POST", "/v1/jobs", { name: `hourly-${k}-${Date.now()}`, schedule: { cron: "0 * * * *", start_at: later }, target: { type: "http", url: targetUrl } });
+    if (made.status !== 201) fail(`creating an hourly job: ${made.status} ${JSON.stringify(made.body)}`);
+  }
+  for (let k = 0; k < 6; k += 1) {
+    const made = await call("POST", "/v1/jobs", { name: `spread-${k}-${Date.now()}`, schedule: { cron: "30 * * * *", start_at: later }, flexible_window_s: 600, target: { type: "http", url: targetUrl } });
+    if (made.status !== 201) fail(`creating a flexible job: ${made.status} ${JSON.stringify(made.body)}`);
+  }
+  const forecast = (await call("GET", "/v1/forecast")).body;
+  if (!(forecast.peak_minutes >= 20) || forecast.peaks[0].runs < 24) fail(`the forecast's peaks: ${JSON.stringify(forecast.peaks[0])}`);
+  await page.goto(`${base}/ui/index.html#/`);
+  await page.waitForSelector("#forecast svg path.peak");
+  const peakBars = await page.locator("#forecast svg path.peak").getAttribute("d");
+  if (!peakBars || (peakBars.match(/M/g) || []).length < 20) fail(`the chart highlights the peak minutes: ${peakBars}`);
+  const peakList = await page.locator("#forecast .peaks").innerText();
+  if (!peakList.includes("hourly-")) fail(`the peak minutes name their jobs: ${peakList}`);
+  await page.locator("#forecast").scrollIntoViewIfNeeded();
+  await shot("08-jobs-forecast");
   console.log(`browser test passed; screenshots in ${shots}`);
 } finally {
   await browser.close();

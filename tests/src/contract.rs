@@ -99,6 +99,7 @@ pub async fn job_store_keeps_its_promises(store: &dyn JobStore, shards: u16) {
     jobs_are_created_all_or_nothing(store).await;
     job_writes_are_fenced(store).await;
     jobs_list_by_name_in_pages(store).await;
+    all_jobs_list_in_pages(store).await;
     the_due_index_is_sparse_and_advances_are_fenced(store, shards).await;
 }
 
@@ -248,6 +249,35 @@ async fn job_writes_are_fenced(store: &dyn JobStore) {
         "updating a deleted job finds nothing"
     );
     store.create(&job(&owner, "two", None), 100).await.expect("a delete frees the name");
+}
+
+/// The whole-store listing (the operators' forecast): every job of every owner once, whole,
+/// across pages; no helper records; a cursor that is not one is refused.
+async fn all_jobs_list_in_pages(store: &dyn JobStore) {
+    let mut mine = BTreeMap::new();
+    for k in 0..3 {
+        let j = job(&unique("owner"), &format!("scan-{k}"), None);
+        store.create(&j, 100).await.unwrap();
+        mine.insert(j.id.clone(), j);
+    }
+    let mut seen = BTreeSet::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = store.list_all(2, cursor.as_deref()).await.unwrap();
+        assert!(page.items.len() <= 2, "a page holds at most the limit");
+        for listed in &page.items {
+            assert!(seen.insert(listed.id.clone()), "{} listed twice", listed.id);
+            if let Some(created) = mine.get(&listed.id) {
+                assert_eq!(listed, created, "listed jobs are whole");
+            }
+        }
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert!(mine.keys().all(|id| seen.contains(id)), "every owner's jobs are listed");
+    assert_eq!(store.list_all(10, Some("not a cursor!")).await, Err(StoreError::BadCursor));
 }
 
 async fn jobs_list_by_name_in_pages(store: &dyn JobStore) {

@@ -149,6 +149,10 @@ fn rows(w: &World, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
     let (main, run) = (&w.main, |r: &RunId| r.to_string());
     let now = chrono::Utc::now();
     let range = json!({"from": (now - chrono::Duration::minutes(11)).to_rfc3339(), "to": now.to_rfc3339()});
+    let forecast = {
+        let instant = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        format!("/v1/forecast?from={}&to={}", instant(now), instant(now + chrono::Duration::hours(1)))
+    };
     vec![
         Row::new(M::GET, "/v1/openapi.json", "/v1/openapi.json".into(), Public, S::OK),
         Row::new(M::GET, "/", "/".into(), Public, S::TEMPORARY_REDIRECT),
@@ -307,6 +311,8 @@ fn rows(w: &World, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
             S::OK,
         ),
         Row::new(M::GET, "/metrics", "/metrics".into(), Metrics, S::OK),
+        // Bob's forecast counts his jobs only (its peaks name jobs); Alice's counts hers.
+        Row::new(M::GET, "/v1/forecast", forecast, List, S::OK),
         Row::new(
             M::GET,
             "/v1/groups/{name}",
@@ -661,6 +667,10 @@ fn check_owners(row: &Row, reply: &Reply, w: &World) -> Result<(), String> {
     let text = reply.body.to_string();
     let fail = |why: &str| Err(format!("{} as Alice: {why}: {text}", row.label()));
     match (&row.kind, row.template, row.note) {
+        (Kind::List, "/v1/forecast", _) if reply.body["total"].as_u64().unwrap_or(0) < 12 => {
+            fail("her forecast lacks her jobs' runs")
+        }
+        (Kind::List, "/v1/forecast", _) => Ok(()),
         (Kind::List, ..) if !text.contains(&w.main) => fail("her list lacks her job"),
         (Kind::Owned { .. }, "/v1/jobs/{id}/trigger", "Alice's Idempotency-Key")
             if reply.headers.get("idempotent-replayed").is_none() =>

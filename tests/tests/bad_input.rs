@@ -65,6 +65,24 @@ fn cases() -> Vec<(&'static str, Value, StatusCode, &'static str)> {
             unprocessable,
             "schedule.jitter_s",
         ),
+        (
+            "flexible window too large",
+            with(job("x"), "flexible_window_s", json!(901)),
+            unprocessable,
+            "flexible_window_s",
+        ),
+        (
+            "flexible window negative",
+            with(job("x"), "flexible_window_s", json!(-1)),
+            S::BAD_REQUEST,
+            "flexible_window_s",
+        ),
+        (
+            "flexible window with jitter",
+            with(schedule(json!({"cron": "@daily", "jitter_s": 30})), "flexible_window_s", json!(60)),
+            unprocessable,
+            "flexible_window_s",
+        ),
         ("unknown target type", target(json!({"type": "carrier-pigeon"})), S::BAD_REQUEST, "target.type"),
         (
             "target url not http",
@@ -266,6 +284,26 @@ async fn unknown_ids_are_not_found() {
     let reply = stack.api.get(ALICE, &format!("/v1/jobs/{preview}/preview?count=501")).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.error_field(), "count");
+}
+
+/// A forecast's window: malformed or out-of-range `from`, `to` and `scope` are 400 naming them;
+/// `scope=stack` from a key that is not an operator's is 403 naming `scope`.
+#[tokio::test]
+async fn bad_forecast_windows_name_the_field() {
+    let stack = Stack::new().await;
+    for (query, status, field) in [
+        ("from=yesterday", StatusCode::BAD_REQUEST, "from"),
+        ("from=2026-03-01T00:00:00Z&to=2026-03-01", StatusCode::BAD_REQUEST, "to"),
+        ("from=2026-03-01T00:00:00Z&to=2026-03-01T00:00:00Z", StatusCode::BAD_REQUEST, "to"),
+        ("from=2026-03-02T00:00:00Z&to=2026-03-01T00:00:00Z", StatusCode::BAD_REQUEST, "to"),
+        ("from=2026-03-01T00:00:00Z&to=2026-03-08T00:00:01Z", StatusCode::BAD_REQUEST, "to"),
+        ("scope=everyone", StatusCode::BAD_REQUEST, "scope"),
+        ("scope=stack", StatusCode::FORBIDDEN, "scope"),
+    ] {
+        let reply = stack.api.get(ALICE, &format!("/v1/forecast?{query}")).await;
+        assert_eq!(reply.status, status, "{query}: {}", reply.body);
+        assert_eq!(reply.error_field(), field, "{query}");
+    }
 }
 
 /// A key named twice is refused, at any depth, where a JSON parser that keeps the last value

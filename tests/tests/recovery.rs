@@ -91,6 +91,9 @@ impl JobStore for DueQueryFails {
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         self.0.list(owner, limit, cursor).await
     }
+    async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
+        self.0.list_all(limit, cursor).await
+    }
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
         self.0.update(before, after).await
     }

@@ -88,6 +88,7 @@ fn the_functions_environment_is_complete() {
                 "SUNDIAL_ALLOWED_NETWORKS" => "",
                 "SUNDIAL_PAGE_TOKEN_KEY" => "a page token key of 32 bytes at least",
                 "SUNDIAL_API_KEY_HASHES"
+                | "SUNDIAL_OPERATORS"
                 | "SUNDIAL_ALLOWED_LAMBDA"
                 | "SUNDIAL_ALLOWED_SQS"
                 | "SUNDIAL_ALLOWED_SNS" => "",

@@ -81,12 +81,45 @@ async function jobsPage() {
       <select id="filter" aria-label="Filter"><option value="all">All</option><option value="active">Active</option>
       <option value="paused">Paused</option><option value="failing">Failing</option></select></div>
       <table><thead><tr><th>Name</th><th>Schedule</th><th class="hide-narrow">Next run</th><th>Last run</th><th class="hide-narrow">Success</th></tr></thead>
-      <tbody id="jobs"></tbody></table>`;
+      <tbody id="jobs"></tbody></table>
+      <h2>Load forecast, next 24 hours</h2><div class="forecast card" id="forecast"><p class="muted">Counting…</p></div>`;
     document.getElementById("search").oninput = draw;
     document.getElementById("filter").onchange = draw;
+    forecastPanel();
   }
   draw();
   schedule(jobsPage, rows.some((r) => r.inFlight));
+}
+
+// Runs due per minute as bars (inline SVG, one path for ordinary minutes and one for peaks, so a
+// week of minutes stays light), with the hours marked and the peak minutes listed below.
+function forecastSvg(f) {
+  const n = f.counts.length, height = 120, top = Math.max(1, f.busiest), start = new Date(f.from);
+  const bar = (c, i) => `M${i},${height} v${-Math.max(1, (c / top) * (height - 12))}`;
+  let plain = "", peak = "";
+  f.counts.forEach((c, i) => { if (c > 0) { if (c >= f.peak_threshold) peak += bar(c, i); else plain += bar(c, i); } });
+  const step = n > 1441 ? 1440 : 180;
+  let ticks = "";
+  for (let i = 0; i < n; i += step) {
+    const t = new Date(start.getTime() + i * 60000);
+    const label = step === 1440 ? t.toLocaleDateString() : t.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+    ticks += `<line class="tick" x1="${i}" x2="${i}" y1="0" y2="${height}"/><text class="hour" x="${i + 4}" y="${height + 16}">${esc(label)}</text>`;
+  }
+  const average = height - (f.average / top) * (height - 12);
+  return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${n} ${height + 22}" preserveAspectRatio="none" role="img"
+    aria-label="Runs due per minute; ${f.peak_minutes} peak minutes">${ticks}<path class="bars" d="${plain}"/><path class="bars peak" d="${peak}"/>
+    <line class="average" x1="0" x2="${n}" y1="${average}" y2="${average}"/></svg>`;
+}
+
+async function forecastPanel() {
+  const panel = document.getElementById("forecast");
+  let f;
+  try { f = await api("GET", "/v1/forecast"); } catch (err) { panel.innerHTML = `<p class="error">${esc(err.message)}</p>`; return; }
+  const peaks = f.peaks.slice(0, 5).map((p) => `<li><strong>${when(p.minute)}</strong>: ${p.runs} runs · ${p.jobs
+    .map((j) => `<a href="#/jobs/${esc(j.job_id)}">${esc(j.name)}</a> (${j.runs})`).join(", ")}</li>`).join("");
+  panel.innerHTML = `<p>${f.total} runs · busiest minute ${f.busiest} · ${f.average} a minute on average ·
+    <span class="peak-key">${f.peak_minutes} peak minutes</span> (${f.peak_threshold} runs or more)${f.after_parents ? ` · ${f.after_parents} more after their parents` : ""}</p>
+    <div class="chart">${forecastSvg(f)}</div>${peaks ? `<ul class="peaks">${peaks}</ul>` : '<p class="muted">No peaks: the load is even.</p>'}`;
 }
 
 // A run's key: the part of its id after the job's. Runs of one workflow instant share it, so a

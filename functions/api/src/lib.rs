@@ -3,6 +3,7 @@
 //!
 //! - [`jobs`]: the `/v1/jobs` handlers; [`runs`]: run history, control and target callbacks;
 //!   [`groups`]: the owner's concurrency groups;
+//!   [`forecast`]: runs due per minute, from the schedules;
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
 //! - [`extract`]: request decoding with field-named errors, through [`strict_json`] (no repeated
 //!   keys); [`error`]: error responses;
@@ -20,6 +21,7 @@ pub mod dashboard;
 pub mod edge;
 pub mod error;
 pub mod extract;
+pub mod forecast;
 pub mod groups;
 pub mod idempotency;
 pub mod jobs;
@@ -54,6 +56,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route("/v1/runs/{id}/rerun", post(runs::rerun))
         .route("/v1/runs/{id}/logs", get(observe::run_logs))
+        .route("/v1/forecast", get(forecast::get))
         .route("/metrics", get(observe::metrics))
         // Layers run bottom-up: authenticate, then the idempotency check that needs the caller.
         .layer(middleware::from_fn_with_state(state.clone(), idempotency::idempotent))

@@ -33,12 +33,14 @@ use utoipa::{Modify, OpenApi};
         crate::groups::put,
         crate::groups::get,
         crate::groups::delete,
+        crate::forecast::get,
     ),
     modifiers(&BearerAuth),
     tags(
         (name = "jobs", description = "Job definitions and their schedules"),
         (name = "runs", description = "Run history and control"),
         (name = "groups", description = "Concurrency groups: how many runs of their jobs execute at once"),
+        (name = "forecast", description = "The load the schedules will make, per minute"),
         (name = "callbacks", description = "Called by targets that answered 202, with the run's callback token"),
     )
 )]
@@ -149,6 +151,9 @@ fn constrain_parameters(doc: &mut Value) {
     let bounds = [
         ("limit", json!({"minimum": 1, "maximum": sundial_app::jobs::MAX_PAGE})),
         ("count", json!({"minimum": 1, "maximum": sundial_app::jobs::MAX_PREVIEW})),
+        ("from", json!({"format": "date-time"})),
+        ("to", json!({"format": "date-time"})),
+        ("scope", json!({"enum": ["owner", "stack"]})),
         ("Idempotency-Key", json!({"minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"})),
     ];
     let Some(paths) = doc["paths"].as_object_mut() else { return };

@@ -27,6 +27,9 @@ pub struct AppState {
     pub body_limit: usize,
     pub meter: Arc<Meter>,
     pub logs: LogLocation,
+    pub forecasts: sundial_app::forecast::Forecasts,
+    /// Owners whose keys may read the whole stack's forecast.
+    pub operators: Arc<sundial_domain::auth::Operators>,
 }
 
 impl AppState {
@@ -41,6 +44,8 @@ impl AppState {
             body_limit: services.config.limits.max_payload_bytes + BODY_OVERHEAD,
             meter: services.meter.clone(),
             logs: services.config.logs.clone(),
+            forecasts: services.forecasts.clone(),
+            operators: Arc::new(services.config.operators.clone()),
         }
     }
 

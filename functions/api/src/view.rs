@@ -150,7 +150,7 @@ pub struct RunView {
     pub id: String,
     pub job_id: String,
     pub scheduled_at: DateTime<Utc>,
-    /// When its first attempt may start (the instant plus the job's jitter).
+    /// When its first attempt may start (the instant plus the job's jitter or flexible-window offset).
     pub due_at: DateTime<Utc>,
     pub kind: RunKind,
     pub state: RunState,

@@ -3,6 +3,7 @@
 //! way.
 
 use crate::announce::Announcer;
+use crate::forecast::Forecasts;
 use crate::groups::Groups;
 use crate::jobs::{Jobs, JobsSettings};
 use crate::ports::Ports;
@@ -39,6 +40,7 @@ pub struct UseCases {
     pub tick: Tick,
     pub worker: Worker,
     pub watchdog: Watchdog,
+    pub forecasts: Forecasts,
 }
 
 impl UseCases {
@@ -56,6 +58,18 @@ impl UseCases {
         let worker = Worker::new(ports, recorder.clone(), settings.worker);
         let run_control = RunControl::new(ports, jobs.clone(), recorder.clone(), heartbeat_window);
         let watchdog = Watchdog::new(ports, recorder.clone(), settings.watchdog);
-        UseCases { announcer, recorder, claimer, jobs, groups, run_control, tick, worker, watchdog }
+        let forecasts = Forecasts::new(ports.jobs.clone());
+        UseCases {
+            announcer,
+            recorder,
+            claimer,
+            jobs,
+            groups,
+            run_control,
+            tick,
+            worker,
+            watchdog,
+            forecasts,
+        }
     }
 }

@@ -1,4 +1,5 @@
 //! API keys: who is calling. Keys are kept only as SHA-256 digests, locally and in Lambda alike.
+//! Operators are owners named in configuration, whose keys also read the whole stack's forecast.
 
 use crate::job::Owner;
 use sha2::{Digest, Sha256};
@@ -58,6 +59,23 @@ impl ApiKeys {
     }
 }
 
+/// The owners whose keys are operators': they may read the whole stack's load forecast (every
+/// owner's jobs, counted), and nothing else more than any owner. An owner is named, not a key, so
+/// the same list serves API keys and a JWT authorizer's subjects.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Operators(std::collections::BTreeSet<Owner>);
+
+impl Operators {
+    /// Parses `owner,owner` (blank entries ignored).
+    pub fn from_list(list: &str) -> Self {
+        Operators(list.split(',').map(str::trim).filter(|o| !o.is_empty()).map(str::to_string).collect())
+    }
+
+    pub fn contains(&self, owner: &str) -> bool {
+        self.0.contains(owner)
+    }
+}
+
 fn entries(list: &str) -> Result<Vec<(&str, &str)>, KeyListError> {
     list.split(',')
         .map(str::trim)
@@ -91,6 +109,14 @@ mod tests {
         keys.add_digest_list(&format!("{}:carol", digest("secret"))).unwrap();
         assert_eq!(keys.owner_of("secret").map(String::as_str), Some("carol"));
         assert_eq!(keys.add_digest_list("abc:dave"), Err(KeyListError::BadDigest(1)));
+    }
+
+    #[test]
+    fn operators_are_named_owners() {
+        let ops = Operators::from_list(" ops , ,sre");
+        assert!(ops.contains("ops") && ops.contains("sre"));
+        assert!(!ops.contains("alice") && !ops.contains(""));
+        assert!(!Operators::default().contains("ops"));
     }
 
     #[test]

@@ -79,6 +79,12 @@ pub struct JobDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000))]
     pub start_deadline_s: Option<u32>,
+    /// Lets Sundial start each scheduled run anywhere in [T, T + flexible_window_s] to flatten
+    /// peaks; the offset is a pure function of the job and the instant. Not with
+    /// `schedule.jitter_s`, nor on a job with `depends_on`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 900))]
+    pub flexible_window_s: Option<u32>,
     #[serde(default)]
     pub concurrency: ConcurrencyPolicy,
     /// How often a run may call its target: at least once (retried after any failure) or at
@@ -475,6 +481,28 @@ impl Job {
     /// Whether the job runs after other jobs instead of on a schedule of its own.
     pub fn has_parents(&self) -> bool {
         !self.document.depends_on.is_empty()
+    }
+
+    /// How long after a scheduled instant its run may start: the flexible window, or the
+    /// schedule's jitter (a document has at most one of them).
+    pub fn max_start_offset_s(&self) -> u32 {
+        match (self.document.flexible_window_s, self.document.schedule.as_ref().and_then(|s| s.jitter_s)) {
+            (Some(window), _) => window,
+            (None, jitter) => jitter.unwrap_or(0),
+        }
+    }
+
+    /// When the run of the scheduled `instant` may first start, after the instant: the one
+    /// answer the tick (which dispatches the run) and the forecast (which counts it) share. A
+    /// pure function of the job's id and the instant, so racing claimers agree: a flexible
+    /// window's [`crate::offset::spread_offset`], else the schedule's
+    /// [`crate::offset::jitter_offset`], else none.
+    pub fn start_offset(&self, instant: DateTime<Utc>) -> chrono::Duration {
+        match (self.document.flexible_window_s, self.document.schedule.as_ref().and_then(|s| s.jitter_s)) {
+            (Some(window), _) => crate::offset::spread_offset(self.id.as_str(), instant, window),
+            (None, Some(jitter)) => crate::offset::jitter_offset(self.id.as_str(), instant, jitter),
+            (None, None) => chrono::Duration::zero(),
+        }
     }
 
     /// Whether the job belongs in the due index: active and with a next run.

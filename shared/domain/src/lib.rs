@@ -19,6 +19,8 @@
 //! - [`workflow`]: jobs that run after other jobs: the graph checks and when a child runs;
 //! - [`waiting`]: why a waiting run has not started (its offset, a backoff, its group);
 //! - [`group`]: concurrency groups: one owner's limit on running attempts, across workers;
+//! - [`offset`]: when a run may first start after its instant (jitter, flexible window);
+//! - [`forecast`]: runs per minute over a window, from the schedules, with the peaks;
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
 pub mod auth;
@@ -30,11 +32,13 @@ pub mod entropy;
 pub mod events;
 #[cfg(test)]
 mod fixtures;
+pub mod forecast;
 pub mod group;
 pub mod inspect;
 pub mod job;
 pub mod limits;
 pub mod merge_patch;
+pub mod offset;
 pub mod page_token;
 pub mod plan;
 pub mod ports;

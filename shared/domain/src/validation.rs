@@ -92,6 +92,21 @@ pub fn validate(
     if let Some(deadline) = doc.start_deadline_s {
         in_range("start_deadline_s", deadline, 1, limits::MAX_DEADLINE_S)?;
     }
+    if let Some(window) = doc.flexible_window_s {
+        in_range("flexible_window_s", window, 0, limits::MAX_FLEXIBLE_WINDOW_S)?;
+        if doc.schedule.as_ref().is_some_and(|s| s.jitter_s.is_some()) {
+            return Err(ValidationError::new(
+                "flexible_window_s",
+                "takes the place of schedule.jitter_s: set one of them (the other to null when patching)",
+            ));
+        }
+        if !doc.depends_on.is_empty() {
+            return Err(ValidationError::new(
+                "flexible_window_s",
+                "a job with depends_on starts when its parents end and has no window of its own",
+            ));
+        }
+    }
     if let Some(n) = doc.alert_after_failures {
         in_range("alert_after_failures", n, 1, limits::MAX_ALERT_AFTER_FAILURES)?;
     }
@@ -569,6 +584,15 @@ mod tests {
             (job(json!({"timeout_s": 604_801})), "timeout_s"),
             (job(json!({"sla_s": 0})), "sla_s"),
             (job(json!({"start_deadline_s": 0})), "start_deadline_s"),
+            (job(json!({"flexible_window_s": 901})), "flexible_window_s"),
+            (
+                job(json!({"flexible_window_s": 60, "schedule": {"cron": "@daily", "jitter_s": 30}})),
+                "flexible_window_s",
+            ),
+            (
+                job(json!({"flexible_window_s": 60, "depends_on": ["01J00000000000000000000000"]})),
+                "flexible_window_s",
+            ),
             (job(json!({"alert_after_failures": 0})), "alert_after_failures"),
             (job(json!({"notify": {"email": ["nobody"]}})), "notify.email[0]"),
             (job(json!({"notify": {"sms": ["555-1234"]}})), "notify.sms[0]"),

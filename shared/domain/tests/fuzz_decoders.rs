@@ -418,6 +418,7 @@ const KEYS: &[&str] = &[
     "timeout_s",
     "sla_s",
     "start_deadline_s",
+    "flexible_window_s",
     "concurrency",
     "catchup",
     "alert_after_failures",
@@ -662,6 +663,7 @@ const PATHS: &[&str] = &[
     "timeout_s",
     "sla_s",
     "start_deadline_s",
+    "flexible_window_s",
     "alert_after_failures",
     "concurrency",
     "catchup",
@@ -778,6 +780,7 @@ const DOCUMENT_FIELDS: &[&str] = &[
     "timeout_s",
     "sla_s",
     "start_deadline_s",
+    "flexible_window_s",
     "alert_after_failures",
     "notify",
 ];

@@ -134,6 +134,13 @@ fn decode_cursor(cursor: &str, owner: &str) -> StoreResult<(String, String)> {
     Ok((name, id))
 }
 
+/// The job id a whole-store listing continues after.
+fn decode_scan_cursor(cursor: &str) -> StoreResult<String> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| StoreError::BadCursor)?;
+    let id = String::from_utf8(bytes).map_err(|_| StoreError::BadCursor)?;
+    JobId::parse(&id).map(|id| id.to_string()).ok_or(StoreError::BadCursor)
+}
+
 #[async_trait]
 impl JobStore for MemoryJobStore {
     async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
@@ -200,6 +207,29 @@ impl JobStore for MemoryJobStore {
             None
         };
         let items = keys.iter().filter_map(|(_, id)| state.jobs.get(*id).map(|s| s.job.clone())).collect();
+        Ok(Page { items, next })
+    }
+
+    async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
+        let after = cursor.map(decode_scan_cursor).transpose()?;
+        let limit = limit.max(1) as usize;
+        let state = lock(&self.state);
+        // By id, as a scan of the table would go in some fixed order.
+        let mut ids: Vec<&str> = state
+            .jobs
+            .keys()
+            .map(String::as_str)
+            .filter(|id| after.as_deref().is_none_or(|after| *id > after))
+            .collect();
+        ids.sort_unstable();
+        ids.truncate(limit + 1);
+        let next = if ids.len() > limit {
+            ids.truncate(limit);
+            ids.last().map(|id| URL_SAFE_NO_PAD.encode(id))
+        } else {
+            None
+        };
+        let items = ids.iter().filter_map(|id| state.jobs.get(*id).map(|s| s.job.clone())).collect();
         Ok(Page { items, next })
     }
 

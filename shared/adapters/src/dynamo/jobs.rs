@@ -229,6 +229,13 @@ fn failed(reasons: &[String], index: usize) -> bool {
     reasons.get(index).is_some_and(|r| r == "ConditionalCheckFailed")
 }
 
+/// The job id a whole-table listing continues after.
+fn decode_scan_cursor(cursor: &str) -> StoreResult<String> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| StoreError::BadCursor)?;
+    let id = String::from_utf8(bytes).map_err(|_| StoreError::BadCursor)?;
+    JobId::parse(&id).map(|id| id.to_string()).ok_or(StoreError::BadCursor)
+}
+
 fn from_item(item: &Item) -> StoreResult<Job> {
     let time = |name: &str| {
         parse_instant(get_s(item, name)?)
@@ -394,6 +401,46 @@ impl JobStore for DynamoJobStore {
         };
         let ids: Vec<String> = keys.into_iter().map(|(id, _)| id).collect();
         Ok(Page { items: self.batch_get(&ids).await?, next })
+    }
+
+    async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
+        let limit = limit.max(1) as usize;
+        let mut exclusive_start = match cursor {
+            Some(c) => Some(Item::from([("job_id".to_string(), s(decode_scan_cursor(c)?))])),
+            None => None,
+        };
+        let mut jobs: Vec<Job> = Vec::with_capacity(limit + 1);
+        // A scan of the table, job items only (name locks and owner counters have no document).
+        // The scan's order is fixed by the key's hash, so the last job returned continues it;
+        // one job more than asked tells whether another page exists.
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression("attribute_exists(#d)")
+                .expression_attribute_names("#d", "document")
+                .consistent_read(true)
+                .set_exclusive_start_key(exclusive_start)
+                .limit((limit + 1 - jobs.len()).max(25) as i32)
+                .send()
+                .await
+                .map_err(item::classify)?;
+            for it in out.items() {
+                jobs.push(from_item(it)?);
+            }
+            exclusive_start = out.last_evaluated_key;
+            if jobs.len() > limit || exclusive_start.is_none() {
+                break;
+            }
+        }
+        let next = if jobs.len() > limit {
+            jobs.truncate(limit);
+            jobs.last().map(|j| URL_SAFE_NO_PAD.encode(j.id.as_str()))
+        } else {
+            None
+        };
+        Ok(Page { items: jobs, next })
     }
 
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {

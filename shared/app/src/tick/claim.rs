@@ -24,7 +24,6 @@ use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{Inserted, JobStore, RunStore, StoreError};
 use sundial_domain::run::transition;
 use sundial_domain::run::{Run, RunKey};
-use sundial_domain::schedule::jitter_offset;
 use tracing::Instrument;
 
 /// How claiming behaves; defaults from the design.
@@ -254,9 +253,10 @@ impl Claimer {
                 return Ok(prepared);
             }
         };
-        let jitter_s = job.document.schedule.as_ref().and_then(|s| s.jitter_s).unwrap_or(0);
+        // A run's start may be offset (jitter, flexible window) up to this past its instant.
+        let offset_s = job.max_start_offset_s();
         let ahead = self.settings.claim_ahead.max(self.settings.lookahead);
-        let max_ahead = Duration::seconds(i64::from(MAX_DELAY_S.saturating_sub(jitter_s)));
+        let max_ahead = Duration::seconds(i64::from(MAX_DELAY_S.saturating_sub(offset_s)));
         let horizon = now + ahead.min(max_ahead);
         let plan = plan(
             first,
@@ -271,7 +271,7 @@ impl Claimer {
         prepared.next_run_at = plan.next_run_at;
 
         for instant in plan.claim {
-            let due = instant + jitter_offset(job.id.as_str(), instant, jitter_s);
+            let due = instant + job.start_offset(instant);
             let run = self.new_run(job, RunKey::scheduled(instant), due, now);
             // Its log lines (the capacity of the insert among them) name the run.
             let span = tracing::info_span!("run", run_id = %run.id(), job_id = %job.id);

@@ -99,6 +99,11 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// The owner's jobs by name, `limit` at a time.
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
 
+    /// Every owner's jobs, `limit` at a time, in an order of the store's choosing that a cursor
+    /// continues (a scan: the operators' whole-stack forecast). Jobs only, never the store's
+    /// helper records.
+    async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
+
     /// Replaces `before` with `after` if the job still has `before`'s version and `next_run_at`
     /// (`Conflict` if not: edited, or advanced by the tick; `NotFound` if the job is gone).
     /// `after` carries its new version.

@@ -109,20 +109,6 @@ impl Schedule {
     }
 }
 
-/// The deterministic start offset of `jitter_s` for one instant of one job: the same job and
-/// instant always get the same offset in `0..=jitter_s` seconds (FNV-1a of both).
-pub fn jitter_offset(job_id: &str, instant: DateTime<Utc>, jitter_s: u32) -> Duration {
-    if jitter_s == 0 {
-        return Duration::zero();
-    }
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in job_id.bytes().chain(instant.timestamp().to_be_bytes()) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    Duration::seconds((hash % (u64::from(jitter_s) + 1)) as i64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,17 +150,6 @@ mod tests {
         assert_eq!(s.upcoming(utc("2026-01-01T00:00:00Z"), 3), [utc("2026-05-01T10:00:00Z")]);
         assert_eq!(s.next_after(utc("2026-05-01T10:00:00Z")), None);
         assert_eq!(s.first_at_or_after(utc("2026-05-01T10:00:00Z")), Some(utc("2026-05-01T10:00:00Z")));
-    }
-
-    #[test]
-    fn jitter_is_deterministic_and_bounded() {
-        let t = utc("2026-01-01T00:00:00Z");
-        assert_eq!(jitter_offset("job", t, 30), jitter_offset("job", t, 30));
-        assert_eq!(jitter_offset("job", t, 0), Duration::zero());
-        let offsets: std::collections::HashSet<i64> =
-            (0..200).map(|k| jitter_offset("job", t + Duration::minutes(k), 30).num_seconds()).collect();
-        assert!(offsets.iter().all(|o| (0..=30).contains(o)));
-        assert!(offsets.len() > 20, "offsets should spread: {offsets:?}");
     }
 
     const EXPRS: &[&str] = &[

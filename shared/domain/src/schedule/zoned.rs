@@ -34,7 +34,9 @@ fn end_of_gap(tz: Tz, gap_time: NaiveDateTime) -> Option<DateTime<Utc>> {
         return None;
     }
     while hi - lo > Duration::seconds(1) {
-        let mid = lo + (hi - lo) / 2;
+        // Half the span in whole seconds: halving a Duration would leave fractions of a
+        // second, and the end of a gap would not be a whole second.
+        let mid = lo + Duration::seconds((hi - lo).num_seconds() / 2);
         if local_time(tz, mid)? > gap_time { hi = mid } else { lo = mid }
     }
     Some(hi)
@@ -134,6 +136,14 @@ mod tests {
             fires("30 2 * * *", NY, "2026-03-07T00:00:00Z", 3),
             ["2026-03-07 02:30:00-05:00", "2026-03-08 03:00:00-04:00", "2026-03-09 02:30:00-04:00"]
         );
+    }
+
+    #[test]
+    fn the_end_of_a_gap_is_a_whole_second() {
+        let tz: Tz = NY.parse().unwrap();
+        let expr: CronExpr = "30 2 * * *".parse().unwrap();
+        let next = next_after(&expr, tz, "2026-03-08T06:59:59Z".parse().unwrap()).unwrap();
+        assert_eq!(next, "2026-03-08T07:00:00Z".parse::<DateTime<Utc>>().unwrap());
     }
 
     #[test]

@@ -1,0 +1,314 @@
+//! The load forecast: how many runs start in each minute of a window, computed from the jobs'
+//! schedules (their own `next_after`: cron in its zone with DST, rate, at) and the start offset
+//! each run gets ([`Job::start_offset`], the tick's own answer), never from stored runs; with the
+//! peak minutes and the jobs that make them.
+//!
+//! A run counts in the minute it may first start (instant + offset); an instant just before the
+//! window whose offset carries its start into it counts, one whose start falls after it does
+//! not. Paused jobs count nothing. Jobs with parents have no instants of their own: their runs
+//! start when their parents' runs end, which no schedule says, so they are not placed in a
+//! minute and are counted apart ([`Forecast::after_parents`], once per instant of their first
+//! root). Sub-minute (6-field) crons and rates count every instant. The work is one
+//! `next_after` per instant and no allocation per instant: at most [`MAX_MINUTES`] counters, a
+//! few per peak.
+
+use crate::job::{Job, JobId, Owner};
+use crate::schedule::Schedule;
+use crate::validation::{ValidationError, stored_schedule};
+use crate::workflow::Graph;
+use chrono::{DateTime, Duration, DurationRound, Utc};
+use std::collections::BTreeMap;
+
+/// The longest window: 7 days of minutes.
+pub const MAX_MINUTES: i64 = 7 * 24 * 60;
+/// The most instants one forecast walks (about 2 s of one core, twice: the counts, then the
+/// peaks' jobs), bounded before it starts from each schedule's shortest gap.
+pub const MAX_INSTANTS: u64 = 12_000_000;
+/// Peak minutes listed with their jobs, busiest first.
+pub const LISTED_PEAKS: usize = 20;
+/// Jobs listed per peak minute, most runs first.
+pub const JOBS_PER_PEAK: usize = 5;
+
+/// Whole UTC minutes `[start, start + minutes)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub start: DateTime<Utc>,
+    pub minutes: usize,
+}
+
+impl Window {
+    /// The minutes `[from, to)` touches: `from` down to its minute, `to` up to its minute. `to`
+    /// must be later than `from`, and at most 7 days later (errors name the field).
+    pub fn new(from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Window, ValidationError> {
+        if to <= from {
+            return Err(ValidationError::new("to", "must be later than from"));
+        }
+        if to - from > Duration::minutes(MAX_MINUTES) {
+            return Err(ValidationError::new("to", "must be at most 7 days after from"));
+        }
+        let minute = Duration::minutes(1);
+        let start =
+            from.duration_trunc(minute).map_err(|_| ValidationError::new("from", "is out of range"))?;
+        let end = to.duration_trunc(minute).map_err(|_| ValidationError::new("to", "is out of range"))?;
+        let end = if end < to { end + minute } else { end };
+        let minutes = (end - start).num_minutes().clamp(1, MAX_MINUTES + 1) as usize;
+        Ok(Window { start, minutes })
+    }
+
+    pub fn end(&self) -> DateTime<Utc> {
+        self.start + Duration::minutes(self.minutes as i64)
+    }
+
+    /// The index of the minute `t` falls in, if inside.
+    fn minute_of(&self, t: DateTime<Utc>) -> Option<usize> {
+        if t < self.start {
+            return None;
+        }
+        let index = ((t - self.start).num_seconds() / 60) as usize;
+        (index < self.minutes).then_some(index)
+    }
+}
+
+/// One job's runs in one minute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLoad {
+    pub job_id: JobId,
+    pub name: String,
+    pub owner: Owner,
+    pub runs: u32,
+}
+
+/// A peak minute: its count and the jobs with the most runs in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peak {
+    pub minute: DateTime<Utc>,
+    pub runs: u32,
+    pub jobs: Vec<JobLoad>,
+}
+
+/// Runs per minute over a window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forecast {
+    pub window: Window,
+    /// Runs starting in each minute of the window, in order.
+    pub counts: Vec<u32>,
+    pub total: u64,
+    /// Runs per minute on average over the window.
+    pub average: f64,
+    /// A minute with at least this many runs is a peak: twice the average, and at least 2.
+    pub peak_threshold: u32,
+    /// How many minutes are peaks.
+    pub peak_minutes: usize,
+    /// The busiest peak minutes (at most [`LISTED_PEAKS`]), busiest first, then earliest.
+    pub peaks: Vec<Peak>,
+    /// Runs of jobs with parents whose instants fall in the window: they start when their
+    /// parents' runs end, so no minute holds them.
+    pub after_parents: u64,
+}
+
+/// A job the forecast places: its schedule parsed once.
+struct Placed<'a> {
+    job: &'a Job,
+    schedule: Schedule,
+}
+
+/// Calls `each` with the minute of every run of `job` that starts inside `window`.
+fn each_start(placed: &Placed<'_>, window: &Window, mut each: impl FnMut(usize)) {
+    let end = window.end();
+    let reach = Duration::seconds(i64::from(placed.job.max_start_offset_s()));
+    let mut cursor = placed.schedule.first_at_or_after(window.start - reach);
+    while let Some(instant) = cursor.filter(|t| *t < end) {
+        if let Some(minute) = window.minute_of(instant + placed.job.start_offset(instant)) {
+            each(minute);
+        }
+        cursor = placed.schedule.next_after(instant);
+    }
+}
+
+/// Instants of `schedule` in `[window.start, window.end())`.
+fn instants_in(schedule: &Schedule, window: &Window) -> u64 {
+    let end = window.end();
+    let mut count = 0;
+    let mut cursor = schedule.first_at_or_after(window.start);
+    while let Some(instant) = cursor.filter(|t| *t < end) {
+        count += 1;
+        cursor = schedule.next_after(instant);
+    }
+    count
+}
+
+/// The most instants `placed` can have in `window` (and the widest offset before it): one per
+/// shortest gap of each schedule, one for an `at`.
+fn instant_bound(placed: &[Placed<'_>], window: &Window) -> u64 {
+    placed
+        .iter()
+        .map(|p| {
+            let span = window.minutes as u64 * 60 + u64::from(p.job.max_start_offset_s());
+            match p.schedule.min_interval_seconds() {
+                Some(gap) => span / gap.max(1) + 1,
+                None => 1,
+            }
+        })
+        .sum()
+}
+
+/// The forecast of `jobs` over `window`. `jobs` should hold the roots of every job with
+/// parents (the owner's jobs do); a child whose roots are missing counts nothing. Refused
+/// (naming `to`) when the jobs could have more than [`MAX_INSTANTS`] instants in the window.
+pub fn forecast(jobs: &[Job], window: &Window) -> Result<Forecast, ValidationError> {
+    let placed: Vec<Placed<'_>> = jobs
+        .iter()
+        .filter(|j| !j.document.paused && !j.has_parents())
+        .filter_map(|job| match stored_schedule(job) {
+            Ok(Some(schedule)) => Some(Placed { job, schedule }),
+            // Run-once jobs are claimed when created; a stored schedule that does not parse
+            // is never claimed either.
+            _ => None,
+        })
+        .collect();
+    let bound = instant_bound(&placed, window);
+    if bound > MAX_INSTANTS {
+        return Err(ValidationError::new(
+            "to",
+            format!(
+                "these jobs may have up to {bound} runs in the window; a forecast counts at most {MAX_INSTANTS}: ask for a shorter window"
+            ),
+        ));
+    }
+
+    let mut counts = vec![0u32; window.minutes];
+    for p in &placed {
+        each_start(p, window, |minute| counts[minute] = counts[minute].saturating_add(1));
+    }
+    let total: u64 = counts.iter().map(|c| u64::from(*c)).sum();
+    let average = total as f64 / window.minutes as f64;
+    let peak_threshold = ((2.0 * average).ceil() as u32).max(2);
+    let mut peak_indexes: Vec<usize> = (0..counts.len()).filter(|i| counts[*i] >= peak_threshold).collect();
+    let peak_minutes = peak_indexes.len();
+    peak_indexes.sort_by(|a, b| counts[*b].cmp(&counts[*a]).then(a.cmp(b)));
+    peak_indexes.truncate(LISTED_PEAKS);
+
+    // A second pass over the jobs, counting only the listed peak minutes.
+    let slot: BTreeMap<usize, usize> = peak_indexes.iter().enumerate().map(|(slot, i)| (*i, slot)).collect();
+    let mut loads: Vec<Vec<JobLoad>> = vec![Vec::new(); peak_indexes.len()];
+    if !slot.is_empty() {
+        for p in &placed {
+            let mut mine = vec![0u32; peak_indexes.len()];
+            each_start(p, window, |minute| {
+                if let Some(s) = slot.get(&minute) {
+                    mine[*s] += 1;
+                }
+            });
+            for (s, runs) in mine.into_iter().enumerate().filter(|(_, runs)| *runs > 0) {
+                loads[s].push(JobLoad {
+                    job_id: p.job.id.clone(),
+                    name: p.job.document.name.clone(),
+                    owner: p.job.owner.clone(),
+                    runs,
+                });
+            }
+        }
+    }
+    let peaks = peak_indexes
+        .iter()
+        .zip(loads)
+        .map(|(index, mut jobs)| {
+            jobs.sort_by(|a, b| {
+                b.runs.cmp(&a.runs).then_with(|| a.name.cmp(&b.name)).then_with(|| a.job_id.cmp(&b.job_id))
+            });
+            jobs.truncate(JOBS_PER_PEAK);
+            Peak { minute: window.start + Duration::minutes(*index as i64), runs: counts[*index], jobs }
+        })
+        .collect();
+
+    Ok(Forecast {
+        window: *window,
+        counts,
+        total,
+        average,
+        peak_threshold,
+        peak_minutes,
+        peaks,
+        after_parents: after_parents(jobs, window),
+    })
+}
+
+/// Runs of the jobs with parents: one per instant of the job's first root in the window, if
+/// neither the job nor any of its roots is paused (a paused root has no runs to hand on).
+fn after_parents(jobs: &[Job], window: &Window) -> u64 {
+    let graph = Graph::new(jobs);
+    jobs.iter()
+        .filter(|j| j.has_parents() && !j.document.paused)
+        .map(|child| {
+            let roots: Vec<&Job> = graph.roots(&child.id).iter().filter_map(|id| graph.job(id)).collect();
+            if roots.is_empty() || roots.iter().any(|r| r.document.paused || r.has_parents()) {
+                return 0;
+            }
+            match roots.first().map(|r| stored_schedule(r)) {
+                Some(Ok(Some(schedule))) => instants_in(&schedule, window),
+                _ => 0,
+            }
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::job as stored_job;
+    use serde_json::json;
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn windows_are_whole_minutes_of_at_most_7_days() {
+        let w = Window::new(utc("2026-03-01T10:00:30Z"), utc("2026-03-01T10:02:00Z")).unwrap();
+        assert_eq!((w.start, w.minutes), (utc("2026-03-01T10:00:00Z"), 2));
+        let w = Window::new(utc("2026-03-01T10:00:00Z"), utc("2026-03-01T10:02:01Z")).unwrap();
+        assert_eq!(w.minutes, 3);
+        let from = utc("2026-03-01T00:00:00Z");
+        assert_eq!(Window::new(from, from + Duration::days(7)).unwrap().minutes, 10_080);
+        assert_eq!(
+            Window::new(from, from + Duration::days(7) + Duration::seconds(1)).unwrap_err().field,
+            "to"
+        );
+        assert_eq!(Window::new(from, from).unwrap_err().field, "to");
+        assert_eq!(Window::new(from, from - Duration::minutes(1)).unwrap_err().field, "to");
+    }
+
+    #[test]
+    fn peaks_name_their_jobs() {
+        let mut jobs: Vec<Job> = (0..3)
+            .map(|k| stored_job(json!({"name": format!("hourly-{k}"), "schedule": {"cron": "0 * * * *"}})))
+            .collect();
+        jobs.push(stored_job(json!({"name": "paused", "schedule": {"cron": "0 * * * *"}, "paused": true})));
+        jobs.push(stored_job(json!({"name": "spread", "schedule": {"cron": "*/2 * * * *"}})));
+        let w = Window::new(utc("2026-03-01T00:00:00Z"), utc("2026-03-01T02:00:00Z")).unwrap();
+        let f = forecast(&jobs, &w).unwrap();
+        assert_eq!(f.total, 6 + 60);
+        assert_eq!(f.counts[0], 4);
+        assert_eq!(f.counts[1], 0);
+        assert_eq!(f.counts[2], 1);
+        assert_eq!(f.peak_threshold, 2);
+        assert_eq!(f.peak_minutes, 2);
+        assert_eq!(f.peaks[0].minute, utc("2026-03-01T00:00:00Z"));
+        assert_eq!(f.peaks[0].runs, 4);
+        let names: Vec<&str> = f.peaks[0].jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["hourly-0", "hourly-1", "hourly-2", "spread"]);
+        assert_eq!(f.peaks[1].minute, utc("2026-03-01T01:00:00Z"));
+    }
+
+    #[test]
+    fn the_work_is_bounded_before_it_starts() {
+        // 200 jobs every 10 s over 7 days: 12,096,200 instants at most.
+        let jobs: Vec<Job> =
+            (0..200).map(|_| stored_job(json!({"schedule": {"cron": "*/10 * * * * *"}}))).collect();
+        let from = utc("2026-03-01T00:00:00Z");
+        let week = Window::new(from, from + Duration::days(7)).unwrap();
+        assert_eq!(forecast(&jobs, &week).unwrap_err().field, "to");
+        let day = Window::new(from, from + Duration::days(1)).unwrap();
+        assert_eq!(forecast(&jobs, &day).unwrap().total, 200 * 8_640);
+    }
+}
