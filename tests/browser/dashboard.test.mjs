@@ -175,6 +175,31 @@ try {
   if (!peakList.includes("hourly-")) fail(`the peak minutes name their jobs: ${peakList}`);
   await page.locator("#forecast").scrollIntoViewIfNeeded();
   await shot("08-jobs-forecast");
+
+  // A concurrency group of one: while a slow run holds its slot, the next run's page says it
+  // waits for the group.
+  const slow = http.createServer((req, res) => { req.resume(); setTimeout(() => { res.writeHead(200); res.end("{}"); }, 12_000); });
+  await new Promise((resolve) => slow.listen(0, "127.0.0.1", resolve));
+  const slowUrl = `http://127.0.0.1:${slow.address().port}/hook`;
+  const pool = `pool-${Date.now()}`;
+  const put = await call("PUT", `/v1/groups/${pool}`, { max_running: 1 });
+  if (put.status !== 200) fail(`creating the group: ${put.status} ${JSON.stringify(put.body)}`);
+  const member = async (name, url) => {
+    const made = await call("POST", "/v1/jobs", { name: `${name}-${Date.now()}`, schedule: { cron: "0 0 1 1 *" }, group: pool, target: { type: "http", url } });
+    if (made.status !== 201) fail(`creating ${name}: ${made.status} ${JSON.stringify(made.body)}`);
+    return made.body;
+  };
+  const holder = await member("holder", slowUrl);
+  const waiter = await member("waiter", targetUrl);
+  const holding = (await call("POST", `/v1/jobs/${holder.id}/trigger`, {})).body;
+  for (let i = 0; i < 100 && (await call("GET", `/v1/runs/${holding.id}`)).body.state !== "RUNNING"; i += 1) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const waiting = (await call("POST", `/v1/jobs/${waiter.id}/trigger`, {})).body;
+  await page.goto(`${base}/ui/index.html#/runs/${waiting.id}`);
+  await page.locator("#waiting", { hasText: `its group ${pool} is full: 1 of 1 running` }).waitFor({ timeout: 15_000 });
+  await shot("09-run-waiting-for-group");
+  slow.close();
   console.log(`browser test passed; screenshots in ${shots}`);
 } finally {
   await browser.close();

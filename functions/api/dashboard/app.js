@@ -225,7 +225,8 @@ async function jobPage(id) {
       <span id="action" class="muted"></span></div>
     <div class="grid card"><div><span>Schedule</span>${esc(schedule_description)}</div>
       <div><span>Next runs</span>${preview.instants.map((i) => esc(i.local)).join("<br>") || (job.depends_on?.length ? "with its parents' runs" : "—")}</div>
-      <div><span>Version</span>${version} · updated ${when(updated_at)}</div></div>
+      <div><span>Version</span>${version} · updated ${when(updated_at)}</div>
+      <div><span>Delivery</span>${job.delivery === "at_most_once" ? "at most once" : "at least once"}${job.group ? ` · group <code>${esc(job.group)}</code>` : ""}${job.flexible_window_s ? ` · flexible window ${job.flexible_window_s} s` : ""}</div></div>
     ${workflow ? `<h2>Workflow <span class="muted">(parents left of their children; colour: latest run)</span></h2>
       <div class="graph card" id="graph">${graphSvg(graph, job.id)}</div>` : ""}
     <h2>Recent runs <span class="muted">(oldest to newest; height: duration; outlined: SLA missed)</span></h2>
@@ -272,6 +273,17 @@ async function relatedRuns(run) {
   return { graph, related };
 }
 
+// Why a waiting run has not started yet, from the run's `waiting` (GET /v1/runs/{id}).
+function waitingText(w) {
+  switch (w.reason) {
+    case "group": return `its group ${w.group} is full: ${w.running} of ${w.max_running} running${w.ahead ? `, ${w.ahead} older run(s) first` : ""}`;
+    case "flexible_offset": return `its flexible window moved its start ${w.offset_s} s after its instant, to ${when(w.until)}`;
+    case "backoff": return `attempt ${w.attempt} failed; the next starts after its backoff, at ${when(w.until)}`;
+    case "not_due": return `its instant comes at ${when(w.until)}`;
+    default: return w.reason;
+  }
+}
+
 async function runPage(id) {
   const run = await api("GET", `/v1/runs/${id}`);
   const { graph, related } = await relatedRuns(run);
@@ -280,6 +292,7 @@ async function runPage(id) {
     <div class="grid card"><div><span>Run id</span><code>${esc(run.id)}</code></div><div><span>Scheduled</span>${when(run.scheduled_at)}</div>
       <div><span>Kind</span>${esc(run.kind)}</div><div><span>Updated</span>${when(run.updated_at)}</div>
       ${run.reason ? `<div><span>Reason</span>${esc(run.reason)}</div>` : ""}${run.sla_missed ? "<div><span>SLA</span>missed</div>" : ""}
+      ${run.waiting ? `<div id="waiting"><span>Waiting</span>${esc(waitingText(run.waiting))}</div>` : ""}
       ${run.workflow ? `<div><span>Workflow</span>started by a trigger of <a href="#/runs/${esc(`${run.workflow}.${runKey(run.id)}`)}">${esc(root?.name || run.workflow)}</a></div>` : ""}</div>
     ${related.length ? `<h2>Parents and children <span class="muted">(their runs for this instant)</span></h2><table id="workflow"><thead><tr><th>Job</th><th>Relation</th><th>State</th></tr></thead><tbody>
       ${related.map((r) => `<tr data-run="${esc(r.id)}"><td><a href="#/runs/${esc(r.id)}">${esc(r.name)}</a></td><td>${r.relation}</td>
