@@ -545,3 +545,28 @@ async fn lambda_targets_through_cargo_lambda_watch() {
         failed.attempts[0]
     );
 }
+
+/// Fair sharing: a run message carries its owner as its SQS `MessageGroupId` (the tenant of a
+/// fair queue). Here the API's claim of a triggered run; the tick, the worker and the watchdog
+/// build their messages through the same `Dispatch`.
+#[tokio::test]
+async fn run_messages_carry_their_owner_as_the_fair_share_tenant() {
+    use aws_sdk_sqs::types::MessageSystemAttributeName as Attr;
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.api.create_job(ALICE, &job("tenant", &target.url, json!({"max_attempts": 1}))).await;
+    stack.trigger(&id).await;
+    let out = stack
+        .sqs
+        .receive_message()
+        .queue_url(&stack.resources.runs_queue_url)
+        .max_number_of_messages(10)
+        .message_system_attribute_names(Attr::MessageGroupId)
+        .send()
+        .await
+        .unwrap();
+    let messages = out.messages.unwrap_or_default();
+    assert_eq!(messages.len(), 1);
+    let tenant = messages[0].attributes.as_ref().and_then(|a| a.get(&Attr::MessageGroupId));
+    assert_eq!(tenant.map(String::as_str), Some("alice"), "{:?}", messages[0]);
+}
