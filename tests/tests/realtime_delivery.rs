@@ -6,10 +6,11 @@
 //!   more than two calls in flight, all six succeed with one attempt each (waiting spends none).
 //! - An at-most-once job whose target hangs past `timeout_s`, with `max_attempts: 3`, is called
 //!   exactly once; one whose target refuses connections is tried again, per `retry`.
+//! - An at-most-once run whose runtime is killed (SIGKILL) in the middle of its call is not
+//!   called again by the runtime that takes over: its attempt ends `lost`, the run FAILED.
 //!
 //! They wait on the wall clock, so their names start with `realtime_` and `scripts/test` runs
-//! them in the serial real-time phase. (A lost worker of an at-most-once run is shown over the
-//! ports in memory, `shared/app/tests/delivery.rs`, where its lease can be run out at once.)
+//! them in the serial real-time phase.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
@@ -59,7 +60,7 @@ async fn start_counting() -> (String, Arc<Counting>) {
 /// Two runtimes on one new stack, each with four workers; killed when dropped.
 struct Pair {
     apis: [String; 2],
-    _children: Vec<tokio::process::Child>,
+    children: Vec<tokio::process::Child>,
     client: reqwest::Client,
 }
 
@@ -88,7 +89,7 @@ impl Pair {
             apis.push(spec.api());
             children.push(child);
         }
-        Pair { apis: [apis[0].clone(), apis[1].clone()], _children: children, client: reqwest::Client::new() }
+        Pair { apis: [apis[0].clone(), apis[1].clone()], children, client: reqwest::Client::new() }
     }
 
     async fn send(
@@ -223,4 +224,58 @@ async fn realtime_an_at_most_once_run_is_called_once_and_a_refused_one_is_tried_
     // Watch a while longer: nothing calls the hanging target again.
     tokio::time::sleep(std::time::Duration::from_secs(8)).await;
     assert_eq!(hung.load(Ordering::SeqCst), 1, "the hanging target was called exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn realtime_an_at_most_once_run_whose_runtime_is_killed_mid_call_is_not_called_again() {
+    let mut pair = Pair::start("killed").await;
+    // A target that takes 20 s: the call is under way when its runtime dies.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let app = axum::Router::new().fallback(move || {
+        let calls = counted.clone();
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_secs(20)).await;
+            "done"
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let job = json!({"name": "fragile", "schedule": {"cron": "0 0 1 1 *"}, "delivery": "at_most_once",
+                     "timeout_s": 25, "retry": {"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1},
+                     "target": {"type": "http", "url": url}});
+    let (status, body) = pair.send(1, reqwest::Method::POST, "/v1/jobs", Some(&job)).await;
+    assert_eq!(status, 201, "{body}");
+    let id = body["id"].as_str().unwrap().to_string();
+    let (status, run) =
+        pair.send(1, reqwest::Method::POST, &format!("/v1/jobs/{id}/trigger"), Some(&json!({}))).await;
+    assert_eq!(status, 202, "{run}");
+    let run = run["id"].as_str().unwrap().to_string();
+    // Wait for the call, then kill the runtime whose worker made it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let worker = loop {
+        let (_, body) = pair.send(0, reqwest::Method::GET, &format!("/v1/runs/{run}"), None).await;
+        if let (1.., Some(worker)) = (calls.load(Ordering::SeqCst), body["attempts"][0]["worker"].as_str()) {
+            break worker.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "the run was not called: {body}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let pids: Vec<u32> = pair.children.iter().map(|c| c.id().unwrap()).collect();
+    let caller = pids.iter().position(|pid| worker.starts_with(&format!("local:{pid}/"))).unwrap();
+    pair.children[caller].start_kill().unwrap(); // SIGKILL
+    pair.children[caller].wait().await.unwrap();
+    let survivor = 1 - caller;
+    println!("killed runtime {caller} (pid {}) mid-call; runtime {survivor} takes over", pids[caller]);
+    // The lease (25 s + 30 s) runs out; the survivor's watchdog or the returning message ends
+    // the attempt as lost, and the run with it.
+    let ended = pair.ended(survivor, &run, std::time::Duration::from_secs(150)).await;
+    assert_eq!(ended["state"], "FAILED", "{ended}");
+    assert_eq!(ended["attempts"].as_array().unwrap().len(), 1, "{ended}");
+    assert_eq!(ended["attempts"][0]["outcome"], "lost", "{ended}");
+    assert!(ended["reason"].as_str().unwrap().starts_with("at_most_once"), "{ended}");
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "no second call after the kill");
 }
