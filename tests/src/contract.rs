@@ -1020,7 +1020,7 @@ pub async fn tick_state_store_keeps_its_promises(store: &dyn TickStateStore) {
 /// deleted only under the version read, read back exactly as written (slots, waiters, links),
 /// and the same name of another owner is another group.
 pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
-    let now = Utc::now();
+    let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 3);
     let owner = unique("owner");
     let name = "etl";
     assert_eq!(store.get(&owner, name).await.unwrap(), None);
@@ -1041,9 +1041,9 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
     );
     group.waiting.insert(
         "01jd0000000000000000000001.20300101T120000Z".into(),
-        sundial_domain::group::Waiter { instant: now, since: now, seen_at: now + Duration::nanoseconds(7) },
+        sundial_domain::group::Waiter { instant: now, since: now, seen_at: now + Duration::milliseconds(7) },
     );
-    group.jobs.insert("01jd0000000000000000000002".into());
+    group.jobs.insert("01jd0000000000000000000002".into(), sundial_domain::group::Link { at: now });
     group.version = before + 1;
     store.put(&group, Some(before)).await.unwrap();
     assert_eq!(
@@ -1051,6 +1051,21 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
         Some(&group),
         "slots, waiters and links kept"
     );
+    // Times of slots, waiters and links are kept to the millisecond.
+    let mut finer = group.clone();
+    finer.jobs.insert(
+        "01jd0000000000000000000003".into(),
+        sundial_domain::group::Link { at: now + Duration::nanoseconds(1_500_000) },
+    );
+    finer.version = group.version + 1;
+    store.put(&finer, Some(group.version)).await.unwrap();
+    let kept = store.get(&owner, name).await.unwrap().unwrap();
+    assert_eq!(
+        kept.jobs["01jd0000000000000000000003"].at,
+        now + Duration::milliseconds(1),
+        "to the millisecond"
+    );
+    group = kept;
     let stale = sundial_domain::group::Group { version: before + 1, ..group.clone() };
     assert_eq!(
         store.put(&stale, Some(before)).await,

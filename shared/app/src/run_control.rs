@@ -126,8 +126,9 @@ impl RunControl {
             };
             match cancelled {
                 Ok(after) => {
-                    if let (Some(job), RunState::Running) = (&job, run.state) {
-                        // The open attempt is over: its group's slot is free again.
+                    if let Some(job) = job.as_ref().filter(|_| is_accepted(&run)) {
+                        // The accepted attempt is over: its group's slot is free again. A
+                        // synchronous call may still run: its worker gives the slot back.
                         self.slots.release(job, &run, run.attempt, now).await;
                     }
                     return Ok(after);
@@ -204,8 +205,11 @@ impl RunControl {
             StoreError::Conflict => CallbackError::NotOpen(run.state),
             e => CallbackError::Store(e),
         })?;
-        // The accepted attempt is over: its group's slot is free again.
-        self.slots.release(&job, &run, run.attempt, now).await;
+        if is_accepted(&run) {
+            // The accepted attempt is over: its group's slot is free again. A synchronous call
+            // that reported early may still run: its worker gives the slot back.
+            self.slots.release(&job, &run, run.attempt, now).await;
+        }
         if after.state == RunState::Retrying {
             // The attempt's own message is long gone: send the next one (the watchdog re-sends
             // it if this send fails).
@@ -216,4 +220,9 @@ impl RunControl {
         }
         Ok(after)
     }
+}
+
+/// Whether `run`'s open attempt was answered 202 (its call is over; its target works on).
+fn is_accepted(run: &Run) -> bool {
+    run.state == RunState::Running && run.attempts.last().is_some_and(|a| a.status_code == Some(202))
 }

@@ -254,3 +254,58 @@ async fn group_limits_are_checked() {
         }
     }
 }
+
+#[tokio::test]
+async fn cancelling_a_run_mid_call_keeps_its_slot_until_the_call_is_over() {
+    let world = World::at(START);
+    group(&world, "etl", 1).await;
+    let first = world.create(yearly("first", json!({"group": "etl", "timeout_s": 5}))).await;
+    let first_run = world.trigger(&first).await;
+    let hanging = Arc::new(Hanging::default());
+    let busy = world.worker_calling(hanging.clone());
+    let message = world.queue.receive(10, 0).await.unwrap().remove(0);
+    tokio::select! {
+        _ = busy.handle(&message.body, "busy") => panic!("a hanging call never returns"),
+        () = hanging.called.notified() => {}
+    }
+    // Cancelled while its synchronous call still runs (a worker does not abort it).
+    world.run_control.cancel(&owner(), &first_run).await.unwrap();
+    let second = world.create(yearly("second", json!({"group": "etl"}))).await;
+    let second_run = world.trigger(&second).await;
+    world.deliver().await;
+    assert_eq!(
+        world.run(&second_run).await.state,
+        RunState::Queued,
+        "the cancelled run's call may still run"
+    );
+    // Once that call has certainly ended (5 s + 30 s, and the clock skew), the slot is free.
+    world.pass(5 + 30 + 61);
+    world.deliver().await;
+    assert_eq!(world.run(&second_run).await.state, RunState::Succeeded);
+}
+
+#[tokio::test]
+async fn a_run_waiting_for_its_group_is_not_sent_again_by_the_watchdog() {
+    let world = World::with(START, Settings::default().answer(Answer::Accepted { status: 202 }));
+    group(&world, "etl", 1).await;
+    let mut ids = Vec::new();
+    for name in ["holder", "waiter"] {
+        let job = world.create(yearly(name, json!({"group": "etl", "timeout_s": 3600}))).await;
+        ids.push(world.trigger(&job).await);
+        world.pass(1);
+    }
+    world.deliver().await;
+    assert_eq!(world.run(&ids[1]).await.state, RunState::Queued);
+    // Ten minutes of waiting (the holder's heartbeats keep its lease), a look every few seconds.
+    let token = world.caller.calls()[0].callback_token.clone();
+    let mut dispatched = 0;
+    for _ in 0..120 {
+        world.pass(5);
+        world.run_control.heartbeat(&ids[0], &token).await.unwrap();
+        world.deliver().await;
+        dispatched += world.watchdog.run().await.unwrap().dispatched;
+    }
+    assert_eq!(world.run(&ids[1]).await.state, RunState::Queued);
+    assert_eq!(dispatched, 0, "the waiting run's message is alive: no second one");
+    assert_eq!(world.queue.depth(), 1, "one message looks for the waiting run");
+}

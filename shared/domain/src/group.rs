@@ -23,8 +23,16 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The most attempts a group may let run at once.
-pub const MAX_RUNNING: u32 = 1_000;
+/// The most attempts a group may let run at once. The whole ledger is one item, written at each
+/// take and give-back: 100 slots and their waiters keep it near 30 KB (see `docs/decisions.md`).
+pub const MAX_RUNNING: u32 = 100;
+/// The fewest places a group keeps for waiters; it keeps twice `max_running` when that is more.
+/// Runs beyond them wait without a place: younger than every placed waiter, they would not take
+/// a slot before those anyway.
+pub const MIN_WAITER_PLACES: usize = 20;
+/// How long a link of a job that does not name the group (yet) keeps the group from being
+/// deleted: the job's create or edit is under way.
+pub const LINK_GRACE: Duration = Duration::seconds(120);
 /// The longest a group name may be.
 pub const MAX_NAME_LEN: usize = 64;
 /// How long a waiter keeps its place in the order without looking again.
@@ -50,18 +58,23 @@ pub struct GroupDocument {
 pub struct Slot {
     /// The attempt the slot is for: the run's attempt number once it starts.
     pub attempt: u32,
+    #[serde(with = "chrono::serde::ts_milliseconds")]
     pub taken_at: DateTime<Utc>,
     /// When the attempt's call has certainly ended (its worker cuts it at its time limit): its
     /// lease as the start write sets it, by the taker's clock.
+    #[serde(with = "chrono::serde::ts_milliseconds")]
     pub until: DateTime<Utc>,
 }
 
-/// A run waiting for a slot.
+/// A run waiting for a slot. Times are kept to the millisecond (the item stays small).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Waiter {
     /// The run's order: its scheduled instant, then its id.
+    #[serde(with = "chrono::serde::ts_milliseconds")]
     pub instant: DateTime<Utc>,
+    #[serde(with = "chrono::serde::ts_milliseconds")]
     pub since: DateTime<Utc>,
+    #[serde(with = "chrono::serde::ts_milliseconds")]
     pub seen_at: DateTime<Utc>,
 }
 
@@ -77,13 +90,22 @@ pub struct Group {
     /// Run id → its place in the queue for a slot.
     #[serde(default)]
     pub waiting: BTreeMap<String, Waiter>,
-    /// The jobs that name this group: it is deleted only when none does.
+    /// The jobs that name this group, each with when it was linked: the group is deleted only
+    /// when none does (see [`Group::users`]).
     #[serde(default)]
-    pub jobs: BTreeSet<String>,
-    /// Bumped by every write; the fence of the next.
+    pub jobs: BTreeMap<String, Link>,
+    /// Bumped by every write; the fence of the next. A new group starts at its creation's Unix
+    /// milliseconds, so a group deleted and made again never reuses a version a slow writer read.
     pub version: u64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// When a job was linked to a group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Link {
+    #[serde(with = "chrono::serde::ts_milliseconds")]
+    pub at: DateTime<Utc>,
 }
 
 /// Why a run may not take a slot now.
@@ -116,7 +138,7 @@ pub enum Taken {
 }
 
 impl Group {
-    /// A new group, version 1.
+    /// A new group, its version its creation's Unix milliseconds.
     pub fn new(owner: &str, name: &str, max_running: u32, now: DateTime<Utc>) -> Self {
         Group {
             owner: owner.to_string(),
@@ -124,8 +146,8 @@ impl Group {
             max_running,
             slots: BTreeMap::new(),
             waiting: BTreeMap::new(),
-            jobs: BTreeSet::new(),
-            version: 1,
+            jobs: BTreeMap::new(),
+            version: now.timestamp_millis().max(1) as u64,
             created_at: now,
             updated_at: now,
         }
@@ -138,11 +160,22 @@ impl Group {
 
     /// Takes a slot for `run`'s next attempt, whose call ends within `call` (its lease), or
     /// places it among the waiters. A run that already holds the slot for that attempt keeps it
-    /// (a duplicate message, or a retry of a start write whose answer was lost).
+    /// (a duplicate message, or a retry of a start write whose answer was lost); a run whose slot
+    /// of an earlier attempt may still be calling (its release was lost, or the attempt was
+    /// ended early) waits for that slot's `until` first.
     pub fn take(&mut self, run_id: &str, run: &Run, call: Duration, now: DateTime<Utc>) -> Taken {
         let attempt = run.attempt + 1;
-        if self.slots.get(run_id).is_some_and(|slot| slot.attempt == attempt) {
-            return Taken::Slot { changed: false };
+        let mut changed = false;
+        if let Some(old) = self.slots.get(run_id) {
+            if old.attempt == attempt {
+                return Taken::Slot { changed: false };
+            }
+            if now < old.until + SKEW {
+                let full = Full { running: self.slots.len(), max_running: self.max_running, ahead: 0 };
+                return Taken::Wait { full, changed: false };
+            }
+            self.slots.remove(run_id);
+            changed = true;
         }
         let expired: Vec<String> = self
             .waiting
@@ -150,16 +183,12 @@ impl Group {
             .filter(|(_, w)| now - w.seen_at > WAITER_TTL)
             .map(|(id, _)| id.clone())
             .collect();
-        let mut changed = !expired.is_empty();
+        changed |= !expired.is_empty();
         for id in expired {
             self.waiting.remove(&id);
         }
         let order = (run.scheduled_at(), run_id);
-        let ahead = self
-            .waiting
-            .iter()
-            .filter(|(id, w)| id.as_str() != run_id && (w.instant, id.as_str()) < order)
-            .count();
+        let ahead = self.older_waiters(run, run_id, now).len();
         let free = (self.max_running as usize).saturating_sub(self.slots.len());
         if ahead < free {
             self.waiting.remove(run_id);
@@ -174,12 +203,45 @@ impl Group {
                 changed = true;
             }
             None => {
+                let places = (2 * self.max_running as usize).max(MIN_WAITER_PLACES);
+                if self.waiting.len() >= places {
+                    // Full of places: this run takes the youngest's place if it is older, else it
+                    // waits without one (every placed waiter goes first anyway).
+                    let youngest = self
+                        .waiting
+                        .iter()
+                        .map(|(id, w)| (w.instant, id.clone()))
+                        .max()
+                        .filter(|(instant, id)| order < (*instant, id.as_str()));
+                    let Some((_, youngest)) = youngest else { return Taken::Wait { full, changed } };
+                    self.waiting.remove(&youngest);
+                }
                 let waiter = Waiter { instant: run.scheduled_at(), since: now, seen_at: now };
                 self.waiting.insert(run_id.to_string(), waiter);
                 changed = true;
             }
         }
         Taken::Wait { full, changed }
+    }
+
+    /// The live waiters placed before `run` (by instant, then id).
+    pub fn older_waiters(&self, run: &Run, run_id: &str, now: DateTime<Utc>) -> Vec<String> {
+        let order = (run.scheduled_at(), run_id);
+        self.live_waiters(now)
+            .filter(|(id, w)| id.as_str() != run_id && (w.instant, id.as_str()) < order)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// The jobs linked to the group that may still name it: among `named` (the linked jobs that
+    /// exist and name it, as read), plus links of jobs not (yet) written or not naming it made
+    /// within [`LINK_GRACE`] (a create or an edit under way).
+    pub fn users(&self, named: &BTreeSet<String>, now: DateTime<Utc>) -> Vec<String> {
+        self.jobs
+            .iter()
+            .filter(|(id, link)| named.contains(*id) || now - link.at < LINK_GRACE)
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// Gives back `run_id`'s slot for `attempt`, if it still holds it; true if anything changed.
@@ -203,13 +265,17 @@ impl Group {
 }
 
 /// Whether the slot for `slot.attempt` is still its run's at `now`, from a fresh read of the run
-/// (`None`: the run is gone): the attempt's call may still be under way (`until` plus [`SKEW`]
-/// not passed), the run is about to start that attempt (still waiting at the attempt before
-/// it), or runs it under a lease live even by a clock [`SKEW`] ahead (an accepted attempt's
-/// heartbeats keep it).
+/// (`None`: the run is gone): unless the run ended without ever starting that attempt, the
+/// attempt's call may still be under way (`until` plus [`SKEW`] not passed), the run is about
+/// to start that attempt (still waiting at the attempt before it), or runs it under a lease
+/// live even by a clock [`SKEW`] ahead (an accepted attempt's heartbeats keep it).
 pub fn slot_is_held(slot: &Slot, run: Option<&Run>, now: DateTime<Utc>) -> bool {
     let calling = now < slot.until + SKEW;
     let Some(run) = run else { return calling };
+    if run.state.is_terminal() && run.attempt < slot.attempt {
+        // It ended before the attempt started: no call was ever made with this slot.
+        return false;
+    }
     let waiting = matches!(run.state, RunState::Queued | RunState::Retrying);
     let about_to_start = waiting && run.attempt + 1 == slot.attempt;
     let running = run.state == RunState::Running
@@ -218,10 +284,12 @@ pub fn slot_is_held(slot: &Slot, run: Option<&Run>, now: DateTime<Utc>) -> bool 
     calling || about_to_start || running
 }
 
-/// Checks a group name: 1–64 letters, digits, `-`, `_`, `.`.
+/// Checks a group name: 1–64 letters, digits, `-`, `_`, `.`, not only dots.
 pub fn valid_name(name: &str) -> bool {
     let ok_chars = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    !name.is_empty() && name.len() <= MAX_NAME_LEN && ok_chars
+    // Only dots (`.`, `..`) would be a path's dot segment: no URL could name the group.
+    let only_dots = name.chars().all(|c| c == '.');
+    !name.is_empty() && name.len() <= MAX_NAME_LEN && ok_chars && !only_dots
 }
 
 #[cfg(test)]
@@ -311,10 +379,63 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_of_an_attempt_that_never_started_is_free_once_its_run_ended() {
+        let now = at("2026-01-01T01:00:00Z");
+        let slot = Slot { attempt: 1, taken_at: now, until: now + Duration::seconds(300) };
+        let cancelled = Run { state: RunState::Cancelled, ..run(1) };
+        assert!(!slot_is_held(&slot, Some(&cancelled), now), "cancelled before its start: no call");
+        let ended_after = Run { state: RunState::Failed, attempt: 1, ..run(1) };
+        assert!(slot_is_held(&slot, Some(&ended_after), now), "ended after its start: the call may run");
+    }
+
+    #[test]
+    fn a_retry_waits_while_its_earlier_attempts_call_may_still_run() {
+        let now = at("2026-01-01T01:00:00Z");
+        let mut group = Group::new("o", "etl", 2, now);
+        let first = run(1);
+        assert_eq!(group.take("a", &first, CALL, now), Taken::Slot { changed: true });
+        // Attempt 1 was ended early (a watchdog with a fast clock); its retry comes.
+        let retry = Run { state: RunState::Retrying, attempt: 1, ..first };
+        assert!(matches!(group.take("a", &retry, CALL, now + Duration::seconds(5)), Taken::Wait { .. }));
+        let later = now + CALL + SKEW;
+        assert_eq!(group.take("a", &retry, CALL, later), Taken::Slot { changed: true });
+        assert_eq!(group.slots["a"].attempt, 2);
+    }
+
+    #[test]
+    fn waiters_keep_a_bounded_number_of_places_for_the_oldest() {
+        let now = at("2026-01-01T01:00:00Z");
+        let mut group = Group::new("o", "etl", 1, now);
+        group.take("holder", &run(0), CALL, now);
+        for minute in 30..59 {
+            group.take(&format!("r{minute}"), &run(minute), CALL, now);
+        }
+        assert_eq!(group.waiting.len(), MIN_WAITER_PLACES, "places are bounded");
+        // An older run takes the youngest's place; a younger one waits without a place.
+        assert!(matches!(group.take("old", &run(1), CALL, now), Taken::Wait { changed: true, .. }));
+        assert!(group.waiting.contains_key("old") && !group.waiting.contains_key("r49"));
+        assert!(matches!(group.take("young", &run(59), CALL, now), Taken::Wait { changed: false, .. }));
+        assert!(!group.waiting.contains_key("young"));
+    }
+
+    #[test]
+    fn a_group_is_used_by_the_jobs_naming_it_and_by_links_made_moments_ago() {
+        let now = at("2026-01-01T01:00:00Z");
+        let mut group = Group::new("o", "etl", 1, now);
+        group.jobs.insert("named".into(), Link { at: now - Duration::hours(1) });
+        group.jobs.insert("being-created".into(), Link { at: now - Duration::seconds(5) });
+        group.jobs.insert("failed-create".into(), Link { at: now - LINK_GRACE - Duration::seconds(1) });
+        let named = BTreeSet::from(["named".to_string()]);
+        assert_eq!(group.users(&named, now), vec!["being-created".to_string(), "named".to_string()]);
+        assert!(Group::new("o", "etl", 1, now).version > 1, "versions start at the creation's milliseconds");
+    }
+
+    #[test]
     fn names_are_checked() {
         assert!(valid_name("etl-nightly_1.a"));
         assert!(!valid_name(""));
         assert!(!valid_name("a b"));
         assert!(!valid_name(&"x".repeat(65)));
+        assert!(!valid_name(".") && !valid_name(".."));
     }
 }

@@ -1,6 +1,8 @@
 //! Concurrency groups in memory: [`MemoryGroupStore`], the [`GroupStore`] that behaves as the
 //! groups' items in the DynamoDB jobs table do (`sundial_adapters::dynamo::groups`): one record
-//! per owner and name, created only if absent, replaced and deleted only under the version read.
+//! per owner and name, created only if absent, replaced and deleted only under the version read,
+//! and kept as the adapter keeps it: through its JSON form (slots', waiters' and links' times to
+//! the millisecond).
 
 use crate::guard::lock;
 use async_trait::async_trait;
@@ -37,7 +39,10 @@ impl GroupStore for MemoryGroupStore {
             (Some(stored), Some(version)) if stored.version != version => return Err(StoreError::Conflict),
             (Some(_), Some(_)) => {}
         }
-        groups.insert(key, group.clone());
+        let stored = serde_json::to_string(group)
+            .and_then(|text| serde_json::from_str::<Group>(&text))
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        groups.insert(key, stored);
         Ok(())
     }
 

@@ -7,9 +7,10 @@
 pub mod slots;
 
 use chrono::{DateTime, Utc};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::group::{self, Group, GroupDocument, slot_is_held};
+use sundial_domain::group::{self, Group, GroupDocument, Link, slot_is_held};
 use sundial_domain::job::{JobId, Owner};
 use sundial_domain::ports::store::{GroupStore, JobStore, RunStore, StoreError};
 use sundial_domain::run::RunId;
@@ -129,7 +130,11 @@ impl Groups {
         Err(GroupsError::Contended)
     }
 
+    /// The group; a name no group can have is simply not found.
     pub async fn get(&self, owner: &Owner, name: &str) -> Result<GroupView, GroupsError> {
+        if !group::valid_name(name) {
+            return Err(GroupsError::NotFound);
+        }
         let group = self.groups.get(owner, name).await?.ok_or(GroupsError::NotFound)?;
         self.view(group).await
     }
@@ -137,6 +142,9 @@ impl Groups {
     /// Deletes the group; refused while a job names it (its links checked against the jobs,
     /// so a link left by a create that failed does not keep the group forever).
     pub async fn delete(&self, owner: &Owner, name: &str) -> Result<(), GroupsError> {
+        if !group::valid_name(name) {
+            return Err(GroupsError::NotFound);
+        }
         for _ in 0..ATTEMPTS {
             let group = self.groups.get(owner, name).await?.ok_or(GroupsError::NotFound)?;
             let users = self.users(&group).await?;
@@ -144,7 +152,8 @@ impl Groups {
                 return Err(GroupsError::InUse(users));
             }
             match self.groups.delete(owner, name, group.version).await {
-                Ok(()) => return Ok(()),
+                // Gone under this very delete (a retried request whose first try applied).
+                Ok(()) | Err(StoreError::NotFound) => return Ok(()),
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -163,12 +172,13 @@ impl Groups {
         };
         for _ in 0..ATTEMPTS {
             let Some(mut group) = self.groups.get(owner, name).await? else { return Err(missing()) };
-            if !group.jobs.insert(job.to_string()) {
-                return Ok(());
-            }
+            let now = self.clock.now();
+            // A link is (re)dated by every create or edit that needs it: it keeps the group from
+            // being deleted while that write is under way.
+            group.jobs.insert(job.to_string(), Link { at: now });
             let expected = group.version;
             group.version += 1;
-            group.updated_at = self.clock.now();
+            group.updated_at = now;
             match self.groups.put(&group, Some(expected)).await {
                 Ok(()) => return Ok(()),
                 Err(StoreError::Conflict) => continue,
@@ -191,7 +201,7 @@ impl Groups {
                     return;
                 }
             };
-            if !group.jobs.remove(job.as_str()) {
+            if group.jobs.remove(job.as_str()).is_none() {
                 return;
             }
             let expected = group.version;
@@ -208,19 +218,25 @@ impl Groups {
         }
     }
 
-    /// The names of the jobs that exist and name `group`.
+    /// The jobs that keep `group` from being deleted, by name (or id while not written yet):
+    /// those that exist and name it, and those linked moments ago (see [`Group::users`]).
     async fn users(&self, group: &Group) -> Result<Vec<String>, GroupsError> {
-        let ids: Vec<JobId> = group.jobs.iter().filter_map(|id| JobId::parse(id)).collect();
+        let ids: Vec<JobId> = group.jobs.keys().filter_map(|id| JobId::parse(id)).collect();
         let jobs = self.jobs.get_many(&ids).await?;
-        let mut names: Vec<String> = jobs
+        let naming: Vec<_> = jobs
             .into_iter()
             .filter(|job| {
                 job.owner == group.owner && job.document.group.as_deref() == Some(group.name.as_str())
             })
-            .map(|job| job.document.name)
             .collect();
-        names.sort();
-        Ok(names)
+        let named: BTreeSet<String> = naming.iter().map(|job| job.id.to_string()).collect();
+        let mut users: Vec<String> = group
+            .users(&named, self.clock.now())
+            .into_iter()
+            .map(|id| naming.iter().find(|j| j.id.as_str() == id).map_or(id, |j| j.document.name.clone()))
+            .collect();
+        users.sort();
+        Ok(users)
     }
 
     async fn view(&self, group: Group) -> Result<GroupView, GroupsError> {
@@ -233,7 +249,7 @@ impl Groups {
             .filter(|(id, slot)| slot_is_held(slot, runs.iter().find(|r| r.id().to_string() == **id), now))
             .count();
         let waiting = group.live_waiters(now).count();
-        let jobs = group.jobs.iter().filter_map(|id| JobId::parse(id)).collect();
+        let jobs = group.jobs.keys().filter_map(|id| JobId::parse(id)).collect();
         Ok(GroupView {
             name: group.name,
             max_running: group.max_running,

@@ -1,7 +1,8 @@
 //! The slots of a concurrency group as the worker takes and gives them back: a run takes one
 //! right before its start write, or waits its turn; the attempt's end gives it back. Every change
 //! is decided on a consistent read of the group and written under its version; a lost race is
-//! decided again on the fresh group.
+//! decided again on the fresh group. Before a run waits, slots and places whose runs show them
+//! over are dropped.
 
 use crate::timer::Timer;
 use chrono::{DateTime, Duration, Utc};
@@ -9,10 +10,12 @@ use std::sync::Arc;
 use sundial_domain::group::{Full, Group, Taken, slot_is_held};
 use sundial_domain::job::Job;
 use sundial_domain::ports::store::{GroupStore, RunStore, StoreError};
-use sundial_domain::run::{Run, RunId};
+use sundial_domain::run::{Run, RunId, RunState};
 
 /// How often a change of a contended group is decided again before the run waits instead.
 const RACES: usize = 8;
+/// Older waiters read beyond the free slots' worth when they hold the places before a run.
+const WAITERS_CHECKED_BEYOND_FREE: usize = 5;
 
 /// Whether a run may start its attempt now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,9 +40,8 @@ impl Slots {
     }
 
     /// Takes a slot of `job`'s group for `run`'s next attempt, whose call ends within `call`, or
-    /// places the run among the group's waiters. A full group first gives back the slots whose
-    /// attempts are over (their runs read consistently), unless older runs wait: they take what
-    /// frees first.
+    /// places the run among the group's waiters. Before a run waits, what is over is dropped and
+    /// the decision taken again (see [`Slots::verify`]).
     pub async fn admit(
         &self,
         job: &Job,
@@ -57,16 +59,17 @@ impl Slots {
                 return Ok(Admission::Start);
             };
             let expected = group.version;
-            let reclaimed = if group.is_full() && !older_waiters(&group, run, &run_id, now) {
-                self.reclaim(&mut group, now).await?
-            } else {
-                false
-            };
-            let (admission, changed) = match group.take(&run_id, run, call, now) {
+            let mut taken = group.take(&run_id, run, call, now);
+            let mut verified = false;
+            if matches!(taken, Taken::Wait { .. }) && self.verify(&mut group, run, &run_id, now).await? {
+                verified = true;
+                taken = group.take(&run_id, run, call, now);
+            }
+            let (admission, changed) = match taken {
                 Taken::Slot { changed } => (Admission::Start, changed),
                 Taken::Wait { full, changed } => (Admission::Wait(full), changed),
             };
-            if !(changed || reclaimed) {
+            if !(changed || verified) {
                 return Ok(admission);
             }
             if let Admission::Wait(full) = &admission {
@@ -113,26 +116,57 @@ impl Slots {
         }
     }
 
-    /// Removes from `group` the slots whose attempts are over; true if any was.
-    async fn reclaim(&self, group: &mut Group, now: DateTime<Utc>) -> Result<bool, StoreError> {
-        let ids: Vec<RunId> = group.slots.keys().filter_map(|id| RunId::parse(id)).collect();
-        let runs = self.runs.get_many(&ids).await?;
-        let over: Vec<String> = group
+    /// Drops from `group` what is over, as its runs (read consistently) show: when the group is
+    /// full and no older run waits, the slots whose attempts are over; when slots are free but
+    /// older runs hold the places before them, those of the oldest that no longer wait (ended,
+    /// started elsewhere, gone). True if anything was dropped. The reads stay bounded: the
+    /// slots, or the free slots' worth of older waiters and a few more.
+    async fn verify(
+        &self,
+        group: &mut Group,
+        run: &Run,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let older = group.older_waiters(run, run_id, now);
+        let free = (group.max_running as usize).saturating_sub(group.slots.len());
+        let mut ids: Vec<String> = Vec::new();
+        if free == 0 && older.is_empty() {
+            ids.extend(group.slots.keys().cloned());
+        }
+        if free > 0 && older.len() >= free {
+            let mut oldest = older.clone();
+            oldest.sort_by_key(|id| group.waiting.get(id).map(|w| (w.instant, id.clone())));
+            ids.extend(oldest.into_iter().take(free + WAITERS_CHECKED_BEYOND_FREE));
+        }
+        if ids.is_empty() {
+            return Ok(false);
+        }
+        let parsed: Vec<RunId> = ids.iter().filter_map(|id| RunId::parse(id)).collect();
+        let runs = self.runs.get_many(&parsed).await?;
+        let read = |id: &str| runs.iter().find(|r| r.id().to_string() == id);
+        let over_slots: Vec<String> = group
             .slots
             .iter()
-            .filter(|(id, slot)| {
-                let run = runs.iter().find(|r| r.id().to_string() == **id);
-                !slot_is_held(slot, run, now)
-            })
+            .filter(|(id, slot)| ids.contains(id) && !slot_is_held(slot, read(id), now))
             .map(|(id, _)| id.clone())
             .collect();
-        for id in &over {
+        let gone_waiters: Vec<String> = ids
+            .iter()
+            .filter(|id| group.waiting.contains_key(*id))
+            .filter(|id| !read(id).is_some_and(|r| matches!(r.state, RunState::Queued | RunState::Retrying)))
+            .cloned()
+            .collect();
+        for id in &over_slots {
             group.slots.remove(id);
         }
-        if !over.is_empty() {
-            tracing::info!(group = %group.name, reclaimed = over.len(), "slots of ended attempts reclaimed");
+        for id in &gone_waiters {
+            group.waiting.remove(id);
         }
-        Ok(!over.is_empty())
+        if !over_slots.is_empty() || !gone_waiters.is_empty() {
+            tracing::info!(group = %group.name, slots = over_slots.len(), waiters = gone_waiters.len(), "slots and places of ended attempts dropped");
+        }
+        Ok(!over_slots.is_empty() || !gone_waiters.is_empty())
     }
 
     async fn write(&self, mut group: Group, expected: u64, now: DateTime<Utc>) -> Result<(), StoreError> {
@@ -146,10 +180,4 @@ impl Slots {
         let millis = 5u64 << race.min(6);
         self.timer.sleep(std::time::Duration::from_millis(millis)).await;
     }
-}
-
-/// Whether live waiters older than `run` are queued: they take the slots that free first.
-fn older_waiters(group: &Group, run: &Run, run_id: &str, now: DateTime<Utc>) -> bool {
-    let order = (run.scheduled_at(), run_id);
-    group.live_waiters(now).any(|(id, w)| id.as_str() != run_id && (w.instant, id.as_str()) < order)
 }

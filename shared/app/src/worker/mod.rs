@@ -86,6 +86,9 @@ pub struct Worker {
 /// random spread adds to it (so that waiters released together do not look together).
 const GROUP_POLL_S: u32 = 3;
 const GROUP_POLL_SPREAD_S: f64 = 2.0;
+/// How often a waiting run notes that its message is alive (`resent_at`), so that the watchdog's
+/// re-dispatch of stranded messages leaves it alone.
+const WAIT_NOTED_EVERY: Duration = Duration::seconds(30);
 
 impl Worker {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WorkerSettings) -> Self {
@@ -179,6 +182,13 @@ impl Worker {
         if let Admission::Wait(full) = self.slots.admit(&job, &run, self.lease(&job), now).await? {
             // A wait spends neither an attempt nor a receive: the message is replaced.
             tracing::info!(group = job.document.group.as_deref().unwrap_or(""), %full, "waiting for a slot of the group");
+            if run.resent_at.is_none_or(|at| now - at > WAIT_NOTED_EVERY) {
+                // The run's message is alive: the watchdog need not send another (each would
+                // start a second chain of looks).
+                if let Err(e) = self.runs.mark_resent(&run, now).await {
+                    tracing::warn!(error = %e, "the wait was not noted; the watchdog may send another message");
+                }
+            }
             let spread = (self.entropy.unit() * GROUP_POLL_SPREAD_S) as u32;
             let look_again = Dispatch::after(&run, GROUP_POLL_S + spread);
             return Ok(Disposition::Replace(look_again));
@@ -365,6 +375,11 @@ impl Worker {
         };
         // Lost: another worker started this attempt first (or the run moved on).
         let Race::Won(started) = self.recorder.apply(job, &run, &start, now).await.raced()? else {
+            let fresh = self.runs.get(&run.job_id, &run.key).await?;
+            if !fresh.is_some_and(|r| r.state == RunState::Running && r.attempt == n) {
+                // Nobody starts this attempt: the slot taken for it is free again.
+                self.slots.release(job, &run, n, now).await;
+            }
             return Ok(Disposition::Delete);
         };
         self.meter.observe(&started_metrics(&started, now));
