@@ -49,7 +49,7 @@ pub const SKEW: Duration = Duration::seconds(60);
 #[serde(deny_unknown_fields)]
 pub struct GroupDocument {
     /// How many attempts of the group's jobs may run at once.
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
     pub max_running: u32,
 }
 
