@@ -36,6 +36,19 @@ async fn group(world: &World, name: &str, max_running: u32) {
     world.groups.put(&owner(), name, &GroupDocument { max_running }).await.unwrap();
 }
 
+/// Takes the one visible message and starts its attempt with a worker whose call never returns
+/// (a worker that dies mid-call, or a call still under way); the message stays held.
+async fn start_and_hang(world: &World) -> (Arc<Hanging>, sundial_domain::ports::queue::Received) {
+    let hanging = Arc::new(Hanging::default());
+    let worker = world.worker_calling(hanging.clone());
+    let message = world.queue.receive(10, 0).await.unwrap().remove(0);
+    tokio::select! {
+        _ = worker.handle(&message.body, "hanging") => panic!("a hanging call never returns"),
+        () = hanging.called.notified() => {}
+    }
+    (hanging, message)
+}
+
 fn outcomes(world: &World, id: &RunId) -> Vec<Option<Outcome>> {
     let run = world.runs.all().into_iter().find(|r| r.id() == *id).unwrap();
     run.attempts.iter().map(|a| a.outcome).collect()
@@ -79,13 +92,7 @@ async fn a_lost_worker_of_an_at_most_once_run_causes_no_second_call() {
         ))
         .await;
     let id = world.trigger(&job).await;
-    let hanging = Arc::new(Hanging::default());
-    let doomed = world.worker_calling(hanging.clone());
-    let message = world.queue.receive(10, 0).await.unwrap().remove(0);
-    tokio::select! {
-        _ = doomed.handle(&message.body, "doomed") => panic!("a hanging call never returns"),
-        () = hanging.called.notified() => {}
-    }
+    let (hanging, message) = start_and_hang(&world).await;
     // The lease runs out; the watchdog ends the attempt as lost, and the run with it.
     world.pass(5 + 30 + 1);
     assert_eq!(world.watchdog.run().await.unwrap().lost, 1);
@@ -193,13 +200,7 @@ async fn a_slot_held_by_a_lost_worker_is_reclaimed_with_its_lease() {
     group(&world, "etl", 1).await;
     let first = world.create(yearly("first", json!({"group": "etl", "timeout_s": 5}))).await;
     let first_run = world.trigger(&first).await;
-    let hanging = Arc::new(Hanging::default());
-    let doomed = world.worker_calling(hanging.clone());
-    let message = world.queue.receive(10, 0).await.unwrap().remove(0);
-    tokio::select! {
-        _ = doomed.handle(&message.body, "doomed") => panic!("a hanging call never returns"),
-        () = hanging.called.notified() => {}
-    }
+    let (_hanging, _message) = start_and_hang(&world).await;
     let second = world.create(yearly("second", json!({"group": "etl"}))).await;
     let second_run = world.trigger(&second).await;
     world.deliver().await;
@@ -261,13 +262,7 @@ async fn cancelling_a_run_mid_call_keeps_its_slot_until_the_call_is_over() {
     group(&world, "etl", 1).await;
     let first = world.create(yearly("first", json!({"group": "etl", "timeout_s": 5}))).await;
     let first_run = world.trigger(&first).await;
-    let hanging = Arc::new(Hanging::default());
-    let busy = world.worker_calling(hanging.clone());
-    let message = world.queue.receive(10, 0).await.unwrap().remove(0);
-    tokio::select! {
-        _ = busy.handle(&message.body, "busy") => panic!("a hanging call never returns"),
-        () = hanging.called.notified() => {}
-    }
+    let (_hanging, _message) = start_and_hang(&world).await;
     // Cancelled while its synchronous call still runs (a worker does not abort it).
     world.run_control.cancel(&owner(), &first_run).await.unwrap();
     let second = world.create(yearly("second", json!({"group": "etl"}))).await;
