@@ -26,14 +26,22 @@
 //! - `children follow their parents`: a job with parents starts a run only once its parents'
 //!   runs for that key have ended, runs under `all_success` only after they all succeeded, has a
 //!   run for every key all its parents ended (handed over after it existed), and every run's
-//!   `downstream` hand-over is done.
+//!   `downstream` hand-over is done;
+//! - `at most once`: a run of an `at_most_once` job (a delivery no edit changes) makes at most one
+//!   call that may have reached its target: every call but a refused connection counts;
+//! - `group limit`: at no virtual instant do more synchronous calls of a concurrency group's jobs
+//!   run at the target than the group's `max_running` (a call runs from its arrival until its
+//!   answer, its 202, or its worker's crash; checked after every step);
+//! - `waits spend nothing`: every attempt a run of a group's job started was called, unless its
+//!   starter crashed or was told its start write failed: waiting for a slot never starts (and so
+//!   never spends) an attempt.
 
 use crate::ledger::{Answered, Observed, Told};
 use crate::world::World;
 use chrono::{DateTime, Duration, Utc};
 use futures::FutureExt;
 use std::collections::{BTreeMap, BTreeSet};
-use sundial_domain::job::{CatchupPolicy, ConcurrencyPolicy, EventKind, Job, JobId, TriggerRule};
+use sundial_domain::job::{CatchupPolicy, ConcurrencyPolicy, Delivery, EventKind, Job, JobId, TriggerRule};
 use sundial_domain::ports::store::{JobStore, RunStore};
 use sundial_domain::run::{Outcome, Run, RunKey, RunState};
 
@@ -73,6 +81,8 @@ pub struct Checker {
     /// Two first attempts of a `forbid` or `replace` job that started in the same window on two
     /// workers: the residual race `docs/decisions.md` documents, counted apart.
     pub policy_races: Vec<String>,
+    /// The peak of a group's calls already reported as a violation.
+    group_peak_reported: usize,
 }
 
 /// The figures of one simulation.
@@ -86,6 +96,12 @@ pub struct Summary {
     /// Events told twice in the documented window between publish and mark.
     pub told_twice_in_window: usize,
     pub events: usize,
+    /// The group's `max_running` and the most of its calls at the target at once.
+    pub group: Option<(u32, usize)>,
+    /// Calls refused before they left (the target never reached).
+    pub refused_calls: usize,
+    /// Runs of `at_most_once` jobs, and how many of them ended `at_most_once:` (not repeated).
+    pub at_most_once_runs: (usize, usize),
 }
 
 impl Checker {
@@ -98,6 +114,7 @@ impl Checker {
         for detail in stale {
             self.violations.push(violation("no stale write", detail, None));
         }
+        self.group_limit(world);
         for (job_id, key) in touched {
             let Some(Ok(Some(run))) = world.stores.runs.get(&job_id, &key).now_or_never() else { continue };
             let before = self.seen.insert(
@@ -118,6 +135,29 @@ impl Checker {
                 }
             }
         }
+    }
+
+    /// Never more calls of the group's jobs at the target at once than its `max_running`.
+    fn group_limit(&mut self, world: &World) {
+        let Some((name, max_running)) = &world.workload.group else { return };
+        let Some(peak) = world.ledger.get().group_peaks.get(name).cloned() else { return };
+        if peak.count <= *max_running as usize || peak.count <= self.group_peak_reported {
+            return;
+        }
+        self.group_peak_reported = peak.count;
+        let last = peak.calls.last().and_then(|(id, _)| sundial_domain::run::RunId::parse(id));
+        let calls: Vec<String> = peak.calls.iter().map(|(id, attempt)| format!("{id} #{attempt}")).collect();
+        self.violations.push(Violation {
+            invariant: "group limit",
+            detail: format!(
+                "{} calls of group `{name}` (max_running {max_running}) at the target at once at {}: {}",
+                peak.count,
+                peak.at.format("%H:%M:%S%.3f"),
+                calls.join(", ")
+            ),
+            job: last.as_ref().map(|r| r.job_id.to_string()),
+            run: last.map(|r| r.key.encode()),
+        });
     }
 
     /// A run's state only moves forward.
@@ -248,7 +288,26 @@ impl Checker {
     pub fn at_quiescence(&mut self, world: &World) -> Summary {
         let runs = world.stores.runs.all();
         let observed = world.ledger.get();
-        let mut summary = Summary { runs: runs.len(), calls: observed.hits.len(), ..Summary::default() };
+        let mut summary = Summary {
+            runs: runs.len(),
+            calls: observed.hits.len(),
+            refused_calls: observed.hits.iter().filter(|h| h.answered == Answered::Refused).count(),
+            ..Summary::default()
+        };
+        summary.group =
+            world.workload.group.as_ref().map(|(name, max_running)| {
+                (*max_running, observed.group_peaks.get(name).map_or(0, |p| p.count))
+            });
+        for run in &runs {
+            if last_version(&observed, &run.job_id)
+                .is_some_and(|j| j.document.delivery == Delivery::AtMostOnce)
+            {
+                summary.at_most_once_runs.0 += 1;
+                if run.reason.as_deref().is_some_and(|r| r.starts_with("at_most_once:")) {
+                    summary.at_most_once_runs.1 += 1;
+                }
+            }
+        }
         for run in &runs {
             *summary.by_state.entry(run.state.to_string()).or_default() += 1;
             if !run.state.is_terminal() {
@@ -273,6 +332,8 @@ impl Checker {
         summary.told_twice_in_window = twice;
         self.triggers(&runs, &observed);
         self.workflows(world, &runs);
+        self.at_most_once(&runs, &observed);
+        self.waits_spend_nothing(&runs, &observed);
         summary
     }
 
@@ -544,9 +605,11 @@ impl Checker {
                     (Some(Outcome::Succeeded), true) => completed(true),
                     (Some(Outcome::Failed), true) => completed(false),
                     (Some(Outcome::Succeeded), false) => answers.contains(&Answered::Ok),
-                    (Some(Outcome::Failed), false) => {
-                        attempt.status_code.is_some_and(|status| answers.contains(&Answered::Failed(status)))
-                    }
+                    (Some(Outcome::Failed), false) => match attempt.status_code {
+                        Some(status) => answers.contains(&Answered::Failed(status)),
+                        // A connection refused: no status.
+                        None => answers.contains(&Answered::Refused),
+                    },
                     _ => true,
                 };
                 if !consistent {
@@ -617,6 +680,54 @@ impl Checker {
         (recorded_total, twice)
     }
 
+    /// A run of an `at_most_once` job calls its target at most once, refused connections apart.
+    fn at_most_once(&mut self, runs: &[Run], observed: &Observed) {
+        let by_id: BTreeMap<String, &Run> = runs.iter().map(|r| (r.id().to_string(), r)).collect();
+        let mut reached: BTreeMap<&str, Vec<(u32, Answered)>> = BTreeMap::new();
+        for hit in observed.hits.iter().filter(|h| h.answered != Answered::Refused) {
+            reached.entry(&hit.run_id).or_default().push((hit.attempt, hit.answered));
+        }
+        for (run_id, calls) in reached.iter().filter(|(_, calls)| calls.len() > 1) {
+            let run = by_id.get(*run_id).copied();
+            let job = run.and_then(|r| last_version(observed, &r.job_id));
+            if job.is_none_or(|j| j.document.delivery != Delivery::AtMostOnce) {
+                continue;
+            }
+            self.violations.push(violation(
+                "at most once",
+                format!(
+                    "run {run_id} of an at_most_once job reached its target {} times: {calls:?}",
+                    calls.len()
+                ),
+                run,
+            ));
+        }
+    }
+
+    /// Every attempt started for a run of a group's job was called, unless its starter crashed or
+    /// was told its start failed: a wait for a slot never spends an attempt.
+    fn waits_spend_nothing(&mut self, runs: &[Run], observed: &Observed) {
+        let by_id: BTreeMap<String, &Run> = runs.iter().map(|r| (r.id().to_string(), r)).collect();
+        let called: BTreeSet<(&str, u32)> =
+            observed.hits.iter().map(|h| (h.run_id.as_str(), h.attempt)).collect();
+        for start in &observed.starts {
+            let grouped = last_version(observed, &start.job_id).is_some_and(|j| j.document.group.is_some());
+            let explained = called.contains(&(start.run_id.as_str(), start.attempt))
+                || observed.crashed.contains(&start.actor)
+                || observed.unanswered_starts.contains(&(start.run_id.clone(), start.attempt));
+            if grouped && !explained {
+                self.violations.push(violation(
+                    "waits spend nothing",
+                    format!(
+                        "run {} attempt {} was started by {} and never called",
+                        start.run_id, start.attempt, start.actor
+                    ),
+                    by_id.get(&start.run_id).copied(),
+                ));
+            }
+        }
+    }
+
     fn triggers(&mut self, runs: &[Run], observed: &Observed) {
         let mut asked: BTreeMap<&JobId, (BTreeSet<usize>, BTreeSet<usize>)> = BTreeMap::new();
         for (op, job, acknowledged) in &observed.triggers {
@@ -642,6 +753,11 @@ impl Checker {
             }
         }
     }
+}
+
+/// A job as last written (before any deletion).
+fn last_version<'a>(observed: &'a Observed, job: &JobId) -> Option<&'a Job> {
+    observed.versions.get(job).and_then(|v| v.iter().rev().find_map(|(_, j)| j.as_ref()))
 }
 
 /// Whether going from `before` to `after` changes which instants the job has or whether they

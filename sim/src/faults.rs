@@ -4,7 +4,7 @@
 //! delay a message. They also tell the [`Ledger`] what happened, for the checker.
 
 use crate::executor::Sim;
-use crate::ledger::{Ledger, Line, Told};
+use crate::ledger::{Ledger, Line, Start, Told};
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use std::future::Future;
@@ -12,16 +12,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use sundial_domain::dispatch::{Dispatch, MAX_DELAY_S};
 use sundial_domain::events::{Notification, SchedulerAlert};
+use sundial_domain::group::Group;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    Inserted, JobStore, Page, RunStore, StoreError, StoreResult, TickState, TickStateStore,
+    GroupStore, Inserted, JobStore, Page, RunStore, StoreError, StoreResult, TickState, TickStateStore,
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
 use sundial_memory::{
-    MemoryEventBus, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore, MemoryTopics,
+    MemoryEventBus, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore,
+    MemoryTopics,
 };
 
 /// How often each fault strikes while faults are on.
@@ -472,15 +474,19 @@ impl RunStore for FaultyRuns {
             before.state, before.attempt, after.state, after.attempt
         );
 
-        self.faults
+        let started = AtomicBool::new(false);
+        let out = self
+            .faults
             .call(
                 &op,
                 Subject::of(after),
                 true,
-                self.write(after, self.checked(&op, before, after, false)),
+                self.write(after, self.checked(&op, before, after, false, &started)),
                 StoreError::Unavailable,
             )
-            .await
+            .await;
+        self.unanswered(out.is_err() && started.load(Ordering::SeqCst), after);
+        out
     }
 
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
@@ -489,15 +495,19 @@ impl RunStore for FaultyRuns {
             before.state, before.attempt, after.state, after.attempt
         );
 
-        self.faults
+        let started = AtomicBool::new(false);
+        let out = self
+            .faults
             .call(
                 &op,
                 Subject::of(after),
                 true,
-                self.write(after, self.checked(&op, before, after, true)),
+                self.write(after, self.checked(&op, before, after, true, &started)),
                 StoreError::Unavailable,
             )
-            .await
+            .await;
+        self.unanswered(out.is_err() && started.load(Ordering::SeqCst), after);
+        out
     }
 
     async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
@@ -604,7 +614,15 @@ impl RunStore for FaultyRuns {
 
 impl FaultyRuns {
     /// The transition itself, with the fence checked against the run as stored just before.
-    async fn checked(&self, op: &str, before: &Run, after: &Run, unchanged: bool) -> StoreResult<()> {
+    /// `started` is set when the write applied an attempt's start.
+    async fn checked(
+        &self,
+        op: &str,
+        before: &Run,
+        after: &Run,
+        unchanged: bool,
+        started: &AtomicBool,
+    ) -> StoreResult<()> {
         let stored = self.stored(after).await;
         let out = match unchanged {
             true => self.inner.transition_unchanged(before, after).await,
@@ -614,6 +632,7 @@ impl FaultyRuns {
             self.fenced(op, stored.as_ref(), before, unchanged);
             if after.state == RunState::Running && after.attempt > before.attempt {
                 self.started(after);
+                started.store(true, Ordering::SeqCst);
             }
         }
         out
@@ -621,6 +640,13 @@ impl FaultyRuns {
 }
 
 impl FaultyRuns {
+    /// Notes a start the store applied but its writer was told failed (its answer lost).
+    fn unanswered(&self, applied_start: bool, run: &Run) {
+        if applied_start {
+            self.ledger.get().unanswered_starts.insert((run.id().to_string(), run.attempt));
+        }
+    }
+
     /// Notes an attempt's start and, for a first attempt (where the policy is decided), whether
     /// another attempt of the job started after this actor last read the job's active runs (the
     /// residual race of `docs/decisions.md`).
@@ -630,7 +656,7 @@ impl FaultyRuns {
             (core.step, core.actor.clone())
         };
         let mut ledger = self.ledger.get();
-        let read = ledger.active_reads.get(&(actor, run.job_id.clone())).copied();
+        let read = ledger.active_reads.get(&(actor.clone(), run.job_id.clone())).copied();
         let unseen: Vec<RunKey> = match read.filter(|_| run.attempt == 1) {
             Some(read) => ledger
                 .first_starts
@@ -649,6 +675,63 @@ impl FaultyRuns {
             }
         }
         ledger.first_starts.entry(run.job_id.clone()).or_default().push((step, run.key.clone()));
+        ledger.starts.push(Start {
+            job_id: run.job_id.clone(),
+            run_id: run.id().to_string(),
+            attempt: run.attempt,
+            actor,
+        });
+    }
+}
+
+/// The concurrency groups, faulty: a read or a write refused, a write applied with its answer
+/// lost, a crash between two calls (a slot taken and never used, a release never written).
+#[derive(Debug)]
+pub struct FaultyGroups {
+    pub inner: Arc<MemoryGroupStore>,
+    pub faults: Arc<Faults>,
+}
+
+/// A group's slots as the trace shows them: `run-id#attempt`, ….
+fn slots_of(group: &Group) -> String {
+    let slots: Vec<String> = group.slots.iter().map(|(id, s)| format!("{id}#{}", s.attempt)).collect();
+    let mut waiting: Vec<(&DateTime<Utc>, &String, &DateTime<Utc>)> =
+        group.waiting.iter().map(|(id, w)| (&w.instant, id, &w.seen_at)).collect();
+    waiting.sort();
+    let first: Vec<String> = waiting
+        .iter()
+        .take(2)
+        .map(|(_, id, seen)| format!("{id} seen {}", seen.format("%H:%M:%S")))
+        .collect();
+    format!(
+        "v{} slots [{}] waiting {} (first: {})",
+        group.version,
+        slots.join(", "),
+        group.waiting.len(),
+        first.join(", ")
+    )
+}
+
+#[async_trait]
+impl GroupStore for FaultyGroups {
+    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<Group>> {
+        let op = format!("groups.get {name}");
+        self.faults
+            .call(&op, Subject::NONE, false, self.inner.get(owner, name), StoreError::Unavailable)
+            .await
+    }
+
+    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()> {
+        let op = format!("groups.put {} over v{expected:?}: {}", group.name, slots_of(group));
+        self.faults
+            .call(&op, Subject::NONE, true, self.inner.put(group, expected), StoreError::Unavailable)
+            .await
+    }
+
+    async fn delete(&self, owner: &str, name: &str, version: u64) -> StoreResult<()> {
+        let op = format!("groups.delete {name} v{version}");
+        let delete = self.inner.delete(owner, name, version);
+        self.faults.call(&op, Subject::NONE, true, delete, StoreError::Unavailable).await
     }
 }
 

@@ -30,6 +30,8 @@ pub enum Answered {
     Accepted,
     /// The call crashed its worker: no answer.
     Crashed,
+    /// The call never left (connection refused): `Answer::NotSent`; the target was not reached.
+    Refused,
 }
 
 /// One call a target received.
@@ -94,6 +96,38 @@ pub struct Observed {
     pub callbacks: Vec<CallbackPlan>,
     /// The dead letter the dead-letter handler is handling: (job id, run key, attempt).
     pub dead_letter: Option<(String, String, u32)>,
+    /// Synchronous calls of each concurrency group's jobs at the target right now: (run id,
+    /// attempt), one entry per call, from its arrival until its answer or its worker's crash (a
+    /// 202 ends the call; the work behind it is not counted).
+    pub group_calls: BTreeMap<String, Vec<(String, u32)>>,
+    /// The most calls of each group seen at the target at once, when first reached, and which.
+    pub group_peaks: BTreeMap<String, GroupPeak>,
+    /// Every attempt start the run store accepted, in order.
+    pub starts: Vec<Start>,
+    /// Starts the store applied whose writer was told the write failed (its answer lost):
+    /// (run id, attempt). Such an attempt is never called by that writer.
+    pub unanswered_starts: BTreeSet<(String, u32)>,
+    /// The actors (incarnations) that crashed.
+    pub crashed: BTreeSet<Arc<str>>,
+}
+
+/// The most calls of a group at the target at once.
+#[derive(Debug, Clone)]
+pub struct GroupPeak {
+    pub count: usize,
+    pub at: DateTime<Utc>,
+    /// The calls in flight then: (run id, attempt).
+    pub calls: Vec<(String, u32)>,
+}
+
+/// An attempt start the run store accepted.
+#[derive(Debug, Clone)]
+pub struct Start {
+    pub job_id: JobId,
+    pub run_id: String,
+    pub attempt: u32,
+    /// Who wrote it.
+    pub actor: Arc<str>,
 }
 
 /// The shared ledger.
@@ -164,7 +198,9 @@ pub fn trace_of(observed: &Observed, job: Option<&str>, run: Option<&str>, limit
         .lines
         .iter()
         .filter(|l| {
-            about(l) || (l.what.starts_with("CRASH of ") && actors.contains(&l.what["CRASH of ".len()..]))
+            about(l)
+                || (l.what.starts_with("CRASH of ") && actors.contains(&l.what["CRASH of ".len()..]))
+                || (l.what.starts_with("groups.put") && job.is_some_and(|j| l.what.contains(j)))
         })
         .map(format_line)
         .collect();

@@ -54,6 +54,9 @@ fn main() -> ExitCode {
     };
     let started = std::time::Instant::now();
     let (mut failed, mut steps, mut runs, mut races, mut twice) = (0u64, 0u64, 0usize, 0usize, 0usize);
+    // Seeds with a group, those whose group was full at the target at least once; refused calls;
+    // runs of at-most-once jobs, and those it ended.
+    let (mut groups, mut full, mut refused, mut once, mut once_ended) = (0, 0, 0, 0, 0);
     for seed in first..first + count {
         let mut options = Options::seed(seed);
         options.jobs = jobs.map_or(options.jobs, |j| j as usize);
@@ -64,6 +67,13 @@ fn main() -> ExitCode {
         runs += outcome.summary.runs;
         races += outcome.policy_races.len();
         twice += outcome.summary.told_twice_in_window;
+        if let Some((max_running, peak)) = outcome.summary.group {
+            groups += 1;
+            full += usize::from(peak >= max_running as usize);
+        }
+        refused += outcome.summary.refused_calls;
+        once += outcome.summary.at_most_once_runs.0;
+        once_ended += outcome.summary.at_most_once_runs.1;
         for line in &outcome.trace {
             println!("{line}");
         }
@@ -81,6 +91,9 @@ fn main() -> ExitCode {
     println!(
         "{count} seeds from {first}: {failed} failed; {steps} steps, {runs} runs, {races} residual policy races, {twice} events told twice in the crash window; {:.1} s",
         started.elapsed().as_secs_f64()
+    );
+    println!(
+        "groups in {groups} seeds, full at the target in {full}; {refused} calls refused; {once} runs at most once, {once_ended} of them ended rather than repeated"
     );
     if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

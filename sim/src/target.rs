@@ -1,11 +1,13 @@
 //! The targets: one [`SimTarget`] answers every job's calls as the job's profile says (succeed,
-//! fail, fail for good, hang past the timeout, answer 202 and call back later or never, or crash
-//! the worker that called it), after a while of virtual time, and records every call it got.
+//! fail, fail for good, hang past the timeout, answer 202 and call back later or never, crash
+//! the worker that called it, or refuse the connection so that the call never leaves), after a
+//! while of virtual time, and records every call it got. It also counts the synchronous calls of
+//! each concurrency group's jobs in flight at once, for the `group limit` invariant.
 
 use crate::executor::Sim;
-use crate::ledger::{Answered, CallbackPlan, Hit, Ledger};
+use crate::ledger::{Answered, CallbackPlan, GroupPeak, Hit, Ledger, Line};
 use async_trait::async_trait;
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 use sundial_domain::job::Job;
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
@@ -20,6 +22,8 @@ pub struct Profile {
     pub hang: f64,
     pub accept: f64,
     pub crash: f64,
+    /// The connection is refused: the request never leaves (`Answer::NotSent`).
+    pub refused: f64,
     /// The longest a call works before answering, in milliseconds.
     pub busy_ms: i64,
 }
@@ -36,6 +40,7 @@ impl Profile {
             hang: weight("hang"),
             accept: weight("accept"),
             crash: weight("crash"),
+            refused: weight("refused"),
             busy_ms: sim.and_then(|s| s.get("busy_ms")).and_then(Value::as_i64).unwrap_or(0),
         }
     }
@@ -44,7 +49,8 @@ impl Profile {
     pub fn to_payload(self) -> Value {
         serde_json::json!({"sim": {
             "ok": self.ok, "fail": self.fail, "permanent": self.permanent, "hang": self.hang,
-            "accept": self.accept, "crash": self.crash, "busy_ms": self.busy_ms,
+            "accept": self.accept, "crash": self.crash, "refused": self.refused,
+            "busy_ms": self.busy_ms,
         }})
     }
 
@@ -57,6 +63,7 @@ impl Profile {
             (self.hang, Answered::Hung),
             (self.accept, Answered::Accepted),
             (self.crash, Answered::Crashed),
+            (self.refused, Answered::Refused),
         ];
         let total: f64 = weights.iter().map(|(w, _)| w).sum();
         let mut at = draw * total;
@@ -106,6 +113,15 @@ impl Caller for SimTarget {
             at: self.sim.now(),
         };
         self.ledger.get().hits.push(hit);
+        self.note(inv, format!("target: call #{} answers {answered:?}", inv.attempt));
+        if answered == Answered::Refused {
+            // Refused before the request left: the target never saw it.
+            return Answer::NotSent { error: "connection refused".into() };
+        }
+        // In flight at the target until this call ends: answered, or dropped with its worker.
+        let now = self.sim.now();
+        let _in_flight =
+            inv.job.document.group.clone().map(|group| InFlight::arrive(&self.ledger, group, inv, now));
         match answered {
             Answered::Crashed => {
                 self.sim.crash_current();
@@ -141,6 +157,63 @@ impl Caller for SimTarget {
                     status: Some(status),
                     error: format!("HTTP {status}"),
                 }
+            }
+            Answered::Refused => Answer::NotSent { error: "connection refused".into() },
+        }
+    }
+}
+
+impl SimTarget {
+    /// A line of the trace about the call's run.
+    fn note(&self, inv: &Invocation<'_>, what: String) {
+        let (step, at, actor) = {
+            let core = self.sim.core();
+            (core.step, core.now(), core.actor.clone())
+        };
+        let key = RunId::parse(&inv.run_id).map(|id| id.key.encode());
+        let line = Line { step, at, actor, what, job: Some(inv.job.id.to_string()), run: key };
+        self.ledger.get().lines.push(line);
+    }
+}
+
+/// A synchronous call of a group's job at the target: counted from its arrival until it is
+/// dropped, when the call answers or when its worker dies (the executor drops the worker's
+/// future, and the call with it).
+struct InFlight {
+    ledger: Ledger,
+    group: String,
+    call: (String, u32),
+}
+
+impl InFlight {
+    fn arrive(ledger: &Ledger, group: String, inv: &Invocation<'_>, at: DateTime<Utc>) -> InFlight {
+        let call = (inv.run_id.clone(), inv.attempt);
+        let mut observed = ledger.get();
+        let calls = observed.group_calls.entry(group.clone()).or_default();
+        calls.push(call.clone());
+        let (count, now_calls) = (calls.len(), calls.clone());
+        let line = format!("target: {count} call(s) of group {group} in flight: {now_calls:?}");
+        let peak = observed.group_peaks.entry(group.clone()).or_insert(GroupPeak {
+            count: 0,
+            at,
+            calls: Vec::new(),
+        });
+        if count > peak.count {
+            *peak = GroupPeak { count, at, calls: now_calls };
+        }
+        if let Some(last) = observed.lines.last().cloned() {
+            observed.lines.push(Line { what: line, ..last });
+        }
+        InFlight { ledger: ledger.clone(), group, call }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let mut observed = self.ledger.get();
+        if let Some(calls) = observed.group_calls.get_mut(&self.group) {
+            if let Some(i) = calls.iter().position(|c| *c == self.call) {
+                calls.swap_remove(i);
             }
         }
     }

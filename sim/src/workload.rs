@@ -4,11 +4,23 @@
 //! what they do to them while they run (edits, pauses, resumes, triggers, backfills, deletes);
 //! and in half the seeds a workflow, the diamond `flow-a` → `flow-b`, `flow-c` → `flow-d`, run on
 //! its root's schedule and by triggers of the root, its middle job paused for a while.
+//!
+//! Drawn apart from the rest (a sub-stream of the seed, so that the draws above stay as they
+//! were): in half the seeds one concurrency group, `pool`, with `max_running` 1 to 3, created
+//! before any job, named by about a third of the (non-workflow) jobs; in every seed about a
+//! quarter of the jobs `at_most_once`; and on every job a small chance that its target refuses
+//! the connection (the call never leaves).
 
 use crate::executor::Sim;
 use crate::target::Profile;
 use chrono::{DateTime, Duration, Timelike, Utc};
+use rand::{RngExt, SeedableRng};
 use serde_json::{Value, json};
+
+/// The name of the seed's concurrency group, when it has one.
+pub const GROUP: &str = "pool";
+/// How many runs a minute a group's jobs may be due, per slot (see `delivery_and_groups`).
+const GROUP_LOAD: f64 = 4.0;
 
 /// Where a seed's simulation starts: the night before a DST change in Europe or the United
 /// States, or an ordinary day.
@@ -59,11 +71,14 @@ pub struct Workload {
     pub horizon: DateTime<Utc>,
     pub documents: Vec<Value>,
     pub ops: Vec<Op>,
+    /// The concurrency group the world creates before any job: (name, max_running).
+    pub group: Option<(String, u32)>,
 }
 
 impl Workload {
-    /// Draws `jobs` jobs and the actions on them over `minutes`.
-    pub fn draw(sim: &Sim, jobs: usize, minutes: i64) -> Workload {
+    /// Draws `jobs` jobs and the actions on them over `minutes`; `seed` seeds the sub-stream of
+    /// delivery, groups and refused connections.
+    pub fn draw(sim: &Sim, seed: u64, jobs: usize, minutes: i64) -> Workload {
         let mut core = sim.core();
         let start: DateTime<Utc> =
             STARTS[core.between(0, STARTS.len() as i64 - 1) as usize].parse().unwrap_or_default();
@@ -106,6 +121,7 @@ impl Workload {
                 hang: 0.05 * core.unit(),
                 accept: 0.1 * core.unit(),
                 crash: 0.04 * core.unit(),
+                refused: 0.0, // drawn apart, in `delivery_and_groups`
                 busy_ms: core.between(0, 8_000),
             };
             let mut document = json!({
@@ -178,8 +194,51 @@ impl Workload {
             diamond(&mut core, start, minutes, &end_at, &mut documents, &mut ops);
         }
         ops.sort_by_key(|op| op.at);
-        Workload { start, horizon, documents, ops }
+        let group = delivery_and_groups(seed, jobs, &mut documents);
+        // A group's job is never edited to a sub-minute rate: its group's load stays bounded.
+        for op in &mut ops {
+            if let Action::Patch(n, patch) = &mut op.action {
+                let grouped = documents.get(*n).is_some_and(|d| d.get("group").is_some());
+                if grouped && patch.pointer("/schedule/rate") == Some(&json!("15 seconds")) {
+                    patch["schedule"]["rate"] = json!("1 minute");
+                }
+            }
+        }
+        Workload { start, horizon, documents, ops, group }
     }
+}
+
+/// Draws, from a sub-stream of `seed`, the seed's concurrency group (half the seeds) and which of
+/// the first `jobs` jobs name it (about a third), which jobs are `at_most_once` (about a
+/// quarter, workflow jobs included), and each job's chance of a refused connection. Neither
+/// field is ever patched: a job's delivery and group are as created.
+///
+/// A group's jobs are due at most [`GROUP_LOAD`] times a minute per slot between them: a full
+/// group lets a freed slot go to its oldest waiter only, which looks again every 3-5 s (and
+/// later still behind a long queue of waiters), so a group loaded beyond what it can run never
+/// drains, and its runs would not end within the quiet period.
+fn delivery_and_groups(seed: u64, jobs: usize, documents: &mut [Value]) -> Option<(String, u32)> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x6209_0b5e);
+    let group = rng.random_bool(0.5).then(|| (GROUP.to_string(), rng.random_range(1..=3u32)));
+    let mut load = 0.0;
+    for (n, document) in documents.iter_mut().enumerate() {
+        let named = rng.random_bool(1.0 / 3.0);
+        if let Some((_, max_running)) = &group {
+            let due = due_per_minute(&document["schedule"]);
+            if named && n < jobs && load + due <= GROUP_LOAD * f64::from(*max_running) {
+                load += due;
+                document["group"] = json!(GROUP);
+            }
+        }
+        if rng.random_bool(0.25) {
+            document["delivery"] = json!("at_most_once");
+        }
+        let refused = 0.03 * rng.random::<f64>();
+        if let Some(sim) = document.pointer_mut("/payload/sim") {
+            sim["refused"] = json!(refused);
+        }
+    }
+    group
 }
 
 /// Adds the diamond `flow-a` → `flow-b`, `flow-c` → `flow-d` (drawn after everything else, so
@@ -203,6 +262,7 @@ fn diamond(
             hang: 0.02 * core.unit(),
             accept: 0.1 * core.unit(),
             crash: 0.04 * core.unit(),
+            refused: 0.0,
             busy_ms: core.between(0, 4_000),
         }
         .to_payload()
@@ -240,4 +300,27 @@ fn diamond(
     let pause = start + Duration::seconds(core.between(60, (minutes - 4) * 60));
     ops.push(Op { at: pause, action: Action::Pause(first + 1) });
     ops.push(Op { at: pause + Duration::seconds(core.between(30, 150)), action: Action::Resume(first + 1) });
+}
+
+/// How many times a minute a drawn schedule is due (a one-time or daily job: never, nearly).
+fn due_per_minute(schedule: &Value) -> f64 {
+    let every_s = if let Some(rate) = schedule.get("rate").and_then(Value::as_str) {
+        match rate.split_once(' ') {
+            Some((n, unit)) => {
+                n.parse::<f64>().unwrap_or(60.0) * if unit.starts_with("minute") { 60.0 } else { 1.0 }
+            }
+            None => 60.0,
+        }
+    } else if let Some(cron) = schedule.get("cron").and_then(Value::as_str) {
+        let fields: Vec<&str> = cron.split_whitespace().collect();
+        let step = |field: &str| field.strip_prefix("*/").and_then(|n| n.parse::<f64>().ok());
+        match fields.as_slice() {
+            [seconds, _, _, _, _, _] => step(seconds).unwrap_or(60.0),
+            [minutes, hours, ..] if *hours == "*" => 60.0 * step(minutes).unwrap_or(1.0),
+            _ => f64::INFINITY,
+        }
+    } else {
+        f64::INFINITY
+    };
+    60.0 / every_s
 }

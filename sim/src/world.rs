@@ -7,7 +7,8 @@
 
 use crate::executor::{Executor, Role, Sim, SimClock, SimEntropy, SimTimer, Stepped, Work};
 use crate::faults::{
-    Faults, FaultyBus, FaultyJobs, FaultyQueue, FaultyRuns, FaultyTickState, FaultyTopics, Rates,
+    Faults, FaultyBus, FaultyGroups, FaultyJobs, FaultyQueue, FaultyRuns, FaultyTickState, FaultyTopics,
+    Rates,
 };
 use crate::ledger::{CallbackPlan, Ledger};
 use crate::target::SimTarget;
@@ -25,13 +26,15 @@ use sundial_app::worker::WorkerSettings;
 use sundial_app::worker::poll::{Settled, handle_message};
 use sundial_domain::dispatch::{HOLD_RENEW_S, HOLD_S};
 use sundial_domain::egress::Egress;
+use sundial_domain::group::GroupDocument;
 use sundial_domain::inspect::WatchdogSettings;
 use sundial_domain::job::JobId;
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::queue::{RunInbox, RunQueue};
 use sundial_memory::{
-    MemoryEventBus, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore, MemoryTopics,
+    MemoryEventBus, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore,
+    MemoryTopics,
 };
 
 /// The owner of every job.
@@ -94,6 +97,7 @@ enum Event {
 pub struct Stores {
     pub jobs: Arc<MemoryJobStore>,
     pub runs: Arc<MemoryRunStore>,
+    pub groups: Arc<MemoryGroupStore>,
     pub tick_state: Arc<MemoryTickStateStore>,
     pub queue: Arc<MemoryQueue>,
     pub bus: Arc<MemoryEventBus>,
@@ -127,7 +131,7 @@ pub struct World {
 impl World {
     pub fn new(options: Options) -> World {
         let sim = Sim::new(options.seed, DateTime::UNIX_EPOCH);
-        let workload = Workload::draw(&sim, options.jobs.max(1), options.minutes.max(3));
+        let workload = Workload::draw(&sim, options.seed, options.jobs.max(1), options.minutes.max(3));
         sim.core().pass(workload.start - Duration::minutes(5) - DateTime::UNIX_EPOCH);
         let ledger = Ledger::default();
         // Half the seeds meet a queue outage of 5-8 minutes during the workload, drawn apart from
@@ -147,6 +151,7 @@ impl World {
         let stores = Stores {
             jobs: Arc::new(MemoryJobStore::new(SHARDS)),
             runs: Arc::new(MemoryRunStore::new(SHARDS)),
+            groups: Arc::new(MemoryGroupStore::new()),
             tick_state: Arc::new(MemoryTickStateStore::new()),
             queue: Arc::new(MemoryQueue::new(server.clone()).with_max_receive_count(Some(max_receives))),
             bus: Arc::new(MemoryEventBus::new()),
@@ -170,7 +175,7 @@ impl World {
                 ledger: ledger.clone(),
                 sim: sim.clone(),
             }),
-            groups: Arc::new(sundial_memory::MemoryGroupStore::new()),
+            groups: Arc::new(FaultyGroups { inner: stores.groups.clone(), faults: faults.clone() }),
             tick_state: Arc::new(FaultyTickState {
                 inner: stores.tick_state.clone(),
                 faults: faults.clone(),
@@ -201,6 +206,9 @@ impl World {
         let ticks = vec![process(&sim), process(&sim)];
         let watchdogs = vec![process(&sim), process(&sim)];
         let workers = (0..WORKERS).map(|_| process(&sim)).collect();
+        if let Some((name, max_running)) = &workload.group {
+            create_group(&api, name, *max_running);
+        }
         let jobs = workload.documents.len();
         let mut world = World {
             sim,
@@ -296,6 +304,7 @@ impl World {
         {
             let mut ledger = self.ledger.get();
             ledger.crashes += 1;
+            ledger.crashed.insert(name.clone());
             if let Some(unmarked) = ledger.unmarked.remove(&name) {
                 ledger.window.extend(unmarked);
             }
@@ -434,6 +443,29 @@ fn settings() -> use_cases::Settings {
         },
         public_url: None,
     }
+}
+
+/// Creates the workload's concurrency group through the API's use cases (under the faults, so
+/// tried until it lands), before anything else happens: jobs that name it need it to exist.
+fn create_group(api: &UseCases, name: &str, max_running: u32) {
+    let owner = OWNER.to_string();
+    let document = GroupDocument { max_running };
+    let created = (0..20).find_map(|_| settle(api.groups.put(&owner, name, &document)).ok());
+    created.expect("the group is created within 20 tries");
+}
+
+/// Runs `work` to its end outside the executor, for the world's setup: it may stop at port calls
+/// (a yield, where nobody else moves and nobody dies), but never sleeps.
+fn settle<T>(work: impl std::future::Future<Output = T>) -> T {
+    use std::task::{Context, Poll, Waker};
+    let mut work = std::pin::pin!(work);
+    let mut cx = Context::from_waker(Waker::noop());
+    (0..100_000)
+        .find_map(|_| match work.as_mut().poll(&mut cx) {
+            Poll::Ready(out) => Some(out),
+            Poll::Pending => None,
+        })
+        .expect("setup work that never sleeps ends")
 }
 
 /// A worker process's consumer: receive a batch, handle its messages concurrently while renewing

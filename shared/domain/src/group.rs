@@ -166,9 +166,16 @@ impl Group {
     pub fn take(&mut self, run_id: &str, run: &Run, call: Duration, now: DateTime<Utc>) -> Taken {
         let attempt = run.attempt + 1;
         let mut changed = false;
-        if let Some(old) = self.slots.get(run_id) {
+        if let Some(old) = self.slots.get_mut(run_id) {
             if old.attempt == attempt {
-                return Taken::Slot { changed: false };
+                // The attempt starts now, maybe long after the slot was taken (its taker died
+                // before its start write): its call ends within `call` from now, not from then.
+                let until = now + call;
+                if until <= old.until {
+                    return Taken::Slot { changed: false };
+                }
+                old.until = until;
+                return Taken::Slot { changed: true };
             }
             if now < old.until + SKEW {
                 let full = Full { running: self.slots.len(), max_running: self.max_running, ahead: 0 };
@@ -351,6 +358,24 @@ mod tests {
         assert!(group.is_full());
         assert!(group.release("a", 1));
         assert!(!group.is_full());
+    }
+
+    #[test]
+    fn a_slot_taken_by_a_worker_that_died_is_timed_from_the_attempt_that_uses_it() {
+        // Found by the simulator (seed 132 of `sim-groups`): a run started with a slot taken
+        // minutes before kept that slot's `until`; cancelled by a `replace` run mid-call, its
+        // slot was reclaimed while its call still ran, and a third call started.
+        let now = at("2026-01-01T01:00:00Z");
+        let mut group = Group::new("o", "etl", 1, now);
+        let a = run(1);
+        group.take("a", &a, CALL, now);
+        let later = now + Duration::minutes(2);
+        assert_eq!(group.take("a", &a, CALL, later), Taken::Slot { changed: true });
+        assert_eq!(group.slots["a"].until, later + CALL);
+        // It started attempt 1 with that slot, and was cancelled mid-call.
+        let started = Run { state: RunState::Running, attempt: 1, ..a };
+        let ended = crate::run::transition::cancelled(&started, "replaced", later);
+        assert!(slot_is_held(&group.slots["a"], Some(&ended), later + CALL));
     }
 
     #[test]

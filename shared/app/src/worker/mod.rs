@@ -376,8 +376,10 @@ impl Worker {
         // Lost: another worker started this attempt first (or the run moved on).
         let Race::Won(started) = self.recorder.apply(job, &run, &start, now).await.raced()? else {
             let fresh = self.runs.get(&run.job_id, &run.key).await?;
-            if !fresh.is_some_and(|r| r.state == RunState::Running && r.attempt == n) {
-                // Nobody starts this attempt: the slot taken for it is free again.
+            if fresh.is_none_or(|r| r.attempt < n) {
+                // Nobody started this attempt (the run ended or moved on first): the slot taken
+                // for it is free again. Once started, its starter gives it back after the call,
+                // whatever the run became meanwhile (a cancel does not stop a call).
                 self.slots.release(job, &run, n, now).await;
             }
             return Ok(Disposition::Delete);
