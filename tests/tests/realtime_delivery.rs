@@ -23,10 +23,8 @@ use sundial_domain::target::headers;
 use sundial_tests::runtime_process::{Logs, RuntimeSpec, free_loopback_port, wait_ready};
 
 const KEY: &str = "delivery-key";
-/// How long the counting target takes to answer.
-const CALL: std::time::Duration = std::time::Duration::from_secs(4);
 
-/// A loopback target that answers 200 after [`CALL`], counting calls and the most in flight.
+/// A loopback target that answers 200 after a while, counting calls and the most in flight.
 #[derive(Debug, Default)]
 struct Counting {
     calls: AtomicUsize,
@@ -35,7 +33,7 @@ struct Counting {
     runs: std::sync::Mutex<Vec<String>>,
 }
 
-async fn start_counting() -> (String, Arc<Counting>) {
+async fn start_counting(delay: std::time::Duration) -> (String, Arc<Counting>) {
     let counting = Arc::new(Counting::default());
     let seen = counting.clone();
     let app = axum::Router::new().fallback(move |request_headers: http::HeaderMap| {
@@ -46,7 +44,7 @@ async fn start_counting() -> (String, Arc<Counting>) {
             c.calls.fetch_add(1, Ordering::SeqCst);
             let now = c.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             c.most.fetch_max(now, Ordering::SeqCst);
-            tokio::time::sleep(CALL).await;
+            tokio::time::sleep(delay).await;
             c.in_flight.fetch_sub(1, Ordering::SeqCst);
             "ok"
         }
@@ -126,7 +124,7 @@ impl Pair {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn realtime_a_group_limit_holds_across_two_runtimes() {
     let pair = Pair::start("groups").await;
-    let (url, target) = start_counting().await;
+    let (url, target) = start_counting(std::time::Duration::from_secs(4)).await;
     let (status, group) =
         pair.send(0, reqwest::Method::PUT, "/v1/groups/etl", Some(&json!({"max_running": 2}))).await;
     assert_eq!(status, 200, "{group}");
@@ -187,19 +185,7 @@ async fn realtime_a_group_limit_holds_across_two_runtimes() {
 async fn realtime_an_at_most_once_run_is_called_once_and_a_refused_one_is_tried_again() {
     let pair = Pair::start("delivery").await;
     // A target that hangs past the job's timeout.
-    let hung = Arc::new(AtomicUsize::new(0));
-    let counted = hung.clone();
-    let app = axum::Router::new().fallback(move || {
-        let hung = counted.clone();
-        async move {
-            hung.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
-            "too late"
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let hanging_url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (hanging_url, hanging) = start_counting(std::time::Duration::from_secs(60)).await;
     // A port nobody listens on: every connection is refused.
     let refused_url = format!("http://127.0.0.1:{}/hook", free_loopback_port());
 
@@ -230,26 +216,14 @@ async fn realtime_an_at_most_once_run_is_called_once_and_a_refused_one_is_tried_
     );
     // Watch a while longer: nothing calls the hanging target again.
     tokio::time::sleep(std::time::Duration::from_secs(8)).await;
-    assert_eq!(hung.load(Ordering::SeqCst), 1, "the hanging target was called exactly once");
+    assert_eq!(hanging.calls.load(Ordering::SeqCst), 1, "the hanging target was called exactly once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn realtime_an_at_most_once_run_whose_runtime_is_killed_mid_call_is_not_called_again() {
     let mut pair = Pair::start("killed").await;
     // A target that takes 20 s: the call is under way when its runtime dies.
-    let calls = Arc::new(AtomicUsize::new(0));
-    let counted = calls.clone();
-    let app = axum::Router::new().fallback(move || {
-        let calls = counted.clone();
-        async move {
-            calls.fetch_add(1, Ordering::SeqCst);
-            tokio::time::sleep(std::time::Duration::from_secs(20)).await;
-            "done"
-        }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (url, target) = start_counting(std::time::Duration::from_secs(20)).await;
     let job = json!({"name": "fragile", "schedule": {"cron": "0 0 1 1 *"}, "delivery": "at_most_once",
                      "timeout_s": 25, "retry": {"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1},
                      "target": {"type": "http", "url": url}});
@@ -264,7 +238,9 @@ async fn realtime_an_at_most_once_run_whose_runtime_is_killed_mid_call_is_not_ca
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let worker = loop {
         let (_, body) = pair.send(0, reqwest::Method::GET, &format!("/v1/runs/{run}"), None).await;
-        if let (1.., Some(worker)) = (calls.load(Ordering::SeqCst), body["attempts"][0]["worker"].as_str()) {
+        if let (1.., Some(worker)) =
+            (target.calls.load(Ordering::SeqCst), body["attempts"][0]["worker"].as_str())
+        {
             break worker.to_string();
         }
         assert!(std::time::Instant::now() < deadline, "the run was not called: {body}");
@@ -284,5 +260,5 @@ async fn realtime_an_at_most_once_run_whose_runtime_is_killed_mid_call_is_not_ca
     assert_eq!(ended["attempts"][0]["outcome"], "lost", "{ended}");
     assert!(ended["reason"].as_str().unwrap().starts_with("at_most_once"), "{ended}");
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-    assert_eq!(calls.load(Ordering::SeqCst), 1, "no second call after the kill");
+    assert_eq!(target.calls.load(Ordering::SeqCst), 1, "no second call after the kill");
 }

@@ -259,16 +259,6 @@ impl Group {
         }
         false
     }
-
-    /// Drops `run_id` from the waiters (its run ended or started elsewhere); true if it was one.
-    pub fn forget_waiter(&mut self, run_id: &str) -> bool {
-        self.waiting.remove(run_id).is_some()
-    }
-
-    /// Whether every slot is taken (before any reclaim).
-    pub fn is_full(&self) -> bool {
-        self.slots.len() >= self.max_running as usize
-    }
 }
 
 /// Whether the slot for `slot.attempt` is still its run's at `now`, from a fresh read of the run
@@ -355,9 +345,9 @@ mod tests {
         group.take("a", &a, CALL, now);
         assert_eq!(group.take("a", &a, CALL, now), Taken::Slot { changed: false });
         assert!(!group.release("a", 2));
-        assert!(group.is_full());
+        assert_eq!(group.slots.len(), 1);
         assert!(group.release("a", 1));
-        assert!(!group.is_full());
+        assert!(group.slots.is_empty());
     }
 
     #[test]
