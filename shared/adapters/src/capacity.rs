@@ -3,7 +3,8 @@
 //! INDEXES`, free in AWS) and logs what comes back: one `dynamodb capacity` line per table or
 //! index a call touched, under the `sundial::capacity` target, carrying the current span (the
 //! run and job being worked on). Off unless configured (`SUNDIAL_CAPACITY_LOG=1`): a log line
-//! per call costs more in CloudWatch Logs than the call itself.
+//! per call costs more in CloudWatch Logs than the call itself. [`CapacityCount`] asks the same
+//! and adds the units to a ledger instead, for benchmarks.
 
 use aws_sdk_dynamodb::operation::{
     batch_get_item::{BatchGetItemInput, BatchGetItemOutput},
@@ -81,7 +82,7 @@ pub fn parts(consumed: &ConsumedCapacity) -> Vec<Part> {
 
 /// Asks a DynamoDB request for its capacity by index; `None` when `input` is no request this
 /// module knows (it is left as it is), else the kind of units the call is billed in.
-fn ask(input: &mut Input) -> Option<Kind> {
+pub(crate) fn ask(input: &mut Input) -> Option<Kind> {
     macro_rules! ask_each {
         ($($input:ty => $kind:expr),+ $(,)?) => {
             $(if let Some(i) = input.downcast_mut::<$input>() {
@@ -106,7 +107,7 @@ fn ask(input: &mut Input) -> Option<Kind> {
 }
 
 /// What a DynamoDB response reports (an empty list when it reports nothing).
-fn reported(output: &Output) -> Vec<ConsumedCapacity> {
+pub(crate) fn reported(output: &Output) -> Vec<ConsumedCapacity> {
     macro_rules! one {
         ($($output:ty),+) => {
             $(if let Some(o) = output.downcast_ref::<$output>() {
@@ -132,7 +133,7 @@ pub struct CapacityLog;
 
 /// The kind of units of the call in flight, between the request and its response.
 #[derive(Debug, Clone, Copy)]
-struct Asked(Kind);
+pub(crate) struct Asked(pub(crate) Kind);
 
 impl aws_smithy_types::config_bag::Storable for Asked {
     type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;

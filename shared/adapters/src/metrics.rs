@@ -1,11 +1,16 @@
 //! Counters of what Sundial asks of AWS: requests by service and operation (counted by an SDK
 //! interceptor, so nothing is missed), and DynamoDB writes by kind (counted by the adapters,
-//! which know which index entries a write adds or removes). Benchmarks read these; the capacity
-//! DynamoDB itself reports for each call is logged by [`crate::capacity`] when configured.
+//! which know which index entries a write adds or removes). Benchmarks read these, and the
+//! capacity DynamoDB reports for each call ([`CapacityCount`]); in a deployment that capacity is
+//! logged by [`crate::capacity`] when configured.
 
+use crate::capacity::{Asked, Kind, Part, ask, parts, reported};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
+};
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
@@ -77,6 +82,75 @@ impl Intercept for RequestCounter {
     }
 }
 
+/// The ledger counter under which [`CapacityCount`] adds a part's units, in thousandths:
+/// `dynamodb.capacity_milli.<read|write>.<table>` for the table's own share, with `/<index>`
+/// appended for an index's.
+pub fn ledger_key(kind: Kind, part: &Part) -> String {
+    match &part.index {
+        Some(index) => format!("{COUNTED}.{}.{}/{index}", kind.as_str(), part.table),
+        None => format!("{COUNTED}.{}.{}", kind.as_str(), part.table),
+    }
+}
+
+/// The prefix of [`ledger_key`]'s counters.
+pub const COUNTED: &str = "dynamodb.capacity_milli";
+
+/// An interceptor that asks every DynamoDB request for its capacity by index, as [`crate::capacity::CapacityLog`]
+/// does, and adds what comes back to a ledger ([`ledger_key`]); a call the emulator reported
+/// nothing for is counted under `dynamodb.capacity_unreported.<operation>`.
+#[derive(Debug, Clone)]
+pub struct CapacityCount(pub Arc<Ledger>);
+
+impl Intercept for CapacityCount {
+    fn name(&self) -> &'static str {
+        "SundialCapacityCount"
+    }
+
+    fn modify_before_serialization(
+        &self,
+        context: &mut BeforeSerializationInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(kind) = ask(context.input_mut()) {
+            cfg.interceptor_state().store_put(Asked(kind));
+        }
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let (Some(Asked(kind)), Ok(output)) = (cfg.load::<Asked>().copied(), context.output_or_error())
+        else {
+            return Ok(());
+        };
+        let consumed = reported(output);
+        if consumed.is_empty() {
+            let operation = cfg.load::<Metadata>().map(|m| m.name().to_string()).unwrap_or_default();
+            self.0.add(&format!("dynamodb.capacity_unreported.{operation}"), 1);
+        }
+        for part in consumed.iter().flat_map(parts) {
+            self.0.add(&ledger_key(kind, &part), (part.units * 1000.0).round() as u64);
+        }
+        Ok(())
+    }
+}
+
+/// What the DynamoDB client does about the capacity each call consumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capacity {
+    /// Nothing: calls do not ask for it.
+    NotAsked,
+    /// Logged per call ([`crate::capacity::CapacityLog`]).
+    Logged,
+    /// Added to the ledger ([`crate::capacity::CapacityCount`]), for benchmarks.
+    Counted,
+}
+
 /// The SDK clients of a process, each counting its requests into one ledger.
 #[derive(Debug, Clone)]
 pub struct Clients {
@@ -96,10 +170,19 @@ impl Clients {
     /// As [`Clients::new`]; with `capacity_log`, the DynamoDB client also logs the capacity of
     /// every call ([`crate::capacity`]).
     pub fn with_capacity_log(sdk: &aws_config::SdkConfig, ledger: Arc<Ledger>, capacity_log: bool) -> Self {
+        let capacity = if capacity_log { Capacity::Logged } else { Capacity::NotAsked };
+        Clients::with_capacity(sdk, ledger, capacity)
+    }
+
+    /// As [`Clients::new`], with the DynamoDB client asking for the capacity of every call and
+    /// doing with it what `capacity` says.
+    pub fn with_capacity(sdk: &aws_config::SdkConfig, ledger: Arc<Ledger>, capacity: Capacity) -> Self {
         let counter = RequestCounter(ledger.clone());
         let mut dynamo = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(counter.clone());
-        if capacity_log {
-            dynamo = dynamo.interceptor(crate::capacity::CapacityLog);
+        match capacity {
+            Capacity::NotAsked => {}
+            Capacity::Logged => dynamo = dynamo.interceptor(crate::capacity::CapacityLog),
+            Capacity::Counted => dynamo = dynamo.interceptor(CapacityCount(ledger.clone())),
         }
         let dynamo = dynamo.build();
         let sqs = aws_sdk_sqs::config::Builder::from(sdk).interceptor(counter.clone()).build();

@@ -43,25 +43,27 @@ pub enum Blocked {
 pub struct Outbound {
     egress: Arc<Egress>,
     lookup: Arc<dyn Lookup>,
-    client: reqwest::Client,
+    /// Built on first use: building it loads the system's root certificates (half of a
+    /// function's init, measured), which the tick and the watchdog never need.
+    client: Arc<std::sync::OnceLock<reqwest::Client>>,
 }
 
 impl Outbound {
     pub fn new(egress: Egress, lookup: Arc<dyn Lookup>) -> Self {
-        let egress = Arc::new(egress);
-        let resolver = GuardedResolver { egress: egress.clone(), lookup: lookup.clone() };
-        let client = reqwest::Client::builder()
-            .dns_resolver(resolver)
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
-        Outbound { egress, lookup, client }
+        Outbound { egress: Arc::new(egress), lookup, client: Arc::default() }
     }
 
     /// The client; send only requests whose URL [`Outbound::check`] passed.
     pub fn client(&self) -> &reqwest::Client {
-        &self.client
+        self.client.get_or_init(|| {
+            let resolver = GuardedResolver { egress: self.egress.clone(), lookup: self.lookup.clone() };
+            reqwest::Client::builder()
+                .dns_resolver(resolver)
+                .no_proxy()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_else(|_| reqwest::Client::new())
+        })
     }
 
     /// Checks `url` as written, then every address its host resolves to.

@@ -1,0 +1,337 @@
+//! What a run costs, by path: DynamoDB units billed (as the emulator reports them with
+//! `ReturnConsumedCapacity = INDEXES`, from item sizes and index writes), AWS requests by
+//! operation, Lambda invocations and GB-seconds, turned into dollars per million runs at
+//! published on-demand prices, beside EventBridge Scheduler.
+//!
+//! A run's cost is measured in two phases on separate stacks, because the first depends on the
+//! schedule and the second on how the target answers:
+//! - **claim**: ticks over ten simulated minutes (a manual clock) claim and dispatch the runs of
+//!   one-time jobs, jobs every minute and jobs every 10 s (claim-ahead amortises the job's own
+//!   write over several instants); a one-time job's creation through the API's use case counts
+//!   as part of its run, since each one-time run needs one.
+//! - **execution**: runs due now, executed by the workers against the loopback target, answered
+//!   200 (happy), 500 then 200 (one retry), or 202 then two heartbeats and a completion through
+//!   the callback use cases (what the API does for `/v1/runs/{id}/heartbeat|complete`).
+
+use crate::lag::import;
+use crate::stack::{self, OWNER, Workers, per_run, reported_units};
+use crate::target::Target;
+use chrono::{DateTime, Duration, Utc};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use sundial_adapters::metrics::Capacity;
+use sundial_app::run_control::Completion;
+use sundial_domain::clock::{ManualClock, SystemClock};
+use sundial_domain::due::format_instant;
+use sundial_domain::job::{Job, JobDocument};
+use sundial_domain::run::RunId;
+use sundial_domain::schedule::ceil_second;
+use sundial_domain::validation::stored_schedule;
+
+/// Published on-demand prices, us-east-1, in dollars per million (GB-s: per GB-second).
+pub mod price {
+    /// DynamoDB on-demand, per million write request units (since November 2024).
+    pub const WRITE_UNIT: f64 = 0.625;
+    /// DynamoDB on-demand, per million read request units.
+    pub const READ_UNIT: f64 = 0.125;
+    /// SQS standard queue, per million requests (64 KiB each).
+    pub const SQS_REQUEST: f64 = 0.40;
+    /// SNS, per million publishes.
+    pub const SNS_PUBLISH: f64 = 0.50;
+    /// Lambda, per million requests.
+    pub const LAMBDA_REQUEST: f64 = 0.20;
+    /// Lambda x86_64, per GB-second (× 1e6 for per million).
+    pub const LAMBDA_GB_S: f64 = 0.000_016_666_7;
+    /// EventBridge Scheduler, per million invocations (after 14 million free a month).
+    pub const EVENTBRIDGE_SCHEDULER: f64 = 1.00;
+}
+
+/// The model of a Lambda invocation's billed duration: AWS answers a DynamoDB or SQS request in
+/// about this many milliseconds from inside the region (single-digit; the emulator's own figures
+/// are not AWS's), plus the target's answer, which the worker waits for.
+pub const AWS_REQUEST_MS: f64 = 6.0;
+/// The target's answer time assumed for the worker's billed duration.
+pub const TARGET_ANSWER_MS: f64 = 100.0;
+/// Every function's memory (the template's `Globals.Function.MemorySize`), in GB.
+pub const MEMORY_GB: f64 = 0.25;
+
+/// What one phase cost, per run.
+#[derive(Debug, Clone, Default)]
+struct Share {
+    requests: BTreeMap<String, f64>,
+    /// Units by kind, table and index (`write.jobs/by-due`), the stack's prefix left out.
+    units: BTreeMap<String, f64>,
+    write_units: f64,
+    read_units: f64,
+    /// Worker or API invocations.
+    invocations: f64,
+    /// Billed milliseconds of those invocations, by the model above.
+    billed_ms: f64,
+}
+
+impl Share {
+    fn from_ledger(ledger: &BTreeMap<String, u64>, runs: usize) -> Share {
+        let per = per_run(ledger, runs);
+        let counted = format!("{}.", sundial_adapters::metrics::COUNTED);
+        let units = per
+            .iter()
+            .filter_map(|(k, v)| {
+                let rest = k.strip_prefix(&counted)?;
+                // `write.bench<suffix>-jobs/by-due` → `write.jobs/by-due`
+                let (kind, table) = rest.split_once('.')?;
+                let table = table.split_once('-').map(|(_, t)| t).unwrap_or(table);
+                Some((format!("{kind}.{table}"), v / 1000.0))
+            })
+            .collect();
+        Share {
+            write_units: reported_units(&per, "write"),
+            read_units: reported_units(&per, "read"),
+            requests: per.into_iter().filter(|(k, _)| k.starts_with("aws.")).collect(),
+            units,
+            ..Share::default()
+        }
+    }
+
+    fn aws_requests(&self, service: &str) -> f64 {
+        let prefix = format!("aws.{service}.");
+        self.requests.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, v)| v).sum()
+    }
+
+    fn plus(&self, other: &Share) -> Share {
+        let add = |a: &BTreeMap<String, f64>, b: &BTreeMap<String, f64>| {
+            let mut sum = a.clone();
+            for (k, v) in b {
+                *sum.entry(k.clone()).or_default() += v;
+            }
+            sum
+        };
+        Share {
+            requests: add(&self.requests, &other.requests),
+            units: add(&self.units, &other.units),
+            write_units: self.write_units + other.write_units,
+            read_units: self.read_units + other.read_units,
+            invocations: self.invocations + other.invocations,
+            billed_ms: self.billed_ms + other.billed_ms,
+        }
+    }
+
+    /// Dollars per million runs, by part.
+    fn dollars(&self) -> Value {
+        let dynamodb = self.write_units * price::WRITE_UNIT + self.read_units * price::READ_UNIT;
+        let sqs = self.aws_requests("SQS") * price::SQS_REQUEST;
+        let sns = self.aws_requests("SNS") * price::SNS_PUBLISH;
+        let lambda = self.invocations * price::LAMBDA_REQUEST
+            + self.billed_ms / 1000.0 * MEMORY_GB * price::LAMBDA_GB_S * 1e6;
+        json!({
+            "dynamodb": dynamodb, "sqs": sqs, "sns": sns, "lambda": lambda,
+            "total": dynamodb + sqs + sns + lambda,
+        })
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "write_units": self.write_units,
+            "read_units": self.read_units,
+            "lambda_invocations": self.invocations,
+            "lambda_gb_s": self.billed_ms / 1000.0 * MEMORY_GB,
+            "aws_requests": self.requests,
+            "units_by_table": self.units,
+            "dollars_per_million_runs": self.dollars(),
+        })
+    }
+}
+
+fn document(schedule: Value, url: &str) -> Value {
+    json!({"schedule": schedule, "target": {"type": "http", "url": url}, "retry": {"max_attempts": 3, "backoff_s": 1}})
+}
+
+/// Simulated minutes the claim phase ticks over.
+const MINUTES: i64 = 10;
+
+/// What the tick's passes over `MINUTES` minutes ask of AWS with nothing due: a fixed cost per
+/// minute whatever the load (its queries of every shard of the minutes it reads), taken out of
+/// the claim phase's per-run figures.
+async fn idle_ticks(start: DateTime<Utc>) -> anyhow::Result<BTreeMap<String, u64>> {
+    let clock = Arc::new(ManualClock::new(start));
+    let (services, clients) = stack::stack(&[], clock.clone(), Capacity::Counted).await?;
+    clients.ledger.reset();
+    for minute in 0..MINUTES {
+        clock.set(start + Duration::minutes(minute));
+        services.tick.run().await?;
+    }
+    Ok(clients.ledger.snapshot())
+}
+
+/// `a − b`, counter by counter, never below zero.
+fn minus(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    a.iter().map(|(k, v)| (k.clone(), v.saturating_sub(b.get(k).copied().unwrap_or(0)))).collect()
+}
+
+/// Claiming and dispatching the runs of `count` jobs on `schedule` over ten simulated minutes.
+async fn claim(kind: &str, schedule: Value, count: usize) -> anyhow::Result<(Share, Value)> {
+    let start: DateTime<Utc> = ceil_second(Utc::now()) + Duration::days(1);
+    let idle = idle_ticks(start).await?;
+    let clock = Arc::new(ManualClock::new(start));
+    let (services, clients) = stack::stack(&[], clock.clone(), Capacity::Counted).await?;
+    let mut jobs: Vec<Job> = Vec::with_capacity(count);
+    let one_time = schedule.get("at").is_some();
+    clients.ledger.reset();
+    if one_time {
+        // Created through the API's use case: a one-time run needs its job created.
+        for i in 0..count {
+            let mut doc = document(schedule.clone(), "http://127.0.0.1:9/ok");
+            doc["name"] = json!(format!("{kind}-{i:04}"));
+            let doc: JobDocument = serde_json::from_value(doc)?;
+            jobs.push(services.jobs.create(&OWNER.to_string(), doc).await?);
+        }
+    } else {
+        for i in 0..count {
+            let mut job = stack::job(
+                &format!("{kind}-{i:04}"),
+                document(schedule.clone(), "http://127.0.0.1:9/ok"),
+                start,
+                None,
+            )?;
+            job.next_run_at = stored_schedule(&job)?.and_then(|s| s.first_at_or_after(start));
+            jobs.push(job);
+        }
+        import(&services, &clients, &jobs).await?;
+        clients.ledger.reset();
+    }
+    let mut claimed = 0;
+    for minute in 0..MINUTES {
+        clock.set(start + Duration::minutes(minute));
+        claimed += services.tick.run().await?.claims.claimed;
+    }
+    // A one-time job created within the lookahead is claimed by its creation, not the tick.
+    let runs = if one_time { count } else { claimed };
+    let mut share = Share::from_ledger(&minus(&clients.ledger.snapshot(), &idle), runs);
+    // A one-time job's creation is one API invocation; the tick's invocations are a fixed cost
+    // per minute, not per run (see the notes).
+    if one_time {
+        share.invocations = 1.0;
+        share.billed_ms = share.requests.values().sum::<f64>() * AWS_REQUEST_MS;
+    }
+    let idle = Share::from_ledger(&idle, MINUTES as usize);
+    Ok((
+        share,
+        json!({"jobs": count, "simulated_minutes": MINUTES, "runs_claimed": claimed, "idle_tick_per_minute": idle.to_json()}),
+    ))
+}
+
+/// Executing `n` runs due now whose target answers as `behaviour` says.
+async fn execute(behaviour: &str, n: usize) -> anyhow::Result<(Share, Value)> {
+    let (services, clients) = stack::stack(&[], Arc::new(SystemClock), Capacity::Counted).await?;
+    let target = Target::start().await?;
+    let now = Utc::now();
+    let due = ceil_second(now) + Duration::seconds(3);
+    let jobs: Vec<Job> = (0..n)
+        .map(|i| {
+            stack::job(
+                &format!("{behaviour}-{i:03}"),
+                document(json!({"at": format_instant(due)}), &target.url(behaviour)),
+                now,
+                Some(due),
+            )
+        })
+        .collect::<anyhow::Result<_>>()?;
+    import(&services, &clients, &jobs).await?;
+    services.tick.run().await?;
+    clients.ledger.reset();
+    let workers = Workers::start(&services);
+    let attempts = if behaviour == "fail-once" { 2 } else { 1 };
+    let limit = std::time::Duration::from_secs(60);
+    let arrived = target.wait_until(limit, |hits| hits.len() >= n * attempts).await;
+    // The API's share: heartbeats and the completion of accepted runs, counted apart.
+    let mut api_requests = 0.0;
+    if behaviour == "accept" {
+        // The worker records the acceptance after the request: wait until every run shows it.
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        let before: u64 =
+            clients.ledger.snapshot().iter().filter(|(k, _)| k.starts_with("aws.")).map(|(_, v)| v).sum();
+        for hit in target.hits() {
+            let id = RunId::parse(&hit.run_id).ok_or_else(|| anyhow::anyhow!("run id {}", hit.run_id))?;
+            services.run_control.heartbeat(&id, &hit.token).await?;
+            services.run_control.heartbeat(&id, &hit.token).await?;
+            let done =
+                Completion { succeeded: true, output: Some("done".into()), error: None, permanent: false };
+            services.run_control.complete(&id, &hit.token, done).await?;
+        }
+        let after: u64 =
+            clients.ledger.snapshot().iter().filter(|(k, _)| k.starts_with("aws.")).map(|(_, v)| v).sum();
+        api_requests = (after - before) as f64 / n as f64;
+    }
+    workers.stop().await;
+    let mut share = Share::from_ledger(&clients.ledger.snapshot(), n);
+    // The local pollers' receives (idle ones included) and single deletes stand in for the
+    // Lambda event source's: at low load one receive and one batch delete per attempt.
+    share.requests.remove("aws.SQS.ReceiveMessage");
+    share.requests.remove("aws.SQS.DeleteMessage");
+    share.requests.insert("aws.SQS.ReceiveMessage (event source)".into(), attempts as f64);
+    share.requests.insert("aws.SQS.DeleteMessageBatch (event source)".into(), attempts as f64);
+    let worker_requests = share.requests.values().sum::<f64>() - api_requests;
+    // At low load every attempt's message is a batch of its own: one invocation per attempt.
+    let api_calls = if behaviour == "accept" { 3.0 } else { 0.0 };
+    share.invocations = attempts as f64 + api_calls;
+    share.billed_ms =
+        worker_requests * AWS_REQUEST_MS + attempts as f64 * TARGET_ANSWER_MS + api_requests * AWS_REQUEST_MS;
+    Ok((share, json!({"runs": n, "all_arrived": arrived, "requests": target.hits().len()})))
+}
+
+/// Every path's cost per run.
+pub async fn paths() -> anyhow::Result<Value> {
+    let kinds = [
+        ("one-time", json!({"at": "2099-01-01T00:00:00Z"}), 100),
+        ("every minute", json!({"cron": "* * * * *"}), 100),
+        ("every 10 s", json!({"cron": "*/10 * * * * *"}), 20),
+    ];
+    let mut claims = Vec::new();
+    for (kind, schedule, count) in kinds {
+        eprintln!("cost: claiming {kind}…");
+        // A one-time job's instant must be within the simulated ten minutes.
+        let schedule = if kind == "one-time" { one_time_schedule() } else { schedule };
+        claims.push((kind, claim(kind, schedule, count).await?));
+    }
+    let behaviours = [("happy", "ok"), ("one retry", "fail-once"), ("202 + 2 heartbeats", "accept")];
+    let mut executions = Vec::new();
+    for (path, behaviour) in behaviours {
+        eprintln!("cost: executing {path}…");
+        executions.push((path, execute(behaviour, 20).await?));
+    }
+    let mut rows = Vec::new();
+    for (kind, (claim, claim_info)) in &claims {
+        for (path, (execution, execution_info)) in &executions {
+            let total = claim.plus(execution);
+            rows.push(json!({
+                "schedule": kind, "path": path,
+                "per_run": total.to_json(),
+                "claim": claim.to_json(), "claim_run": claim_info,
+                "execution": execution.to_json(), "execution_run": execution_info,
+            }));
+        }
+    }
+    let status_write = price::EVENTBRIDGE_SCHEDULER
+        + price::WRITE_UNIT
+        + price::LAMBDA_REQUEST
+        + (2.0 * AWS_REQUEST_MS + TARGET_ANSWER_MS) / 1000.0 * MEMORY_GB * price::LAMBDA_GB_S * 1e6;
+    Ok(json!({
+        "rows": rows,
+        "eventbridge_scheduler_per_million": price::EVENTBRIDGE_SCHEDULER,
+        "eventbridge_scheduler_with_status_write_per_million": status_write,
+        "units_source": "DynamoDB capacity as the emulator (ministack) reports it with ReturnConsumedCapacity=INDEXES: item size rounded up to 1 KB per write, each index write counted; reads per 4 KB, eventually consistent halved",
+        "model": {
+            "aws_request_ms": AWS_REQUEST_MS,
+            "target_answer_ms": TARGET_ANSWER_MS,
+            "memory_gb": MEMORY_GB,
+            "worker_invocations": "one per attempt (a batch of one, at low load; up to 10 messages share one under load)",
+            "tick": "one invocation a minute whatever the load: a fixed cost, not per run",
+            "status_write_comparison": "EventBridge Scheduler invoking a Lambda that writes one status item (1 WRU) and waits for the target",
+        },
+    }))
+}
+
+fn one_time_schedule() -> Value {
+    // Resolved in `claim` from the manual clock's start: one minute in.
+    json!({"at": format_instant(ceil_second(Utc::now()) + Duration::days(1) + Duration::minutes(1))})
+}

@@ -1,0 +1,116 @@
+//! Where Sundial's CPU goes: `scripts/bench` records the `profile` scenario (a burst through the
+//! whole pipeline) with `perf record` and hands the flat report (`perf report --no-children
+//! --sort symbol`, self time per symbol, user space only) to [`summarise`], which sorts the
+//! symbols into parts: signing, serialisation, HTTP, logging, the async runtime, memory, and
+//! Sundial's own code.
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Parts of the work and the symbol fragments that place a symbol in one, first match wins.
+const PARTS: &[(&str, &[&str])] = &[
+    (
+        "signing (SigV4: HMAC-SHA256, canonical request)",
+        &["aws_sigv4", "sha2", "hmac", "sha256", "ring::", "aws_lc"],
+    ),
+    (
+        "serialisation (JSON, DynamoDB attribute maps)",
+        &[
+            "serde",
+            "aws_smithy_json",
+            "protocol_serde",
+            "aws_smithy_types",
+            "ser_",
+            "de_",
+            "from_item",
+            "to_item",
+            "item::",
+        ],
+    ),
+    ("logging (tracing)", &["tracing"]),
+    (
+        "HTTP (hyper, connections, the SDK's orchestrator)",
+        &[
+            "hyper",
+            "http::",
+            "h2::",
+            "aws_smithy_runtime",
+            "aws_smithy_http",
+            "reqwest",
+            "mio::",
+            "socket",
+            "tower",
+        ],
+    ),
+    ("async runtime (tokio)", &["tokio::", "futures"]),
+    (
+        "memory (allocation, copies)",
+        &["malloc", "free", "memcpy", "memmove", "realloc", "alloc::", "cfree", "_int_"],
+    ),
+    ("Sundial's own code", &["sundial"]),
+];
+
+/// Sorts a flat `perf report` into parts.
+pub fn summarise(report: &str) -> Value {
+    let mut parts: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut top = Vec::new();
+    let mut samples = 0u64;
+    for line in report.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("# Samples: ") {
+            samples = parse_count(rest.split_whitespace().next().unwrap_or("0"));
+            continue;
+        }
+        let Some((percent, symbol)) = line.split_once('%') else { continue };
+        let Ok(percent) = percent.trim().parse::<f64>() else { continue };
+        let symbol = symbol.trim().trim_start_matches("[.]").trim_start_matches("[k]").trim();
+        let part = PARTS
+            .iter()
+            .find(|(_, fragments)| fragments.iter().any(|f| symbol.contains(f)))
+            .map(|(name, _)| *name)
+            .unwrap_or("other");
+        *parts.entry(part).or_default() += percent;
+        if top.len() < 25 {
+            top.push(json!({"symbol": symbol, "percent": percent, "part": part}));
+        }
+    }
+    let mut categories: Vec<(&str, f64)> = parts.into_iter().collect();
+    categories.sort_by(|a, b| b.1.total_cmp(&a.1));
+    json!({
+        "samples": samples,
+        "method": "perf record (user space, self time per symbol) of the `profile` scenario; symbol names sorted into parts",
+        "categories": categories.iter().map(|(c, p)| json!({"category": c, "percent": p})).collect::<Vec<_>>(),
+        "top_symbols": top,
+    })
+}
+
+/// `12K` or `1234` as a number.
+fn parse_count(text: &str) -> u64 {
+    let (digits, scale) = match text.chars().last() {
+        Some('K') => (&text[..text.len() - 1], 1_000.0),
+        Some('M') => (&text[..text.len() - 1], 1_000_000.0),
+        _ => (text, 1.0),
+    };
+    (digits.parse::<f64>().unwrap_or(0.0) * scale) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbols_are_sorted_into_parts() {
+        let report = "# Samples: 12K of event 'cpu-clock:u'\n\
+                      #\n\
+                      30.00%  [.] sha2::sha256::soft::compress\n\
+                      20.00%  [.] serde_json::de::Deserializer::parse\n\
+                      10.00%  [.] tracing_subscriber::fmt::format::json\n\
+                      5.00%  [.] something_else\n";
+        let summary = summarise(report);
+        assert_eq!(summary["samples"], 12_000);
+        let categories = summary["categories"].as_array().cloned().unwrap_or_default();
+        assert_eq!(categories[0]["category"], PARTS[0].0);
+        assert_eq!(categories[0]["percent"], 30.0);
+        assert!(categories.iter().any(|c| c["category"] == "other" && c["percent"] == 5.0));
+    }
+}
