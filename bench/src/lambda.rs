@@ -165,7 +165,11 @@ async fn measure_in(profile: &str, dir: &Path, scratch: &Path) -> anyhow::Result
     let mut stub = stub().await?;
     let mut results = Vec::new();
     for function in FUNCTIONS {
-        let binary: PathBuf = dir.join(function);
+        // A cargo profile folder holds `<function>`; cargo lambda's holds `<function>/bootstrap`.
+        let binary: PathBuf = match dir.join(function) {
+            folder if folder.is_dir() => folder.join("bootstrap"),
+            file => file,
+        };
         let bytes = tokio::fs::metadata(&binary)
             .await
             .with_context(|| format!("no binary at {}", binary.display()))?

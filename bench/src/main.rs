@@ -4,6 +4,7 @@
 //! files hold (also written to `bench/results/summary.md`).
 //!
 //! - `lag`: start lag through the whole local pipeline ([`lag`]).
+//! - `burst N`: only the burst of N of `lag` (to compare a change quickly).
 //! - `cost`: units, requests, invocations and dollars per run, by path ([`cost`]).
 //! - `watchdog N`: the watchdog's passes over N in-flight runs ([`watchdog`]).
 //! - `schedule`: next-instant computations a second ([`schedule`]).
@@ -25,6 +26,7 @@ mod target;
 mod watchdog;
 
 use anyhow::{Context, bail};
+
 use serde_json::{Value, json};
 
 /// Where the figures go.
@@ -66,7 +68,8 @@ async fn lag_all() -> anyhow::Result<Value> {
     }))
 }
 
-#[tokio::main]
+// The functions' runtime (one thread), so that the CPU figures are theirs.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize| args.get(i).map(String::as_str);
@@ -84,6 +87,11 @@ async fn main() -> anyhow::Result<()> {
                 std::fs::write(path, std::process::id().to_string())?;
             }
             save("lag", &lag_all().await?)
+        }
+        Some("burst") => {
+            needs_emulator()?;
+            let n = arg(1).unwrap_or("1000").parse().context("burst N")?;
+            save("burst", &lag::burst(n).await?)
         }
         Some("cost") => {
             needs_emulator()?;
@@ -110,7 +118,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some("table") => print_table(),
         _ => bail!(
-            "usage: sundial-bench lag | cost | watchdog [N] | schedule | lambda DIR PROFILE… | profile-summary FILE | table | target"
+            "usage: sundial-bench lag | burst N | cost | watchdog [N] | schedule | lambda DIR PROFILE… | profile-summary FILE | table | target"
         ),
     }
 }

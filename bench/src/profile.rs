@@ -1,54 +1,65 @@
 //! Where Sundial's CPU goes: `scripts/bench` records the `profile` scenario (a burst through the
 //! whole pipeline) with `perf record` and hands the flat report (`perf report --no-children
 //! --sort symbol`, self time per symbol, user space only) to [`summarise`], which sorts the
-//! symbols into parts: signing, serialisation, HTTP, logging, the async runtime, memory, and
-//! Sundial's own code.
+//! symbols into parts: signing, the SDK's request pipeline, serialisation, HTTP, memory, the
+//! async runtime, logging, Sundial's own code and the kernel.
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-/// Parts of the work and the symbol fragments that place a symbol in one, first match wins.
+/// Parts of the work and the symbol fragments that place a symbol in one, first match wins;
+/// kernel symbols (`[k]`) are a part of their own.
 const PARTS: &[(&str, &[&str])] = &[
     (
-        "signing (SigV4: HMAC-SHA256, canonical request)",
-        &["aws_sigv4", "sha2", "hmac", "sha256", "ring::", "aws_lc"],
+        "signing (SigV4: canonical request, HMAC-SHA256)",
+        &["aws_sigv4", "sha2", "hmac", "SigV4", "sha256", "ring::", "aws_lc"],
+    ),
+    (
+        "AWS SDK request pipeline (orchestrator, config bag, interceptors, endpoints)",
+        &[
+            "aws_smithy_runtime",
+            "config_bag",
+            "type_erasure",
+            "aws_runtime",
+            "aws_sdk_",
+            "aws_smithy_http",
+            "aws_endpoint",
+            "aws_types",
+        ],
     ),
     (
         "serialisation (JSON, DynamoDB attribute maps)",
-        &[
-            "serde",
-            "aws_smithy_json",
-            "protocol_serde",
-            "aws_smithy_types",
-            "ser_",
-            "de_",
-            "from_item",
-            "to_item",
-            "item::",
-        ],
+        &["serde", "aws_smithy_json", "protocol_serde", "from_item", "to_item", "item::"],
     ),
-    ("logging (tracing)", &["tracing"]),
     (
-        "HTTP (hyper, connections, the SDK's orchestrator)",
-        &[
-            "hyper",
-            "http::",
-            "h2::",
-            "aws_smithy_runtime",
-            "aws_smithy_http",
-            "reqwest",
-            "mio::",
-            "socket",
-            "tower",
-        ],
+        "HTTP (hyper, headers, bodies)",
+        &["hyper", "http::", "h2::", "httparse", "bytes::", "reqwest", "tower"],
     ),
-    ("async runtime (tokio)", &["tokio::", "futures"]),
     (
         "memory (allocation, copies)",
-        &["malloc", "free", "memcpy", "memmove", "realloc", "alloc::", "cfree", "_int_"],
+        &[
+            "malloc",
+            "free",
+            "memcpy",
+            "memmove",
+            "realloc",
+            "alloc::",
+            "_int_",
+            "unlink_chunk",
+            "memcmp",
+            "memset",
+        ],
     ),
+    (
+        "async runtime (tokio, clocks, epoll)",
+        &["tokio::", "futures", "epoll", "clock_gettime", "syscall", "mio::"],
+    ),
+    ("logging (tracing)", &["tracing"]),
     ("Sundial's own code", &["sundial"]),
 ];
+
+/// The part of kernel samples.
+const KERNEL: &str = "kernel (scheduling, loopback TCP)";
 
 /// Sorts a flat `perf report` into parts.
 pub fn summarise(report: &str) -> Value {
@@ -63,12 +74,16 @@ pub fn summarise(report: &str) -> Value {
         }
         let Some((percent, symbol)) = line.split_once('%') else { continue };
         let Ok(percent) = percent.trim().parse::<f64>() else { continue };
-        let symbol = symbol.trim().trim_start_matches("[.]").trim_start_matches("[k]").trim();
-        let part = PARTS
-            .iter()
-            .find(|(_, fragments)| fragments.iter().any(|f| symbol.contains(f)))
-            .map(|(name, _)| *name)
-            .unwrap_or("other");
+        let symbol = symbol.trim();
+        let part = match symbol.strip_prefix("[k]") {
+            Some(_) => KERNEL,
+            None => PARTS
+                .iter()
+                .find(|(_, fragments)| fragments.iter().any(|f| symbol.contains(f)))
+                .map(|(name, _)| *name)
+                .unwrap_or("other"),
+        };
+        let symbol = symbol.trim_start_matches("[.]").trim_start_matches("[k]").trim();
         *parts.entry(part).or_default() += percent;
         if top.len() < 25 {
             top.push(json!({"symbol": symbol, "percent": percent, "part": part}));
@@ -105,12 +120,14 @@ mod tests {
                       30.00%  [.] sha2::sha256::soft::compress\n\
                       20.00%  [.] serde_json::de::Deserializer::parse\n\
                       10.00%  [.] tracing_subscriber::fmt::format::json\n\
-                      5.00%  [.] something_else\n";
+                      5.00%  [.] something_else\n\
+                      4.00%  [k] finish_task_switch\n";
         let summary = summarise(report);
         assert_eq!(summary["samples"], 12_000);
         let categories = summary["categories"].as_array().cloned().unwrap_or_default();
         assert_eq!(categories[0]["category"], PARTS[0].0);
         assert_eq!(categories[0]["percent"], 30.0);
         assert!(categories.iter().any(|c| c["category"] == "other" && c["percent"] == 5.0));
+        assert!(categories.iter().any(|c| c["category"] == KERNEL && c["percent"] == 4.0));
     }
 }

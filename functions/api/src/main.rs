@@ -3,7 +3,10 @@
 use sundial_api::{AppState, router};
 use sundial_shared::services::Services;
 
-#[tokio::main]
+// One thread: a function serves one event at a time on a fraction of a vCPU (0.15 at 256 MB), and
+// the multi-thread scheduler's hand-offs cost a third of the CPU per run (measured:
+// docs/decisions.md, "Performance (#18)").
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
     sundial_shared::telemetry::init();
     // Every instance must seal page tokens with the same key, or a page's token fails on the next
