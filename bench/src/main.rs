@@ -78,14 +78,14 @@ async fn main() -> anyhow::Result<()> {
         // CPU figures, and dropped.
         sundial_shared::telemetry::init_with_writer(std::io::sink);
     }
+    // `scripts/bench` records this process with perf and reports on it by its pid.
+    if let Ok(path) = std::env::var("SUNDIAL_BENCH_PID_FILE") {
+        std::fs::write(path, std::process::id().to_string())?;
+    }
     match arg(0) {
         Some("target") => target::serve().await,
         Some("lag") => {
             needs_emulator()?;
-            // `scripts/bench` records this process with perf and reports on it by its pid.
-            if let Ok(path) = std::env::var("SUNDIAL_BENCH_PID_FILE") {
-                std::fs::write(path, std::process::id().to_string())?;
-            }
             save("lag", &lag_all().await?)
         }
         Some("burst") => {
