@@ -122,9 +122,11 @@ impl Targets {
         };
         let webhook_id = format!("{}_{}", inv.run_id, inv.attempt);
         let timestamp = inv.sent_at.timestamp();
-        let mut request = self
-            .outbound
-            .client()
+        let client = match self.outbound.client() {
+            Ok(client) => client,
+            Err(error) => return Answer::NotSent { error: truncate(error) },
+        };
+        let mut request = client
             .request(method, url)
             .timeout(inv.timeout)
             .header(headers::RUN_ID, &inv.run_id)

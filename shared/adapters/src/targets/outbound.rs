@@ -44,8 +44,9 @@ pub struct Outbound {
     egress: Arc<Egress>,
     lookup: Arc<dyn Lookup>,
     /// Built on first use: building it loads the system's root certificates (half of a
-    /// function's init, measured), which the tick and the watchdog never need.
-    client: Arc<std::sync::OnceLock<reqwest::Client>>,
+    /// function's init, measured), which the tick and the watchdog never need. A build that
+    /// failed stays failed: no request goes out through a client without the guard.
+    client: Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>,
 }
 
 impl Outbound {
@@ -53,17 +54,21 @@ impl Outbound {
         Outbound { egress: Arc::new(egress), lookup, client: Arc::default() }
     }
 
-    /// The client; send only requests whose URL [`Outbound::check`] passed.
-    pub fn client(&self) -> &reqwest::Client {
-        self.client.get_or_init(|| {
-            let resolver = GuardedResolver { egress: self.egress.clone(), lookup: self.lookup.clone() };
-            reqwest::Client::builder()
-                .dns_resolver(resolver)
-                .no_proxy()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap_or_else(|_| reqwest::Client::new())
-        })
+    /// The client; send only requests whose URL [`Outbound::check`] passed. An error when it
+    /// could not be built (no root certificates, say): nothing can be sent.
+    pub fn client(&self) -> Result<&reqwest::Client, &str> {
+        self.client
+            .get_or_init(|| {
+                let resolver = GuardedResolver { egress: self.egress.clone(), lookup: self.lookup.clone() };
+                reqwest::Client::builder()
+                    .dns_resolver(resolver)
+                    .no_proxy()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| format!("the HTTP client could not be built: {e}"))
+            })
+            .as_ref()
+            .map_err(String::as_str)
     }
 
     /// Checks `url` as written, then every address its host resolves to.
@@ -225,7 +230,13 @@ mod tests {
             Outbound::new(Egress::default(), names(&[("rebind.test", &["93.184.216.34", "127.0.0.1"])]));
         let target = url("http://rebind.test:9/");
         assert!(outbound.check(&target).await.is_ok());
-        let error = outbound.client().get(target).send().await.expect_err("the client must refuse");
+        let error = outbound
+            .client()
+            .expect("the client builds")
+            .get(target)
+            .send()
+            .await
+            .expect_err("the client must refuse");
         assert!(
             matches!(refusal_in(&error), Some(Refused::Address { .. })),
             "{:?}",
