@@ -146,6 +146,9 @@ fn document(schedule: Value, url: &str) -> Value {
     json!({"schedule": schedule, "target": {"type": "http", "url": url}, "retry": {"max_attempts": 3, "backoff_s": 1}})
 }
 
+/// A schedule document, given the simulated start.
+type ScheduleFrom = fn(DateTime<Utc>) -> Value;
+
 /// Simulated minutes the claim phase ticks over.
 const MINUTES: i64 = 10;
 
@@ -169,8 +172,13 @@ fn minus(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> BTreeMap<Strin
 }
 
 /// Claiming and dispatching the runs of `count` jobs on `schedule` over ten simulated minutes.
-async fn claim(kind: &str, schedule: Value, count: usize) -> anyhow::Result<(Share, Value)> {
+async fn claim(
+    kind: &str,
+    schedule: fn(DateTime<Utc>) -> Value,
+    count: usize,
+) -> anyhow::Result<(Share, Value)> {
     let start: DateTime<Utc> = ceil_second(Utc::now()) + Duration::days(1);
+    let schedule = schedule(start);
     let idle = idle_ticks(start).await?;
     let clock = Arc::new(ManualClock::new(start));
     let (services, clients) = stack::stack(&[], clock.clone(), Capacity::Counted).await?;
@@ -281,16 +289,15 @@ async fn execute(behaviour: &str, n: usize) -> anyhow::Result<(Share, Value)> {
 
 /// Every path's cost per run.
 pub async fn paths() -> anyhow::Result<Value> {
-    let kinds = [
-        ("one-time", json!({"at": "2099-01-01T00:00:00Z"}), 100),
-        ("every minute", json!({"cron": "* * * * *"}), 100),
-        ("every 10 s", json!({"cron": "*/10 * * * * *"}), 20),
+    // Each schedule from the simulated start: a one-time job's instant is a minute in.
+    let kinds: [(&str, ScheduleFrom, usize); 3] = [
+        ("one-time", |start| json!({"at": format_instant(start + Duration::minutes(1))}), 100),
+        ("every minute", |_| json!({"cron": "* * * * *"}), 100),
+        ("every 10 s", |_| json!({"cron": "*/10 * * * * *"}), 20),
     ];
     let mut claims = Vec::new();
     for (kind, schedule, count) in kinds {
         eprintln!("cost: claiming {kind}…");
-        // A one-time job's instant must be within the simulated ten minutes.
-        let schedule = if kind == "one-time" { one_time_schedule() } else { schedule };
         claims.push((kind, claim(kind, schedule, count).await?));
     }
     let behaviours = [("happy", "ok"), ("one retry", "fail-once"), ("202 + 2 heartbeats", "accept")];
@@ -329,9 +336,4 @@ pub async fn paths() -> anyhow::Result<Value> {
             "status_write_comparison": "EventBridge Scheduler invoking a Lambda that writes one status item (1 WRU) and waits for the target",
         },
     }))
-}
-
-fn one_time_schedule() -> Value {
-    // Resolved in `claim` from the manual clock's start: one minute in.
-    json!({"at": format_instant(ceil_second(Utc::now()) + Duration::days(1) + Duration::minutes(1))})
 }
