@@ -1,6 +1,6 @@
-//! What DynamoDB bills for each call. [`CapacityLog`] is an SDK interceptor that asks every
+//! What DynamoDB bills for each call. [`AskCapacity`] is an SDK interceptor that asks every
 //! DynamoDB request for its consumed capacity by table and index (`ReturnConsumedCapacity =
-//! INDEXES`, free in AWS) and logs what comes back: one `dynamodb capacity` line per table or
+//! INDEXES`, free in AWS) and hands what comes back to a [`Sink`]; [`Log`] logs one `dynamodb capacity` line per table or
 //! index a call touched, under the `sundial::capacity` target, carrying the current span (the
 //! run and job being worked on). Off unless configured (`SUNDIAL_CAPACITY_LOG=1`): a log line
 //! per call costs more in CloudWatch Logs than the call itself. [`CapacityCount`] asks the same
@@ -82,7 +82,7 @@ pub fn parts(consumed: &ConsumedCapacity) -> Vec<Part> {
 
 /// Asks a DynamoDB request for its capacity by index; `None` when `input` is no request this
 /// module knows (it is left as it is), else the kind of units the call is billed in.
-pub(crate) fn ask(input: &mut Input) -> Option<Kind> {
+fn ask(input: &mut Input) -> Option<Kind> {
     macro_rules! ask_each {
         ($($input:ty => $kind:expr),+ $(,)?) => {
             $(if let Some(i) = input.downcast_mut::<$input>() {
@@ -107,7 +107,7 @@ pub(crate) fn ask(input: &mut Input) -> Option<Kind> {
 }
 
 /// What a DynamoDB response reports (an empty list when it reports nothing).
-pub(crate) fn reported(output: &Output) -> Vec<ConsumedCapacity> {
+fn reported(output: &Output) -> Vec<ConsumedCapacity> {
     macro_rules! one {
         ($($output:ty),+) => {
             $(if let Some(o) = output.downcast_ref::<$output>() {
@@ -127,21 +127,52 @@ pub(crate) fn reported(output: &Output) -> Vec<ConsumedCapacity> {
     Vec::new()
 }
 
-/// The interceptor; add it to a DynamoDB client's configuration.
+/// Where the capacity of each call goes.
+pub trait Sink: std::fmt::Debug + Send + Sync + 'static {
+    /// What one call of `operation` consumed, by part; no parts when the response reported none.
+    fn consumed(&self, operation: &str, kind: Kind, parts: &[Part]);
+}
+
+/// Logs one `dynamodb capacity` line per part under [`TARGET`] (a deployment's, when configured).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Log;
+
+impl Sink for Log {
+    fn consumed(&self, operation: &str, kind: Kind, parts: &[Part]) {
+        if parts.is_empty() {
+            tracing::info!(target: TARGET, operation, kind = kind.as_str(), reported = false, "dynamodb capacity");
+        }
+        for part in parts {
+            tracing::info!(
+                target: TARGET,
+                operation,
+                kind = kind.as_str(),
+                reported = true,
+                table = part.table,
+                index = part.index.as_deref().unwrap_or(""),
+                units = part.units,
+                "dynamodb capacity"
+            );
+        }
+    }
+}
+
+/// The interceptor: asks every DynamoDB request for its capacity by index and hands what comes
+/// back to its sink. Add it to a DynamoDB client's configuration.
 #[derive(Debug, Clone, Default)]
-pub struct CapacityLog;
+pub struct AskCapacity<S>(pub S);
 
 /// The kind of units of the call in flight, between the request and its response.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Asked(pub(crate) Kind);
+struct Asked(Kind);
 
 impl aws_smithy_types::config_bag::Storable for Asked {
     type Storer = aws_smithy_types::config_bag::StoreReplace<Self>;
 }
 
-impl Intercept for CapacityLog {
+impl<S: Sink> Intercept for AskCapacity<S> {
     fn name(&self) -> &'static str {
-        "SundialCapacityLog"
+        "SundialAskCapacity"
     }
 
     fn modify_before_serialization(
@@ -167,22 +198,8 @@ impl Intercept for CapacityLog {
             return Ok(());
         };
         let operation = cfg.load::<Metadata>().map(|m| m.name().to_string()).unwrap_or_default();
-        let consumed = reported(output);
-        if consumed.is_empty() {
-            tracing::info!(target: TARGET, operation, kind = kind.as_str(), reported = false, "dynamodb capacity");
-        }
-        for part in consumed.iter().flat_map(parts) {
-            tracing::info!(
-                target: TARGET,
-                operation,
-                kind = kind.as_str(),
-                reported = true,
-                table = part.table,
-                index = part.index.as_deref().unwrap_or(""),
-                units = part.units,
-                "dynamodb capacity"
-            );
-        }
+        let parts: Vec<Part> = reported(output).iter().flat_map(parts).collect();
+        self.0.consumed(&operation, kind, &parts);
         Ok(())
     }
 }

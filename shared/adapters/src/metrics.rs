@@ -4,13 +4,10 @@
 //! capacity DynamoDB reports for each call ([`CapacityCount`]); in a deployment that capacity is
 //! logged by [`crate::capacity`] when configured.
 
-use crate::capacity::{Asked, Kind, Part, ask, parts, reported};
+use crate::capacity::{AskCapacity, Kind, Log, Part};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
-use aws_smithy_runtime_api::client::interceptors::context::{
-    AfterDeserializationInterceptorContextRef, BeforeSerializationInterceptorContextMut,
-};
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
@@ -95,48 +92,20 @@ pub fn ledger_key(kind: Kind, part: &Part) -> String {
 /// The prefix of [`ledger_key`]'s counters.
 pub const COUNTED: &str = "dynamodb.capacity_milli";
 
-/// An interceptor that asks every DynamoDB request for its capacity by index, as [`crate::capacity::CapacityLog`]
-/// does, and adds what comes back to a ledger ([`ledger_key`]); a call the emulator reported
-/// nothing for is counted under `dynamodb.capacity_unreported.<operation>`.
+/// A capacity [`Sink`](crate::capacity::Sink) that adds the units to a ledger ([`ledger_key`]);
+/// a call the emulator reported nothing for is counted under
+/// `dynamodb.capacity_unreported.<operation>`.
 #[derive(Debug, Clone)]
 pub struct CapacityCount(pub Arc<Ledger>);
 
-impl Intercept for CapacityCount {
-    fn name(&self) -> &'static str {
-        "SundialCapacityCount"
-    }
-
-    fn modify_before_serialization(
-        &self,
-        context: &mut BeforeSerializationInterceptorContextMut<'_>,
-        _runtime_components: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        if let Some(kind) = ask(context.input_mut()) {
-            cfg.interceptor_state().store_put(Asked(kind));
-        }
-        Ok(())
-    }
-
-    fn read_after_deserialization(
-        &self,
-        context: &AfterDeserializationInterceptorContextRef<'_>,
-        _runtime_components: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let (Some(Asked(kind)), Ok(output)) = (cfg.load::<Asked>().copied(), context.output_or_error())
-        else {
-            return Ok(());
-        };
-        let consumed = reported(output);
-        if consumed.is_empty() {
-            let operation = cfg.load::<Metadata>().map(|m| m.name().to_string()).unwrap_or_default();
+impl crate::capacity::Sink for CapacityCount {
+    fn consumed(&self, operation: &str, kind: Kind, parts: &[Part]) {
+        if parts.is_empty() {
             self.0.add(&format!("dynamodb.capacity_unreported.{operation}"), 1);
         }
-        for part in consumed.iter().flat_map(parts) {
-            self.0.add(&ledger_key(kind, &part), (part.units * 1000.0).round() as u64);
+        for part in parts {
+            self.0.add(&ledger_key(kind, part), (part.units * 1000.0).round() as u64);
         }
-        Ok(())
     }
 }
 
@@ -145,7 +114,7 @@ impl Intercept for CapacityCount {
 pub enum Capacity {
     /// Nothing: calls do not ask for it.
     NotAsked,
-    /// Logged per call ([`crate::capacity::CapacityLog`]).
+    /// Logged per call ([`crate::capacity::Log`]).
     Logged,
     /// Added to the ledger ([`crate::capacity::CapacityCount`]), for benchmarks.
     Counted,
@@ -181,8 +150,8 @@ impl Clients {
         let mut dynamo = aws_sdk_dynamodb::config::Builder::from(sdk).interceptor(counter.clone());
         match capacity {
             Capacity::NotAsked => {}
-            Capacity::Logged => dynamo = dynamo.interceptor(crate::capacity::CapacityLog),
-            Capacity::Counted => dynamo = dynamo.interceptor(CapacityCount(ledger.clone())),
+            Capacity::Logged => dynamo = dynamo.interceptor(AskCapacity(Log)),
+            Capacity::Counted => dynamo = dynamo.interceptor(AskCapacity(CapacityCount(ledger.clone()))),
         }
         let dynamo = dynamo.build();
         let sqs = aws_sdk_sqs::config::Builder::from(sdk).interceptor(counter.clone()).build();
