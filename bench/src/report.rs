@@ -15,6 +15,11 @@ fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or(0.0)
 }
 
+/// A figure with `decimals` decimals, or a dash where the scenario has none.
+fn or_dash(v: &Value, decimals: usize) -> String {
+    if v.is_null() { "–".to_string() } else { format!("{:.decimals$}", f(v)) }
+}
+
 /// The machine the figures were measured on.
 fn machine() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -50,16 +55,7 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
         writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
         for s in lag["scenarios"].as_array().into_iter().flatten() {
             let l = &s["lag_s"];
-            let rate = if s["runs_per_second"].is_null() {
-                "–".to_string()
-            } else {
-                format!("{:.0}", f(&s["runs_per_second"]))
-            };
-            let cpu = if s["cpu_ms_per_run"].is_null() {
-                "–".to_string()
-            } else {
-                format!("{:.2}", f(&s["cpu_ms_per_run"]))
-            };
+            let (rate, cpu) = (or_dash(&s["runs_per_second"], 0), or_dash(&s["cpu_ms_per_run"], 2));
             writeln!(
                 out,
                 "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {rate} | {} | {} | {cpu} |",
