@@ -7,6 +7,7 @@
 //! - `burst N`: only the burst of N of `lag` (to compare a change quickly).
 //! - `cost`: units, requests, invocations and dollars per run, by path ([`cost`]).
 //! - `watchdog N`: the watchdog's passes over N in-flight runs ([`watchdog`]).
+//! - `floor N`: the CPU one AWS request costs, N of each kind ([`floor`]).
 //! - `schedule`: next-instant computations a second ([`schedule`]).
 //! - `lambda DIR PROFILE…`: the functions' stripped sizes and init times ([`lambda`]).
 //! - `profile-summary FILE`: a `perf report` of the `lag` run sorted into parts ([`profile`]).
@@ -16,6 +17,7 @@
 //! per run and the units and requests are Sundial's own.
 
 mod cost;
+mod floor;
 mod lag;
 mod lambda;
 mod profile;
@@ -102,6 +104,11 @@ async fn main() -> anyhow::Result<()> {
             let n = arg(1).unwrap_or("1000").parse().context("watchdog N")?;
             save("watchdog", &watchdog::passes(n).await?)
         }
+        Some("floor") => {
+            needs_emulator()?;
+            let n = arg(1).unwrap_or("2000").parse().context("floor N")?;
+            save("floor", &floor::requests(n).await?)
+        }
         Some("schedule") => save("schedule", &schedule::next_instants(200_000)?),
         Some("lambda") => {
             let mut all = Vec::new();
@@ -118,7 +125,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some("table") => print_table(),
         _ => bail!(
-            "usage: sundial-bench lag | burst N | cost | watchdog [N] | schedule | lambda DIR PROFILE… | profile-summary FILE | table | target"
+            "usage: sundial-bench lag | burst N | cost | watchdog [N] | floor [N] | schedule | lambda DIR PROFILE… | profile-summary FILE | table | target"
         ),
     }
 }

@@ -75,9 +75,9 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
         writeln!(out, "### Cost per run\n")?;
         writeln!(
             out,
-            "| schedule | path | write units | read units | DynamoDB req | SQS req | Lambda inv | GB-s | $ per million runs |"
+            "| schedule | path | write units | of which the job's creation | read units | DynamoDB req | SQS req | Lambda inv | GB-s | $ per million runs |"
         )?;
-        writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|")?;
+        writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
         for r in cost["rows"].as_array().into_iter().flatten() {
             let p = &r["per_run"];
             let requests = |service: &str| -> f64 {
@@ -93,10 +93,11 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
             };
             writeln!(
                 out,
-                "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.4} | {:.2} |",
+                "| {} | {} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.4} | {:.2} |",
                 r["schedule"].as_str().unwrap_or(""),
                 r["path"].as_str().unwrap_or(""),
                 f(&p["write_units"]),
+                or_dash(&r["claim_run"]["job_creation"]["write_units"], 2),
                 f(&p["read_units"]),
                 requests("DynamoDB"),
                 requests("SQS"),
@@ -123,6 +124,9 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
             writeln!(out, "| {} | {:.1} % |", c["category"].as_str().unwrap_or(""), f(&c["percent"]))?;
         }
         writeln!(out)?;
+    }
+    if let Some(floor) = read(dir, "floor") {
+        bound_by_requests(&mut out, &floor, read(dir, "lag").as_ref())?;
     }
     if let Some(lambda) = read(dir, "lambda") {
         writeln!(out, "### Lambda binaries\n")?;
@@ -176,4 +180,48 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
         writeln!(out)?;
     }
     Ok(out)
+}
+
+/// The floor (CPU per AWS request) and, for each start-lag scenario, what its requests per run
+/// alone cost at that floor beside the CPU per run measured.
+fn bound_by_requests(out: &mut String, floor: &Value, lag: Option<&Value>) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "### What bounds CPU per run: the AWS request
+"
+    )?;
+    writeln!(out, "| request (alone, {} of each) | CPU ms |", floor["requests_each"])?;
+    writeln!(out, "|---|---:|")?;
+    let each = floor["cpu_ms_per_request"].as_object().cloned().unwrap_or_default();
+    for (request, ms) in &each {
+        writeln!(out, "| {request} | {:.3} |", f(ms))?;
+    }
+    let mean = each.values().map(f).sum::<f64>() / each.len().max(1) as f64;
+    let scenarios = lag.and_then(|l| l["scenarios"].as_array()).cloned().unwrap_or_default();
+    if !scenarios.is_empty() {
+        writeln!(
+            out,
+            "
+| scenario | AWS requests per run | × {mean:.3} ms | CPU ms/run measured |"
+        )?;
+        writeln!(out, "|---|---:|---:|---:|")?;
+    }
+    for s in &scenarios {
+        let requests: f64 = s["aws_requests_per_run"]
+            .as_object()
+            .map(|m| m.iter().filter(|(k, _)| k.starts_with("aws.")).map(|(_, v)| f(v)).sum())
+            .unwrap_or(0.0);
+        if requests == 0.0 {
+            continue;
+        }
+        writeln!(
+            out,
+            "| {} | {requests:.1} | {:.2} | {} |",
+            s["scenario"].as_str().unwrap_or(""),
+            requests * mean,
+            or_dash(&s["cpu_ms_per_run"], 2),
+        )?;
+    }
+    writeln!(out)?;
+    Ok(())
 }
