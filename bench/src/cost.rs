@@ -45,6 +45,17 @@ pub mod price {
     pub const LAMBDA_GB_S: f64 = 0.000_016_666_7;
     /// EventBridge Scheduler, per million invocations (after 14 million free a month).
     pub const EVENTBRIDGE_SCHEDULER: f64 = 1.00;
+    /// DynamoDB provisioned capacity, per write and read capacity unit-hour.
+    pub const PROVISIONED_WRITE_UNIT_HOUR: f64 = 0.000_65;
+    pub const PROVISIONED_READ_UNIT_HOUR: f64 = 0.000_13;
+    /// The share of provisioned capacity a steady load uses (auto scaling's usual target).
+    pub const PROVISIONED_UTILISATION: f64 = 0.7;
+
+    /// Dollars per million writes (or reads) at provisioned capacity, `PROVISIONED_UTILISATION`
+    /// of it used: a unit-hour serves 3,600 of them at full use.
+    pub fn provisioned_per_million(unit_hour: f64) -> f64 {
+        unit_hour / (3600.0 * PROVISIONED_UTILISATION) * 1e6
+    }
 }
 
 /// The model of a Lambda invocation's billed duration: AWS answers a DynamoDB or SQS request in
@@ -119,6 +130,9 @@ impl Share {
     /// Dollars per million runs, by part.
     fn dollars(&self) -> Value {
         let dynamodb = self.write_units * price::WRITE_UNIT + self.read_units * price::READ_UNIT;
+        let provisioned = self.write_units
+            * price::provisioned_per_million(price::PROVISIONED_WRITE_UNIT_HOUR)
+            + self.read_units * price::provisioned_per_million(price::PROVISIONED_READ_UNIT_HOUR);
         let sqs = self.aws_requests("SQS") * price::SQS_REQUEST;
         let sns = self.aws_requests("SNS") * price::SNS_PUBLISH;
         let lambda = self.invocations * price::LAMBDA_REQUEST
@@ -126,6 +140,8 @@ impl Share {
         json!({
             "dynamodb": dynamodb, "sqs": sqs, "sns": sns, "lambda": lambda,
             "total": dynamodb + sqs + sns + lambda,
+            "dynamodb_provisioned": provisioned,
+            "total_provisioned": provisioned + sqs + sns + lambda,
         })
     }
 
@@ -177,11 +193,20 @@ struct Kind {
     schedule: ScheduleFrom,
     jobs: usize,
     vars: &'static [(&'static str, &'static str)],
+    /// Bytes of payload each job carries (its item's size is what its writes cost).
+    payload: usize,
 }
 
 /// Claiming and dispatching the runs of `kind.jobs` jobs over ten simulated minutes.
 async fn claim(kind: &Kind) -> anyhow::Result<(Share, Value)> {
-    let Kind { name: kind, schedule, jobs: count, vars } = *kind;
+    let Kind { name: kind, schedule, jobs: count, vars, payload } = *kind;
+    let document = |schedule: Value| {
+        let mut doc = document(schedule, "http://127.0.0.1:9/ok");
+        if payload > 0 {
+            doc["payload"] = json!({"filler": "x".repeat(payload)});
+        }
+        doc
+    };
     let start: DateTime<Utc> = ceil_second(Utc::now()) + Duration::days(1);
     let schedule = schedule(start);
     let idle = idle_ticks(start).await?;
@@ -196,7 +221,7 @@ async fn claim(kind: &Kind) -> anyhow::Result<(Share, Value)> {
     if one_time {
         // Created through the API's use case: a one-time run needs its job created.
         for i in 0..count {
-            let mut doc = document(schedule.clone(), "http://127.0.0.1:9/ok");
+            let mut doc = document(schedule.clone());
             doc["name"] = json!(format!("{kind}-{i:04}"));
             let doc: JobDocument = serde_json::from_value(doc)?;
             jobs.push(services.jobs.create(&OWNER.to_string(), doc).await?);
@@ -204,12 +229,7 @@ async fn claim(kind: &Kind) -> anyhow::Result<(Share, Value)> {
         creation = Some(Share::from_ledger(&clients.ledger.snapshot(), count));
     } else {
         for i in 0..count {
-            let mut job = stack::job(
-                &format!("{kind}-{i:04}"),
-                document(schedule.clone(), "http://127.0.0.1:9/ok"),
-                start,
-                None,
-            )?;
+            let mut job = stack::job(&format!("{kind}-{i:04}"), document(schedule.clone()), start, None)?;
             job.next_run_at = stored_schedule(&job)?.and_then(|s| s.first_at_or_after(start));
             jobs.push(job);
         }
@@ -305,7 +325,10 @@ pub async fn paths() -> anyhow::Result<Value> {
     // "every 5 minutes, claim-ahead 900 s" measures the lever for jobs a few minutes apart: the
     // job advanced once per three instants instead of once per instant (not the default; see
     // docs/decisions.md, Performance).
+    // "every minute, 8 KB payload": a job's writes cost by its item's size (the `by-due` index
+    // projects the whole item), runs do not (they do not copy the payload).
     let every_5_minutes: ScheduleFrom = |_| json!({"cron": "*/5 * * * *"});
+    let every_minute: ScheduleFrom = |_| json!({"cron": "* * * * *"});
     let kinds = [
         Kind {
             // Beyond the lookahead, so that the tick claims it (a job due sooner is claimed by
@@ -314,15 +337,30 @@ pub async fn paths() -> anyhow::Result<Value> {
             schedule: |start| json!({"at": format_instant(start + Duration::minutes(5))}),
             jobs: 100,
             vars: &[],
+            payload: 0,
         },
-        Kind { name: "every minute", schedule: |_| json!({"cron": "* * * * *"}), jobs: 100, vars: &[] },
-        Kind { name: "every 10 s", schedule: |_| json!({"cron": "*/10 * * * * *"}), jobs: 20, vars: &[] },
-        Kind { name: "every 5 minutes", schedule: every_5_minutes, jobs: 100, vars: &[] },
+        Kind { name: "every minute", schedule: every_minute, jobs: 100, vars: &[], payload: 0 },
+        Kind {
+            name: "every 10 s",
+            schedule: |_| json!({"cron": "*/10 * * * * *"}),
+            jobs: 20,
+            vars: &[],
+            payload: 0,
+        },
+        Kind { name: "every 5 minutes", schedule: every_5_minutes, jobs: 100, vars: &[], payload: 0 },
         Kind {
             name: "every 5 minutes, claim-ahead 900 s",
             schedule: every_5_minutes,
             jobs: 100,
             vars: &[("SUNDIAL_CLAIM_AHEAD_S", "900")],
+            payload: 0,
+        },
+        Kind {
+            name: "every minute, 8 KB payload",
+            schedule: every_minute,
+            jobs: 100,
+            vars: &[],
+            payload: 8192,
         },
     ];
     let mut claims = Vec::new();
@@ -348,14 +386,11 @@ pub async fn paths() -> anyhow::Result<Value> {
             }));
         }
     }
-    let status_write = price::EVENTBRIDGE_SCHEDULER
-        + price::WRITE_UNIT
-        + price::LAMBDA_REQUEST
-        + (2.0 * AWS_REQUEST_MS + TARGET_ANSWER_MS) / 1000.0 * MEMORY_GB * price::LAMBDA_GB_S * 1e6;
     Ok(json!({
         "rows": rows,
         "eventbridge_scheduler_per_million": price::EVENTBRIDGE_SCHEDULER,
-        "eventbridge_scheduler_with_status_write_per_million": status_write,
+        "eventbridge_scheduler_with_status_write_per_million": eventbridge_with_writes(1.0),
+        "eventbridge_scheduler_with_ledger_per_million": eventbridge_with_writes(2.0),
         "units_source": "DynamoDB capacity as the emulator (ministack) reports it with ReturnConsumedCapacity=INDEXES: item size rounded up to 1 KB per write, each index write counted; reads per 4 KB, eventually consistent halved",
         "model": {
             "aws_request_ms": AWS_REQUEST_MS,
@@ -364,6 +399,23 @@ pub async fn paths() -> anyhow::Result<Value> {
             "worker_invocations": "one per attempt (a batch of one, at low load; up to 10 messages share one under load)",
             "tick": "one invocation a minute whatever the load: a fixed cost, not per run",
             "status_write_comparison": "EventBridge Scheduler invoking a Lambda that writes one status item (1 WRU) and waits for the target",
+            "ledger_comparison": "the same with the ledger Sundial keeps for a run on its happy path: a start write fenced against EventBridge's duplicate deliveries and an end write (2 WRU)",
+            "provisioned": format!("DynamoDB at provisioned capacity, {} % of it used", price::PROVISIONED_UTILISATION * 100.0),
         },
     }))
+}
+
+/// EventBridge Scheduler invoking a Lambda that makes `writes` one-unit writes and waits for
+/// the target, in dollars per million runs: DynamoDB on demand and at provisioned capacity.
+fn eventbridge_with_writes(writes: f64) -> Value {
+    let lambda = price::LAMBDA_REQUEST
+        + ((writes + 1.0) * AWS_REQUEST_MS + TARGET_ANSWER_MS) / 1000.0
+            * MEMORY_GB
+            * price::LAMBDA_GB_S
+            * 1e6;
+    let fixed = price::EVENTBRIDGE_SCHEDULER + lambda;
+    json!({
+        "total": fixed + writes * price::WRITE_UNIT,
+        "total_provisioned": fixed + writes * price::provisioned_per_million(price::PROVISIONED_WRITE_UNIT_HOUR),
+    })
 }

@@ -75,9 +75,9 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
         writeln!(out, "### Cost per run\n")?;
         writeln!(
             out,
-            "| schedule | path | write units | of which the job's creation | read units | DynamoDB req | SQS req | Lambda inv | GB-s | $ per million runs |"
+            "| schedule | path | write units | of which the job's creation | read units | DynamoDB req | SQS req | Lambda inv | GB-s | $ per million runs | $, DynamoDB provisioned |"
         )?;
-        writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+        writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
         for r in cost["rows"].as_array().into_iter().flatten() {
             let p = &r["per_run"];
             let requests = |service: &str| -> f64 {
@@ -93,7 +93,7 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
             };
             writeln!(
                 out,
-                "| {} | {} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.4} | {:.2} |",
+                "| {} | {} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.4} | {:.2} | {:.2} |",
                 r["schedule"].as_str().unwrap_or(""),
                 r["path"].as_str().unwrap_or(""),
                 f(&p["write_units"]),
@@ -104,13 +104,18 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
                 f(&p["lambda_invocations"]),
                 f(&p["lambda_gb_s"]),
                 f(&p["dollars_per_million_runs"]["total"]),
+                f(&p["dollars_per_million_runs"]["total_provisioned"]),
             )?;
         }
         writeln!(
             out,
-            "\nEventBridge Scheduler: ${:.2} per million (no run history); with a status write per run (a Lambda writing one item): ${:.2}. Units as the emulator reports them (`ReturnConsumedCapacity`); Lambda duration modelled at {} ms per AWS request plus a {} ms target answer, {} GB.\n",
+            "\nEventBridge Scheduler: ${:.2} per million (no run history); with a status write per run (a Lambda writing one item): ${:.2} (${:.2} provisioned); with the ledger Sundial keeps on the happy path (a fenced start write and an end write): ${:.2} (${:.2} provisioned). Units as the emulator reports them (`ReturnConsumedCapacity`); provisioned: {}; Lambda duration modelled at {} ms per AWS request plus a {} ms target answer, {} GB.\n",
             f(&cost["eventbridge_scheduler_per_million"]),
-            f(&cost["eventbridge_scheduler_with_status_write_per_million"]),
+            f(&cost["eventbridge_scheduler_with_status_write_per_million"]["total"]),
+            f(&cost["eventbridge_scheduler_with_status_write_per_million"]["total_provisioned"]),
+            f(&cost["eventbridge_scheduler_with_ledger_per_million"]["total"]),
+            f(&cost["eventbridge_scheduler_with_ledger_per_million"]["total_provisioned"]),
+            cost["model"]["provisioned"].as_str().unwrap_or(""),
             cost["model"]["aws_request_ms"],
             cost["model"]["target_answer_ms"],
             cost["model"]["memory_gb"],

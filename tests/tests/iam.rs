@@ -963,6 +963,7 @@ async fn the_tick_role_grants_every_call_of_the_tick() {
         &needed,
         &[
             ("dynamodb:Query", format!("{}/index/by-due", a.jobs)),
+            ("dynamodb:BatchGetItem", a.jobs.clone()),
             ("dynamodb:GetItem", a.jobs.clone()),
             ("dynamodb:UpdateItem", a.jobs.clone()),
             ("dynamodb:PutItem", a.runs.clone()),
@@ -1204,7 +1205,8 @@ fn the_check_tells_tables_from_indexes_and_batches_from_items() {
     assert!(granted("TickRole", &due));
     assert!(!granted("TickRole", &call("dynamodb", "Query", vec![table("s-jobs", None, None)])));
     assert!(!granted("TickRole", &call("dynamodb", "Query", vec![table("s-jobs", Some("by-owner"), None)])));
-    assert!(!granted("TickRole", &call("dynamodb", "BatchGetItem", vec![table("s-jobs", None, None)])));
+    assert!(granted("TickRole", &call("dynamodb", "BatchGetItem", vec![table("s-jobs", None, None)])));
+    assert!(!granted("TickRole", &call("dynamodb", "BatchWriteItem", vec![table("s-jobs", None, None)])));
 
     let url = "http://127.0.0.1:4566/111122223333/s-runs";
     let batch = call("sqs", "SendMessageBatch", vec![Named::Queue(url.into())]);

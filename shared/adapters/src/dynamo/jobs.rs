@@ -5,7 +5,9 @@
 //! (`name#<owner>#<name>`) makes names unique per owner, and an owner counter (`owner#<owner>`)
 //! enforces the jobs-per-owner limit; both are written in the same transaction as the job.
 //! `due_bucket`/`due_at` are present only while the job is active and has a next run, so paused
-//! and finished jobs leave the sparse `by-due` index.
+//! and finished jobs leave the sparse `by-due` index. That index holds keys only: the tick reads
+//! the jobs it finds there from the table, so an advance of `next_run_at` writes index entries
+//! the size of their keys, not of the job (a write costs a unit per KB of what it writes).
 
 use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
 use crate::metrics::{Ledger, writes};
@@ -23,6 +25,8 @@ use sundial_domain::ports::store::{JobStore, Page, StoreError, StoreResult};
 
 /// Retries of a transaction cancelled by a concurrent one.
 const TRANSACTION_RETRIES: u32 = 6;
+/// Batch reads of the keys DynamoDB left unprocessed, the first one included.
+const UNPROCESSED_ROUNDS: u32 = 5;
 
 /// Index of an owner's jobs, sorted by name.
 pub const BY_OWNER_INDEX: &str = "by-owner";
@@ -80,9 +84,13 @@ impl DynamoJobStore {
         Ok(())
     }
 
-    /// Reads full jobs by id (the keys-only `by-owner` index's, or the watchdog's), in the given
-    /// order; ids without a job are left out.
-    async fn batch_get(&self, ids: &[String]) -> StoreResult<Vec<Job>> {
+    /// Reads full jobs by id (those a keys-only index names, or the watchdog's), consistently,
+    /// in the given order; ids without a job, or that `decode` leaves out, are left out.
+    async fn batch_get(
+        &self,
+        ids: &[String],
+        decode: impl Fn(&Item) -> StoreResult<Option<Job>>,
+    ) -> StoreResult<Vec<Job>> {
         use aws_sdk_dynamodb::types::KeysAndAttributes;
         let mut found: std::collections::HashMap<String, Job> = std::collections::HashMap::new();
         for chunk in ids.chunks(100) {
@@ -95,7 +103,18 @@ impl DynamoJobStore {
                     .build()
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?,
             );
+            let mut round = 0u32;
             while let Some(keys) = request.take() {
+                if round > 0 {
+                    // Keys left unprocessed mean throttling: back off before asking again.
+                    if round == UNPROCESSED_ROUNDS {
+                        return Err(StoreError::Unavailable(
+                            "jobs left unprocessed by repeated batch reads".into(),
+                        ));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50 << round)).await;
+                }
+                round += 1;
                 let out = self
                     .client
                     .batch_get_item()
@@ -104,8 +123,9 @@ impl DynamoJobStore {
                     .await
                     .map_err(item::classify)?;
                 for it in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
-                    let job = from_item(it)?;
-                    found.insert(job.id.to_string(), job);
+                    if let Some(job) = decode(it)? {
+                        found.insert(job.id.to_string(), job);
+                    }
                 }
                 request = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table));
             }
@@ -329,7 +349,7 @@ impl JobStore for DynamoJobStore {
 
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
         let ids: Vec<String> = ids.iter().map(JobId::to_string).collect();
-        self.batch_get(&ids).await
+        self.batch_get(&ids, decoded).await
     }
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
@@ -400,7 +420,7 @@ impl JobStore for DynamoJobStore {
             None
         };
         let ids: Vec<String> = keys.into_iter().map(|(id, _)| id).collect();
-        Ok(Page { items: self.batch_get(&ids).await?, next })
+        Ok(Page { items: self.batch_get(&ids, decoded).await?, next })
     }
 
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
@@ -530,8 +550,11 @@ impl JobStore for DynamoJobStore {
             .index_name(BY_DUE_INDEX)
             .key_condition_expression("due_bucket = :b")
             .expression_attribute_values(":b", s(bucket));
-        let decoded = item::query_all(query, |it| Ok(quarantine(it, from_item(it)))).await?;
-        Ok(decoded.into_iter().flatten().collect())
+        let ids = item::query_all(query, |it| get_s(it, "job_id").map(str::to_string)).await?;
+        // Consistent reads of the items the index names: a job paused or finished since the
+        // (eventually consistent) index was read has left it, and is not due.
+        let jobs = self.batch_get(&ids, quarantined).await?;
+        Ok(jobs.into_iter().filter(|job| job.due_at().is_some()).collect())
     }
 
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
@@ -572,15 +595,21 @@ impl JobStore for DynamoJobStore {
     }
 }
 
-/// A job item that does not decode (a manual edit, or a field a newer version wrote) is left
-/// out and reported, so that one bad item never stalls the tick for every other job.
-fn quarantine(it: &Item, decoded: StoreResult<Job>) -> Option<Job> {
-    match decoded {
-        Ok(job) => Some(job),
+/// A job item, decoded; one that does not decode fails the read.
+fn decoded(it: &Item) -> StoreResult<Option<Job>> {
+    from_item(it).map(Some)
+}
+
+/// A due job item, decoded; one that does not decode (a manual edit, or a field a newer version
+/// wrote) is left out and reported, so that one bad item never stalls the tick for every other
+/// job.
+fn quarantined(it: &Item) -> StoreResult<Option<Job>> {
+    match from_item(it) {
+        Ok(job) => Ok(Some(job)),
         Err(e) => {
             let id = it.get("job_id").and_then(|v| v.as_s().ok()).map_or("?", String::as_str);
             tracing::error!(job_id = %id, error = %e, "a due job does not decode: left out until it is fixed");
-            None
+            Ok(None)
         }
     }
 }
