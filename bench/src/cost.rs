@@ -391,7 +391,7 @@ pub async fn paths() -> anyhow::Result<Value> {
         "eventbridge_scheduler_per_million": price::EVENTBRIDGE_SCHEDULER,
         "eventbridge_scheduler_with_status_write_per_million": eventbridge_with_writes(1.0),
         "eventbridge_scheduler_with_ledger_per_million": eventbridge_with_writes(2.0),
-        "units_source": "DynamoDB capacity as the emulator (ministack) reports it with ReturnConsumedCapacity=INDEXES: item size rounded up to 1 KB per write, each index write counted; reads per 4 KB, eventually consistent halved",
+        "units_source": "DynamoDB capacity as the emulator (ministack) reports it with ReturnConsumedCapacity=INDEXES: writes by DynamoDB's rules (item size rounded up to 1 KB, each index write counted); reads 1 unit a request (0.5 eventually consistent) whatever the size and number of the items read, which is DynamoDB's rule for a GetItem of an item up to 4 KB (the worker's reads) and under-counts larger items (an 8 KB job: 3 units a consistent read) and batch reads (a unit per item)",
         "model": {
             "aws_request_ms": AWS_REQUEST_MS,
             "target_answer_ms": TARGET_ANSWER_MS,

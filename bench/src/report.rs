@@ -109,7 +109,7 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
         }
         writeln!(
             out,
-            "\nEventBridge Scheduler: ${:.2} per million (no run history); with a status write per run (a Lambda writing one item): ${:.2} (${:.2} provisioned); with the ledger Sundial keeps on the happy path (a fenced start write and an end write): ${:.2} (${:.2} provisioned). Units as the emulator reports them (`ReturnConsumedCapacity`); provisioned: {}; Lambda duration modelled at {} ms per AWS request plus a {} ms target answer, {} GB.\n",
+            "\nEventBridge Scheduler: ${:.2} per million (no run history); with a status write per run (a Lambda writing one item): ${:.2} (${:.2} provisioned); with the ledger Sundial keeps on the happy path (a fenced start write and an end write): ${:.2} (${:.2} provisioned). Units as the emulator reports them (`ReturnConsumedCapacity`: writes by DynamoDB's size rules, reads a unit per request whatever the size: exact for items up to 4 KB); provisioned: {}; Lambda duration modelled at {} ms per AWS request plus a {} ms target answer, {} GB.\n",
             f(&cost["eventbridge_scheduler_per_million"]),
             f(&cost["eventbridge_scheduler_with_status_write_per_million"]["total"]),
             f(&cost["eventbridge_scheduler_with_status_write_per_million"]["total_provisioned"]),
