@@ -325,8 +325,8 @@ pub async fn paths() -> anyhow::Result<Value> {
     // "every 5 minutes, claim-ahead 900 s" measures the lever for jobs a few minutes apart: the
     // job advanced once per three instants instead of once per instant (not the default; see
     // docs/decisions.md, Performance).
-    // "every minute, 8 KB payload": a job's writes cost by its item's size (the `by-due` index
-    // projects the whole item), runs do not (they do not copy the payload).
+    // "every minute, 8 KB payload": a job's own writes cost by its item's size (its `by-due`
+    // entries do not: the index holds keys only), runs do not (they do not copy the payload).
     let every_5_minutes: ScheduleFrom = |_| json!({"cron": "*/5 * * * *"});
     let every_minute: ScheduleFrom = |_| json!({"cron": "* * * * *"});
     let kinds = [

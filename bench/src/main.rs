@@ -80,8 +80,11 @@ async fn main() -> anyhow::Result<()> {
         // CPU figures, and dropped.
         sundial_shared::telemetry::init_with_writer(std::io::sink);
     }
-    // `scripts/bench` records this process with perf and reports on it by its pid.
-    if let Ok(path) = std::env::var("SUNDIAL_BENCH_PID_FILE") {
+    // `scripts/bench` records this process with perf and reports on it by its pid; the target's
+    // child process inherits the variable and must not take its place.
+    if let Ok(path) = std::env::var("SUNDIAL_BENCH_PID_FILE")
+        && arg(0) != Some("target")
+    {
         std::fs::write(path, std::process::id().to_string())?;
     }
     match arg(0) {

@@ -1,5 +1,5 @@
-//! Where Sundial's CPU goes: `scripts/bench` records the `profile` scenario (a burst through the
-//! whole pipeline) with `perf record` and hands the flat report (`perf report --no-children
+//! Where Sundial's CPU goes: `scripts/bench` records a burst of 1,000 runs through the
+//! whole pipeline with `perf record` and hands the flat report (`perf report --no-children
 //! --sort symbol`, self time per symbol, user space only) to [`summarise`], which sorts the
 //! symbols into parts: signing, the SDK's request pipeline, serialisation, HTTP, memory, the
 //! async runtime, logging, Sundial's own code and the kernel.

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use sundial_app::ports::Ports;
 use sundial_app::tick::Tick;
@@ -17,8 +17,9 @@ use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::dispatch::Dispatch;
 use sundial_domain::due::format_instant;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
+use sundial_domain::ports::store::JobStore;
 use sundial_domain::run::{Run, RunState};
-use sundial_tests::{ALICE, Call, Stack};
+use sundial_tests::{ALICE, Call, Options, Stack};
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
@@ -116,6 +117,43 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
         sundial_adapters::metrics::Ledger::new(),
     );
     store.import(&jobs).await.unwrap();
+}
+
+/// The due index holds keys only: the tick reads the jobs it names from the table. A partition
+/// of more than one batch read (100 keys) is read whole, and a job whose item left the due set
+/// after its entry was read (its next run gone, as a pause or its last instant takes it) is not
+/// due, though the index still names it.
+#[tokio::test]
+async fn due_jobs_reads_the_jobs_the_index_names_from_the_table() {
+    let options =
+        Options { vars: HashMap::from([("SUNDIAL_DUE_SHARDS", "1".to_string())]), ..Options::default() };
+    let stack = Stack::with(options).await;
+    let at = t("2030-01-01T12:00:00Z");
+    import_many(&stack, 101, at).await;
+    let store = sundial_adapters::dynamo::DynamoJobStore::new(
+        stack.dynamo.clone(),
+        &stack.resources.jobs_table,
+        1,
+        sundial_adapters::metrics::Ledger::new(),
+    );
+    let bucket = sundial_domain::due::due_bucket("any job", at, 1);
+    let due = store.due_jobs(&bucket).await.unwrap();
+    assert_eq!(due.len(), 101, "every job of the partition, over two batch reads");
+
+    let gone = due[0].id.to_string();
+    stack
+        .dynamo
+        .update_item()
+        .table_name(&stack.resources.jobs_table)
+        .key("job_id", aws_sdk_dynamodb::types::AttributeValue::S(gone.clone()))
+        .update_expression("REMOVE next_run_at")
+        .send()
+        .await
+        .unwrap();
+    assert!(stack.due_index_ids().await.contains(&gone), "the index still names it");
+    let due = store.due_jobs(&bucket).await.unwrap();
+    assert_eq!(due.len(), 100);
+    assert!(due.iter().all(|job| job.id.to_string() != gone), "a job without a next run is not due");
 }
 
 fn tick_with_queue(stack: &Stack, queue: Arc<dyn RunQueue>, clock: Arc<ManualClock>) -> Tick {

@@ -25,7 +25,7 @@ use sundial_domain::ports::store::{JobStore, Page, StoreError, StoreResult};
 
 /// Retries of a transaction cancelled by a concurrent one.
 const TRANSACTION_RETRIES: u32 = 6;
-/// Batch reads of the keys DynamoDB left unprocessed, the first one included.
+/// Batch reads in a row that may read nothing of the keys DynamoDB leaves unprocessed.
 const UNPROCESSED_ROUNDS: u32 = 5;
 
 /// Index of an owner's jobs, sorted by name.
@@ -103,18 +103,10 @@ impl DynamoJobStore {
                     .build()
                     .map_err(|e| StoreError::Corrupt(e.to_string()))?,
             );
-            let mut round = 0u32;
+            // Rounds that left keys unprocessed, and of those the last ones in a row that read
+            // nothing at all.
+            let (mut rounds, mut idle) = (0u32, 0u32);
             while let Some(keys) = request.take() {
-                if round > 0 {
-                    // Keys left unprocessed mean throttling: back off before asking again.
-                    if round == UNPROCESSED_ROUNDS {
-                        return Err(StoreError::Unavailable(
-                            "jobs left unprocessed by repeated batch reads".into(),
-                        ));
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(50 << round)).await;
-                }
-                round += 1;
                 let out = self
                     .client
                     .batch_get_item()
@@ -122,12 +114,27 @@ impl DynamoJobStore {
                     .send()
                     .await
                     .map_err(item::classify)?;
-                for it in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
+                let items = out.responses.as_ref().and_then(|r| r.get(&self.table));
+                for it in items.into_iter().flatten() {
                     if let Some(job) = decode(it)? {
                         found.insert(job.id.to_string(), job);
                     }
                 }
+                let read = items.is_some_and(|items| !items.is_empty());
                 request = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table));
+                if request.is_some() {
+                    // Keys come back unprocessed under throttling, or past the 16 MB one
+                    // response holds: ask again after a growing pause, and give up only when
+                    // round after round reads nothing.
+                    idle = if read { 0 } else { idle + 1 };
+                    if idle == UNPROCESSED_ROUNDS {
+                        return Err(StoreError::Unavailable(
+                            "jobs left unprocessed by repeated batch reads".into(),
+                        ));
+                    }
+                    rounds += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(25 << rounds.min(5))).await;
+                }
             }
         }
         // A job deleted between the index query and the read is simply not listed.

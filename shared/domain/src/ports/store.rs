@@ -113,7 +113,10 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// was edited since, or linked to a new child: the caller reads it again and re-decides).
     async fn delete(&self, job: &Job) -> StoreResult<()>;
 
-    /// The active jobs of one `by-due` partition (`<minute>#<shard>`), every page.
+    /// The jobs of one `by-due` partition (`<minute>#<shard>`), every page, as they stand now:
+    /// never one paused or without a next run since; one whose `next_run_at` moved to another
+    /// partition since the (eventually consistent) index was read may be among them, and its own
+    /// `next_run_at` governs.
     async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>>;
 
     /// Moves `job` from its `next_run_at` to `next` without touching its version, if it still
