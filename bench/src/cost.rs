@@ -241,8 +241,7 @@ async fn claim(kind: &Kind) -> anyhow::Result<(Share, Value)> {
         clock.set(start + Duration::minutes(minute));
         claimed += services.tick.run().await?.claims.claimed;
     }
-    let runs = claimed;
-    let mut share = Share::from_ledger(&minus(&clients.ledger.snapshot(), &idle), runs);
+    let mut share = Share::from_ledger(&minus(&clients.ledger.snapshot(), &idle), claimed);
     // A one-time job's creation is one API invocation; the tick's invocations are a fixed cost
     // per minute, not per run (see the notes).
     if one_time {
