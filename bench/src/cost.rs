@@ -320,7 +320,7 @@ async fn execute(behaviour: &str, n: usize) -> anyhow::Result<(Share, Value)> {
 
 /// Every path's cost per run.
 pub async fn paths() -> anyhow::Result<Value> {
-    // Each schedule from the simulated start: a one-time job's instant is a minute in.
+    // Each schedule from the simulated start.
     // "every 5 minutes, claim-ahead 900 s" measures the lever for jobs a few minutes apart: the
     // job advanced once per three instants instead of once per instant (not the default; see
     // docs/decisions.md, Performance).
