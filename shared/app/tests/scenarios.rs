@@ -176,6 +176,35 @@ async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
     assert_eq!(world.queue.depth(), 20);
 }
 
+/// SQS delays are whole seconds, counted from the send: a tick that sends at 600 ms into a
+/// second makes a run due on a whole second visible 600 ms late. The tick sends just after the
+/// next whole second instead, so the burst is visible within 100 ms of its instant, and never
+/// before it; the API, which answers a person, does not wait to send.
+#[tokio::test]
+async fn the_tick_sends_a_burst_just_after_a_whole_second() {
+    let world = World::with("2030-01-01T11:50:00Z", Settings::default().pauses_move_clock());
+    one_time_jobs(&world, 20, "2030-01-01T12:02:00Z").await;
+    world.set("2030-01-01T12:01:00.600Z");
+    let report = world.tick.run().await.unwrap();
+    assert_eq!(report.claims.dispatched, 20);
+
+    world.set("2030-01-01T12:01:59.999Z");
+    assert!(world.queue.receive(10, 0).await.unwrap().is_empty(), "visible before its instant");
+    world.set("2030-01-01T12:02:00.050Z");
+    let mut received = 0;
+    for _ in 0..2 {
+        received += world.queue.receive(10, 0).await.unwrap().len();
+    }
+    assert_eq!(received, 20, "the burst is visible 50 ms after its instant");
+
+    // A job created through the API at 600 ms into a second, due before the next tick, is sent
+    // by the request itself, without a pause.
+    world.set("2030-01-01T12:03:00.600Z");
+    world.create(job("soon", json!({"at": "2030-01-01T12:03:30Z"}), json!({}))).await;
+    assert_eq!(world.now(), t("2030-01-01T12:03:00.600Z"), "the API paused");
+    assert_eq!(world.queue.depth(), 21);
+}
+
 /// A job paused, and one deleted, between the claimer's read and its advance are not re-armed;
 /// the runs it claimed from the stale read do not call their targets.
 #[tokio::test]

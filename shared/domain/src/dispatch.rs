@@ -82,6 +82,31 @@ pub fn delay_until(due: DateTime<Utc>, now: DateTime<Utc>) -> u32 {
     (((millis + 999) / 1000) as u64).min(u64::from(MAX_DELAY_S)) as u32
 }
 
+/// How soon after a whole second a send counts as made at it: a message sent this close to a
+/// second's start is visible at most this late.
+pub const ALIGNED_WITHIN_MS: i64 = 100;
+/// How far past a whole second an aligned send is made, so that a wake-up the wall clock reads a
+/// few milliseconds early still falls in the new second.
+pub const ALIGN_MARGIN_MS: i64 = 20;
+
+/// When to send, as of `now`, the first message of a run due at `due`, so that it is visible as
+/// soon after `due` as SQS allows.
+///
+/// SQS counts a delay in whole seconds from the moment it has the message, and [`delay_until`]
+/// rounds up, so a message sent at a fraction `f` into a second for a run due on a whole second
+/// is visible `f` late. A run due later than now is therefore sent just after the next whole
+/// second (a wait of under a second), unless now is just after one already; a run due by now is
+/// sent now. Only the send moves: its delay is still counted from the clock read before it, so
+/// the message is never visible before its run is due.
+pub fn aligned_send(due: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    // A leap second reads as 1,000 ms and more.
+    let into_second = i64::from(now.timestamp_subsec_millis().min(999));
+    if due <= now || into_second <= ALIGNED_WITHIN_MS {
+        return now;
+    }
+    now + chrono::Duration::milliseconds(1000 - into_second + ALIGN_MARGIN_MS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,5 +144,48 @@ mod tests {
         // The 15 receives a message gets before the DLQ span over two hours of failures.
         let total: u32 = (1..=15).map(transient_backoff_s).sum();
         assert!(total > 2 * 3600, "{total}");
+    }
+    #[test]
+    fn runs_due_later_are_sent_just_after_a_whole_second() {
+        let now: DateTime<Utc> = "2026-01-01T12:00:00.600Z".parse().unwrap();
+        let due: DateTime<Utc> = "2026-01-01T12:01:00Z".parse().unwrap();
+        let at = aligned_send(due, now);
+        assert_eq!(at, "2026-01-01T12:00:01.020Z".parse::<DateTime<Utc>>().unwrap());
+        // Sent then, it is visible 20 ms after its instant instead of 600 ms.
+        let visible = at + Duration::seconds(i64::from(delay_until(due, at)));
+        assert_eq!(visible - due, Duration::milliseconds(20));
+        let unaligned = now + Duration::seconds(i64::from(delay_until(due, now)));
+        assert_eq!(unaligned - due, Duration::milliseconds(600));
+        // Due within the next second too: sent at the aligned instant with no delay.
+        let soon: DateTime<Utc> = "2026-01-01T12:00:00.900Z".parse().unwrap();
+        assert_eq!(aligned_send(soon, now), at);
+        assert_eq!(delay_until(soon, at), 0);
+    }
+
+    #[test]
+    fn runs_due_already_or_sends_near_a_second_go_now() {
+        let now: DateTime<Utc> = "2026-01-01T12:00:00.600Z".parse().unwrap();
+        assert_eq!(aligned_send(now, now), now);
+        assert_eq!(aligned_send(now - Duration::seconds(3), now), now);
+        let early: DateTime<Utc> = "2026-01-01T12:00:00.080Z".parse().unwrap();
+        assert_eq!(aligned_send(early + Duration::seconds(60), early), early);
+    }
+
+    proptest::proptest! {
+        /// An aligned send waits under a second and is never visible before its run is due.
+        #[test]
+        fn aligned_sends_wait_under_a_second_and_are_never_early(
+            now_ms in 0i64..10_000_000, due_ms in -5_000i64..900_000,
+        ) {
+            let now = DateTime::<Utc>::from_timestamp_millis(1_800_000_000_000 + now_ms).unwrap();
+            let due = now + Duration::milliseconds(due_ms);
+            let at = aligned_send(due, now);
+            proptest::prop_assert!(at >= now && at - now < Duration::milliseconds(1000 + ALIGN_MARGIN_MS));
+            let visible = at + Duration::seconds(i64::from(delay_until(due, at)));
+            proptest::prop_assert!(visible >= due);
+            if due_ms > 0 && due.timestamp_subsec_millis() == 0 {
+                proptest::prop_assert!(visible - due <= Duration::milliseconds(ALIGNED_WITHIN_MS));
+            }
+        }
     }
 }

@@ -13,11 +13,13 @@
 //! only when a run is about to start, and the worker decides it then (invariant 7).
 
 use crate::ports::Ports;
+use crate::timer::Timer;
 use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::dispatch::{Dispatch, MAX_DELAY_S};
+use sundial_domain::dispatch::{Dispatch, MAX_DELAY_S, aligned_send};
 use sundial_domain::job::Job;
 use sundial_domain::plan::plan;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
@@ -124,21 +126,60 @@ pub struct Claimer {
     queue: Arc<dyn RunQueue>,
     /// Read just before each send: a delay counts from the send, not from the pass's start.
     clock: Arc<dyn Clock>,
+    /// Waits for the instant an aligned send is made at.
+    timer: Arc<dyn Timer>,
+    /// Whether runs due later are sent just after a whole second ([`aligned_send`]).
+    aligned: bool,
     pub settings: ClaimSettings,
 }
 
 impl Claimer {
     pub fn new(ports: &Ports, settings: ClaimSettings) -> Self {
-        let Ports { jobs, runs, queue, clock, .. } = ports.clone();
-        Claimer { jobs, runs, queue, clock, settings }
+        let Ports { jobs, runs, queue, clock, timer, .. } = ports.clone();
+        Claimer { jobs, runs, queue, clock, timer, aligned: false, settings }
+    }
+
+    /// The same claimer, sending the messages of runs due later just after a whole second, so
+    /// that each is visible within [`ALIGNED_WITHIN_MS`] of its instant instead of up to a second
+    /// after it. A send may then wait up to a second: the tick's passes take that; a request of
+    /// the API, which answers a person and sends runs due now, does not.
+    ///
+    /// [`ALIGNED_WITHIN_MS`]: sundial_domain::dispatch::ALIGNED_WITHIN_MS
+    pub fn aligning_sends(mut self) -> Self {
+        self.aligned = true;
+        self
     }
 
     /// Sends the first-attempt messages of `runs`, each delayed until its run is due as of the
-    /// moment of sending; the result at index i is that of `runs[i]`.
+    /// moment of its sending; the result at index i is that of `runs[i]`. An aligning claimer
+    /// sends each run at its [`aligned_send`] instant, the groups side by side.
     pub async fn send(&self, runs: &[Run]) -> Vec<Result<(), QueueError>> {
         let now = self.clock.now();
-        let batch: Vec<Dispatch> = runs.iter().map(|run| Dispatch::next_attempt(run, now)).collect();
-        self.queue.send(&batch).await
+        let mut groups: BTreeMap<DateTime<Utc>, Vec<usize>> = BTreeMap::new();
+        for (i, run) in runs.iter().enumerate() {
+            let due = run.waits_until().unwrap_or(now);
+            let at = if self.aligned { aligned_send(due, now) } else { now };
+            groups.entry(at).or_default().push(i);
+        }
+        let sends = groups.into_iter().map(|(at, indices)| async move {
+            if let Ok(wait) = (at - now).to_std() {
+                if !wait.is_zero() {
+                    self.timer.sleep(wait).await;
+                }
+            }
+            let now = self.clock.now();
+            let batch: Vec<Dispatch> = indices.iter().map(|&i| Dispatch::next_attempt(&runs[i], now)).collect();
+            indices.into_iter().zip(self.queue.send(&batch).await).collect::<Vec<_>>()
+        });
+        let mut results: Vec<Option<Result<(), QueueError>>> = runs.iter().map(|_| None).collect();
+        for (i, result) in futures::future::join_all(sends).await.into_iter().flatten() {
+            results[i] = Some(result);
+        }
+        // A queue answers every message it was given; one it did not is not sent.
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(QueueError::Unavailable("the queue gave no answer".into()))))
+            .collect()
     }
 
     pub fn runs(&self) -> &Arc<dyn RunStore> {

@@ -20,6 +20,7 @@ use sundial_app::record::Recorder;
 use sundial_app::run_control::RunControl;
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
 use sundial_app::tick::{Tick, TickSettings};
+use sundial_app::timer::{Timer, TokioTimer};
 use sundial_app::use_cases::{self, UseCases};
 use sundial_app::watchdog::Watchdog;
 use sundial_app::worker::poll::poll_once;
@@ -81,6 +82,8 @@ pub struct Settings {
     pub heartbeat_window: Duration,
     /// What the target answers once the caller's script is spent.
     pub answer: Answer,
+    /// Whether a use case's pause moves the manual clock ([`ClockTimer`]) instead of waiting.
+    pub pauses_move_clock: bool,
 }
 
 impl Default for Settings {
@@ -92,6 +95,7 @@ impl Default for Settings {
             watchdog: WatchdogSettings::default(),
             heartbeat_window: DEFAULT_HEARTBEAT_WINDOW,
             answer: Answer::Succeeded { status: Some(200), output: None },
+            pauses_move_clock: false,
         }
     }
 }
@@ -116,6 +120,23 @@ impl Settings {
     pub fn answer(mut self, answer: Answer) -> Self {
         self.answer = answer;
         self
+    }
+
+    /// A use case's pause moves the clock by its length, at once.
+    pub fn pauses_move_clock(mut self) -> Self {
+        self.pauses_move_clock = true;
+        self
+    }
+}
+
+/// A timer whose pause moves a manual clock by its length instead of waiting.
+#[derive(Debug)]
+pub struct ClockTimer(pub Arc<ManualClock>);
+
+#[async_trait]
+impl Timer for ClockTimer {
+    async fn sleep(&self, duration: std::time::Duration) {
+        self.0.advance(Duration::from_std(duration).unwrap_or(Duration::MAX));
     }
 }
 
@@ -169,7 +190,10 @@ impl World {
             topics: topics.clone(),
             caller: caller.clone(),
             clock: clock.clone(),
-            timer: Arc::new(sundial_app::timer::TokioTimer),
+            timer: match settings.pauses_move_clock {
+                true => Arc::new(ClockTimer(clock.clone())) as Arc<dyn Timer>,
+                false => Arc::new(TokioTimer),
+            },
             entropy: Arc::new(sundial_domain::entropy::OsEntropy),
             meter: Meter::new(false),
         };
