@@ -168,7 +168,8 @@ impl Claimer {
                 }
             }
             let now = self.clock.now();
-            let batch: Vec<Dispatch> = indices.iter().map(|&i| Dispatch::next_attempt(&runs[i], now)).collect();
+            let batch: Vec<Dispatch> =
+                indices.iter().map(|&i| Dispatch::next_attempt(&runs[i], now)).collect();
             indices.into_iter().zip(self.queue.send(&batch).await).collect::<Vec<_>>()
         });
         let mut results: Vec<Option<Result<(), QueueError>>> = runs.iter().map(|_| None).collect();
