@@ -536,8 +536,8 @@ async fn a_burst_is_continued_by_the_next_invocation() {
     let stack = Stack::at(&clock, &[]).await;
     import_many(&stack, 120, t("2030-01-01T12:00:30Z")).await;
     let s = &stack.services;
-    // A budget of zero: each invocation does one step (a minute, or a batch of 25 jobs of a
-    // busy minute), then hands over.
+    // A budget of zero: each invocation does one step (a minute, or the two batches of 25 jobs
+    // of a busy minute it has in flight when the budget is checked), then hands over.
     let settings = sundial_app::tick::TickSettings {
         batch_jobs: 25,
         budget: std::time::Duration::ZERO,
@@ -552,6 +552,7 @@ async fn a_burst_is_continued_by_the_next_invocation() {
         invocations += 1;
         claimed += report.claims.claimed;
         assert_eq!(report.claims.missed_dropped, 0);
+        assert!(report.claims.claimed <= 50, "more than two batches: {report:?}");
         assert!(report.unfinished || claimed == 120);
         if claimed == 120 || invocations > 40 {
             break;
@@ -559,7 +560,7 @@ async fn a_burst_is_continued_by_the_next_invocation() {
         // Time moves on between invocations, past the minute the burst was due in.
         clock.advance(Duration::seconds(50));
     }
-    assert!(invocations >= 5, "{invocations} invocations");
+    assert!(invocations >= 3, "{invocations} invocations");
     assert_eq!(claimed, 120);
     assert_eq!(all_runs(&stack).await.len(), 120);
     assert_eq!(stack.queue_depth().await, 120);

@@ -313,7 +313,8 @@ async fn a_burst_is_continued_by_the_next_invocation() {
     let world = World::at("2030-01-01T11:50:00Z");
     one_time_jobs_with(&world, 120, "2030-01-01T12:00:30Z", json!({"catchup": "skip"})).await;
     world.set(START);
-    // A budget of zero: each invocation does one step (a batch of 25 jobs of a busy minute).
+    // A budget of zero: each invocation does one step (a minute, or the two batches of 25 jobs
+    // of a busy minute it has in flight when the budget is checked), then hands over.
     let settings =
         TickSettings { batch_jobs: 25, budget: std::time::Duration::ZERO, ..TickSettings::default() };
     let tick = Tick::new(&world.ports, world.claimer.clone(), settings);
@@ -323,11 +324,12 @@ async fn a_burst_is_continued_by_the_next_invocation() {
         invocations += 1;
         claimed += report.claims.claimed;
         assert_eq!(report.claims.missed_dropped, 0);
+        assert!(report.claims.claimed <= 50, "more than two batches: {report:?}");
         assert!(report.unfinished || claimed == 120, "{report:?}");
         // Time moves on between invocations, past the minute the burst was due in.
         world.pass(50);
     }
-    assert!(invocations >= 5, "{invocations} invocations");
+    assert!(invocations >= 3, "{invocations} invocations");
     assert_eq!(claimed, 120);
     assert_eq!(world.runs.all().len(), 120);
     assert_eq!(world.queue.depth(), 120);

@@ -25,6 +25,7 @@ use crate::ports::Ports;
 use chrono::{DateTime, Duration, Utc};
 use claim::{ClaimReport, Claimer};
 use futures::StreamExt;
+use futures::stream::FuturesOrdered;
 use std::collections::HashSet;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
@@ -103,6 +104,15 @@ pub enum TickError {
     State(#[from] StoreError),
 }
 
+/// Why a pass stopped claiming before the end of a minute's jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// A claim failed in a gap: the pass ends without recording the gap's minutes reached.
+    FailedInGap,
+    /// The time budget ran out: the next invocation continues.
+    OutOfBudget,
+}
+
 /// What the parts of one invocation share.
 struct Pass {
     started: std::time::Instant,
@@ -143,6 +153,32 @@ impl Tick {
             jobs.extend(r?);
         }
         Ok(jobs)
+    }
+
+    /// Claims `due` in batches of [`TickSettings::batch_jobs`], two at a time, so that one
+    /// batch's aligned send waits (up to a second) while the next batch is prepared. After each
+    /// batch, `stop` reads its report; once it answers, the batch already started is finished (one
+    /// dropped halfway would leave its runs unsent until the next pass) and no other starts.
+    async fn claim_in_batches(
+        &self,
+        due: &[Job],
+        reached_before: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+        report: &mut ClaimReport,
+        mut stop: impl FnMut(&ClaimReport) -> Option<Stop>,
+    ) -> Option<Stop> {
+        let mut batches = due.chunks(self.settings.batch_jobs.max(1));
+        let claim = |batch: &[Job]| self.claimer.claim(batch.to_vec(), reached_before, now);
+        let mut in_flight: FuturesOrdered<_> = batches.by_ref().take(2).map(claim).collect();
+        let mut stopped = None;
+        while let Some(claims) = in_flight.next().await {
+            stopped = stopped.or_else(|| stop(&claims));
+            report.add(claims);
+            if stopped.is_none() {
+                in_flight.extend(batches.next().map(claim));
+            }
+        }
+        stopped
     }
 
     /// Runs one invocation.
@@ -211,21 +247,26 @@ impl Tick {
                 let due = unseen(due, &mut seen);
                 report.jobs += due.len();
                 report.to = Some(minute);
-                for batch in due.chunks(self.settings.batch_jobs.max(1)) {
-                    // Failed jobs do not stop the pass: they hold the watermark back instead.
-                    // Except in a gap: recording the live minutes reached would make the failed
-                    // job's missed instants look like a continuation to the next tick.
-                    let claims = self.claimer.claim(batch.to_vec(), reached_before, now).await;
-                    let failed_in_gap = in_gap && claims.failed > 0;
-                    report.claims.add(claims);
-                    if failed_in_gap {
-                        break 'chunks;
-                    }
-                    if started.elapsed() > self.settings.budget {
+                // Failed jobs do not stop the pass: they hold the watermark back instead.
+                // Except in a gap: recording the live minutes reached would make the failed
+                // job's missed instants look like a continuation to the next tick.
+                let stop = |claims: &ClaimReport| {
+                    if in_gap && claims.failed > 0 {
+                        Some(Stop::FailedInGap)
+                    } else if started.elapsed() > self.settings.budget {
                         // The rest of this minute is the next invocation's.
+                        Some(Stop::OutOfBudget)
+                    } else {
+                        None
+                    }
+                };
+                match self.claim_in_batches(&due, reached_before, now, &mut report.claims, stop).await {
+                    Some(Stop::FailedInGap) => break 'chunks,
+                    Some(Stop::OutOfBudget) => {
                         report.unfinished = true;
                         break 'chunks;
                     }
+                    None => {}
                 }
                 processed_to = Some(minute);
                 minute += Duration::minutes(1);
@@ -276,11 +317,8 @@ impl Tick {
                 Ok(due) => {
                     let due = unseen(due, seen);
                     report.jobs += due.len();
-                    for batch in due.chunks(self.settings.batch_jobs.max(1)) {
-                        report
-                            .claims
-                            .add(self.claimer.claim(batch.to_vec(), pass.reached_before, pass.now).await);
-                    }
+                    self.claim_in_batches(&due, pass.reached_before, pass.now, &mut report.claims, |_| None)
+                        .await;
                 }
                 Err(e) => {
                     tracing::warn!(minute = %minute, error = %e, "look-back query failed; looked at again next tick");
