@@ -135,7 +135,7 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
     }
     if let Some(lambda) = read(dir, "lambda") {
         writeln!(out, "### Lambda binaries\n")?;
-        writeln!(out, "| function | profile | stripped MB | init median ms | init max ms |")?;
+        writeln!(out, "| function | profile | stripped MiB | init median ms | init max ms |")?;
         writeln!(out, "|---|---|---:|---:|---:|")?;
         for set in lambda.as_array().into_iter().flatten() {
             for b in set.as_array().into_iter().flatten() {

@@ -60,6 +60,9 @@ impl Outbound {
         self.client
             .get_or_init(|| {
                 let resolver = GuardedResolver { egress: self.egress.clone(), lookup: self.lookup.clone() };
+                // reqwest's TLS takes the process's crypto provider: ring, as the SDK's client
+                // uses (an Err only says that one is installed already).
+                let _ = rustls::crypto::ring::default_provider().install_default();
                 reqwest::Client::builder()
                     .dns_resolver(resolver)
                     .no_proxy()
