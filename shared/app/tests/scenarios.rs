@@ -12,16 +12,18 @@ use chrono::Duration;
 use serde_json::json;
 use std::sync::Arc;
 use sundial_app::jobs::JobsError;
+use sundial_app::ports::Ports;
 use sundial_app::run_control::{CallbackError, Completion};
+use sundial_app::tick::claim::{ClaimSettings, Claimer};
 use sundial_app::tick::{Tick, TickSettings};
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
 use sundial_domain::dispatch::Dispatch;
 use sundial_domain::job::{EventKind, Job};
-use sundial_domain::ports::queue::{RunInbox, RunQueue};
+use sundial_domain::ports::queue::{QueueError, RunInbox, RunQueue};
 use sundial_domain::ports::store::TickStateStore;
 use sundial_domain::ports::targets::Answer;
-use sundial_domain::run::{Outcome, RunMessage, RunState};
+use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_memory::bus::Destination;
 use support::{Hanging, OWNER, Settings, WORKER, World, instants, job, t};
 
@@ -203,6 +205,81 @@ async fn the_tick_sends_a_burst_just_after_a_whole_second() {
     world.create(job("soon", json!({"at": "2030-01-01T12:03:30Z"}), json!({}))).await;
     assert_eq!(world.now(), t("2030-01-01T12:03:00.600Z"), "the API paused");
     assert_eq!(world.queue.depth(), 21);
+}
+
+/// A tick catching up on a gap sends without waiting for a whole second: the gap's instants are
+/// late already, and a wait for each of its minutes would hold the catch-up back.
+#[tokio::test]
+async fn a_tick_catching_up_a_gap_does_not_wait_for_a_second() {
+    let world = World::with("2030-01-01T11:00:00Z", Settings::default().pauses_move_clock());
+    world.create(job("every-minute", json!({"cron": "* * * * *"}), json!({"catchup": "all"}))).await;
+    world.set("2030-01-01T11:00:30Z");
+    world.tick.run().await.unwrap();
+    // An hour down: the job's next instant is in the gap, and its claim reaches past now.
+    world.set("2030-01-01T12:00:00.600Z");
+    let report = world.tick.run().await.unwrap();
+    assert!(report.claims.claimed > 50, "{report:?}");
+    assert_eq!(world.now(), t("2030-01-01T12:00:00.600Z"), "the tick waited in a gap");
+}
+
+/// A queue that refuses the messages of chosen jobs and hands the others to the world's queue.
+#[derive(Debug)]
+struct Refusing {
+    queue: Arc<sundial_memory::MemoryQueue>,
+    jobs: Vec<String>,
+}
+
+#[async_trait::async_trait]
+impl RunQueue for Refusing {
+    async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
+        let mut results = Vec::new();
+        for d in batch {
+            if self.jobs.contains(&d.message.job_id) {
+                results.push(Err(QueueError::Refused(format!("refused: {}", d.message.job_id))));
+            } else {
+                results.extend(self.queue.send(std::slice::from_ref(d)).await);
+            }
+        }
+        results
+    }
+}
+
+/// An aligning claimer sends the runs due now at once and the runs due later after its wait for
+/// the next whole second, and answers for each run in its own place.
+#[tokio::test]
+async fn an_aligned_send_answers_for_each_run_in_its_place() {
+    let world = World::with("2030-01-01T11:00:00Z", Settings::default().pauses_move_clock());
+    let mut jobs = Vec::new();
+    for name in ["now-sent", "later-refused", "now-refused", "later-sent"] {
+        jobs.push(world.create(job(name, json!({"at": "2030-01-01T13:00:00Z"}), json!({}))).await);
+    }
+    world.set("2030-01-01T12:00:00.600Z");
+    let now = world.now();
+    let refused = vec![jobs[1].id.to_string(), jobs[2].id.to_string()];
+    let ports = Ports {
+        queue: Arc::new(Refusing { queue: world.queue.clone(), jobs: refused }),
+        ..world.ports.clone()
+    };
+    let claimer = Claimer::new(&ports, ClaimSettings::default()).aligning_sends();
+    let later = t("2030-01-01T12:01:00Z");
+    let runs: Vec<Run> = jobs
+        .iter()
+        .zip([now, later, now, later])
+        .map(|(job, due)| claimer.new_run(job, RunKey::scheduled(due), due, now))
+        .collect();
+
+    let results = claimer.send(&runs).await;
+    let sent: Vec<bool> = results.iter().map(Result::is_ok).collect();
+    assert_eq!(sent, [true, false, false, true], "{results:?}");
+    assert_eq!(world.now(), t("2030-01-01T12:00:01.020Z"), "the runs due later waited for the second");
+    let visible: Vec<String> =
+        world.queue.receive(10, 0).await.unwrap().into_iter().map(|m| m.body).collect();
+    assert_eq!(visible.len(), 1, "{visible:?}");
+    assert!(visible[0].contains(&jobs[0].id.to_string()), "the run due now went at once: {visible:?}");
+    world.set("2030-01-01T12:01:00.020Z");
+    let visible = world.queue.receive(10, 0).await.unwrap();
+    assert_eq!(visible.len(), 1);
+    assert!(visible[0].body.contains(&jobs[3].id.to_string()));
 }
 
 /// A job paused, and one deleted, between the claimer's read and its advance are not re-armed;

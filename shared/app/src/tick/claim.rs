@@ -150,6 +150,11 @@ impl Claimer {
         self
     }
 
+    /// The same claimer, sending every message as soon as it can ([`Claimer::new`]'s way).
+    pub fn unaligned(&self) -> Self {
+        Claimer { aligned: false, ..self.clone() }
+    }
+
     /// Sends the first-attempt messages of `runs`, each delayed until its run is due as of the
     /// moment of its sending; the result at index i is that of `runs[i]`. An aligning claimer
     /// sends each run at its [`aligned_send`] instant, the groups side by side.

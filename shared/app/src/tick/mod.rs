@@ -12,6 +12,12 @@
 //! time budget is continued by the next. When the shard count grew, the pass also re-reads the
 //! 30 minutes behind the watermark, after the live minutes, until one pass reads them all.
 //!
+//! The tick's claimer sends runs due later just after a whole second
+//! ([`Claimer::aligning_sends`]), so that SQS's whole-second delays make them visible within
+//! 100 ms of their instants; a minute's jobs are claimed in batches two at a time, so that one
+//! batch's wait for its second overlaps the next batch's work. Gaps and the look-back send
+//! without waiting: their instants are late already.
+//!
 //! Instants in minutes no tick had reached when they fell due are the *missed* ones the jobs'
 //! `catchup` policies act on. Before claiming minutes from the current one on, the tick records
 //! that it has *reached* them (it is alive for them: a burst it cannot finish is a continuation,
@@ -46,7 +52,8 @@ pub struct TickSettings {
     pub chunk_minutes: i64,
     /// Bucket queries in flight at once.
     pub query_concurrency: usize,
-    /// Jobs claimed per batch; the time budget is checked between batches.
+    /// Jobs claimed per batch, two batches at a time; the time budget is checked as each batch
+    /// ends, and the batch in flight then is finished before the pass stops.
     pub batch_jobs: usize,
     /// Stop starting new work after this long (a Lambda invocation's margin).
     pub budget: std::time::Duration,
@@ -156,19 +163,22 @@ impl Tick {
     }
 
     /// Claims `due` in batches of [`TickSettings::batch_jobs`], two at a time, so that one
-    /// batch's aligned send waits (up to a second) while the next batch is prepared. After each
-    /// batch, `stop` reads its report; once it answers, the batch already started is finished (one
-    /// dropped halfway would leave its runs unsent until the next pass) and no other starts.
+    /// batch's aligned send waits (up to a second) while the next batch is prepared; `aligned`
+    /// false sends without waiting. After each batch, `stop` reads its report; once it answers,
+    /// the batch already started is finished (one dropped halfway would leave its runs unsent
+    /// until the next pass) and no other starts.
     async fn claim_in_batches(
         &self,
         due: &[Job],
+        aligned: bool,
         reached_before: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
         report: &mut ClaimReport,
         mut stop: impl FnMut(&ClaimReport) -> Option<Stop>,
     ) -> Option<Stop> {
+        let claimer = if aligned { self.claimer.clone() } else { self.claimer.unaligned() };
         let mut batches = due.chunks(self.settings.batch_jobs.max(1));
-        let claim = |batch: &[Job]| self.claimer.claim(batch.to_vec(), reached_before, now);
+        let claim = |batch: &[Job]| claimer.claim(batch.to_vec(), reached_before, now);
         let mut in_flight: FuturesOrdered<_> = batches.by_ref().take(2).map(claim).collect();
         let mut stopped = None;
         while let Some(claims) = in_flight.next().await {
@@ -260,7 +270,13 @@ impl Tick {
                         None
                     }
                 };
-                match self.claim_in_batches(&due, reached_before, now, &mut report.claims, stop).await {
+                // A gap's instants are late already: a wait of up to a second for each of its
+                // minutes would cost more than their sends' precision is worth.
+                let aligned = !in_gap;
+                match self
+                    .claim_in_batches(&due, aligned, reached_before, now, &mut report.claims, stop)
+                    .await
+                {
                     Some(Stop::FailedInGap) => break 'chunks,
                     Some(Stop::OutOfBudget) => {
                         report.unfinished = true;
@@ -317,8 +333,16 @@ impl Tick {
                 Ok(due) => {
                     let due = unseen(due, seen);
                     report.jobs += due.len();
-                    self.claim_in_batches(&due, pass.reached_before, pass.now, &mut report.claims, |_| None)
-                        .await;
+                    // Old minutes, as in a gap: sent without waiting for a whole second.
+                    self.claim_in_batches(
+                        &due,
+                        false,
+                        pass.reached_before,
+                        pass.now,
+                        &mut report.claims,
+                        |_| None,
+                    )
+                    .await;
                 }
                 Err(e) => {
                     tracing::warn!(minute = %minute, error = %e, "look-back query failed; looked at again next tick");

@@ -129,7 +129,8 @@ impl Settings {
     }
 }
 
-/// A timer whose pause moves a manual clock by its length instead of waiting.
+/// A timer whose pause moves a manual clock by its length instead of waiting. Pauses taken side
+/// by side add up instead of overlapping: a test with two at once sees the clock moved by both.
 #[derive(Debug)]
 pub struct ClockTimer(pub Arc<ManualClock>);
 
