@@ -145,6 +145,7 @@ mod tests {
         let total: u32 = (1..=15).map(transient_backoff_s).sum();
         assert!(total > 2 * 3600, "{total}");
     }
+
     #[test]
     fn runs_due_later_are_sent_just_after_a_whole_second() {
         let now: DateTime<Utc> = "2026-01-01T12:00:00.600Z".parse().unwrap();
