@@ -4,7 +4,8 @@
 use crate::config::Config;
 use std::sync::Arc;
 use sundial_adapters::dynamo::{
-    DynamoGroupStore, DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore, DynamoTickStateStore,
+    DynamoFenceStore, DynamoGroupStore, DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore,
+    DynamoTickStateStore,
 };
 use sundial_adapters::metrics::{Clients, Ledger};
 use sundial_adapters::sns::bus::SnsEventBus;
@@ -25,7 +26,9 @@ use sundial_app::worker::{Worker, WorkerSettings};
 use sundial_domain::clock::Clock;
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::{RunInbox, RunQueue};
-use sundial_domain::ports::store::{GroupStore, IdempotencyStore, JobStore, RunStore, TickStateStore};
+use sundial_domain::ports::store::{
+    FenceStore, GroupStore, IdempotencyStore, JobStore, RunStore, TickStateStore,
+};
 use sundial_domain::ports::targets::Caller;
 use sundial_domain::ports::topics::JobTopics;
 
@@ -102,10 +105,13 @@ impl Services {
         ));
         let groups: Arc<dyn GroupStore> =
             Arc::new(DynamoGroupStore::new(clients.dynamo.clone(), &r.jobs_table, ledger.clone()));
+        let fences: Arc<dyn FenceStore> =
+            Arc::new(DynamoFenceStore::new(clients.dynamo.clone(), &r.jobs_table, ledger.clone()));
         let ports = Ports {
             jobs: job_store.clone(),
             runs: runs.clone(),
             groups,
+            fences,
             tick_state: tick_state.clone(),
             queue: queue.clone(),
             bus,

@@ -21,8 +21,10 @@
 //!   in the documented window (a crash or a lost answer between publish and mark), counted apart;
 //! - `dead letters end only what waits for them`: the dead-letter handler ends a run only while
 //!   it waits (QUEUED or RETRYING) for the very attempt the letter carries;
-//! - `policies hold`: under `forbid` never two active runs of a job, under `replace` never two
-//!   running; a policy's skip or cancel is decided when the run is due, not a claim ahead;
+//! - `policies hold`: under `forbid` no run of a job starts while another is active, under
+//!   `replace` none while another is running, in every seed and however close together they
+//!   were handled (no allowance for a race); a policy's skip or cancel is decided when the run
+//!   is due, not a claim ahead;
 //! - `children follow their parents`: a job with parents starts a run only once its parents'
 //!   runs for that key have ended, runs under `all_success` only after they all succeeded, has a
 //!   run for every key all its parents ended (handed over after it existed), and every run's
@@ -78,9 +80,6 @@ struct Seen {
 pub struct Checker {
     seen: BTreeMap<(JobId, RunKey), Seen>,
     pub violations: Vec<Violation>,
-    /// Two first attempts of a `forbid` or `replace` job that started in the same window on two
-    /// workers: the residual race `docs/decisions.md` documents, counted apart.
-    pub policy_races: Vec<String>,
     /// The peak of a group's calls already reported as a violation.
     group_peak_reported: usize,
 }
@@ -249,21 +248,25 @@ impl Checker {
         }
     }
 
-    /// Under `forbid` no other active run, under `replace` no other running one, when a run starts.
+    /// When a run starts: under `forbid` no other run of the job is active (RUNNING or
+    /// RETRYING), under `replace` no older run is RUNNING beside it, whoever handled them and
+    /// however close together (every run of the job is looked at, not a window of them).
     fn policy(&mut self, world: &World, run: &Run) {
         let Some(Ok(Some(job))) = world.stores.jobs.get(&run.job_id).now_or_never() else { return };
         let policy = job.document.concurrency;
         if policy == ConcurrencyPolicy::Allow {
             return;
         }
-        let since = run.scheduled_at() - job.active_window();
-        let Some(Ok(active)) = world.stores.runs.active(&run.job_id, since).now_or_never() else { return };
-        let others: Vec<&Run> = active
-            .iter()
-            .filter(|other| other.key != run.key)
-            .filter(|other| policy == ConcurrencyPolicy::Forbid || other.state == RunState::Running)
-            .collect();
-        if let Some(other) = others.first() {
+        let runs = world.stores.runs.all();
+        let other = runs.iter().find(|other| {
+            other.job_id == run.job_id
+                && other.key != run.key
+                && match policy {
+                    ConcurrencyPolicy::Forbid => other.state.is_active(),
+                    _ => other.state == RunState::Running,
+                }
+        });
+        if let Some(other) = other {
             let detail = format!(
                 "{policy:?}: run {} started (attempt {}) while run {} was {} (attempt {})",
                 run.id(),
@@ -272,15 +275,7 @@ impl Checker {
                 other.state,
                 other.attempt
             );
-            let raced = {
-                let ledger = world.ledger.get();
-                [run, *other].iter().any(|r| ledger.raced.contains(&(r.job_id.clone(), r.key.clone())))
-            };
-            if raced {
-                self.policy_races.push(detail);
-            } else {
-                self.violations.push(violation("policies hold", detail, Some(run)));
-            }
+            self.violations.push(violation("policies hold", detail, Some(run)));
         }
     }
 

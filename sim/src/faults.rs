@@ -12,18 +12,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use sundial_domain::dispatch::{Dispatch, MAX_DELAY_S};
 use sundial_domain::events::{Notification, SchedulerAlert};
+use sundial_domain::fence::Fence;
 use sundial_domain::group::Group;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    GroupStore, Inserted, JobStore, Page, RunStore, StoreError, StoreResult, TickState, TickStateStore,
+    FenceStore, GroupStore, Inserted, JobStore, Page, RunStore, StoreError, StoreResult, TickState,
+    TickStateStore,
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
 use sundial_memory::{
-    MemoryEventBus, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore,
-    MemoryTopics,
+    MemoryEventBus, MemoryFenceStore, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
+    MemoryTickStateStore, MemoryTopics,
 };
 
 /// How often each fault strikes while faults are on.
@@ -401,25 +403,6 @@ impl RunStore for FaultyRuns {
             .await
     }
 
-    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
-        let out = self
-            .faults
-            .call(
-                "runs.active",
-                Subject::job(job_id),
-                false,
-                self.inner.active(job_id, since),
-                StoreError::Unavailable,
-            )
-            .await;
-        let (step, actor) = {
-            let core = self.sim.core();
-            (core.step, core.actor.clone())
-        };
-        self.ledger.get().active_reads.insert((actor, job_id.clone()), step);
-        out
-    }
-
     async fn list(
         &self,
         job_id: &JobId,
@@ -610,6 +593,18 @@ impl RunStore for FaultyRuns {
             )
             .await
     }
+
+    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
+        self.faults
+            .call(
+                "runs.mark_call_ended",
+                Subject::of(run),
+                true,
+                self.write(run, self.inner.mark_call_ended(run, attempt)),
+                StoreError::Unavailable,
+            )
+            .await
+    }
 }
 
 impl FaultyRuns {
@@ -647,35 +642,10 @@ impl FaultyRuns {
         }
     }
 
-    /// Notes an attempt's start and, for a first attempt (where the policy is decided), whether
-    /// another attempt of the job started after this actor last read the job's active runs (the
-    /// residual race of `docs/decisions.md`).
+    /// Notes an attempt's start.
     fn started(&self, run: &Run) {
-        let (step, actor) = {
-            let core = self.sim.core();
-            (core.step, core.actor.clone())
-        };
-        let mut ledger = self.ledger.get();
-        let read = ledger.active_reads.get(&(actor.clone(), run.job_id.clone())).copied();
-        let unseen: Vec<RunKey> = match read.filter(|_| run.attempt == 1) {
-            Some(read) => ledger
-                .first_starts
-                .get(&run.job_id)
-                .into_iter()
-                .flatten()
-                .filter(|(at, key)| *at >= read && key != &run.key)
-                .map(|(_, key)| key.clone())
-                .collect(),
-            None => Vec::new(),
-        };
-        if !unseen.is_empty() {
-            ledger.raced.insert((run.job_id.clone(), run.key.clone()));
-            for key in unseen {
-                ledger.raced.insert((run.job_id.clone(), key));
-            }
-        }
-        ledger.first_starts.entry(run.job_id.clone()).or_default().push((step, run.key.clone()));
-        ledger.starts.push(Start {
+        let actor = self.sim.core().actor.clone();
+        self.ledger.get().starts.push(Start {
             job_id: run.job_id.clone(),
             run_id: run.id().to_string(),
             attempt: run.attempt,
@@ -732,6 +702,40 @@ impl GroupStore for FaultyGroups {
         let op = format!("groups.delete {name} v{version}");
         let delete = self.inner.delete(owner, name, version);
         self.faults.call(&op, Subject::NONE, true, delete, StoreError::Unavailable).await
+    }
+}
+
+/// The start fences, faulty: a read or a take refused, a take applied with its answer lost, a
+/// crash between a take and the start write that follows it.
+#[derive(Debug)]
+pub struct FaultyFences {
+    pub inner: Arc<MemoryFenceStore>,
+    pub faults: Arc<Faults>,
+}
+
+#[async_trait]
+impl FenceStore for FaultyFences {
+    async fn get(&self, job_id: &JobId) -> StoreResult<Option<Fence>> {
+        let read = self.inner.get(job_id);
+        self.faults.call("fences.get", Subject::job(job_id), false, read, StoreError::Unavailable).await
+    }
+
+    async fn take(
+        &self,
+        job_id: &JobId,
+        expected: Option<&RunKey>,
+        run: &RunKey,
+        previous: Option<&RunKey>,
+    ) -> StoreResult<()> {
+        let key = |k: Option<&RunKey>| k.map_or_else(|| "nothing".to_string(), RunKey::encode);
+        let op = format!("fences.take {} over {} after {}", run.encode(), key(expected), key(previous));
+        let take = self.inner.take(job_id, expected, run, previous);
+        self.faults.call(&op, Subject::job(job_id), true, take, StoreError::Unavailable).await
+    }
+
+    async fn remove(&self, job_id: &JobId) -> StoreResult<()> {
+        let remove = self.inner.remove(job_id);
+        self.faults.call("fences.remove", Subject::job(job_id), true, remove, StoreError::Unavailable).await
     }
 }
 

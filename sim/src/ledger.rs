@@ -85,13 +85,6 @@ pub struct Observed {
     pub violations: Vec<String>,
     /// Trigger requests: (operation, job, acknowledged).
     pub triggers: Vec<(usize, JobId, bool)>,
-    /// When each actor last read a job's active runs (the step), to tell the residual race of
-    /// two first attempts deciding their policy at once.
-    pub active_reads: BTreeMap<(Arc<str>, JobId), u64>,
-    /// Attempts started, per job: (step, run).
-    pub first_starts: BTreeMap<JobId, Vec<(u64, RunKey)>>,
-    /// Runs whose first attempt started after another run of the job started unseen by it.
-    pub raced: BTreeSet<(JobId, RunKey)>,
     /// Callbacks targets asked for, not yet started.
     pub callbacks: Vec<CallbackPlan>,
     /// The dead letter the dead-letter handler is handling: (job id, run key, attempt).

@@ -36,7 +36,6 @@ pub struct Outcome {
     pub summary: Summary,
     pub crashes: u64,
     pub faults: BTreeMap<&'static str, u64>,
-    pub policy_races: Vec<String>,
     /// Broken invariants, each with the trace of the steps about what it concerns.
     pub violations: Vec<(Violation, Vec<String>)>,
     /// A digest of the whole trace: the same seed gives the same digest.
@@ -112,7 +111,6 @@ pub fn simulate(options: Options) -> Outcome {
         summary,
         crashes: ledger.crashes,
         faults: ledger.faults.clone(),
-        policy_races: checker.policy_races.clone(),
         violations,
         digest: hex::encode(digest.finalize()),
         trace: trace_actors.map(|prefix| ledger::trace_of_actors(&ledger, &prefix)).unwrap_or_default(),

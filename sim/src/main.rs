@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         (None, seeds) => (from.unwrap_or(0), seeds.unwrap_or(1_000)),
     };
     let started = std::time::Instant::now();
-    let (mut failed, mut steps, mut runs, mut races, mut twice) = (0u64, 0u64, 0usize, 0usize, 0usize);
+    let (mut failed, mut steps, mut runs, mut twice) = (0u64, 0u64, 0usize, 0usize);
     // Seeds with a group, those whose group was full at the target at least once; refused calls;
     // runs of at-most-once jobs, and those it ended.
     let (mut groups, mut full, mut refused, mut once, mut once_ended) = (0, 0, 0, 0, 0);
@@ -65,7 +65,6 @@ fn main() -> ExitCode {
         let outcome = simulate(options);
         steps += outcome.steps;
         runs += outcome.summary.runs;
-        races += outcome.policy_races.len();
         twice += outcome.summary.told_twice_in_window;
         if let Some((max_running, peak)) = outcome.summary.group {
             groups += 1;
@@ -82,14 +81,11 @@ fn main() -> ExitCode {
             println!("{}", outcome.explain());
         }
         if count == 1 {
-            for race in outcome.policy_races.iter().take(5) {
-                println!("residual policy race: {race}");
-            }
             println!("{:#?}", outcome.summary);
         }
     }
     println!(
-        "{count} seeds from {first}: {failed} failed; {steps} steps, {runs} runs, {races} residual policy races, {twice} events told twice in the crash window; {:.1} s",
+        "{count} seeds from {first}: {failed} failed; {steps} steps, {runs} runs, {twice} events told twice in the crash window; {:.1} s",
         started.elapsed().as_secs_f64()
     );
     println!(

@@ -7,8 +7,8 @@
 
 use crate::executor::{Executor, Role, Sim, SimClock, SimEntropy, SimTimer, Stepped, Work};
 use crate::faults::{
-    Faults, FaultyBus, FaultyGroups, FaultyJobs, FaultyQueue, FaultyRuns, FaultyTickState, FaultyTopics,
-    Rates,
+    Faults, FaultyBus, FaultyFences, FaultyGroups, FaultyJobs, FaultyQueue, FaultyRuns, FaultyTickState,
+    FaultyTopics, Rates,
 };
 use crate::ledger::{CallbackPlan, Ledger};
 use crate::target::SimTarget;
@@ -33,8 +33,8 @@ use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::queue::{RunInbox, RunQueue};
 use sundial_memory::{
-    MemoryEventBus, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore,
-    MemoryTopics,
+    MemoryEventBus, MemoryFenceStore, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
+    MemoryTickStateStore, MemoryTopics,
 };
 
 /// The owner of every job.
@@ -98,6 +98,7 @@ pub struct Stores {
     pub jobs: Arc<MemoryJobStore>,
     pub runs: Arc<MemoryRunStore>,
     pub groups: Arc<MemoryGroupStore>,
+    pub fences: Arc<MemoryFenceStore>,
     pub tick_state: Arc<MemoryTickStateStore>,
     pub queue: Arc<MemoryQueue>,
     pub bus: Arc<MemoryEventBus>,
@@ -152,6 +153,7 @@ impl World {
             jobs: Arc::new(MemoryJobStore::new(SHARDS)),
             runs: Arc::new(MemoryRunStore::new(SHARDS)),
             groups: Arc::new(MemoryGroupStore::new()),
+            fences: Arc::new(MemoryFenceStore::new()),
             tick_state: Arc::new(MemoryTickStateStore::new()),
             queue: Arc::new(MemoryQueue::new(server.clone()).with_max_receive_count(Some(max_receives))),
             bus: Arc::new(MemoryEventBus::new()),
@@ -176,6 +178,7 @@ impl World {
                 sim: sim.clone(),
             }),
             groups: Arc::new(FaultyGroups { inner: stores.groups.clone(), faults: faults.clone() }),
+            fences: Arc::new(FaultyFences { inner: stores.fences.clone(), faults: faults.clone() }),
             tick_state: Arc::new(FaultyTickState {
                 inner: stores.tick_state.clone(),
                 faults: faults.clone(),

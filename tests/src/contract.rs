@@ -19,11 +19,12 @@ use std::sync::Arc;
 use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::dispatch::{Dispatch, HOLD_S, MAX_DELAY_S};
 use sundial_domain::due::{bucket, due_bucket, shard_of};
+use sundial_domain::fence::Fence;
 use sundial_domain::job::{EventKind, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    Claim, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore, StoreError, StoredResponse, TickState,
-    TickStateStore,
+    Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore, StoreError,
+    StoredResponse, TickState, TickStateStore,
 };
 use sundial_domain::run::{Attempt, Published, Run, RunEvent, RunId, RunKey, RunMessage, RunState};
 
@@ -436,6 +437,7 @@ fn run(job_id: &JobId, key: RunKey, state: RunState) -> Run {
         lease_until: None,
         retry_at: None,
         resent_at: None,
+        call_ended: None,
         workflow: None,
         expires_at: expiry(),
         events: Vec::new(),
@@ -811,6 +813,21 @@ async fn events_are_recorded_taken_and_marked_once(store: &dyn RunStore) {
     store.mark_resent(&running, resend).await.unwrap();
     assert_eq!(stored(store, &running).await.resent_at, Some(resend), "mark_resent records the re-send");
     assert_eq!(store.mark_resent(&ghost, resend).await, Err(StoreError::Conflict), "no such run");
+
+    let attempt = stored(store, &running).await.attempt;
+    assert_eq!(
+        store.mark_call_ended(&running, attempt + 1).await,
+        Err(StoreError::Conflict),
+        "only the run's current attempt"
+    );
+    assert_eq!(stored(store, &running).await.call_ended, None);
+    store.mark_call_ended(&running, attempt).await.unwrap();
+    assert_eq!(
+        stored(store, &running).await.call_ended,
+        Some(attempt),
+        "mark_call_ended records the attempt"
+    );
+    assert_eq!(store.mark_call_ended(&ghost, 1).await, Err(StoreError::Conflict), "no such run");
 }
 
 async fn failing_streaks_are_told_once(store: &dyn RunStore) {
@@ -855,13 +872,6 @@ async fn run_history_reads_in_key_order(store: &dyn RunStore) {
     store.insert(&run(&JobId::generate(), RunKey::scheduled(t(2)), RunState::Running)).await.unwrap();
     let keys = |runs: &[Run]| runs.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
     let k = |i: usize| runs[i].key.clone();
-
-    assert_eq!(
-        keys(&store.active(&job_id, t(1)).await.unwrap()),
-        [k(1), k(2), k(5)],
-        "active: the job's running and retrying runs at or after `since`, oldest first"
-    );
-    assert_eq!(keys(&store.active(&job_id, t(2)).await.unwrap()), [k(2), k(5)]);
 
     let newest_first = [k(5), k(4), k(3), manual.key.clone(), k(2), k(1), k(0)];
     let mut listed = Vec::new();
@@ -1019,6 +1029,51 @@ pub async fn tick_state_store_keeps_its_promises(store: &dyn TickStateStore) {
 /// Every promise of a [`GroupStore`]: a group is created once per owner and name, replaced and
 /// deleted only under the version read, read back exactly as written (slots, waiters, links),
 /// and the same name of another owner is another group.
+/// A start fence is taken only over the holder read: of two takes over one holder one wins, a
+/// take over a holder that moved on or over a fence that exists as if new is a `Conflict`, the
+/// holder reads back as written, one job's fence is not another's, and a removed fence is new
+/// again.
+pub async fn fence_store_keeps_its_promises(store: &dyn FenceStore) {
+    let (job, other) = (JobId::generate(), JobId::generate());
+    let first = RunKey::scheduled(at("2030-01-01T12:00:00Z"));
+    let second = RunKey::manual(at("2030-01-01T12:00:01Z"));
+    let third = RunKey::scheduled(at("2030-01-01T12:01:00Z"));
+    let fence = |holder: &RunKey, previous: Option<&RunKey>| {
+        Some(Fence { holder: holder.clone(), previous: previous.cloned() })
+    };
+    assert_eq!(store.get(&job).await.unwrap(), None, "never taken");
+    store.take(&job, None, &first, None).await.unwrap();
+    assert_eq!(store.take(&job, None, &second, None).await, Err(StoreError::Conflict), "taken once as new");
+    assert_eq!(store.get(&job).await.unwrap(), fence(&first, None));
+    assert_eq!(store.get(&other).await.unwrap(), None, "another job's fence is its own");
+
+    store.take(&job, Some(&first), &second, Some(&first)).await.unwrap();
+    assert_eq!(store.get(&job).await.unwrap(), fence(&second, Some(&first)), "a manual key reads back whole");
+    assert_eq!(
+        store.take(&job, Some(&first), &third, Some(&first)).await,
+        Err(StoreError::Conflict),
+        "the second of two takes over one holder loses"
+    );
+    assert_eq!(store.get(&job).await.unwrap(), fence(&second, Some(&first)), "a lost take writes nothing");
+    assert_eq!(
+        store.take(&other, Some(&first), &third, None).await,
+        Err(StoreError::Conflict),
+        "no such holder"
+    );
+    assert_eq!(store.get(&other).await.unwrap(), None);
+    // Over a holder that never started, the run before it stays the one waited for.
+    store.take(&job, Some(&second), &third, Some(&first)).await.unwrap();
+    assert_eq!(store.get(&job).await.unwrap(), fence(&third, Some(&first)));
+    store.take(&job, Some(&third), &second, None).await.unwrap();
+    assert_eq!(store.get(&job).await.unwrap(), fence(&second, None), "no previous: none kept");
+
+    store.remove(&job).await.unwrap();
+    store.remove(&job).await.unwrap();
+    assert_eq!(store.get(&job).await.unwrap(), None, "removed");
+    store.take(&job, None, &third, None).await.unwrap();
+    assert_eq!(store.get(&job).await.unwrap(), fence(&third, None));
+}
+
 pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
     let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 3);
     let owner = unique("owner");

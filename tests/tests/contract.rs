@@ -9,7 +9,7 @@ use std::sync::Arc;
 use sundial_domain::clock::ManualClock;
 use sundial_memory::queue::MAX_RECEIVE_COUNT;
 use sundial_memory::{
-    MemoryGroupStore, MemoryIdempotencyStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
+    MemoryFenceStore, MemoryGroupStore, MemoryIdempotencyStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
     MemoryTickStateStore,
 };
 use sundial_tests::Stack;
@@ -68,6 +68,17 @@ async fn memory_group_store_keeps_its_promises() {
 async fn dynamo_group_store_keeps_its_promises() {
     let stack = Stack::new().await;
     contract::group_store_keeps_its_promises(stack.services.ports.groups.as_ref()).await;
+}
+
+#[tokio::test]
+async fn memory_fence_store_keeps_its_promises() {
+    contract::fence_store_keeps_its_promises(&MemoryFenceStore::new()).await;
+}
+
+#[tokio::test]
+async fn dynamo_fence_store_keeps_its_promises() {
+    let stack = Stack::new().await;
+    contract::fence_store_keeps_its_promises(stack.services.ports.fences.as_ref()).await;
 }
 
 #[tokio::test]

@@ -489,9 +489,6 @@ impl RunStore for FaultyRuns {
         }
         Ok(run)
     }
-    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
-        self.inner.active(job_id, since).await
-    }
     async fn list(
         &self,
         job_id: &JobId,
@@ -559,6 +556,9 @@ impl RunStore for FaultyRuns {
     }
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
         self.inner.mark_resent(run, at).await
+    }
+    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
+        self.inner.mark_call_ended(run, attempt).await
     }
 }
 

@@ -18,12 +18,13 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::events::has_endpoints;
+use sundial_domain::fence;
 use sundial_domain::job::{ConcurrencyPolicy, Job, JobDocument, JobId, Owner};
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
-use sundial_domain::ports::store::{JobStore, Page, StoreError};
+use sundial_domain::ports::store::{FenceStore, JobStore, Page, StoreError};
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
-use sundial_domain::run::{Run, RunKey};
+use sundial_domain::run::{Run, RunId, RunKey};
 use sundial_domain::schedule::{Schedule, ceil_second};
 use sundial_domain::validation::{self, Rules, ValidationError};
 
@@ -176,14 +177,27 @@ pub struct Jobs {
     page_tokens: PageTokens,
     workflows: Workflows,
     groups: Groups,
+    fences: Arc<dyn FenceStore>,
 }
 
 impl Jobs {
     pub fn new(ports: &Ports, claimer: Claimer, groups: Groups, settings: JobsSettings) -> Self {
-        let Ports { jobs: store, runs, clock, entropy, topics, .. } = ports.clone();
+        let Ports { jobs: store, runs, fences, clock, entropy, topics, .. } = ports.clone();
         let JobsSettings { limits, targets, page_tokens } = settings;
         let workflows = Workflows::new(store.clone(), runs, clock.clone());
-        Jobs { store, clock, entropy, limits, targets, claimer, topics, page_tokens, workflows, groups }
+        Jobs {
+            store,
+            clock,
+            entropy,
+            limits,
+            targets,
+            claimer,
+            topics,
+            page_tokens,
+            workflows,
+            groups,
+            fences,
+        }
     }
 
     /// This service as reached at `origin` (the URL, or `host:port`, a request came in on): that
@@ -481,6 +495,10 @@ impl Jobs {
         };
         self.workflows.unlink(&job.parents(), &job.id).await;
         self.unlink_group(&job).await;
+        if let Err(e) = self.fences.remove(&job.id).await {
+            // About 60 bytes that nothing reads again: a job's id is never reused.
+            tracing::warn!(job_id = %job.id, error = %e, "the deleted job's start fence was left behind");
+        }
         if has_endpoints(&job) {
             self.remove_topic(&job).await;
         }
@@ -518,7 +536,7 @@ impl Jobs {
     }
 
     /// Starts a manual run now (`<now>#m#<ulid>`). A paused job is refused (`Paused`): its run
-    /// would only be skipped. Under `forbid` an active run is a
+    /// would only be skipped. Under `forbid` a live holder of the job's start fence is a
     /// `RunActive` error at once; otherwise the policy is decided when the run starts, as for any
     /// run. With a `request` key (an `Idempotency-Key`), the run's key derives from the key and
     /// the time it was first seen, so a retry of a request that failed after the run was written
@@ -543,9 +561,14 @@ impl Jobs {
             return Err(JobsError::Paused);
         }
         if job.document.concurrency == ConcurrencyPolicy::Forbid {
-            let active = runs.active(&job.id, now - job.active_window()).await?;
-            if let Some(run) = active.iter().find(|run| run.key != key) {
-                return Err(JobsError::RunActive(run.id().to_string()));
+            // What the run's start will decide, told at once: the fence's holder is active.
+            let fence = self.fences.get(&job.id).await?;
+            let holder = fence.map(|fence| fence.holder).filter(|holder| *holder != key);
+            if let Some(holder) = holder {
+                let holder_run = runs.get(&job.id, &holder).await?;
+                if fence::holds(holder_run.as_ref()) {
+                    return Err(JobsError::RunActive(RunId::new(job.id.clone(), holder).to_string()));
+                }
             }
         }
         let mut run = self.claimer.new_run(&job, key, now, now);

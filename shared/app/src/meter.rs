@@ -168,6 +168,7 @@ mod tests {
             lease_until: None,
             retry_at: None,
             resent_at: None,
+            call_ended: None,
             workflow: None,
             expires_at: at,
             events: Vec::new(),

@@ -132,6 +132,7 @@ mod tests {
             lease_until: None,
             retry_at: None,
             resent_at: None,
+            call_ended: None,
             workflow: None,
             expires_at: t + Duration::days(30),
             events: Vec::new(),

@@ -18,6 +18,7 @@
 //! - [`clock`]: time as an input; [`entropy`]: chance as an input;
 //! - [`workflow`]: jobs that run after other jobs: the graph checks and when a child runs;
 //! - [`waiting`]: why a waiting run has not started (its offset, a backoff, its group);
+//! - [`fence`]: the per-job start fence that decides `forbid` and `replace` at the start;
 //! - [`group`]: concurrency groups: one owner's limit on running attempts, across workers;
 //! - [`offset`]: when a run may first start after its instant (jitter, flexible window);
 //! - [`forecast`]: runs per minute over a window, from the schedules, with the peaks;
@@ -30,6 +31,7 @@ pub mod due;
 pub mod egress;
 pub mod entropy;
 pub mod events;
+pub mod fence;
 #[cfg(test)]
 mod fixtures;
 pub mod forecast;

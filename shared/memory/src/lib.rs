@@ -11,7 +11,7 @@
 //!
 //! - [`jobs`]: [`MemoryJobStore`]; [`runs`]: [`MemoryRunStore`]; [`tick`]:
 //!   [`MemoryTickStateStore`]; [`idempotency`]: [`MemoryIdempotencyStore`]; [`groups`]:
-//!   [`MemoryGroupStore`];
+//!   [`MemoryGroupStore`]; [`fences`]: [`MemoryFenceStore`];
 //! - [`queue`]: [`MemoryQueue`], the runs queue and its dead-letter queue;
 //! - [`bus`]: [`MemoryEventBus`]; [`topics`]: [`MemoryTopics`]; [`caller`]: [`ScriptedCaller`];
 //! - [`guard`]: the one way this crate takes its locks.
@@ -21,6 +21,7 @@
 
 pub mod bus;
 pub mod caller;
+pub mod fences;
 pub mod groups;
 pub mod guard;
 pub mod idempotency;
@@ -32,6 +33,7 @@ pub mod topics;
 
 pub use bus::MemoryEventBus;
 pub use caller::ScriptedCaller;
+pub use fences::MemoryFenceStore;
 pub use groups::MemoryGroupStore;
 pub use idempotency::MemoryIdempotencyStore;
 pub use jobs::MemoryJobStore;

@@ -216,15 +216,6 @@ impl RunStore for MemoryRunStore {
         Ok(lock(&self.state).runs.get(&key_of(job_id, key)).map(|s| s.run.clone()))
     }
 
-    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
-        let since = format_instant(since);
-        let state = lock(&self.state);
-        Ok(job_runs(&state, job_id)
-            .filter(|(key, s)| *key >= since.as_str() && s.run.state.is_active())
-            .map(|(_, s)| s.run.clone())
-            .collect())
-    }
-
     async fn list(
         &self,
         job_id: &JobId,
@@ -411,6 +402,16 @@ impl RunStore for MemoryRunStore {
         let mut state = lock(&self.state);
         let stored = state.runs.get_mut(&key_of(&run.job_id, &run.key)).ok_or(StoreError::Conflict)?;
         stored.run.resent_at = Some(at);
+        Ok(())
+    }
+
+    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let stored = state.runs.get_mut(&key_of(&run.job_id, &run.key)).ok_or(StoreError::Conflict)?;
+        if stored.run.attempt != attempt {
+            return Err(StoreError::Conflict);
+        }
+        stored.run.call_ended = Some(attempt);
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! The storage ports in DynamoDB. Each store maps its SDK errors onto
 //! [`sundial_domain::ports::store::StoreError`], which says whether a retry can help.
 
+pub mod fences;
 pub mod groups;
 pub mod idempotency;
 mod item;
@@ -8,6 +9,7 @@ pub mod jobs;
 pub mod runs;
 pub mod tick;
 
+pub use fences::DynamoFenceStore;
 pub use groups::DynamoGroupStore;
 pub use idempotency::DynamoIdempotencyStore;
 pub use jobs::DynamoJobStore;

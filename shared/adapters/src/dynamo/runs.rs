@@ -228,6 +228,9 @@ impl DynamoRunStore {
         if let Some(root) = &run.workflow {
             item.insert("workflow".into(), s(root.as_str()));
         }
+        if let Some(attempt) = run.call_ended {
+            item.insert("call_ended".into(), n(attempt));
+        }
         if let Some(at) = run.resent_at {
             item.insert("resent_at".into(), s(at.to_rfc3339()));
         }
@@ -320,6 +323,7 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
         updated_at: time("updated_at")?,
         reason: get_opt_s(item, "reason").map(str::to_string),
         resent_at: get_opt_s(item, "resent_at").and_then(parse_instant),
+        call_ended: get_n(item, "call_ended").ok(),
         workflow: get_opt_s(item, "workflow").and_then(JobId::parse),
         lease_until: get_opt_s(item, "lease_until").and_then(parse_instant),
         retry_at: get_opt_s(item, "retry_at").and_then(parse_instant),
@@ -389,22 +393,6 @@ impl RunStore for DynamoRunStore {
             .await
             .map_err(item::classify)?;
         out.item.as_ref().map(from_item).transpose()
-    }
-
-    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>> {
-        let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("job_id = :j AND run_key >= :since")
-            .filter_expression("#st IN (:running, :retrying)")
-            .expression_attribute_names("#st", "state")
-            .expression_attribute_values(":j", s(job_id.as_str()))
-            .expression_attribute_values(":since", s(format_instant(since)))
-            .expression_attribute_values(":running", s(RunState::Running.as_str()))
-            .expression_attribute_values(":retrying", s(RunState::Retrying.as_str()))
-            .consistent_read(true);
-        item::query_all(query, from_item).await
     }
 
     async fn list(
@@ -672,5 +660,21 @@ impl RunStore for DynamoRunStore {
             .map_err(item::classify)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
+    }
+
+    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
+        self.ledger.add(writes::ITEM, 1);
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET call_ended = :n")
+            .condition_expression("attempt = :n")
+            .expression_attribute_values(":n", n(attempt))
+            .send()
+            .await
+            .map_err(item::classify)
+            .map(|_| ())
     }
 }

@@ -3,8 +3,9 @@
 //! For a message (run, attempt) the worker re-reads the run and its job, decides whether an
 //! attempt may start, starts it with a conditional write (the attempt number is the fencing
 //! token, the lease lives in DynamoDB), calls the target and records the outcome the same way.
-//! The job's concurrency policy is decided here, at the moment the first attempt would start
-//! (invariant 7), never by the claimer ahead of time. What happens to the message is the
+//! The job's concurrency policy is decided here, at the moment the first attempt would start,
+//! by a conditional write on the job's start fence (invariant 7; [`fence`]), never by the
+//! claimer ahead of time and never by a read of other runs. What happens to the message is the
 //! [`Disposition`]: deleted, replaced by the message of what comes next (a wait never spends one
 //! of the message's receives), kept for a backoff after a transient failure, or dead-lettered.
 //!
@@ -19,14 +20,16 @@ use crate::groups::slots::{Admission, Slots};
 use crate::meter::Meter;
 use crate::ports::Ports;
 use crate::record::Recorder;
+use crate::timer::Timer;
 use crate::workflow::cascade::parents_readiness;
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::dispatch::Dispatch;
 use sundial_domain::entropy::Entropy;
+use sundial_domain::fence::{self, Verdict};
 use sundial_domain::job::{ConcurrencyPolicy, Job};
-use sundial_domain::ports::store::{JobStore, Race, Raced, RunStore, StoreError};
+use sundial_domain::ports::store::{FenceStore, JobStore, Race, Raced, RunStore, StoreError};
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
@@ -73,6 +76,8 @@ impl Default for WorkerSettings {
 pub struct Worker {
     jobs: Arc<dyn JobStore>,
     runs: Arc<dyn RunStore>,
+    fences: Arc<dyn FenceStore>,
+    timer: Arc<dyn Timer>,
     caller: Arc<dyn Caller>,
     recorder: Recorder,
     clock: Arc<dyn Clock>,
@@ -89,12 +94,21 @@ const GROUP_POLL_SPREAD_S: f64 = 2.0;
 /// How often a waiting run notes that its message is alive (`resent_at`), so that the watchdog's
 /// re-dispatch of stranded messages leaves it alone.
 const WAIT_NOTED_EVERY: Duration = Duration::seconds(30);
+/// How often a run decides again on its job's start fence after losing the take to another run.
+const FENCE_RACES: usize = 4;
+/// How long a run that passed its job's start fence waits before it looks again whether the
+/// call of the run before it has ended.
+const CALL_LOOK_AGAIN_S: u32 = 1;
+/// How often a worker calling the target of a `forbid` or `replace` job looks whether the
+/// attempt was closed under it (a `replace` or an owner cancelled the run): it then stops the
+/// call and records that it ended, so that the next run may start.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Worker {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WorkerSettings) -> Self {
-        let Ports { jobs, runs, groups, caller, clock, entropy, meter, timer, .. } = ports.clone();
-        let slots = Slots::new(groups, runs.clone(), timer);
-        Worker { jobs, runs, caller, recorder, clock, entropy, meter, slots, settings }
+        let Ports { jobs, runs, groups, fences, caller, clock, entropy, meter, timer, .. } = ports.clone();
+        let slots = Slots::new(groups, runs.clone(), timer.clone());
+        Worker { jobs, runs, fences, timer, caller, recorder, clock, entropy, meter, slots, settings }
     }
 
     /// Handles one message body; `worker` names who runs the attempt.
@@ -175,20 +189,14 @@ impl Worker {
             return self.skip(&job, &run, reason, now).await;
         }
         if run.attempt == 0 && job.document.concurrency != ConcurrencyPolicy::Allow {
-            if let Some(disposition) = self.apply_concurrency_policy(&job, &run, now).await? {
+            if let Some(disposition) = self.pass_fence(&job, &run, now).await? {
                 return Ok(disposition);
             }
         }
         if let Admission::Wait(full) = self.slots.admit(&job, &run, self.lease(&job), now).await? {
             // A wait spends neither an attempt nor a receive: the message is replaced.
             tracing::info!(group = job.document.group.as_deref().unwrap_or(""), %full, "waiting for a slot of the group");
-            if run.resent_at.is_none_or(|at| now - at > WAIT_NOTED_EVERY) {
-                // The run's message is alive: the watchdog need not send another (each would
-                // start a second chain of looks).
-                if let Err(e) = self.runs.mark_resent(&run, now).await {
-                    tracing::warn!(error = %e, "the wait was not noted; the watchdog may send another message");
-                }
-            }
+            self.note_waiting(&run, now).await;
             let spread = (self.entropy.unit() * GROUP_POLL_SPREAD_S) as u32;
             let look_again = Dispatch::after(&run, GROUP_POLL_S + spread);
             return Ok(Disposition::Replace(look_again));
@@ -232,44 +240,91 @@ impl Worker {
         })
     }
 
-    /// Decides `forbid` and `replace` for a run about to start its first attempt: under
-    /// `forbid` an active run of the job makes this one SKIPPED; under `replace` the active
-    /// runs are cancelled and this one starts. `None`: start it.
-    async fn apply_concurrency_policy(
+    /// Passes `run`, about to start its first attempt, through its job's start fence
+    /// ([`fence`]): under `forbid` a live holder makes this run SKIPPED; under `replace` an
+    /// older holder is cancelled first and a newer one makes this run SKIPPED. The fence is
+    /// taken with a write conditional on the holder read, so of two runs of the job handled at
+    /// once one passes, and the other decides again on the fresh holder. A run that passed
+    /// waits for the call of the holder before it to end. `None`: start it.
+    async fn pass_fence(
         &self,
         job: &Job,
         run: &Run,
         now: DateTime<Utc>,
     ) -> Result<Option<Disposition>, StoreError> {
-        let since = run.scheduled_at() - job.active_window();
-        let active: Vec<Run> = self
-            .runs
-            .active(&job.id, since)
-            .await?
-            .into_iter()
-            .filter(|other| other.key != run.key)
-            .collect();
-        let Some(first) = active.first() else { return Ok(None) };
-        // Under `replace` the newest run wins: an older run that starts late (a re-sent
-        // message, a catch-up burst) never cancels a newer one; it is skipped instead.
-        let newer = active.iter().find(|other| other.key > run.key);
-        if job.document.concurrency == ConcurrencyPolicy::Forbid || newer.is_some() {
-            let reason = match newer {
-                Some(newer) if job.document.concurrency == ConcurrencyPolicy::Replace => {
-                    format!("concurrency replace: superseded by newer run {}", newer.id())
-                }
-                _ => format!("concurrency forbid: run {} is active", first.id()),
+        for _ in 0..FENCE_RACES {
+            let fence = self.fences.get(&job.id).await?;
+            let holder = fence.as_ref().map(|f| &f.holder);
+            let holder_run = match holder.filter(|key| **key != run.key) {
+                Some(key) => self.runs.get(&job.id, key).await?,
+                None => None,
             };
-            return self.skip(job, run, reason, now).await.map(Some);
-        }
-        let cancel = Step::Cancel { reason: format!("concurrency replace: replaced by run {}", run.id()) };
-        for other in &active {
-            if !self.cancel_to_make_way(job, other, &cancel, now).await? {
-                // It kept moving under every cancel: decide again when the message returns.
-                return Ok(Some(Disposition::Retry));
+            let (expected, previous) =
+                match fence::decide(job.document.concurrency, run, holder, holder_run.as_ref()) {
+                    Verdict::Held => {
+                        // Passed before: this message is handled again, or its run waits for the
+                        // call before it.
+                        let previous = fence.and_then(|f| f.previous);
+                        return self.after_previous_call(job, run, previous.as_ref(), now).await;
+                    }
+                    Verdict::Skip(reason) => return self.skip(job, run, reason, now).await.map(Some),
+                    Verdict::Take { expected } => {
+                        (expected, fence::previous_for(fence.as_ref(), holder_run.as_ref()))
+                    }
+                    Verdict::Replace { holder } => {
+                        let cancel = Step::Cancel {
+                            reason: format!("concurrency replace: replaced by run {}", run.id()),
+                        };
+                        if !self.cancel_to_make_way(job, &holder, &cancel, now).await? {
+                            // It kept moving under every cancel: decide again when the message returns.
+                            return Ok(Some(Disposition::Retry));
+                        }
+                        (Some(holder.key.clone()), fence::previous_for(fence.as_ref(), Some(&holder)))
+                    }
+                };
+            let taken = self.fences.take(&job.id, expected.as_ref(), &run.key, previous.as_ref()).await;
+            match taken.raced()? {
+                Race::Won(()) => return self.after_previous_call(job, run, previous.as_ref(), now).await,
+                // Another run took it first, or this run did and the answer was lost: decide
+                // again on the fence as it is now.
+                Race::Lost => continue,
             }
         }
-        Ok(None)
+        // Contended throughout: decide again when the message returns.
+        Ok(Some(Disposition::Retry))
+    }
+
+    /// `None` once the call of `previous` (the run before `run` that called the job's target)
+    /// is over: `run` may call the same target. Otherwise `run` looks again a moment later,
+    /// without spending an attempt or a receive.
+    async fn after_previous_call(
+        &self,
+        job: &Job,
+        run: &Run,
+        previous: Option<&RunKey>,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Disposition>, StoreError> {
+        let previous = match previous {
+            Some(key) => self.runs.get(&job.id, key).await?,
+            None => None,
+        };
+        if fence::call_over(previous.as_ref(), self.lease(job), now) {
+            return Ok(None);
+        }
+        let previous = previous.map(|p| p.id().to_string()).unwrap_or_default();
+        tracing::info!(%previous, "waiting for the call of the run before it to end");
+        self.note_waiting(run, now).await;
+        Ok(Some(Disposition::Replace(Dispatch::after(run, CALL_LOOK_AGAIN_S))))
+    }
+
+    /// Notes, at most every [`WAIT_NOTED_EVERY`], that a waiting run's message is alive, so that
+    /// the watchdog need not send another (each would start a second chain of looks).
+    async fn note_waiting(&self, run: &Run, now: DateTime<Utc>) {
+        if run.resent_at.is_none_or(|at| now - at > WAIT_NOTED_EVERY) {
+            if let Err(e) = self.runs.mark_resent(run, now).await {
+                tracing::warn!(error = %e, "the wait was not noted; the watchdog may send another message");
+            }
+        }
     }
 
     /// Cancels `other` so that a `replace` run can start: true once it is ended, by this cancel
@@ -396,8 +451,17 @@ impl Worker {
             timeout: call_limit.to_std().unwrap_or_default(),
             sent_at: now,
         };
-        let answer = self.caller.call(&invocation).instrument(span).await;
+        let call = self.caller.call(&invocation).instrument(span);
+        let watched = job.document.concurrency != ConcurrencyPolicy::Allow;
+        let answer = if watched { self.unless_closed(call, &started).await } else { Some(call.await) };
         let now = self.clock.now();
+        let Some(answer) = answer else {
+            // Closed under the call (cancelled): the call is stopped; the next run may start.
+            tracing::info!("the attempt was closed under its call; the call is stopped");
+            self.note_call_ended(&started).await;
+            self.slots.release(job, &started, n, now).await;
+            return Ok(Disposition::Delete);
+        };
         let ending = match answer {
             Answer::Accepted { status } => {
                 // The target reports back through the callbacks; heartbeats keep the lease
@@ -421,6 +485,10 @@ impl Worker {
             }
         };
         let ended = self.finish(job, &started, ending, now).await;
+        if watched && matches!(ended, Err(StoreError::Conflict)) {
+            // Closed under the call, which has ended now: the next run need not wait for it.
+            self.note_call_ended(&started).await;
+        }
         // The attempt is over, however its end was recorded: its group's slot is free again.
         self.slots.release(job, &started, n, now).await;
         if let Ok(run) = &ended {
@@ -435,6 +503,37 @@ impl Worker {
             self.meter.observe(&ended_metrics(run, now));
         }
         Self::after_end(ended, now)
+    }
+
+    /// The answer of `call`, or `None` if `run`'s attempt is closed under it first (looked at
+    /// every [`WATCH_EVERY`]): the call is then dropped, which stops it.
+    async fn unless_closed(&self, call: impl Future<Output = Answer>, run: &Run) -> Option<Answer> {
+        let watch = async {
+            loop {
+                self.timer.sleep(WATCH_EVERY).await;
+                match self.runs.get(&run.job_id, &run.key).await {
+                    Ok(Some(fresh)) if fresh.state == RunState::Running && fresh.attempt == run.attempt => {}
+                    Ok(_) => return,
+                    // Cannot tell: keep calling; the next look may.
+                    Err(_) => {}
+                }
+            }
+        };
+        match futures::future::select(std::pin::pin!(call), std::pin::pin!(watch)).await {
+            futures::future::Either::Left((answer, _)) => Some(answer),
+            futures::future::Either::Right(((), _)) => None,
+        }
+    }
+
+    /// Records that the call of `run`'s current attempt has ended (best effort: without it the
+    /// next run of the job waits for the attempt's lease instead).
+    async fn note_call_ended(&self, run: &Run) {
+        match self.runs.mark_call_ended(run, run.attempt).await {
+            Ok(()) | Err(StoreError::Conflict) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the call's end was not recorded; the next run waits for its lease")
+            }
+        }
     }
 
     fn after_end(ended: Result<Run, StoreError>, now: DateTime<Utc>) -> Result<Disposition, StoreError> {

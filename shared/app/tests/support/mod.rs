@@ -185,6 +185,7 @@ impl World {
             jobs: job_store.clone(),
             runs: runs.clone(),
             groups: Arc::new(sundial_memory::MemoryGroupStore::new()),
+            fences: Arc::new(sundial_memory::MemoryFenceStore::new()),
             tick_state: tick_state.clone(),
             queue: queue.clone(),
             bus: bus.clone(),

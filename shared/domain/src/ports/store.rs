@@ -3,6 +3,7 @@
 //! Each adapter maps its own errors onto [`StoreError`], which says whether a retry can help, so
 //! no storage type crosses this boundary.
 
+use crate::fence::Fence;
 use crate::group::Group;
 use crate::job::{Job, JobId};
 use crate::run::{Published, RunEvent};
@@ -140,6 +141,28 @@ pub trait GroupStore: Send + Sync + std::fmt::Debug {
     async fn delete(&self, owner: &str, name: &str, version: u64) -> StoreResult<()>;
 }
 
+/// The per-job start fences of `forbid` and `replace` jobs ([`crate::fence`]): one small record
+/// per job naming the run that last passed it.
+#[async_trait]
+pub trait FenceStore: Send + Sync + std::fmt::Debug {
+    /// The job's fence, read consistently (`None`: it was never taken).
+    async fn get(&self, job_id: &JobId) -> StoreResult<Option<Fence>>;
+
+    /// Makes `run` the fence's holder, with `previous` the run whose call it waits out, if the
+    /// holder is still `expected` (`None`: the fence was never taken): `Conflict` otherwise. Of
+    /// runs racing for one holder's fence, one wins.
+    async fn take(
+        &self,
+        job_id: &JobId,
+        expected: Option<&RunKey>,
+        run: &RunKey,
+        previous: Option<&RunKey>,
+    ) -> StoreResult<()>;
+
+    /// Removes the job's fence (the job is being deleted); nothing if there is none.
+    async fn remove(&self, job_id: &JobId) -> StoreResult<()>;
+}
+
 /// Whether an insert created the run or found it there.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Inserted {
@@ -155,9 +178,6 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     async fn insert(&self, run: &Run) -> StoreResult<Inserted>;
 
     async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>>;
-
-    /// The job's RUNNING and RETRYING runs scheduled at or after `since`.
-    async fn active(&self, job_id: &JobId, since: DateTime<Utc>) -> StoreResult<Vec<Run>>;
 
     /// A job's runs, newest first, optionally only those in `state`.
     async fn list(
@@ -229,6 +249,10 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
 
     /// Records that the run's message was sent (manual and backfilled runs).
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
+
+    /// Records that the call of the run's attempt `attempt` has ended ([`Run::call_ended`]), if
+    /// the run is still at that attempt (`Conflict` otherwise), whatever its state.
+    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()>;
 }
 
 /// Whether a run written whole (an insert) belongs in the in-flight index: in flight, or ended

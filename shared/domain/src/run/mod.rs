@@ -283,6 +283,10 @@ pub struct Run {
     /// started in time. Re-sends are safe (an attempt starts only under its fence), so no
     /// claimer marks its own send; this mark only spaces the watchdog's re-sends.
     pub resent_at: Option<DateTime<Utc>>,
+    /// The attempt whose call its worker saw end after the attempt was closed under it (a
+    /// cancel does not stop a call by itself): the run that passes the job's start fence next
+    /// waits for this ([`crate::fence::call_over`]).
+    pub call_ended: Option<u32>,
     /// The job whose manual trigger started the workflow run this run belongs to (`None`: a
     /// scheduled instant, or a trigger of a job without children). Its descendants follow it
     /// under the same key; a child waits only for the parents that descend from it.
