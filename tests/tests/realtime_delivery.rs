@@ -8,6 +8,10 @@
 //!   exactly once; one whose target refuses connections is tried again, per `retry`.
 //! - An at-most-once run whose runtime is killed (SIGKILL) in the middle of its call is not
 //!   called again by the runtime that takes over: its attempt ends `lost`, the run FAILED.
+//! - A `forbid` job and a `replace` job whose calls take 8 s, each backfilled over six past
+//!   minutes (six runs sent at once, handled by eight workers of two runtimes): the target never
+//!   has two calls of one job open at once (a replaced run's call is stopped before the next
+//!   starts), and each job's runs end as its policy says.
 //!
 //! They wait on the wall clock, so their names start with `realtime_` and `scripts/test` runs
 //! them in the serial real-time phase.
@@ -261,4 +265,177 @@ async fn realtime_an_at_most_once_run_whose_runtime_is_killed_mid_call_is_not_ca
     assert!(ended["reason"].as_str().unwrap().starts_with("at_most_once"), "{ended}");
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     assert_eq!(target.calls.load(Ordering::SeqCst), 1, "no second call after the kill");
+}
+
+/// A loopback HTTP target that holds each call open for `delay`, answering 200, and counts per
+/// job (its `x-sundial-job-id`) the calls open at once: a call is open from its request until
+/// its answer or until its client closes the connection (a stopped call). Written on a bare
+/// socket so that a closed connection is seen at once.
+#[derive(Debug, Default)]
+struct PerJob {
+    open: std::sync::Mutex<std::collections::BTreeMap<String, (usize, usize)>>,
+    calls: AtomicUsize,
+}
+
+impl PerJob {
+    fn opened(&self, job: &str) {
+        let mut open = self.open.lock().unwrap();
+        let (now, most) = open.entry(job.to_string()).or_default();
+        *now += 1;
+        *most = (*most).max(*now);
+    }
+
+    fn closed(&self, job: &str) {
+        if let Some((now, _)) = self.open.lock().unwrap().get_mut(job) {
+            *now -= 1;
+        }
+    }
+
+    fn most(&self, job: &str) -> usize {
+        self.open.lock().unwrap().get(job).map_or(0, |(_, most)| *most)
+    }
+}
+
+async fn start_per_job(delay: std::time::Duration) -> (String, Arc<PerJob>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let counting = Arc::new(PerJob::default());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let seen = counting.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let c = seen.clone();
+            tokio::spawn(async move {
+                // The request: its head, then as much body as it announces.
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 4096];
+                let head_end = loop {
+                    let Ok(n) = socket.read(&mut buffer).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buffer[..n]);
+                    if let Some(at) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break at + 4;
+                    }
+                };
+                let head = String::from_utf8_lossy(&request[..head_end]).to_ascii_lowercase();
+                let header = |name: &str| {
+                    head.lines()
+                        .find_map(|line| line.strip_prefix(&format!("{name}:")).map(|v| v.trim().to_string()))
+                };
+                let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+                while request.len() < head_end + length {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let job = header(headers::JOB_ID).unwrap_or_default();
+                c.calls.fetch_add(1, Ordering::SeqCst);
+                c.opened(&job);
+                // Open until the answer, or until the client closes the connection.
+                let stopped = tokio::select! {
+                    () = tokio::time::sleep(delay) => false,
+                    read = socket.read(&mut buffer) => matches!(read, Ok(0) | Err(_)),
+                };
+                c.closed(&job);
+                if !stopped {
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
+                    let _ = socket.write_all(answer).await;
+                }
+            });
+        }
+    });
+    (url, counting)
+}
+
+impl Pair {
+    /// Backfills job `id` over `[from, to]` through runtime `which`: the runs it created.
+    async fn backfill(&self, which: usize, id: &str, from: &str, to: &str) -> Vec<String> {
+        let range = json!({"from": from, "to": to});
+        let (status, body) =
+            self.send(which, reqwest::Method::POST, &format!("/v1/jobs/{id}/backfill"), Some(&range)).await;
+        assert!(status == 200 || status == 202, "{status}: {body}");
+        body["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+    }
+
+    /// Polls the run through runtime 0 until it is RUNNING, up to `within`.
+    async fn running(&self, run: &str, within: std::time::Duration) {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let (_, body) = self.send(0, reqwest::Method::GET, &format!("/v1/runs/{run}"), None).await;
+            if body["state"] == "RUNNING" {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "run {run} not RUNNING after {within:?}: {body}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Under `forbid` and `replace`, runs that arrive together never call the target side by side.
+/// Each job's schedule fires at six past minutes only (none within the next fifty). The `forbid`
+/// job is backfilled over all six at once; the `replace` job over its oldest minute first and,
+/// once that run calls its target, over the five others at once, so that the newer runs find an
+/// older one calling: it is cancelled, its call stopped, and only then does the newest start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn realtime_forbid_and_replace_hold_when_a_backfill_sends_runs_together() {
+    use chrono::{Duration, DurationRound, Timelike, Utc};
+    let pair = Pair::start("policies").await;
+    let (url, target) = start_per_job(std::time::Duration::from_secs(8)).await;
+    let minute = Utc::now().duration_trunc(Duration::minutes(1)).unwrap();
+    let past: Vec<String> = (1..=6).rev().map(|i| (minute - Duration::minutes(i)).to_rfc3339()).collect();
+    let minutes: Vec<String> =
+        (1..=6).map(|i| (minute - Duration::minutes(i)).minute().to_string()).collect();
+    let cron = format!("{} * * * *", minutes.join(","));
+    let mut jobs = Vec::new();
+    for policy in ["forbid", "replace"] {
+        let job = json!({"name": format!("policy-{policy}"), "schedule": {"cron": cron}, "concurrency": policy,
+                         "target": {"type": "http", "url": url}, "timeout_s": 60, "retry": {"max_attempts": 1}});
+        let (status, body) = pair.send(0, reqwest::Method::POST, "/v1/jobs", Some(&job)).await;
+        assert_eq!(status, 201, "{body}");
+        jobs.push(body["id"].as_str().unwrap().to_string());
+    }
+    let forbid = pair.backfill(1, &jobs[0], &past[0], &past[5]).await;
+    assert_eq!(forbid.len(), 6, "six runs at once");
+    let mut replace = pair.backfill(0, &jobs[1], &past[0], &past[0]).await;
+    assert_eq!(replace.len(), 1);
+    pair.running(&replace[0], std::time::Duration::from_secs(60)).await;
+    replace.extend(pair.backfill(1, &jobs[1], &past[1], &past[5]).await);
+    assert_eq!(replace.len(), 6, "five more at once");
+
+    for (policy, (job, created)) in ["forbid", "replace"].iter().zip(jobs.iter().zip([&forbid, &replace])) {
+        let mut ended = Vec::new();
+        for run in created {
+            ended.push(pair.ended(0, run, std::time::Duration::from_secs(240)).await);
+        }
+        let states: Vec<&str> = ended.iter().map(|r| r["state"].as_str().unwrap()).collect();
+        let reasons: Vec<&str> = ended.iter().map(|r| r["reason"].as_str().unwrap_or("")).collect();
+        println!("{policy}: {states:?} {reasons:?}; most calls open at once {}", target.most(job));
+        assert_eq!(target.most(job), 1, "{policy}: two calls of the job were open at once");
+        let kept_out = |r: &Value| match r["state"].as_str() {
+            Some("SKIPPED") => r["reason"].as_str().unwrap().starts_with(&format!("concurrency {policy}")),
+            Some("CANCELLED") => {
+                r["reason"].as_str().unwrap().starts_with("concurrency replace: replaced by")
+            }
+            _ => false,
+        };
+        for run in &ended {
+            assert!(run["state"] == "SUCCEEDED" || kept_out(run), "{policy}: a run ended otherwise: {run}");
+        }
+        assert!(states.contains(&"SUCCEEDED"), "{policy}: {states:?}");
+        assert!(ended.iter().any(kept_out), "{policy}: no run was kept out: {states:?} {reasons:?}");
+    }
+    let replaced: Vec<Value> = {
+        let mut ended = Vec::new();
+        for run in &replace {
+            ended.push(pair.ended(0, run, std::time::Duration::from_secs(10)).await);
+        }
+        ended
+    };
+    assert_eq!(replaced[0]["state"], "CANCELLED", "the run calling was replaced: {}", replaced[0]);
+    assert_eq!(replaced[5]["state"], "SUCCEEDED", "the newest run is never replaced: {}", replaced[5]);
+    println!("calls: {}", target.calls.load(Ordering::SeqCst));
 }
