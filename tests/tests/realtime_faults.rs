@@ -36,9 +36,8 @@
 //! It prints the report as Markdown and writes it to `target/fault-suite/report.md` (the
 //! runtimes' logs next to it, in `target/fault-suite/<stack>/`). It asserts ≥ 300 jobs,
 //! ≥ 2,000 runs, 0 duplicates, 0 lost, 0 stuck, 0 runs no schedule or trigger explains, no
-//! `forbid` job with a run started while another was active (two first attempts starting
-//! within [`RACE_WINDOW`] are the residual race docs/decisions.md documents: counted and shown,
-//! not failed), and every recorded event received on each queue it goes to; lags are printed,
+//! `forbid` job with a run started while another was active, however close together they started
+//! (the start fence leaves no race to excuse), and every recorded event received on each queue it goes to; lags are printed,
 //! never asserted. Every process it starts is killed when it ends, panics included (the
 //! emulator is resumed by the pause's own shell even if the test process dies). Its name
 //! starts with `realtime_`, so `scripts/test` runs it in the serial real-time phase.
@@ -81,10 +80,6 @@ const DRAIN: Duration = Duration::seconds(200);
 /// A trigger request is retried (same `Idempotency-Key`) this long at most: a claim left by a
 /// killed request is taken over after 60 s.
 const TRIGGER_RETRY: std::time::Duration = std::time::Duration::from_secs(120);
-/// Two first attempts of one `forbid` job that start closer than this both ran because neither
-/// saw the other (the residual race docs/decisions.md documents), not because a running run was
-/// missed.
-const RACE_WINDOW: Duration = Duration::seconds(2);
 /// The least number of runs the suite must reconcile.
 const MIN_RUNS: usize = 2_000;
 
@@ -849,9 +844,6 @@ struct Findings {
     executions: BTreeMap<usize, usize>,
     calls: usize,
     lags_ms: Vec<i64>,
-    forbid_races: Vec<String>,
-    /// The widest gap between two racing first starts.
-    forbid_race_gap: Duration,
     forbid_violations: Vec<String>,
     groups: BTreeMap<&'static str, GroupTally>,
     alerts: BTreeMap<&'static str, AlertTally>,
@@ -1016,10 +1008,8 @@ fn reconcile_runs(ledger: &[(Created, Job, Vec<Run>)], triggers: &[Trigger], hit
 }
 
 /// Under `forbid` no two runs of a job are active at once: neither in the store (from a run's
-/// first attempt's start to its last one's end) nor at the target. Two runs whose first
-/// attempts started within [`RACE_WINDOW`] of each other are the residual race
-/// docs/decisions.md names (both workers read "no active run" before either wrote its start);
-/// any other overlap is a violation.
+/// first attempt's start to its last one's end) nor at the target. Every overlap is a violation,
+/// however close together the two first attempts started.
 fn check_forbid(f: &mut Findings, runs: &[Run], hits_by_run: &HashMap<&str, Vec<&Hit>>) {
     let slow = Duration::from_std(SLOW).unwrap();
     let started: Vec<Active> = runs
@@ -1052,12 +1042,7 @@ fn check_forbid(f: &mut Findings, runs: &[Run], hits_by_run: &HashMap<&str, Vec<
                 stamp(other.to),
                 if at_target { "; the target ran both at once" } else { "" },
             );
-            if gap < RACE_WINDOW {
-                f.forbid_race_gap = f.forbid_race_gap.max(gap);
-                f.forbid_races.push(line);
-            } else {
-                f.forbid_violations.push(line);
-            }
+            f.forbid_violations.push(line);
         }
     }
 }
@@ -1244,12 +1229,7 @@ fn render(f: &Findings, c: &Context, logs: &[Logs]) -> String {
             joined(&f.executions, ": "),
             f.calls
         ),
-        format!(
-            "| `forbid`: two runs active at once | {} violations; {} pairs of simultaneous first starts, at most {} ms apart (the residual race of docs/decisions.md) |",
-            f.forbid_violations.len(),
-            f.forbid_races.len(),
-            f.forbid_race_gap.num_milliseconds()
-        ),
+        format!("| `forbid`: two runs active at once | {} violations |", f.forbid_violations.len()),
     ];
     for line in lines {
         writeln!(r, "{line}").unwrap();
@@ -1312,7 +1292,7 @@ fn render(f: &Findings, c: &Context, logs: &[Logs]) -> String {
     for d in &f.duplicated_alerts {
         writeln!(r, "- {d}").unwrap();
     }
-    let evidence: [(&str, &Vec<String>); 11] = [
+    let evidence: [(&str, &Vec<String>); 10] = [
         ("Duplicate runs", &f.duplicate_runs),
         ("Calls of unrecorded attempts", &f.unrecorded_calls),
         ("Attempts called twice", &f.repeated_calls),
@@ -1321,7 +1301,6 @@ fn render(f: &Findings, c: &Context, logs: &[Logs]) -> String {
         ("Stuck", &f.stuck),
         ("Unexpected runs", &f.unexpected),
         ("`forbid` violations", &f.forbid_violations),
-        ("`forbid`: simultaneous first starts (the residual race)", &f.forbid_races),
         ("Missing alerts", &f.missing_alerts),
         ("Alerts on no run record", &f.unknown_alerts),
     ];
