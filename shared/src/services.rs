@@ -97,12 +97,7 @@ impl Services {
         let topics: Arc<dyn JobTopics> = Arc::new(SnsJobTopics::new(clients.sns.clone(), names.clone()));
         let bus: Arc<dyn EventBus> =
             Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn, names));
-        let caller: Arc<dyn Caller> = Arc::new(Targets::new(
-            clients.sqs.clone(),
-            clients.sns.clone(),
-            clients.lambda.clone(),
-            config.targets.clone(),
-        ));
+        let caller: Arc<dyn Caller> = Arc::new(Targets::new(clients.targets.clone(), config.targets.clone()));
         let groups: Arc<dyn GroupStore> =
             Arc::new(DynamoGroupStore::new(clients.dynamo.clone(), &r.jobs_table, ledger.clone()));
         let fences: Arc<dyn FenceStore> =

@@ -38,7 +38,8 @@ pub struct Stack {
     pub dynamo: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub sns: aws_sdk_sns::Client,
-    pub lambda: aws_sdk_lambda::Client,
+    /// The clients targets are called through (the SDK never repeats their requests).
+    pub targets: sundial_adapters::metrics::TargetClients,
     pub services: Services,
     pub api: Api,
 }
@@ -93,7 +94,7 @@ impl Stack {
             dynamo: clients.dynamo,
             sqs: clients.sqs,
             sns: clients.sns,
-            lambda: clients.lambda,
+            targets: clients.targets,
             services,
             api,
         }

@@ -50,13 +50,7 @@ fn worker(stack: &Stack, names: &[(&str, &str)], policy: Option<&Stack>) -> Work
     let s = &stack.services;
     let names = Names(names.iter().map(|(n, ip)| (n.to_string(), ip.parse().unwrap())).collect());
     let allow = policy.map_or_else(|| s.config.targets.clone(), |p| p.config.targets.clone());
-    let caller = Arc::new(Targets::with_lookup(
-        stack.sqs.clone(),
-        stack.sns.clone(),
-        stack.lambda.clone(),
-        allow,
-        Arc::new(names),
-    ));
+    let caller = Arc::new(Targets::with_lookup(stack.targets.clone(), allow, Arc::new(names)));
     stack.worker_with(
         caller,
         WorkerSettings { heartbeat_window: s.config.heartbeat_window, ..WorkerSettings::default() },

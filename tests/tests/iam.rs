@@ -193,11 +193,16 @@ async fn recording(stack: &Stack) -> (Services, CallLog) {
         .build();
     let lambda =
         aws_sdk_lambda::config::Builder::from(&sdk).interceptor(counter).interceptor(log.clone()).build();
+    let targets = sundial_adapters::metrics::TargetClients {
+        sqs: aws_sdk_sqs::Client::from_conf(sqs.clone()),
+        sns: aws_sdk_sns::Client::from_conf(sns.clone()),
+        lambda: aws_sdk_lambda::Client::from_conf(lambda),
+    };
     let clients = Clients {
         dynamo: aws_sdk_dynamodb::Client::from_conf(dynamo),
         sqs: aws_sdk_sqs::Client::from_conf(sqs),
         sns: aws_sdk_sns::Client::from_conf(sns),
-        lambda: aws_sdk_lambda::Client::from_conf(lambda),
+        targets,
         ledger,
     };
     let services = Services::new(stack.config.clone(), &clients, stack.services.clock.clone());

@@ -1294,12 +1294,7 @@ fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_app::worker::W
     use sundial_adapters::targets::Targets;
     use sundial_domain::ports::targets::Caller;
     let s = &stack.services;
-    let caller: Arc<dyn Caller> = Arc::new(Targets::new(
-        stack.sqs.clone(),
-        stack.sns.clone(),
-        stack.lambda.clone(),
-        s.config.targets.clone(),
-    ));
+    let caller: Arc<dyn Caller> = Arc::new(Targets::new(stack.targets.clone(), s.config.targets.clone()));
     let recorder = Recorder::new(runs.clone(), s.announcer.clone(), s.ports.timer.clone());
     let settings = sundial_app::worker::WorkerSettings {
         heartbeat_window: s.config.heartbeat_window,

@@ -8,6 +8,7 @@ use chrono::Duration;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
+use sundial_adapters::metrics::{Ledger, TargetClients};
 use sundial_adapters::targets::Targets;
 use sundial_app::worker::poll::poll_once;
 use sundial_app::worker::{Disposition, Worker, WorkerSettings};
@@ -29,12 +30,7 @@ fn job(name: &str, url: &str, retry: Value) -> Value {
 /// A worker with a short lease margin, so a lost attempt is noticed within seconds.
 fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
     let s = &stack.services;
-    let caller = Arc::new(Targets::new(
-        stack.sqs.clone(),
-        stack.sns.clone(),
-        stack.lambda.clone(),
-        s.config.targets.clone(),
-    ));
+    let caller = Arc::new(Targets::new(stack.targets.clone(), s.config.targets.clone()));
     let settings = WorkerSettings {
         lease_margin: Duration::seconds(lease_margin_s),
         heartbeat_window: s.config.heartbeat_window,
@@ -511,12 +507,9 @@ async fn lambda_targets_through_cargo_lambda_watch() {
     })
     .await;
     let sdk = sundial_shared::config::aws_sdk_config().await;
-    let lambda = aws_sdk_lambda::Client::from_conf(
-        aws_sdk_lambda::config::Builder::from(&sdk).endpoint_url(&endpoint).build(),
-    );
+    let clients = TargetClients::at(&sdk, Ledger::new(), &endpoint);
     let s = &stack.services;
-    let caller =
-        Arc::new(Targets::new(stack.sqs.clone(), stack.sns.clone(), lambda, s.config.targets.clone()));
+    let caller = Arc::new(Targets::new(clients, s.config.targets.clone()));
     let worker = stack.worker_with(caller, WorkerSettings::default());
     let lambda_job = |name: &str, payload: Value| {
         json!({

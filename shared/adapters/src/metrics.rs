@@ -126,9 +126,53 @@ pub struct Clients {
     pub dynamo: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub sns: aws_sdk_sns::Client,
+    /// The clients targets are called through.
+    pub targets: TargetClients,
+    pub ledger: Arc<Ledger>,
+}
+
+/// The SDK clients targets are called through: each call is one request, never repeated by the
+/// SDK's retry (an at-most-once attempt sends exactly one; a failed call is the run's retry
+/// policy's to repeat). Sundial's own tables, queues and topics keep the SDK's standard retry.
+#[derive(Debug, Clone)]
+pub struct TargetClients {
+    pub sqs: aws_sdk_sqs::Client,
+    pub sns: aws_sdk_sns::Client,
     /// Lambda targets; `AWS_ENDPOINT_URL_LAMBDA` points it elsewhere (`cargo lambda watch`).
     pub lambda: aws_sdk_lambda::Client,
-    pub ledger: Arc<Ledger>,
+}
+
+impl TargetClients {
+    /// The target clients of `sdk`'s configuration, counting their requests into `ledger`.
+    pub fn new(sdk: &aws_config::SdkConfig, ledger: Arc<Ledger>) -> Self {
+        TargetClients::build(sdk, ledger, None)
+    }
+
+    /// As [`TargetClients::new`], every service at `endpoint` (a loopback stand-in).
+    pub fn at(sdk: &aws_config::SdkConfig, ledger: Arc<Ledger>, endpoint: &str) -> Self {
+        TargetClients::build(sdk, ledger, Some(endpoint))
+    }
+
+    fn build(sdk: &aws_config::SdkConfig, ledger: Arc<Ledger>, endpoint: Option<&str>) -> Self {
+        let counter = RequestCounter(ledger);
+        let once = aws_config::retry::RetryConfig::disabled();
+        let mut sqs =
+            aws_sdk_sqs::config::Builder::from(sdk).retry_config(once.clone()).interceptor(counter.clone());
+        let mut sns =
+            aws_sdk_sns::config::Builder::from(sdk).retry_config(once.clone()).interceptor(counter.clone());
+        let mut lambda = aws_sdk_lambda::config::Builder::from(sdk).retry_config(once).interceptor(counter);
+        // Only an endpoint given here replaces the configuration's own (the emulator's, locally).
+        if let Some(endpoint) = endpoint {
+            sqs.set_endpoint_url(Some(endpoint.to_string()));
+            sns.set_endpoint_url(Some(endpoint.to_string()));
+            lambda.set_endpoint_url(Some(endpoint.to_string()));
+        }
+        TargetClients {
+            sqs: aws_sdk_sqs::Client::from_conf(sqs.build()),
+            sns: aws_sdk_sns::Client::from_conf(sns.build()),
+            lambda: aws_sdk_lambda::Client::from_conf(lambda.build()),
+        }
+    }
 }
 
 impl Clients {
@@ -155,13 +199,13 @@ impl Clients {
         }
         let dynamo = dynamo.build();
         let sqs = aws_sdk_sqs::config::Builder::from(sdk).interceptor(counter.clone()).build();
-        let sns = aws_sdk_sns::config::Builder::from(sdk).interceptor(counter.clone()).build();
-        let lambda = aws_sdk_lambda::config::Builder::from(sdk).interceptor(counter).build();
+        let sns = aws_sdk_sns::config::Builder::from(sdk).interceptor(counter).build();
+        let targets = TargetClients::new(sdk, ledger.clone());
         Clients {
             dynamo: aws_sdk_dynamodb::Client::from_conf(dynamo),
             sqs: aws_sdk_sqs::Client::from_conf(sqs),
             sns: aws_sdk_sns::Client::from_conf(sns),
-            lambda: aws_sdk_lambda::Client::from_conf(lambda),
+            targets,
             ledger,
         }
     }

@@ -1,10 +1,15 @@
 //! The real targets: HTTP(S) through reqwest, behind the egress guard; Lambda, SQS and SNS
-//! through the SDK. What is sent and how answers are classified is
-//! [`sundial_domain::target`]'s.
+//! through the SDK's [`TargetClients`], which never repeat a request. What is sent and how
+//! answers are classified is [`sundial_domain::target`]'s; an AWS error is `NotSent` only when
+//! it proves the request was not processed (the service throttled it, or the connection was
+//! refused), so an at-most-once attempt never reaches its target twice.
 
 pub mod outbound;
 
+use crate::metrics::TargetClients;
 use async_trait::async_trait;
+use aws_runtime::retries::classifiers::THROTTLING_ERRORS;
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use outbound::{Blocked, Lookup, Outbound, SystemLookup, refusal_in};
 use std::sync::Arc;
 use sundial_domain::job::{HeaderValue, TargetDocument};
@@ -41,24 +46,14 @@ pub struct Targets {
 }
 
 impl Targets {
-    pub fn new(
-        sqs: aws_sdk_sqs::Client,
-        sns: aws_sdk_sns::Client,
-        lambda: aws_sdk_lambda::Client,
-        allow: TargetAllowList,
-    ) -> Self {
-        Targets::with_lookup(sqs, sns, lambda, allow, Arc::new(SystemLookup))
+    pub fn new(clients: TargetClients, allow: TargetAllowList) -> Self {
+        Targets::with_lookup(clients, allow, Arc::new(SystemLookup))
     }
 
     /// As [`Targets::new`], host names resolved by `lookup`.
-    pub fn with_lookup(
-        sqs: aws_sdk_sqs::Client,
-        sns: aws_sdk_sns::Client,
-        lambda: aws_sdk_lambda::Client,
-        allow: TargetAllowList,
-        lookup: Arc<dyn Lookup>,
-    ) -> Self {
+    pub fn with_lookup(clients: TargetClients, allow: TargetAllowList, lookup: Arc<dyn Lookup>) -> Self {
         let outbound = Outbound::new(allow.network.clone(), lookup);
+        let TargetClients { sqs, sns, lambda } = clients;
         Targets { outbound, sqs, sns, lambda, allow }
     }
 
@@ -78,8 +73,11 @@ impl Targets {
                 let permanent = e.as_service_error().is_some_and(|s| {
                     s.is_resource_not_found_exception() || s.is_invalid_request_content_exception()
                 });
-                let error = truncate(&aws_sdk_lambda::error::DisplayErrorContext(e).to_string());
-                return Answer::Failed { retryable: !permanent, status: None, error };
+                if permanent {
+                    let error = truncate(&aws_sdk_lambda::error::DisplayErrorContext(e).to_string());
+                    return Answer::Failed { retryable: false, status: None, error };
+                }
+                return aws_failure(e);
             }
             Ok(Ok(out)) => out,
         };
@@ -176,12 +174,34 @@ impl Targets {
     }
 }
 
-fn aws_failure<E: std::error::Error>(e: E) -> Answer {
-    Answer::Failed {
-        retryable: true,
-        status: None,
-        error: truncate(&aws_sdk_sqs::error::DisplayErrorContext(e).to_string()),
+/// What a failed SDK call of a target tells: `NotSent` when the error proves the request was not
+/// processed (a throttling error code, or a refused connection), else a retryable failure
+/// (the target may have acted: a timeout, a reset connection, a 5xx).
+fn aws_failure<E, R>(e: SdkError<E, R>) -> Answer
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    let throttled = e.code().is_some_and(|code| THROTTLING_ERRORS.contains(&code));
+    let error = truncate(&aws_sdk_sqs::error::DisplayErrorContext(&e).to_string());
+    if throttled || refused_connection(&e) {
+        return Answer::NotSent { error };
     }
+    Answer::Failed { retryable: true, status: None, error }
+}
+
+/// Whether `error`'s causes include a refused connection: the request never left.
+fn refused_connection(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 #[async_trait]
