@@ -19,9 +19,11 @@ use sundial_app::tick::{Tick, TickSettings};
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
 use sundial_domain::dispatch::Dispatch;
+use sundial_domain::fence::Fence;
+use sundial_domain::job::JobId;
 use sundial_domain::job::{EventKind, Job};
 use sundial_domain::ports::queue::{QueueError, RunInbox, RunQueue};
-use sundial_domain::ports::store::TickStateStore;
+use sundial_domain::ports::store::{FenceStore, StoreResult, TickStateStore};
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_memory::bus::Destination;
@@ -469,6 +471,72 @@ async fn pause_resume_and_end_at() {
     assert_eq!(
         after[paused_runs..],
         ["2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z", "2030-01-01T12:06:00Z"]
+    );
+}
+
+/// A start fence whose reads take `delay` of the clock: a pre-start slowed by storage.
+#[derive(Debug)]
+struct SlowFences {
+    inner: Arc<dyn FenceStore>,
+    clock: Arc<sundial_domain::clock::ManualClock>,
+    delay: std::sync::Mutex<Duration>,
+}
+
+#[async_trait::async_trait]
+impl FenceStore for SlowFences {
+    async fn get(&self, job_id: &JobId) -> StoreResult<Option<Fence>> {
+        self.clock.advance(*self.delay.lock().unwrap());
+        self.inner.get(job_id).await
+    }
+    async fn take(
+        &self,
+        job_id: &JobId,
+        expected: Option<&RunKey>,
+        run: &RunKey,
+        previous: Option<&RunKey>,
+    ) -> StoreResult<()> {
+        self.inner.take(job_id, expected, run, previous).await
+    }
+    async fn remove(&self, job_id: &JobId) -> StoreResult<()> {
+        self.inner.remove(job_id).await
+    }
+}
+
+/// The worker times an attempt's start (its lease, its late start) from the start write, not
+/// from the message's read; a pre-start that ran past its bound (here the start fence's read
+/// took 15 s) starts nothing: the message is replaced and the run looked at again.
+#[tokio::test]
+async fn a_start_is_timed_from_its_write_and_a_long_pre_start_starts_nothing() {
+    let world = World::at(START);
+    let job = world.create(yearly("slow-start", json!({"concurrency": "forbid", "timeout_s": 60}))).await;
+    let slow = Arc::new(SlowFences {
+        inner: world.ports.fences.clone(),
+        clock: world.clock.clone(),
+        delay: std::sync::Mutex::new(Duration::seconds(15)),
+    });
+    let worker = sundial_app::worker::Worker::new(
+        &Ports { fences: slow.clone(), ..world.ports.clone() },
+        world.recorder.clone(),
+        sundial_app::worker::WorkerSettings::default(),
+    );
+    let id = world.trigger(&job).await;
+    let message = world.queue.receive(1, 0).await.unwrap().remove(0);
+
+    let disposition = worker.handle(&message.body, WORKER).await;
+    assert!(matches!(&disposition, Disposition::Replace(d) if d.delay_s == 0), "{disposition:?}");
+    let run = world.run(&id).await;
+    assert_eq!((run.state, run.attempt), (RunState::Queued, 0), "nothing started");
+    assert!(world.caller.calls().is_empty());
+
+    *slow.delay.lock().unwrap() = Duration::seconds(5);
+    let read_at = world.now();
+    assert_eq!(worker.handle(&message.body, WORKER).await, Disposition::Delete);
+    let run = world.run(&id).await;
+    assert_eq!(run.state, RunState::Succeeded);
+    assert_eq!(
+        run.attempts[0].started_at,
+        read_at + Duration::seconds(5),
+        "the start is timed from its write, after the slow read"
     );
 }
 

@@ -59,6 +59,12 @@ pub struct WorkerSettings {
     pub lease_margin: Duration,
     /// How long a 202 (and each heartbeat after it) keeps an attempt's lease alive.
     pub heartbeat_window: Duration,
+    /// The longest a message's handling may take from its read to its start write (reads of
+    /// the run, the job and its parents, the start fence, the group's slot). Beyond it the run
+    /// is looked at again instead of started: what was decided may be stale, and the group's
+    /// slot (timed from its admission) must outlast the call, whose lease is timed from the
+    /// start write. Keep it below `lease_margin`.
+    pub max_pre_start: Duration,
 }
 
 impl Default for WorkerSettings {
@@ -67,6 +73,7 @@ impl Default for WorkerSettings {
             max_call: Duration::seconds(870),
             lease_margin: Duration::seconds(30),
             heartbeat_window: DEFAULT_HEARTBEAT_WINDOW,
+            max_pre_start: Duration::seconds(10),
         }
     }
 }
@@ -193,7 +200,10 @@ impl Worker {
                 return Ok(disposition);
             }
         }
-        if let Admission::Wait(full) = self.slots.admit(&job, &run, self.lease(&job), now).await? {
+        // The slot is timed from now, the lease from the start write below: the pre-start that
+        // separates them is bounded, so the slot outlasts every call it admits.
+        let admitted_at = self.clock.now();
+        if let Admission::Wait(full) = self.slots.admit(&job, &run, self.lease(&job), admitted_at).await? {
             // A wait spends neither an attempt nor a receive: the message is replaced.
             tracing::info!(group = job.document.group.as_deref().unwrap_or(""), %full, "waiting for a slot of the group");
             self.note_waiting(&run, now).await;
@@ -201,7 +211,18 @@ impl Worker {
             let look_again = Dispatch::after(&run, GROUP_POLL_S + spread);
             return Ok(Disposition::Replace(look_again));
         }
-        self.attempt(&job, run, worker, now).await
+        let start_at = self.clock.now();
+        if start_at - now > self.settings.max_pre_start {
+            // Reads and writes before the start ran long (throttling, a contended group): the
+            // decisions they made may be stale. Decide again on a fresh read, a moment later.
+            tracing::warn!(
+                pre_start_ms = (start_at - now).num_milliseconds(),
+                "the pre-start ran long; the run is looked at again"
+            );
+            self.slots.release(&job, &run, run.attempt + 1, start_at).await;
+            return Ok(Disposition::Replace(Dispatch::after(&run, 0)));
+        }
+        self.attempt(&job, run, worker, start_at).await
     }
 
     /// Records `run` SKIPPED for `reason` (its event in the same write) instead of starting it.
