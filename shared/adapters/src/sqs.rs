@@ -1,4 +1,5 @@
-//! The runs queue in SQS, sent to in batches of ten, with its dead-letter queue.
+//! The runs queue in SQS, sent to in batches of ten, at most [`SENDS_IN_FLIGHT`] batches at once,
+//! with its dead-letter queue.
 
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
@@ -9,6 +10,12 @@ use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
 
 /// SQS's longest visibility timeout.
 pub const MAX_VISIBILITY_S: u32 = 12 * 3600;
+
+/// The most `SendMessageBatch` requests one send has in flight. Each holds a connection (a file
+/// descriptor); a 256 MB Lambda has 1,024, shared with DynamoDB's calls (up to 32 per claim
+/// batch, two batches at once). Eight batches of ten keep a burst's sends quick (about 80
+/// messages per round trip) and the descriptors few, whatever the burst's size.
+pub const SENDS_IN_FLIGHT: usize = 8;
 
 /// The runs queue in SQS, sent to in batches of ten, with its dead-letter queue.
 #[derive(Debug, Clone)]
@@ -94,8 +101,12 @@ impl SqsRunQueue {
 #[async_trait]
 impl RunQueue for SqsRunQueue {
     async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
-        let chunks = batch.chunks(BATCH).map(|chunk| self.send_chunk(chunk));
-        futures::future::join_all(chunks).await.into_iter().flatten().collect()
+        use futures::StreamExt;
+        // `buffered` keeps the chunks' order: each result answers for the dispatch in its place.
+        let sends: Vec<_> = batch.chunks(BATCH).map(|chunk| Box::pin(self.send_chunk(chunk))).collect();
+        let results: Vec<Vec<Result<(), QueueError>>> =
+            futures::stream::iter(sends).buffered(SENDS_IN_FLIGHT).collect().await;
+        results.into_iter().flatten().collect()
     }
 }
 
