@@ -76,6 +76,10 @@ async fn force_running(stack: &Stack, run: &Run) {
         .send()
         .await
         .unwrap();
+    // As its worker would have: the run passed its job's start fence first.
+    let fences = &stack.services.ports.fences;
+    let holder = fences.get(&run.job_id).await.unwrap().map(|fence| fence.holder);
+    fences.take(&run.job_id, holder.as_ref(), &run.key, holder.as_ref()).await.unwrap();
 }
 
 /// A runs queue that is down: every send fails, as if the process died before sending.

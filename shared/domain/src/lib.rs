@@ -22,6 +22,7 @@
 //! - [`group`]: concurrency groups: one owner's limit on running attempts, across workers;
 //! - [`offset`]: when a run may first start after its instant (jitter, flexible window);
 //! - [`forecast`]: runs per minute over a window, from the schedules, with the peaks;
+//! - [`stored`]: stored documents decoded leniently (a newer version's fields dropped);
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
 pub mod auth;
@@ -47,6 +48,7 @@ pub mod ports;
 pub mod retry;
 pub mod run;
 pub mod schedule;
+pub mod stored;
 pub mod target;
 pub mod validation;
 pub mod waiting;

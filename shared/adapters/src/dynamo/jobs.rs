@@ -22,6 +22,7 @@ use std::sync::Arc;
 use sundial_domain::due::{due_bucket, format_instant, parse_instant};
 use sundial_domain::job::{Job, JobDocument, JobId};
 use sundial_domain::ports::store::{JobStore, Page, StoreError, StoreResult};
+use sundial_domain::stored::decode_lenient;
 
 /// Retries of a transaction cancelled by a concurrent one.
 const TRANSACTION_RETRIES: u32 = 6;
@@ -268,9 +269,15 @@ fn from_item(item: &Item) -> StoreResult<Job> {
         parse_instant(get_s(item, name)?)
             .ok_or_else(|| StoreError::Corrupt(format!("attribute {name} is not a time")))
     };
-    let document: JobDocument = serde_json::from_str(get_s(item, "document")?)
-        .map_err(|e| StoreError::Corrupt(format!("document: {e}")))?;
     let id = get_s(item, "job_id")?;
+    let raw: serde_json::Value = serde_json::from_str(get_s(item, "document")?)
+        .map_err(|e| StoreError::Corrupt(format!("document: {e}")))?;
+    // Leniently: a field another version wrote is dropped, not poison (the API's input is strict).
+    let (document, dropped): (JobDocument, _) =
+        decode_lenient(raw).map_err(|e| StoreError::Corrupt(format!("document: {e}")))?;
+    if !dropped.is_empty() {
+        tracing::warn!(job_id = %id, fields = ?dropped, "stored job fields this version does not know are ignored");
+    }
     Ok(Job {
         id: JobId::parse(id).ok_or_else(|| StoreError::Corrupt(format!("job_id {id}")))?,
         owner: get_s(item, "owner")?.to_string(),
@@ -356,7 +363,7 @@ impl JobStore for DynamoJobStore {
 
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
         let ids: Vec<String> = ids.iter().map(JobId::to_string).collect();
-        self.batch_get(&ids, decoded).await
+        self.batch_get(&ids, quarantined).await
     }
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
@@ -427,7 +434,7 @@ impl JobStore for DynamoJobStore {
             None
         };
         let ids: Vec<String> = keys.into_iter().map(|(id, _)| id).collect();
-        Ok(Page { items: self.batch_get(&ids, decoded).await?, next })
+        Ok(Page { items: self.batch_get(&ids, quarantined).await?, next })
     }
 
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
@@ -602,20 +609,15 @@ impl JobStore for DynamoJobStore {
     }
 }
 
-/// A job item, decoded; one that does not decode fails the read.
-fn decoded(it: &Item) -> StoreResult<Option<Job>> {
-    from_item(it).map(Some)
-}
-
-/// A due job item, decoded; one that does not decode (a manual edit, or a field a newer version
-/// wrote) is left out and reported, so that one bad item never stalls the tick for every other
-/// job.
+/// A job item of a batch read, decoded; one that does not decode (a manual edit, a defect) is
+/// left out and reported, so that one bad item never stalls the tick, the watchdog or a
+/// workflow's cascade for every other job read with it.
 fn quarantined(it: &Item) -> StoreResult<Option<Job>> {
     match from_item(it) {
         Ok(job) => Ok(Some(job)),
         Err(e) => {
             let id = it.get("job_id").and_then(|v| v.as_s().ok()).map_or("?", String::as_str);
-            tracing::error!(job_id = %id, error = %e, "a due job does not decode: left out until it is fixed");
+            tracing::error!(job_id = %id, error = %e, "a stored job does not decode: left out until it is fixed");
             Ok(None)
         }
     }
