@@ -24,8 +24,12 @@ fn jwt_subject(req: &Request) -> Option<String> {
     }
 }
 
+/// The key of the request's one `Authorization: Bearer` header; none if there is no such header
+/// or more than one (which to believe would be a guess).
 fn bearer(req: &Request) -> Option<&str> {
-    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let mut values = req.headers().get_all(header::AUTHORIZATION).iter();
+    let (Some(value), None) = (values.next(), values.next()) else { return None };
+    let value = value.to_str().ok()?;
     let (scheme, key) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| key.trim())
 }

@@ -27,22 +27,38 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
+/// Whether the request's `Content-Type` is one of `media` (parameters such as `charset` aside).
+fn has_media_type(req: &Request, media: &[&str]) -> bool {
+    let value = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let essence = value.and_then(|v| v.split(';').next()).map(str::trim);
+    essence.is_some_and(|essence| media.iter().any(|m| essence.eq_ignore_ascii_case(m)))
+}
+
+/// Refuses a body not sent as one of `media`: 415 naming the types taken.
+fn require_media_type(req: &Request, media: &[&str]) -> Result<(), ApiError> {
+    if has_media_type(req, media) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        format!("send the body as {}", media.join(" or ")),
+    )
+    .with_field("Content-Type"))
+}
+
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let is_json =
-            req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-                v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-            });
-        if !is_json {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "send the body as application/json",
-            )
-            .with_field("Content-Type"));
-        }
+        require_media_type(&req, &["application/json"])?;
+        JsonBody::decoded(req, state).await
+    }
+}
+
+impl<T: DeserializeOwned> JsonBody<T> {
+    /// The body decoded, whatever its media type was checked to be.
+    async fn decoded<S: Send + Sync>(req: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
             ApiError::new(rejection.status(), "body_rejected", rejection.body_text()).with_field("body")
         })?;
@@ -54,7 +70,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
-/// A raw JSON object body (a merge patch).
+/// A JSON merge patch body (RFC 7396): an object, sent as `application/merge-patch+json`
+/// (its registered media type) or `application/json`.
 #[derive(Debug)]
 pub struct JsonObject(pub serde_json::Value);
 
@@ -62,8 +79,9 @@ impl<S: Send + Sync> FromRequest<S> for JsonObject {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        require_media_type(&req, &["application/merge-patch+json", "application/json"])?;
         let JsonBody(value) =
-            JsonBody::<serde_json::Map<String, serde_json::Value>>::from_request(req, state).await?;
+            JsonBody::<serde_json::Map<String, serde_json::Value>>::decoded(req, state).await?;
         Ok(JsonObject(serde_json::Value::Object(value)))
     }
 }
@@ -82,7 +100,8 @@ impl<S: Send + Sync> FromRequestParts<S> for JobPath {
     }
 }
 
-/// The version in `If-Match`, if the header is present: `"3"`, `W/"3"` or `3`.
+/// The version in `If-Match`, if the header is present: `"3"` (or `3`). `If-Match` compares
+/// strongly (RFC 9110, 13.1.1), so a weak tag (`W/"3"`) never matches: 412.
 #[derive(Debug)]
 pub struct IfMatch(pub Option<u64>);
 
@@ -97,7 +116,15 @@ impl<S: Send + Sync> FromRequestParts<S> for IfMatch {
         if text == "*" {
             return Ok(IfMatch(None));
         }
-        let bare = text.trim_start_matches("W/").trim_matches('"');
+        if text.starts_with("W/") {
+            return Err(ApiError::new(
+                StatusCode::PRECONDITION_FAILED,
+                "version_mismatch",
+                "If-Match compares strongly (RFC 9110): a weak ETag never matches; send the ETag as given, such as \"3\"",
+            )
+            .with_field("If-Match"));
+        }
+        let bare = text.trim_matches('"');
         bare.parse().map(|v| IfMatch(Some(v))).map_err(|_| {
             ApiError::bad_request(ValidationError::new("If-Match", "must be the job's ETag, such as \"3\""))
         })

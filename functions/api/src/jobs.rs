@@ -139,10 +139,13 @@ pub async fn get(
     job_response(&state, StatusCode::OK, &job).await
 }
 
-/// Change a job with a JSON merge patch (RFC 7386).
+/// Change a job with a JSON merge patch (RFC 7396).
+///
+/// The patch is sent as `application/merge-patch+json` or `application/json`.
 #[utoipa::path(patch, path = "/v1/jobs/{id}", operation_id = "updateJob", tag = "jobs",
-    params(("id" = String, Path), ("If-Match" = Option<String>, Header, description = "The ETag this edit is based on")),
-    request_body(content = Object, content_type = "application/json", description = "A merge patch of the job document"),
+    params(("id" = String, Path), ("If-Match" = Option<String>, Header, description = "The ETag this edit is based on; compared strongly (a weak W/ tag never matches)")),
+    request_body(description = "A merge patch of the job document",
+        content((Object = "application/merge-patch+json"), (Object = "application/json"))),
     responses(
         (status = 200, body = JobView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),

@@ -108,19 +108,43 @@ fn not_found_as_run(e: sundial_app::jobs::JobsError) -> ApiError {
     }
 }
 
+/// The one answer a callback gets without a token that opens the run's attempt: whether the
+/// run exists, the id is malformed, or the token is missing or wrong, a caller without the token
+/// learns nothing about which runs exist.
+fn callback_refused() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "the callback token does not match an open attempt of this run",
+    )
+    .with_field(CALLBACK_TOKEN)
+}
+
+/// The run a callback names: a path that names no run is refused as a bad token is.
+#[derive(Debug)]
+pub struct CallbackRun(pub RunId);
+
+impl<S: Send + Sync> FromRequestParts<S> for CallbackRun {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(id) =
+            Path::<String>::from_request_parts(parts, state).await.map_err(|_| callback_refused())?;
+        RunId::parse(&id).map(CallbackRun).ok_or_else(callback_refused)
+    }
+}
+
 fn callback_token(headers: &HeaderMap) -> Result<&str, ApiError> {
-    headers.get(CALLBACK_TOKEN).and_then(|v| v.to_str().ok()).filter(|t| !t.is_empty()).ok_or_else(|| {
-        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "the run's callback token is required")
-            .with_field(CALLBACK_TOKEN)
-    })
+    headers
+        .get(CALLBACK_TOKEN)
+        .and_then(|v| v.to_str().ok())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(callback_refused)
 }
 
 fn callback_error(e: CallbackError) -> ApiError {
     match e {
-        CallbackError::NotFound => run_not_found(),
-        CallbackError::BadToken => {
-            ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", e.to_string()).with_field(CALLBACK_TOKEN)
-        }
+        CallbackError::NotFound | CallbackError::BadToken => callback_refused(),
         CallbackError::NotOpen(_) => ApiError::new(StatusCode::CONFLICT, "attempt_closed", e.to_string()),
         CallbackError::Store(s) => s.into(),
     }
@@ -129,11 +153,13 @@ fn callback_error(e: CallbackError) -> ApiError {
 /// Keep an accepted (202) attempt alive. Authenticated by the attempt's callback token.
 #[utoipa::path(post, path = "/v1/runs/{run_id}/heartbeat", operation_id = "heartbeatRun", tag = "callbacks",
     params(("run_id" = String, Path), ("X-Sundial-Callback-Token" = String, Header)),
-    responses((status = 200, body = RunView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = RunView),
+        (status = 401, description = "No open attempt of this run has this token (whether or not the run exists)", body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
 pub async fn heartbeat(
     State(state): State<AppState>,
     headers: HeaderMap,
-    RunPath(id): RunPath,
+    CallbackRun(id): CallbackRun,
 ) -> Result<Json<RunView>, ApiError> {
     let run = state.run_control.heartbeat(&id, callback_token(&headers)?).await.map_err(callback_error)?;
     Ok(Json(state.run_view(&run)))
@@ -157,12 +183,13 @@ pub struct CompleteRequest {
 #[utoipa::path(post, path = "/v1/runs/{run_id}/complete", operation_id = "completeRun", tag = "callbacks",
     params(("run_id" = String, Path), ("X-Sundial-Callback-Token" = String, Header)),
     request_body = CompleteRequest,
-    responses((status = 200, body = RunView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+    responses((status = 200, body = RunView), (status = 400, body = ErrorBody),
+        (status = 401, description = "No open attempt of this run has this token (whether or not the run exists)", body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
 pub async fn complete(
     State(state): State<AppState>,
     headers: HeaderMap,
-    RunPath(id): RunPath,
+    CallbackRun(id): CallbackRun,
     JsonBody(body): JsonBody<CompleteRequest>,
 ) -> Result<Json<RunView>, ApiError> {
     let completion = Completion {

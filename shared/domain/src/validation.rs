@@ -243,12 +243,14 @@ fn validate_name(name: &str) -> Result<()> {
 /// `text` parsed as an http(s) URL with a host, or why it is not one.
 fn http_url(field: &str, text: &str, https_only: bool) -> Result<url::Url> {
     let want = if https_only { "an https" } else { "an http or https" };
-    // A URI is printable ASCII (RFC 3986): an IDN host in punycode, other bytes percent-encoded.
-    if !text.bytes().all(|b| b.is_ascii_graphic()) {
+    // A URI is printable ASCII (RFC 3986): an IDN host in punycode, other bytes percent-encoded;
+    // a backslash is not a URI character at all (WHATWG parsers read it as `/`, others as part
+    // of a user name: `http://a.example\@10.0.0.1/` must not mean two hosts).
+    if !text.bytes().all(|b| b.is_ascii_graphic() && b != b'\\') {
         return Err(ValidationError::new(
             field,
             format!(
-                "`{text}` is not {want} URL: only printable ASCII without spaces (percent-encode the rest)"
+                "`{text}` is not {want} URL: only printable ASCII without spaces or backslashes (percent-encode the rest)"
             ),
         ));
     }
@@ -261,8 +263,17 @@ fn http_url(field: &str, text: &str, https_only: bool) -> Result<url::Url> {
     if url.host_str().is_none_or(str::is_empty) || text.len() > 2048 {
         return Err(ValidationError::new(field, format!("`{text}` has no valid host")));
     }
+    if url.port() == Some(0) {
+        return Err(ValidationError::new(
+            field,
+            format!("`{text}` names port 0, which no server listens on"),
+        ));
+    }
     // Credentials in a URL would be shown in every response and log line that shows the URL.
-    if !url.username().is_empty() || url.password().is_some() {
+    // The written authority is checked too: an `@` there is userinfo to some parser.
+    let authority =
+        text.split_once("://").map_or("", |(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""));
+    if !url.username().is_empty() || url.password().is_some() || authority.contains('@') {
         return Err(ValidationError::new(
             field,
             "must not carry credentials (user:password@); send them in a secret header instead",
@@ -485,6 +496,27 @@ mod tests {
 
     fn field_of(doc: serde_json::Value) -> String {
         check(doc).err().map(|e| e.field).unwrap_or_else(|| "<accepted>".into())
+    }
+
+    /// A target URL means one host to every parser: no backslash (read as `/` by some and as
+    /// part of a user name by others), no `@` in the written authority, no port 0.
+    #[test]
+    fn a_target_url_names_one_host_and_a_real_port() {
+        let url = |text: &str| check(job(json!({"target": {"type": "http", "url": text}}))).err();
+        for hostile in [
+            "http://a.example\\@10.0.0.1/",
+            "http://a.example\\@10.0.0.1",
+            "http://user@a.example/",
+            "https://a.example:0/hook",
+            "http://a.example:0",
+        ] {
+            let refused = url(hostile);
+            assert_eq!(refused.map(|e| e.field), Some("target.url".to_string()), "{hostile}");
+        }
+        assert!(
+            url("https://a.example:8443/hook?next=@later").is_none(),
+            "an @ after the authority is a path's"
+        );
     }
 
     fn job(extra: serde_json::Value) -> serde_json::Value {
