@@ -4,15 +4,24 @@
 //! - File descriptors: a 256 MB Lambda has 1,024. A burst's sends to the runs queue hold at
 //!   most `SENDS_IN_FLIGHT` `SendMessageBatch` requests (connections) at once, whatever the
 //!   burst's size, measured by a loopback SQS stand-in counting requests in flight.
+//! - Lambda's 6 MB response: every page of jobs (with 195 KB payloads full of quotes) and of
+//!   runs (ten attempts with 4 KB outputs each), wrapped as API Gateway's proxy integration
+//!   wraps it, stays under 6,291,456 bytes, and `next` reaches every item once.
+//! - DynamoDB's 400 KB item: a backfill of 1,000 instants answers with a response that its
+//!   idempotency record can hold, and a retry replays it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use sundial_adapters::sqs::{SENDS_IN_FLIGHT, SqsRunQueue};
 use sundial_domain::dispatch::Dispatch;
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::run::RunMessage;
+use sundial_tests::{ALICE, Call, Options, Stack};
 
 /// Requests in flight at a loopback stand-in, and the most at once.
 #[derive(Debug, Default)]
@@ -84,4 +93,137 @@ async fn a_burst_is_sent_with_a_bounded_number_of_connections() {
     println!("most SendMessageBatch requests in flight: {most} (bound {SENDS_IN_FLIGHT})");
     assert!(most <= SENDS_IN_FLIGHT, "{most} requests in flight at once");
     assert!(most > 1, "the sends still overlap");
+}
+
+/// Lambda's limit on a synchronous invocation's response.
+const LAMBDA_RESPONSE_BYTES: usize = 6_291_456;
+/// DynamoDB's limit on an item.
+const DYNAMODB_ITEM_BYTES: usize = 400 * 1024;
+
+/// The size of `body` as the api function returns it to API Gateway: a JSON string inside the
+/// proxy integration's response (each quote and backslash of the body escaped again).
+fn lambda_response_bytes(body: &Value) -> usize {
+    let envelope = json!({
+        "statusCode": 200,
+        "headers": {"content-type": "application/json"},
+        "body": body.to_string(),
+        "isBase64Encoded": false,
+    });
+    envelope.to_string().len()
+}
+
+/// Follows `next` from `path` (which has a `?`), checking every page against Lambda's limit;
+/// returns every item of `field` and the number of pages.
+async fn every_page(stack: &Stack, path: &str, field: &str) -> (Vec<Value>, usize) {
+    let (mut items, mut pages, mut next): (Vec<Value>, usize, Option<String>) = (Vec::new(), 0, None);
+    loop {
+        let url = match &next {
+            Some(token) => format!("{path}&next={token}"),
+            None => path.to_string(),
+        };
+        let page = stack.api.get(ALICE, &url).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        let bytes = lambda_response_bytes(&page.body);
+        println!(
+            "{path}: page {pages} of {} items, {bytes} bytes as a Lambda response",
+            page.body[field].as_array().unwrap().len()
+        );
+        assert!(bytes <= LAMBDA_RESPONSE_BYTES, "a page of {bytes} bytes crosses Lambda's 6 MB response");
+        items.extend(page.body[field].as_array().unwrap().iter().cloned());
+        pages += 1;
+        match page.body["next"].as_str() {
+            Some(token) => next = Some(token.to_string()),
+            None => return (items, pages),
+        }
+    }
+}
+
+/// A page of 30 jobs with 195 KB payloads would be about 12 MB as a Lambda response: pages are
+/// cut by bytes, each under the limit, and `next` reaches every job once.
+#[tokio::test]
+async fn job_pages_stay_under_lambdas_response_limit() {
+    let stack = Stack::with(Options {
+        vars: [("SUNDIAL_MAX_PAYLOAD_BYTES", (200 * 1024).to_string())].into(),
+        ..Default::default()
+    })
+    .await;
+    // Quotes are what a Lambda response escapes twice: a payload of many short strings.
+    let payload = json!({"lines": vec!["q\"x"; 195 * 1024 / 7]});
+    assert!(payload.to_string().len() < 200 * 1024);
+    for i in 0..30 {
+        let job = json!({"name": format!("big-{i:02}"), "schedule": {"cron": "0 0 1 1 *"},
+                         "target": {"type": "http", "url": "http://127.0.0.1:9/"}, "payload": payload});
+        stack.api.create_job(ALICE, &job).await;
+    }
+    let (jobs, pages) = every_page(&stack, "/v1/jobs?limit=100", "jobs").await;
+    let names: BTreeSet<&str> = jobs.iter().map(|j| j["name"].as_str().unwrap()).collect();
+    assert_eq!((jobs.len(), names.len()), (30, 30), "every job once");
+    assert!(pages > 1, "cut by bytes, not by count");
+}
+
+/// 100 runs with ten attempts of 4 KB outputs each: run pages are cut by bytes too.
+#[tokio::test]
+async fn run_pages_stay_under_lambdas_response_limit() {
+    use sundial_domain::run::{Attempt, Outcome, RunKey, RunState};
+    let stack = Stack::new().await;
+    let id = stack.api.create_job(ALICE, &sundial_tests::job("attempts")).await;
+    let job_id = sundial_domain::job::JobId::parse(&id).unwrap();
+    let job = stack.services.ports.jobs.get(&job_id).await.unwrap().unwrap();
+    let base = chrono::Utc::now() - chrono::Duration::days(1);
+    for i in 0..100 {
+        let instant = base + chrono::Duration::minutes(i);
+        let mut run = stack.services.claimer.new_run(&job, RunKey::scheduled(instant), instant, instant);
+        run.state = RunState::Failed;
+        run.attempt = 10;
+        run.attempts = (1..=10)
+            .map(|n| Attempt {
+                n,
+                started_at: instant,
+                finished_at: Some(instant),
+                worker: "w".into(),
+                outcome: Some(Outcome::Failed),
+                status_code: Some(500),
+                error: Some("\"".repeat(1000)),
+                output: Some("\"".repeat(4096)),
+                callback: None,
+            })
+            .collect();
+        stack.services.runs.insert(&run).await.unwrap();
+    }
+    let (runs, pages) = every_page(&stack, &format!("/v1/jobs/{id}/runs?limit=100"), "runs").await;
+    let ids: BTreeSet<&str> = runs.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!((runs.len(), ids.len()), (100, 100), "every run once");
+    assert!(pages > 1, "cut by bytes, not by count");
+}
+
+/// A backfill of 1,000 instants with an `Idempotency-Key`: its answer fits the item that keeps
+/// it for a replay, and the retry replays it.
+#[tokio::test]
+async fn a_large_backfills_answer_fits_its_idempotency_record() {
+    let stack = Stack::new().await;
+    let job = json!({"name": "every-minute", "schedule": {"cron": "* * * * *"},
+                     "target": {"type": "http", "url": "http://127.0.0.1:9/"}});
+    let id = stack.api.create_job(ALICE, &job).await;
+    use chrono::DurationRound;
+    let to = (chrono::Utc::now() - chrono::Duration::minutes(1))
+        .duration_trunc(chrono::Duration::minutes(1))
+        .unwrap();
+    let range = json!({"from": (to - chrono::Duration::minutes(999)).to_rfc3339(), "to": to.to_rfc3339()});
+    let backfill = || {
+        Call::new(Method::POST, format!("/v1/jobs/{id}/backfill"))
+            .key(ALICE)
+            .header("idempotency-key", "backfill-1000")
+            .json(&range)
+    };
+    let first = stack.api.call(backfill()).await;
+    assert_eq!(first.status, StatusCode::ACCEPTED, "{}", first.body);
+    assert_eq!(first.body["created"], 1000);
+    assert_eq!(first.body["runs"].as_array().unwrap().len(), 100, "the first hundred are listed");
+    let stored = first.body.to_string().len();
+    println!("backfill answer: {stored} bytes (item limit {DYNAMODB_ITEM_BYTES})");
+    assert!(stored < DYNAMODB_ITEM_BYTES / 2, "{stored} bytes: the idempotency record must hold it");
+    let replay = stack.api.call(backfill()).await;
+    assert_eq!(replay.status, StatusCode::ACCEPTED, "{}", replay.body);
+    assert_eq!(replay.headers.get("idempotent-replayed").map(|v| v.to_str().unwrap()), Some("true"));
+    assert_eq!(replay.body, first.body);
 }

@@ -3,8 +3,11 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, IfMatch, JobPath, JsonBody, JsonObject, Origin};
+use crate::paging;
 use crate::state::AppState;
-use crate::view::{BackfillView, GraphResponse, JobList, JobView, Preview, RunView, after_parents};
+use crate::view::{
+    BACKFILL_RUNS_SHOWN, BackfillView, GraphResponse, JobList, JobView, Preview, RunView, after_parents,
+};
 use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -118,12 +121,19 @@ pub async fn list(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<JobList>, ApiError> {
     let limit = query_number(&query, "limit", 50, MAX_PAGE)?;
-    let page = state.jobs.list(&owner, limit, query.get("next").map(String::as_str)).await?;
-    let mut jobs = Vec::with_capacity(page.items.len());
-    for job in &page.items {
-        jobs.push(view(&state, job).await?);
+    let token = query.get("next").map(String::as_str);
+    let mut limit = limit;
+    loop {
+        let page = state.jobs.list(&owner, limit, token).await?;
+        let mut jobs = Vec::with_capacity(page.items.len());
+        for job in &page.items {
+            jobs.push(view(&state, job).await?);
+        }
+        match paging::shrink(&jobs) {
+            None => return Ok(Json(JobList { jobs, next: page.next })),
+            Some(fit) => limit = fit,
+        }
     }
-    Ok(Json(JobList { jobs, next: page.next }))
 }
 
 /// Get one job.
@@ -265,7 +275,11 @@ pub async fn backfill(
     let (runs, existing) = state.jobs.backfill(&owner, &id, range.from, range.to).await?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(BackfillView { runs: runs.iter().map(|r| state.run_view(r)).collect(), existing }),
+        Json(BackfillView {
+            runs: runs.iter().take(BACKFILL_RUNS_SHOWN).map(|r| state.run_view(r)).collect(),
+            created: runs.len(),
+            existing,
+        }),
     ))
 }
 

@@ -7,7 +7,7 @@
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
 //! - [`extract`]: request decoding with field-named errors, through [`strict_json`] (no repeated
 //!   keys); [`error`]: error responses;
-//! - [`view`]: response bodies; [`openapi`]: the OpenAPI document generated from all of these;
+//! - [`view`]: response bodies; [`paging`]: pages bounded by bytes (Lambda's 6 MB response); [`openapi`]: the OpenAPI document generated from all of these;
 //! - [`state`]: what the handlers share; [`edge`]: bounds on every request, and the router's own
 //!   errors (404, 405, 414, 431) as JSON.
 //!
@@ -27,6 +27,7 @@ pub mod idempotency;
 pub mod jobs;
 pub mod observe;
 pub mod openapi;
+pub mod paging;
 pub mod runs;
 pub mod state;
 pub mod strict_json;

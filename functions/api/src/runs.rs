@@ -54,9 +54,16 @@ pub async fn list(
         .get("state")
         .map(|s| s.parse::<RunState>().map_err(|e| ApiError::bad_request(ValidationError::new("state", e))))
         .transpose()?;
-    let page =
-        state.run_control.list(&owner, &id, limit, query.get("next").map(String::as_str), filter).await?;
-    Ok(Json(RunList { runs: page.items.iter().map(|r| state.run_view(r)).collect(), next: page.next }))
+    let token = query.get("next").map(String::as_str);
+    let mut limit = limit;
+    loop {
+        let page = state.run_control.list(&owner, &id, limit, token, filter).await?;
+        let runs: Vec<RunView> = page.items.iter().map(|r| state.run_view(r)).collect();
+        match crate::paging::shrink(&runs) {
+            None => return Ok(Json(RunList { runs, next: page.next })),
+            Some(fit) => limit = fit,
+        }
+    }
 }
 
 /// One run: its state and every attempt with times, worker, outcome, status code, error, output.

@@ -201,11 +201,18 @@ impl RunView {
     }
 }
 
+/// The most runs a backfill's answer lists: a backfill creates up to 1,000, and its answer is kept
+/// for an idempotent replay in one DynamoDB item (400 KB); the rest are in the job's history.
+pub const BACKFILL_RUNS_SHOWN: usize = 100;
+
 /// What a backfill did.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BackfillView {
-    /// Runs created, oldest instant first.
+    /// Runs created, oldest instant first: the first 100 (`created` counts them all; the job's
+    /// runs list shows every one).
     pub runs: Vec<RunView>,
+    /// How many runs the backfill created.
+    pub created: usize,
     /// Instants in the range that already had a run (nothing runs twice).
     pub existing: usize,
 }
