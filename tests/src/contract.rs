@@ -164,6 +164,13 @@ async fn jobs_are_created_all_or_nothing(store: &dyn JobStore) {
     assert_eq!(store.get(&delta.id).await.unwrap(), None, "a create over the limit writes nothing");
     store.delete(&gamma).await.unwrap();
     store.create(&delta, 3).await.expect("a deleted job frees its place under the limit");
+    let newcomer = job(&unique("newcomer"), "first", None);
+    assert_eq!(
+        store.create(&newcomer, 0).await,
+        Err(StoreError::QuotaExceeded(0)),
+        "a limit of 0 allows no job, not even an owner's first"
+    );
+    assert_eq!(store.get(&newcomer.id).await.unwrap(), None);
 
     let exact = job(&owner, "precise", Some(at("2031-01-01T10:00:01.500Z")));
     store.create(&exact, 10).await.unwrap();

@@ -152,7 +152,7 @@ impl JobStore for MemoryJobStore {
         if state.names.contains_key(&names) {
             return Err(StoreError::NameTaken(job.document.name.clone()));
         }
-        if state.counts.get(&job.owner).is_some_and(|count| *count >= i64::from(max_jobs)) {
+        if state.counts.get(&job.owner).copied().unwrap_or(0) >= i64::from(max_jobs) {
             return Err(StoreError::QuotaExceeded(max_jobs));
         }
         if state.jobs.contains_key(job.id.as_str()) {

@@ -210,7 +210,10 @@ impl DynamoJobStore {
             .expression_attribute_values(":delta", n(delta));
         if let Some(max) = max {
             update = update
-                .condition_expression("attribute_not_exists(job_count) OR job_count < :max")
+                // An owner's first job passes only if the limit allows one at all.
+                .condition_expression(
+                    "(attribute_not_exists(job_count) AND :zero < :max) OR job_count < :max",
+                )
                 .expression_attribute_values(":max", n(max));
         }
         update.build().map_err(|e| StoreError::Corrupt(e.to_string()))
