@@ -421,6 +421,9 @@ enum Fault {
     TransitionAppliedThenFails,
     /// The next transition is refused (storage unavailable) and not written.
     TransitionUnavailable,
+    /// The next transition is written, then reported as a failed condition: the SDK's own retry
+    /// of a write whose first answer was lost finds its own change there.
+    TransitionAppliedThenConflicts,
     /// The next transition is written, the run is then cancelled (by the API, say), and the
     /// transition is reported failed.
     TransitionAppliedThenCancelledThenFails,
@@ -517,6 +520,9 @@ impl RunStore for FaultyRuns {
         self.inner.transition(before, after).await?;
         if self.fires(Fault::TransitionAppliedThenFails) {
             return Err(injected());
+        }
+        if self.fires(Fault::TransitionAppliedThenConflicts) {
+            return Err(StoreError::Conflict);
         }
         if self.fires(Fault::TransitionAppliedThenCancelledThenFails) {
             let cancelled =
@@ -1331,6 +1337,23 @@ async fn an_attempt_whose_start_write_answer_was_lost_is_still_made() {
     let queued = stack.run(&stack.trigger(&id).await).await;
     let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
     faulty.arm(Fault::TransitionAppliedThenFails);
+    worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
+    assert_eq!(target.hits().len(), 1);
+    let run = stack.run(&queued.id()).await;
+    assert_eq!((run.state, run.attempt), (RunState::Succeeded, 1));
+}
+
+/// A start write the SDK retried after DynamoDB applied it (the first answer lost, the retry's
+/// condition failing on the change it made) is the worker's own: the attempt is made, not
+/// taken for a lost race and left to wait out its lease.
+#[tokio::test]
+async fn an_attempt_whose_start_write_the_sdk_retried_is_still_made() {
+    let stack = Stack::new().await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = yearly_job(&stack, "j", &target.url).await;
+    let queued = stack.run(&stack.trigger(&id).await).await;
+    let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
+    faulty.arm(Fault::TransitionAppliedThenConflicts);
     worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
     assert_eq!(target.hits().len(), 1);
     let run = stack.run(&queued.id()).await;

@@ -61,8 +61,6 @@ impl Recorder {
     ) -> Result<Run, StoreError> {
         let mut before = before.clone();
         let (mut races, mut outages) = (0, 0);
-        // A write that timed out may have been applied: recognised by its own `updated_at`.
-        let mut maybe_applied = false;
         loop {
             let change = transition::apply(job, &before, step, now).map_err(|_| StoreError::Conflict)?;
             match persist(self.runs.as_ref(), &before, &change).await {
@@ -70,7 +68,10 @@ impl Recorder {
                 Err(StoreError::Conflict) => {
                     let fresh =
                         self.runs.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
-                    if maybe_applied && is_write_of(&fresh, &change.run) {
+                    // The write may have been applied under a lost answer, by a retry here or by
+                    // the SDK's own (whose second try then fails its condition on the first's
+                    // change): recognised as this very change.
+                    if is_write_of(&fresh, &change.run) {
                         return Ok(self.written(job, &before, fresh, change.events, now).await);
                     }
                     let moved = fresh.state != before.state || fresh.attempt != before.attempt;
@@ -87,7 +88,6 @@ impl Recorder {
                 Err(e) if e.is_retryable() && outages < STORAGE_RETRIES.len() => {
                     self.timer.sleep(STORAGE_RETRIES[outages]).await;
                     outages += 1;
-                    maybe_applied = true;
                 }
                 Err(e) => return Err(e),
             }
@@ -166,8 +166,15 @@ pub async fn persist(runs: &dyn RunStore, before: &Run, change: &Change) -> Resu
     }
 }
 
-/// Whether `fresh` is the run as `candidate` wrote it: the same state, attempt and change time.
+/// Whether `fresh` is the run as `candidate` wrote it: the same state, attempt and change time,
+/// and the same last attempt (its worker, callback digest, outcome and end). Two writers of one
+/// change would differ there: each start draws its own callback token, each end has its writer's
+/// outcome and clock.
 fn is_write_of(fresh: &Run, candidate: &Run) -> bool {
+    let last = |run: &Run| {
+        run.attempts.last().map(|a| (a.worker.clone(), a.callback.clone(), a.outcome, a.finished_at))
+    };
     (fresh.state, fresh.attempt, fresh.updated_at)
         == (candidate.state, candidate.attempt, candidate.updated_at)
+        && last(fresh) == last(candidate)
 }
