@@ -162,6 +162,17 @@ fn document(schedule: Value, url: &str) -> Value {
     json!({"schedule": schedule, "target": {"type": "http", "url": url}, "retry": {"max_attempts": 3, "backoff_s": 1}})
 }
 
+/// How a path's jobs are run: what the target answers, and the job's concurrency policy.
+#[derive(Debug, Clone, Copy)]
+struct Execution {
+    path: &'static str,
+    /// The loopback target's behaviour (`ok`, `fail-once`, `accept`).
+    behaviour: &'static str,
+    /// `allow`, or `forbid`: each run's start passes the job's start fence (its read of the
+    /// fence and of the holder's run, and its take).
+    concurrency: &'static str,
+}
+
 /// A schedule document, given the simulated start.
 type ScheduleFrom = fn(DateTime<Utc>) -> Value;
 
@@ -260,16 +271,19 @@ async fn claim(kind: &Kind) -> anyhow::Result<(Share, Value)> {
 }
 
 /// Executing `n` runs due now whose target answers as `behaviour` says.
-async fn execute(behaviour: &str, n: usize) -> anyhow::Result<(Share, Value)> {
+async fn execute(execution: Execution, n: usize) -> anyhow::Result<(Share, Value)> {
+    let Execution { behaviour, concurrency, .. } = execution;
     let (services, clients) = stack::stack(&[], Arc::new(SystemClock), Capacity::Counted).await?;
     let target = Target::start().await?;
     let now = Utc::now();
     let due = ceil_second(now) + Duration::seconds(3);
     let jobs: Vec<Job> = (0..n)
         .map(|i| {
+            let mut document = document(json!({"at": format_instant(due)}), &target.url(behaviour));
+            document["concurrency"] = json!(concurrency);
             stack::job(
                 &format!("{behaviour}-{i:03}"),
-                document(json!({"at": format_instant(due)}), &target.url(behaviour)),
+                document,
                 now,
                 Some(due),
             )
@@ -367,11 +381,16 @@ pub async fn paths() -> anyhow::Result<Value> {
         eprintln!("cost: claiming {}…", kind.name);
         claims.push((kind.name, claim(kind).await?));
     }
-    let behaviours = [("happy", "ok"), ("one retry", "fail-once"), ("202 + 2 heartbeats", "accept")];
+    let paths = [
+        Execution { path: "happy", behaviour: "ok", concurrency: "allow" },
+        Execution { path: "happy, forbid", behaviour: "ok", concurrency: "forbid" },
+        Execution { path: "one retry", behaviour: "fail-once", concurrency: "allow" },
+        Execution { path: "202 + 2 heartbeats", behaviour: "accept", concurrency: "allow" },
+    ];
     let mut executions = Vec::new();
-    for (path, behaviour) in behaviours {
-        eprintln!("cost: executing {path}…");
-        executions.push((path, execute(behaviour, 20).await?));
+    for execution in paths {
+        eprintln!("cost: executing {}…", execution.path);
+        executions.push((execution.path, execute(execution, 20).await?));
     }
     let mut rows = Vec::new();
     for (kind, (claim, claim_info)) in &claims {
