@@ -281,12 +281,7 @@ async fn execute(execution: Execution, n: usize) -> anyhow::Result<(Share, Value
         .map(|i| {
             let mut document = document(json!({"at": format_instant(due)}), &target.url(behaviour));
             document["concurrency"] = json!(concurrency);
-            stack::job(
-                &format!("{behaviour}-{i:03}"),
-                document,
-                now,
-                Some(due),
-            )
+            stack::job(&format!("{behaviour}-{i:03}"), document, now, Some(due))
         })
         .collect::<anyhow::Result<_>>()?;
     import(&services, &clients, &jobs).await?;
