@@ -18,6 +18,7 @@
 
 mod cost;
 mod floor;
+mod group;
 mod lag;
 mod lambda;
 mod profile;
@@ -101,6 +102,12 @@ async fn main() -> anyhow::Result<()> {
         Some("cost") => {
             needs_emulator()?;
             save("cost", &cost::paths().await?)
+        }
+        Some("group") => {
+            needs_emulator()?;
+            let n = arg(1).unwrap_or("300").parse().context("group N")?;
+            let max_running = arg(2).unwrap_or("5").parse().context("group MAX_RUNNING")?;
+            save("group", &group::drain(n, max_running).await?)
         }
         Some("watchdog") => {
             needs_emulator()?;

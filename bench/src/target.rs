@@ -4,7 +4,8 @@
 //! parent's side, which reads those lines as they come.
 //!
 //! The path says how the target answers: `/ok` 200, `/fail-once` 500 to a first attempt and 200
-//! after, `/accept` 202 (the run is then completed through its callback token).
+//! after, `/accept` 202 (the run is then completed through its callback token), `/slow` 200
+//! after a second's work.
 
 use anyhow::Context;
 use axum::extract::Path;
@@ -60,6 +61,10 @@ async fn answer(Path(behaviour): Path<String>, headers: HeaderMap) -> StatusCode
     match behaviour.as_str() {
         "fail-once" if attempt <= 1 => StatusCode::INTERNAL_SERVER_ERROR,
         "accept" => StatusCode::ACCEPTED,
+        "slow" => {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            StatusCode::OK
+        }
         _ => StatusCode::OK,
     }
 }

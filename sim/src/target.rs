@@ -122,6 +122,9 @@ impl Caller for SimTarget {
         let now = self.sim.now();
         let _in_flight =
             inv.job.document.group.clone().map(|group| InFlight::arrive(&self.ledger, group, inv, now));
+        // A `forbid` or `replace` job's calls are counted as a group of one of their own.
+        let fenced = inv.job.document.concurrency != sundial_domain::job::ConcurrencyPolicy::Allow;
+        let _job_in_flight = fenced.then(|| InFlight::arrive(&self.ledger, job_calls(&inv.job.id), inv, now));
         match answered {
             Answered::Crashed => {
                 self.sim.crash_current();
@@ -176,6 +179,11 @@ impl SimTarget {
     }
 }
 
+/// The key under which a `forbid` or `replace` job's own calls in flight are counted (by run).
+pub fn job_calls(job: &sundial_domain::job::JobId) -> String {
+    format!("job {job}")
+}
+
 /// A synchronous call of a group's job at the target: counted from its arrival until it is
 /// dropped, when the call answers or when its worker dies (the executor drops the worker's
 /// future, and the call with it).
@@ -191,7 +199,13 @@ impl InFlight {
         let mut observed = ledger.get();
         let calls = observed.group_calls.entry(group.clone()).or_default();
         calls.push(call.clone());
-        let (count, now_calls) = (calls.len(), calls.clone());
+        // A job's own calls count its runs: two attempts of one run overlapping (a lease judged
+        // expired under clock skew while its call went on) is not two runs.
+        let count = match group.starts_with("job ") {
+            true => calls.iter().map(|(run, _)| run).collect::<std::collections::BTreeSet<_>>().len(),
+            false => calls.len(),
+        };
+        let now_calls = calls.clone();
         let line = format!("target: {count} call(s) of group {group} in flight: {now_calls:?}");
         let peak = observed.group_peaks.entry(group.clone()).or_insert(GroupPeak {
             count: 0,

@@ -1103,7 +1103,12 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
     );
     group.waiting.insert(
         "01jd0000000000000000000001.20300101T120000Z".into(),
-        sundial_domain::group::Waiter { instant: now, since: now, seen_at: now + Duration::milliseconds(7) },
+        sundial_domain::group::Waiter {
+            attempt: 2,
+            instant: now,
+            since: now,
+            seen_at: now + Duration::milliseconds(7),
+        },
     );
     group.jobs.insert("01jd0000000000000000000002".into(), sundial_domain::group::Link { at: now });
     group.version = before + 1;

@@ -54,8 +54,11 @@ async fn an_owners_forecast_counts_their_schedules_and_an_operator_reads_the_sta
     // 4 hourly jobs and the flexible one, 3 hours; the paused job and Bob's count nothing.
     assert_eq!(body["total"], 15);
     assert!(body["busiest"].as_u64().unwrap() >= 4);
+    // The busiest minute is one of the three hours' first: the flexible job's offset (drawn per
+    // job and instant) lands it on one of them or on none, so which is not fixed.
     let peak = &body["peaks"][0];
-    assert_eq!(peak["minute"], text(from));
+    let hours: Vec<String> = (0..3).map(|h| text(from + Duration::hours(h))).collect();
+    assert!(hours.iter().any(|h| peak["minute"] == h.as_str()), "{peak}");
     assert!(peak["jobs"].as_array().unwrap().iter().all(|j| j["owner"] == "alice"), "{peak}");
 
     // The same jobs counted by the domain, minute by minute.

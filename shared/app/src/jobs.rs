@@ -427,6 +427,11 @@ impl Jobs {
                 if group_changed {
                     self.unlink_group(&before).await;
                 }
+                let fenced = |job: &Job| job.document.concurrency != ConcurrencyPolicy::Allow;
+                if fenced(&after) && !fenced(&before) {
+                    // Its runs under `allow` never took the fence: the next take reads them.
+                    self.forget_fence(&after).await;
+                }
             }
             if notify_changed && updated.is_err() {
                 // Put the subscriptions back as the saved job has them.
@@ -495,14 +500,21 @@ impl Jobs {
         };
         self.workflows.unlink(&job.parents(), &job.id).await;
         self.unlink_group(&job).await;
-        if let Err(e) = self.fences.remove(&job.id).await {
-            // About 60 bytes that nothing reads again: a job's id is never reused.
-            tracing::warn!(job_id = %job.id, error = %e, "the deleted job's start fence was left behind");
-        }
+        self.forget_fence(&job).await;
         if has_endpoints(&job) {
             self.remove_topic(&job).await;
         }
         Ok(())
+    }
+
+    /// Removes `job`'s start fence (best effort): the job is deleted, or was just made `forbid`
+    /// or `replace` (its next run's take then reads the job's active runs, which never took it).
+    /// A fence left behind after a delete is about 100 bytes that nothing reads again (a job's id
+    /// is never reused).
+    async fn forget_fence(&self, job: &Job) {
+        if let Err(e) = self.fences.remove(&job.id).await {
+            tracing::warn!(job_id = %job.id, error = %e, "the job's start fence was left behind");
+        }
     }
 
     /// Links `job` to the group it names, if any (an error naming `group` if there is none).

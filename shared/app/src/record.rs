@@ -61,6 +61,11 @@ impl Recorder {
     ) -> Result<Run, StoreError> {
         let mut before = before.clone();
         let (mut races, mut outages) = (0, 0);
+        // A write that timed out may have been applied: recognised by its own `updated_at`. A
+        // start is always checked: the SDK's own retry of a start DynamoDB applied fails its
+        // condition on that very change, and only a start carries a mark no other writer can
+        // make (its attempt's random callback digest).
+        let mut maybe_applied = matches!(step, Step::Start { .. });
         loop {
             let change = transition::apply(job, &before, step, now).map_err(|_| StoreError::Conflict)?;
             match persist(self.runs.as_ref(), &before, &change).await {
@@ -68,10 +73,7 @@ impl Recorder {
                 Err(StoreError::Conflict) => {
                     let fresh =
                         self.runs.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
-                    // The write may have been applied under a lost answer, by a retry here or by
-                    // the SDK's own (whose second try then fails its condition on the first's
-                    // change): recognised as this very change.
-                    if is_write_of(&fresh, &change.run) {
+                    if maybe_applied && is_write_of(&fresh, &change.run) {
                         return Ok(self.written(job, &before, fresh, change.events, now).await);
                     }
                     let moved = fresh.state != before.state || fresh.attempt != before.attempt;
@@ -88,6 +90,7 @@ impl Recorder {
                 Err(e) if e.is_retryable() && outages < STORAGE_RETRIES.len() => {
                     self.timer.sleep(STORAGE_RETRIES[outages]).await;
                     outages += 1;
+                    maybe_applied = true;
                 }
                 Err(e) => return Err(e),
             }

@@ -60,7 +60,7 @@ pub struct RunControl {
 impl RunControl {
     pub fn new(ports: &Ports, jobs: Jobs, recorder: Recorder, heartbeat_window: Duration) -> Self {
         let Ports { jobs: job_store, runs, groups, queue, clock, entropy, timer, .. } = ports.clone();
-        let slots = Slots::new(groups.clone(), runs.clone(), timer);
+        let slots = Slots::new(groups.clone(), runs.clone(), queue.clone(), timer);
         RunControl { jobs, recorder, job_store, runs, groups, slots, queue, clock, entropy, heartbeat_window }
     }
 

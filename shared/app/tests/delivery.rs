@@ -14,9 +14,10 @@ use sundial_app::groups::GroupsError;
 use sundial_app::jobs::JobsError;
 use sundial_app::run_control::Completion;
 use sundial_app::worker::Disposition;
-use sundial_domain::group::GroupDocument;
+use sundial_domain::group::{Group, GroupDocument};
 use sundial_domain::job::Job;
 use sundial_domain::ports::queue::RunInbox;
+use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::{Outcome, RunId, RunState};
 use sundial_domain::waiting::Wait;
@@ -184,6 +185,68 @@ async fn a_full_group_makes_runs_wait_without_spending_attempts_and_frees_its_sl
     // Every message the waits left behind is a fresh one: none was received twice.
     let receives = world.queue.receive_counts();
     assert!(receives.iter().all(|&n| n <= 1), "receives {receives:?}");
+}
+
+/// A slot given back is handed to the oldest waiter in the same write, and that waiter is woken
+/// at once: it starts at the very instant the slot frees, not on its next look seconds later.
+#[tokio::test]
+async fn a_freed_slot_starts_the_oldest_waiter_at_once() {
+    let world = World::with(START, Settings::default().answer(Answer::Accepted { status: 202 }));
+    group(&world, "etl", 1).await;
+    let (_, ids) = triggered_in_group(&world, 3).await;
+    world.deliver().await;
+    assert_eq!(futures_states(&world, &ids).await, [RunState::Running, RunState::Queued, RunState::Queued]);
+    let token = world.caller.calls()[0].callback_token.clone();
+    let done = Completion { succeeded: true, output: None, error: None, permanent: false };
+    world.run_control.complete(&ids[0], &token, done).await.unwrap();
+    world.deliver().await;
+    assert_eq!(
+        futures_states(&world, &ids).await,
+        [RunState::Succeeded, RunState::Running, RunState::Queued],
+        "the oldest waiter started as the slot freed"
+    );
+    let view = world.groups.get(&owner(), "etl").await.unwrap();
+    assert_eq!((view.running, view.waiting), (1, 1));
+    let receives = world.queue.receive_counts();
+    assert!(receives.iter().all(|&n| n <= 1), "receives {receives:?}");
+}
+
+/// A group store that is throttled: every read refused, as DynamoDB refuses a hot item's.
+#[derive(Debug)]
+struct Throttled;
+
+#[async_trait::async_trait]
+impl GroupStore for Throttled {
+    async fn get(&self, _: &str, _: &str) -> StoreResult<Option<Group>> {
+        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
+    }
+    async fn put(&self, _: &Group, _: Option<u64>) -> StoreResult<()> {
+        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
+    }
+    async fn delete(&self, _: &str, _: &str, _: u64) -> StoreResult<()> {
+        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
+    }
+}
+
+/// A throttled group makes its runs wait as a full one does: the message is replaced (no
+/// receive spent, so throttling never walks a run to the dead-letter queue), nothing starts.
+#[tokio::test]
+async fn a_throttled_admission_waits_without_spending_a_receive() {
+    let world = World::at(START);
+    group(&world, "etl", 1).await;
+    let (_, ids) = triggered_in_group(&world, 1).await;
+    let ports = sundial_app::ports::Ports { groups: Arc::new(Throttled), ..world.ports.clone() };
+    let worker = sundial_app::worker::Worker::new(
+        &ports,
+        world.recorder.clone(),
+        sundial_app::worker::WorkerSettings::default(),
+    );
+    let message = world.queue.receive(1, 0).await.unwrap().remove(0);
+    let disposition = worker.handle(&message.body, support::WORKER).await;
+    assert!(matches!(disposition, Disposition::Replace(_)), "{disposition:?}");
+    let run = world.run(&ids[0]).await;
+    assert_eq!((run.state, run.attempt), (RunState::Queued, 0));
+    assert!(world.caller.calls().is_empty());
 }
 
 async fn futures_states(world: &World, ids: &[RunId]) -> Vec<RunState> {

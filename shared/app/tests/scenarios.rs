@@ -19,11 +19,10 @@ use sundial_app::tick::{Tick, TickSettings};
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
 use sundial_domain::dispatch::Dispatch;
-use sundial_domain::fence::Fence;
-use sundial_domain::job::JobId;
+use sundial_domain::group::{Group, GroupDocument};
 use sundial_domain::job::{EventKind, Job};
 use sundial_domain::ports::queue::{QueueError, RunInbox, RunQueue};
-use sundial_domain::ports::store::{FenceStore, StoreResult, TickStateStore};
+use sundial_domain::ports::store::{GroupStore, StoreResult, TickStateStore};
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_memory::bus::Destination;
@@ -474,48 +473,68 @@ async fn pause_resume_and_end_at() {
     );
 }
 
-/// A start fence whose reads take `delay` of the clock: a pre-start slowed by storage.
+/// A job edited from `allow` to `forbid` while a run of it calls its target: that run never
+/// took the fence, and the edit removed any fence left from before, so the next run's take
+/// reads the job's active runs and finds it: the next run is SKIPPED, not started beside it.
+#[tokio::test]
+async fn a_run_from_before_forbid_still_holds_the_fence() {
+    let settings = Settings::default().claim_ahead_s(60).heartbeat_window_s(3600);
+    let world = World::with("2030-01-01T12:00:10Z", settings);
+    let job = world.create(job("edited", json!({"cron": "* * * * *"}), json!({}))).await;
+    world.caller.push(accepted());
+    world.set("2030-01-01T12:01:00Z");
+    assert_eq!(world.deliver().await, 1);
+    assert_eq!(world.runs_of(&job.id)[0].state, RunState::Running);
+    world.jobs.patch(&owner(), &job.id, &json!({"concurrency": "forbid"}), None).await.unwrap();
+    world.set("2030-01-01T12:01:30Z");
+    world.tick.run().await.unwrap();
+    world.set("2030-01-01T12:02:00Z");
+    world.deliver().await;
+    let runs = world.runs_of(&job.id);
+    assert_eq!(runs[0].state, RunState::Running);
+    assert_eq!(runs[1].state, RunState::Skipped, "{:?}", runs[1].reason);
+    assert!(runs[1].reason.as_deref().unwrap().contains(&runs[0].id().to_string()));
+    assert_eq!(world.caller.calls().len(), 1);
+}
+
+/// A group store whose reads take `delay` of the clock: an admission slowed by storage.
 #[derive(Debug)]
-struct SlowFences {
-    inner: Arc<dyn FenceStore>,
+struct SlowGroups {
+    inner: Arc<dyn GroupStore>,
     clock: Arc<sundial_domain::clock::ManualClock>,
     delay: std::sync::Mutex<Duration>,
 }
 
 #[async_trait::async_trait]
-impl FenceStore for SlowFences {
-    async fn get(&self, job_id: &JobId) -> StoreResult<Option<Fence>> {
+impl GroupStore for SlowGroups {
+    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<Group>> {
         self.clock.advance(*self.delay.lock().unwrap());
-        self.inner.get(job_id).await
+        self.inner.get(owner, name).await
     }
-    async fn take(
-        &self,
-        job_id: &JobId,
-        expected: Option<&RunKey>,
-        run: &RunKey,
-        previous: Option<&RunKey>,
-    ) -> StoreResult<()> {
-        self.inner.take(job_id, expected, run, previous).await
+    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()> {
+        self.inner.put(group, expected).await
     }
-    async fn remove(&self, job_id: &JobId) -> StoreResult<()> {
-        self.inner.remove(job_id).await
+    async fn delete(&self, owner: &str, name: &str, version: u64) -> StoreResult<()> {
+        self.inner.delete(owner, name, version).await
     }
 }
 
 /// The worker times an attempt's start (its lease, its late start) from the start write, not
-/// from the message's read; a pre-start that ran past its bound (here the start fence's read
-/// took 15 s) starts nothing: the message is replaced and the run looked at again.
+/// from the message's read; an admission by the group that ran past its bound (here the group's
+/// read took 15 s) starts nothing: its slot is given back, the message is replaced and the run
+/// looked at again, since the slot, timed from the admission, could end before the call.
 #[tokio::test]
-async fn a_start_is_timed_from_its_write_and_a_long_pre_start_starts_nothing() {
+async fn a_start_is_timed_from_its_write_and_a_long_admission_starts_nothing() {
     let world = World::at(START);
-    let job = world.create(yearly("slow-start", json!({"concurrency": "forbid", "timeout_s": 60}))).await;
-    let slow = Arc::new(SlowFences {
-        inner: world.ports.fences.clone(),
+    world.groups.put(&owner(), "etl", &GroupDocument { max_running: 1 }).await.unwrap();
+    let job = world.create(yearly("slow-start", json!({"group": "etl", "timeout_s": 60}))).await;
+    let slow = Arc::new(SlowGroups {
+        inner: world.ports.groups.clone(),
         clock: world.clock.clone(),
         delay: std::sync::Mutex::new(Duration::seconds(15)),
     });
     let worker = sundial_app::worker::Worker::new(
-        &Ports { fences: slow.clone(), ..world.ports.clone() },
+        &Ports { groups: slow.clone(), ..world.ports.clone() },
         world.recorder.clone(),
         sundial_app::worker::WorkerSettings::default(),
     );
@@ -527,16 +546,17 @@ async fn a_start_is_timed_from_its_write_and_a_long_pre_start_starts_nothing() {
     let run = world.run(&id).await;
     assert_eq!((run.state, run.attempt), (RunState::Queued, 0), "nothing started");
     assert!(world.caller.calls().is_empty());
+    assert_eq!(world.groups.get(&owner(), "etl").await.unwrap().running, 0, "the slot is given back");
 
     *slow.delay.lock().unwrap() = Duration::seconds(5);
     let read_at = world.now();
     assert_eq!(worker.handle(&message.body, WORKER).await, Disposition::Delete);
     let run = world.run(&id).await;
     assert_eq!(run.state, RunState::Succeeded);
-    assert_eq!(
-        run.attempts[0].started_at,
-        read_at + Duration::seconds(5),
-        "the start is timed from its write, after the slow read"
+    assert!(
+        run.attempts[0].started_at >= read_at + Duration::seconds(5),
+        "the start is timed from its write, after the slow admission: {} vs read at {read_at}",
+        run.attempts[0].started_at
     );
 }
 

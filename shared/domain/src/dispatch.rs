@@ -9,7 +9,7 @@
 //! wait (a backoff, an early arrival) replaces the message with a delayed one instead of hiding
 //! it, so `maxReceiveCount` counts real failures only.
 
-use crate::run::{Run, RunMessage};
+use crate::run::{Run, RunId, RunMessage};
 use chrono::{DateTime, Utc};
 
 /// SQS's longest message delay.
@@ -37,6 +37,13 @@ impl Dispatch {
     /// The message for `run`'s next attempt, visible in `delay_s` seconds.
     pub fn after(run: &Run, delay_s: u32) -> Dispatch {
         Dispatch { message: run.next_message(), delay_s, tenant: tenant_of(&run.owner) }
+    }
+
+    /// The message asking for attempt `attempt` of the run `id` of `owner`, visible now: a
+    /// waiter woken by the group slot handed to it (only its id and attempt are at hand).
+    pub fn wake(id: &RunId, attempt: u32, owner: &str) -> Dispatch {
+        let message = RunMessage { job_id: id.job_id.to_string(), run_key: id.key.encode(), attempt };
+        Dispatch { message, delay_s: 0, tenant: tenant_of(owner) }
     }
 }
 

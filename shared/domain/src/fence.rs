@@ -18,7 +18,7 @@
 
 use crate::group::SKEW;
 use crate::job::ConcurrencyPolicy;
-use crate::run::{Outcome, Run, RunKey};
+use crate::run::{Run, RunKey};
 use chrono::{DateTime, Duration, Utc};
 
 /// A job's stored fence.
@@ -74,30 +74,31 @@ pub fn decide(
     }
 }
 
-/// Whether the call of `previous`'s last attempt (the fence's previous holder, as read; ended,
-/// since only an ended holder is ever taken over) has certainly ended at `now`, so that the run
-/// after it may call the same target. A call ends with its attempt, unless a cancel closed the
-/// attempt while its synchronous call was under way (a cancel does not stop a call by itself):
-/// then its worker records the call's end when it sees it ([`Run::call_ended`]), or, if that
-/// worker died, the call has ended once its `call_bound` (the lease the start gave, covering
-/// the worker's own cut of the call) and [`SKEW`] have passed since it started.
+/// Whether the call of `previous`'s last attempt (the fence's previous holder, as read) has
+/// certainly ended at `now`, so that the run after it may call the same target: its end is
+/// recorded ([`Run::call_ended`]: by the write of the worker's own answer or of its 202, or by
+/// the worker of a call stopped because the attempt was closed under it: a cancel, or a lease
+/// the watchdog judged expired, neither of which stops a call by itself), or the longest any
+/// call lasts (`call_bound`: a worker cuts its call at its limit) and [`SKEW`] have passed since
+/// it started (its worker died). A run that never started an attempt made no call.
 pub fn call_over(previous: Option<&Run>, call_bound: Duration, now: DateTime<Utc>) -> bool {
-    let Some(last) = previous.and_then(|run| run.attempts.last().map(|last| (run, last))) else {
+    let Some((run, last)) = previous.and_then(|run| run.attempts.last().map(|last| (run, last))) else {
         return true;
     };
-    let (run, last) = last;
-    let cut_by_cancel = last.outcome == Some(Outcome::Cancelled) && last.status_code.is_none();
-    !cut_by_cancel || run.call_ended == Some(last.n) || now >= last.started_at + call_bound + SKEW
+    run.call_ended == Some(last.n) || now >= last.started_at + call_bound + SKEW
 }
 
-/// The run whose call a run taking the fence over `holder` (as read, `holder_run` its run)
+/// The run whose call a run taking the fence over `holder` (`holder_run` its run, as last read)
 /// waits out: the holder, unless it never started an attempt (cancelled or skipped while it
-/// waited for the call before it); then the run that one waited for.
-pub fn previous_for(fence: Option<&Fence>, holder_run: Option<&Run>) -> Option<RunKey> {
-    let fence = fence?;
+/// waited for the call before it); then the run that one waited for (`before_it`).
+pub fn previous_for(
+    holder: Option<&RunKey>,
+    before_it: Option<&RunKey>,
+    holder_run: Option<&Run>,
+) -> Option<RunKey> {
     match holder_run {
-        Some(run) if run.attempts.is_empty() => fence.previous.clone(),
-        _ => Some(fence.holder.clone()),
+        Some(run) if run.attempts.is_empty() => before_it.cloned(),
+        _ => holder.cloned(),
     }
 }
 
@@ -176,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn a_call_cut_short_by_a_cancel_is_over_once_its_worker_says_so_or_its_bound_has_passed() {
+    fn a_call_is_over_once_recorded_ended_or_past_its_bound() {
         let job = crate::fixtures::job(serde_json::json!({}));
         let queued = run(1, RunState::Queued);
         let start = Step::Start { worker: "w".into(), callback: "c".into(), lease: Duration::seconds(90) };
@@ -193,10 +194,19 @@ mod tests {
         assert!(call_over(Some(&cancelled), bound, started_at + bound + SKEW), "its worker cut it by then");
         cancelled.call_ended = Some(1);
         assert!(call_over(Some(&cancelled), bound, soon), "its worker saw it end");
-        let finish =
-            Step::Finish { ending: crate::run::transition::Ending::new(Outcome::Succeeded), jitter: 0.0 };
+        let finish = Step::Finish {
+            ending: crate::run::transition::Ending::new(crate::run::Outcome::Succeeded),
+            jitter: 0.0,
+        };
         let finished = apply(&job, &running, &finish, soon).unwrap().run;
         assert!(call_over(Some(&finished), bound, soon), "ended by its own answer");
+        let accept = Step::Accept { status: 202, window: Duration::seconds(60) };
+        let accepted = apply(&job, &running, &accept, soon).unwrap().run;
+        assert!(call_over(Some(&accepted), bound, soon), "its call ended with its 202");
+        // A lease the watchdog judged expired closes the attempt; the call may still be under way.
+        let late = started_at + Duration::seconds(100);
+        let lost = apply(&job, &running, &Step::Expire { jitter: 0.0 }, late).unwrap().run;
+        assert!(!call_over(Some(&lost), bound, late), "closed by the watchdog, its call not seen ended");
     }
 
     #[test]

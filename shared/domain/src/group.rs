@@ -69,6 +69,10 @@ pub struct Slot {
 /// A run waiting for a slot. Times are kept to the millisecond (the item stays small).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Waiter {
+    /// The attempt the run waits to start (0: not recorded, by an earlier version): a slot
+    /// freed for it is handed over for that attempt.
+    #[serde(default)]
+    pub attempt: u32,
     /// The run's order: its scheduled instant, then its id.
     #[serde(with = "chrono::serde::ts_milliseconds")]
     pub instant: DateTime<Utc>,
@@ -207,6 +211,7 @@ impl Group {
             Some(waiter) if now - waiter.seen_at < WAITER_REFRESH => {}
             Some(waiter) => {
                 waiter.seen_at = now;
+                waiter.attempt = attempt;
                 changed = true;
             }
             None => {
@@ -223,7 +228,7 @@ impl Group {
                     let Some((_, youngest)) = youngest else { return Taken::Wait { full, changed } };
                     self.waiting.remove(&youngest);
                 }
-                let waiter = Waiter { instant: run.scheduled_at(), since: now, seen_at: now };
+                let waiter = Waiter { attempt, instant: run.scheduled_at(), since: now, seen_at: now };
                 self.waiting.insert(run_id.to_string(), waiter);
                 changed = true;
             }
@@ -258,6 +263,26 @@ impl Group {
             return true;
         }
         false
+    }
+
+    /// Hands a free slot to the oldest live waiter whose attempt is known, in the same change:
+    /// its slot is reserved until `reserve` from now (its start extends it to its call's end,
+    /// [`Group::take`]), so the message that wakes it finds the slot its own and starts; if that
+    /// message is lost, the run's own next look does. The waiter handed a slot: (run id,
+    /// attempt). `None`: no free slot, or nobody to hand it to.
+    pub fn hand_over(&mut self, now: DateTime<Utc>, reserve: Duration) -> Option<(String, u32)> {
+        if self.slots.len() >= self.max_running as usize {
+            return None;
+        }
+        let (_, next) = self
+            .live_waiters(now)
+            .filter(|(_, w)| w.attempt > 0)
+            .map(|(id, w)| ((w.instant, id.clone()), id.clone()))
+            .min()?;
+        let waiter = self.waiting.remove(&next)?;
+        let slot = Slot { attempt: waiter.attempt, taken_at: now, until: now + reserve };
+        self.slots.insert(next.clone(), slot);
+        Some((next, waiter.attempt))
     }
 }
 
@@ -302,6 +327,36 @@ mod tests {
         let job = crate::fixtures::job(serde_json::json!({}));
         let instant = at(&format!("2026-01-01T00:{minute:02}:00Z"));
         claim(&job, RunKey::scheduled(instant), instant, instant, Duration::days(1))
+    }
+
+    /// A released slot is handed to the oldest live waiter at once, for the attempt it waits to
+    /// start; its own look then finds the slot its own and starts.
+    #[test]
+    fn a_released_slot_is_handed_to_the_oldest_waiter() {
+        let now = at("2026-01-01T01:00:00Z");
+        let mut group = Group::new("o", "etl", 1, now);
+        let (a, b, c) = (run(1), run(2), run(3));
+        assert_eq!(group.take("a", &a, CALL, now), Taken::Slot { changed: true });
+        assert!(matches!(group.take("c", &c, CALL, now), Taken::Wait { .. }));
+        assert!(matches!(group.take("b", &b, CALL, now), Taken::Wait { .. }));
+        assert_eq!(group.hand_over(now, CALL), None, "no free slot");
+        assert!(group.release("a", 1));
+        assert_eq!(group.hand_over(now, CALL), Some(("b".to_string(), 1)), "the oldest instant first");
+        assert!(!group.waiting.contains_key("b"));
+        assert_eq!(
+            group.take("c", &c, CALL, now).clone(),
+            Taken::Wait { full: Full { running: 1, max_running: 1, ahead: 0 }, changed: false }
+        );
+        assert_eq!(group.take("b", &b, CALL, now), Taken::Slot { changed: false }, "b's slot is its own");
+        // A waiter an earlier version placed (its attempt unknown) is left to its own look.
+        let mut old = Group::new("o", "old", 1, now);
+        old.waiting.insert("x".into(), Waiter { attempt: 0, instant: now, since: now, seen_at: now });
+        assert_eq!(old.hand_over(now, CALL), None);
+        // A waiter that stopped looking is not handed a slot.
+        let later = now + WAITER_TTL + Duration::seconds(1);
+        let mut stale = Group::new("o", "stale", 1, now);
+        stale.waiting.insert("y".into(), Waiter { attempt: 1, instant: now, since: now, seen_at: now });
+        assert_eq!(stale.hand_over(later, CALL), None);
     }
 
     #[test]

@@ -106,6 +106,10 @@ impl MemoryRunStore {
         run.lease_until = after.lease_until;
         run.retry_at = after.retry_at;
         run.reason = after.reason.clone();
+        // Set, never removed (a transition from a read older than its mark keeps it).
+        if after.call_ended.is_some() && after.call_ended != before.call_ended {
+            run.call_ended = after.call_ended;
+        }
         // Events already recorded are not rewritten by a transition (marks are
         // `mark_events_sent`'s); only new ones are added.
         run.events.extend(new.into_iter().cloned());

@@ -118,6 +118,10 @@ impl DynamoRunStore {
                 None => remove.push(name),
             }
         }
+        if let Some(ended) = after.call_ended.filter(|_| after.call_ended != before.call_ended) {
+            set.push("call_ended = :call_ended".into());
+            request = request.expression_attribute_values(":call_ended", n(ended));
+        }
         match &after.reason {
             Some(reason) => {
                 set.push("reason = :reason".into());

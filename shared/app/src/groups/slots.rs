@@ -1,14 +1,18 @@
 //! The slots of a concurrency group as the worker takes and gives them back: a run takes one
-//! right before its start write, or waits its turn; the attempt's end gives it back. Every change
-//! is decided on a consistent read of the group and written under its version; a lost race is
-//! decided again on the fresh group. Before a run waits, slots and places whose runs show them
-//! over are dropped.
+//! right before its start write, or waits its turn; the attempt's end gives it back, handing it
+//! in the same write to the oldest waiter, which is woken at once (a message visible now) instead
+//! of finding it on its next look seconds later. Every change is decided on a consistent read of
+//! the group and written under its version; a lost race is decided again on the fresh group.
+//! Before a run waits, slots and places whose runs show them over are dropped. Storage that
+//! throttles or fails an admission makes the run wait like a full group: no receive is spent.
 
 use crate::timer::Timer;
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
+use sundial_domain::dispatch::Dispatch;
 use sundial_domain::group::{Full, Group, Taken, slot_is_held};
 use sundial_domain::job::Job;
+use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{GroupStore, RunStore, StoreError};
 use sundial_domain::run::{Run, RunId, RunState};
 
@@ -16,6 +20,10 @@ use sundial_domain::run::{Run, RunId, RunState};
 const RACES: usize = 8;
 /// Older waiters read beyond the free slots' worth when they hold the places before a run.
 const WAITERS_CHECKED_BEYOND_FREE: usize = 5;
+/// How long a slot handed to a waiter is reserved before its start: the start extends it to the
+/// call's end. A waiter that never starts keeps it only while it still waits (see
+/// [`slot_is_held`]).
+const HAND_OVER_RESERVE: Duration = Duration::seconds(60);
 
 /// Whether a run may start its attempt now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,18 +39,43 @@ pub enum Admission {
 pub struct Slots {
     groups: Arc<dyn GroupStore>,
     runs: Arc<dyn RunStore>,
+    /// Where a waiter handed a slot is woken.
+    queue: Arc<dyn RunQueue>,
     timer: Arc<dyn Timer>,
 }
 
 impl Slots {
-    pub fn new(groups: Arc<dyn GroupStore>, runs: Arc<dyn RunStore>, timer: Arc<dyn Timer>) -> Self {
-        Slots { groups, runs, timer }
+    pub fn new(
+        groups: Arc<dyn GroupStore>,
+        runs: Arc<dyn RunStore>,
+        queue: Arc<dyn RunQueue>,
+        timer: Arc<dyn Timer>,
+    ) -> Self {
+        Slots { groups, runs, queue, timer }
     }
 
     /// Takes a slot of `job`'s group for `run`'s next attempt, whose call ends within `call`, or
     /// places the run among the group's waiters. Before a run waits, what is over is dropped and
-    /// the decision taken again (see [`Slots::verify`]).
+    /// the decision taken again (see [`Slots::verify`]). Storage that throttles or fails makes the
+    /// run wait too: it looks again later without spending a receive (a take applied under a
+    /// lost answer is found on that look, as the run's own slot).
     pub async fn admit(
+        &self,
+        job: &Job,
+        run: &Run,
+        call: Duration,
+        now: DateTime<Utc>,
+    ) -> Result<Admission, StoreError> {
+        match self.decide(job, run, call, now).await {
+            Err(e) if e.is_retryable() => {
+                tracing::warn!(group = job.document.group.as_deref().unwrap_or(""), error = %e, "the group could not be read or written; the run waits");
+                Ok(Admission::Wait(Full { running: 0, max_running: 0, ahead: 0 }))
+            }
+            decided => decided,
+        }
+    }
+
+    async fn decide(
         &self,
         job: &Job,
         run: &Run,
@@ -87,8 +120,10 @@ impl Slots {
         Ok(Admission::Wait(full))
     }
 
-    /// Gives back the slot `run` held for its attempt `attempt`. Best effort: a slot not given
-    /// back is reclaimed once the group is full and its run shows the attempt is over.
+    /// Gives back the slot `run` held for its attempt `attempt`, handing it in the same write to
+    /// the oldest waiter ([`Group::hand_over`]), which is then woken. Best effort: a slot not
+    /// given back is reclaimed once the group is full and its run shows the attempt is over; a
+    /// waiter whose wake is lost starts on its own next look.
     pub async fn release(&self, job: &Job, run: &Run, attempt: u32, now: DateTime<Utc>) {
         let Some(name) = job.document.group.as_deref() else { return };
         let run_id = run.id().to_string();
@@ -105,14 +140,27 @@ impl Slots {
             if !group.release(&run_id, attempt) {
                 return;
             }
+            let handed = group.hand_over(now, HAND_OVER_RESERVE);
             match self.write(group, expected, now).await {
-                Ok(()) | Err(StoreError::NotFound) => return,
+                Ok(()) => return self.wake(handed, &job.owner).await,
+                Err(StoreError::NotFound) => return,
                 Err(StoreError::Conflict) => self.pause(race).await,
                 Err(e) => {
                     tracing::warn!(group = %name, run_id = %run_id, error = %e, "slot not given back; reclaimed later");
                     return;
                 }
             }
+        }
+    }
+
+    /// Wakes the waiter a slot was handed to: a message for the attempt it waits to start,
+    /// visible now. A failed send leaves it to its own next look.
+    async fn wake(&self, handed: Option<(String, u32)>, owner: &str) {
+        let Some((id, attempt)) = handed else { return };
+        let Some(run_id) = RunId::parse(&id) else { return };
+        let sent = self.queue.send(&[Dispatch::wake(&run_id, attempt, owner)]).await;
+        if let Some(Err(e)) = sent.into_iter().next() {
+            tracing::warn!(run_id = %id, error = %e, "the waiter handed a slot was not woken; it starts on its next look");
         }
     }
 

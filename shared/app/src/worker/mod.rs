@@ -59,11 +59,10 @@ pub struct WorkerSettings {
     pub lease_margin: Duration,
     /// How long a 202 (and each heartbeat after it) keeps an attempt's lease alive.
     pub heartbeat_window: Duration,
-    /// The longest a message's handling may take from its read to its start write (reads of
-    /// the run, the job and its parents, the start fence, the group's slot). Beyond it the run
-    /// is looked at again instead of started: what was decided may be stale, and the group's
-    /// slot (timed from its admission) must outlast the call, whose lease is timed from the
-    /// start write. Keep it below `lease_margin`.
+    /// The longest from a run's admission by its group to its start write. Beyond it the run is
+    /// looked at again instead of started: the group's slot (timed from its admission) must
+    /// outlast the call, whose lease is timed from the start write. Keep it below
+    /// `lease_margin`.
     pub max_pre_start: Duration,
 }
 
@@ -103,9 +102,14 @@ const GROUP_POLL_SPREAD_S: f64 = 2.0;
 const WAIT_NOTED_EVERY: Duration = Duration::seconds(30);
 /// How often a run decides again on its job's start fence after losing the take to another run.
 const FENCE_RACES: usize = 4;
+/// The most pages of 100 of a job's runs read for its active ones at its fence's first take.
+const FIRST_TAKE_PAGES: usize = 5;
 /// How long a run that passed its job's start fence waits before it looks again whether the
-/// call of the run before it has ended.
+/// call of the run before it has ended: every second for [`CALL_LOOK_OFTEN_FOR`] after that call
+/// was cut short (its worker notices within [`WATCH_EVERY`]), then every 30 s.
 const CALL_LOOK_AGAIN_S: u32 = 1;
+const CALL_LOOK_LATER_S: u32 = 30;
+const CALL_LOOK_OFTEN_FOR: Duration = Duration::seconds(15);
 /// How often a worker calling the target of a `forbid` or `replace` job looks whether the
 /// attempt was closed under it (a `replace` or an owner cancelled the run): it then stops the
 /// call and records that it ended, so that the next run may start.
@@ -113,8 +117,9 @@ const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Worker {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WorkerSettings) -> Self {
-        let Ports { jobs, runs, groups, fences, caller, clock, entropy, meter, timer, .. } = ports.clone();
-        let slots = Slots::new(groups, runs.clone(), timer.clone());
+        let Ports { jobs, runs, groups, fences, queue, caller, clock, entropy, meter, timer, .. } =
+            ports.clone();
+        let slots = Slots::new(groups, runs.clone(), queue, timer.clone());
         Worker { jobs, runs, fences, timer, caller, recorder, clock, entropy, meter, slots, settings }
     }
 
@@ -200,8 +205,8 @@ impl Worker {
                 return Ok(disposition);
             }
         }
-        // The slot is timed from now, the lease from the start write below: the pre-start that
-        // separates them is bounded, so the slot outlasts every call it admits.
+        // The slot is timed from its admission, the lease from the start write below: the time
+        // between them is bounded, so the slot outlasts every call it admits.
         let admitted_at = self.clock.now();
         if let Admission::Wait(full) = self.slots.admit(&job, &run, self.lease(&job), admitted_at).await? {
             // A wait spends neither an attempt nor a receive: the message is replaced.
@@ -212,12 +217,12 @@ impl Worker {
             return Ok(Disposition::Replace(look_again));
         }
         let start_at = self.clock.now();
-        if start_at - now > self.settings.max_pre_start {
-            // Reads and writes before the start ran long (throttling, a contended group): the
-            // decisions they made may be stale. Decide again on a fresh read, a moment later.
+        if start_at - admitted_at > self.settings.max_pre_start {
+            // The admission ran long (throttling, a contended group): the slot it took may end
+            // before a call started now would. Decide again on a fresh read, a moment later.
             tracing::warn!(
-                pre_start_ms = (start_at - now).num_milliseconds(),
-                "the pre-start ran long; the run is looked at again"
+                admission_ms = (start_at - admitted_at).num_milliseconds(),
+                "the group's admission ran long; the run is looked at again"
             );
             self.slots.release(&job, &run, run.attempt + 1, start_at).await;
             return Ok(Disposition::Replace(Dispatch::after(&run, 0)));
@@ -275,35 +280,43 @@ impl Worker {
     ) -> Result<Option<Disposition>, StoreError> {
         for _ in 0..FENCE_RACES {
             let fence = self.fences.get(&job.id).await?;
-            let holder = fence.as_ref().map(|f| &f.holder);
-            let holder_run = match holder.filter(|key| **key != run.key) {
-                Some(key) => self.runs.get(&job.id, key).await?,
-                None => None,
+            let holder_run = match &fence {
+                Some(f) if f.holder != run.key => self.runs.get(&job.id, &f.holder).await?,
+                Some(_) => None,
+                // Never taken (a job just made `forbid` or `replace`, or runs from before the
+                // fence): an active run that never took it still holds it.
+                None => self.active_unfenced(job, run).await?,
             };
-            let (expected, previous) =
-                match fence::decide(job.document.concurrency, run, holder, holder_run.as_ref()) {
+            let holder = fence
+                .as_ref()
+                .map(|f| f.holder.clone())
+                .or_else(|| holder_run.as_ref().map(|r| r.key.clone()));
+            let before_it = fence.as_ref().and_then(|f| f.previous.as_ref());
+            let previous =
+                match fence::decide(job.document.concurrency, run, holder.as_ref(), holder_run.as_ref()) {
                     Verdict::Held => {
                         // Passed before: this message is handled again, or its run waits for the
                         // call before it.
-                        let previous = fence.and_then(|f| f.previous);
-                        return self.after_previous_call(job, run, previous.as_ref(), now).await;
+                        return self.after_previous_call(job, run, before_it, now).await;
                     }
                     Verdict::Skip(reason) => return self.skip(job, run, reason, now).await.map(Some),
-                    Verdict::Take { expected } => {
-                        (expected, fence::previous_for(fence.as_ref(), holder_run.as_ref()))
+                    Verdict::Take { .. } => {
+                        fence::previous_for(holder.as_ref(), before_it, holder_run.as_ref())
                     }
                     Verdict::Replace { holder } => {
                         let cancel = Step::Cancel {
                             reason: format!("concurrency replace: replaced by run {}", run.id()),
                         };
-                        if !self.cancel_to_make_way(job, &holder, &cancel, now).await? {
+                        let Some(ended) = self.cancel_to_make_way(job, &holder, &cancel, now).await? else {
                             // It kept moving under every cancel: decide again when the message returns.
                             return Ok(Some(Disposition::Retry));
-                        }
-                        (Some(holder.key.clone()), fence::previous_for(fence.as_ref(), Some(&holder)))
+                        };
+                        // As it ended, not as read: it may have started its call meanwhile.
+                        fence::previous_for(Some(&holder.key), before_it, Some(&ended))
                     }
                 };
-            let taken = self.fences.take(&job.id, expected.as_ref(), &run.key, previous.as_ref()).await;
+            let expected = fence.as_ref().map(|f| &f.holder);
+            let taken = self.fences.take(&job.id, expected, &run.key, previous.as_ref()).await;
             match taken.raced()? {
                 Race::Won(()) => return self.after_previous_call(job, run, previous.as_ref(), now).await,
                 // Another run took it first, or this run did and the answer was lost: decide
@@ -313,6 +326,27 @@ impl Worker {
         }
         // Contended throughout: decide again when the message returns.
         Ok(Some(Disposition::Retry))
+    }
+
+    /// An active run (RUNNING, RETRYING) of a job that has no fence yet: read once, at the
+    /// fence's first take, among the job's runs of its active window (newest first, a bounded
+    /// number of pages). A run of a job edited to `forbid` or `replace` (the edit removes the
+    /// fence), or one that started before the fence existed, never took the fence.
+    async fn active_unfenced(&self, job: &Job, run: &Run) -> Result<Option<Run>, StoreError> {
+        let since = run.scheduled_at() - job.active_window();
+        let mut cursor: Option<String> = None;
+        for _ in 0..FIRST_TAKE_PAGES {
+            let page = self.runs.list(&job.id, 100, cursor.as_deref(), None).await?;
+            if let Some(active) = page.items.iter().find(|r| r.key != run.key && r.state.is_active()) {
+                return Ok(Some(active.clone()));
+            }
+            let past_window = page.items.last().is_none_or(|r| r.scheduled_at() < since);
+            match page.next {
+                Some(next) if !past_window => cursor = Some(next),
+                _ => return Ok(None),
+            }
+        }
+        Ok(None)
     }
 
     /// `None` once the call of `previous` (the run before `run` that called the job's target)
@@ -329,13 +363,20 @@ impl Worker {
             Some(key) => self.runs.get(&job.id, key).await?,
             None => None,
         };
-        if fence::call_over(previous.as_ref(), self.lease(job), now) {
+        // The longest any call lasts: the job's timeout may have been lowered since it started.
+        let bound = self.settings.max_call + self.settings.lease_margin;
+        if fence::call_over(previous.as_ref(), bound, now) {
             return Ok(None);
         }
+        // Its worker records the call's end within moments of the cancel; past that it is likely
+        // dead, and the bound is what ends the wait: look less often.
+        let cancelled_at = previous.as_ref().and_then(|p| p.attempts.last()).and_then(|a| a.finished_at);
+        let soon = cancelled_at.is_none_or(|at| now - at < CALL_LOOK_OFTEN_FOR);
+        let look_again = if soon { CALL_LOOK_AGAIN_S } else { CALL_LOOK_LATER_S };
         let previous = previous.map(|p| p.id().to_string()).unwrap_or_default();
         tracing::info!(%previous, "waiting for the call of the run before it to end");
         self.note_waiting(run, now).await;
-        Ok(Some(Disposition::Replace(Dispatch::after(run, CALL_LOOK_AGAIN_S))))
+        Ok(Some(Disposition::Replace(Dispatch::after(run, look_again))))
     }
 
     /// Notes, at most every [`WAIT_NOTED_EVERY`], that a waiting run's message is alive, so that
@@ -348,28 +389,31 @@ impl Worker {
         }
     }
 
-    /// Cancels `other` so that a `replace` run can start: true once it is ended, by this cancel
-    /// or by itself. A cancel that lost its race to the run moving on (a retry scheduled, an
-    /// attempt started) is tried again on the fresh run, a few times: an older run that only
-    /// moved to its next attempt must not outlive the run replacing it.
+    /// Cancels `other` so that a `replace` run can start: the run as it ended (by this cancel or
+    /// by itself; as last read if it is gone), or `None` if it kept moving. A cancel that lost
+    /// its race to the run moving on (a retry scheduled, an attempt started) is tried again on
+    /// the fresh run, a few times: an older run that only moved to its next attempt must not
+    /// outlive the run replacing it. The run as it ended says whether a call was made, whose end
+    /// the replacing run waits for.
     async fn cancel_to_make_way(
         &self,
         job: &Job,
         other: &Run,
         cancel: &Step,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<Run>, StoreError> {
         let mut other = other.clone();
         for _ in 0..3 {
-            if let Race::Won(_) = self.recorder.apply(job, &other, cancel, now).await.raced()? {
-                return Ok(true);
+            if let Race::Won(cancelled) = self.recorder.apply(job, &other, cancel, now).await.raced()? {
+                return Ok(Some(cancelled));
             }
             match self.runs.get(&other.job_id, &other.key).await? {
                 Some(fresh) if !fresh.state.is_terminal() => other = fresh,
-                _ => return Ok(true),
+                Some(ended) => return Ok(Some(ended)),
+                None => return Ok(Some(other)),
             }
         }
-        Ok(false)
+        Ok(None)
     }
 
     /// Handles a message from the dead-letter queue. The message's attempt fences what it may

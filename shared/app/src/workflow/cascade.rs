@@ -144,6 +144,12 @@ pub async fn parents_readiness(
         return Ok(Readiness::Wait);
     }
     let parents = jobs.get_many(&parent_ids).await?;
+    if parents.len() < parent_ids.len() {
+        // A parent was left out of the read (its stored job does not decode; a parent with
+        // children cannot be deleted): its run cannot be judged, so the child does not run yet.
+        tracing::warn!(child = %child.id, "a parent of the job could not be read; its run waits");
+        return Ok(Readiness::Wait);
+    }
     let mut found = Vec::with_capacity(parents.len());
     for parent in &parents {
         found.push(runs.get(&parent.id, key).await?);

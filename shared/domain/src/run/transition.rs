@@ -166,7 +166,9 @@ fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Resu
                 return Err(refuse("only a running attempt is accepted"));
             }
             let lease = lease_for(job_of()?, run, *window, now);
-            let mut after = Run { lease_until: Some(lease), updated_at: now, ..run.clone() };
+            // The call itself ended with its 202; the work goes on at the target.
+            let call_ended = Some(run.attempt);
+            let mut after = Run { lease_until: Some(lease), updated_at: now, call_ended, ..run.clone() };
             if let Some(last) = after.attempts.last_mut() {
                 last.status_code = Some(*status);
             }
@@ -184,7 +186,8 @@ fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Resu
             if !running {
                 return Err(refuse("only a running attempt finishes"));
             }
-            finished(job_of()?, run, ending.clone(), now, *jitter)
+            // Its worker's answer, or the callback after its 202: the attempt's call is over.
+            Run { call_ended: Some(run.attempt), ..finished(job_of()?, run, ending.clone(), now, *jitter) }
         }
         Step::Expire { jitter } => {
             if !running {
