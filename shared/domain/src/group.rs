@@ -215,7 +215,7 @@ impl Group {
                 changed = true;
             }
             None => {
-                let places = (2 * self.max_running as usize).max(MIN_WAITER_PLACES);
+                let places = places(self.max_running);
                 if self.waiting.len() >= places {
                     // Full of places: this run takes the youngest's place if it is older, else it
                     // waits without one (every placed waiter goes first anyway).
@@ -304,6 +304,20 @@ pub fn slot_is_held(slot: &Slot, run: Option<&Run>, now: DateTime<Utc>) -> bool 
         && run.attempt == slot.attempt
         && run.lease_until.is_some_and(|lease| lease + SKEW > now);
     calling || about_to_start || running
+}
+
+/// How many waiters a group of `max_running` keeps places for, in order: twice its slots, and at
+/// least [`MIN_WAITER_PLACES`].
+pub fn places(max_running: u32) -> usize {
+    (2 * max_running as usize).max(MIN_WAITER_PLACES)
+}
+
+impl Full {
+    /// Whether the run that waits has a place in the group's order: one without is younger than
+    /// every placed waiter, and cannot take a slot before a place frees for it.
+    pub fn placed(&self) -> bool {
+        self.ahead < places(self.max_running)
+    }
 }
 
 /// Checks a group name: 1–64 letters, digits, `-`, `_`, `.`, not only dots.

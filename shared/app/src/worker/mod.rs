@@ -97,6 +97,9 @@ pub struct Worker {
 /// random spread adds to it (so that waiters released together do not look together).
 const GROUP_POLL_S: u32 = 3;
 const GROUP_POLL_SPREAD_S: f64 = 2.0;
+/// The same for a run without a place in the group's order (the places hold twice its slots).
+const UNPLACED_POLL_S: u32 = 10;
+const UNPLACED_POLL_SPREAD_S: f64 = 10.0;
 /// How often a waiting run notes that its message is alive (`resent_at`), so that the watchdog's
 /// re-dispatch of stranded messages leaves it alone.
 const WAIT_NOTED_EVERY: Duration = Duration::seconds(30);
@@ -212,8 +215,13 @@ impl Worker {
             // A wait spends neither an attempt nor a receive: the message is replaced.
             tracing::info!(group = job.document.group.as_deref().unwrap_or(""), %full, "waiting for a slot of the group");
             self.note_waiting(&run, now).await;
-            let spread = (self.entropy.unit() * GROUP_POLL_SPREAD_S) as u32;
-            let look_again = Dispatch::after(&run, GROUP_POLL_S + spread);
+            // A placed waiter is woken when a slot is handed to it; its looks are a safety net.
+            // One without a place looks less often still: it cannot take a slot before a place.
+            let (base, spread) = match full.placed() {
+                true => (GROUP_POLL_S, GROUP_POLL_SPREAD_S),
+                false => (UNPLACED_POLL_S, UNPLACED_POLL_SPREAD_S),
+            };
+            let look_again = Dispatch::after(&run, base + (self.entropy.unit() * spread) as u32);
             return Ok(Disposition::Replace(look_again));
         }
         let start_at = self.clock.now();
