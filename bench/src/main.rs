@@ -6,6 +6,7 @@
 //! - `lag`: start lag through the whole local pipeline ([`lag`]).
 //! - `burst N`: only the burst of N of `lag` (to compare a change quickly).
 //! - `cost`: units, requests, invocations and dollars per run, by path ([`cost`]).
+//! - `group N MAX`: N one-second runs drained through a group of MAX ([`group`]).
 //! - `watchdog N`: the watchdog's passes over N in-flight runs ([`watchdog`]).
 //! - `floor N`: the CPU one AWS request costs, N of each kind ([`floor`]).
 //! - `schedule`: next-instant computations a second ([`schedule`]).
