@@ -43,6 +43,7 @@ pub async fn passes(n: usize) -> anyhow::Result<Value> {
             error: None,
             output: None,
             callback: None,
+            call_until: None,
         }];
         services.runs.insert(&run).await?;
         runs.push(run);

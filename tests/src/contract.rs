@@ -470,6 +470,7 @@ fn started(before: &Run, now: DateTime<Utc>) -> Run {
         error: None,
         output: None,
         callback: None,
+        call_until: None,
     });
     Run {
         state: RunState::Running,

@@ -186,6 +186,7 @@ async fn run_pages_stay_under_lambdas_response_limit() {
                 error: Some("\"".repeat(1000)),
                 output: Some("\"".repeat(4096)),
                 callback: None,
+                call_until: None,
             })
             .collect();
         stack.services.runs.insert(&run).await.unwrap();

@@ -197,6 +197,7 @@ async fn a_lost_worker_is_replaced() {
             error: None,
             output: None,
             callback: None,
+            call_until: None,
         }],
         lease_until: Some(now + Duration::seconds(60)),
         updated_at: now,

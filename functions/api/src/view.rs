@@ -190,7 +190,11 @@ impl RunView {
             kind: run.key.kind(),
             state: run.state,
             reason: run.reason.clone(),
-            attempts: run.attempts.iter().map(|a| Attempt { callback: None, ..a.clone() }).collect(),
+            attempts: run
+                .attempts
+                .iter()
+                .map(|a| Attempt { callback: None, call_until: None, ..a.clone() })
+                .collect(),
             created_at: run.created_at,
             updated_at: run.updated_at,
             sla_missed: run.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::SlaMissed),

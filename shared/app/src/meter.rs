@@ -160,6 +160,7 @@ mod tests {
                 error: None,
                 output: None,
                 callback: None,
+                call_until: None,
             }],
             job_version: 1,
             created_at: instant,

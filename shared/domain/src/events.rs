@@ -285,6 +285,7 @@ mod tests {
             error: Some("HTTP 500".into()),
             output: None,
             callback: None,
+            call_until: None,
         }];
         let event = RunEvent::new(EventKind::Failed, 2, at("2026-11-22T10:01:31Z"));
         let n = Notification::new(Some(&j), &r, &event, Some("https://sundial.test/"));

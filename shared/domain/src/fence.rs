@@ -78,14 +78,17 @@ pub fn decide(
 /// certainly ended at `now`, so that the run after it may call the same target: its end is
 /// recorded ([`Run::call_ended`]: by the write of the worker's own answer or of its 202, or by
 /// the worker of a call stopped because the attempt was closed under it: a cancel, or a lease
-/// the watchdog judged expired, neither of which stops a call by itself), or the longest any
-/// call lasts (`call_bound`: a worker cuts its call at its limit) and [`SKEW`] have passed since
-/// it started (its worker died). A run that never started an attempt made no call.
+/// the watchdog judged expired, neither of which stops a call by itself), or its worker has
+/// certainly cut it (its worker died): past the attempt's `call_until` (the lease its start
+/// gave; an attempt written by an earlier version has none, and `call_bound` from its start,
+/// the longest any call lasts, stands in) and [`SKEW`]. A run that never started an attempt
+/// made no call.
 pub fn call_over(previous: Option<&Run>, call_bound: Duration, now: DateTime<Utc>) -> bool {
     let Some((run, last)) = previous.and_then(|run| run.attempts.last().map(|last| (run, last))) else {
         return true;
     };
-    run.call_ended == Some(last.n) || now >= last.started_at + call_bound + SKEW
+    let cut_by = last.call_until.unwrap_or(last.started_at + call_bound);
+    run.call_ended == Some(last.n) || now >= cut_by + SKEW
 }
 
 /// The run whose call a run taking the fence over `holder` (`holder_run` its run, as last read)

@@ -253,6 +253,12 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(ignore))]
     pub callback: Option<String>,
+    /// By when its worker has certainly cut the attempt's call (the lease its start gave): the
+    /// run after it in its job's start fence waits no longer than this, with the clocks' skew.
+    /// Kept in storage only; the API never shows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
+    pub call_until: Option<DateTime<Utc>>,
 }
 
 /// A run as stored.

@@ -323,6 +323,7 @@ fn started(run: &Run, worker: &str, callback: &str, lease_until: DateTime<Utc>, 
         error: None,
         output: None,
         callback: Some(callback.to_string()),
+        call_until: Some(lease_until),
     });
     Run {
         state: RunState::Running,
