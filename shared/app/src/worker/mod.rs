@@ -371,7 +371,8 @@ impl Worker {
             Some(key) => self.runs.get(&job.id, key).await?,
             None => None,
         };
-        // The longest any call lasts: the job's timeout may have been lowered since it started.
+        // For an attempt an earlier version wrote (no recorded lease): the longest any call lasts,
+        // since the job's timeout may have been lowered after it started.
         let bound = self.settings.max_call + self.settings.lease_margin;
         if fence::call_over(previous.as_ref(), bound, now) {
             return Ok(None);
