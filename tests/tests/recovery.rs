@@ -1260,6 +1260,56 @@ async fn an_instant_that_can_never_be_claimed_is_passed_not_held() {
     assert_eq!(job.next_run_at, Some(t("2030-01-02T12:05:00Z")), "the job goes on");
 }
 
+/// A run item or a job item that does not decode is left out of the reads of many and reported:
+/// a job's history still lists its other runs, and the operators' scan of every job its other
+/// jobs, instead of failing whole.
+#[tokio::test]
+async fn a_run_or_job_that_does_not_decode_fails_no_listing() {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    let stack = Stack::new().await;
+    let id = yearly_job(&stack, "history", "http://127.0.0.1:9/").await;
+    let triggered = stack.trigger(&id).await;
+    stack
+        .dynamo
+        .put_item()
+        .table_name(&stack.resources.runs_table)
+        .item("job_id", S(id.clone()))
+        .item("run_key", S(RunKey::scheduled(t("2030-01-01T12:05:00Z")).encode()))
+        .item("state", S("EXPLODED".into()))
+        .send()
+        .await
+        .unwrap();
+    let history = stack.api.get(ALICE, &format!("/v1/jobs/{id}/runs")).await;
+    assert_eq!(history.status, StatusCode::OK, "{}", history.body);
+    let listed: Vec<&str> =
+        history.body["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(listed, [triggered.to_string().as_str()], "the good run, and only it");
+
+    let broken = yearly_job(&stack, "broken", "http://127.0.0.1:9/").await;
+    stack
+        .dynamo
+        .update_item()
+        .table_name(&stack.resources.jobs_table)
+        .key("job_id", S(broken.clone()))
+        .update_expression("SET document = :d")
+        .expression_attribute_values(":d", S("{not json".into()))
+        .send()
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = stack.services.job_store.list_all(100, cursor.as_deref()).await.expect("the scan goes on");
+        ids.extend(page.items.into_iter().map(|job| job.id.to_string()));
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert!(ids.contains(&id) && !ids.contains(&broken), "{ids:?}");
+    assert!(sundial_tests::logs().contains("does not decode"));
+}
+
 /// A local worker refills each slot as soon as its message is done: a target that never
 /// answers holds one slot, and runs triggered after it still go through the others.
 #[tokio::test]

@@ -464,7 +464,7 @@ impl JobStore for DynamoJobStore {
                 .await
                 .map_err(item::classify)?;
             for it in out.items() {
-                jobs.push(from_item(it)?);
+                jobs.extend(quarantined(it)?);
             }
             exclusive_start = out.last_evaluated_key;
             if jobs.len() > limit || exclusive_start.is_none() {

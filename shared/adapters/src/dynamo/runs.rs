@@ -65,16 +65,9 @@ impl DynamoRunStore {
                 .send()
                 .await
                 .map_err(item::classify)?;
-            for it in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
-                match from_item(it) {
-                    Ok(run) => runs.push(run),
-                    // One bad item must not stall the watchdog's pass for every other run.
-                    Err(e) => {
-                        let key = it.get("run_key").and_then(|v| v.as_s().ok()).map_or("?", String::as_str);
-                        tracing::error!(run_key = %key, error = %e, "an in-flight run does not decode: left out until it is fixed");
-                    }
-                }
-            }
+            // One bad item must not stall the watchdog's pass for every other run.
+            let items = out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten();
+            runs.extend(items.filter_map(quarantined));
             pending = out
                 .unprocessed_keys
                 .and_then(|mut u| u.remove(&self.table))
@@ -206,7 +199,7 @@ impl DynamoRunStore {
             query = query.expression_attribute_values(":until", s(until));
         }
         let out = query.send().await.map_err(item::classify)?;
-        out.items().iter().map(from_item).collect()
+        Ok(out.items().iter().filter_map(quarantined).collect())
     }
 
     fn to_item(&self, run: &Run) -> StoreResult<Item> {
@@ -302,6 +295,20 @@ fn events_of(item: &Item) -> StoreResult<Vec<RunEvent>> {
     }
     events.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
     Ok(events)
+}
+
+/// A run item of a read of several, decoded; one that does not decode (a manual edit, a defect)
+/// is left out and reported, so that it never fails the read of every other run (a job's
+/// history, a streak's neighbours, the watchdog's batch).
+fn quarantined(it: &Item) -> Option<Run> {
+    match from_item(it) {
+        Ok(run) => Some(run),
+        Err(e) => {
+            let text = |name: &str| it.get(name).and_then(|v| v.as_s().ok()).map_or("?", String::as_str);
+            tracing::error!(job_id = %text("job_id"), run_key = %text("run_key"), error = %e, "a stored run does not decode: left out until it is fixed");
+            None
+        }
+    }
 }
 
 pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
@@ -434,9 +441,7 @@ impl RunStore for DynamoRunStore {
                     .expression_attribute_values(":state", s(state.as_str()));
             }
             let out = query.send().await.map_err(item::classify)?;
-            for it in out.items() {
-                runs.push(from_item(it)?);
-            }
+            runs.extend(out.items().iter().filter_map(quarantined));
             start = out.last_evaluated_key;
             if runs.len() > limit || start.is_none() {
                 break;
