@@ -68,6 +68,22 @@ fn violation(invariant: &'static str, detail: String, run: Option<&Run>) -> Viol
     Violation { invariant, detail, job: run.map(|r| r.job_id.to_string()), run: run.map(|r| r.key.encode()) }
 }
 
+/// A violation of `invariant`: `what` was at the target at once, at the peak's instant.
+fn at_once(invariant: &'static str, what: String, peak: &crate::ledger::GroupPeak) -> Violation {
+    let last = peak.calls.last().and_then(|(id, _)| sundial_domain::run::RunId::parse(id));
+    let calls: Vec<String> = peak.calls.iter().map(|(id, attempt)| format!("{id} #{attempt}")).collect();
+    Violation {
+        invariant,
+        detail: format!(
+            "{what} at the target at once at {}: {}",
+            peak.at.format("%H:%M:%S%.3f"),
+            calls.join(", ")
+        ),
+        job: last.as_ref().map(|r| r.job_id.to_string()),
+        run: last.map(|r| r.key.encode()),
+    }
+}
+
 /// What the checker remembers of a run between steps.
 #[derive(Debug, Clone)]
 struct Seen {
@@ -155,23 +171,10 @@ impl Checker {
             .map(|(key, peak)| (key.clone(), peak.clone()))
             .collect();
         for (key, peak) in peaks {
-            if !self.fenced_reported.insert(key.clone()) {
-                continue;
+            if self.fenced_reported.insert(key.clone()) {
+                let what = format!("calls of {} runs of {key}", peak.count);
+                self.violations.push(at_once("policies hold", what, &peak));
             }
-            let last = peak.calls.last().and_then(|(id, _)| sundial_domain::run::RunId::parse(id));
-            let calls: Vec<String> =
-                peak.calls.iter().map(|(id, attempt)| format!("{id} #{attempt}")).collect();
-            self.violations.push(Violation {
-                invariant: "policies hold",
-                detail: format!(
-                    "calls of {} runs of {key} at the target at once at {}: {}",
-                    peak.count,
-                    peak.at.format("%H:%M:%S%.3f"),
-                    calls.join(", ")
-                ),
-                job: last.as_ref().map(|r| r.job_id.to_string()),
-                run: last.map(|r| r.key.encode()),
-            });
         }
     }
 
@@ -183,19 +186,8 @@ impl Checker {
             return;
         }
         self.group_peak_reported = peak.count;
-        let last = peak.calls.last().and_then(|(id, _)| sundial_domain::run::RunId::parse(id));
-        let calls: Vec<String> = peak.calls.iter().map(|(id, attempt)| format!("{id} #{attempt}")).collect();
-        self.violations.push(Violation {
-            invariant: "group limit",
-            detail: format!(
-                "{} calls of group `{name}` (max_running {max_running}) at the target at once at {}: {}",
-                peak.count,
-                peak.at.format("%H:%M:%S%.3f"),
-                calls.join(", ")
-            ),
-            job: last.as_ref().map(|r| r.job_id.to_string()),
-            run: last.map(|r| r.key.encode()),
-        });
+        let what = format!("{} calls of group `{name}` (max_running {max_running})", peak.count);
+        self.violations.push(at_once("group limit", what, &peak));
     }
 
     /// A run's state only moves forward.

@@ -1377,20 +1377,26 @@ fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_app::worker::W
     sundial_app::worker::Worker::new(&Ports { runs, caller, ..s.ports.clone() }, recorder, settings)
 }
 
-/// A start write that DynamoDB applied but whose answer was lost: the worker finds its own
-/// attempt and makes it, instead of leaving it to wait out its lease as lost.
-#[tokio::test]
-async fn an_attempt_whose_start_write_answer_was_lost_is_still_made() {
+/// A run's first attempt, handled by a worker whose first transition meets `fault`: the target
+/// must be called once and the run succeed.
+async fn start_made_despite(fault: Fault) {
     let stack = Stack::new().await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let id = yearly_job(&stack, "j", &target.url).await;
     let queued = stack.run(&stack.trigger(&id).await).await;
     let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
-    faulty.arm(Fault::TransitionAppliedThenFails);
+    faulty.arm(fault);
     worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
     assert_eq!(target.hits().len(), 1);
     let run = stack.run(&queued.id()).await;
     assert_eq!((run.state, run.attempt), (RunState::Succeeded, 1));
+}
+
+/// A start write that DynamoDB applied but whose answer was lost: the worker finds its own
+/// attempt and makes it, instead of leaving it to wait out its lease as lost.
+#[tokio::test]
+async fn an_attempt_whose_start_write_answer_was_lost_is_still_made() {
+    start_made_despite(Fault::TransitionAppliedThenFails).await;
 }
 
 /// A start write the SDK retried after DynamoDB applied it (the first answer lost, the retry's
@@ -1398,16 +1404,7 @@ async fn an_attempt_whose_start_write_answer_was_lost_is_still_made() {
 /// taken for a lost race and left to wait out its lease.
 #[tokio::test]
 async fn an_attempt_whose_start_write_the_sdk_retried_is_still_made() {
-    let stack = Stack::new().await;
-    let target = TargetServer::start(|_| Answer::Status(200)).await;
-    let id = yearly_job(&stack, "j", &target.url).await;
-    let queued = stack.run(&stack.trigger(&id).await).await;
-    let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
-    faulty.arm(Fault::TransitionAppliedThenConflicts);
-    worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
-    assert_eq!(target.hits().len(), 1);
-    let run = stack.run(&queued.id()).await;
-    assert_eq!((run.state, run.attempt), (RunState::Succeeded, 1));
+    start_made_despite(Fault::TransitionAppliedThenConflicts).await;
 }
 
 /// An end write storage refuses once is tried again in place: the attempt's outcome is recorded
