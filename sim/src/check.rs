@@ -566,6 +566,20 @@ impl Checker {
                 }
                 continue;
             }
+            if reason.starts_with("upstream_missing") {
+                // The parent it names never had a run for the key: not by the skip, not after.
+                let ran = runs.iter().any(|p| {
+                    p.key == run.key && p.job_id != run.job_id && reason.contains(p.job_id.as_str())
+                });
+                if ran {
+                    self.violations.push(violation(
+                        "skips as policy says",
+                        format!("run {} skipped: {reason}, but that parent has a run for it", run.id()),
+                        Some(run),
+                    ));
+                }
+                continue;
+            }
             let job =
                 observed.versions.get(&run.job_id).and_then(|v| v.iter().rev().find_map(|(_, j)| j.as_ref()));
             let fits = if reason.contains("paused") {

@@ -17,7 +17,7 @@ use chrono::{DateTime, Duration, Utc};
 use futures::future::{Either, join_all, select};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use sundial_app::jobs::{JobsSettings, RequestKey};
+use sundial_app::jobs::{EditTerms, JobsSettings, RequestKey};
 use sundial_app::meter::Meter;
 use sundial_app::ports::Ports;
 use sundial_app::run_control::{CallbackError, Completion};
@@ -571,7 +571,7 @@ fn request(world: &World, n: usize) -> Work {
                     true
                 }
                 Action::Patch(j, patch) => match job(*j) {
-                    Some(id) => jobs.patch(&owner, &id, patch, None).await.is_ok(),
+                    Some(id) => jobs.patch(&owner, &id, patch, EditTerms::default()).await.is_ok(),
                     None => true,
                 },
                 Action::Pause(j) => match job(*j) {

@@ -157,3 +157,40 @@ async fn the_api_checks_the_graph_and_shows_it() {
     assert_eq!(api.delete(ALICE, &format!("/v1/jobs/{d}")).await.status, StatusCode::NO_CONTENT);
     assert_eq!(api.delete(ALICE, &format!("/v1/jobs/{b}")).await.status, StatusCode::NO_CONTENT);
 }
+
+/// Two roots on the same schedule joined by a child: an edit of one root's schedule that would
+/// leave the join waiting forever is 422 naming the join, and changes nothing, unless the
+/// request says `?break_joins=true`.
+#[tokio::test]
+async fn an_edit_that_would_stop_a_join_is_refused_unless_asked_for() {
+    let stack = Stack::new().await;
+    let api = &stack.api;
+    let target = json!({"type": "http", "url": "http://127.0.0.1:9/hook"});
+    let hourly = |name: &str| json!({"name": name, "schedule": {"cron": "0 * * * *"}, "target": target});
+    api.create_job(ALICE, &hourly("left")).await;
+    let right = api.create_job(ALICE, &hourly("right")).await;
+    api.create_job(ALICE, &json!({"name": "join", "depends_on": ["left", "right"], "target": target})).await;
+    let path = format!("/v1/jobs/{right}");
+    let before = api.get(ALICE, &path).await.etag().to_string();
+
+    let edit = json!({"schedule": {"cron": "30 * * * *"}});
+    let refused = api.patch(ALICE, &path, &edit).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+    assert_eq!(refused.error_field(), "schedule");
+    let message = refused.body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("`join` runs after left and right") && message.contains("break_joins"),
+        "{message}"
+    );
+    let ended = api
+        .patch(ALICE, &path, &json!({"schedule": {"cron": "0 * * * *", "end_at": "2031-01-01T00:00:00Z"}}))
+        .await;
+    assert_eq!(ended.status, StatusCode::UNPROCESSABLE_ENTITY, "an end on one root too: {}", ended.body);
+    let unclear = api.patch(ALICE, &format!("{path}?break_joins=yes"), &edit).await;
+    assert_eq!((unclear.status, unclear.error_field()), (StatusCode::BAD_REQUEST, "break_joins"));
+    assert_eq!(api.get(ALICE, &path).await.etag(), before, "nothing written");
+
+    let made = api.patch(ALICE, &format!("{path}?break_joins=true"), &edit).await;
+    assert_eq!(made.status, StatusCode::OK, "{}", made.body);
+    assert_eq!(made.body["schedule"]["cron"], "30 * * * *");
+}

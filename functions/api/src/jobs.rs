@@ -13,7 +13,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use std::collections::HashMap;
-use sundial_app::jobs::{MAX_PAGE, MAX_PREVIEW};
+use sundial_app::jobs::{EditTerms, MAX_PAGE, MAX_PREVIEW};
 use sundial_domain::job::{Job, JobDocument};
 use sundial_domain::validation::ValidationError;
 
@@ -77,6 +77,15 @@ fn query_number(
                 format!("must be a whole number from 1 to {max}"),
             ))
         }),
+    }
+}
+
+/// A `true` or `false` query parameter; absent is `false`.
+fn query_flag(query: &HashMap<String, String>, name: &str) -> Result<bool, ApiError> {
+    match query.get(name).map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(ApiError::bad_request(ValidationError::new(name, "must be `true` or `false`"))),
     }
 }
 
@@ -153,7 +162,8 @@ pub async fn get(
 ///
 /// The patch is sent as `application/merge-patch+json` or `application/json`.
 #[utoipa::path(patch, path = "/v1/jobs/{id}", operation_id = "updateJob", tag = "jobs",
-    params(("id" = String, Path), ("If-Match" = Option<String>, Header, description = "The ETag this edit is based on; compared strongly (a weak W/ tag never matches)")),
+    params(("id" = String, Path), ("If-Match" = Option<String>, Header, description = "The ETag this edit is based on; compared strongly (a weak W/ tag never matches)"),
+        ("break_joins" = Option<bool>, Query, description = "`true` makes an edit that a join below the job would never run after (its parents' instants no longer coincide; its instants then end SKIPPED upstream_missing); refused with 422 otherwise")),
     request_body(description = "A merge patch of the job document",
         content((Object = "application/merge-patch+json"), (Object = "application/json"))),
     responses(
@@ -168,10 +178,12 @@ pub async fn patch(
     Caller(owner): Caller,
     JobPath(id): JobPath,
     IfMatch(if_match): IfMatch,
+    Query(query): Query<HashMap<String, String>>,
     origin: Origin,
     JsonObject(patch): JsonObject,
 ) -> Result<Response, ApiError> {
-    let job = state.jobs_at(&origin).patch(&owner, &id, &patch, if_match).await?;
+    let terms = EditTerms { if_match, break_joins: query_flag(&query, "break_joins")? };
+    let job = state.jobs_at(&origin).patch(&owner, &id, &patch, terms).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 

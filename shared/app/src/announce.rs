@@ -9,7 +9,7 @@
 //! the runs of the job's children, and is marked sent once it has. Children's runs it writes
 //! ended (skipped) are announced in turn.
 
-use crate::workflow::cascade::Cascade;
+use crate::workflow::cascade::{Cascade, HandOver};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::events::{Notification, wants};
@@ -28,6 +28,11 @@ pub struct Announcer {
     cascade: Option<Cascade>,
 }
 
+/// Whether `run` has ended and each of its events was sent before or is in `sent`.
+fn settles(run: &Run, sent: &[String]) -> bool {
+    run.state.is_terminal() && run.events.iter().all(|e| e.sent || sent.contains(&e.id))
+}
+
 impl Announcer {
     pub fn new(bus: Arc<dyn EventBus>, runs: Arc<dyn RunStore>, public_url: Option<String>) -> Self {
         Announcer { bus, runs, public_url, cascade: None }
@@ -44,68 +49,102 @@ impl Announcer {
 
     /// Publishes `events` of `run` (those not yet sent) to the shared topic, unless a partial
     /// publish already reached it, and, when the job asked for them, to the job's topic; marks
-    /// what was published in one write, and lets an ended run whose events are all published
-    /// leave the in-flight index. A failure leaves the event unsent (and is logged) for the
-    /// watchdog to publish. `job` is `None` once the job is deleted. Returns how many events
-    /// were published everywhere they go.
+    /// what was published, and lets an ended run whose events are all published leave the
+    /// in-flight index. A failure leaves the event unsent (and is logged) for the watchdog to
+    /// publish. `job` is `None` once the job is deleted. Returns how many events were published
+    /// everywhere they go.
+    ///
+    /// The `downstream` hand-over comes last, after what was published is marked: a hand-over
+    /// slower than the watchdog's publish grace must not leave published events unmarked (the
+    /// watchdog would publish them again). A hand-over that found a parent with no run for the
+    /// key stays unsent, for the watchdog to hand over again.
     pub async fn announce(&self, job: Option<&Job>, run: &Run, events: &[RunEvent]) -> usize {
-        if events.iter().all(|e| e.sent) {
+        let unsent: Vec<&RunEvent> = events.iter().filter(|e| !e.sent).collect();
+        if unsent.is_empty() {
             return 0;
         }
+        let (handed, told): (Vec<&RunEvent>, Vec<&RunEvent>) =
+            unsent.into_iter().partition(|e| e.kind == EventKind::Downstream);
+        let mut published = Published::default();
+        for event in told {
+            self.publish(job, run, event, &mut published).await;
+        }
+        let mut count = published.sent.len();
+        if handed.is_empty() {
+            self.mark(run, &published, settles(run, &published.sent)).await;
+            return count;
+        }
+        if !published.sent.is_empty() || !published.shared_only.is_empty() {
+            self.mark(run, &published, false).await;
+        }
+        let mut sent = published.sent;
         let mut published = Published::default();
         let mut ended_children = Vec::new();
-        for event in events.iter().filter(|e| !e.sent) {
-            if event.kind == EventKind::Downstream {
-                match self.hand_over(job, run).await {
-                    Ok(ended) => {
+        for event in handed {
+            match self.hand_over(job, run).await {
+                Ok(hand_over) => {
+                    if hand_over.open {
+                        tracing::info!(run_id = %run.id(), "a child waits for a parent with no run for this instant");
+                    } else {
                         published.sent.push(event.id.clone());
-                        ended_children.extend(ended);
                     }
-                    Err(e) => {
-                        tracing::warn!(run_id = %run.id(), error = %e, "run's end not yet handed to its children")
-                    }
+                    ended_children.extend(hand_over.ended);
                 }
-                continue;
-            }
-            let notification = Notification::new(job, run, event, self.public_url.as_deref());
-            if !event.shared_sent {
-                if let Err(e) = self.bus.publish(&notification).await {
-                    tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent");
-                    continue;
+                Err(e) => {
+                    tracing::warn!(run_id = %run.id(), error = %e, "run's end not yet handed to its children")
                 }
             }
-            if job.is_some_and(|j| wants(j, event.kind)) {
-                if let Err(e) = self.bus.publish_to_job(&notification).await {
-                    tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent to the job's topic");
-                    if !event.shared_sent {
-                        published.shared_only.push(event.id.clone());
-                    }
-                    continue;
-                }
-            }
-            published.sent.push(event.id.clone());
         }
-        let all_sent = run.events.iter().all(|e| e.sent || published.sent.contains(&e.id));
-        let settle = run.state.is_terminal() && all_sent;
-        let mut marked = self.runs.mark_events_sent(run, &published, settle).await;
-        if settle && matches!(marked, Err(StoreError::Conflict)) {
-            // The store holds an event this copy lacks: marked without settling, the run stays
-            // in flight for the watchdog, which reads it whole.
-            marked = self.runs.mark_events_sent(run, &published, false).await;
-        }
-        if let Err(e) = marked {
-            tracing::warn!(run_id = %run.id(), error = %e, "published events not marked sent");
+        count += published.sent.len();
+        if !published.sent.is_empty() {
+            sent.extend(published.sent.iter().cloned());
+            self.mark(run, &published, settles(run, &sent)).await;
         }
         for (child, ended) in ended_children {
             Box::pin(self.announce(Some(&child), &ended, &ended.events)).await;
         }
-        published.sent.len()
+        count
+    }
+
+    /// Publishes one event where it goes, noting in `published` how far it got.
+    async fn publish(&self, job: Option<&Job>, run: &Run, event: &RunEvent, published: &mut Published) {
+        let notification = Notification::new(job, run, event, self.public_url.as_deref());
+        if !event.shared_sent {
+            if let Err(e) = self.bus.publish(&notification).await {
+                tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent");
+                return;
+            }
+        }
+        if job.is_some_and(|j| wants(j, event.kind)) {
+            if let Err(e) = self.bus.publish_to_job(&notification).await {
+                tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent to the job's topic");
+                if !event.shared_sent {
+                    published.shared_only.push(event.id.clone());
+                }
+                return;
+            }
+        }
+        published.sent.push(event.id.clone());
+    }
+
+    /// Marks `published` in one write, with which an ended run whose events are all sent
+    /// leaves the in-flight index (`settle`).
+    async fn mark(&self, run: &Run, published: &Published, settle: bool) {
+        let mut marked = self.runs.mark_events_sent(run, published, settle).await;
+        if settle && matches!(marked, Err(StoreError::Conflict)) {
+            // The store holds an event this copy lacks: marked without settling, the run stays
+            // in flight for the watchdog, which reads it whole.
+            marked = self.runs.mark_events_sent(run, published, false).await;
+        }
+        if let Err(e) = marked {
+            tracing::warn!(run_id = %run.id(), error = %e, "published events not marked sent");
+        }
     }
 
     /// Hands the end of `run` over to its job's children; a deleted job has none left.
-    async fn hand_over(&self, job: Option<&Job>, run: &Run) -> Result<Vec<(Job, Run)>, StoreError> {
+    async fn hand_over(&self, job: Option<&Job>, run: &Run) -> Result<HandOver, StoreError> {
         match (job, &self.cascade) {
-            (None, _) => Ok(Vec::new()),
+            (None, _) => Ok(HandOver::default()),
             (Some(job), Some(cascade)) => cascade.follow(job, run).await,
             (Some(_), None) => Err(StoreError::Unavailable("no cascade in this process".into())),
         }

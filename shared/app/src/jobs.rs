@@ -154,6 +154,16 @@ pub const MAX_PAGE: u32 = 100;
 const EDIT_ATTEMPTS: usize = 3;
 
 /// What the job use cases are configured with.
+/// What an edit of a job is conditional on, and what it accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EditTerms {
+    /// The version the edit is based on (`If-Match`): another is 412.
+    pub if_match: Option<u64>,
+    /// Make the edit even though a join below the job would stop running (its parents' instants
+    /// no longer coincide); refused otherwise.
+    pub break_joins: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct JobsSettings {
     /// Bounds on what a job document may hold.
@@ -320,13 +330,13 @@ impl Jobs {
         Ok(seal_page(&self.page_tokens, &scope, page))
     }
 
-    /// Applies a JSON merge patch to the job's document.
+    /// Applies a JSON merge patch to the job's document, on the `terms` the caller set.
     pub async fn patch(
         &self,
         owner: &Owner,
         id: &JobId,
         patch: &serde_json::Value,
-        if_match: Option<u64>,
+        terms: EditTerms,
     ) -> JobsResult<Job> {
         if !patch.is_object() {
             return Err(JobsError::Malformed(ValidationError::new(
@@ -334,7 +344,7 @@ impl Jobs {
                 "a merge patch must be a JSON object",
             )));
         }
-        self.edit(owner, id, if_match, |document| {
+        self.edit(owner, id, terms, |document| {
             let mut merged = serde_json::to_value(&*document)
                 .map_err(|e| JobsError::Malformed(ValidationError::new("body", e.to_string())))?;
             sundial_domain::merge_patch::apply(&mut merged, patch);
@@ -345,7 +355,7 @@ impl Jobs {
     }
 
     pub async fn pause(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
-        self.edit(owner, id, None, |document| {
+        self.edit(owner, id, EditTerms::default(), |document| {
             document.paused = true;
             Ok(())
         })
@@ -353,7 +363,7 @@ impl Jobs {
     }
 
     pub async fn resume(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
-        self.edit(owner, id, None, |document| {
+        self.edit(owner, id, EditTerms::default(), |document| {
             document.paused = false;
             Ok(())
         })
@@ -366,9 +376,10 @@ impl Jobs {
         &self,
         owner: &Owner,
         id: &JobId,
-        if_match: Option<u64>,
+        terms: EditTerms,
         change: impl Fn(&mut JobDocument) -> JobsResult<()>,
     ) -> JobsResult<Job> {
+        let if_match = terms.if_match;
         for _ in 0..EDIT_ATTEMPTS {
             let before = self.get(owner, id).await?;
             if let Some(expected) = if_match {
@@ -385,6 +396,9 @@ impl Jobs {
             } else {
                 self.workflows.check_parents(owner, &mut document, Some(id)).await?
             };
+            if !terms.break_joins {
+                self.workflows.check_joins_below(&before, &document).await?;
+            }
             if document == before.document {
                 return Ok(before);
             }

@@ -11,7 +11,7 @@ mod support;
 use serde_json::json;
 use std::sync::Arc;
 use sundial_app::groups::GroupsError;
-use sundial_app::jobs::JobsError;
+use sundial_app::jobs::{EditTerms, JobsError};
 use sundial_app::run_control::Completion;
 use sundial_app::worker::Disposition;
 use sundial_domain::group::{Group, GroupDocument};
@@ -301,7 +301,7 @@ async fn a_job_names_only_an_existing_group_and_a_group_is_deleted_only_when_no_
     }
     // Moving the job to another group frees this one.
     group(&world, "other", 1).await;
-    world.jobs.patch(&owner(), &job.id, &json!({"group": "other"}), None).await.unwrap();
+    world.jobs.patch(&owner(), &job.id, &json!({"group": "other"}), EditTerms::default()).await.unwrap();
     world.groups.delete(&owner(), "etl").await.unwrap();
     assert!(matches!(world.groups.get(&owner(), "etl").await, Err(GroupsError::NotFound)));
     world.jobs.delete(&owner(), &job.id).await.unwrap();

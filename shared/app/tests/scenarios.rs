@@ -11,7 +11,7 @@ mod support;
 use chrono::Duration;
 use serde_json::json;
 use std::sync::Arc;
-use sundial_app::jobs::JobsError;
+use sundial_app::jobs::{EditTerms, JobsError};
 use sundial_app::ports::Ports;
 use sundial_app::run_control::{CallbackError, Completion};
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
@@ -485,7 +485,11 @@ async fn a_run_from_before_forbid_still_holds_the_fence() {
     world.set("2030-01-01T12:01:00Z");
     assert_eq!(world.deliver().await, 1);
     assert_eq!(world.runs_of(&job.id)[0].state, RunState::Running);
-    world.jobs.patch(&owner(), &job.id, &json!({"concurrency": "forbid"}), None).await.unwrap();
+    world
+        .jobs
+        .patch(&owner(), &job.id, &json!({"concurrency": "forbid"}), EditTerms::default())
+        .await
+        .unwrap();
     world.set("2030-01-01T12:01:30Z");
     world.tick.run().await.unwrap();
     world.set("2030-01-01T12:02:00Z");

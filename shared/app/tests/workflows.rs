@@ -12,14 +12,17 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use sundial_app::jobs::JobsError;
+use sundial_app::announce::Announcer;
+use sundial_app::jobs::{EditTerms, JobsError};
 use sundial_app::worker::Worker;
 use sundial_app::worker::poll::{Settled, handle_message};
+use sundial_app::workflow::cascade::Cascade;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox};
-use sundial_domain::ports::store::RunStore;
+use sundial_domain::ports::store::{JobStore, Page, RunStore, StoreResult};
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::{RunKey, RunState};
+use sundial_memory::bus::Destination;
 use sundial_memory::queue::MemoryQueue;
 use support::{OWNER, TARGET, World, job, t};
 
@@ -292,7 +295,10 @@ async fn runs_claimed_before_a_job_got_parents_never_run_before_them() {
     w.set("2030-01-01T11:59:00Z");
     w.tick.run().await.unwrap();
     assert_eq!(w.runs_of(&x.id).len(), 1, "the tick claimed the next instant ahead");
-    w.jobs.patch(&owner(), &x.id, &json!({"schedule": null, "depends_on": ["source"]}), None).await.unwrap();
+    w.jobs
+        .patch(&owner(), &x.id, &json!({"schedule": null, "depends_on": ["source"]}), EditTerms::default())
+        .await
+        .unwrap();
     w.set("2030-01-01T12:00:00Z");
     flow.run_for(30).await;
     let (_, count) = flow.target.order();
@@ -316,6 +322,138 @@ async fn a_paused_parent_skips_its_runs_and_fails_its_children_upstream() {
     let run = flow.world.runs_of(&d.id).into_iter().next().unwrap();
     assert_eq!(run.state, RunState::Skipped);
     assert!(run.reason.unwrap().contains("transform"));
+}
+
+/// A join of two roots with the same schedule, one of them paused: the other's run ends, the
+/// join waits for the paused root's run while the watchdog hands the end over again each pass,
+/// and an hour after the end its instant is SKIPPED `upstream_missing`, naming the missing
+/// parent, and told; the join never stops in silence.
+#[tokio::test]
+async fn a_join_whose_other_parent_never_runs_the_instant_ends_skipped_upstream_missing() {
+    let flow = Flow::at("2030-01-01T11:58:00Z");
+    let w = &flow.world;
+    let left = w.create(job("left", json!({"cron": "0 * * * *"}), json!({}))).await;
+    let right = w.create(job("right", json!({"cron": "0 * * * *"}), json!({}))).await;
+    let join = w.create(after("join", &["left", "right"], json!({}))).await;
+    w.jobs.pause(&owner(), &right.id).await.unwrap();
+    w.set("2030-01-01T12:00:00Z");
+    w.tick.run().await.unwrap();
+    flow.run_for(30).await;
+    let key = RunKey::scheduled(t("2030-01-01T12:00:00Z"));
+    assert_eq!(flow.state(&left, &key), Some(RunState::Succeeded));
+    assert_eq!(flow.state(&right, &key), None, "a paused root claims nothing");
+    for _ in 0..50 {
+        w.pass(60);
+        w.watchdog.run().await.unwrap();
+    }
+    assert_eq!(flow.state(&join, &key), None, "within the wait, the join waits");
+    assert!(!settled(w), "the left run stays in flight while its hand-over is open");
+    w.pass(15 * 60);
+    w.watchdog.run().await.unwrap();
+    let run = w.runs.get(&join.id, &key).await.unwrap().expect("the join's instant is recorded");
+    assert_eq!(run.state, RunState::Skipped);
+    let reason = run.reason.clone().unwrap_or_default();
+    assert!(reason.starts_with("upstream_missing: parent right"), "{reason}");
+    assert!(w.told_about(&run.id()).contains(&"skipped"), "{:?}", w.told_about(&run.id()));
+    assert!(settled(w), "every hand-over done and settled");
+    let (_, count) = flow.target.order();
+    assert!(!count.keys().any(|(job, _)| job == &join.id), "the join was never called");
+}
+
+/// A job store whose batch reads wait at a gate until it opens: a hand-over held up (a slow
+/// read of the children) for as long as the test likes.
+#[derive(Debug)]
+struct Gated {
+    inner: Arc<dyn JobStore>,
+    entered: tokio::sync::Notify,
+    /// No permit while closed; one, given back by each read, once open.
+    open: tokio::sync::Semaphore,
+}
+
+#[async_trait]
+impl JobStore for Gated {
+    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
+        self.inner.create(job, max_jobs).await
+    }
+    async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
+        self.inner.get(id).await
+    }
+    async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>> {
+        self.inner.find_by_name(owner, name).await
+    }
+    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        self.entered.notify_one();
+        let _open = self.open.acquire().await;
+        self.inner.get_many(ids).await
+    }
+    async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
+        self.inner.list(owner, limit, cursor).await
+    }
+    async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
+        self.inner.list_all(limit, cursor).await
+    }
+    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
+        self.inner.update(before, after).await
+    }
+    async fn delete(&self, job: &Job) -> StoreResult<()> {
+        self.inner.delete(job).await
+    }
+    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
+        self.inner.due_jobs(bucket).await
+    }
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
+        self.inner.advance(job, next).await
+    }
+}
+
+/// A parent's run fails, with its `failed` alert and its hand-over to publish; the hand-over
+/// is slow, past the watchdog's publish grace, and the watchdog's pass comes meanwhile. The
+/// event is told once: what was published is marked before the hand-over starts.
+#[tokio::test]
+async fn a_slow_hand_over_does_not_make_the_watchdog_tell_an_event_twice() {
+    let flow = Flow::at("2030-01-01T11:58:00Z");
+    let w = &flow.world;
+    let parent = w.create(job("parent", json!({"cron": "0 * * * *"}), json!({}))).await;
+    let child = w.create(after("child", &["parent"], json!({"trigger_rule": "all_done"}))).await;
+    flow.target.fail(&parent);
+    w.set("2030-01-01T12:00:00Z");
+    w.tick.run().await.unwrap();
+    // The run ends with both events left unsent, as a crash right after its end leaves them.
+    w.bus.fail(Destination::Shared, true);
+    w.runs.fail_inserts_of(Some(&child.id));
+    flow.deliver().await;
+    w.bus.fail(Destination::Shared, false);
+    w.runs.fail_inserts_of(None);
+    let key = RunKey::scheduled(t("2030-01-01T12:00:00Z"));
+    let run = w.runs.get(&parent.id, &key).await.unwrap().unwrap();
+    assert_eq!(run.events.iter().filter(|e| !e.sent).count(), 2, "{:?}", run.events);
+
+    let gated = Arc::new(Gated {
+        inner: w.job_store.clone(),
+        entered: tokio::sync::Notify::new(),
+        open: tokio::sync::Semaphore::new(0),
+    });
+    let slow = Announcer::new(w.bus.clone(), w.runs.clone(), None).with_cascade(Cascade::new(
+        gated.clone(),
+        w.claimer.clone(),
+        w.clock.clone(),
+    ));
+    let announcing = {
+        // As stored: linked to its child.
+        let (job, run) = (w.stored_job(&parent.id).await.unwrap(), run.clone());
+        tokio::spawn(async move { slow.announce(Some(&job), &run, &run.events).await })
+    };
+    let held = tokio::time::timeout(std::time::Duration::from_secs(10), gated.entered.notified());
+    held.await.expect("the hand-over reads the children");
+    w.pass(120);
+    w.watchdog.run().await.unwrap();
+    gated.open.add_permits(1);
+    announcing.await.unwrap();
+    flow.run_for(10).await;
+
+    assert_eq!(w.told_about(&run.id()), ["failed"], "told once");
+    assert_eq!(flow.state(&child, &key), Some(RunState::Succeeded), "the child ran once");
+    assert!(settled(w));
 }
 
 /// Handles one received message as a worker does, and deletes it once handled.
@@ -431,7 +569,7 @@ async fn the_graph_is_checked_before_anything_is_written() {
 
     let version = w.stored_job(&a.id).await.unwrap().version;
     let patch = json!({"schedule": null, "depends_on": ["report"]});
-    let (f, reason) = field(w.jobs.patch(&alice, &a.id, &patch, None).await.unwrap_err());
+    let (f, reason) = field(w.jobs.patch(&alice, &a.id, &patch, EditTerms::default()).await.unwrap_err());
     assert_eq!(f, "depends_on");
     assert!(reason.contains("extract -> report -> ") && reason.ends_with("-> extract"), "{reason}");
     assert_eq!(w.stored_job(&a.id).await.unwrap().version, version, "nothing written");
@@ -443,6 +581,47 @@ async fn the_graph_is_checked_before_anything_is_written() {
     w.jobs.delete(&owner(), &d.id).await.unwrap();
     w.jobs.delete(&owner(), &b.id).await.unwrap();
     assert!(!w.stored_job(&a.id).await.unwrap().children.contains(&b.id), "unlinked");
+}
+
+/// An edit of a root (its schedule, its end) or of a middle job's parents that would make a
+/// join's parents stop coinciding is refused naming the join, and writes nothing, unless the
+/// edit's terms accept it; edits that keep the instants coinciding pass.
+#[tokio::test]
+async fn an_edit_that_would_stop_a_join_is_refused_naming_it() {
+    let flow = Flow::at("2030-01-01T11:58:00Z");
+    let w = &flow.world;
+    let left = w.create(job("left", json!({"cron": "0 * * * *"}), json!({}))).await;
+    let right = w.create(job("right", json!({"cron": "0 * * * *"}), json!({}))).await;
+    let middle = w.create(after("middle", &["right"], json!({}))).await;
+    w.create(after("join", &["left", "middle"], json!({}))).await;
+    let refused = |e: JobsError| match e {
+        JobsError::Invalid(v) => (v.field, v.reason),
+        other => panic!("{other:?}"),
+    };
+    let version = w.stored_job(&right.id).await.unwrap().version;
+    for (edit, field) in [
+        (json!({"schedule": {"cron": "30 * * * *"}}), "schedule"),
+        (json!({"schedule": {"end_at": "2031-01-01T00:00:00Z"}}), "schedule"),
+        (json!({"schedule": {"timezone": "Asia/Kolkata"}}), "schedule"),
+    ] {
+        let (f, reason) =
+            refused(w.jobs.patch(&owner(), &right.id, &edit, EditTerms::default()).await.unwrap_err());
+        assert_eq!(f, field, "{edit}");
+        assert!(reason.starts_with("`join` runs after left and middle"), "{reason}");
+    }
+    let other = w.create(job("other", json!({"cron": "15 * * * *"}), json!({}))).await;
+    let moved = json!({"depends_on": [other.id.to_string()]});
+    let (f, _) = refused(w.jobs.patch(&owner(), &middle.id, &moved, EditTerms::default()).await.unwrap_err());
+    assert_eq!(f, "depends_on");
+    assert_eq!(w.stored_job(&right.id).await.unwrap().version, version, "nothing written");
+
+    // A pause or a payload edit keeps the instants; so does moving both roots together.
+    w.jobs.pause(&owner(), &right.id).await.unwrap();
+    w.jobs.patch(&owner(), &right.id, &json!({"payload": {"a": 1}}), EditTerms::default()).await.unwrap();
+    let accepted = EditTerms { break_joins: true, ..EditTerms::default() };
+    let edit = json!({"schedule": {"cron": "30 * * * *"}});
+    w.jobs.patch(&owner(), &right.id, &edit, accepted).await.unwrap();
+    w.jobs.patch(&owner(), &left.id, &edit, EditTerms::default()).await.unwrap();
 }
 
 /// The graph around any job of the diamond: four nodes, four edges, children described by

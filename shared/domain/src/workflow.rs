@@ -3,7 +3,10 @@
 //! A job with parents has no schedule: it runs for an instant once every parent has a run for
 //! that instant and all of those runs have ended. What it then does follows its
 //! [`TriggerRule`]: under `all_success` a parent's run that did not succeed makes the child's run
-//! SKIPPED `upstream_failed`; under `all_done` the child runs. The child's run has the parents'
+//! SKIPPED `upstream_failed`; under `all_done` the child runs. A parent that has no run for the
+//! instant while another's ended long ago ([`UPSTREAM_WAIT`]: one root paused, or catching up
+//! differently after an outage) makes the child's run SKIPPED `upstream_missing`, so that a join
+//! never stops in silence. The child's run has the parents'
 //! run key, so one conditional put decides, for every claimer at once, that a child runs once per
 //! instant. This module holds the pure part: the graph checks made before a job is written
 //! (unknown parents, cycles, parents whose instants never coincide) and the decision for one
@@ -11,17 +14,26 @@
 
 use crate::job::{Job, JobId, TriggerRule};
 use crate::run::{Run, RunState};
+use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Most parents one job may name.
 pub const MAX_PARENTS: usize = 20;
 
+/// How long a child waits for a parent that has no run for an instant, from the last end of
+/// the parents' runs that exist. Longer than any lag of the tick's claims, so that only a parent
+/// that will not run the instant (paused, its catch-up dropped it, its schedule changed) makes
+/// the child's run SKIPPED `upstream_missing`.
+pub const UPSTREAM_WAIT: Duration = Duration::hours(1);
+
 /// What a child does for an instant, given its parents' runs for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Readiness {
-    /// A parent has no run for the instant yet, or its run has not ended: the last parent to
-    /// end decides.
+    /// A parent's run for the instant has not ended: its end decides.
     Wait,
+    /// Every parent's run for the instant has ended, but a parent has none yet: looked at again
+    /// until [`UPSTREAM_WAIT`] after the last end, then the child's run is skipped.
+    Missing,
     /// Every parent's run ended and the trigger rule lets the child run.
     Run,
     /// Every parent's run ended and one did not succeed, under `all_success`: the reason the
@@ -29,18 +41,26 @@ pub enum Readiness {
     Skip(String),
 }
 
-/// The decision for `child` given `parents`: each parent (its job, by which it is named in the
-/// reason) and its run for the instant, if it has one.
-pub fn readiness(child: &Job, parents: &[(&Job, Option<&Run>)]) -> Readiness {
-    let mut failed = None;
-    for (parent, run) in parents {
-        let Some(run) = run.filter(|r| r.state.is_terminal()) else {
-            return Readiness::Wait;
-        };
-        if run.state != RunState::Succeeded && failed.is_none() {
-            failed = Some((parent, run));
-        }
+/// The decision for `child` at `now` given `parents`: each parent (its job, by which it is
+/// named in the reason) and its run for the instant, if it has one.
+pub fn readiness(child: &Job, parents: &[(&Job, Option<&Run>)], now: DateTime<Utc>) -> Readiness {
+    if parents.iter().any(|(_, run)| run.is_some_and(|r| !r.state.is_terminal())) {
+        return Readiness::Wait;
     }
+    if let Some((absent, _)) = parents.iter().find(|(_, run)| run.is_none()) {
+        let last_end = parents.iter().filter_map(|(_, run)| run.map(|r| r.updated_at)).max();
+        return match last_end {
+            Some(end) if end + UPSTREAM_WAIT <= now => Readiness::Skip(format!(
+                "upstream_missing: parent {} ({}) has no run for this instant",
+                absent.document.name, absent.id
+            )),
+            Some(_) => Readiness::Missing,
+            None => Readiness::Wait,
+        };
+    }
+    let failed = parents
+        .iter()
+        .find_map(|(parent, run)| run.filter(|r| r.state != RunState::Succeeded).map(|r| (parent, r)));
     match (child.document.trigger_rule, failed) {
         (TriggerRule::AllSuccess, Some((parent, run))) => Readiness::Skip(format!(
             "upstream_failed: parent {} ({}) ended {}",
@@ -67,6 +87,10 @@ pub enum GraphError {
     NeverCoincide(String, String),
     #[error("has {0} entries; the limit is {MAX_PARENTS}")]
     TooMany(usize),
+    #[error(
+        "`{0}` runs after {1} and {2}, whose instants would no longer coincide, so it would never run again; repeat the edit with ?break_joins=true to make it anyway (the join's instants then end SKIPPED upstream_missing)"
+    )]
+    BreaksJoin(String, String, String),
 }
 
 /// One owner's jobs, as a graph: parents from each job's `depends_on`.
@@ -183,6 +207,36 @@ impl<'a> Graph<'a> {
         self.jobs.values().copied().filter(|j| j.parents().contains(id)).collect()
     }
 
+    /// The jobs below `id` (its children, theirs, and so on), each once.
+    pub fn descendants(&self, id: &JobId) -> Vec<&'a Job> {
+        let mut seen = BTreeSet::new();
+        let mut queue: VecDeque<&'a Job> = self.children(id).into();
+        let mut below = Vec::new();
+        while let Some(job) = queue.pop_front() {
+            if seen.insert(&job.id) {
+                below.push(job);
+                queue.extend(self.children(&job.id));
+            }
+        }
+        below
+    }
+
+    /// The first join below `id` (a descendant with several parents) whose parents' instants
+    /// coincide in `self` and would not in `edited` (the same jobs, one of them edited): it
+    /// would wait for instants that never come.
+    pub fn join_broken_by(&self, edited: &Graph<'_>, id: &JobId) -> Result<(), GraphError> {
+        for join in edited.descendants(id) {
+            let parents = join.parents();
+            if parents.len() < 2 || self.coincide(&parents).is_err() {
+                continue;
+            }
+            if let Err(GraphError::NeverCoincide(first, other)) = edited.coincide(&parents) {
+                return Err(GraphError::BreaksJoin(join.document.name.clone(), first, other));
+            }
+        }
+        Ok(())
+    }
+
     /// Every job connected to `id` through parents and children (itself included), by id.
     pub fn component(&self, id: &JobId) -> Vec<&'a Job> {
         let mut seen = BTreeSet::new();
@@ -244,22 +298,47 @@ mod tests {
     fn a_child_waits_for_every_parent_then_follows_its_trigger_rule() {
         let jobs = diamond();
         let (b, c, d) = (&jobs[1], &jobs[2], &jobs[3]);
+        let now = at("2026-11-22T10:05:00Z");
         let done = run_of(b, RunState::Succeeded);
         let failed = run_of(c, RunState::Failed);
         let running = run_of(c, RunState::Running);
-        assert_eq!(readiness(d, &[(b, Some(&done)), (c, None)]), Readiness::Wait);
-        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&running))]), Readiness::Wait);
+        assert_eq!(readiness(d, &[(b, Some(&done)), (c, None)], now), Readiness::Missing);
+        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&running))], now), Readiness::Wait);
         let ok = run_of(c, RunState::Succeeded);
-        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&ok))]), Readiness::Run);
-        let Readiness::Skip(reason) = readiness(d, &[(b, Some(&done)), (c, Some(&failed))]) else {
+        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&ok))], now), Readiness::Run);
+        let Readiness::Skip(reason) = readiness(d, &[(b, Some(&done)), (c, Some(&failed))], now) else {
             panic!("a failed parent skips the child under all_success");
         };
         assert!(reason.starts_with("upstream_failed: parent aggregate"), "{reason}");
         assert!(reason.ends_with("FAILED"), "{reason}");
         let mut all_done = d.clone();
         all_done.document.trigger_rule = TriggerRule::AllDone;
-        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&failed))]), Readiness::Run);
-        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&running))]), Readiness::Wait);
+        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&failed))], now), Readiness::Run);
+        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&running))], now), Readiness::Wait);
+    }
+
+    #[test]
+    fn a_parent_without_a_run_long_after_the_others_ended_skips_the_child_as_upstream_missing() {
+        let jobs = diamond();
+        let (b, c, d) = (&jobs[1], &jobs[2], &jobs[3]);
+        let mut done = run_of(b, RunState::Succeeded);
+        done.updated_at = at("2026-11-22T10:01:00Z");
+        let just_before = done.updated_at + UPSTREAM_WAIT - chrono::Duration::seconds(1);
+        assert_eq!(readiness(d, &[(b, Some(&done)), (c, None)], just_before), Readiness::Missing);
+        let Readiness::Skip(reason) =
+            readiness(d, &[(b, Some(&done)), (c, None)], done.updated_at + UPSTREAM_WAIT)
+        else {
+            panic!("a parent missing past the wait skips the child");
+        };
+        assert!(reason.starts_with("upstream_missing: parent aggregate"), "{reason}");
+        // A parent still running is waited for, however long the other has been done.
+        let running = run_of(b, RunState::Running);
+        let late = done.updated_at + UPSTREAM_WAIT * 3;
+        assert_eq!(readiness(d, &[(b, Some(&running)), (c, None)], late), Readiness::Wait);
+        // Under all_done too: a missing parent is not a done one.
+        let mut all_done = d.clone();
+        all_done.document.trigger_rule = TriggerRule::AllDone;
+        assert!(matches!(readiness(&all_done, &[(b, Some(&done)), (c, None)], late), Readiness::Skip(_)));
     }
 
     #[test]
@@ -295,6 +374,26 @@ mod tests {
             Err(GraphError::NeverCoincide("b".into(), "after-other".into()))
         );
         assert_eq!(graph.roots(&id(5)), BTreeSet::from([id(4)]));
+    }
+
+    #[test]
+    fn an_edit_that_makes_a_joins_parents_stop_coinciding_names_the_join() {
+        let left = node("left", &[], "0 * * * *");
+        let right = node("right", &[], "0 * * * *");
+        let middle = node("middle", &[&right], "");
+        let join = node("join", &[&left, &middle], "");
+        let jobs = vec![left, right, middle, join];
+        let was = Graph::new(&jobs);
+        let mut edited = jobs.clone();
+        edited[1] = node("right", &[], "30 * * * *");
+        edited[1].id = jobs[1].id.clone();
+        assert_eq!(
+            was.join_broken_by(&Graph::new(&edited), &jobs[1].id),
+            Err(GraphError::BreaksJoin("join".into(), "left".into(), "middle".into()))
+        );
+        // Nothing edited breaks nothing; nor does an edit of a job with no join below it.
+        assert_eq!(was.join_broken_by(&Graph::new(&jobs), &jobs[1].id), Ok(()));
+        assert_eq!(was.join_broken_by(&Graph::new(&edited), &jobs[3].id), Ok(()));
     }
 
     #[test]

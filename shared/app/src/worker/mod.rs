@@ -264,11 +264,13 @@ impl Worker {
         if !job.has_parents() || run.attempt > 0 || run.key.manual.is_some() {
             return Ok(None);
         }
-        let ready = parents_readiness(self.jobs.as_ref(), self.runs.as_ref(), job, &run.key, None).await?;
+        let now = self.clock.now();
+        let ready =
+            parents_readiness(self.jobs.as_ref(), self.runs.as_ref(), job, &run.key, None, now).await?;
         Ok(match ready {
             Readiness::Run => None,
             Readiness::Skip(reason) => Some(reason),
-            Readiness::Wait => {
+            Readiness::Wait | Readiness::Missing => {
                 Some("not after its parents: their runs for this instant had not ended".into())
             }
         })

@@ -8,9 +8,14 @@
 //! `all_success`, or when the child is paused. Of two parents ending at once on two workers,
 //! each writes its end before it reads the other's run, so at least the later reader sees both
 //! ended. A crash before the hand-over leaves the event unsent: the watchdog hands it over again.
+//! So does a hand-over that found a parent with no run at all for the key (one root paused, or
+//! its catch-up dropped the instant): the event stays unsent, the watchdog hands it over again
+//! each pass, and once the wait for that parent is over the child's run is written SKIPPED
+//! `upstream_missing` ([`sundial_domain::workflow::UPSTREAM_WAIT`]).
 
 use super::children_of;
 use crate::tick::claim::Claimer;
+use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
@@ -29,14 +34,26 @@ pub struct Cascade {
     clock: Arc<dyn Clock>,
 }
 
+/// What handing a run's end over to a job's children did.
+#[derive(Debug, Default)]
+pub struct HandOver {
+    /// The children's runs written ended (skipped), with their jobs: their own events (and
+    /// hand-overs) are the caller's to announce.
+    pub ended: Vec<(Job, Run)>,
+    /// A child waits for a parent that has no run for the key: hand the end over again later.
+    pub open: bool,
+}
+
 /// What handing an end over to one child did.
 enum Claimed {
     /// A run was put QUEUED: to be sent.
     Queued(Run),
     /// A run was put ended (skipped): its own events are to be announced.
     Ended(Run),
-    /// The child waits for another parent, or its run exists already.
+    /// The child waits for another parent's run to end, or its run exists already.
     Nothing,
+    /// The child waits for a parent that has no run for the key yet.
+    Missing,
 }
 
 impl Cascade {
@@ -45,25 +62,26 @@ impl Cascade {
         Cascade { jobs, runs, claimer, clock }
     }
 
-    /// Hands the end of `run` (of `job`) over to `job`'s children. Returns the children's runs
-    /// it wrote ended, with their jobs, whose own events (and hand-overs) the caller announces.
-    /// Repeating it is harmless: every run it writes is fenced by its key.
-    pub async fn follow(&self, job: &Job, run: &Run) -> Result<Vec<(Job, Run)>, StoreError> {
+    /// Hands the end of `run` (of `job`) over to `job`'s children. Repeating it is harmless:
+    /// every run it writes is fenced by its key.
+    pub async fn follow(&self, job: &Job, run: &Run) -> Result<HandOver, StoreError> {
         let children = children_of(self.jobs.as_ref(), job).await?;
+        let mut done = HandOver::default();
         if children.is_empty() {
-            return Ok(Vec::new());
+            return Ok(done);
         }
         // A workflow run started by hand waits only for the parents that follow its root.
         let members = match &run.workflow {
             Some(root) => Some(self.descendants(root).await?),
             None => None,
         };
-        let (mut queued, mut ended) = (Vec::new(), Vec::new());
+        let mut queued = Vec::new();
         for child in children {
             match self.claim_child(&child, run, members.as_ref()).await? {
                 Claimed::Queued(new) => queued.push(new),
-                Claimed::Ended(new) => ended.push((child, new)),
+                Claimed::Ended(new) => done.ended.push((child, new)),
                 Claimed::Nothing => {}
+                Claimed::Missing => done.open = true,
             }
         }
         for (new, sent) in queued.iter().zip(self.claimer.send(&queued).await) {
@@ -71,7 +89,7 @@ impl Cascade {
                 tracing::warn!(run_id = %new.id(), error = %e, "child run not sent yet; the watchdog will send it");
             }
         }
-        Ok(ended)
+        Ok(done)
     }
 
     /// `root` and every job below it.
@@ -104,15 +122,17 @@ impl Cascade {
         if self.runs.get(&child.id, key).await?.is_some() {
             return Ok(Claimed::Nothing);
         }
-        let ready = parents_readiness(self.jobs.as_ref(), self.runs.as_ref(), child, key, members).await?;
+        let now = self.clock.now();
+        let ready =
+            parents_readiness(self.jobs.as_ref(), self.runs.as_ref(), child, key, members, now).await?;
         let skip = match ready {
             Readiness::Wait => return Ok(Claimed::Nothing),
+            Readiness::Missing => return Ok(Claimed::Missing),
             Readiness::Skip(reason) => Some(reason),
             Readiness::Run => child.document.paused.then(|| "paused".to_string()),
         };
         // Due when the workflow run was: a child's deadlines count from there, and children of a
         // backfilled instant are not all late at once.
-        let now = self.clock.now();
         let mut new = self.claimer.new_run(child, key.clone(), parent_run.due_at, now);
         new.workflow = parent_run.workflow.clone();
         if let Some(reason) = skip {
@@ -128,7 +148,7 @@ impl Cascade {
     }
 }
 
-/// Where `child` stands for `key`, from its parents' runs for it (only the parents in
+/// Where `child` stands for `key` at `now`, from its parents' runs for it (only the parents in
 /// `members`, for a workflow run started by hand). No parent to wait for is a wait: a child
 /// runs only after a parent's run.
 pub async fn parents_readiness(
@@ -137,6 +157,7 @@ pub async fn parents_readiness(
     child: &Job,
     key: &RunKey,
     members: Option<&BTreeSet<JobId>>,
+    now: DateTime<Utc>,
 ) -> Result<Readiness, StoreError> {
     let mut parent_ids = child.parents();
     parent_ids.retain(|p| members.is_none_or(|m| m.contains(p)));
@@ -155,5 +176,5 @@ pub async fn parents_readiness(
         found.push(runs.get(&parent.id, key).await?);
     }
     let pairs: Vec<(&Job, Option<&Run>)> = parents.iter().zip(found.iter().map(Option::as_ref)).collect();
-    Ok(readiness(child, &pairs))
+    Ok(readiness(child, &pairs, now))
 }

@@ -141,6 +141,28 @@ impl Workflows {
         Ok(parents)
     }
 
+    /// Refuses an edit of `before` to `document` (its parents resolved) that would make the
+    /// parents of a join below it stop coinciding — a root's schedule edited, or a middle job's
+    /// parents — since the join would wait for instants that never come. Reads the owner's jobs
+    /// only when the job has children and its schedule or parents change.
+    pub async fn check_joins_below(&self, before: &Job, document: &JobDocument) -> Result<()> {
+        let schedule_changed = document.schedule != before.document.schedule;
+        if before.children.is_empty()
+            || (!schedule_changed && document.depends_on == before.document.depends_on)
+        {
+            return Ok(());
+        }
+        let jobs = self.owner_jobs(&before.owner).await?;
+        let mut edited = jobs.clone();
+        if let Some(job) = edited.iter_mut().find(|j| j.id == before.id) {
+            job.document = document.clone();
+        }
+        let field = if schedule_changed { "schedule" } else { "depends_on" };
+        Graph::new(&jobs)
+            .join_broken_by(&Graph::new(&edited), &before.id)
+            .map_err(|e| WorkflowError::Invalid(ValidationError::new(field, e.to_string())))
+    }
+
     /// Adds every ancestor of `known` to it, a generation at a time.
     async fn add_ancestors(&self, known: &mut Vec<Job>) -> std::result::Result<(), StoreError> {
         let mut next: Vec<JobId> = known.iter().flat_map(Job::parents).collect();
