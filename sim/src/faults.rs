@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sundial_domain::dispatch::{Dispatch, MAX_DELAY_S};
 use sundial_domain::events::{Notification, SchedulerAlert};
 use sundial_domain::fence::Fence;
-use sundial_domain::group::Group;
+use sundial_domain::group::{Group, Links};
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
@@ -698,10 +698,29 @@ impl GroupStore for FaultyGroups {
             .await
     }
 
-    async fn delete(&self, owner: &str, name: &str, version: u64) -> StoreResult<()> {
-        let op = format!("groups.delete {name} v{version}");
-        let delete = self.inner.delete(owner, name, version);
+    async fn delete(&self, owner: &str, name: &str, version: u64, links: u64) -> StoreResult<()> {
+        let op = format!("groups.delete {name} v{version} links v{links}");
+        let delete = self.inner.delete(owner, name, version, links);
         self.faults.call(&op, Subject::NONE, true, delete, StoreError::Unavailable).await
+    }
+
+    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links> {
+        let op = format!("groups.links {name}");
+        self.faults
+            .call(&op, Subject::NONE, false, self.inner.links(owner, name), StoreError::Unavailable)
+            .await
+    }
+
+    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        let op = format!("groups.link {name} {job}");
+        let link = self.inner.link(owner, name, job, at);
+        self.faults.call(&op, Subject::NONE, true, link, StoreError::Unavailable).await
+    }
+
+    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
+        let op = format!("groups.unlink {name} {job}");
+        let unlink = self.inner.unlink(owner, name, job);
+        self.faults.call(&op, Subject::NONE, true, unlink, StoreError::Unavailable).await
     }
 }
 

@@ -1111,29 +1111,15 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
             seen_at: now + Duration::milliseconds(7),
         },
     );
+    // Links written into the ledger by an earlier version are kept with it.
     group.jobs.insert("01jd0000000000000000000002".into(), sundial_domain::group::Link { at: now });
     group.version = before + 1;
     store.put(&group, Some(before)).await.unwrap();
     assert_eq!(
         store.get(&owner, name).await.unwrap().as_ref(),
         Some(&group),
-        "slots, waiters and links kept"
+        "slots, waiters and old links kept"
     );
-    // Times of slots, waiters and links are kept to the millisecond.
-    let mut finer = group.clone();
-    finer.jobs.insert(
-        "01jd0000000000000000000003".into(),
-        sundial_domain::group::Link { at: now + Duration::nanoseconds(1_500_000) },
-    );
-    finer.version = group.version + 1;
-    store.put(&finer, Some(group.version)).await.unwrap();
-    let kept = store.get(&owner, name).await.unwrap().unwrap();
-    assert_eq!(
-        kept.jobs["01jd0000000000000000000003"].at,
-        now + Duration::milliseconds(1),
-        "to the millisecond"
-    );
-    group = kept;
     let stale = sundial_domain::group::Group { version: before + 1, ..group.clone() };
     assert_eq!(
         store.put(&stale, Some(before)).await,
@@ -1141,15 +1127,50 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
         "only over the version read"
     );
 
+    // Links: their own record, each write moving their version, never the ledger's.
+    assert_eq!(store.links(&owner, name).await.unwrap(), sundial_domain::group::Links::default());
+    let (job, other) = ("01jd0000000000000000000003", "01jd0000000000000000000004");
+    store.link(&owner, name, job, now + Duration::nanoseconds(1_500_000)).await.unwrap();
+    store.link(&owner, name, other, now).await.unwrap();
+    let links = store.links(&owner, name).await.unwrap();
+    assert_eq!(links.jobs[job].at, now + Duration::milliseconds(1), "to the millisecond");
+    assert_eq!(links.jobs.len(), 2);
+    assert_eq!(links.version, 2);
+    assert_eq!(store.get(&owner, name).await.unwrap().as_ref(), Some(&group), "the ledger untouched");
+    store.unlink(&owner, name, other).await.unwrap();
+    store.unlink(&owner, name, other).await.unwrap();
+    let links = store.links(&owner, name).await.unwrap();
+    assert_eq!((links.jobs.len(), links.version), (1, 3), "unlinked once");
     assert_eq!(
-        store.delete(&owner, name, before).await,
+        store.link(&owner, "none", job, now).await,
+        Err(StoreError::NotFound),
+        "no link to a group that does not exist"
+    );
+    assert_eq!(store.links(&owner, "none").await.unwrap(), sundial_domain::group::Links::default());
+
+    assert_eq!(
+        store.delete(&owner, name, before, links.version).await,
         Err(StoreError::Conflict),
         "deleted only at its version"
     );
-    store.delete(&owner, name, group.version).await.unwrap();
+    assert_eq!(
+        store.delete(&owner, name, group.version, links.version - 1).await,
+        Err(StoreError::Conflict),
+        "and only at its links' version"
+    );
+    store.delete(&owner, name, group.version, links.version).await.unwrap();
     assert_eq!(store.get(&owner, name).await.unwrap(), None);
-    assert_eq!(store.delete(&owner, name, group.version).await, Err(StoreError::NotFound));
+    assert_eq!(
+        store.links(&owner, name).await.unwrap(),
+        sundial_domain::group::Links::default(),
+        "links gone too"
+    );
+    assert_eq!(store.delete(&owner, name, group.version, 0).await, Err(StoreError::NotFound));
     assert_eq!(store.put(&group, Some(group.version)).await, Err(StoreError::NotFound), "gone is not found");
+    // A group that never had a link is deleted at links version 0.
+    let fresh = sundial_domain::group::Group::new(&owner, name, 1, now);
+    store.put(&fresh, None).await.unwrap();
+    store.delete(&owner, name, fresh.version, 0).await.unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------

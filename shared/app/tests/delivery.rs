@@ -14,7 +14,7 @@ use sundial_app::groups::GroupsError;
 use sundial_app::jobs::{EditTerms, JobsError};
 use sundial_app::run_control::Completion;
 use sundial_app::worker::Disposition;
-use sundial_domain::group::{Group, GroupDocument};
+use sundial_domain::group::{Group, GroupDocument, Links};
 use sundial_domain::job::Job;
 use sundial_domain::ports::queue::RunInbox;
 use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
@@ -223,7 +223,16 @@ impl GroupStore for Throttled {
     async fn put(&self, _: &Group, _: Option<u64>) -> StoreResult<()> {
         Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
     }
-    async fn delete(&self, _: &str, _: &str, _: u64) -> StoreResult<()> {
+    async fn delete(&self, _: &str, _: &str, _: u64, _: u64) -> StoreResult<()> {
+        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
+    }
+    async fn links(&self, _: &str, _: &str) -> StoreResult<Links> {
+        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
+    }
+    async fn link(&self, _: &str, _: &str, _: &str, _: chrono::DateTime<chrono::Utc>) -> StoreResult<()> {
+        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
+    }
+    async fn unlink(&self, _: &str, _: &str, _: &str) -> StoreResult<()> {
         Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
     }
 }

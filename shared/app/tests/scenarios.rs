@@ -8,7 +8,7 @@
 
 mod support;
 
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use std::sync::Arc;
 use sundial_app::jobs::{EditTerms, JobsError};
@@ -19,7 +19,8 @@ use sundial_app::tick::{Tick, TickSettings};
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
 use sundial_domain::dispatch::Dispatch;
-use sundial_domain::group::{Group, GroupDocument};
+use sundial_domain::group::{Group, GroupDocument, Links};
+use sundial_domain::inspect::WatchdogSettings;
 use sundial_domain::job::{EventKind, Job};
 use sundial_domain::ports::queue::{QueueError, RunInbox, RunQueue};
 use sundial_domain::ports::store::{GroupStore, StoreResult, TickStateStore};
@@ -518,8 +519,17 @@ impl GroupStore for SlowGroups {
     async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()> {
         self.inner.put(group, expected).await
     }
-    async fn delete(&self, owner: &str, name: &str, version: u64) -> StoreResult<()> {
-        self.inner.delete(owner, name, version).await
+    async fn delete(&self, owner: &str, name: &str, version: u64, links: u64) -> StoreResult<()> {
+        self.inner.delete(owner, name, version, links).await
+    }
+    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links> {
+        self.inner.links(owner, name).await
+    }
+    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        self.inner.link(owner, name, job, at).await
+    }
+    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
+        self.inner.unlink(owner, name, job).await
     }
 }
 
@@ -1069,7 +1079,7 @@ async fn a_publish_that_reached_only_the_shared_topic_is_completed_to_the_jobs_t
     assert!(event.shared_sent && !event.sent, "{event:?}");
 
     world.bus.fail(Destination::Job, false);
-    world.pass(61);
+    world.pass(WatchdogSettings::default().publish_grace.num_seconds() + 1);
     assert_eq!(world.watchdog.run().await.unwrap().republished, 1);
     let to_job: Vec<_> = world.bus.published_to_jobs().into_iter().map(|n| (n.event, n.run_id)).collect();
     assert_eq!(to_job, [("failed", run_id.to_string())]);

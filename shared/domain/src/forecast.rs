@@ -21,9 +21,17 @@ use std::collections::BTreeMap;
 
 /// The longest window: 7 days of minutes.
 pub const MAX_MINUTES: i64 = 7 * 24 * 60;
-/// The most instants one forecast walks (about 2 s of one core, twice: the counts, then the
-/// peaks' jobs), bounded before it starts from each schedule's shortest gap.
-pub const MAX_INSTANTS: u64 = 12_000_000;
+/// The most a walked instant costs: one `next_after` in a zone with DST and the run's start
+/// offset. The schedule bench measures 180–360 ns a `next_after` (`bench/results/schedule.json`).
+const NS_PER_INSTANT: u64 = 400;
+/// The share of a core the API's function has: 256 MB of 1,769 MB a vCPU.
+const CORE_PER_MILLE: u64 = 145;
+/// How long a forecast may take, of the 29 s the API has to answer (API Gateway's limit).
+const WALL_BUDGET_MS: u64 = 10_000;
+/// The most instants one forecast walks, counted before it starts from each schedule's shortest
+/// gap: its placed jobs' instants twice (the counts, then the peaks' jobs) and, for each job
+/// with parents, its first root's instants once. About 3.6 million: 10 s at 0.145 of a core.
+pub const MAX_WALKED: u64 = WALL_BUDGET_MS * 1_000_000 * CORE_PER_MILLE / 1_000 / NS_PER_INSTANT;
 /// Peak minutes listed with their jobs, busiest first.
 pub const LISTED_PEAKS: usize = 20;
 /// Jobs listed per peak minute, most runs first.
@@ -137,24 +145,35 @@ fn instants_in(schedule: &Schedule, window: &Window) -> u64 {
     count
 }
 
-/// The most instants `placed` can have in `window` (and the widest offset before it): one per
-/// shortest gap of each schedule, one for an `at`.
-fn instant_bound(placed: &[Placed<'_>], window: &Window) -> u64 {
-    placed
+/// The most instants `schedule` can have in `window` widened by `reach` seconds before it: one
+/// per shortest gap, one for an `at`.
+fn instant_bound(schedule: &Schedule, window: &Window, reach: u32) -> u64 {
+    let span = window.minutes as u64 * 60 + u64::from(reach);
+    match schedule.min_interval_seconds() {
+        Some(gap) => span / gap.max(1) + 1,
+        None => 1,
+    }
+}
+
+/// The most instants a forecast of `placed` and `jobs` walks in `window`: each placed job's
+/// instants twice, and each job with parents its first root's instants (see [`MAX_WALKED`]).
+fn walk_bound(placed: &[Placed<'_>], jobs: &[Job], window: &Window) -> u64 {
+    let placed_walk: u64 =
+        placed.iter().map(|p| 2 * instant_bound(&p.schedule, window, p.job.max_start_offset_s())).sum();
+    let graph = Graph::new(jobs);
+    let children_walk: u64 = jobs
         .iter()
-        .map(|p| {
-            let span = window.minutes as u64 * 60 + u64::from(p.job.max_start_offset_s());
-            match p.schedule.min_interval_seconds() {
-                Some(gap) => span / gap.max(1) + 1,
-                None => 1,
-            }
-        })
-        .sum()
+        .filter(|j| j.has_parents() && !j.document.paused)
+        .filter_map(|child| graph.roots(&child.id).into_iter().next().and_then(|r| graph.job(&r)))
+        .filter_map(|root| stored_schedule(root).ok().flatten())
+        .map(|schedule| instant_bound(&schedule, window, 0))
+        .sum();
+    placed_walk + children_walk
 }
 
 /// The forecast of `jobs` over `window`. `jobs` should hold the roots of every job with
 /// parents (the owner's jobs do); a child whose roots are missing counts nothing. Refused
-/// (naming `to`) when the jobs could have more than [`MAX_INSTANTS`] instants in the window.
+/// (naming `to`) when it could walk more than [`MAX_WALKED`] instants.
 pub fn forecast(jobs: &[Job], window: &Window) -> Result<Forecast, ValidationError> {
     let placed: Vec<Placed<'_>> = jobs
         .iter()
@@ -166,12 +185,12 @@ pub fn forecast(jobs: &[Job], window: &Window) -> Result<Forecast, ValidationErr
             _ => None,
         })
         .collect();
-    let bound = instant_bound(&placed, window);
-    if bound > MAX_INSTANTS {
+    let bound = walk_bound(&placed, jobs, window);
+    if bound > MAX_WALKED {
         return Err(ValidationError::new(
             "to",
             format!(
-                "these jobs may have up to {bound} runs in the window; a forecast counts at most {MAX_INSTANTS}: ask for a shorter window"
+                "forecasting these jobs over this window could walk {bound} scheduled instants; a forecast walks at most {MAX_WALKED}: ask for a shorter window"
             ),
         ));
     }
@@ -302,13 +321,42 @@ mod tests {
 
     #[test]
     fn the_work_is_bounded_before_it_starts() {
-        // 200 jobs every 10 s over 7 days: 12,096,200 instants at most.
+        // 200 jobs every 10 s: 2 × 1,728,200 instants walked at most over a day, 12 M over 7.
         let jobs: Vec<Job> =
             (0..200).map(|_| stored_job(json!({"schedule": {"cron": "*/10 * * * * *"}}))).collect();
         let from = utc("2026-03-01T00:00:00Z");
         let week = Window::new(from, from + Duration::days(7)).unwrap();
         assert_eq!(forecast(&jobs, &week).unwrap_err().field, "to");
+        let half_day = Window::new(from, from + Duration::hours(12)).unwrap();
+        assert_eq!(forecast(&jobs, &half_day).unwrap().total, 200 * 4_320);
+        assert_eq!(MAX_WALKED, 3_625_000, "10 s at 0.145 of a core, 400 ns an instant");
+    }
+
+    /// Jobs with parents walk their root's instants too: each child of a root every 10 s adds a
+    /// walk of its instants, which the bound counts before anything is walked.
+    #[test]
+    fn the_bound_counts_the_walk_of_jobs_after_parents() {
+        let root = stored_job(json!({"name": "root", "schedule": {"cron": "*/10 * * * * *"}}));
+        let mut jobs = vec![root.clone()];
+        for n in 0..50 {
+            let mut child =
+                stored_job(json!({"name": format!("child-{n}"), "depends_on": [root.id.to_string()]}));
+            child.document.schedule = None;
+            jobs.push(child);
+        }
+        let from = utc("2026-03-01T00:00:00Z");
+        // A day: the root alone walks 2 × 8,641; its children 50 × 8,641 more, within the bound.
         let day = Window::new(from, from + Duration::days(1)).unwrap();
-        assert_eq!(forecast(&jobs, &day).unwrap().total, 200 * 8_640);
+        assert_eq!(forecast(&jobs, &day).unwrap().after_parents, 50 * 8_640);
+        // 7 days with 100 children: 102 × 60,481 = 6.2 M walked, refused before any (the root
+        // alone, 121 k, would pass).
+        for n in 50..100 {
+            let mut child =
+                stored_job(json!({"name": format!("child-{n}"), "depends_on": [root.id.to_string()]}));
+            child.document.schedule = None;
+            jobs.push(child);
+        }
+        let week = Window::new(from, from + Duration::days(7)).unwrap();
+        assert_eq!(forecast(&jobs, &week).unwrap_err().field, "to");
     }
 }

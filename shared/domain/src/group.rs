@@ -24,8 +24,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The most attempts a group may let run at once. The whole ledger is one item, written at each
-/// take and give-back: 100 slots and their waiters keep it near 30 KB (see `docs/decisions.md`).
+/// take and give-back: 100 slots and their waiters keep it under [`LEDGER_BUDGET`].
 pub const MAX_RUNNING: u32 = 100;
+/// The most a group's ledger (its hot item: slots and placed waiters, nothing that grows with
+/// the jobs naming it) may take as stored JSON; a unit test holds a full group to it. At most
+/// 48 write units per write; a group of 5 stays near 2 KB.
+pub const LEDGER_BUDGET: usize = 48 * 1024;
 /// The fewest places a group keeps for waiters; it keeps twice `max_running` when that is more.
 /// Runs beyond them wait without a place: younger than every placed waiter, they would not take
 /// a slot before those anyway.
@@ -94,15 +98,39 @@ pub struct Group {
     /// Run id → its place in the queue for a slot.
     #[serde(default)]
     pub waiting: BTreeMap<String, Waiter>,
-    /// The jobs that name this group, each with when it was linked: the group is deleted only
-    /// when none does (see [`Group::users`]).
-    #[serde(default)]
+    /// Links written into the ledger before links had their own record ([`Links`]): still read
+    /// by a delete of the group, never added to, so that the ledger does not grow with its jobs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub jobs: BTreeMap<String, Link>,
     /// Bumped by every write; the fence of the next. A new group starts at its creation's Unix
     /// milliseconds, so a group deleted and made again never reuses a version a slow writer read.
     pub version: u64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// The jobs that name a group, each with when it was linked, kept apart from the group's
+/// ledger: written by job creates, edits and deletes, never by admissions. The group is deleted
+/// only when none still names it (see [`Links::users`]); `version` moves with every link, and a
+/// delete is fenced by it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Links {
+    pub jobs: BTreeMap<String, Link>,
+    /// 0 when no job was ever linked.
+    pub version: u64,
+}
+
+impl Links {
+    /// The jobs linked to the group that may still name it: among `named` (the linked jobs that
+    /// exist and name it, as read), plus links of jobs not (yet) written or not naming it made
+    /// within [`LINK_GRACE`] (a create or an edit under way).
+    pub fn users(&self, named: &BTreeSet<String>, now: DateTime<Utc>) -> Vec<String> {
+        self.jobs
+            .iter()
+            .filter(|(id, link)| named.contains(*id) || now - link.at < LINK_GRACE)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
 }
 
 /// When a job was linked to a group.
@@ -241,17 +269,6 @@ impl Group {
         let order = (run.scheduled_at(), run_id);
         self.live_waiters(now)
             .filter(|(id, w)| id.as_str() != run_id && (w.instant, id.as_str()) < order)
-            .map(|(id, _)| id.clone())
-            .collect()
-    }
-
-    /// The jobs linked to the group that may still name it: among `named` (the linked jobs that
-    /// exist and name it, as read), plus links of jobs not (yet) written or not naming it made
-    /// within [`LINK_GRACE`] (a create or an edit under way).
-    pub fn users(&self, named: &BTreeSet<String>, now: DateTime<Utc>) -> Vec<String> {
-        self.jobs
-            .iter()
-            .filter(|(id, link)| named.contains(*id) || now - link.at < LINK_GRACE)
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -505,13 +522,32 @@ mod tests {
     #[test]
     fn a_group_is_used_by_the_jobs_naming_it_and_by_links_made_moments_ago() {
         let now = at("2026-01-01T01:00:00Z");
-        let mut group = Group::new("o", "etl", 1, now);
-        group.jobs.insert("named".into(), Link { at: now - Duration::hours(1) });
-        group.jobs.insert("being-created".into(), Link { at: now - Duration::seconds(5) });
-        group.jobs.insert("failed-create".into(), Link { at: now - LINK_GRACE - Duration::seconds(1) });
+        let mut links = Links::default();
+        links.jobs.insert("named".into(), Link { at: now - Duration::hours(1) });
+        links.jobs.insert("being-created".into(), Link { at: now - Duration::seconds(5) });
+        links.jobs.insert("failed-create".into(), Link { at: now - LINK_GRACE - Duration::seconds(1) });
         let named = BTreeSet::from(["named".to_string()]);
-        assert_eq!(group.users(&named, now), vec!["being-created".to_string(), "named".to_string()]);
+        assert_eq!(links.users(&named, now), vec!["being-created".to_string(), "named".to_string()]);
         assert!(Group::new("o", "etl", 1, now).version > 1, "versions start at the creation's milliseconds");
+    }
+
+    /// The ledger at its fullest — every slot taken and every waiter's place filled, by runs of
+    /// long ids — stays within its budget, however many jobs name the group.
+    #[test]
+    fn a_full_ledger_stays_within_its_budget() {
+        let now = at("2026-01-01T01:00:00Z");
+        let mut group = Group::new(&"o".repeat(64), &"g".repeat(MAX_NAME_LEN), MAX_RUNNING, now);
+        let id = |n: usize| format!("01jd{n:022}.20260101T010000Z.m.01jd{n:022}");
+        for n in 0..MAX_RUNNING as usize {
+            group.slots.insert(id(n), Slot { attempt: 99, taken_at: now, until: now + Duration::days(1) });
+        }
+        for n in 0..places(MAX_RUNNING) {
+            let waiter = Waiter { attempt: 99, instant: now, since: now, seen_at: now };
+            group.waiting.insert(id(1_000 + n), waiter);
+        }
+        let stored = serde_json::to_string(&group).unwrap().len();
+        assert!(stored <= LEDGER_BUDGET, "{stored} bytes");
+        assert!(stored > LEDGER_BUDGET / 2, "the budget is near what a full group takes: {stored}");
     }
 
     #[test]

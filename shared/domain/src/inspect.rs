@@ -20,7 +20,8 @@ pub struct WatchdogSettings {
     /// A RETRYING run whose next attempt has not started this long after its backoff ended is
     /// sent again.
     pub retry_margin: Duration,
-    /// Events recorded this long ago and still unsent were left by a crash: published again.
+    /// Events recorded this long ago and still unsent were left by a crash: published again. Their
+    /// writer's 60 s, and 60 s more for two processes' clocks to disagree (the simulator's bound).
     pub publish_grace: Duration,
     /// The tick's watermark this many minutes behind the clock is a stalled scheduler.
     pub stall_after_minutes: i64,
@@ -40,7 +41,7 @@ impl Default for WatchdogSettings {
         WatchdogSettings {
             dispatch_grace: Duration::seconds(120),
             retry_margin: Duration::seconds(120),
-            publish_grace: Duration::seconds(60),
+            publish_grace: Duration::seconds(120),
             stall_after_minutes: 3,
             concurrency: 16,
             batch_runs: 100,

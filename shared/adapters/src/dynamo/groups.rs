@@ -1,15 +1,21 @@
 //! Concurrency groups in DynamoDB: one item per (owner, name) in the jobs table, keyed
 //! `group#<owner>#<name>`, the group kept as JSON text beside its `version`. Every write is
 //! conditional on that version (a create on the key's absence), so the slot ledger is changed by
-//! one writer at a time across every worker. The item carries no `owner`, `name` or due
-//! attributes, so it stays out of the jobs table's indexes.
+//! one writer at a time across every worker. The jobs linked to the group are another item,
+//! `grouplinks#<owner>#<name>` (one `l_<job id>` attribute per link, the link's time in Unix
+//! milliseconds, and a `version`), so the ledger every admission rewrites does not grow with
+//! them; a link checks the group's item in the same transaction, and a delete removes both under
+//! both versions. Neither item carries `owner`, `name` or due attributes, so both stay out of the
+//! jobs table's indexes.
 
-use super::item::{self, Item, get_n, get_s, n, s};
+use super::item::{self, Item, TransactFailure, failed, get_n, get_s, n, s};
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update};
+use chrono::{DateTime, Utc};
 use std::sync::Arc;
-use sundial_domain::group::Group;
+use sundial_domain::group::{Group, Link, Links};
 use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
 
 /// Concurrency groups, in the jobs table.
@@ -22,6 +28,19 @@ pub struct DynamoGroupStore {
 
 fn group_key(owner: &str, name: &str) -> String {
     format!("group#{owner}#{name}")
+}
+
+fn links_key(owner: &str, name: &str) -> String {
+    format!("grouplinks#{owner}#{name}")
+}
+
+/// The attribute holding `job`'s link.
+fn link_attribute(job: &str) -> String {
+    format!("l_{job}")
+}
+
+fn built<T, E: std::fmt::Display>(built: Result<T, E>) -> StoreResult<T> {
+    built.map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 impl DynamoGroupStore {
@@ -85,21 +104,112 @@ impl GroupStore for DynamoGroupStore {
         }
     }
 
-    async fn delete(&self, owner: &str, name: &str, version: u64) -> StoreResult<()> {
-        self.ledger.add(writes::ITEM, 1);
-        let deleted = self
+    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()> {
+        let group = built(
+            Delete::builder()
+                .table_name(&self.table)
+                .key("job_id", s(group_key(owner, name)))
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", n(version))
+                .build(),
+        )?;
+        let links = built(
+            Delete::builder()
+                .table_name(&self.table)
+                .key("job_id", s(links_key(owner, name)))
+                .condition_expression("attribute_not_exists(job_id) OR version = :v")
+                .expression_attribute_values(":v", n(links_version))
+                .build(),
+        )?;
+        self.ledger.add(writes::ITEM, 4);
+        let items = vec![
+            TransactWriteItem::builder().delete(group).build(),
+            TransactWriteItem::builder().delete(links).build(),
+        ];
+        match item::transact(&self.client, items).await {
+            Ok(()) => Ok(()),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(self.why_refused(owner, name).await),
+            Err(TransactFailure::Cancelled(_)) => Err(StoreError::Conflict),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+
+    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links> {
+        let out = self
             .client
-            .delete_item()
+            .get_item()
             .table_name(&self.table)
-            .key("job_id", s(group_key(owner, name)))
-            .condition_expression("version = :v")
-            .expression_attribute_values(":v", n(version))
+            .key("job_id", s(links_key(owner, name)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(item::classify)?;
+        let Some(stored) = out.item else { return Ok(Links::default()) };
+        let mut links = Links { version: get_n(&stored, "version")?, ..Links::default() };
+        for (attribute, value) in &stored {
+            let Some(job) = attribute.strip_prefix("l_") else { continue };
+            let at = match value {
+                AttributeValue::N(millis) => {
+                    millis.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis)
+                }
+                _ => None,
+            };
+            let at =
+                at.ok_or_else(|| StoreError::Corrupt(format!("group link {attribute} is not a time")))?;
+            links.jobs.insert(job.to_string(), Link { at });
+        }
+        Ok(links)
+    }
+
+    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        let exists = built(
+            ConditionCheck::builder()
+                .table_name(&self.table)
+                .key("job_id", s(group_key(owner, name)))
+                .condition_expression("attribute_exists(job_id)")
+                .build(),
+        )?;
+        let link = built(
+            Update::builder()
+                .table_name(&self.table)
+                .key("job_id", s(links_key(owner, name)))
+                .update_expression("SET #l = :at ADD version :one")
+                .expression_attribute_names("#l", link_attribute(job))
+                .expression_attribute_values(":at", n(at.timestamp_millis()))
+                .expression_attribute_values(":one", n(1))
+                .build(),
+        )?;
+        self.ledger.add(writes::ITEM, 4);
+        let items = vec![
+            TransactWriteItem::builder().condition_check(exists).build(),
+            TransactWriteItem::builder().update(link).build(),
+        ];
+        match item::transact(&self.client, items).await {
+            Ok(()) => Ok(()),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::NotFound),
+            Err(TransactFailure::Cancelled(_)) => Err(StoreError::Conflict),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+
+    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
+        self.ledger.add(writes::ITEM, 1);
+        let removed = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(links_key(owner, name)))
+            .update_expression("REMOVE #l ADD version :one")
+            .condition_expression("attribute_exists(#l)")
+            .expression_attribute_names("#l", link_attribute(job))
+            .expression_attribute_values(":one", n(1))
             .send()
             .await
             .map_err(item::classify);
-        match deleted {
-            Err(StoreError::Conflict) => Err(self.why_refused(owner, name).await),
-            other => other.map(|_| ()),
+        match removed {
+            // No such link: nothing to remove.
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

@@ -130,3 +130,51 @@ mod tests {
         }
     }
 }
+
+/// Concurrent transactions on one item cancelled with `TransactionConflict` are retried this
+/// many times.
+const TRANSACTION_RETRIES: u32 = 6;
+
+/// Why a transaction did not apply.
+#[derive(Debug)]
+pub enum TransactFailure {
+    /// One reason per item, in order.
+    Cancelled(Vec<String>),
+    Store(StoreError),
+}
+
+/// Whether the item at `index` of a cancelled transaction failed its condition.
+pub fn failed(reasons: &[String], index: usize) -> bool {
+    reasons.get(index).is_some_and(|r| r == "ConditionalCheckFailed")
+}
+
+/// Runs a transaction; a cancelled one reports which item's condition failed. Concurrent
+/// transactions on one item (two creates of one owner both count its jobs) cancel each other
+/// with `TransactionConflict`: those are retried with jittered backoff.
+pub async fn transact(
+    client: &aws_sdk_dynamodb::Client,
+    items: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
+) -> Result<(), TransactFailure> {
+    let mut attempt = 0u32;
+    loop {
+        let sent = client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+        let failure = match sent {
+            Ok(_) => return Ok(()),
+            Err(e) => match cancellation_reasons(&e) {
+                Some(reasons) => TransactFailure::Cancelled(reasons),
+                None if e.code() == Some("TransactionConflictException") => {
+                    TransactFailure::Cancelled(vec!["TransactionConflict".into()])
+                }
+                None => return Err(TransactFailure::Store(classify(e))),
+            },
+        };
+        let conflicted = matches!(&failure, TransactFailure::Cancelled(r)
+            if r.iter().any(|c| c == "TransactionConflict") && !r.iter().any(|c| c == "ConditionalCheckFailed"));
+        if !conflicted || attempt >= TRANSACTION_RETRIES {
+            return Err(failure);
+        }
+        attempt += 1;
+        let jitter = u64::from(ulid::Ulid::generate().random() as u16 % 25);
+        tokio::time::sleep(std::time::Duration::from_millis(10 * (1 << attempt) + jitter)).await;
+    }
+}

@@ -9,11 +9,10 @@
 //! the jobs it finds there from the table, so an advance of `next_run_at` writes index entries
 //! the size of their keys, not of the job (a write costs a unit per KB of what it writes).
 
-use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
+use super::item::{self, Item, TransactFailure, failed, get_n, get_opt_s, get_s, n, s};
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -25,7 +24,6 @@ use sundial_domain::ports::store::{JobStore, Page, StoreError, StoreResult};
 use sundial_domain::stored::decode_lenient;
 
 /// Retries of a transaction cancelled by a concurrent one.
-const TRANSACTION_RETRIES: u32 = 6;
 /// Batch reads in a row that may read nothing of the keys DynamoDB leaves unprocessed.
 const UNPROCESSED_ROUNDS: u32 = 5;
 
@@ -218,46 +216,6 @@ impl DynamoJobStore {
         }
         update.build().map_err(|e| StoreError::Corrupt(e.to_string()))
     }
-
-    /// Runs a transaction; a cancelled one reports which item's condition failed.
-    /// Runs a transaction; a cancelled one reports which item's condition failed. Concurrent
-    /// transactions on one item (two creates of one owner both count its jobs) cancel each other
-    /// with `TransactionConflict`: those are retried with jittered backoff.
-    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), TransactFailure> {
-        let mut attempt = 0u32;
-        loop {
-            let sent =
-                self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
-            let failure = match sent {
-                Ok(_) => return Ok(()),
-                Err(e) => match item::cancellation_reasons(&e) {
-                    Some(reasons) => TransactFailure::Cancelled(reasons),
-                    None if e.code() == Some("TransactionConflictException") => {
-                        TransactFailure::Cancelled(vec!["TransactionConflict".into()])
-                    }
-                    None => return Err(TransactFailure::Store(item::classify(e))),
-                },
-            };
-            let conflicted = matches!(&failure, TransactFailure::Cancelled(r)
-                if r.iter().any(|c| c == "TransactionConflict") && !r.iter().any(|c| c == "ConditionalCheckFailed"));
-            if !conflicted || attempt >= TRANSACTION_RETRIES {
-                return Err(failure);
-            }
-            attempt += 1;
-            let jitter = u64::from(ulid::Ulid::generate().random() as u16 % 25);
-            tokio::time::sleep(std::time::Duration::from_millis(10 * (1 << attempt) + jitter)).await;
-        }
-    }
-}
-
-enum TransactFailure {
-    /// One reason per item, in order.
-    Cancelled(Vec<String>),
-    Store(StoreError),
-}
-
-fn failed(reasons: &[String], index: usize) -> bool {
-    reasons.get(index).is_some_and(|r| r == "ConditionalCheckFailed")
 }
 
 /// The job id a whole-table listing continues after.
@@ -351,7 +309,7 @@ impl JobStore for DynamoJobStore {
             TransactWriteItem::builder().put(self.name_lock(job)?).build(),
             TransactWriteItem::builder().update(self.count(&job.owner, 1, Some(max_jobs))?).build(),
         ];
-        match self.transact(items).await {
+        match item::transact(&self.client, items).await {
             Ok(()) => Ok(()),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => {
                 Err(StoreError::NameTaken(job.document.name.clone()))
@@ -510,7 +468,7 @@ impl JobStore for DynamoJobStore {
                     .build(),
                 TransactWriteItem::builder().put(self.name_lock(after)?).build(),
             ];
-            match self.transact(items).await {
+            match item::transact(&self.client, items).await {
                 Ok(()) => Ok(()),
                 Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::Conflict),
                 Err(TransactFailure::Cancelled(r)) if failed(&r, 2) => {
@@ -544,7 +502,7 @@ impl JobStore for DynamoJobStore {
                 .build(),
             TransactWriteItem::builder().update(self.count(&job.owner, -1, None)?).build(),
         ];
-        match self.transact(items).await {
+        match item::transact(&self.client, items).await {
             Ok(()) => Ok(()),
             // Gone, or edited since it was read.
             Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => match self.get(&job.id).await? {

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::group::{self, Group, GroupDocument, Link, slot_is_held};
+use sundial_domain::group::{self, Group, GroupDocument, Links, slot_is_held};
 use sundial_domain::job::{JobId, Owner};
 use sundial_domain::ports::store::{GroupStore, JobStore, RunStore, StoreError};
 use sundial_domain::run::RunId;
@@ -147,11 +147,12 @@ impl Groups {
         }
         for _ in 0..ATTEMPTS {
             let group = self.groups.get(owner, name).await?.ok_or(GroupsError::NotFound)?;
-            let users = self.users(&group).await?;
+            let links = self.links(&group).await?;
+            let users = self.users(&group, &links).await?;
             if !users.is_empty() {
                 return Err(GroupsError::InUse(users));
             }
-            match self.groups.delete(owner, name, group.version).await {
+            match self.groups.delete(owner, name, group.version, links.version).await {
                 // Gone under this very delete (a retried request whose first try applied).
                 Ok(()) | Err(StoreError::NotFound) => return Ok(()),
                 Err(StoreError::Conflict) => continue,
@@ -162,66 +163,43 @@ impl Groups {
     }
 
     /// Records that `job` names the group `name` of `owner`, before the job is written; an
-    /// error naming `group` if there is no such group.
+    /// error naming `group` if there is no such group. A link is (re)dated by every create or
+    /// edit that needs it: it keeps the group from being deleted while that write is under way.
+    /// It is a record apart from the group's ledger, which admissions rewrite.
     pub async fn link(&self, owner: &Owner, name: &str, job: &JobId) -> Result<(), GroupsError> {
-        let missing = || {
-            GroupsError::Invalid(ValidationError::new(
+        match self.groups.link(owner, name, job.as_str(), self.clock.now()).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::NotFound) => Err(GroupsError::Invalid(ValidationError::new(
                 "group",
                 format!("there is no group `{name}`; create it first with PUT /v1/groups/{name}"),
-            ))
-        };
-        for _ in 0..ATTEMPTS {
-            let Some(mut group) = self.groups.get(owner, name).await? else { return Err(missing()) };
-            let now = self.clock.now();
-            // A link is (re)dated by every create or edit that needs it: it keeps the group from
-            // being deleted while that write is under way.
-            group.jobs.insert(job.to_string(), Link { at: now });
-            let expected = group.version;
-            group.version += 1;
-            group.updated_at = now;
-            match self.groups.put(&group, Some(expected)).await {
-                Ok(()) => return Ok(()),
-                Err(StoreError::Conflict) => continue,
-                Err(StoreError::NotFound) => return Err(missing()),
-                Err(e) => return Err(e.into()),
-            }
+            ))),
+            Err(StoreError::Conflict) => Err(GroupsError::Contended),
+            Err(e) => Err(e.into()),
         }
-        Err(GroupsError::Contended)
     }
 
     /// Forgets that `job` names the group (after the job was written without it, or deleted).
     /// Best effort: a link left behind is ignored by a delete of the group.
     pub async fn unlink(&self, owner: &Owner, name: &str, job: &JobId) {
-        for _ in 0..ATTEMPTS {
-            let mut group = match self.groups.get(owner, name).await {
-                Ok(Some(group)) => group,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::warn!(group = %name, job_id = %job, error = %e, "group link left behind");
-                    return;
-                }
-            };
-            if group.jobs.remove(job.as_str()).is_none() {
-                return;
-            }
-            let expected = group.version;
-            group.version += 1;
-            group.updated_at = self.clock.now();
-            match self.groups.put(&group, Some(expected)).await {
-                Ok(()) | Err(StoreError::NotFound) => return,
-                Err(StoreError::Conflict) => continue,
-                Err(e) => {
-                    tracing::warn!(group = %name, job_id = %job, error = %e, "group link left behind");
-                    return;
-                }
-            }
+        if let Err(e) = self.groups.unlink(owner, name, job.as_str()).await {
+            tracing::warn!(group = %name, job_id = %job, error = %e, "group link left behind");
         }
     }
 
+    /// The group's links, and those an earlier version kept in its ledger.
+    async fn links(&self, group: &Group) -> Result<Links, GroupsError> {
+        let mut links = self.groups.links(&group.owner, &group.name).await?;
+        for (job, link) in &group.jobs {
+            links.jobs.entry(job.clone()).or_insert_with(|| link.clone());
+        }
+        Ok(links)
+    }
+
     /// The jobs that keep `group` from being deleted, by name (or id while not written yet):
-    /// those that exist and name it, and those linked moments ago (see [`Group::users`]).
-    async fn users(&self, group: &Group) -> Result<Vec<String>, GroupsError> {
-        let ids: Vec<JobId> = group.jobs.keys().filter_map(|id| JobId::parse(id)).collect();
+    /// those that exist and name it, and those linked moments ago (see [`Links::users`]).
+    /// `links` includes the links kept in the ledger by earlier versions.
+    async fn users(&self, group: &Group, links: &Links) -> Result<Vec<String>, GroupsError> {
+        let ids: Vec<JobId> = links.jobs.keys().filter_map(|id| JobId::parse(id)).collect();
         let jobs = self.jobs.get_many(&ids).await?;
         let naming: Vec<_> = jobs
             .into_iter()
@@ -230,7 +208,7 @@ impl Groups {
             })
             .collect();
         let named: BTreeSet<String> = naming.iter().map(|job| job.id.to_string()).collect();
-        let mut users: Vec<String> = group
+        let mut users: Vec<String> = links
             .users(&named, self.clock.now())
             .into_iter()
             .map(|id| naming.iter().find(|j| j.id.as_str() == id).map_or(id, |j| j.document.name.clone()))
@@ -249,7 +227,7 @@ impl Groups {
             .filter(|(id, slot)| slot_is_held(slot, runs.iter().find(|r| r.id().to_string() == **id), now))
             .count();
         let waiting = group.live_waiters(now).count();
-        let jobs = group.jobs.keys().filter_map(|id| JobId::parse(id)).collect();
+        let jobs = self.links(&group).await?.jobs.keys().filter_map(|id| JobId::parse(id)).collect();
         Ok(GroupView {
             name: group.name,
             max_running: group.max_running,

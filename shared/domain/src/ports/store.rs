@@ -4,7 +4,7 @@
 //! no storage type crosses this boundary.
 
 use crate::fence::Fence;
-use crate::group::Group;
+use crate::group::{Group, Links};
 use crate::job::{Job, JobId};
 use crate::run::{Published, RunEvent};
 use crate::run::{Run, RunId, RunKey, RunState};
@@ -137,8 +137,20 @@ pub trait GroupStore: Send + Sync + std::fmt::Debug {
     /// carries its new version.
     async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()>;
 
-    /// Deletes the group if it still has `version` (`Conflict` if not, `NotFound` if gone).
-    async fn delete(&self, owner: &str, name: &str, version: u64) -> StoreResult<()>;
+    /// Deletes the group and its links if the group still has `version` and its links
+    /// `links_version` (`Conflict` if either moved, `NotFound` if the group is gone).
+    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()>;
+
+    /// The jobs linked to the group, read consistently (empty, version 0, if none ever was).
+    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
+
+    /// Links `job` to the group as of `at`, moving the links' version, only if the group exists
+    /// (`NotFound` otherwise): the check and the link are one write, so a job never names a
+    /// group deleted meanwhile. Never writes the group's ledger.
+    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
+
+    /// Removes `job`'s link, if it has one.
+    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()>;
 }
 
 /// The per-job start fences of `forbid` and `replace` jobs ([`crate::fence`]): one small record
