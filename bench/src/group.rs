@@ -4,7 +4,8 @@
 //! to the oldest waiter and wakes it, instead of waiting for that waiter's next look), the most
 //! calls at the target at once (never above the limit), and what each admitted run costs in
 //! DynamoDB units and requests: the group's reads and writes by every admission, wait and
-//! release, the waiters' looks included.
+//! release, the waiters' looks included. The jobs are linked to the group as the API's creates
+//! link them, so that what the group's ledger holds for them is paid for too.
 
 use crate::lag::import;
 use crate::stack::{self, OWNER, Workers, per_run, reported_units};
@@ -48,6 +49,10 @@ pub async fn drain(n: usize, max_running: u32) -> anyhow::Result<Value> {
             stack::job(&format!("grouped-{i:04}"), document, now, Some(due))
         })
         .collect::<anyhow::Result<_>>()?;
+    // Linked as the API's creates link them: every job that names the group is known to it.
+    for job in &jobs {
+        services.groups.link(&OWNER.to_string(), "bench", &job.id).await?;
+    }
     import(&services, &clients, &jobs).await?;
     services.tick.run().await?;
     clients.ledger.reset();
