@@ -1243,3 +1243,37 @@ async fn a_stall_alert_left_unsent_is_published_by_a_later_pass() {
     assert_eq!(told, ["scheduler_stalled"]);
     assert_eq!(world.tick_state.get().await.unwrap().unsent_alert, None);
 }
+
+/// Jobs with a 900 s flexible window keep their claim-ahead: each instant is claimed at the
+/// first tick that looks ahead to it and sees its own start (instant + offset) within a
+/// message's 900 s, not only once its instant has come (as when the widest offset was taken off
+/// the claim-ahead of every instant).
+#[tokio::test]
+async fn a_wide_flexible_window_claims_each_instant_by_its_own_start() {
+    let world = World::at("2030-01-01T11:50:00Z");
+    let mut jobs = Vec::new();
+    for n in 0..5 {
+        let document = job(&format!("spread-{n}"), json!({"cron": "0 12 * * *"}), json!({"flexible_window_s": 900}));
+        jobs.push(world.create(document).await);
+    }
+    let instant = t("2030-01-01T12:00:00Z");
+    let ahead = ClaimSettings::default().lookahead;
+    let mut first_claims = std::collections::BTreeMap::new();
+    for minute in 0..12 {
+        world.set(&(t("2030-01-01T11:50:00Z") + Duration::minutes(minute)).to_rfc3339());
+        world.tick.run().await.unwrap();
+        let now = world.now();
+        for job in &jobs {
+            let start = instant + job.start_offset(instant);
+            let claimable = instant - now <= ahead && start - now <= Duration::seconds(900);
+            let claimed = !world.runs_of(&job.id).is_empty();
+            if claimed && !first_claims.contains_key(&job.id) {
+                first_claims.insert(job.id.clone(), now);
+                assert!(claimable, "{} claimed at {now}, starting at {start}", job.document.name);
+            }
+            assert!(claimed || !claimable, "{} not claimed at {now}, starting at {start}", job.document.name);
+        }
+    }
+    assert_eq!(first_claims.len(), jobs.len(), "every instant claimed");
+    assert!(first_claims.values().any(|at| *at < instant), "claimed ahead of the instant: {first_claims:?}");
+}

@@ -4,11 +4,13 @@
 //! or further ahead for frequent jobs: several minutes in one pass, one job advance). Instants
 //! that fell due in minutes the scheduler had not reached (downtime) are *missed*, and the job's
 //! `catchup` policy decides which of them still run; a burst an earlier tick reached but could not
-//! finish is not missed.
+//! finish is not missed. An instant whose run starts late in its flexible window or jitter is
+//! claimed by its own start ([`Plan::within_delay`]): the message that carries it can wait no
+//! longer than SQS lets it.
 
 use crate::job::CatchupPolicy;
 use crate::schedule::Schedule;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 
 /// Instants enumerated for one job in one pass, at most; beyond that the oldest missed ones are
 /// dropped as if skipped (a job every 10 s down for 11 days).
@@ -108,6 +110,27 @@ fn restart_point(
             return schedule.next_after(from);
         }
         window = window * 2;
+    }
+}
+
+impl Plan {
+    /// Holds back, from the first on, the instants whose run starts (the instant plus its
+    /// `offset`) more than `max_delay` after `now`: the message that carries a run waits at most
+    /// that long. The first held back becomes the next instant, and those after it wait with it,
+    /// so the job's one cursor stays in order; a later pass claims it once its start is near
+    /// enough. Each instant is judged by its own offset, so a wide flexible window or jitter
+    /// keeps the claim-ahead of the instants that start early in it.
+    pub fn within_delay(
+        mut self,
+        now: DateTime<Utc>,
+        max_delay: Duration,
+        offset: impl Fn(DateTime<Utc>) -> Duration,
+    ) -> Plan {
+        if let Some(held) = self.claim.iter().position(|t| *t + offset(*t) > now + max_delay) {
+            self.next_run_at = Some(self.claim[held]);
+            self.claim.truncate(held);
+        }
+        self
     }
 }
 
@@ -275,5 +298,27 @@ mod tests {
         assert_eq!(p.claim[0], now - Duration::seconds(50));
         assert_eq!(*p.claim.last().unwrap(), now);
         assert!(p.skipped_missed > 90_000, "{}", p.skipped_missed);
+    }
+
+    #[test]
+    fn an_instant_is_held_back_only_while_its_own_start_is_beyond_the_delay() {
+        let now = t("2026-03-01T11:55:00Z");
+        let minutes = |n: i64| now + Duration::minutes(n);
+        let plan = Plan {
+            claim: vec![minutes(1), minutes(2), minutes(3)],
+            skipped_missed: 0,
+            next_run_at: Some(minutes(4)),
+        };
+        // Offsets of 10, 14 and 1 minutes: the second would wait 16 minutes, past 15.
+        let offset = |at: DateTime<Utc>| match (at - now).num_minutes() {
+            1 => Duration::minutes(10),
+            2 => Duration::minutes(14),
+            _ => Duration::minutes(1),
+        };
+        let held = plan.clone().within_delay(now, Duration::minutes(15), offset);
+        assert_eq!(held.claim, [minutes(1)]);
+        assert_eq!(held.next_run_at, Some(minutes(2)), "the cursor waits at the first held back");
+        let all = plan.clone().within_delay(now, Duration::minutes(16), offset);
+        assert_eq!(all, plan, "nothing held back when every start is near enough");
     }
 }

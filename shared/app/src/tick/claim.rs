@@ -300,11 +300,11 @@ impl Claimer {
                 return Ok(prepared);
             }
         };
-        // A run's start may be offset (jitter, flexible window) up to this past its instant.
-        let offset_s = job.max_start_offset_s();
         let ahead = self.settings.claim_ahead.max(self.settings.lookahead);
-        let max_ahead = Duration::seconds(i64::from(MAX_DELAY_S.saturating_sub(offset_s)));
-        let horizon = now + ahead.min(max_ahead);
+        let max_delay = Duration::seconds(i64::from(MAX_DELAY_S));
+        let horizon = now + ahead.min(max_delay);
+        // A run's start may be offset (jitter, flexible window) past its instant: each instant
+        // is claimed once its own start is within a message's longest delay.
         let plan = plan(
             first,
             schedule.as_ref(),
@@ -313,7 +313,8 @@ impl Claimer {
             horizon,
             reached,
             self.settings.catchup_max,
-        );
+        )
+        .within_delay(now, max_delay, |instant| job.start_offset(instant));
         prepared.report.missed_dropped = plan.skipped_missed;
         prepared.next_run_at = plan.next_run_at;
 
