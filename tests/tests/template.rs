@@ -169,10 +169,42 @@ fn alarms_watch_emitted_metrics() {
     assert_eq!(
         custom,
         [
+            ("DeadLetterQueueAlarm".to_string(), names::RUNS_DEAD_LETTERED.to_string()),
             ("SchedulerStalledAlarm".to_string(), names::SCHEDULER_MINUTES_BEHIND.to_string()),
             ("SlaMissedAlarm".to_string(), names::SLA_MISSED.to_string())
         ]
     );
+}
+
+/// No alarm watches the depth of a queue a function drains as an event source: messages there
+/// are taken within seconds, so such an alarm could never fire.
+#[test]
+fn no_alarm_watches_a_queue_a_function_drains() {
+    let doc = yaml();
+    let resources = doc["Resources"].as_mapping().unwrap();
+    // `!GetAtt Queue.Arn` or `!GetAtt Queue.QueueName`: the queue's logical id.
+    let queue_of = |value: &Value| text(value).split('.').next().unwrap_or_default().to_string();
+    let mut drained = Vec::new();
+    for (_, resource) in resources {
+        for (_, event) in resource["Properties"]["Events"].as_mapping().into_iter().flatten() {
+            if event["Type"].as_str() == Some("SQS") {
+                drained.push(queue_of(&event["Properties"]["Queue"]));
+            }
+        }
+    }
+    assert!(drained.contains(&"RunsDeadLetterQueue".to_string()), "{drained:?}");
+    for (id, resource) in resources {
+        let props = &resource["Properties"];
+        if resource["Type"].as_str() != Some("AWS::CloudWatch::Alarm")
+            || props["Namespace"].as_str() != Some("AWS/SQS")
+        {
+            continue;
+        }
+        for dimension in props["Dimensions"].as_sequence().into_iter().flatten() {
+            let queue = queue_of(&dimension["Value"]);
+            assert!(!drained.contains(&queue), "{id:?} watches {queue}, which a function drains");
+        }
+    }
 }
 
 /// Each function has its sample events, and the template names each function's build output.

@@ -27,6 +27,9 @@ pub mod names {
     pub const ATTEMPTS_LOST: &str = "AttemptsLost";
     pub const RUNS_REDISPATCHED: &str = "RunsRedispatched";
     pub const EVENTS_REPUBLISHED: &str = "EventsRepublished";
+    /// Messages the worker took from the dead-letter queue (the dead-letter alarm's input: the
+    /// queue itself is drained by the worker, so its depth stays 0).
+    pub const RUNS_DEAD_LETTERED: &str = "RunsDeadLettered";
     /// Actual start minus scheduled instant, per attempt started.
     pub const DISPATCH_LAG: &str = "DispatchLag";
     pub const RUN_DURATION: &str = "RunDuration";

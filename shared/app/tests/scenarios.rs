@@ -874,6 +874,8 @@ async fn malformed_messages_are_dead_lettered_and_dead_letters_fail_their_run() 
     let body = serde_json::to_string(&body).unwrap();
     let done = world.worker.dead_lettered(&body, "received 16 times").await.unwrap();
     assert!(done.contains("FAILED"), "{done}");
+    let metrics = world.ports.meter.prometheus();
+    assert!(metrics.contains("sundial_runs_dead_lettered_total{function=\"worker\"} 1"), "{metrics}");
     let failed = world.run(&run_id).await;
     assert_eq!(failed.state, RunState::Failed);
     assert!(failed.reason.unwrap().contains("received 16 times"));
@@ -1253,7 +1255,8 @@ async fn a_wide_flexible_window_claims_each_instant_by_its_own_start() {
     let world = World::at("2030-01-01T11:50:00Z");
     let mut jobs = Vec::new();
     for n in 0..5 {
-        let document = job(&format!("spread-{n}"), json!({"cron": "0 12 * * *"}), json!({"flexible_window_s": 900}));
+        let document =
+            job(&format!("spread-{n}"), json!({"cron": "0 12 * * *"}), json!({"flexible_window_s": 900}));
         jobs.push(world.create(document).await);
     }
     let instant = t("2030-01-01T12:00:00Z");

@@ -433,6 +433,9 @@ impl Worker {
     /// whose attempt started (its lease, callbacks or the watchdog end it), is left alone; an
     /// undecodable message is logged in full. Returns what was done, for the caller to report.
     pub async fn dead_lettered(&self, body: &str, reason: &str) -> Result<String, StoreError> {
+        // Counted as received, whatever it turns out to be: the dead-letter alarm watches this.
+        let counted = Record::new("worker", self.clock.now()).count(names::RUNS_DEAD_LETTERED, 1);
+        self.meter.observe(&counted);
         let message: Option<RunMessage> = serde_json::from_str(body).ok();
         let ids = message.as_ref().and_then(|m| {
             Some((sundial_domain::job::JobId::parse(&m.job_id)?, RunKey::decode(&m.run_key)?, m.attempt))
