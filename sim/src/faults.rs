@@ -306,13 +306,13 @@ impl JobStore for FaultyJobs {
         self.faults.call("jobs.delete", Subject::job(&job.id), true, delete, StoreError::Unavailable).await
     }
 
-    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
+    async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>> {
         self.faults
             .call(
                 &format!("jobs.due {bucket}"),
                 Subject::NONE,
                 false,
-                self.inner.due_jobs(bucket),
+                self.inner.due_ids(bucket),
                 StoreError::Unavailable,
             )
             .await

@@ -88,9 +88,7 @@ fn id_in_shard(shard: u16, shards: u16) -> JobId {
 async fn due_in(store: &dyn JobStore, minute: DateTime<Utc>, shards: u16) -> BTreeSet<JobId> {
     let mut ids = BTreeSet::new();
     for shard in 0..shards {
-        for job in store.due_jobs(&bucket(minute, shard)).await.unwrap() {
-            ids.insert(job.id);
-        }
+        ids.extend(store.due_ids(&bucket(minute, shard)).await.unwrap());
     }
     ids
 }
@@ -349,11 +347,9 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
     for j in [&later, &sooner, &paused, &never] {
         store.create(j, 100).await.unwrap();
     }
-    let partition = store.due_jobs(&due_bucket(later.id.as_str(), minute, shards)).await.unwrap();
-    let ours: Vec<&JobId> =
-        partition.iter().map(|j| &j.id).filter(|id| **id == later.id || **id == sooner.id).collect();
+    let partition = store.due_ids(&due_bucket(later.id.as_str(), minute, shards)).await.unwrap();
+    let ours: Vec<&JobId> = partition.iter().filter(|id| **id == later.id || **id == sooner.id).collect();
     assert_eq!(ours, [&sooner.id, &later.id], "a partition's jobs come in due order");
-    assert_eq!(partition.iter().find(|j| j.id == later.id), Some(&later), "due jobs are whole");
     let due = due_in(store, minute, shards).await;
     assert!(due.contains(&later.id) && due.contains(&sooner.id), "an active job is due in its minute");
     assert!(!due.contains(&paused.id), "a paused job is not in the due index");
@@ -361,7 +357,7 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
     if shards > 1 {
         let elsewhere = bucket(minute, (shard + 1) % shards);
         assert!(
-            store.due_jobs(&elsewhere).await.unwrap().iter().all(|j| j.id != later.id),
+            store.due_ids(&elsewhere).await.unwrap().iter().all(|id| *id != later.id),
             "a job is due in its own shard only"
         );
     }

@@ -100,7 +100,7 @@ impl JobStore for DueQueryFails {
     async fn delete(&self, job: &Job) -> StoreResult<()> {
         self.0.delete(job).await
     }
-    async fn due_jobs(&self, _bucket: &str) -> StoreResult<Vec<Job>> {
+    async fn due_ids(&self, _bucket: &str) -> StoreResult<Vec<JobId>> {
         Err(StoreError::Unavailable("injected: the tick dies here".into()))
     }
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
@@ -979,6 +979,11 @@ fn watchdog_of(
 }
 
 /// The stack's watchdog, publishing through `bus`.
+/// Long enough after an event was recorded for the watchdog to take it over.
+fn past_grace(stack: &Stack) -> Duration {
+    stack.config.watchdog.publish_grace + Duration::seconds(1)
+}
+
 fn watchdog_with(stack: &Stack, bus: Arc<TestBus>) -> Watchdog {
     watchdog_of(stack, stack.services.runs.clone(), bus, stack.config.watchdog.clone())
 }
@@ -1009,7 +1014,7 @@ async fn overlapping_watchdog_passes_publish_a_left_over_event_once() {
     let stack = Stack::at(&clock, &[]).await;
     let id = yearly_job(&stack, "j", "http://127.0.0.1:9/").await;
     let run = failed_unannounced(&stack, &id).await;
-    clock.advance(Duration::seconds(61));
+    clock.advance(past_grace(&stack));
     let log = Arc::default();
     let second = watchdog_with(&stack, Arc::new(TestBus::logging_to(&log)));
     overlapped_by(&stack, &log, second).run().await.unwrap();
@@ -1030,11 +1035,11 @@ async fn a_publish_that_reached_only_the_shared_topic_is_completed_to_the_jobs_t
     let log = Arc::default();
     let bus = Arc::new(TestBus { failing: vec!["job"].into(), ..TestBus::logging_to(&log) });
     let watchdog = watchdog_with(&stack, bus);
-    clock.advance(Duration::seconds(61));
+    clock.advance(past_grace(&stack));
     watchdog.run().await.unwrap();
     assert_eq!(*log.lock().unwrap(), ["shared:failed"]);
     assert!(!stack.run(&run.id()).await.events[0].sent, "the job's topic still owes it");
-    clock.advance(Duration::seconds(61));
+    clock.advance(past_grace(&stack));
     watchdog.run().await.unwrap();
     assert_eq!(*log.lock().unwrap(), ["shared:failed", "job:failed"]);
     assert!(stack.run(&run.id()).await.events[0].sent);
@@ -1053,7 +1058,7 @@ async fn overlapping_watchdog_passes_publish_a_left_over_scheduler_alert_once() 
         stack.services.tick_state.get().await.unwrap().unsent_alert.as_deref(),
         Some("scheduler_stalled")
     );
-    clock.advance(Duration::seconds(61));
+    clock.advance(past_grace(&stack));
     let second = watchdog_with(&stack, Arc::new(TestBus::logging_to(&log)));
     overlapped_by(&stack, &log, second).run().await.unwrap();
     assert_eq!(*log.lock().unwrap(), ["alert:scheduler_stalled"]);

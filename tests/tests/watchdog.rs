@@ -283,9 +283,10 @@ async fn an_event_left_unsent_is_published_once() {
     let in_flight = stack.services.runs.in_flight(now + Duration::hours(1), 8).await.unwrap();
     assert_eq!(in_flight.len(), 1, "an ended run stays in the index until its events are out");
 
-    clock.advance(Duration::seconds(30));
+    let grace = stack.config.watchdog.publish_grace;
+    clock.advance(grace - Duration::seconds(1));
     assert_eq!(watchdog(&stack).await.republished, 0, "the writer may still be publishing");
-    clock.advance(Duration::seconds(31));
+    clock.advance(Duration::seconds(1));
     assert_eq!(watchdog(&stack).await.republished, 1);
     for _ in 0..3 {
         clock.advance(Duration::minutes(1));

@@ -398,8 +398,8 @@ impl JobStore for Gated {
     async fn delete(&self, job: &Job) -> StoreResult<()> {
         self.inner.delete(job).await
     }
-    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
-        self.inner.due_jobs(bucket).await
+    async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>> {
+        self.inner.due_ids(bucket).await
     }
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
         self.inner.advance(job, next).await

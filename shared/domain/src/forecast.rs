@@ -145,14 +145,9 @@ fn instants_in(schedule: &Schedule, window: &Window) -> u64 {
     count
 }
 
-/// The most instants `schedule` can have in `window` widened by `reach` seconds before it: one
-/// per shortest gap, one for an `at`.
+/// The most instants `schedule` can have in `window` widened by `reach` seconds before it.
 fn instant_bound(schedule: &Schedule, window: &Window, reach: u32) -> u64 {
-    let span = window.minutes as u64 * 60 + u64::from(reach);
-    match schedule.min_interval_seconds() {
-        Some(gap) => span / gap.max(1) + 1,
-        None => 1,
-    }
+    schedule.max_instants_in(window.minutes as u64 * 60 + u64::from(reach))
 }
 
 /// The most instants a forecast of `placed` and `jobs` walks in `window`: each placed job's

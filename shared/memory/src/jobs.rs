@@ -281,7 +281,7 @@ impl JobStore for MemoryJobStore {
         Ok(())
     }
 
-    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
+    async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>> {
         let state = lock(&self.state);
         if state.failing_due.as_deref().is_some_and(|prefix| bucket.starts_with(prefix)) {
             return Err(StoreError::Unavailable(format!("injected: the due query of {bucket} is throttled")));
@@ -295,7 +295,7 @@ impl JobStore for MemoryJobStore {
             })
             .collect();
         due.sort_by(|a, b| (a.0, &a.1.id).cmp(&(b.0, &b.1.id)));
-        Ok(due.into_iter().map(|(_, job)| job.clone()).collect())
+        Ok(due.into_iter().map(|(_, job)| job.id.clone()).collect())
     }
 
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {

@@ -517,7 +517,7 @@ impl JobStore for DynamoJobStore {
         }
     }
 
-    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>> {
+    async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>> {
         let query = self
             .client
             .query()
@@ -526,10 +526,8 @@ impl JobStore for DynamoJobStore {
             .key_condition_expression("due_bucket = :b")
             .expression_attribute_values(":b", s(bucket));
         let ids = item::query_all(query, |it| get_s(it, "job_id").map(str::to_string)).await?;
-        // Consistent reads of the items the index names: a job paused or finished since the
-        // (eventually consistent) index was read has left it, and is not due.
-        let jobs = self.batch_get(&ids, quarantined).await?;
-        Ok(jobs.into_iter().filter(|job| job.due_at().is_some()).collect())
+        // An id that does not parse is no job's: quarantined like an item that does not decode.
+        Ok(ids.iter().filter_map(|id| JobId::parse(id)).collect())
     }
 
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {

@@ -36,7 +36,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::due::{bucket, minute_of};
-use sundial_domain::job::Job;
+use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::store::{JobStore, StoreError, TickStateStore};
 
 /// Minutes behind the watermark a pass re-reads when the shard count grew: longer than a
@@ -147,11 +147,13 @@ impl Tick {
         Tick { jobs, state, claimer, clock, meter, settings }
     }
 
-    /// The jobs due in one minute: every one of `shards` partitions, in parallel.
-    async fn due_in(&self, minute: DateTime<Utc>, shards: u16) -> Result<Vec<Job>, StoreError> {
+    /// The ids of the jobs due in one minute: every one of `shards` partitions, in parallel.
+    /// Ids only: the jobs themselves are read a batch at a time ([`Tick::claim_in_batches`]), so
+    /// that a minute of many large jobs never sits in memory whole.
+    async fn due_in(&self, minute: DateTime<Utc>, shards: u16) -> Result<Vec<JobId>, StoreError> {
         let buckets: Vec<String> = (0..shards).map(|shard| bucket(minute, shard)).collect();
-        let results: Vec<Result<Vec<Job>, StoreError>> = futures::stream::iter(buckets)
-            .map(|b| async move { self.jobs.due_jobs(&b).await })
+        let results: Vec<Result<Vec<JobId>, StoreError>> = futures::stream::iter(buckets)
+            .map(|b| async move { self.jobs.due_ids(&b).await })
             .buffer_unordered(self.settings.query_concurrency.max(1))
             .collect()
             .await;
@@ -162,14 +164,19 @@ impl Tick {
         Ok(jobs)
     }
 
-    /// Claims `due` in batches of [`TickSettings::batch_jobs`], two at a time, so that one
-    /// batch's aligned send waits (up to a second) while the next batch is prepared; `aligned`
-    /// false sends without waiting. After each batch, `stop` reads its report; once it answers,
+    /// Reads and claims the jobs `due` names for `minute` in batches of
+    /// [`TickSettings::batch_jobs`], two at a time, so that one batch's aligned send waits (up
+    /// to a second) while the next batch is read and prepared; `aligned` false sends without
+    /// waiting. Each batch is read consistently as it comes: a job paused or finished since the
+    /// index named it is not due. A batch that cannot be read fails as a whole, holding the
+    /// watermark before `minute`. After each batch, `stop` reads its report; once it answers,
     /// the batch already started is finished (one dropped halfway would leave its runs unsent
     /// until the next pass) and no other starts.
+    #[allow(clippy::too_many_arguments)] // one call per pass kind; a struct would only rename them
     async fn claim_in_batches(
         &self,
-        due: &[Job],
+        due: &[JobId],
+        minute: DateTime<Utc>,
         aligned: bool,
         reached_before: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
@@ -178,7 +185,23 @@ impl Tick {
     ) -> Option<Stop> {
         let claimer = if aligned { self.claimer.clone() } else { self.claimer.unaligned() };
         let mut batches = due.chunks(self.settings.batch_jobs.max(1));
-        let claim = |batch: &[Job]| claimer.claim(batch.to_vec(), reached_before, now);
+        let claim = |batch: &[JobId]| {
+            let claimer = claimer.clone();
+            let batch = batch.to_vec();
+            async move {
+                match self.jobs.get_many(&batch).await {
+                    Ok(jobs) => claimer.claim(in_order_due(jobs, &batch), reached_before, now).await,
+                    Err(e) => {
+                        tracing::warn!(minute = %minute, error = %e, "due jobs not read; the minute is read again next tick");
+                        ClaimReport {
+                            failed: batch.len(),
+                            earliest_failure: Some(minute),
+                            ..ClaimReport::default()
+                        }
+                    }
+                }
+            }
+        };
         let mut in_flight: FuturesOrdered<_> = batches.by_ref().take(2).map(claim).collect();
         let mut stopped = None;
         while let Some(claims) = in_flight.next().await {
@@ -274,7 +297,7 @@ impl Tick {
                 // minutes would cost more than their sends' precision is worth.
                 let aligned = !in_gap;
                 match self
-                    .claim_in_batches(&due, aligned, reached_before, now, &mut report.claims, stop)
+                    .claim_in_batches(&due, minute, aligned, reached_before, now, &mut report.claims, stop)
                     .await
                 {
                     Some(Stop::FailedInGap) => break 'chunks,
@@ -336,6 +359,7 @@ impl Tick {
                     // Old minutes, as in a gap: sent without waiting for a whole second.
                     self.claim_in_batches(
                         &due,
+                        minute,
                         false,
                         pass.reached_before,
                         pass.now,
@@ -377,6 +401,14 @@ impl Tick {
 
 /// The jobs of `due` this pass has not claimed yet: a job it advanced may show up again in a
 /// later bucket, and is claimed once.
-fn unseen(due: Vec<Job>, seen: &mut HashSet<String>) -> Vec<Job> {
-    due.into_iter().filter(|j| seen.insert(j.id.to_string())).collect()
+fn unseen(due: Vec<JobId>, seen: &mut HashSet<String>) -> Vec<JobId> {
+    due.into_iter().filter(|id| seen.insert(id.to_string())).collect()
+}
+
+/// The `read` jobs still due (the index is eventually consistent: a job paused or without a
+/// next run since it was read is not), in the order of `ids` (the index's due order).
+fn in_order_due(read: Vec<Job>, ids: &[JobId]) -> Vec<Job> {
+    let mut by_id: std::collections::HashMap<JobId, Job> =
+        read.into_iter().filter(|job| job.due_at().is_some()).map(|job| (job.id.clone(), job)).collect();
+    ids.iter().filter_map(|id| by_id.remove(id)).collect()
 }

@@ -114,11 +114,11 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// was edited since, or linked to a new child: the caller reads it again and re-decides).
     async fn delete(&self, job: &Job) -> StoreResult<()>;
 
-    /// The jobs of one `by-due` partition (`<minute>#<shard>`), every page, as they stand now:
-    /// never one paused or without a next run since; one whose `next_run_at` moved to another
-    /// partition since the (eventually consistent) index was read may be among them, and its own
-    /// `next_run_at` governs.
-    async fn due_jobs(&self, bucket: &str) -> StoreResult<Vec<Job>>;
+    /// The ids of the jobs one `by-due` partition (`<minute>#<shard>`) names, every page, in
+    /// due order: keys only, so that a minute of many jobs is held as ids, and its jobs are read
+    /// batch by batch. The index is eventually consistent: the caller reads each job again
+    /// ([`JobStore::get_many`]) and its stored `next_run_at` governs.
+    async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>>;
 
     /// Moves `job` from its `next_run_at` to `next` without touching its version, if it still
     /// exists with the version and `next_run_at` it was read with (`Conflict` otherwise): a job

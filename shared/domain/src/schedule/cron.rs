@@ -242,6 +242,13 @@ impl CronExpr {
         (0..60).filter(|s| self.seconds & (1 << s) != 0)
     }
 
+    /// The most instants the expression can have in one local day: its seconds × minutes ×
+    /// hours, and one more hour's worth for a fall-back night that repeats an hour.
+    pub fn max_per_day(&self) -> u64 {
+        let per_hour = u64::from(self.seconds.count_ones()) * u64::from(self.minutes.count_ones());
+        per_hour * (u64::from(self.hours.count_ones()) + 1)
+    }
+
     /// Whether the minute `m` (0–59) matches.
     pub fn minute_matches(&self, m: u32) -> bool {
         self.minutes & (1 << m) != 0

@@ -99,6 +99,21 @@ impl Schedule {
         out
     }
 
+    /// The most instants the schedule can have in `seconds` of time (from any point): one per
+    /// shortest gap, and for a cron no more than its instants a day allow over the days the span
+    /// touches (the shortest gap of `0 * * * *` is counted as a minute, its day holds 24).
+    pub fn max_instants_in(&self, seconds: u64) -> u64 {
+        let by_gap = match self.min_interval_seconds() {
+            Some(gap) => seconds / gap.max(1) + 1,
+            None => 1,
+        };
+        match &self.recurrence {
+            // A span touches at most its whole days plus two partial ones.
+            Recurrence::Cron(expr) => by_gap.min((seconds / 86_400 + 2) * expr.max_per_day()),
+            _ => by_gap,
+        }
+    }
+
     /// The shortest gap between two consecutive instants, in seconds, if the schedule repeats.
     pub fn min_interval_seconds(&self) -> Option<u64> {
         match &self.recurrence {
@@ -126,6 +141,29 @@ mod tests {
             start_at: None,
             end_at: None,
         }
+    }
+
+    /// The bound holds against a count, hourly and minutely, across a fall-back night (the
+    /// repeated hour), and is far tighter than one per minute for an hourly cron.
+    #[test]
+    fn the_instants_in_a_span_are_bounded_from_above() {
+        let start = utc("2026-11-01T00:00:00Z");
+        for (expr, tz) in
+            [("0 * * * *", Tz::America__New_York), ("*/5 * * * *", Tz::UTC), ("0 30 9 * * MON-FRI", Tz::UTC)]
+        {
+            let s = cron(expr, tz);
+            for days in [0u64, 1, 3] {
+                let seconds = days * 86_400 + 3_600;
+                let mut count = 0u64;
+                let mut at = s.first_at_or_after(start);
+                while let Some(t) = at.filter(|t| *t < start + chrono::Duration::seconds(seconds as i64)) {
+                    count += 1;
+                    at = s.next_after(t);
+                }
+                assert!(count <= s.max_instants_in(seconds), "{expr} over {seconds} s: {count}");
+            }
+        }
+        assert_eq!(cron("0 * * * *", Tz::UTC).max_instants_in(86_400), 3 * 25, "days × (24 + 1) hours");
     }
 
     #[test]
