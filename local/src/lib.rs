@@ -4,6 +4,8 @@
 //! tasks that long-poll the runs queue and call the same handler as the Lambda function. `main`
 //! reads the command line and the environment; a test starts and stops the runtime itself.
 
+pub mod wire_errors;
+
 use anyhow::Context;
 use std::future::Future;
 use std::path::PathBuf;
@@ -65,6 +67,7 @@ pub async fn serve(
     let pollers: Vec<_> =
         (0..workers).map(|n| tokio::spawn(poll_runs_queue(services.clone(), n, stopped.clone()))).collect();
     let mut api_stopped = stopped.clone();
+    let listener = wire_errors::JsonErrorListener(listener);
     let served = axum::serve(listener, router(AppState::new(&services))).with_graceful_shutdown(async move {
         let _ = api_stopped.wait_for(|s| *s).await;
     });

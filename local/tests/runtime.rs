@@ -32,10 +32,40 @@ async fn the_runtime_serves_until_its_shutdown_signal() {
     let anonymous = client.get(format!("http://{at}/v1/jobs")).send().await.unwrap();
     assert_eq!(anonymous.status(), 401);
 
+    // What the HTTP layer refuses before any route is JSON too: 101 header fields (past
+    // hyper's 100), a header section past its buffer, a request that is not HTTP.
+    let many: String = (0..101).map(|i| format!("x-field-{i}: v\r\n")).collect();
+    let huge = format!("x-big: {}\r\n", "a".repeat(500 * 1024));
+    for (request, status, code) in [
+        (format!("GET /v1/jobs HTTP/1.1\r\nhost: x\r\n{many}\r\n"), 431, "headers_too_large"),
+        (format!("GET /v1/jobs HTTP/1.1\r\nhost: x\r\n{huge}\r\n"), 431, "headers_too_large"),
+        ("NOT HTTP AT ALL\r\n\r\n".to_string(), 400, "malformed_request"),
+    ] {
+        let (answered, body) = raw_exchange(&at, &request).await;
+        assert_eq!(answered, status, "{body}");
+        let body: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body:?}"));
+        assert_eq!(body["error"]["code"], code, "{body}");
+    }
+
     stop.send(()).unwrap();
     // A worker's long poll lasts at most a second; a loaded machine gets ample room.
     let stopped = tokio::time::timeout(Duration::from_secs(60), running).await;
     stopped.expect("the runtime stops").expect("its task ends").expect("cleanly");
     let refused = client.get(format!("http://{at}/v1/jobs")).timeout(Duration::from_secs(5)).send().await;
     assert!(refused.is_err(), "the port is still served: {refused:?}");
+}
+
+/// Writes `request` on a fresh connection and reads the answer to its end: its status and body.
+async fn raw_exchange(at: &std::net::SocketAddr, request: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(at).await.unwrap();
+    // The server may answer and close before it has read all of a long request.
+    let _ = stream.write_all(request.as_bytes()).await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer)).await;
+    read.expect("answered in time").ok();
+    let text = String::from_utf8_lossy(&answer).to_string();
+    let status = text.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (status, body)
 }

@@ -3,7 +3,8 @@
 //! route does not have (405, with `Allow`), a route that does not exist (404).
 //!
 //! The local runtime's HTTP server accepts more (hyper: 100 header fields, about 400 KB), so
-//! there a request either reaches a handler or gets one of these JSON errors. In AWS, API Gateway
+//! there a request either reaches a handler or gets one of these JSON errors; past hyper's own
+//! limits the runtime rewrites hyper's empty-bodied answers as JSON (`sundial_local::wire_errors`). In AWS, API Gateway
 //! refuses first what passes its own limits (10 KiB of request line and headers) with its own
 //! answer; what it lets through meets these bounds or gets them.
 
