@@ -133,6 +133,15 @@ impl Config {
             max_attempts: number(vars, "SUNDIAL_MAX_ATTEMPTS", defaults.max_attempts)?,
             max_jobs_per_owner: number(vars, "SUNDIAL_MAX_JOBS_PER_OWNER", defaults.max_jobs_per_owner)?,
         };
+        if limits.max_jobs_per_owner > sundial_domain::limits::MOST_JOBS_PER_OWNER {
+            return Err(ConfigError::Invalid {
+                name: "SUNDIAL_MAX_JOBS_PER_OWNER",
+                reason: format!(
+                    "at most {}: a group's links (one per job naming it) must fit one DynamoDB item",
+                    sundial_domain::limits::MOST_JOBS_PER_OWNER
+                ),
+            });
+        }
         if limits.max_payload_bytes > 200 * 1024 {
             return Err(ConfigError::Invalid {
                 name: "SUNDIAL_MAX_PAYLOAD_BYTES",

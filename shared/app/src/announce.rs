@@ -69,16 +69,16 @@ impl Announcer {
         for event in told {
             self.publish(job, run, event, &mut published).await;
         }
-        let mut count = published.sent.len();
+        let told_count = published.sent.len();
         if handed.is_empty() {
             self.mark(run, &published, settles(run, &published.sent)).await;
-            return count;
+            return told_count;
         }
         if !published.sent.is_empty() || !published.shared_only.is_empty() {
             self.mark(run, &published, false).await;
         }
-        let mut sent = published.sent;
-        let mut published = Published::default();
+        // The hand-over's mark repeats what the first marked (harmless if it held; if it failed,
+        // the run must not leave the in-flight index with those marks missing).
         let mut ended_children = Vec::new();
         for event in handed {
             match self.hand_over(job, run).await {
@@ -95,15 +95,13 @@ impl Announcer {
                 }
             }
         }
-        count += published.sent.len();
-        if !published.sent.is_empty() {
-            sent.extend(published.sent.iter().cloned());
-            self.mark(run, &published, settles(run, &sent)).await;
+        if published.sent.len() > told_count {
+            self.mark(run, &published, settles(run, &published.sent)).await;
         }
         for (child, ended) in ended_children {
             Box::pin(self.announce(Some(&child), &ended, &ended.events)).await;
         }
-        count
+        published.sent.len()
     }
 
     /// Publishes one event where it goes, noting in `published` how far it got.

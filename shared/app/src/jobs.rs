@@ -153,7 +153,6 @@ pub const MAX_PAGE: u32 = 100;
 /// Edits retried on a concurrent change when the caller gave no `If-Match`.
 const EDIT_ATTEMPTS: usize = 3;
 
-/// What the job use cases are configured with.
 /// What an edit of a job is conditional on, and what it accepts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EditTerms {
@@ -164,6 +163,7 @@ pub struct EditTerms {
     pub break_joins: bool,
 }
 
+/// What the job use cases are configured with.
 #[derive(Debug, Clone)]
 pub struct JobsSettings {
     /// Bounds on what a job document may hold.

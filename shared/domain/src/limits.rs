@@ -24,6 +24,11 @@ impl Default for Limits {
     }
 }
 
+/// The most jobs per owner the configuration may allow: every job naming a concurrency group is
+/// one attribute (about 40 bytes) of the group's links item, which must stay well under
+/// DynamoDB's 400 KB.
+pub const MOST_JOBS_PER_OWNER: u32 = 5_000;
+
 /// Largest `timeout_s`: an HTTP target that answers 202 may keep an attempt open for 7 days.
 pub const MAX_TIMEOUT_S: u32 = 7 * 86_400;
 /// Largest backoff: SQS's longest visibility timeout (12 hours).

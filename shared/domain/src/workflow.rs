@@ -12,7 +12,7 @@
 //! (unknown parents, cycles, parents whose instants never coincide) and the decision for one
 //! child and instant. The use cases read the jobs and runs and write what it decides.
 
-use crate::job::{Job, JobId, TriggerRule};
+use crate::job::{Job, JobId, ScheduleDocument, TriggerRule};
 use crate::run::{Run, RunState};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -41,10 +41,28 @@ pub enum Readiness {
     Skip(String),
 }
 
-/// The decision for `child` at `now` given `parents`: each parent (its job, by which it is
-/// named in the reason) and its run for the instant, if it has one.
-pub fn readiness(child: &Job, parents: &[(&Job, Option<&Run>)], now: DateTime<Utc>) -> Readiness {
-    if parents.iter().any(|(_, run)| run.is_some_and(|r| !r.state.is_terminal())) {
+/// Whether `parent`, with no run for `instant`, will never have one: a scheduled job that is
+/// paused, or whose schedule has moved past the instant (its catch-up dropped it, an end, an
+/// edit). A parent with parents of its own gets its run when its own parents' runs end, and a
+/// scheduled one the tick has not reached the instant of yet may still claim it: both are
+/// waited for, however long that takes.
+fn passed_without_a_run(parent: &Job, instant: DateTime<Utc>) -> bool {
+    !parent.has_parents() && (parent.document.paused || parent.next_run_at.is_none_or(|next| next > instant))
+}
+
+/// The decision for `child`'s run for `instant` at `now` given `parents`: each parent (its job,
+/// by which it is named in the reason) and its run for the instant, if it has one.
+pub fn readiness(
+    child: &Job,
+    parents: &[(&Job, Option<&Run>)],
+    instant: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Readiness {
+    let coming = |(parent, run): &&(&Job, Option<&Run>)| match run {
+        Some(run) => !run.state.is_terminal(),
+        None => !passed_without_a_run(parent, instant),
+    };
+    if parents.iter().any(|p| coming(&p)) {
         return Readiness::Wait;
     }
     if let Some((absent, _)) = parents.iter().find(|(_, run)| run.is_none()) {
@@ -188,11 +206,13 @@ impl<'a> Graph<'a> {
         Ok(())
     }
 
-    /// What decides a root's instants, comparable: its schedule document, and the anchor of a
-    /// rate without `start_at` (its creation).
+    /// What decides a root's instants, comparable: its schedule document but for its jitter
+    /// (runs are keyed by their instants, not their starts), and the anchor of a rate without
+    /// `start_at` (its creation).
     fn timing(&self, id: &JobId) -> String {
         let Some(job) = self.job(id) else { return id.to_string() };
-        match &job.document.schedule {
+        let instants = job.document.schedule.clone().map(|s| ScheduleDocument { jitter_s: None, ..s });
+        match &instants {
             Some(s) if s.rate.is_some() && s.start_at.is_none() => {
                 format!("{s:?} from {}", job.created_at.timestamp())
             }
@@ -298,47 +318,89 @@ mod tests {
     fn a_child_waits_for_every_parent_then_follows_its_trigger_rule() {
         let jobs = diamond();
         let (b, c, d) = (&jobs[1], &jobs[2], &jobs[3]);
-        let now = at("2026-11-22T10:05:00Z");
+        let (instant, now) = (at("2026-11-22T10:00:00Z"), at("2026-11-22T10:05:00Z"));
+        let readiness =
+            |child: &Job, parents: &[(&Job, Option<&Run>)]| readiness(child, parents, instant, now);
         let done = run_of(b, RunState::Succeeded);
         let failed = run_of(c, RunState::Failed);
         let running = run_of(c, RunState::Running);
-        assert_eq!(readiness(d, &[(b, Some(&done)), (c, None)], now), Readiness::Missing);
-        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&running))], now), Readiness::Wait);
+        assert_eq!(
+            readiness(d, &[(b, Some(&done)), (c, None)]),
+            Readiness::Wait,
+            "C follows A: its run comes"
+        );
+        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&running))]), Readiness::Wait);
         let ok = run_of(c, RunState::Succeeded);
-        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&ok))], now), Readiness::Run);
-        let Readiness::Skip(reason) = readiness(d, &[(b, Some(&done)), (c, Some(&failed))], now) else {
+        assert_eq!(readiness(d, &[(b, Some(&done)), (c, Some(&ok))]), Readiness::Run);
+        let Readiness::Skip(reason) = readiness(d, &[(b, Some(&done)), (c, Some(&failed))]) else {
             panic!("a failed parent skips the child under all_success");
         };
         assert!(reason.starts_with("upstream_failed: parent aggregate"), "{reason}");
         assert!(reason.ends_with("FAILED"), "{reason}");
         let mut all_done = d.clone();
         all_done.document.trigger_rule = TriggerRule::AllDone;
-        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&failed))], now), Readiness::Run);
-        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&running))], now), Readiness::Wait);
+        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&failed))]), Readiness::Run);
+        assert_eq!(readiness(&all_done, &[(b, Some(&done)), (c, Some(&running))]), Readiness::Wait);
     }
 
+    /// Two roots on one schedule joined by `join`: `right` has no run for the instant. Only a
+    /// root that will never run it (paused, or its schedule past it) is missing, and only an
+    /// hour after the other runs ended does the join's instant end SKIPPED.
     #[test]
-    fn a_parent_without_a_run_long_after_the_others_ended_skips_the_child_as_upstream_missing() {
-        let jobs = diamond();
-        let (b, c, d) = (&jobs[1], &jobs[2], &jobs[3]);
-        let mut done = run_of(b, RunState::Succeeded);
+    fn a_root_that_will_not_run_the_instant_skips_the_join_as_upstream_missing_after_the_wait() {
+        let instant = at("2026-11-22T10:00:00Z");
+        let left = node("left", &[], "0 * * * *");
+        let mut right = node("right", &[], "0 * * * *");
+        let join = node("join", &[&left, &right], "");
+        let mut done = run_of(&left, RunState::Succeeded);
         done.updated_at = at("2026-11-22T10:01:00Z");
         let just_before = done.updated_at + UPSTREAM_WAIT - chrono::Duration::seconds(1);
-        assert_eq!(readiness(d, &[(b, Some(&done)), (c, None)], just_before), Readiness::Missing);
-        let Readiness::Skip(reason) =
-            readiness(d, &[(b, Some(&done)), (c, None)], done.updated_at + UPSTREAM_WAIT)
-        else {
+        let after_wait = done.updated_at + UPSTREAM_WAIT;
+
+        // The tick has not reached the instant on `right`: its run may come, however late.
+        right.next_run_at = Some(instant);
+        assert_eq!(
+            readiness(&join, &[(&left, Some(&done)), (&right, None)], instant, after_wait),
+            Readiness::Wait
+        );
+        // Its schedule moved past the instant without a run (catch-up dropped it), or it is paused.
+        right.next_run_at = Some(at("2026-11-22T11:00:00Z"));
+        let parents = [(&left, Some(&done)), (&right, None)];
+        assert_eq!(readiness(&join, &parents, instant, just_before), Readiness::Missing);
+        let Readiness::Skip(reason) = readiness(&join, &parents, instant, after_wait) else {
             panic!("a parent missing past the wait skips the child");
         };
-        assert!(reason.starts_with("upstream_missing: parent aggregate"), "{reason}");
+        assert!(reason.starts_with("upstream_missing: parent right"), "{reason}");
+        let mut paused = node("right", &[], "0 * * * *");
+        paused.document.paused = true;
+        paused.next_run_at = Some(instant);
+        assert!(matches!(
+            readiness(&join, &[(&left, Some(&done)), (&paused, None)], instant, after_wait),
+            Readiness::Skip(_)
+        ));
         // A parent still running is waited for, however long the other has been done.
-        let running = run_of(b, RunState::Running);
+        let running = run_of(&left, RunState::Running);
         let late = done.updated_at + UPSTREAM_WAIT * 3;
-        assert_eq!(readiness(d, &[(b, Some(&running)), (c, None)], late), Readiness::Wait);
+        assert_eq!(
+            readiness(&join, &[(&left, Some(&running)), (&right, None)], instant, late),
+            Readiness::Wait
+        );
         // Under all_done too: a missing parent is not a done one.
-        let mut all_done = d.clone();
+        let mut all_done = join.clone();
         all_done.document.trigger_rule = TriggerRule::AllDone;
-        assert!(matches!(readiness(&all_done, &[(b, Some(&done)), (c, None)], late), Readiness::Skip(_)));
+        assert!(matches!(readiness(&all_done, &parents, instant, late), Readiness::Skip(_)));
+    }
+
+    /// A parent with parents of its own has no run until they end (a long run, a backoff above
+    /// it): it is waited for, never taken as missing.
+    #[test]
+    fn a_parent_below_another_is_waited_for_however_long() {
+        let jobs = diamond();
+        let (a, c, d) = (&jobs[0], &jobs[2], &jobs[3]);
+        let instant = at("2026-11-22T10:00:00Z");
+        let done = run_of(a, RunState::Succeeded);
+        let long_after = done.updated_at + UPSTREAM_WAIT * 24;
+        assert_eq!(readiness(d, &[(a, Some(&done)), (c, None)], instant, long_after), Readiness::Wait);
     }
 
     #[test]

@@ -49,16 +49,19 @@ const REJECTED: [&str; 6] = [
     "IncompleteSignatureException",
 ];
 
-/// Maps an SDK error: a failed condition is a `Conflict`; a request refused as such (denied,
-/// invalid, no such table) is `Rejected`; throttling, transport failures and anything else are
-/// `Unavailable` (retryable), with the error's full context.
+/// Maps an SDK error: a failed condition is a `Conflict`, and so is a write refused because a
+/// transaction holds the item (`TransactionConflictException`: a job's link to its group checks
+/// the group's ledger in one, so an admission racing it reads the group again, as after any
+/// concurrent change); a request refused as such (denied, invalid, no such table) is `Rejected`;
+/// throttling, transport failures and anything else are `Unavailable` (retryable), with the
+/// error's full context.
 pub fn classify<E, R>(err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
     match err.code() {
-        Some("ConditionalCheckFailedException") => StoreError::Conflict,
+        Some("ConditionalCheckFailedException" | "TransactionConflictException") => StoreError::Conflict,
         Some(code) if REJECTED.contains(&code) => StoreError::Rejected(DisplayErrorContext(&err).to_string()),
         _ => StoreError::Unavailable(DisplayErrorContext(&err).to_string()),
     }

@@ -176,5 +176,5 @@ pub async fn parents_readiness(
         found.push(runs.get(&parent.id, key).await?);
     }
     let pairs: Vec<(&Job, Option<&Run>)> = parents.iter().zip(found.iter().map(Option::as_ref)).collect();
-    Ok(readiness(child, &pairs, now))
+    Ok(readiness(child, &pairs, key.instant, now))
 }
