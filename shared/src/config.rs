@@ -308,6 +308,19 @@ mod tests {
         ));
     }
 
+    /// A group's links are one item: the jobs an owner may have are capped so that they fit.
+    #[test]
+    fn jobs_per_owner_are_capped_where_a_groups_links_fit_one_item() {
+        let mut vars = base();
+        vars.insert("SUNDIAL_MAX_JOBS_PER_OWNER", "5000");
+        assert_eq!(Config::from_vars(&vars, None).map(|c| c.limits.max_jobs_per_owner), Ok(5_000));
+        vars.insert("SUNDIAL_MAX_JOBS_PER_OWNER", "5001");
+        assert!(matches!(
+            Config::from_vars(&vars, None),
+            Err(ConfigError::Invalid { name: "SUNDIAL_MAX_JOBS_PER_OWNER", .. })
+        ));
+    }
+
     #[test]
     fn defaults_apply() {
         let config = Config::from_vars(&base(), None).unwrap();

@@ -615,7 +615,9 @@ async fn an_edit_that_would_stop_a_join_is_refused_naming_it() {
     assert_eq!(f, "depends_on");
     assert_eq!(w.stored_job(&right.id).await.unwrap().version, version, "nothing written");
 
-    // A pause or a payload edit keeps the instants; so does moving both roots together.
+    // A pause, a jitter or a payload edit keeps the instants; so does moving both roots together.
+    let jitter = json!({"schedule": {"cron": "0 * * * *", "jitter_s": 30}});
+    w.jobs.patch(&owner(), &right.id, &jitter, EditTerms::default()).await.unwrap();
     w.jobs.pause(&owner(), &right.id).await.unwrap();
     w.jobs.patch(&owner(), &right.id, &json!({"payload": {"a": 1}}), EditTerms::default()).await.unwrap();
     let accepted = EditTerms { break_joins: true, ..EditTerms::default() };
