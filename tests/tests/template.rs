@@ -237,3 +237,33 @@ fn every_function_has_a_sample_event_and_a_build() {
         );
     }
 }
+
+/// The template sets only declared variables, and every variable a deployed function needs:
+/// the functions' shared ones in `Globals`, the API's own on the API function.
+#[test]
+fn the_template_sets_the_declared_variables() {
+    use sundial_shared::variables::{Scope, VARIABLES, declared};
+    let doc = yaml();
+    let keys = |env: &Value| -> Vec<String> {
+        env.as_mapping().into_iter().flatten().map(|(k, _)| k.as_str().unwrap().to_string()).collect()
+    };
+    let globals = keys(&doc["Globals"]["Function"]["Environment"]["Variables"]);
+    let api = keys(&doc["Resources"]["ApiFunction"]["Properties"]["Environment"]["Variables"]);
+    for (id, resource) in doc["Resources"].as_mapping().unwrap() {
+        for name in keys(&resource["Properties"]["Environment"]["Variables"]).iter().chain(&globals) {
+            if name.starts_with("SUNDIAL_") {
+                assert!(declared(name).is_some(), "{id:?} sets {name}, which is not declared");
+            }
+        }
+    }
+    for variable in VARIABLES.iter().filter(|v| v.required_in_lambda) {
+        let set = match variable.scope {
+            Scope::Functions => globals.contains(&variable.name.to_string()),
+            Scope::Api => {
+                api.contains(&variable.name.to_string()) || globals.contains(&variable.name.to_string())
+            }
+            Scope::Local | Scope::Cli => true,
+        };
+        assert!(set, "{} is required in Lambda and not set by the template", variable.name);
+    }
+}
