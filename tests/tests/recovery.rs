@@ -973,9 +973,13 @@ fn watchdog_of(
     settings: WatchdogSettings,
 ) -> Watchdog {
     let s = &stack.services;
+    let ports = Ports { runs: runs.clone(), ..s.ports.clone() };
+    let claimer = sundial_app::tick::claim::Claimer::new(&ports, stack.config.claim.clone());
+    let cascade =
+        sundial_app::workflow::cascade::Cascade::new(ports.jobs.clone(), claimer, ports.clock.clone());
     let recorder =
-        Recorder::new(runs.clone(), Announcer::new(bus, runs.clone(), None), s.ports.timer.clone());
-    Watchdog::new(&Ports { runs, ..s.ports.clone() }, recorder, settings)
+        Recorder::new(runs.clone(), Announcer::new(bus, runs, None, cascade), s.ports.timer.clone());
+    Watchdog::new(&ports, recorder, settings)
 }
 
 /// The stack's watchdog, publishing through `bus`.

@@ -24,8 +24,8 @@ pub struct Announcer {
     bus: Arc<dyn EventBus>,
     runs: Arc<dyn RunStore>,
     public_url: Option<String>,
-    /// Where `downstream` events go; without one they stay unsent (and the run in flight).
-    cascade: Option<Cascade>,
+    /// Where `downstream` events go: a constructor argument, so that no process can lack it.
+    cascade: Cascade,
 }
 
 /// Whether `run` has ended and each of its events was sent before or is in `sent`.
@@ -34,13 +34,15 @@ fn settles(run: &Run, sent: &[String]) -> bool {
 }
 
 impl Announcer {
-    pub fn new(bus: Arc<dyn EventBus>, runs: Arc<dyn RunStore>, public_url: Option<String>) -> Self {
-        Announcer { bus, runs, public_url, cascade: None }
-    }
-
-    /// The same, handing `downstream` events to `cascade`.
-    pub fn with_cascade(self, cascade: Cascade) -> Self {
-        Announcer { cascade: Some(cascade), ..self }
+    /// An announcer publishing to `bus` (links to `public_url`), marking on `runs`, and handing
+    /// `downstream` events to `cascade`.
+    pub fn new(
+        bus: Arc<dyn EventBus>,
+        runs: Arc<dyn RunStore>,
+        public_url: Option<String>,
+        cascade: Cascade,
+    ) -> Self {
+        Announcer { bus, runs, public_url, cascade }
     }
 
     pub fn bus(&self) -> &Arc<dyn EventBus> {
@@ -141,10 +143,9 @@ impl Announcer {
 
     /// Hands the end of `run` over to its job's children; a deleted job has none left.
     async fn hand_over(&self, job: Option<&Job>, run: &Run) -> Result<HandOver, StoreError> {
-        match (job, &self.cascade) {
-            (None, _) => Ok(HandOver::default()),
-            (Some(job), Some(cascade)) => cascade.follow(job, run).await,
-            (Some(_), None) => Err(StoreError::Unavailable("no cascade in this process".into())),
+        match job {
+            None => Ok(HandOver::default()),
+            Some(job) => self.cascade.follow(job, run).await,
         }
     }
 

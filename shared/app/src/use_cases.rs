@@ -47,8 +47,7 @@ impl UseCases {
     pub fn new(ports: &Ports, settings: Settings) -> Self {
         let claimer = Claimer::new(ports, settings.claim);
         let cascade = Cascade::new(ports.jobs.clone(), claimer.clone(), ports.clock.clone());
-        let announcer =
-            Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url).with_cascade(cascade);
+        let announcer = Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url, cascade);
         let recorder = Recorder::new(ports.runs.clone(), announcer.clone(), ports.timer.clone());
         let groups =
             Groups::new(ports.groups.clone(), ports.jobs.clone(), ports.runs.clone(), ports.clock.clone());

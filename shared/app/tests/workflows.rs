@@ -433,11 +433,8 @@ async fn a_slow_hand_over_does_not_make_the_watchdog_tell_an_event_twice() {
         entered: tokio::sync::Notify::new(),
         open: tokio::sync::Semaphore::new(0),
     });
-    let slow = Announcer::new(w.bus.clone(), w.runs.clone(), None).with_cascade(Cascade::new(
-        gated.clone(),
-        w.claimer.clone(),
-        w.clock.clone(),
-    ));
+    let cascade = Cascade::new(gated.clone(), w.claimer.clone(), w.clock.clone());
+    let slow = Announcer::new(w.bus.clone(), w.runs.clone(), None, cascade);
     let announcing = {
         // As stored: linked to its child.
         let (job, run) = (w.stored_job(&parent.id).await.unwrap(), run.clone());
