@@ -237,7 +237,7 @@ fn every_function_has_a_sample_event_and_a_build() {
 }
 
 /// The template sets only declared variables, and every variable a deployed function needs:
-/// the functions' shared ones in `Globals`, the API's own on the API function.
+/// the functions' shared ones in `Globals`, the API's own on the API function itself.
 #[test]
 fn the_template_sets_the_declared_variables() {
     use sundial_shared::variables::{Scope, VARIABLES, declared};
@@ -257,9 +257,7 @@ fn the_template_sets_the_declared_variables() {
     for variable in VARIABLES.iter().filter(|v| v.required_in_lambda) {
         let set = match variable.scope {
             Scope::Functions => globals.contains(&variable.name.to_string()),
-            Scope::Api => {
-                api.contains(&variable.name.to_string()) || globals.contains(&variable.name.to_string())
-            }
+            Scope::Api => api.contains(&variable.name.to_string()),
             Scope::Local | Scope::Cli => true,
         };
         assert!(set, "{} is required in Lambda and not set by the template", variable.name);
