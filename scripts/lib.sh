@@ -10,7 +10,9 @@ INFRA_VENV="$ROOT/.venv-infra"
 CFN_LINT_VERSION="1.58.0"
 CHECKOV_VERSION="3.3.30"
 
-log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
+# Each line tells the seconds since the first script of this command started (the stage timings).
+export SUNDIAL_LOG_T0="${SUNDIAL_LOG_T0:-$(date +%s)}"
+log() { printf '\033[1;34m==>\033[0m [%4ss] %s\n' "$(( $(date +%s) - SUNDIAL_LOG_T0 ))" "$*" >&2; }
 
 # Creates the venv $1 when missing and installs the pinned packages $3… (`name==version`, extras
 # allowed) when any is missing or at another version; $2 names the venv in the log.
