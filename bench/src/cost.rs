@@ -188,7 +188,7 @@ async fn idle_ticks(start: DateTime<Utc>) -> anyhow::Result<BTreeMap<String, u64
     clients.ledger.reset();
     for minute in 0..MINUTES {
         clock.set(start + Duration::minutes(minute));
-        services.tick.run().await?;
+        services.use_cases.tick.run().await?;
     }
     Ok(clients.ledger.snapshot())
 }
@@ -235,7 +235,7 @@ async fn claim(kind: &Kind) -> anyhow::Result<(Share, Value)> {
             let mut doc = document(schedule.clone());
             doc["name"] = json!(format!("{kind}-{i:04}"));
             let doc: JobDocument = serde_json::from_value(doc)?;
-            jobs.push(services.jobs.create(&OWNER.to_string(), doc).await?);
+            jobs.push(services.use_cases.jobs.create(&OWNER.to_string(), doc).await?);
         }
         creation = Some(Share::from_ledger(&clients.ledger.snapshot(), count));
     } else {
@@ -250,7 +250,7 @@ async fn claim(kind: &Kind) -> anyhow::Result<(Share, Value)> {
     let mut claimed = 0;
     for minute in 0..MINUTES {
         clock.set(start + Duration::minutes(minute));
-        claimed += services.tick.run().await?.claims.claimed;
+        claimed += services.use_cases.tick.run().await?.claims.claimed;
     }
     let mut share = Share::from_ledger(&minus(&clients.ledger.snapshot(), &idle), claimed);
     // A one-time job's creation is one API invocation; the tick's invocations are a fixed cost
@@ -285,7 +285,7 @@ async fn execute(execution: Execution, n: usize) -> anyhow::Result<(Share, Value
         })
         .collect::<anyhow::Result<_>>()?;
     import(&services, &clients, &jobs).await?;
-    services.tick.run().await?;
+    services.use_cases.tick.run().await?;
     clients.ledger.reset();
     let workers = Workers::start(&services);
     let attempts = if behaviour == "fail-once" { 2 } else { 1 };
@@ -300,11 +300,11 @@ async fn execute(execution: Execution, n: usize) -> anyhow::Result<(Share, Value
             clients.ledger.snapshot().iter().filter(|(k, _)| k.starts_with("aws.")).map(|(_, v)| v).sum();
         for hit in target.hits() {
             let id = RunId::parse(&hit.run_id).ok_or_else(|| anyhow::anyhow!("run id {}", hit.run_id))?;
-            services.run_control.heartbeat(&id, &hit.token).await?;
-            services.run_control.heartbeat(&id, &hit.token).await?;
+            services.use_cases.run_control.heartbeat(&id, &hit.token).await?;
+            services.use_cases.run_control.heartbeat(&id, &hit.token).await?;
             let done =
                 Completion { succeeded: true, output: Some("done".into()), error: None, permanent: false };
-            services.run_control.complete(&id, &hit.token, done).await?;
+            services.use_cases.run_control.complete(&id, &hit.token, done).await?;
         }
         let after: u64 =
             clients.ledger.snapshot().iter().filter(|(k, _)| k.starts_with("aws.")).map(|(_, v)| v).sum();

@@ -39,7 +39,7 @@ fn most_at_once(hits: &[Hit]) -> usize {
 pub async fn drain(n: usize, max_running: u32) -> anyhow::Result<Value> {
     let (services, clients) = stack::stack(&[], Arc::new(SystemClock), Capacity::Counted).await?;
     let target = Target::start().await?;
-    services.groups.put(&OWNER.to_string(), "bench", &GroupDocument { max_running }).await?;
+    services.use_cases.groups.put(&OWNER.to_string(), "bench", &GroupDocument { max_running }).await?;
     let now = Utc::now();
     let due = ceil_second(now) + Duration::seconds(3);
     let jobs: Vec<Job> = (0..n)
@@ -51,10 +51,10 @@ pub async fn drain(n: usize, max_running: u32) -> anyhow::Result<Value> {
         .collect::<anyhow::Result<_>>()?;
     // Linked as the API's creates link them: every job that names the group is known to it.
     for job in &jobs {
-        services.groups.link(&OWNER.to_string(), "bench", &job.id).await?;
+        services.use_cases.groups.link(&OWNER.to_string(), "bench", &job.id).await?;
     }
     import(&services, &clients, &jobs).await?;
-    services.tick.run().await?;
+    services.use_cases.tick.run().await?;
     clients.ledger.reset();
     let started = std::time::Instant::now();
     let workers = Workers::start(&services);

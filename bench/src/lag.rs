@@ -92,7 +92,7 @@ pub async fn burst(n: usize) -> anyhow::Result<Value> {
     let began = std::time::Instant::now();
     let (mut claimed, mut invocations) = (0, 0);
     while claimed < n && invocations < 10 {
-        claimed += services.tick.run().await?.claims.claimed;
+        claimed += services.use_cases.tick.run().await?.claims.claimed;
         invocations += 1;
     }
     let claim_s = began.elapsed().as_secs_f64();
@@ -194,7 +194,9 @@ pub async fn steady() -> anyhow::Result<Value> {
             while at < to {
                 tokio::time::sleep(lead_time(at)).await;
                 let services = services.clone();
-                passes.push(tokio::spawn(async move { services.tick.run().await.map(|r| r.claims.claimed) }));
+                passes.push(tokio::spawn(async move {
+                    services.use_cases.tick.run().await.map(|r| r.claims.claimed)
+                }));
                 at += Duration::seconds(60);
             }
             let mut claimed = 0;
@@ -244,7 +246,7 @@ pub async fn trigger_now(n: usize) -> anyhow::Result<Value> {
     let mut missing = 0;
     for _ in 0..n {
         let called = Utc::now().timestamp_millis();
-        let run = services.jobs.trigger(&OWNER.to_string(), &job.id, None).await?;
+        let run = services.use_cases.jobs.trigger(&OWNER.to_string(), &job.id, None).await?;
         let id = run.id().to_string();
         let arrived = target
             .wait_until(std::time::Duration::from_secs(30), |hits| hits.iter().any(|h| h.run_id == id))

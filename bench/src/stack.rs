@@ -67,8 +67,8 @@ impl Workers {
         let pollers = (0..WORKER_INVOCATIONS)
             .map(|n| {
                 tokio::spawn(sundial_app::worker::poll::consume(
-                    services.worker.clone(),
-                    services.queue.clone(),
+                    services.use_cases.worker.clone(),
+                    services.ports.queue.clone(),
                     services.inbox.clone(),
                     format!("bench/worker-{n}"),
                     BATCH_SIZE,

@@ -28,7 +28,7 @@ pub async fn passes(n: usize) -> anyhow::Result<Value> {
     // Each job has one run whose attempt started, with a lease of a minute.
     let mut runs = Vec::with_capacity(n);
     for job in &jobs {
-        let mut run = services.claimer.new_run(job, RunKey::manual(start), start, start);
+        let mut run = services.use_cases.claimer.new_run(job, RunKey::manual(start), start, start);
         run.state = RunState::Running;
         run.attempt = 1;
         run.resent_at = Some(start);
@@ -45,7 +45,7 @@ pub async fn passes(n: usize) -> anyhow::Result<Value> {
             callback: None,
             call_until: None,
         }];
-        services.runs.insert(&run).await?;
+        services.ports.runs.insert(&run).await?;
         runs.push(run);
     }
     let pass = |label: &'static str| {
@@ -54,7 +54,7 @@ pub async fn passes(n: usize) -> anyhow::Result<Value> {
             clients.ledger.reset();
             let cpu = cpu_seconds();
             let began = std::time::Instant::now();
-            let report = services.watchdog.run().await?;
+            let report = services.use_cases.watchdog.run().await?;
             let seconds = began.elapsed().as_secs_f64();
             let cpu_ms = (cpu_seconds() - cpu) * 1000.0;
             let ledger = clients.ledger.snapshot();

@@ -89,8 +89,8 @@ pub async fn serve(
 async fn poll_runs_queue(services: Services, n: usize, stopped: watch::Receiver<bool>) {
     let identity = format!("local:{}/worker-{n}", std::process::id());
     sundial_app::worker::poll::consume(
-        services.worker.clone(),
-        services.queue.clone(),
+        services.use_cases.worker.clone(),
+        services.ports.queue.clone(),
         services.inbox.clone(),
         identity,
         10,
@@ -130,11 +130,11 @@ async fn every_minute(services: Services, mut stopped: watch::Receiver<bool>, jo
         let services = services.clone();
         tokio::spawn(async move {
             match job {
-                Periodic::Tick => match services.tick.run().await {
+                Periodic::Tick => match services.use_cases.tick.run().await {
                     Ok(report) => tracing::info!(jobs = report.jobs, claimed = report.claims.claimed, "tick"),
                     Err(e) => tracing::error!(error = %e, "tick failed; the next one catches up"),
                 },
-                Periodic::Watchdog => match services.watchdog.run().await {
+                Periodic::Watchdog => match services.use_cases.watchdog.run().await {
                     Ok(report) => tracing::info!(report = ?report, "watchdog"),
                     Err(e) => tracing::error!(error = %e, "watchdog pass failed; the next one retries"),
                 },

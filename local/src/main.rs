@@ -31,12 +31,12 @@ async fn main() -> anyhow::Result<()> {
 
     match command.as_str() {
         "tick" => {
-            let report = services.tick.run().await?;
+            let report = services.use_cases.tick.run().await?;
             println!("{}", serde_json::to_string_pretty(&sundial_tick::Summary::from(&report))?);
             Ok(())
         }
         "watchdog" => {
-            let report = services.watchdog.run().await?;
+            let report = services.use_cases.watchdog.run().await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(())
         }

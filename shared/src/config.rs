@@ -257,6 +257,27 @@ impl Config {
     }
 }
 
+impl Config {
+    /// What the use cases are configured with: the parts of this configuration they read.
+    pub fn use_case_settings(&self) -> sundial_app::use_cases::Settings {
+        sundial_app::use_cases::Settings {
+            claim: self.claim.clone(),
+            tick: self.tick.clone(),
+            worker: sundial_app::worker::WorkerSettings {
+                heartbeat_window: self.heartbeat_window,
+                ..sundial_app::worker::WorkerSettings::default()
+            },
+            watchdog: self.watchdog.clone(),
+            jobs: sundial_app::jobs::JobsSettings {
+                limits: self.limits.clone(),
+                targets: self.targets.clone(),
+                page_tokens: self.page_tokens.clone(),
+            },
+            public_url: self.public_url.clone(),
+        }
+    }
+}
+
 /// The AWS SDK configuration: region, credentials and endpoint (`AWS_ENDPOINT_URL` points it at
 /// the emulator) from the standard variables, over [`aws_https_client`].
 pub async fn aws_sdk_config() -> aws_config::SdkConfig {

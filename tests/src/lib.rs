@@ -10,10 +10,8 @@
 pub mod contract;
 pub mod runtime_process;
 
-use axum::Router;
-use axum::body::Body;
-use http::{HeaderMap, Method, Request, StatusCode};
-use http_body_util::BodyExt;
+use async_trait::async_trait;
+use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,11 +21,9 @@ use sundial_api::AppState;
 use sundial_domain::clock::{Clock, SystemClock};
 use sundial_shared::config::{Config, aws_sdk_config};
 use sundial_shared::services::Services;
-use tower::ServiceExt;
+use sundial_testkit::harness::Harness;
 
-/// API keys every test stack knows.
-pub const ALICE: &str = "alice-key";
-pub const BOB: &str = "bob-key";
+pub use sundial_testkit::api::{ALICE, API_KEYS, Api, BOB, Call, Reply, job};
 
 /// One test's resources and the API over them.
 #[derive(Debug)]
@@ -67,10 +63,8 @@ impl Stack {
         let name = format!("t{}", ulid::Ulid::generate().to_string().to_ascii_lowercase());
         let sdk = aws_sdk_config().await;
         let resources = provision(&sdk, &name).await.expect("provisioning the test stack");
-        let mut vars: HashMap<&str, &str> = HashMap::from([
-            ("SUNDIAL_STACK", name.as_str()),
-            ("SUNDIAL_API_KEYS", "alice-key:alice,bob-key:bob,sundial-dev-key:dev"),
-        ]);
+        let mut vars: HashMap<&str, &str> =
+            HashMap::from([("SUNDIAL_STACK", name.as_str()), ("SUNDIAL_API_KEYS", API_KEYS)]);
         // Targets listen on loopback: the tests allow it (as the local runtime does); the
         // emulator stays refused as one of Sundial's own endpoints.
         let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap_or_default();
@@ -86,7 +80,7 @@ impl Stack {
         let clients = Clients::with_capacity_log(&sdk, Ledger::new(), config.capacity_log);
         let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let services = Services::new(config.clone(), &clients, clock);
-        let api = Api { router: sundial_api::router(AppState::new(&services)) };
+        let api = Api::over(&services);
         Stack {
             name,
             resources,
@@ -118,19 +112,17 @@ impl Stack {
     ) -> sundial_app::worker::Worker {
         let s = &self.services;
         let ports = sundial_app::ports::Ports { caller, clock: Arc::new(SystemClock), ..s.ports.clone() };
-        sundial_app::worker::Worker::new(&ports, s.recorder.clone(), settings)
+        sundial_app::worker::Worker::new(&ports, s.use_cases.recorder.clone(), settings)
     }
 
     /// Triggers a run of `job_id` through the API as Alice; panics unless it is accepted.
     pub async fn trigger(&self, job_id: &str) -> sundial_domain::run::RunId {
-        let reply = self.api.post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &serde_json::json!({})).await;
-        assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
-        sundial_domain::run::RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
+        Harness::trigger(self, job_id).await
     }
 
     /// The run `id` as stored; panics if it does not exist.
     pub async fn run(&self, id: &sundial_domain::run::RunId) -> sundial_domain::run::Run {
-        self.services.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
+        self.services.ports.runs.get(&id.job_id, &id.key).await.unwrap().unwrap()
     }
 
     /// Polls the runs queue with `worker` until run `id` has ended; fails after `limit_s` seconds.
@@ -142,7 +134,7 @@ impl Stack {
     ) -> sundial_domain::run::Run {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(limit_s);
         loop {
-            let (queue, inbox) = (self.services.queue.as_ref(), self.services.inbox.as_ref());
+            let (queue, inbox) = (self.services.ports.queue.as_ref(), self.services.inbox.as_ref());
             sundial_app::worker::poll::poll_once(worker, queue, inbox, "test-worker", 1).await.unwrap();
             let current = self.run(id).await;
             if current.state.is_terminal() {
@@ -159,7 +151,7 @@ impl Stack {
         let mut runs = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page = self.services.runs.list(&id, 100, cursor.as_deref(), None).await.unwrap();
+            let page = self.services.ports.runs.list(&id, 100, cursor.as_deref(), None).await.unwrap();
             runs.extend(page.items);
             match page.next {
                 Some(next) => cursor = Some(next),
@@ -300,6 +292,44 @@ impl Stack {
     }
 }
 
+#[async_trait]
+impl Harness for Stack {
+    async fn deploy(vars: &[(&'static str, &str)]) -> Self {
+        Stack::with(Options { vars: vars.iter().map(|(k, v)| (*k, v.to_string())).collect(), clock: None })
+            .await
+    }
+
+    fn api(&self) -> &Api {
+        &self.api
+    }
+
+    fn jobs(&self) -> &sundial_app::jobs::Jobs {
+        &self.services.use_cases.jobs
+    }
+
+    async fn stored_job(&self, id: &str) -> Option<sundial_domain::job::Job> {
+        let id = sundial_domain::job::JobId::parse(id).unwrap();
+        self.services.ports.jobs.get(&id).await.unwrap()
+    }
+
+    async fn run(&self, id: &sundial_domain::run::RunId) -> sundial_domain::run::Run {
+        Stack::run(self, id).await
+    }
+
+    async fn runs_of(&self, job_id: &str) -> Vec<sundial_domain::run::Run> {
+        Stack::runs_of(self, job_id).await
+    }
+
+    async fn stores_nothing(&self) -> bool {
+        let runs = self.dynamo.scan().table_name(&self.resources.runs_table).limit(1).send().await.unwrap();
+        self.jobs_table_items().await.is_empty() && runs.items().is_empty()
+    }
+
+    async fn due_job_ids(&self) -> Vec<String> {
+        self.due_index_ids().await
+    }
+}
+
 /// Creates the SQS queue `name`; returns its URL and ARN.
 pub async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, String) {
     let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
@@ -314,132 +344,6 @@ pub async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, Str
         .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
         .clone();
     (url, arn)
-}
-
-/// A response: status, headers and JSON body (`Value::Null` when empty).
-#[derive(Debug)]
-pub struct Reply {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Value,
-}
-
-impl Reply {
-    /// The `error.field` of an error body.
-    pub fn error_field(&self) -> &str {
-        self.body["error"]["field"].as_str().unwrap_or("")
-    }
-
-    pub fn etag(&self) -> &str {
-        self.headers.get("etag").and_then(|v| v.to_str().ok()).unwrap_or("")
-    }
-}
-
-/// The real router, called in process.
-#[derive(Debug, Clone)]
-pub struct Api {
-    router: Router,
-}
-
-/// One request to build.
-#[derive(Debug)]
-pub struct Call<'a> {
-    pub method: Method,
-    pub path: String,
-    pub key: Option<&'a str>,
-    pub body: Option<Vec<u8>>,
-    pub headers: Vec<(&'a str, String)>,
-}
-
-impl<'a> Call<'a> {
-    pub fn new(method: Method, path: impl Into<String>) -> Self {
-        Call { method, path: path.into(), key: None, body: None, headers: vec![] }
-    }
-    pub fn key(mut self, key: &'a str) -> Self {
-        self.key = Some(key);
-        self
-    }
-    pub fn json(mut self, body: &Value) -> Self {
-        self.body = Some(serde_json::to_vec(body).unwrap());
-        self.headers.push(("content-type", "application/json".into()));
-        self
-    }
-    pub fn raw(mut self, content_type: &str, body: impl Into<Vec<u8>>) -> Self {
-        self.body = Some(body.into());
-        self.headers.push(("content-type", content_type.into()));
-        self
-    }
-    pub fn header(mut self, name: &'a str, value: impl Into<String>) -> Self {
-        self.headers.push((name, value.into()));
-        self
-    }
-}
-
-impl Api {
-    /// The real router over other services than the stack's own (clients that record their
-    /// calls, say).
-    pub fn over(services: &Services) -> Api {
-        Api { router: sundial_api::router(AppState::new(services)) }
-    }
-
-    /// Sends an already-built request (a decoded Lambda event, say).
-    pub async fn send(&self, request: Request<Body>) -> Reply {
-        let response = self.router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        // JSON bodies decoded; anything else (the dashboard's assets) kept as text.
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
-        };
-        Reply { status, headers, body }
-    }
-
-    pub async fn call(&self, call: Call<'_>) -> Reply {
-        let mut request = Request::builder().method(call.method).uri(call.path);
-        if let Some(key) = call.key {
-            request = request.header("authorization", format!("Bearer {key}"));
-        }
-        for (name, value) in call.headers {
-            request = request.header(name, value);
-        }
-        self.send(request.body(Body::from(call.body.unwrap_or_default())).unwrap()).await
-    }
-
-    pub async fn get(&self, key: &str, path: &str) -> Reply {
-        self.call(Call::new(Method::GET, path).key(key)).await
-    }
-
-    pub async fn post(&self, key: &str, path: &str, body: &Value) -> Reply {
-        self.call(Call::new(Method::POST, path).key(key).json(body)).await
-    }
-
-    pub async fn patch(&self, key: &str, path: &str, body: &Value) -> Reply {
-        self.call(Call::new(Method::PATCH, path).key(key).json(body)).await
-    }
-
-    pub async fn delete(&self, key: &str, path: &str) -> Reply {
-        self.call(Call::new(Method::DELETE, path).key(key)).await
-    }
-
-    /// Creates a job and returns its id; panics unless the API answers 201.
-    pub async fn create_job(&self, key: &str, body: &Value) -> String {
-        let reply = self.post(key, "/v1/jobs", body).await;
-        assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
-        reply.body["id"].as_str().unwrap().to_string()
-    }
-}
-
-/// A minimal valid job document named `name`.
-pub fn job(name: &str) -> Value {
-    serde_json::json!({
-        "name": name,
-        "schedule": {"cron": "*/5 * * * *"},
-        "target": {"type": "http", "url": "http://127.0.0.1:9/hook"}
-    })
 }
 
 static LOGS: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());

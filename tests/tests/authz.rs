@@ -432,7 +432,7 @@ fn run_id(reply: &Reply) -> RunId {
 async fn snapshot(stack: &Stack, jobs: &[String]) -> BTreeMap<String, String> {
     let mut stored = BTreeMap::new();
     for id in jobs {
-        let job: Option<Job> = stack.services.job_store.get(&JobId::parse(id).unwrap()).await.unwrap();
+        let job: Option<Job> = stack.services.ports.jobs.get(&JobId::parse(id).unwrap()).await.unwrap();
         stored.insert(format!("job {id}"), format!("{job:?}"));
         for run in stack.runs_of(id).await {
             stored.insert(format!("run {}", run.id()), format!("{run:?}"));
@@ -487,7 +487,10 @@ async fn world(stack: &Stack, target: &TargetServer) -> World {
     let messages = stack.drain_queue().await;
     assert_eq!(messages.len(), 3, "{messages:?}");
     for message in messages {
-        assert_eq!(stack.services.worker.handle(&message.to_string(), "authz").await, Disposition::Delete);
+        assert_eq!(
+            stack.services.use_cases.worker.handle(&message.to_string(), "authz").await,
+            Disposition::Delete
+        );
     }
     let tokens: BTreeMap<String, String> = target
         .hits()

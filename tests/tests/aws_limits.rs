@@ -175,7 +175,8 @@ async fn run_pages_stay_under_lambdas_response_limit() {
     let base = chrono::Utc::now() - chrono::Duration::days(1);
     for i in 0..100 {
         let instant = base + chrono::Duration::minutes(i);
-        let mut run = stack.services.claimer.new_run(&job, RunKey::scheduled(instant), instant, instant);
+        let mut run =
+            stack.services.use_cases.claimer.new_run(&job, RunKey::scheduled(instant), instant, instant);
         run.state = RunState::Failed;
         run.attempt = 10;
         run.attempts = (1..=10)
@@ -192,7 +193,7 @@ async fn run_pages_stay_under_lambdas_response_limit() {
                 call_until: None,
             })
             .collect();
-        stack.services.runs.insert(&run).await.unwrap();
+        stack.services.ports.runs.insert(&run).await.unwrap();
     }
     let (runs, pages) = every_page(&stack, &format!("/v1/jobs/{id}/runs?limit=100"), "runs").await;
     let ids: BTreeSet<&str> = runs.iter().map(|r| r["id"].as_str().unwrap()).collect();

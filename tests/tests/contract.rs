@@ -34,7 +34,7 @@ async fn memory_job_store_with_one_partition_keeps_its_promises() {
 #[tokio::test]
 async fn dynamo_job_store_keeps_its_promises() {
     let stack = Stack::new().await;
-    contract::job_store_keeps_its_promises(stack.services.job_store.as_ref(), stack.config.due_shards).await;
+    contract::job_store_keeps_its_promises(stack.services.ports.jobs.as_ref(), stack.config.due_shards).await;
 }
 
 #[tokio::test]
@@ -45,7 +45,7 @@ async fn memory_run_store_keeps_its_promises() {
 #[tokio::test]
 async fn dynamo_run_store_keeps_its_promises() {
     let stack = Stack::new().await;
-    contract::run_store_keeps_its_promises(stack.services.runs.as_ref(), stack.config.due_shards).await;
+    contract::run_store_keeps_its_promises(stack.services.ports.runs.as_ref(), stack.config.due_shards).await;
 }
 
 #[tokio::test]
@@ -56,7 +56,7 @@ async fn memory_tick_state_store_keeps_its_promises() {
 #[tokio::test]
 async fn dynamo_tick_state_store_keeps_its_promises() {
     let stack = Stack::new().await;
-    contract::tick_state_store_keeps_its_promises(stack.services.tick_state.as_ref()).await;
+    contract::tick_state_store_keeps_its_promises(stack.services.ports.tick_state.as_ref()).await;
 }
 
 #[tokio::test]
@@ -105,7 +105,7 @@ async fn sqs_queue_keeps_its_promises() {
     let stack = Stack::new().await;
     let s = &stack.services;
     contract::run_queue_keeps_its_promises(
-        s.queue.as_ref(),
+        s.ports.queue.as_ref(),
         s.inbox.as_ref(),
         &RealPace::new(),
         TEMPLATE_MAX_RECEIVES,

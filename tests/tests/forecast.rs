@@ -62,7 +62,7 @@ async fn an_owners_forecast_counts_their_schedules_and_an_operator_reads_the_sta
     assert!(peak["jobs"].as_array().unwrap().iter().all(|j| j["owner"] == "alice"), "{peak}");
 
     // The same jobs counted by the domain, minute by minute.
-    let alices = stack.services.job_store.list("alice", 100, None).await.unwrap().items;
+    let alices = stack.services.ports.jobs.list("alice", 100, None).await.unwrap().items;
     let expected = forecast(&alices, &Window::new(from, to).unwrap()).unwrap();
     let counts: Vec<u32> =
         body["counts"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap() as u32).collect();

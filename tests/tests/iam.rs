@@ -205,7 +205,7 @@ async fn recording(stack: &Stack) -> (Services, CallLog) {
         targets,
         ledger,
     };
-    let services = Services::new(stack.config.clone(), &clients, stack.services.clock.clone());
+    let services = Services::new(stack.config.clone(), &clients, stack.services.ports.clock.clone());
     (services, log)
 }
 
@@ -724,7 +724,7 @@ async fn receive(stack: &Stack, url: &str, count: usize) -> Vec<aws_sdk_sqs::typ
 /// test is another), as Lambda would; waits for `count` of them.
 async fn work(stack: &Stack, count: usize) {
     for m in receive(stack, &stack.resources.runs_queue_url, count).await {
-        stack.services.worker.handle(m.body().unwrap(), "setup-worker").await;
+        stack.services.use_cases.worker.handle(m.body().unwrap(), "setup-worker").await;
         stack
             .sqs
             .delete_message()
@@ -956,10 +956,11 @@ async fn the_tick_role_grants_every_call_of_the_tick() {
 
     // 12:05 falls due: the tick of 12:04:30 claims it.
     clock.set(t("2030-01-01T12:04:30Z"));
-    let summary = sundial_tick::handle(&services.tick, sample("tick-scheduled.json")).await.unwrap();
+    let summary =
+        sundial_tick::handle(&services.use_cases.tick, sample("tick-scheduled.json")).await.unwrap();
     assert!(summary.claimed >= 2, "{summary:?}");
     clock.set(t("2030-01-01T12:05:30Z"));
-    sundial_tick::handle(&services.tick, sample("tick-scheduled.json")).await.unwrap();
+    sundial_tick::handle(&services.use_cases.tick, sample("tick-scheduled.json")).await.unwrap();
 
     let needed = assert_granted(&stack, "tick", "TickRole", &log);
     let a = Arns::of(&stack);
@@ -1039,10 +1040,10 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
     // The forbid job's first run starts (202: it stays open), by another worker.
     let first = messages.iter().position(|m| job_of(m) == Some("forbid")).unwrap();
     let first = messages.remove(first);
-    stack.services.worker.handle(first.body().unwrap(), "another-worker").await;
+    stack.services.use_cases.worker.handle(first.body().unwrap(), "another-worker").await;
     let holder = messages.iter().position(|m| job_of(m) == Some("holder")).unwrap();
     let holder = messages.remove(holder);
-    stack.services.worker.handle(holder.body().unwrap(), "another-worker").await;
+    stack.services.use_cases.worker.handle(holder.body().unwrap(), "another-worker").await;
     // From the runs queue: all but the dead job's message. The waiter finds its group full,
     // reads the slot holder's run, and waits (its place written).
     let dead = messages.iter().position(|m| job_of(m) == Some("dead")).unwrap();
@@ -1051,7 +1052,9 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
     assert_eq!(batch.len(), 7);
     let event = lambda_event(json!({"Records": batch}));
     let s = &services;
-    sundial_worker::handle(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), event).await.unwrap();
+    sundial_worker::handle(&s.use_cases.worker, s.ports.queue.as_ref(), s.inbox.as_ref(), event)
+        .await
+        .unwrap();
     assert_eq!(fine.hits().len(), 2, "fine and parent");
     assert_eq!(unavailable.hits().len(), 1);
     assert_eq!(stack.runs_of(&names["child"]).await.len(), 1, "the parent's end claimed the child's run");
@@ -1060,7 +1063,9 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
     // From the dead-letter queue, after the runs queue gave up on it.
     let event = lambda_event(json!({"Records": [record(&dead, &dlq_arn, 16)]}));
     let response =
-        sundial_worker::handle(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), event).await.unwrap();
+        sundial_worker::handle(&s.use_cases.worker, s.ports.queue.as_ref(), s.inbox.as_ref(), event)
+            .await
+            .unwrap();
     assert!(response.batch_item_failures.is_empty());
     let dead_runs = stack.runs_of(&names["dead"]).await;
     assert_eq!(dead_runs[0].state, sundial_domain::run::RunState::Failed);
@@ -1099,7 +1104,7 @@ async fn the_watchdog_role_grants_every_call_of_the_watchdog() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:05Z")));
     let stack = Stack::at(&clock, &[("SUNDIAL_STALL_AFTER_MINUTES", "3")]).await;
     let (services, log) = recording(&stack).await;
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
     let accepting = TargetServer::start(|_| Answer::Status(202)).await;
     let on = notify(&stack, &["retrying", "failed", "timed_out", "sla_missed", "late_start"]).await;
     let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
@@ -1126,7 +1131,7 @@ async fn the_watchdog_role_grants_every_call_of_the_watchdog() {
     trigger(&stack.api, &late).await;
     trigger(&stack.api, &deleted).await;
     stack.drain_queue().await;
-    let queued = stack.services.runs.get(&unsent_run.job_id, &unsent_run.key).await.unwrap().unwrap();
+    let queued = stack.services.ports.runs.get(&unsent_run.job_id, &unsent_run.key).await.unwrap().unwrap();
     let now = clock.now();
     let failed = Run {
         state: RunState::Failed,
@@ -1134,23 +1139,25 @@ async fn the_watchdog_role_grants_every_call_of_the_watchdog() {
         events: vec![RunEvent::new(EventKind::Failed, 0, now)],
         ..queued.clone()
     };
-    stack.services.runs.transition(&queued, &failed).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &failed).await.unwrap();
     assert_eq!(stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NO_CONTENT);
 
     // Four minutes on, without a tick: every repair is due and the scheduler is stalled.
     clock.advance(Duration::minutes(4));
-    let report =
-        sundial_watchdog::handle(&services.watchdog, sample("watchdog-scheduled.json")).await.unwrap();
+    let report = sundial_watchdog::handle(&services.use_cases.watchdog, sample("watchdog-scheduled.json"))
+        .await
+        .unwrap();
     assert_eq!(report.alert.as_deref(), Some("scheduler_stalled"), "{report:?}");
     assert_eq!(report.lost + report.timed_out, 1, "{report:?}");
     assert!(report.republished >= 1 && report.late_start + report.sla_missed >= 1, "{report:?}");
     assert_eq!(report.cancelled, 1, "{report:?}");
     // The tick catches up: the next pass tells of the recovery.
     clock.advance(Duration::minutes(1));
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
     clock.advance(Duration::seconds(30));
-    let report =
-        sundial_watchdog::handle(&services.watchdog, sample("watchdog-scheduled.json")).await.unwrap();
+    let report = sundial_watchdog::handle(&services.use_cases.watchdog, sample("watchdog-scheduled.json"))
+        .await
+        .unwrap();
     assert_eq!(report.alert.as_deref(), Some("scheduler_recovered"), "{report:?}");
 
     let needed = assert_granted(&stack, "watchdog", "WatchdogRole", &log);

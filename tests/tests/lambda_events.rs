@@ -51,7 +51,8 @@ fn sample<T: serde::de::DeserializeOwned>(name: &str) -> lambda_runtime::LambdaE
 #[tokio::test]
 async fn tick_handles_its_scheduled_event() {
     let stack = Stack::new().await;
-    let summary = sundial_tick::handle(&stack.services.tick, sample("tick-scheduled.json")).await.unwrap();
+    let summary =
+        sundial_tick::handle(&stack.services.use_cases.tick, sample("tick-scheduled.json")).await.unwrap();
     assert!(summary.watermark.is_some(), "the tick recorded its progress");
     assert_eq!((summary.claimed, summary.failed), (0, 0));
 }
@@ -61,7 +62,9 @@ async fn tick_handles_its_scheduled_event() {
 async fn watchdog_handles_its_scheduled_event() {
     let stack = Stack::new().await;
     let report =
-        sundial_watchdog::handle(&stack.services.watchdog, sample("watchdog-scheduled.json")).await.unwrap();
+        sundial_watchdog::handle(&stack.services.use_cases.watchdog, sample("watchdog-scheduled.json"))
+            .await
+            .unwrap();
     assert_eq!(report, sundial_app::watchdog::WatchdogReport::default());
 }
 
@@ -74,8 +77,8 @@ async fn worker_handles_sqs_batches_from_both_queues() {
     let stack = Stack::new().await;
     let s = &stack.services;
     let response = sundial_worker::handle(
-        &s.worker,
-        s.queue.as_ref(),
+        &s.use_cases.worker,
+        s.ports.queue.as_ref(),
         s.inbox.as_ref(),
         sample("worker-sqs-batch.json"),
     )
@@ -97,8 +100,8 @@ async fn worker_handles_sqs_batches_from_both_queues() {
     assert!(reason.contains("undecodable"), "{reason}");
 
     let response = sundial_worker::handle(
-        &s.worker,
-        s.queue.as_ref(),
+        &s.use_cases.worker,
+        s.ports.queue.as_ref(),
         s.inbox.as_ref(),
         sample("worker-dlq-batch.json"),
     )

@@ -79,16 +79,22 @@ async fn metrics_and_logs_show_what_happened() {
     let run_id = RunId::parse(reply.body["id"].as_str().unwrap()).unwrap();
     let s = &stack.services;
     for _ in 0..50 {
-        sundial_app::worker::poll::poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "observer", 1)
-            .await
-            .unwrap();
-        let run = s.runs.get(&run_id.job_id, &run_id.key).await.unwrap().unwrap();
+        sundial_app::worker::poll::poll_once(
+            &s.use_cases.worker,
+            s.ports.queue.as_ref(),
+            s.inbox.as_ref(),
+            "observer",
+            1,
+        )
+        .await
+        .unwrap();
+        let run = s.ports.runs.get(&run_id.job_id, &run_id.key).await.unwrap().unwrap();
         if run.state.is_terminal() {
             break;
         }
     }
-    s.tick.run().await.unwrap();
-    s.watchdog.run().await.unwrap();
+    s.use_cases.tick.run().await.unwrap();
+    s.use_cases.watchdog.run().await.unwrap();
 
     let refused = stack.api.get("", "/metrics").await;
     assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
@@ -171,9 +177,15 @@ async fn the_capacity_log_names_the_table_index_and_run_of_every_units_spent() {
     let run_id = stack.trigger(&id).await;
     let s = &stack.services;
     for _ in 0..50 {
-        sundial_app::worker::poll::poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "costed", 1)
-            .await
-            .unwrap();
+        sundial_app::worker::poll::poll_once(
+            &s.use_cases.worker,
+            s.ports.queue.as_ref(),
+            s.inbox.as_ref(),
+            "costed",
+            1,
+        )
+        .await
+        .unwrap();
         if stack.run(&run_id).await.state.is_terminal() {
             break;
         }

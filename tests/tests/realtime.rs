@@ -53,11 +53,11 @@ fn instant_of(body: &Value) -> DateTime<Utc> {
 #[tokio::test]
 async fn realtime_at_20s_ahead_fires_at_its_second() {
     let stack = Stack::new().await;
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
     let at = Utc::now().trunc_subsecs(0) + Duration::seconds(20);
     let job = json!({"name": "soon", "schedule": {"at": at.to_rfc3339()}, "target": {"type": "http", "url": "http://127.0.0.1:9/"}});
     stack.api.create_job(ALICE, &job).await;
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
 
     let seen = watch_queue(&stack, std::time::Duration::from_secs(25)).await;
     assert_eq!(seen.len(), 1, "exactly one message: {seen:?}");
@@ -108,15 +108,15 @@ async fn realtime_hanging_target_times_out_at_its_timeout() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
     let run = loop {
         sundial_app::worker::poll::poll_once(
-            &stack.services.worker,
-            stack.services.queue.as_ref(),
+            &stack.services.use_cases.worker,
+            stack.services.ports.queue.as_ref(),
             stack.services.inbox.as_ref(),
             "w",
             1,
         )
         .await
         .unwrap();
-        let run = stack.services.runs.get(&run_id.job_id, &run_id.key).await.unwrap().unwrap();
+        let run = stack.services.ports.runs.get(&run_id.job_id, &run_id.key).await.unwrap().unwrap();
         states.push(run.state);
         if run.state.is_terminal() || std::time::Instant::now() > deadline {
             break run;

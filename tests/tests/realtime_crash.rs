@@ -99,7 +99,7 @@ async fn start_runtime(spec: &RuntimeSpec, logs: &Logs) -> tokio::process::Child
 async fn read_runs(services: &Services, ids: &[RunId]) -> BTreeMap<String, Run> {
     futures::stream::iter(ids.iter().cloned())
         .map(|id| async move {
-            let run = services.runs.get(&id.job_id, &id.key).await.unwrap();
+            let run = services.ports.runs.get(&id.job_id, &id.key).await.unwrap();
             (id.to_string(), run.unwrap_or_else(|| panic!("run {id} is not stored")))
         })
         .buffer_unordered(8)

@@ -611,7 +611,7 @@ async fn runs_of(services: &Services, job: &JobId) -> Vec<Run> {
     let mut runs = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let page = services.runs.list(job, 100, cursor.as_deref(), None).await.unwrap();
+        let page = services.ports.runs.list(job, 100, cursor.as_deref(), None).await.unwrap();
         runs.extend(page.items);
         match page.next {
             Some(next) => cursor = Some(next),
@@ -626,7 +626,7 @@ async fn runs_of(services: &Services, job: &JobId) -> Vec<Run> {
 async fn read_ledger(services: &Services, jobs: &[Created]) -> Vec<(Created, Job, Vec<Run>)> {
     futures::stream::iter(jobs.iter().cloned())
         .map(|created| async move {
-            let job = services.job_store.get(&created.id).await.unwrap().expect("a created job is stored");
+            let job = services.ports.jobs.get(&created.id).await.unwrap().expect("a created job is stored");
             let runs = runs_of(services, &created.id).await;
             (created, job, runs)
         })

@@ -65,7 +65,7 @@ async fn services_without_queue(stack: &Stack, clock: Arc<ManualClock>) -> Servi
 async fn deliver_due(stack: &Stack, clock: &ManualClock, job: &str) {
     for run in stack.runs_of(job).await {
         if run.state == RunState::Queued && run.due_at <= clock.now() {
-            stack.services.worker.handle(&message(&run, 1), "w").await;
+            stack.services.use_cases.worker.handle(&message(&run, 1), "w").await;
         }
     }
 }
@@ -137,7 +137,7 @@ async fn a_202_attempt_with_heartbeats_outlives_max_receive_count_then_succeeds(
     let id = stack.api.create_job(ALICE, &doc).await;
     let run_id = stack.trigger(&id).await;
     let s = &stack.services;
-    poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "w", 2).await.unwrap();
+    poll_once(&s.use_cases.worker, s.ports.queue.as_ref(), s.inbox.as_ref(), "w", 2).await.unwrap();
     let token = target.hits()[0].headers[sundial_domain::target::headers::CALLBACK_TOKEN]
         .to_str()
         .unwrap()
@@ -165,7 +165,7 @@ async fn a_202_attempt_with_heartbeats_outlives_max_receive_count_then_succeeds(
         assert_eq!(beat.status, StatusCode::OK, "{}", beat.body);
         // The worker polls as the event source would, and the DLQ handler takes what the
         // queue gives up on, as the Lambda function's second event source would.
-        poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "w", 2).await.unwrap();
+        poll_once(&s.use_cases.worker, s.ports.queue.as_ref(), s.inbox.as_ref(), "w", 2).await.unwrap();
         let dead = stack
             .sqs
             .receive_message()
@@ -175,7 +175,7 @@ async fn a_202_attempt_with_heartbeats_outlives_max_receive_count_then_succeeds(
             .await
             .unwrap();
         for m in dead.messages.unwrap_or_default() {
-            s.worker.dead_lettered(m.body().unwrap(), "received too many times").await.unwrap();
+            s.use_cases.worker.dead_lettered(m.body().unwrap(), "received too many times").await.unwrap();
         }
         assert_eq!(stack.run(&run_id).await.state, RunState::Running);
     }
@@ -196,11 +196,11 @@ async fn a_dead_letter_fails_only_a_run_waiting_for_its_attempt() {
     let id = stack.api.create_job(ALICE, &doc).await;
     let run_id = stack.trigger(&id).await;
     let queued = stack.run(&run_id).await;
-    stack.services.worker.handle(&message(&queued, 1), "w").await;
+    stack.services.use_cases.worker.handle(&message(&queued, 1), "w").await;
     let running = stack.run(&run_id).await;
     assert_eq!((running.state, running.attempt), (RunState::Running, 1));
 
-    let w = &stack.services.worker;
+    let w = &stack.services.use_cases.worker;
     w.dead_lettered(&message(&running, 1), "received 16 times").await.unwrap();
     assert_eq!(stack.run(&run_id).await.state, RunState::Running, "a live attempt is not failed");
 
@@ -240,23 +240,23 @@ async fn a_job_whose_send_failed_is_claimed_again_not_stranded() {
         .await;
     for minute in ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z"] {
         clock.set(t(minute));
-        stack.services.tick.run().await.unwrap();
+        stack.services.use_cases.tick.run().await.unwrap();
     }
     clock.set(t("2030-01-01T12:01:00Z"));
     let outage = services_without_queue(&stack, clock.clone()).await;
-    let failed = outage.tick.run().await.unwrap();
+    let failed = outage.use_cases.tick.run().await.unwrap();
     assert!(failed.claims.send_failures > 0, "{failed:?}");
 
     for minute in 2..=10 {
         clock.set(t("2030-01-01T12:00:00Z") + Duration::minutes(minute));
-        stack.services.tick.run().await.unwrap();
+        stack.services.use_cases.tick.run().await.unwrap();
     }
     let instants: Vec<DateTime<Utc>> = stack.runs_of(&id).await.iter().map(Run::scheduled_at).collect();
     for minute in 0..=11 {
         let instant = t("2030-01-01T12:00:00Z") + Duration::minutes(minute);
         assert!(instants.contains(&instant), "no run for {instant}: {instants:?}");
     }
-    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    let job = stack.services.ports.jobs.get(&job_id(&id)).await.unwrap().unwrap();
     assert!(job.next_run_at.unwrap() > t("2030-01-01T12:11:00Z"), "{:?}", job.next_run_at);
 }
 
@@ -271,16 +271,16 @@ async fn a_tick_that_dies_inside_a_gap_leaves_the_gap_missed() {
     let id = stack.api.create_job(ALICE, &doc).await;
     for minute in ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z"] {
         clock.set(t(minute));
-        stack.services.tick.run().await.unwrap();
+        stack.services.use_cases.tick.run().await.unwrap();
     }
     // Down until 12:10; the first tick back dies on its first query.
     clock.set(t("2030-01-01T12:10:00Z"));
     let s = &stack.services;
-    let ports = Ports { jobs: Arc::new(DueQueryFails(s.job_store.clone())), ..s.ports.clone() };
-    let dying = Tick::new(&ports, s.claimer.clone(), s.config.tick.clone());
+    let ports = Ports { jobs: Arc::new(DueQueryFails(s.ports.jobs.clone())), ..s.ports.clone() };
+    let dying = Tick::new(&ports, s.use_cases.claimer.clone(), s.config.tick.clone());
     let _ = dying.run().await;
     clock.set(t("2030-01-01T12:11:00Z"));
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
 
     let ran: Vec<DateTime<Utc>> = stack.runs_of(&id).await.iter().map(Run::scheduled_at).collect();
     for minute in 2..=10 {
@@ -306,7 +306,7 @@ async fn a_40_second_run_is_neither_replaced_nor_skips_the_next_minute() {
         async move {
             let minute = sundial_domain::due::minute_of(clock.now());
             clock.set(clock.now().max(minute + Duration::seconds(30)));
-            services.tick.run().await.unwrap();
+            services.use_cases.tick.run().await.unwrap();
             clock.advance(Duration::seconds(10));
             StatusCode::OK
         }
@@ -355,7 +355,7 @@ async fn a_claimed_unsent_run_is_sent_after_its_job_moved_on() {
     // sends failing (the job stays at 13:00, the run is QUEUED and unsent).
     clock.set(t("2030-01-01T12:59:30Z"));
     let outage = services_without_queue(&stack, clock.clone()).await;
-    outage.tick.run().await.unwrap();
+    outage.use_cases.tick.run().await.unwrap();
     let unsent =
         stack.runs_of(&id).await.into_iter().find(|r| r.scheduled_at() == t("2030-01-01T13:00:00Z")).unwrap();
     assert_eq!(unsent.state, RunState::Queued);
@@ -365,7 +365,7 @@ async fn a_claimed_unsent_run_is_sent_after_its_job_moved_on() {
     assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
 
     clock.set(t("2030-01-01T13:02:00Z"));
-    let report = stack.services.watchdog.run().await.unwrap();
+    let report = stack.services.use_cases.watchdog.run().await.unwrap();
     assert!(report.dispatched >= 1, "{report:?}");
     let sent = stack.drain_queue().await;
     assert!(sent.iter().any(|m| m["run_key"] == unsent.key.encode().as_str()), "{sent:?}");
@@ -382,12 +382,12 @@ async fn an_edit_from_a_stale_read_never_undoes_the_ticks_advance() {
         .api
         .create_job(ALICE, &http_job("racy", "http://127.0.0.1:9/", json!({"cron": "0 12 * * *"})))
         .await;
-    let store = &stack.services.job_store;
+    let store = &stack.services.ports.jobs;
     let stale = store.get(&job_id(&id)).await.unwrap().unwrap();
     assert_eq!(stale.next_run_at, Some(t("2030-01-01T12:00:00Z")));
 
     clock.set(t("2030-01-01T11:59:30Z"));
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
     let advanced = store.get(&job_id(&id)).await.unwrap().unwrap();
     assert_eq!(advanced.next_run_at, Some(t("2030-01-02T12:00:00Z")));
 
@@ -575,18 +575,22 @@ async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
     let stack = Stack::new().await;
     let id = yearly_job(&stack, "once", "http://127.0.0.1:9/").await;
     let mut services = stack.services.clone();
-    let faulty = Arc::new(FaultyRuns::new(services.runs.clone()));
+    let faulty = Arc::new(FaultyRuns::new(services.ports.runs.clone()));
     faulty.arm(Fault::InsertAppliedThenFails);
     let runs: Arc<dyn RunStore> = faulty;
     let ports = Ports { runs, ..services.ports.clone() };
-    services.claimer = Claimer::new(&ports, services.config.claim.clone());
+    services.use_cases.claimer = Claimer::new(&ports, services.config.claim.clone());
     let settings = sundial_app::jobs::JobsSettings {
         limits: services.config.limits.clone(),
         targets: services.config.targets.clone(),
         page_tokens: services.config.page_tokens.clone(),
     };
-    services.jobs =
-        sundial_app::jobs::Jobs::new(&ports, services.claimer.clone(), services.groups.clone(), settings);
+    services.use_cases.jobs = sundial_app::jobs::Jobs::new(
+        &ports,
+        services.use_cases.claimer.clone(),
+        services.use_cases.groups.clone(),
+        settings,
+    );
     let api = sundial_tests::Api::over(&services);
     let call = || {
         Call::new(Method::POST, format!("/v1/jobs/{id}/trigger"))
@@ -641,7 +645,7 @@ async fn cancelling_a_run_closes_its_open_attempt() {
     let id = yearly_job(&stack, "hangs", &target.url).await;
     let run_id = stack.trigger(&id).await;
     let queued = stack.run(&run_id).await;
-    let worker = stack.services.worker.clone();
+    let worker = stack.services.use_cases.worker.clone();
     let body = message(&queued, 1);
     let attempt = tokio::spawn(async move { worker.handle(&body, "w").await });
     while target.hits().is_empty() {
@@ -662,7 +666,7 @@ async fn cancelling_a_run_closes_its_open_attempt() {
 async fn a_heartbeat_never_shortens_an_attempts_lease() {
     let stack = Stack::new().await;
     let api = stack.serve().await;
-    let runs = stack.services.runs.clone();
+    let runs = stack.services.ports.runs.clone();
     let leases: Arc<std::sync::Mutex<Vec<DateTime<Utc>>>> = Arc::default();
     let seen = leases.clone();
     let app = axum::Router::new().fallback(move |headers: http::HeaderMap| {
@@ -692,7 +696,7 @@ async fn a_heartbeat_never_shortens_an_attempts_lease() {
     let id = yearly_job(&stack, "beats", &url).await;
     let run_id = stack.trigger(&id).await;
     let queued = stack.run(&run_id).await;
-    stack.services.worker.handle(&message(&queued, 1), "w").await;
+    stack.services.use_cases.worker.handle(&message(&queued, 1), "w").await;
     let leases = leases.lock().unwrap().clone();
     assert_eq!(leases.len(), 2);
     assert!(leases[1] >= leases[0], "the heartbeat cut the lease from {} to {}", leases[0], leases[1]);
@@ -714,22 +718,23 @@ async fn backfills_and_jitter_raise_no_false_deadline_alerts() {
     assert_eq!(backfilled.body["runs"].as_array().unwrap().len(), 5);
 
     clock.set(t("2030-01-01T12:30:20Z"));
-    let report = stack.services.watchdog.run().await.unwrap();
+    let report = stack.services.use_cases.watchdog.run().await.unwrap();
     assert_eq!((report.sla_missed, report.late_start), (0, 0), "{report:?}");
 
     // A run whose jitter put it 300 s after its instant: not late 290 s after the instant.
-    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    let job = stack.services.ports.jobs.get(&job_id(&id)).await.unwrap().unwrap();
     let instant = t("2030-01-01T13:00:00Z");
-    let jittered = stack.services.claimer.new_run(
+    let jittered = stack.services.use_cases.claimer.new_run(
         &job,
         RunKey::scheduled(instant),
         instant + Duration::seconds(300),
         instant,
     );
-    stack.services.runs.insert(&jittered).await.unwrap();
+    stack.services.ports.runs.insert(&jittered).await.unwrap();
     clock.set(instant + Duration::seconds(290));
-    stack.services.watchdog.run().await.unwrap();
-    let events = stack.services.runs.get(&jittered.job_id, &jittered.key).await.unwrap().unwrap().events;
+    stack.services.use_cases.watchdog.run().await.unwrap();
+    let events =
+        stack.services.ports.runs.get(&jittered.job_id, &jittered.key).await.unwrap().unwrap().events;
     assert!(events.is_empty(), "{events:?}");
 }
 
@@ -743,7 +748,7 @@ async fn message_delays_count_from_the_send() {
         .api
         .create_job(ALICE, &http_job("later", "http://127.0.0.1:9/", json!({"at": "2030-01-01T12:01:30Z"})))
         .await;
-    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    let job = stack.services.ports.jobs.get(&job_id(&id)).await.unwrap().unwrap();
     let queue = Arc::new(RecordingQueue::default());
     let s = &stack.services;
     let ports = Ports { queue: queue.clone(), clock: clock.clone(), ..s.ports.clone() };
@@ -775,7 +780,7 @@ async fn an_endless_response_body_is_read_up_to_a_bound() {
     let id = stack.api.create_job(ALICE, &doc).await;
     let run_id = stack.trigger(&id).await;
     let queued = stack.run(&run_id).await;
-    stack.services.worker.handle(&message(&queued, 1), "w").await;
+    stack.services.use_cases.worker.handle(&message(&queued, 1), "w").await;
     let done = stack.run(&run_id).await;
     assert_eq!(done.state, RunState::Succeeded, "{:?}", done.attempts);
     // The first bytes are kept (not an empty output after the call timed out on the body).
@@ -867,7 +872,7 @@ async fn a_job_that_does_not_decode_never_stalls_the_others() {
     assert_eq!(read, ["good", "newer"]);
 
     clock.set(t("2030-01-01T12:04:30Z"));
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
     assert_eq!(stack.runs_of(good).await.len(), 1, "the good job is claimed");
     assert_eq!(stack.runs_of(newer).await.len(), 1, "a newer version's field is ignored");
     assert!(stack.runs_of(bad).await.is_empty());
@@ -910,10 +915,10 @@ async fn an_older_run_starting_late_never_replaces_a_newer_one() {
     assert!(runs.len() >= 2, "{runs:?}");
     let (older, newer) = (runs[0].clone(), runs[1].clone());
     clock.set(newer.due_at);
-    stack.services.worker.handle(&message(&newer, 1), "w").await;
+    stack.services.use_cases.worker.handle(&message(&newer, 1), "w").await;
     assert_eq!(stack.run(&newer.id()).await.state, RunState::Running);
 
-    stack.services.worker.handle(&message(&older, 1), "w").await;
+    stack.services.use_cases.worker.handle(&message(&older, 1), "w").await;
     let older = stack.run(&older.id()).await;
     assert_eq!(older.state, RunState::Skipped);
     assert!(older.reason.unwrap().contains("superseded"));
@@ -989,7 +994,7 @@ fn past_grace(stack: &Stack) -> Duration {
 }
 
 fn watchdog_with(stack: &Stack, bus: Arc<TestBus>) -> Watchdog {
-    watchdog_of(stack, stack.services.runs.clone(), bus, stack.config.watchdog.clone())
+    watchdog_of(stack, stack.services.ports.runs.clone(), bus, stack.config.watchdog.clone())
 }
 
 /// A watchdog pass publishing through its own bus, which runs `second` in the middle of its first
@@ -1003,10 +1008,10 @@ fn overlapped_by(stack: &Stack, log: &Arc<std::sync::Mutex<Vec<String>>>, second
 /// event is recorded and unsent.
 async fn failed_unannounced(stack: &Stack, job: &str) -> Run {
     let queued = stack.run(&stack.trigger(job).await).await;
-    let now = stack.services.clock.now();
+    let now = stack.services.ports.clock.now();
     let mut failed = Run { state: RunState::Failed, updated_at: now, ..queued.clone() };
     failed.events.push(RunEvent::new(EventKind::Failed, 0, now));
-    stack.services.runs.transition(&queued, &failed).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &failed).await.unwrap();
     failed
 }
 
@@ -1054,19 +1059,19 @@ async fn a_publish_that_reached_only_the_shared_topic_is_completed_to_the_jobs_t
 async fn overlapping_watchdog_passes_publish_a_left_over_scheduler_alert_once() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:10:00Z")));
     let stack = Stack::at(&clock, &[]).await;
-    stack.services.tick_state.set_watermark(t("2030-01-01T12:00:00Z")).await.unwrap();
+    stack.services.ports.tick_state.set_watermark(t("2030-01-01T12:00:00Z")).await.unwrap();
     let log = Arc::default();
     let failing = TestBus { failing: vec!["alert"].into(), ..TestBus::logging_to(&log) };
     watchdog_with(&stack, Arc::new(failing)).run().await.unwrap();
     assert_eq!(
-        stack.services.tick_state.get().await.unwrap().unsent_alert.as_deref(),
+        stack.services.ports.tick_state.get().await.unwrap().unsent_alert.as_deref(),
         Some("scheduler_stalled")
     );
     clock.advance(past_grace(&stack));
     let second = watchdog_with(&stack, Arc::new(TestBus::logging_to(&log)));
     overlapped_by(&stack, &log, second).run().await.unwrap();
     assert_eq!(*log.lock().unwrap(), ["alert:scheduler_stalled"]);
-    assert_eq!(stack.services.tick_state.get().await.unwrap().unsent_alert, None);
+    assert_eq!(stack.services.ports.tick_state.get().await.unwrap().unsent_alert, None);
 }
 
 /// `failing` events recorded across the job's runs.
@@ -1084,7 +1089,7 @@ async fn streak_job(stack: &Stack, threshold: u32, count: usize) -> (String, Job
     );
     doc["alert_after_failures"] = json!(threshold);
     let id = stack.api.create_job(ALICE, &doc).await;
-    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    let job = stack.services.ports.jobs.get(&job_id(&id)).await.unwrap().unwrap();
     for _ in 0..count {
         stack.trigger(&id).await;
     }
@@ -1110,14 +1115,14 @@ fn ends_failed(run: &Run) -> Step {
 async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
     let stack = Stack::new().await;
     let (id, job, runs) = streak_job(&stack, 2, 3).await;
-    let (recorder, now) = (&stack.services.recorder, Utc::now());
+    let (recorder, now) = (&stack.services.use_cases.recorder, Utc::now());
     let running = Run {
         state: RunState::Running,
         attempt: 1,
         lease_until: Some(now + Duration::minutes(5)),
         ..runs[1].clone()
     };
-    stack.services.runs.transition(&runs[1], &running).await.unwrap();
+    stack.services.ports.runs.transition(&runs[1], &running).await.unwrap();
     recorder.apply(&job, &runs[0], &ends_failed(&runs[0]), now).await.unwrap();
     recorder.apply(&job, &runs[2], &ends_failed(&runs[2]), now).await.unwrap();
     recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap();
@@ -1133,7 +1138,7 @@ async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
         lease_until: Some(now + Duration::minutes(5)),
         ..runs[0].clone()
     };
-    stack.services.runs.transition(&runs[0], &running).await.unwrap();
+    stack.services.ports.runs.transition(&runs[0], &running).await.unwrap();
     recorder.apply(&job, &runs[1], &ends_failed(&runs[1]), now).await.unwrap();
     recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap();
     assert_eq!(failing_told(&stack, &id).await, 1, "the newer run failing first");
@@ -1145,7 +1150,7 @@ async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
 async fn runs_failing_at_the_same_moment_tell_failing_once() {
     let stack = Stack::new().await;
     let (id, job, runs) = streak_job(&stack, 3, 6).await;
-    let (recorder, now) = (&stack.services.recorder, Utc::now());
+    let (recorder, now) = (&stack.services.use_cases.recorder, Utc::now());
     let steps: Vec<Step> = runs.iter().map(ends_failed).collect();
     let ends = runs.iter().zip(&steps).map(|(run, step)| recorder.apply(&job, run, step, now));
     for ended in futures::future::join_all(ends).await {
@@ -1167,21 +1172,21 @@ async fn jobs_and_runs_written_with_more_shards_are_found_after_the_count_shrink
         stack.trigger(&id).await;
         jobs.push(id);
     }
-    stack.services.tick.run().await.unwrap();
-    stack.services.watchdog.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
+    stack.services.use_cases.watchdog.run().await.unwrap();
 
     let mut config = stack.config.clone();
     (config.due_shards, config.tick.shards, config.watchdog.shards) = (1, 1, 1);
     let one_shard =
         Services::new(config, &Clients::new(&aws_sdk_config().await, Ledger::new()), clock.clone());
     clock.set(t("2030-01-01T12:05:00Z"));
-    one_shard.tick.run().await.unwrap();
+    one_shard.use_cases.tick.run().await.unwrap();
     for id in &jobs {
         let scheduled: Vec<_> = stack.runs_of(id).await.iter().map(Run::scheduled_at).collect();
         assert!(scheduled.contains(&t("2030-01-01T12:05:00Z")), "job {id} was claimed: {scheduled:?}");
     }
-    let in_flight = stack.services.runs.in_flight(clock.now(), 8).await.unwrap();
-    assert_eq!(one_shard.watchdog.run().await.unwrap().inspected, in_flight.len());
+    let in_flight = stack.services.ports.runs.in_flight(clock.now(), 8).await.unwrap();
+    assert_eq!(one_shard.use_cases.watchdog.run().await.unwrap().inspected, in_flight.len());
 }
 
 /// A watchdog pass out of time stops between batches, and the next one resumes after the last
@@ -1199,8 +1204,12 @@ async fn a_watchdog_pass_out_of_time_resumes_where_it_stopped() {
         budget: std::time::Duration::ZERO,
         ..stack.config.watchdog.clone()
     };
-    let watchdog =
-        watchdog_of(&stack, stack.services.runs.clone(), stack.services.announcer.bus().clone(), settings);
+    let watchdog = watchdog_of(
+        &stack,
+        stack.services.ports.runs.clone(),
+        stack.services.use_cases.announcer.bus().clone(),
+        settings,
+    );
     clock.advance(Duration::minutes(3));
     let resent = |runs: Vec<Run>| runs.iter().filter(|r| r.resent_at.is_some()).count();
     let first = watchdog.run().await.unwrap();
@@ -1223,13 +1232,14 @@ async fn a_heartbeat_after_the_watchdogs_read_keeps_the_attempt() {
     let queued = stack.run(&stack.trigger(&id).await).await;
     let lease = clock.now() + Duration::seconds(30);
     let running = Run { state: RunState::Running, attempt: 1, lease_until: Some(lease), ..queued.clone() };
-    stack.services.runs.transition(&queued, &running).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &running).await.unwrap();
     clock.advance(Duration::minutes(2));
 
     let s = &stack.services;
-    let faulty = FaultyRuns { heartbeat_after_read: Some(clock.clone()), ..FaultyRuns::new(s.runs.clone()) };
+    let faulty =
+        FaultyRuns { heartbeat_after_read: Some(clock.clone()), ..FaultyRuns::new(s.ports.runs.clone()) };
     let runs: Arc<dyn RunStore> = Arc::new(faulty);
-    let watchdog = watchdog_of(&stack, runs, s.announcer.bus().clone(), s.config.watchdog.clone());
+    let watchdog = watchdog_of(&stack, runs, s.use_cases.announcer.bus().clone(), s.config.watchdog.clone());
     let report = watchdog.run().await.unwrap();
     assert_eq!((report.lost, report.dispatched), (0, 0));
     let after = stack.run(&queued.id()).await;
@@ -1259,13 +1269,13 @@ async fn an_instant_that_can_never_be_claimed_is_passed_not_held() {
         .await
         .unwrap();
     clock.set(t("2030-01-01T12:04:30Z"));
-    let first = stack.services.tick.run().await.unwrap();
+    let first = stack.services.use_cases.tick.run().await.unwrap();
     assert_eq!(first.claims.unclaimable, 1, "{first:?}");
     assert!(sundial_tests::logs().contains("a retry cannot help"));
     clock.set(t("2030-01-01T12:08:00Z"));
-    let report = stack.services.tick.run().await.unwrap();
+    let report = stack.services.use_cases.tick.run().await.unwrap();
     assert_eq!(report.watermark, Some(t("2030-01-01T12:07:00Z")));
-    let job = stack.services.job_store.get(&job_id(&id)).await.unwrap().unwrap();
+    let job = stack.services.ports.jobs.get(&job_id(&id)).await.unwrap().unwrap();
     assert_eq!(job.next_run_at, Some(t("2030-01-02T12:05:00Z")), "the job goes on");
 }
 
@@ -1308,7 +1318,8 @@ async fn a_run_or_job_that_does_not_decode_fails_no_listing() {
     let mut ids = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let page = stack.services.job_store.list_all(100, cursor.as_deref()).await.expect("the scan goes on");
+        let page =
+            stack.services.ports.jobs.list_all(100, cursor.as_deref()).await.expect("the scan goes on");
         ids.extend(page.items.into_iter().map(|job| job.id.to_string()));
         match page.next {
             Some(next) => cursor = Some(next),
@@ -1333,8 +1344,8 @@ async fn one_hanging_target_holds_one_slot_not_the_poller() {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let s = &stack.services;
     let poller = tokio::spawn(sundial_app::worker::poll::consume(
-        s.worker.clone(),
-        s.queue.clone(),
+        s.use_cases.worker.clone(),
+        s.ports.queue.clone(),
         s.inbox.clone(),
         "w".into(),
         4,
@@ -1378,7 +1389,7 @@ fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_app::worker::W
     use sundial_domain::ports::targets::Caller;
     let s = &stack.services;
     let caller: Arc<dyn Caller> = Arc::new(Targets::new(stack.targets.clone(), s.config.targets.clone()));
-    let recorder = Recorder::new(runs.clone(), s.announcer.clone(), s.ports.timer.clone());
+    let recorder = Recorder::new(runs.clone(), s.use_cases.announcer.clone(), s.ports.timer.clone());
     let settings = sundial_app::worker::WorkerSettings {
         heartbeat_window: s.config.heartbeat_window,
         ..Default::default()
@@ -1393,7 +1404,7 @@ async fn start_made_despite(fault: Fault) {
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let id = yearly_job(&stack, "j", &target.url).await;
     let queued = stack.run(&stack.trigger(&id).await).await;
-    let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
+    let faulty = Arc::new(FaultyRuns::new(stack.services.ports.runs.clone()));
     faulty.arm(fault);
     worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
     assert_eq!(target.hits().len(), 1);
@@ -1421,7 +1432,7 @@ async fn an_attempt_whose_start_write_the_sdk_retried_is_still_made() {
 #[tokio::test]
 async fn an_attempts_end_survives_a_brief_storage_outage() {
     let stack = Stack::new().await;
-    let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
+    let faulty = Arc::new(FaultyRuns::new(stack.services.ports.runs.clone()));
     let arm = faulty.clone();
     // The target arms the fault while it is being called: it hits the end write.
     let target = TargetServer::start(move |_| {
@@ -1447,10 +1458,10 @@ async fn a_run_whose_claimer_died_before_sending_is_sent_by_the_next_claimer() {
         .create_job(ALICE, &http_job("j", "http://127.0.0.1:9/", json!({"cron": "0 12 * * *"})))
         .await;
     clock.set(t("2030-01-01T11:59:50Z"));
-    let died = services_without_queue(&stack, clock.clone()).await.tick.run().await.unwrap();
+    let died = services_without_queue(&stack, clock.clone()).await.use_cases.tick.run().await.unwrap();
     assert_eq!((died.claims.claimed, died.claims.dispatched), (1, 0));
     clock.advance(Duration::seconds(5));
-    let next = stack.services.tick.run().await.unwrap();
+    let next = stack.services.use_cases.tick.run().await.unwrap();
     assert_eq!((next.claims.resent, next.claims.dispatched), (1, 1), "{next:?}");
     assert_eq!(stack.queue_depth().await, 1);
     assert_eq!(stack.runs_of(&id).await.len(), 1);
@@ -1479,7 +1490,7 @@ async fn a_run_that_does_not_decode_never_stalls_the_watchdog() {
         .await
         .unwrap();
     clock.advance(Duration::minutes(3));
-    let report = stack.services.watchdog.run().await.unwrap();
+    let report = stack.services.use_cases.watchdog.run().await.unwrap();
     assert_eq!((report.inspected, report.dispatched), (1, 1), "{report:?}");
     assert!(stack.run(&good).await.resent_at.is_some(), "the good run was re-sent");
     assert!(sundial_tests::logs().contains("does not decode"));
@@ -1492,7 +1503,7 @@ async fn a_run_that_does_not_decode_never_stalls_the_watchdog() {
 async fn jobs_written_into_new_shards_while_old_ticks_ran_are_claimed_after_the_count_grows() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
     let stack = Stack::at(&clock, &[("SUNDIAL_DUE_SHARDS", "1")]).await;
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
     let mut config = stack.config.clone();
     (config.due_shards, config.tick.shards, config.watchdog.shards) = (8, 8, 8);
     let eight = Services::new(config, &Clients::new(&aws_sdk_config().await, Ledger::new()), clock.clone());
@@ -1509,11 +1520,11 @@ async fn jobs_written_into_new_shards_while_old_ticks_ran_are_claimed_after_the_
     }
     for minute in ["11:53", "11:54", "11:55", "11:56"] {
         clock.set(t(&format!("2030-01-01T{minute}:00Z")));
-        stack.services.tick.run().await.unwrap();
+        stack.services.use_cases.tick.run().await.unwrap();
     }
-    eight.watchdog.run().await.unwrap();
+    eight.use_cases.watchdog.run().await.unwrap();
     clock.set(t("2030-01-01T11:57:00Z"));
-    eight.tick.run().await.unwrap();
+    eight.use_cases.tick.run().await.unwrap();
     for id in &jobs {
         let scheduled: Vec<_> = stack.runs_of(id).await.iter().map(Run::scheduled_at).collect();
         assert_eq!(scheduled, [t("2030-01-01T11:52:00Z")], "job {id}");
@@ -1530,11 +1541,11 @@ async fn a_heartbeat_after_the_workers_read_keeps_the_attempt() {
     let queued = stack.run(&stack.trigger(&id).await).await;
     let lease = clock.now() + Duration::seconds(30);
     let running = Run { state: RunState::Running, attempt: 1, lease_until: Some(lease), ..queued.clone() };
-    stack.services.runs.transition(&queued, &running).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &running).await.unwrap();
     clock.advance(Duration::minutes(2));
     let faulty = FaultyRuns {
         heartbeat_after_read: Some(clock.clone()),
-        ..FaultyRuns::new(stack.services.runs.clone())
+        ..FaultyRuns::new(stack.services.ports.runs.clone())
     };
     worker_over(&stack, Arc::new(faulty)).handle(&message(&queued, 1), "w").await;
     let after = stack.run(&queued.id()).await;
@@ -1550,7 +1561,7 @@ async fn an_ambiguous_start_cancelled_before_the_read_back_is_not_made() {
     let id = yearly_job(&stack, "j", &target.url).await;
     let run_id = stack.trigger(&id).await;
     let queued = stack.run(&run_id).await;
-    let faulty = Arc::new(FaultyRuns::new(stack.services.runs.clone()));
+    let faulty = Arc::new(FaultyRuns::new(stack.services.ports.runs.clone()));
     faulty.arm(Fault::TransitionAppliedThenCancelledThenFails);
     worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
     assert!(target.hits().is_empty(), "a cancelled run's target is not called");

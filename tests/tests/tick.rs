@@ -156,7 +156,7 @@ async fn the_tick_reads_the_jobs_the_index_names_from_the_table() {
         .unwrap();
     assert!(stack.due_index_ids().await.contains(&gone), "the index still names it");
     clock.set(at - Duration::seconds(30));
-    let report = stack.services.tick.run().await.unwrap();
+    let report = stack.services.use_cases.tick.run().await.unwrap();
     assert_eq!(report.claims.claimed, 100, "{report:?}");
     let runs = all_runs(&stack).await;
     assert_eq!(runs.len(), 100);
@@ -193,7 +193,7 @@ async fn racing_ticks_claim_each_instant_once() {
     import_many(&stack, 500, due).await;
     clock.set(t("2030-01-01T12:00:00Z"));
 
-    let tick = &stack.services.tick;
+    let tick = &stack.services.use_cases.tick;
     let (a, b, c) = tokio::join!(tick.run(), tick.run(), tick.run());
     let reports = [a.unwrap(), b.unwrap(), c.unwrap()];
     let claimed: usize = reports.iter().map(|r| r.claims.claimed).sum();
@@ -235,7 +235,7 @@ async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
     assert_eq!(stack.due_index_ids().await.len(), 20, "not advanced: the jobs are still due");
 
     clock.set(t("2030-01-01T12:01:00Z"));
-    let healed = stack.services.tick.run().await.unwrap();
+    let healed = stack.services.use_cases.tick.run().await.unwrap();
     assert_eq!(healed.claims.duplicates, 20);
     assert_eq!(healed.claims.resent, 20);
     assert_eq!(healed.claims.dispatched, 20);
@@ -247,7 +247,7 @@ async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
         let runs = stack.runs_of(&id).await;
         assert_eq!(instants(&runs), ["2030-01-01T12:00:30Z"]);
     }
-    let later = stack.services.tick.run().await.unwrap();
+    let later = stack.services.use_cases.tick.run().await.unwrap();
     assert_eq!(later.claims.dispatched, 0);
     assert_eq!(stack.queue_depth().await, 20);
 }
@@ -261,7 +261,7 @@ async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
     let deleted = stack.api.create_job(ALICE, &http_job("deleted", json!({"cron": "0 * * * *"}))).await;
     let read = |id: &str| {
         let id = sundial_domain::job::JobId::parse(id).unwrap();
-        let store = stack.services.job_store.clone();
+        let store = stack.services.ports.jobs.clone();
         async move { store.get(&id).await.unwrap().unwrap() }
     };
     let (stale_paused, stale_deleted) = (read(&paused).await, read(&deleted).await);
@@ -273,7 +273,8 @@ async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
     assert_eq!(stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NO_CONTENT);
 
     clock.set(t("2030-01-01T12:00:00Z"));
-    let report = stack.services.claimer.claim(vec![stale_paused, stale_deleted], None, clock.now()).await;
+    let report =
+        stack.services.use_cases.claimer.claim(vec![stale_paused, stale_deleted], None, clock.now()).await;
     assert_eq!(report.advance_conflicts, 2, "{report:?}");
     assert_eq!(report.advanced, 0);
 
@@ -308,10 +309,10 @@ async fn catchup_policies_after_downtime() {
     // Ticks run normally until 12:00, then nothing until 12:06.
     for minute in ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z"] {
         clock.set(t(minute));
-        stack.services.tick.run().await.unwrap();
+        stack.services.use_cases.tick.run().await.unwrap();
     }
     clock.set(t("2030-01-01T12:06:00Z"));
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
 
     // 11:58 was due at creation and claimed by the API; 12:01 by the 12:00 tick's lookahead.
     let before_outage =
@@ -340,7 +341,7 @@ async fn simulate_dst(from: &str, to: &str) -> Vec<Vec<String>> {
     let mut now = start - Duration::minutes(4);
     while now < t(to) {
         clock.set(now);
-        stack.services.tick.run().await.unwrap();
+        stack.services.use_cases.tick.run().await.unwrap();
         now += Duration::minutes(1);
     }
     let mut out = Vec::new();
@@ -399,7 +400,7 @@ async fn concurrency_forbid_and_replace_are_decided_at_the_start() {
         force_running(&stack, &runs[0]).await;
     }
     clock.set(t("2030-01-01T12:01:30Z"));
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
     for id in &ids {
         let runs = stack.runs_of(id).await;
         assert_eq!(runs[1].scheduled_at(), t("2030-01-01T12:02:00Z"));
@@ -411,7 +412,7 @@ async fn concurrency_forbid_and_replace_are_decided_at_the_start() {
     for id in &ids {
         let next = &stack.runs_of(id).await[1];
         let body = json!({"job_id": id, "run_key": next.key.encode(), "attempt": 1}).to_string();
-        stack.services.worker.handle(&body, "w").await;
+        stack.services.use_cases.worker.handle(&body, "w").await;
     }
     let forbid = stack.runs_of(&ids[0]).await;
     assert_eq!(forbid[0].state, RunState::Running);
@@ -515,7 +516,7 @@ async fn pause_resume_and_end_at() {
 
     for minute in 0..6 {
         clock.set(t("2030-01-01T11:59:00Z") + Duration::minutes(minute));
-        stack.services.tick.run().await.unwrap();
+        stack.services.use_cases.tick.run().await.unwrap();
     }
     assert_eq!(stack.runs_of(&paused).await.len(), paused_runs, "paused: nothing claimed");
     assert_eq!(
@@ -530,7 +531,7 @@ async fn pause_resume_and_end_at() {
     let resumed = stack.api.post(ALICE, &format!("/v1/jobs/{paused}/resume"), &json!({})).await;
     assert_eq!(resumed.body["next_run_at"], "2030-01-01T12:06:00Z", "{}", resumed.body);
     clock.set(t("2030-01-01T12:05:00Z"));
-    stack.services.tick.run().await.unwrap();
+    stack.services.use_cases.tick.run().await.unwrap();
     let after = instants(&stack.runs_of(&paused).await);
     assert_eq!(
         after[paused_runs..],
@@ -554,7 +555,7 @@ async fn a_burst_is_continued_by_the_next_invocation() {
         ..s.config.tick.clone()
     };
     let ports = Ports { clock: clock.clone(), ..s.ports.clone() };
-    let tick = Tick::new(&ports, s.claimer.clone(), settings);
+    let tick = Tick::new(&ports, s.use_cases.claimer.clone(), settings);
     let mut invocations = 0;
     let mut claimed = 0;
     loop {

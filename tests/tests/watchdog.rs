@@ -35,7 +35,7 @@ fn job(name: &str, url: &str, extra: Value) -> Value {
 }
 
 async fn watchdog(stack: &Stack) -> WatchdogReport {
-    stack.services.watchdog.run().await.unwrap()
+    stack.services.use_cases.watchdog.run().await.unwrap()
 }
 
 /// Receives `count` messages of the runs queue (waiting up to 20 s for delayed ones) and hands
@@ -46,7 +46,7 @@ async fn work(stack: &Stack, count: usize, worker: &str) -> Vec<u64> {
     while attempts.len() < count && std::time::Instant::now() < deadline {
         for body in stack.drain_queue().await {
             attempts.push(body["attempt"].as_u64().unwrap());
-            stack.services.worker.handle(&body.to_string(), worker).await;
+            stack.services.use_cases.worker.handle(&body.to_string(), worker).await;
         }
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
@@ -109,11 +109,11 @@ async fn sla_missed_is_told_once() {
     let read_by_worker = stack.run(&raced_run).await;
     clock.advance(Duration::seconds(61));
     assert_eq!(watchdog(&stack).await.sla_missed, 1);
-    let job = stack.services.job_store.get(&read_by_worker.job_id).await.unwrap().unwrap();
+    let job = stack.services.ports.jobs.get(&read_by_worker.job_id).await.unwrap().unwrap();
     let now = clock.now();
     let ending = sundial_domain::run::transition::Ending::new(Outcome::Succeeded);
     let finish = sundial_domain::run::transition::Step::Finish { ending, jitter: 0.5 };
-    let done = stack.services.recorder.apply(&job, &read_by_worker, &finish, now).await.unwrap();
+    let done = stack.services.use_cases.recorder.apply(&job, &read_by_worker, &finish, now).await.unwrap();
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.events.iter().filter(|e| e.kind == EventKind::SlaMissed).count(), 1);
 
@@ -203,7 +203,7 @@ async fn a_lost_worker_is_replaced() {
         updated_at: now,
         ..queued.clone()
     };
-    stack.services.runs.transition(&queued, &started).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &started).await.unwrap();
 
     clock.advance(Duration::seconds(59));
     assert_eq!(watchdog(&stack).await.lost, 0, "the lease still holds");
@@ -234,10 +234,10 @@ async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
         stack.trigger(&id).await;
     }
     // And one the API recorded and never sent.
-    let stored = stack.services.job_store.get(&JobId::parse(&id).unwrap()).await.unwrap().unwrap();
+    let stored = stack.services.ports.jobs.get(&JobId::parse(&id).unwrap()).await.unwrap().unwrap();
     let now = clock.now();
-    let orphan = stack.services.claimer.new_run(&stored, RunKey::manual(now), now, now);
-    stack.services.runs.insert(&orphan).await.unwrap();
+    let orphan = stack.services.use_cases.claimer.new_run(&stored, RunKey::manual(now), now, now);
+    stack.services.ports.runs.insert(&orphan).await.unwrap();
 
     clock.advance(Duration::seconds(119));
     assert_eq!(watchdog(&stack).await.dispatched, 0, "not before the grace period");
@@ -254,7 +254,7 @@ async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
     let orphan_key = orphan.key.encode();
     assert_eq!(messages.iter().filter(|m| m["run_key"] == orphan_key.as_str()).count(), 1);
     for message in &messages {
-        stack.services.worker.handle(&message.to_string(), "w").await;
+        stack.services.use_cases.worker.handle(&message.to_string(), "w").await;
     }
     assert_eq!(target.hits().len(), 21, "each run once, duplicates dropped");
 }
@@ -279,8 +279,8 @@ async fn an_event_left_unsent_is_published_once() {
         events: vec![RunEvent::new(EventKind::Failed, 0, now)],
         ..queued.clone()
     };
-    stack.services.runs.transition(&queued, &failed).await.unwrap();
-    let in_flight = stack.services.runs.in_flight(now + Duration::hours(1), 8).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &failed).await.unwrap();
+    let in_flight = stack.services.ports.runs.in_flight(now + Duration::hours(1), 8).await.unwrap();
     assert_eq!(in_flight.len(), 1, "an ended run stays in the index until its events are out");
 
     let grace = stack.config.watchdog.publish_grace;
@@ -293,7 +293,7 @@ async fn an_event_left_unsent_is_published_once() {
         assert_eq!(watchdog(&stack).await, WatchdogReport::default(), "nothing left to do");
     }
     assert!(stack.run(&run_id).await.events.iter().all(|e| e.sent));
-    assert!(stack.services.runs.in_flight(clock.now(), 8).await.unwrap().is_empty());
+    assert!(stack.services.ports.runs.in_flight(clock.now(), 8).await.unwrap().is_empty());
     let messages = stack.read_inbox(&inbox, 2, 5).await;
     assert_eq!(events_of(&messages), ["failed"]);
 }
@@ -305,7 +305,7 @@ async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:05Z")));
     let stack = Stack::at(&clock, &[("SUNDIAL_STALL_AFTER_MINUTES", "3")]).await;
     let inbox = stack.subscribe_inbox().await;
-    let tick = &stack.services.tick;
+    let tick = &stack.services.use_cases.tick;
     tick.run().await.unwrap();
     clock.set(t("2030-01-01T12:00:30Z"));
     assert_eq!(watchdog(&stack).await.alert, None);
@@ -317,7 +317,7 @@ async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
         alerts.extend(watchdog(&stack).await.alert);
     }
     assert_eq!(alerts, ["scheduler_stalled"]);
-    let health = stack.services.tick_state.get().await.unwrap();
+    let health = stack.services.ports.tick_state.get().await.unwrap();
     assert!(health.stalled_since.is_some() && health.unsent_alert.is_none());
 
     clock.set(t("2030-01-01T12:06:02Z"));

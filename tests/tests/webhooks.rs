@@ -49,7 +49,9 @@ async fn a_delivery_verifies_with_the_reference_verifier_and_a_replay_does_not()
     let run_id = stack.trigger(&id).await;
     let s = &stack.services;
     while target.hits().is_empty() {
-        poll_once(&s.worker, s.queue.as_ref(), s.inbox.as_ref(), "hook-test", 1).await.unwrap();
+        poll_once(&s.use_cases.worker, s.ports.queue.as_ref(), s.inbox.as_ref(), "hook-test", 1)
+            .await
+            .unwrap();
     }
     let hit = &target.hits()[0];
     let header = |name: &str| hit.headers[name].to_str().unwrap().to_string();

@@ -53,7 +53,7 @@ async fn fails_twice_then_succeeds() {
         )
         .await;
     let run_id = stack.trigger(&id).await;
-    let done = stack.drive(&stack.services.worker, &run_id, 60).await;
+    let done = stack.drive(&stack.services.use_cases.worker, &run_id, 60).await;
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.attempt, 3);
 
@@ -101,7 +101,7 @@ async fn always_failing_ends_failed_and_the_message_is_gone() {
         )
         .await;
     let run_id = stack.trigger(&id).await;
-    let done = stack.drive(&stack.services.worker, &run_id, 60).await;
+    let done = stack.drive(&stack.services.use_cases.worker, &run_id, 60).await;
     assert_eq!(done.state, RunState::Failed);
     assert_eq!(done.attempts.len(), 3);
     assert_eq!(target.hits().len(), 3);
@@ -118,7 +118,7 @@ async fn permanent_failures_are_not_retried() {
         .create_job(ALICE, &job("gone", &target.url, json!({"max_attempts": 5, "backoff_s": 1})))
         .await;
     let run_id = stack.trigger(&id).await;
-    let done = stack.drive(&stack.services.worker, &run_id, 30).await;
+    let done = stack.drive(&stack.services.use_cases.worker, &run_id, 30).await;
     assert_eq!(done.state, RunState::Failed);
     assert_eq!(target.hits().len(), 1);
 }
@@ -130,7 +130,7 @@ async fn duplicates_and_stale_messages_never_run_an_attempt_twice() {
     let stack = Stack::new().await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let id = stack.api.create_job(ALICE, &job("once", &target.url, json!({}))).await;
-    let w = &stack.services.worker;
+    let w = &stack.services.use_cases.worker;
     for round in 1..=5 {
         let run_id = stack.trigger(&id).await;
         let bodies = stack.drain_queue().await;
@@ -207,9 +207,15 @@ async fn malformed_messages_are_dead_lettered_and_redrive_works() {
         .send()
         .await
         .unwrap();
-    poll_once(&stack.services.worker, stack.services.queue.as_ref(), stack.services.inbox.as_ref(), "w", 1)
-        .await
-        .unwrap();
+    poll_once(
+        &stack.services.use_cases.worker,
+        stack.services.ports.queue.as_ref(),
+        stack.services.inbox.as_ref(),
+        "w",
+        1,
+    )
+    .await
+    .unwrap();
     assert_eq!(stack.queue_depth().await, 0);
     let dlq = stack
         .sqs
@@ -238,7 +244,8 @@ async fn malformed_messages_are_dead_lettered_and_redrive_works() {
     let id = stack.api.create_job(ALICE, &job("dead", &target.url, json!({}))).await;
     let run_id = stack.trigger(&id).await;
     let body = json!({"job_id": run_id.job_id.to_string(), "run_key": run_id.key.encode(), "attempt": 1});
-    let done = stack.services.worker.dead_lettered(&body.to_string(), "received 16 times").await.unwrap();
+    let done =
+        stack.services.use_cases.worker.dead_lettered(&body.to_string(), "received 16 times").await.unwrap();
     assert!(done.contains("FAILED"), "{done}");
     let failed = stack.run(&run_id).await;
     assert_eq!(failed.state, RunState::Failed);
@@ -262,7 +269,7 @@ async fn accepted_work_reports_back_with_heartbeats_and_completion() {
     let id = stack.api.create_job(ALICE, &doc).await;
     let run_id = stack.trigger(&id).await;
     let body = stack.drain_queue().await[0].to_string();
-    let disposition = stack.services.worker.handle(&body, "w").await;
+    let disposition = stack.services.use_cases.worker.handle(&body, "w").await;
     assert_eq!(disposition, Disposition::Delete);
     let token = target.hits()[0].headers[headers::CALLBACK_TOKEN].to_str().unwrap().to_string();
     assert_eq!(stack.run(&run_id).await.state, RunState::Running);
@@ -279,7 +286,7 @@ async fn accepted_work_reports_back_with_heartbeats_and_completion() {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         let beat = stack.api.call(callback("heartbeat", &token)).await;
         assert_eq!(beat.status, StatusCode::OK, "{}", beat.body);
-        let redelivered = stack.services.worker.handle(&body, "w").await;
+        let redelivered = stack.services.use_cases.worker.handle(&body, "w").await;
         assert_eq!(redelivered, Disposition::Delete, "a live lease is its worker's, not the message's");
     }
     assert_eq!(stack.run(&run_id).await.state, RunState::Running);
@@ -314,15 +321,15 @@ async fn accepted_work_without_heartbeats_is_lost() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let done = loop {
         poll_once(
-            &stack.services.worker,
-            stack.services.queue.as_ref(),
+            &stack.services.use_cases.worker,
+            stack.services.ports.queue.as_ref(),
             stack.services.inbox.as_ref(),
             "w",
             1,
         )
         .await
         .unwrap();
-        stack.services.watchdog.run().await.unwrap();
+        stack.services.use_cases.watchdog.run().await.unwrap();
         let current = stack.run(&run_id).await;
         if current.state.is_terminal() {
             break current;
@@ -345,7 +352,7 @@ async fn signatures_verify_and_the_secret_stays_secret() {
     let secret = created.body["signing_secret"].as_str().unwrap().to_string();
     let webhook_secret = created.body["webhook_secret"].as_str().unwrap().to_string();
     let run_id = stack.trigger(&id).await;
-    stack.drive(&stack.services.worker, &run_id, 30).await;
+    stack.drive(&stack.services.use_cases.worker, &run_id, 30).await;
     let hit = &target.hits()[0];
     assert_eq!(hit.headers[headers::SIGNATURE], sign(&secret, &hit.body).as_str());
 
@@ -366,7 +373,7 @@ async fn signatures_verify_and_the_secret_stays_secret() {
     let new_secret = rotated.body["signing_secret"].as_str().unwrap().to_string();
     assert_ne!(new_secret, secret);
     let second = stack.trigger(&id).await;
-    stack.drive(&stack.services.worker, &second, 30).await;
+    stack.drive(&stack.services.use_cases.worker, &second, 30).await;
     let hit = &target.hits()[1];
     assert_eq!(hit.headers[headers::SIGNATURE], sign(&new_secret, &hit.body).as_str());
 }
@@ -384,8 +391,8 @@ async fn paused_and_deleted_jobs_do_not_execute() {
     stack.api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await;
     stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await;
 
-    let skipped = stack.drive(&stack.services.worker, &paused_run, 30).await;
-    let cancelled = stack.drive(&stack.services.worker, &deleted_run, 30).await;
+    let skipped = stack.drive(&stack.services.use_cases.worker, &paused_run, 30).await;
+    let cancelled = stack.drive(&stack.services.use_cases.worker, &deleted_run, 30).await;
     assert_eq!(skipped.state, RunState::Skipped);
     assert_eq!(cancelled.state, RunState::Cancelled);
     assert!(target.hits().is_empty());
@@ -404,7 +411,7 @@ async fn run_history_cancel_and_rerun() {
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let id = stack.api.create_job(ALICE, &job("history", &target.url, json!({}))).await;
     let first = stack.trigger(&id).await;
-    stack.drive(&stack.services.worker, &first, 30).await;
+    stack.drive(&stack.services.use_cases.worker, &first, 30).await;
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let second = stack.trigger(&id).await;
 
@@ -425,7 +432,7 @@ async fn run_history_cancel_and_rerun() {
     let twice = stack.api.post(ALICE, &format!("/v1/runs/{second}/cancel"), &json!({})).await;
     assert_eq!(twice.status, StatusCode::CONFLICT);
     // The cancelled run's message is dropped without calling the target.
-    stack.drive(&stack.services.worker, &second, 10).await;
+    stack.drive(&stack.services.use_cases.worker, &second, 10).await;
     assert_eq!(target.hits().len(), 1);
 
     let rerun = stack.api.post(ALICE, &format!("/v1/runs/{first}/rerun"), &json!({})).await;
@@ -460,7 +467,7 @@ async fn events_are_published_once_with_their_attributes() {
 
     let runs = [stack.trigger(&a).await, stack.trigger(&b).await, stack.trigger(&c).await];
     for id in &runs {
-        stack.drive(&stack.services.worker, id, 60).await;
+        stack.drive(&stack.services.use_cases.worker, id, 60).await;
     }
     let messages = stack.read_inbox(&inbox, 5, 20).await;
     let mut seen: Vec<(String, String)> = messages

@@ -55,7 +55,7 @@ fn calls(target: &TargetServer) -> Vec<(String, String)> {
 async fn until_ended(stack: &Stack, worker: &sundial_app::worker::Worker, job: &str, instant: DateTime<Utc>) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let (queue, inbox) = (stack.services.queue.as_ref(), stack.services.inbox.as_ref());
+        let (queue, inbox) = (stack.services.ports.queue.as_ref(), stack.services.inbox.as_ref());
         poll_once(worker, queue, inbox, "test-worker", 1).await.unwrap();
         let runs = stack.runs_of(job).await;
         if runs.iter().any(|r| r.scheduled_at() == instant && r.state.is_terminal()) {
@@ -87,12 +87,12 @@ async fn a_diamond_runs_in_order_on_its_schedule_and_by_a_trigger() {
     let stack = Stack::at(&clock, &[]).await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let ids = diamond(&stack, &target.url).await;
-    let worker = &stack.services.worker;
+    let worker = &stack.services.use_cases.worker;
 
     for hour in ["12", "13"] {
         let instant = t(&format!("2030-01-01T{hour}:00:00Z"));
         clock.set(instant);
-        stack.services.tick.run().await.unwrap();
+        stack.services.use_cases.tick.run().await.unwrap();
         until_ended(&stack, worker, &ids[3], instant).await;
         assert_order(&calls(&target), &ids, &format!("2030-01-01T{hour}:00:00"));
     }

@@ -37,7 +37,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware;
 use axum::routing::{get, post};
-pub use state::AppState;
+pub use state::{ApiSettings, AppState};
 
 /// The whole API.
 pub fn router(state: AppState) -> Router {

@@ -5,8 +5,10 @@ use std::sync::Arc;
 use sundial_app::groups::Groups;
 use sundial_app::jobs::Jobs;
 use sundial_app::meter::Meter;
+use sundial_app::ports::Ports;
 use sundial_app::run_control::RunControl;
-use sundial_domain::auth::ApiKeys;
+use sundial_app::use_cases::UseCases;
+use sundial_domain::auth::{ApiKeys, Operators};
 use sundial_domain::clock::Clock;
 use sundial_domain::ports::store::IdempotencyStore;
 use sundial_domain::run::Run;
@@ -29,23 +31,53 @@ pub struct AppState {
     pub logs: LogLocation,
     pub forecasts: sundial_app::forecast::Forecasts,
     /// Owners whose keys may read the whole stack's forecast.
-    pub operators: Arc<sundial_domain::auth::Operators>,
+    pub operators: Arc<Operators>,
+}
+
+/// What the API is configured with, besides the use cases it calls.
+#[derive(Debug, Clone)]
+pub struct ApiSettings {
+    pub api_keys: ApiKeys,
+    /// Owners whose keys may read the whole stack's forecast.
+    pub operators: Operators,
+    /// The largest payload a job may carry (a request body may be [`BODY_OVERHEAD`] larger).
+    pub max_payload_bytes: usize,
+    pub logs: LogLocation,
 }
 
 impl AppState {
+    /// The API of a deployed process.
     pub fn new(services: &Services) -> Self {
+        let config = &services.config;
+        let settings = ApiSettings {
+            api_keys: config.api_keys.clone(),
+            operators: config.operators.clone(),
+            max_payload_bytes: config.limits.max_payload_bytes,
+            logs: config.logs.clone(),
+        };
+        AppState::over(&services.ports, &services.use_cases, services.idempotency.clone(), settings)
+    }
+
+    /// The API over the use cases of any ports: the deployed ones, or the in-memory ones of the
+    /// tests.
+    pub fn over(
+        ports: &Ports,
+        use_cases: &UseCases,
+        idempotency: Arc<dyn IdempotencyStore>,
+        settings: ApiSettings,
+    ) -> Self {
         AppState {
-            jobs: services.jobs.clone(),
-            groups: services.groups.clone(),
-            run_control: services.run_control.clone(),
-            idempotency: services.idempotency.clone(),
-            api_keys: Arc::new(services.config.api_keys.clone()),
-            clock: services.clock.clone(),
-            body_limit: services.config.limits.max_payload_bytes + BODY_OVERHEAD,
-            meter: services.meter.clone(),
-            logs: services.config.logs.clone(),
-            forecasts: services.forecasts.clone(),
-            operators: Arc::new(services.config.operators.clone()),
+            jobs: use_cases.jobs.clone(),
+            groups: use_cases.groups.clone(),
+            run_control: use_cases.run_control.clone(),
+            idempotency,
+            api_keys: Arc::new(settings.api_keys),
+            clock: ports.clock.clone(),
+            body_limit: settings.max_payload_bytes + BODY_OVERHEAD,
+            meter: ports.meter.clone(),
+            logs: settings.logs,
+            forecasts: use_cases.forecasts.clone(),
+            operators: Arc::new(settings.operators),
         }
     }
 

@@ -10,7 +10,7 @@ use sundial_shared::services::Services;
 async fn main() -> Result<(), Error> {
     sundial_shared::telemetry::init();
     let services = Services::from_env().await?;
-    let tick = &services.tick;
+    let tick = &services.use_cases.tick;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
         sundial_tick::handle(tick, event).await
     }))

@@ -10,7 +10,7 @@ use sundial_shared::services::Services;
 async fn main() -> Result<(), Error> {
     sundial_shared::telemetry::init();
     let services = Services::from_env().await?;
-    let watchdog = &services.watchdog;
+    let watchdog = &services.use_cases.watchdog;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
         sundial_watchdog::handle(watchdog, event).await
     }))

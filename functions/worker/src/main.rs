@@ -10,7 +10,8 @@ use sundial_shared::services::Services;
 async fn main() -> Result<(), Error> {
     sundial_shared::telemetry::init();
     let services = Services::from_env().await?;
-    let (worker, queue, inbox) = (&services.worker, services.queue.as_ref(), services.inbox.as_ref());
+    let (worker, queue, inbox) =
+        (&services.use_cases.worker, services.ports.queue.as_ref(), services.inbox.as_ref());
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| async move {
         sundial_worker::handle(worker, queue, inbox, event).await
     }))

@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-mod support;
-
 use serde_json::json;
 use std::sync::Arc;
 use sundial_app::groups::GroupsError;
@@ -21,7 +19,7 @@ use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::{Outcome, RunId, RunState};
 use sundial_domain::waiting::Wait;
-use support::{Hanging, OWNER, Settings, World, job};
+use sundial_testkit::world::{Hanging, OWNER, Settings, World, job};
 
 const START: &str = "2030-01-01T12:00:00Z";
 
@@ -251,7 +249,7 @@ async fn a_throttled_admission_waits_without_spending_a_receive() {
         sundial_app::worker::WorkerSettings::default(),
     );
     let message = world.queue.receive(1, 0).await.unwrap().remove(0);
-    let disposition = worker.handle(&message.body, support::WORKER).await;
+    let disposition = worker.handle(&message.body, sundial_testkit::world::WORKER).await;
     assert!(matches!(disposition, Disposition::Replace(_)), "{disposition:?}");
     let run = world.run(&ids[0]).await;
     assert_eq!((run.state, run.attempt), (RunState::Queued, 0));

@@ -4,12 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-mod support;
-
 use chrono::Duration;
 use serde_json::json;
 use sundial_app::forecast::{Forecasts, Scope};
-use support::{OWNER, World, job, t};
+use sundial_testkit::world::{OWNER, World, job, t};
 
 #[tokio::test]
 async fn flexible_runs_start_where_the_forecast_counts_them() {

@@ -1,12 +1,10 @@
 //! Scenarios of the tick, the worker and the watchdog, over the ports in memory on a manual clock
-//! (`support::World`): the emulator suites' scenarios (`tests/tests/{tick,worker,watchdog}.rs`
+//! (`sundial_testkit::world::World`): the emulator suites' scenarios (`tests/tests/{tick,worker,watchdog}.rs`
 //! and some of `recovery.rs` in `sundial-tests`) without an emulator and without waiting. Time
 //! moves only when a scenario moves it; each asserts what users and operators see: run states,
 //! attempts, the calls targets received and the events published.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
-
-mod support;
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
@@ -27,7 +25,7 @@ use sundial_domain::ports::store::{GroupStore, StoreResult, TickStateStore};
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_memory::bus::Destination;
-use support::{Hanging, OWNER, Settings, WORKER, World, instants, job, t};
+use sundial_testkit::world::{Hanging, OWNER, Settings, WORKER, World, instants, job, t};
 
 const START: &str = "2030-01-01T12:00:00Z";
 

@@ -5,8 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-mod support;
-
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::json;
@@ -24,7 +22,7 @@ use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::{RunKey, RunState};
 use sundial_memory::bus::Destination;
 use sundial_memory::queue::MemoryQueue;
-use support::{OWNER, TARGET, World, job, t};
+use sundial_testkit::world::{OWNER, TARGET, World, job, t};
 
 /// Whether no run is left in the in-flight index.
 fn settled(world: &World) -> bool {

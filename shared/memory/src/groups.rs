@@ -27,6 +27,15 @@ impl MemoryGroupStore {
     pub fn new() -> Self {
         MemoryGroupStore::default()
     }
+
+    /// How many groups are stored, every owner's.
+    pub fn len(&self) -> usize {
+        lock(&self.groups).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[async_trait]

@@ -1,18 +1,16 @@
 //! The jobs API end to end against the emulator: lifecycle, pagination, merge patch with
 //! optimistic locking, pause/resume and the due index, delete, preview.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
-
+use crate::api::{ALICE, job};
+use crate::harness::Harness;
 use http::StatusCode;
 use serde_json::json;
-use sundial_tests::{ALICE, Stack, job};
 
 /// create → get → merge-patch → stale If-Match → pause (leaves the due index) → resume →
 /// delete: each step answers as documented and leaves the stored state it promises.
-#[tokio::test]
-async fn job_lifecycle() {
-    let stack = Stack::new().await;
-    let api = &stack.api;
+pub async fn job_lifecycle<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let api = deployment.api();
 
     let created = api
         .post(
@@ -41,7 +39,7 @@ async fn job_lifecycle() {
     assert!(!created.body.to_string().contains("t0ps3cret"), "secret leaked: {}", created.body);
     let next = created.body["next_run_at"].as_str().unwrap();
     assert!(next.ends_with(":30:00Z"), "02:30 New York is a :30 in UTC: {next}");
-    assert_eq!(stack.due_index_ids().await, vec![id.clone()]);
+    assert_eq!(deployment.due_job_ids().await, vec![id.clone()]);
 
     // The signing secret is shown once, at creation, with its Standard Webhooks form.
     let secret = created.body["signing_secret"].as_str().unwrap().to_string();
@@ -55,10 +53,10 @@ async fn job_lifecycle() {
     assert_eq!(got.body, without_secret);
 
     // A merge patch changes only what it names; secrets survive edits they do not touch.
-    let patched = stack
-        .api
+    let patched = deployment
+        .api()
         .call(
-            sundial_tests::Call::new(http::Method::PATCH, format!("/v1/jobs/{id}"))
+            crate::api::Call::new(http::Method::PATCH, format!("/v1/jobs/{id}"))
                 .key(ALICE)
                 .header("if-match", "\"1\"")
                 .json(&json!({"payload": {"report": "weekly"}, "sla_s": null, "retry": {"backoff_s": 30}})),
@@ -71,18 +69,15 @@ async fn job_lifecycle() {
     assert_eq!(patched.body["retry"]["max_attempts"], 5);
     assert_eq!(patched.body["retry"]["backoff_s"], 30);
     assert_eq!(patched.body["next_run_at"], created.body["next_run_at"], "schedule untouched");
-    let items = stack.jobs_table_items().await;
-    assert!(
-        items.iter().any(|i| {
-            i.get("document").and_then(|d| d.as_s().ok()).is_some_and(|d| d.contains("t0ps3cret"))
-        })
-    );
+    let stored = deployment.stored_job(&id).await.unwrap();
+    let document = serde_json::to_string(&stored.document).unwrap();
+    assert!(document.contains("t0ps3cret"), "the secret is kept for the target: {document}");
 
     // A stale If-Match is refused and changes nothing.
-    let stale = stack
-        .api
+    let stale = deployment
+        .api()
         .call(
-            sundial_tests::Call::new(http::Method::PATCH, format!("/v1/jobs/{id}"))
+            crate::api::Call::new(http::Method::PATCH, format!("/v1/jobs/{id}"))
                 .key(ALICE)
                 .header("if-match", "\"1\"")
                 .json(&json!({"payload": {"report": "never"}})),
@@ -101,7 +96,7 @@ async fn job_lifecycle() {
     assert_eq!(paused.body["paused"], true);
     assert_eq!(paused.body["next_run_at"], json!(null));
     assert_eq!(paused.body["version"], 3);
-    assert!(stack.due_index_ids().await.is_empty());
+    assert!(deployment.due_job_ids().await.is_empty());
 
     // Preview works while paused, in UTC and in the job's zone.
     let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=3")).await;
@@ -120,25 +115,24 @@ async fn job_lifecycle() {
     assert_eq!(resumed.status, StatusCode::OK);
     assert_eq!(resumed.body["paused"], false);
     assert!(resumed.body["next_run_at"].is_string());
-    assert_eq!(stack.due_index_ids().await, vec![id.clone()]);
+    assert_eq!(deployment.due_job_ids().await, vec![id.clone()]);
 
     // Delete: gone, name free again, history (runs) untouched by design.
     let deleted = api.delete(ALICE, &format!("/v1/jobs/{id}")).await;
     assert_eq!(deleted.status, StatusCode::NO_CONTENT);
     assert_eq!(api.get(ALICE, &format!("/v1/jobs/{id}")).await.status, StatusCode::NOT_FOUND);
-    assert!(stack.due_index_ids().await.is_empty());
+    assert!(deployment.due_job_ids().await.is_empty());
     api.create_job(ALICE, &job("nightly-report")).await;
 }
 
 /// Listing pages through every job exactly once, in name order, with `next` null at the end.
-#[tokio::test]
-async fn list_paginates() {
-    let stack = Stack::new().await;
+pub async fn list_paginates<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
     let mut names: Vec<String> = (0..7).map(|i| format!("job-{i:02}")).collect();
     for name in &names {
-        stack.api.create_job(ALICE, &job(name)).await;
+        deployment.api().create_job(ALICE, &job(name)).await;
     }
-    stack.api.create_job(sundial_tests::BOB, &job("bobs-job")).await;
+    deployment.api().create_job(crate::api::BOB, &job("bobs-job")).await;
 
     let mut seen = Vec::new();
     let mut next: Option<String> = None;
@@ -148,7 +142,7 @@ async fn list_paginates() {
             Some(token) => format!("/v1/jobs?limit=3&next={token}"),
             None => "/v1/jobs?limit=3".to_string(),
         };
-        let page = stack.api.get(ALICE, &path).await;
+        let page = deployment.api().get(ALICE, &path).await;
         assert_eq!(page.status, StatusCode::OK, "{}", page.body);
         let jobs = page.body["jobs"].as_array().unwrap();
         assert!(jobs.len() <= 3);
@@ -163,60 +157,57 @@ async fn list_paginates() {
     assert_eq!(seen, names);
     assert_eq!(pages, 3);
 
-    let bad = stack.api.get(ALICE, "/v1/jobs?next=garbage").await;
+    let bad = deployment.api().get(ALICE, "/v1/jobs?next=garbage").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad.error_field(), "next");
-    let bad = stack.api.get(ALICE, "/v1/jobs?limit=0").await;
+    let bad = deployment.api().get(ALICE, "/v1/jobs?limit=0").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad.error_field(), "limit");
 }
 
 /// Names are unique per owner, not globally; renaming frees the old name.
-#[tokio::test]
-async fn names_are_unique_per_owner() {
-    let stack = Stack::new().await;
-    let id = stack.api.create_job(ALICE, &job("shared-name")).await;
-    let dup = stack.api.post(ALICE, "/v1/jobs", &job("shared-name")).await;
+pub async fn names_are_unique_per_owner<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let id = deployment.api().create_job(ALICE, &job("shared-name")).await;
+    let dup = deployment.api().post(ALICE, "/v1/jobs", &job("shared-name")).await;
     assert_eq!(dup.status, StatusCode::CONFLICT);
     assert_eq!(dup.error_field(), "name");
-    stack.api.create_job(sundial_tests::BOB, &job("shared-name")).await;
+    deployment.api().create_job(crate::api::BOB, &job("shared-name")).await;
 
-    let other = stack.api.create_job(ALICE, &job("other")).await;
-    let clash = stack.api.patch(ALICE, &format!("/v1/jobs/{other}"), &json!({"name": "shared-name"})).await;
+    let other = deployment.api().create_job(ALICE, &job("other")).await;
+    let clash =
+        deployment.api().patch(ALICE, &format!("/v1/jobs/{other}"), &json!({"name": "shared-name"})).await;
     assert_eq!(clash.status, StatusCode::CONFLICT, "{}", clash.body);
-    let renamed = stack.api.patch(ALICE, &format!("/v1/jobs/{id}"), &json!({"name": "renamed"})).await;
+    let renamed = deployment.api().patch(ALICE, &format!("/v1/jobs/{id}"), &json!({"name": "renamed"})).await;
     assert_eq!(renamed.status, StatusCode::OK, "{}", renamed.body);
-    stack.api.create_job(ALICE, &job("shared-name")).await;
+    deployment.api().create_job(ALICE, &job("shared-name")).await;
 }
 
 /// The jobs-per-owner limit is exact and freed by deletes.
-#[tokio::test]
-async fn jobs_per_owner_limit() {
-    let stack = Stack::with(sundial_tests::Options {
-        vars: [("SUNDIAL_MAX_JOBS_PER_OWNER", "2".to_string())].into(),
-        ..Default::default()
-    })
-    .await;
-    let first = stack.api.create_job(ALICE, &job("a")).await;
-    stack.api.create_job(ALICE, &job("b")).await;
-    let third = stack.api.post(ALICE, "/v1/jobs", &job("c")).await;
+pub async fn jobs_per_owner_limit<H: Harness>() {
+    let deployment = H::deploy(&[("SUNDIAL_MAX_JOBS_PER_OWNER", "2")]).await;
+    let first = deployment.api().create_job(ALICE, &job("a")).await;
+    deployment.api().create_job(ALICE, &job("b")).await;
+    let third = deployment.api().post(ALICE, "/v1/jobs", &job("c")).await;
     assert_eq!(third.status, StatusCode::FORBIDDEN, "{}", third.body);
     assert_eq!(third.body["error"]["code"], "quota_exceeded");
-    stack.api.create_job(sundial_tests::BOB, &job("c")).await;
-    assert_eq!(stack.api.delete(ALICE, &format!("/v1/jobs/{first}")).await.status, StatusCode::NO_CONTENT);
-    stack.api.create_job(ALICE, &job("c")).await;
+    deployment.api().create_job(crate::api::BOB, &job("c")).await;
+    assert_eq!(
+        deployment.api().delete(ALICE, &format!("/v1/jobs/{first}")).await.status,
+        StatusCode::NO_CONTENT
+    );
+    deployment.api().create_job(ALICE, &job("c")).await;
 }
 
 /// Changing the schedule moves next_run_at; a job without a schedule is due at once; a paused
 /// job created paused stays out of the index.
-#[tokio::test]
-async fn next_run_follows_the_schedule() {
-    let stack = Stack::new().await;
-    let id = stack.api.create_job(ALICE, &job("moves")).await;
-    let before = stack.api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["next_run_at"].clone();
+pub async fn next_run_follows_the_schedule<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let id = deployment.api().create_job(ALICE, &job("moves")).await;
+    let before = deployment.api().get(ALICE, &format!("/v1/jobs/{id}")).await.body["next_run_at"].clone();
     let at = (chrono::Utc::now() + chrono::Duration::days(3)).format("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let moved = stack
-        .api
+    let moved = deployment
+        .api()
         .patch(ALICE, &format!("/v1/jobs/{id}"), &json!({"schedule": {"cron": null, "at": at}}))
         .await;
     assert_eq!(moved.status, StatusCode::OK, "{}", moved.body);
@@ -224,8 +215,8 @@ async fn next_run_follows_the_schedule() {
     assert_ne!(moved.body["next_run_at"], before);
 
     // A job without a schedule runs once, now: the API claims it at once and it leaves the index.
-    let now_job = stack
-        .api
+    let now_job = deployment
+        .api()
         .post(
             ALICE,
             "/v1/jobs",
@@ -235,13 +226,21 @@ async fn next_run_follows_the_schedule() {
     assert_eq!(now_job.status, StatusCode::CREATED);
     assert_eq!(now_job.body["next_run_at"], json!(null), "{}", now_job.body);
     let now_id = now_job.body["id"].as_str().unwrap();
-    let runs = stack.runs_of(now_id).await;
+    let runs = deployment.runs_of(now_id).await;
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].state, sundial_domain::run::RunState::Queued);
-    assert!(!stack.due_index_ids().await.contains(&now_id.to_string()));
+    assert!(!deployment.due_job_ids().await.contains(&now_id.to_string()));
 
     let mut paused = job("born-paused");
     paused["paused"] = json!(true);
-    let paused_id = stack.api.create_job(ALICE, &paused).await;
-    assert!(!stack.due_index_ids().await.contains(&paused_id));
+    let paused_id = deployment.api().create_job(ALICE, &paused).await;
+    assert!(!deployment.due_job_ids().await.contains(&paused_id));
+}
+
+/// One test per scenario of this module, over the harness `$harness`.
+#[macro_export]
+macro_rules! jobs_api_scenarios {
+    ($harness:ty) => {
+        $crate::instantiate!($harness => jobs_api { job_lifecycle, list_paginates, names_are_unique_per_owner, jobs_per_owner_limit, next_run_follows_the_schedule });
+    };
 }

@@ -1,10 +1,9 @@
 //! Bad input: every kind gets the right 4xx with the field named, and nothing is written.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
-
+use crate::api::{ALICE, Call, job};
+use crate::harness::Harness;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use sundial_tests::{ALICE, Call, Stack, job};
 
 fn with(mut base: Value, key: &str, value: Value) -> Value {
     base[key] = value;
@@ -176,26 +175,24 @@ fn cases() -> Vec<(&'static str, Value, StatusCode, &'static str)> {
 
 /// At least 20 kinds of bad input on create: each gets the right 4xx naming the field, and the
 /// jobs table stays empty.
-#[tokio::test]
-async fn bad_documents_are_rejected_with_the_field_and_nothing_is_written() {
-    let stack = Stack::new().await;
+pub async fn bad_documents_are_rejected_with_the_field_and_nothing_is_written<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
     let cases = cases();
     assert!(cases.len() >= 20);
     for (what, body, status, field) in cases {
-        let reply = stack.api.post(ALICE, "/v1/jobs", &body).await;
+        let reply = deployment.api().post(ALICE, "/v1/jobs", &body).await;
         assert_eq!(reply.status, status, "{what}: {}", reply.body);
         assert_eq!(reply.error_field(), field, "{what}: {}", reply.body);
         assert!(reply.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{what}");
         assert!(reply.body["error"]["code"].is_string(), "{what}");
     }
-    assert!(stack.jobs_table_items().await.is_empty(), "a rejected request wrote something");
+    assert!(deployment.stores_nothing().await, "a rejected request wrote something");
 }
 
 /// Bad groups: each gets a 4xx naming the field, and no group is written.
-#[tokio::test]
-async fn bad_groups_are_rejected_with_the_field() {
+pub async fn bad_groups_are_rejected_with_the_field<H: Harness>() {
     use StatusCode as S;
-    let stack = Stack::new().await;
+    let deployment = H::deploy(&[]).await;
     let cases = [
         ("limit zero", "etl", json!({"max_running": 0}), S::UNPROCESSABLE_ENTITY, "max_running"),
         ("limit too large", "etl", json!({"max_running": 1001}), S::UNPROCESSABLE_ENTITY, "max_running"),
@@ -207,45 +204,46 @@ async fn bad_groups_are_rejected_with_the_field() {
     ];
     for (what, name, body, status, field) in cases {
         let put = Call::new(Method::PUT, format!("/v1/groups/{name}")).key(ALICE).json(&body);
-        let reply = stack.api.call(put).await;
+        let reply = deployment.api().call(put).await;
         assert_eq!(reply.status, status, "{what}: {}", reply.body);
         assert_eq!(reply.error_field(), field, "{what}: {}", reply.body);
     }
-    assert!(stack.jobs_table_items().await.is_empty(), "a rejected group was written");
-    let missing = stack.api.get(ALICE, "/v1/groups/etl").await;
+    assert!(deployment.stores_nothing().await, "a rejected group was written");
+    let missing = deployment.api().get(ALICE, "/v1/groups/etl").await;
     assert_eq!(missing.status, S::NOT_FOUND);
 }
 
 /// Transport-level bad input: not JSON, wrong content type, body over the limit.
-#[tokio::test]
-async fn malformed_bodies_are_rejected() {
-    let stack = Stack::new().await;
-    let not_json = stack
-        .api
+pub async fn malformed_bodies_are_rejected<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let not_json = deployment
+        .api()
         .call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("application/json", "{name:"))
         .await;
     assert_eq!(not_json.status, StatusCode::BAD_REQUEST);
     assert_eq!(not_json.error_field(), "body");
 
-    let text = stack.api.call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("text/plain", "{}")).await;
+    let text =
+        deployment.api().call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("text/plain", "{}")).await;
     assert_eq!(text.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     assert_eq!(text.error_field(), "Content-Type");
 
     let huge = format!("{{\"name\": \"x\", \"payload\": \"{}\"}}", "x".repeat(200_000));
-    let too_big =
-        stack.api.call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("application/json", huge)).await;
+    let too_big = deployment
+        .api()
+        .call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("application/json", huge))
+        .await;
     assert_eq!(too_big.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", too_big.body);
     assert_eq!(too_big.error_field(), "body");
-    assert!(stack.jobs_table_items().await.is_empty());
+    assert!(deployment.stores_nothing().await);
 }
 
 /// A bad patch is refused and the job is unchanged (same version, same document).
-#[tokio::test]
-async fn bad_patches_change_nothing() {
-    let stack = Stack::new().await;
-    let id = stack.api.create_job(ALICE, &job("stable")).await;
+pub async fn bad_patches_change_nothing<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let id = deployment.api().create_job(ALICE, &job("stable")).await;
     let path = format!("/v1/jobs/{id}");
-    let before = stack.api.get(ALICE, &path).await.body;
+    let before = deployment.api().get(ALICE, &path).await.body;
     for (patch, status, field) in [
         (json!({"schedule": {"cron": "not cron"}}), StatusCode::UNPROCESSABLE_ENTITY, "schedule.cron"),
         (json!({"retry": {"max_attempts": 0}}), StatusCode::UNPROCESSABLE_ENTITY, "retry.max_attempts"),
@@ -253,12 +251,12 @@ async fn bad_patches_change_nothing() {
         (json!({"target": null}), StatusCode::BAD_REQUEST, "target"),
         (json!({"name": "no spaces allowed"}), StatusCode::UNPROCESSABLE_ENTITY, "name"),
     ] {
-        let reply = stack.api.patch(ALICE, &path, &patch).await;
+        let reply = deployment.api().patch(ALICE, &path, &patch).await;
         assert_eq!(reply.status, status, "{patch}: {}", reply.body);
         assert_eq!(reply.error_field(), field, "{patch}: {}", reply.body);
     }
-    let bad_if_match = stack
-        .api
+    let bad_if_match = deployment
+        .api()
         .call(
             Call::new(Method::PATCH, path.clone())
                 .key(ALICE)
@@ -268,29 +266,27 @@ async fn bad_patches_change_nothing() {
         .await;
     assert_eq!(bad_if_match.status, StatusCode::BAD_REQUEST);
     assert_eq!(bad_if_match.error_field(), "If-Match");
-    assert_eq!(stack.api.get(ALICE, &path).await.body, before);
+    assert_eq!(deployment.api().get(ALICE, &path).await.body, before);
 }
 
 /// Unknown or malformed ids and routes are 404 with a JSON body.
-#[tokio::test]
-async fn unknown_ids_are_not_found() {
-    let stack = Stack::new().await;
+pub async fn unknown_ids_are_not_found<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
     for path in ["/v1/jobs/not-a-ulid", "/v1/jobs/01JCZZZZZZZZZZZZZZZZZZZZZZ", "/v1/nothing-here"] {
-        let reply = stack.api.get(ALICE, path).await;
+        let reply = deployment.api().get(ALICE, path).await;
         assert_eq!(reply.status, StatusCode::NOT_FOUND, "{path}");
         assert_eq!(reply.body["error"]["code"], "not_found", "{path}");
     }
-    let preview = stack.api.create_job(ALICE, &job("p")).await;
-    let reply = stack.api.get(ALICE, &format!("/v1/jobs/{preview}/preview?count=501")).await;
+    let preview = deployment.api().create_job(ALICE, &job("p")).await;
+    let reply = deployment.api().get(ALICE, &format!("/v1/jobs/{preview}/preview?count=501")).await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST);
     assert_eq!(reply.error_field(), "count");
 }
 
 /// A forecast's window: malformed or out-of-range `from`, `to` and `scope` are 400 naming them;
 /// `scope=stack` from a key that is not an operator's is 403 naming `scope`.
-#[tokio::test]
-async fn bad_forecast_windows_name_the_field() {
-    let stack = Stack::new().await;
+pub async fn bad_forecast_windows_name_the_field<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
     for (query, status, field) in [
         ("from=yesterday", StatusCode::BAD_REQUEST, "from"),
         ("from=2026-03-01T00:00:00Z&to=2026-03-01", StatusCode::BAD_REQUEST, "to"),
@@ -300,7 +296,7 @@ async fn bad_forecast_windows_name_the_field() {
         ("scope=everyone", StatusCode::BAD_REQUEST, "scope"),
         ("scope=stack", StatusCode::FORBIDDEN, "scope"),
     ] {
-        let reply = stack.api.get(ALICE, &format!("/v1/forecast?{query}")).await;
+        let reply = deployment.api().get(ALICE, &format!("/v1/forecast?{query}")).await;
         assert_eq!(reply.status, status, "{query}: {}", reply.body);
         assert_eq!(reply.error_field(), field, "{query}");
     }
@@ -308,9 +304,8 @@ async fn bad_forecast_windows_name_the_field() {
 
 /// A key named twice is refused, at any depth, where a JSON parser that keeps the last value
 /// and a proxy that keeps the first would disagree about what was asked.
-#[tokio::test]
-async fn a_key_named_twice_is_refused() {
-    let stack = Stack::new().await;
+pub async fn a_key_named_twice_is_refused<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
     let url = "http://127.0.0.1:9/hook";
     for body in [
         format!(r#"{{"name": "one", "name": "two", "target": {{"type": "http", "url": "{url}"}}}}"#),
@@ -318,35 +313,36 @@ async fn a_key_named_twice_is_refused() {
             r#"{{"name": "one", "target": {{"type": "http", "url": "{url}", "url": "http://127.0.0.1:8/"}}}}"#
         ),
     ] {
-        let reply = stack
-            .api
+        let reply = deployment
+            .api()
             .call(Call::new(Method::POST, "/v1/jobs").key(ALICE).raw("application/json", body.clone()))
             .await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{body}: {}", reply.body);
         assert_eq!(reply.error_field(), "body");
         assert!(reply.body["error"]["message"].as_str().unwrap().contains("appears twice"), "{}", reply.body);
     }
-    let id = stack.api.create_job(ALICE, &job("kept")).await;
+    let id = deployment.api().create_job(ALICE, &job("kept")).await;
     let patch = r#"{"payload": 1, "payload": 2}"#;
-    let reply = stack
-        .api
+    let reply = deployment
+        .api()
         .call(Call::new(Method::PATCH, format!("/v1/jobs/{id}")).key(ALICE).raw("application/json", patch))
         .await;
     assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
-    assert_eq!(stack.api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["version"], 1);
-    let listed = stack.api.get(ALICE, "/v1/jobs").await.body;
+    assert_eq!(deployment.api().get(ALICE, &format!("/v1/jobs/{id}")).await.body["version"], 1);
+    let listed = deployment.api().get(ALICE, "/v1/jobs").await.body;
     assert_eq!(listed["jobs"].as_array().unwrap().len(), 1, "a refused create was stored: {listed}");
 }
 
 /// What the router refuses is JSON too: a method the route lacks (405 with `Allow`), a URI too
 /// long (414), too many or too large header fields (431).
-#[tokio::test]
-async fn the_routers_own_refusals_are_json() {
-    let stack = Stack::new().await;
-    let id = stack.api.create_job(ALICE, &job("routes")).await;
+pub async fn the_routers_own_refusals_are_json<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let id = deployment.api().create_job(ALICE, &job("routes")).await;
 
-    let reply =
-        stack.api.call(Call::new(Method::PUT, format!("/v1/jobs/{id}")).key(ALICE).json(&job("x"))).await;
+    let reply = deployment
+        .api()
+        .call(Call::new(Method::PUT, format!("/v1/jobs/{id}")).key(ALICE).json(&job("x")))
+        .await;
     assert_eq!(reply.status, StatusCode::METHOD_NOT_ALLOWED, "{}", reply.body);
     assert_eq!(reply.body["error"]["code"], "method_not_allowed");
     let allow = reply.headers["allow"].to_str().unwrap().to_string();
@@ -355,7 +351,7 @@ async fn the_routers_own_refusals_are_json() {
     }
 
     let long = format!("/v1/jobs?next={}", "a".repeat(9 * 1024));
-    let reply = stack.api.get(ALICE, &long).await;
+    let reply = deployment.api().get(ALICE, &long).await;
     assert_eq!(reply.status, StatusCode::URI_TOO_LONG, "{}", reply.body);
     assert_eq!(reply.body["error"]["code"], "uri_too_long");
 
@@ -364,98 +360,99 @@ async fn the_routers_own_refusals_are_json() {
     for name in &names {
         many = many.header(name, "v");
     }
-    let reply = stack.api.call(many).await;
+    let reply = deployment.api().call(many).await;
     assert_eq!(reply.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "{}", reply.body);
     assert_eq!(reply.body["error"]["code"], "headers_too_large");
     let large = Call::new(Method::GET, "/v1/jobs").key(ALICE).header("x-large", "v".repeat(11 * 1024));
-    let reply = stack.api.call(large).await;
+    let reply = deployment.api().call(large).await;
     assert_eq!(reply.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, "{}", reply.body);
 
-    assert_eq!(stack.api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["version"], 1);
+    assert_eq!(deployment.api().get(ALICE, &format!("/v1/jobs/{id}")).await.body["version"], 1);
 }
 
 /// Triggering (or re-running a run of) a paused job is a 409 naming the pause, not a run that
 /// is queued only to end SKIPPED; no run is written.
-#[tokio::test]
-async fn a_paused_job_cannot_be_triggered() {
-    let stack = Stack::new().await;
-    let id =
-        stack.api.create_job(ALICE, &with(job("resting"), "schedule", json!({"cron": "0 0 1 1 *"}))).await;
-    let first = stack.trigger(&id).await;
-    let paused = stack.api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await;
+pub async fn a_paused_job_cannot_be_triggered<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let id = deployment
+        .api()
+        .create_job(ALICE, &with(job("resting"), "schedule", json!({"cron": "0 0 1 1 *"})))
+        .await;
+    let first = deployment.trigger(&id).await;
+    let paused = deployment.api().post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await;
     assert_eq!(paused.status, StatusCode::OK);
 
-    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
+    let reply = deployment.api().post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
     assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.body);
     assert_eq!(reply.body["error"]["code"], "job_paused");
     assert_eq!(reply.error_field(), "paused");
-    let runs_before = stack.runs_of(&id).await.len();
+    let runs_before = deployment.runs_of(&id).await.len();
     assert_eq!(runs_before, 1);
 
-    stack.api.post(ALICE, &format!("/v1/runs/{first}/cancel"), &json!({})).await;
-    let rerun = stack.api.post(ALICE, &format!("/v1/runs/{first}/rerun"), &json!({})).await;
+    deployment.api().post(ALICE, &format!("/v1/runs/{first}/cancel"), &json!({})).await;
+    let rerun = deployment.api().post(ALICE, &format!("/v1/runs/{first}/rerun"), &json!({})).await;
     assert_eq!(rerun.status, StatusCode::CONFLICT, "{}", rerun.body);
     assert_eq!(rerun.body["error"]["code"], "job_paused");
-    assert_eq!(stack.runs_of(&id).await.len(), 1, "a refused trigger wrote a run");
+    assert_eq!(deployment.runs_of(&id).await.len(), 1, "a refused trigger wrote a run");
 
     let range = json!({"from": "2026-01-01T00:00:00Z", "to": "2026-03-01T00:00:00Z"});
-    let backfill = stack.api.post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
+    let backfill = deployment.api().post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
     assert_eq!(backfill.status, StatusCode::CONFLICT, "{}", backfill.body);
     assert_eq!(backfill.body["error"]["code"], "job_paused");
-    assert_eq!(stack.runs_of(&id).await.len(), 1, "a refused backfill wrote runs");
+    assert_eq!(deployment.runs_of(&id).await.len(), 1, "a refused backfill wrote runs");
 
-    stack.api.post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({})).await;
-    let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
+    deployment.api().post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({})).await;
+    let reply = deployment.api().post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({})).await;
     assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
 }
 
 /// A trigger retried with its `Idempotency-Key` after the job was paused (its first answer lost
 /// after the run was written) gets the run it wrote, not a 409; a new key gets the 409.
-#[tokio::test]
-async fn a_retried_trigger_finds_its_run_after_a_pause() {
+pub async fn a_retried_trigger_finds_its_run_after_a_pause<H: Harness>() {
     use sundial_app::jobs::{JobsError, RequestKey};
-    let stack = Stack::new().await;
-    let id =
-        stack.api.create_job(ALICE, &with(job("retried"), "schedule", json!({"cron": "0 0 1 1 *"}))).await;
+    let deployment = H::deploy(&[]).await;
+    let id = deployment
+        .api()
+        .create_job(ALICE, &with(job("retried"), "schedule", json!({"cron": "0 0 1 1 *"})))
+        .await;
     let job_id = sundial_domain::job::JobId::parse(&id).unwrap();
     let owner = "alice".to_string();
     let request = RequestKey { key: "k-1".into(), first_seen: chrono::Utc::now() };
-    let jobs = &stack.services.jobs;
+    let jobs = deployment.jobs();
     let first = jobs.trigger(&owner, &job_id, Some(&request)).await.unwrap();
-    stack.api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await;
+    deployment.api().post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await;
 
     let retried = jobs.trigger(&owner, &job_id, Some(&request)).await.unwrap();
     assert_eq!(retried.id(), first.id());
     let other = RequestKey { key: "k-2".into(), first_seen: chrono::Utc::now() };
     assert!(matches!(jobs.trigger(&owner, &job_id, Some(&other)).await, Err(JobsError::Paused)));
-    assert_eq!(stack.runs_of(&id).await.len(), 1);
+    assert_eq!(deployment.runs_of(&id).await.len(), 1);
 }
 
 /// Page tokens are sealed by the deployment and bound to their listing: a forged one (here a
 /// cursor in the format pages used to carry, naming a key DynamoDB refuses), a changed one, or
 /// one from another listing is a 400 naming `next`, never a storage error.
-#[tokio::test]
-async fn forged_page_tokens_are_refused() {
+pub async fn forged_page_tokens_are_refused<H: Harness>() {
     use base64::Engine;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let stack = Stack::new().await;
+    let deployment = H::deploy(&[]).await;
     let mut ids = Vec::new();
     for name in ["a", "b", "c"] {
-        ids.push(stack.api.create_job(ALICE, &job(name)).await);
+        ids.push(deployment.api().create_job(ALICE, &job(name)).await);
     }
     for _ in 0..3 {
-        stack.trigger(&ids[0]).await;
+        deployment.trigger(&ids[0]).await;
     }
-    let jobs_page = stack.api.get(ALICE, "/v1/jobs?limit=1").await.body;
+    let jobs_page = deployment.api().get(ALICE, "/v1/jobs?limit=1").await.body;
     let jobs_token = jobs_page["next"].as_str().unwrap().to_string();
     let runs_path = format!("/v1/jobs/{}/runs", ids[0]);
-    let runs_page = stack.api.get(ALICE, &format!("{runs_path}?limit=1")).await.body;
+    let runs_page = deployment.api().get(ALICE, &format!("{runs_path}?limit=1")).await.body;
     let runs_token = runs_page["next"].as_str().unwrap().to_string();
     // The tokens work where they were issued.
-    let second = stack.api.get(ALICE, &format!("/v1/jobs?limit=1&next={jobs_token}")).await;
+    let second = deployment.api().get(ALICE, &format!("/v1/jobs?limit=1&next={jobs_token}")).await;
     assert_eq!(second.status, StatusCode::OK, "{}", second.body);
     assert_eq!(second.body["jobs"][0]["name"], "b");
-    let second = stack.api.get(ALICE, &format!("{runs_path}?limit=1&next={runs_token}")).await;
+    let second = deployment.api().get(ALICE, &format!("{runs_path}?limit=1&next={runs_token}")).await;
     assert_eq!(second.status, StatusCode::OK, "{}", second.body);
 
     let forged_jobs = URL_SAFE_NO_PAD.encode(json!([ids[0], "alice", "n".repeat(2_000)]).to_string());
@@ -471,7 +468,7 @@ async fn forged_page_tokens_are_refused() {
         (format!("{runs_path}?limit=1&state=QUEUED"), runs_token.clone()),
         (format!("/v1/jobs/{}/runs?limit=1", ids[1]), runs_token.clone()),
     ] {
-        let reply = stack.api.get(ALICE, &format!("{path}&next={token}")).await;
+        let reply = deployment.api().get(ALICE, &format!("{path}&next={token}")).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{path} with {token}: {}", reply.body);
         assert_eq!(reply.error_field(), "next", "{}", reply.body);
     }
@@ -479,15 +476,23 @@ async fn forged_page_tokens_are_refused() {
 
 /// A backfill range is checked before it is searched: `from` at chrono's first instant (which the
 /// JSON decoder accepts) once panicked the handler; before 1970 it is a 422 naming `from`.
-#[tokio::test]
-async fn a_backfill_from_before_the_epoch_is_refused() {
-    let stack = Stack::new().await;
-    let id = stack.api.create_job(ALICE, &with(job("old"), "schedule", json!({"cron": "@daily"}))).await;
+pub async fn a_backfill_from_before_the_epoch_is_refused<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let id =
+        deployment.api().create_job(ALICE, &with(job("old"), "schedule", json!({"cron": "@daily"}))).await;
     for from in ["-262143-01-01T00:00:00Z", "1969-12-31T23:59:59Z"] {
         let range = json!({"from": from, "to": "2026-01-01T00:00:00Z"});
-        let reply = stack.api.post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
+        let reply = deployment.api().post(ALICE, &format!("/v1/jobs/{id}/backfill"), &range).await;
         assert_eq!(reply.status, StatusCode::UNPROCESSABLE_ENTITY, "{from}: {}", reply.body);
         assert_eq!(reply.error_field(), "from", "{}", reply.body);
     }
-    assert!(stack.runs_of(&id).await.is_empty(), "a refused backfill wrote runs");
+    assert!(deployment.runs_of(&id).await.is_empty(), "a refused backfill wrote runs");
+}
+
+/// One test per scenario of this module, over the harness `$harness`.
+#[macro_export]
+macro_rules! bad_input_scenarios {
+    ($harness:ty) => {
+        $crate::instantiate!($harness => bad_input { bad_documents_are_rejected_with_the_field_and_nothing_is_written, bad_groups_are_rejected_with_the_field, malformed_bodies_are_rejected, bad_patches_change_nothing, unknown_ids_are_not_found, bad_forecast_windows_name_the_field, a_key_named_twice_is_refused, the_routers_own_refusals_are_json, a_paused_job_cannot_be_triggered, a_retried_trigger_finds_its_run_after_a_pause, forged_page_tokens_are_refused, a_backfill_from_before_the_epoch_is_refused });
+    };
 }

@@ -1,19 +1,20 @@
-//! The scenario suite's world: the use cases wired exactly as `sundial_shared::services::Services`
-//! wires them (default configuration), over the in-memory ports of `sundial-memory` on a
-//! [`ManualClock`]; and the helpers that deliver the runs queue to the worker as the local poller
-//! does ([`poll_once`]: receive, handle, settle the disposition, delete). Time moves only when a
-//! test moves it: the queue's delays and holds, leases, backoffs and deadlines all follow the
-//! manual clock.
+//! The in-memory deployment: the use cases and the API wired exactly as
+//! `sundial_shared::services::Services` wires them, from the same configuration
+//! (`Config::from_vars`), over the in-memory ports of `sundial-memory` on a [`ManualClock`]; and
+//! the helpers that deliver the runs queue to the worker as the local poller does ([`poll_once`]:
+//! receive, handle, settle the disposition, delete). Time moves only when a test moves it: the
+//! queue's delays and holds, leases, backoffs and deadlines all follow the manual clock.
 
-// Shared by the scenario and workflow suites, each a test binary of its own that uses part of it.
-#![allow(dead_code)]
-
+use crate::api::{API_KEYS, Api};
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use sundial_app::jobs::{Jobs, JobsSettings};
+use sundial_adapters::provision::Resources;
+use sundial_api::{ApiSettings, AppState};
+use sundial_app::jobs::Jobs;
 use sundial_app::meter::Meter;
 use sundial_app::ports::Ports;
 use sundial_app::record::Recorder;
@@ -27,22 +28,21 @@ use sundial_app::worker::poll::poll_once;
 use sundial_app::worker::{Worker, WorkerSettings};
 use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::due::format_instant;
-use sundial_domain::egress::Egress;
 use sundial_domain::inspect::WatchdogSettings;
 use sundial_domain::job::{Job, JobId};
-use sundial_domain::limits::{Limits, TargetAllowList};
-use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::store::RunStore;
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
-use sundial_domain::run::transition::DEFAULT_HEARTBEAT_WINDOW;
 use sundial_domain::run::{Run, RunId};
 use sundial_memory::{
-    MemoryEventBus, MemoryJobStore, MemoryQueue, MemoryRunStore, MemoryTickStateStore, MemoryTopics,
-    ScriptedCaller,
+    MemoryEventBus, MemoryGroupStore, MemoryIdempotencyStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
+    MemoryTickStateStore, MemoryTopics, ScriptedCaller,
 };
+use sundial_shared::config::Config;
 
-/// The owner of every job of the suite.
+/// The owner of every job of the suite (the owner of [`crate::api::ALICE`]'s key).
 pub const OWNER: &str = "alice";
+/// The stack name of every deployment in memory.
+pub const STACK: &str = "sundial";
 /// Where jobs' HTTP targets point: never called (the [`ScriptedCaller`] answers), only validated.
 pub const TARGET: &str = "https://target.example.test/hook";
 /// The worker id [`World::deliver`] hands messages to.
@@ -87,17 +87,46 @@ pub struct Settings {
 }
 
 impl Default for Settings {
+    /// What `Config::from_vars` gives without variables.
     fn default() -> Self {
+        Settings::of(config(&[]))
+    }
+}
+
+impl Settings {
+    /// What `config` says, and targets that answer 200.
+    pub fn of(config: Config) -> Self {
         Settings {
-            shards: 8,
-            claim: ClaimSettings::default(),
-            tick: TickSettings::default(),
-            watchdog: WatchdogSettings::default(),
-            heartbeat_window: DEFAULT_HEARTBEAT_WINDOW,
+            shards: config.due_shards,
+            claim: config.claim,
+            tick: config.tick,
+            watchdog: config.watchdog,
+            heartbeat_window: config.heartbeat_window,
             answer: Answer::Succeeded { status: Some(200), output: None },
             pauses_move_clock: false,
         }
     }
+}
+
+/// The configuration of a test deployment: `vars` over the ones every test deployment has (the
+/// API keys of [`crate::api`], targets allowed on loopback as the emulator's stacks allow them).
+pub fn config(vars: &[(&str, &str)]) -> Config {
+    let mut all: HashMap<&str, &str> = HashMap::from([
+        ("SUNDIAL_STACK", STACK),
+        ("SUNDIAL_API_KEYS", API_KEYS),
+        ("SUNDIAL_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128"),
+    ]);
+    all.extend(vars.iter().copied());
+    let named = |what: &str| format!("{STACK}-{what}-in-memory");
+    let resources = Resources {
+        jobs_table: named("jobs"),
+        runs_table: named("runs"),
+        idempotency_table: named("idempotency"),
+        runs_queue_url: named("runs"),
+        dlq_url: named("runs-dlq"),
+        events_topic_arn: named("events"),
+    };
+    Config::from_vars(&all, Some(resources)).expect("a test configuration")
 }
 
 impl Settings {
@@ -148,6 +177,7 @@ pub struct World {
     pub job_store: Arc<MemoryJobStore>,
     pub runs: Arc<MemoryRunStore>,
     pub tick_state: Arc<MemoryTickStateStore>,
+    pub group_store: Arc<MemoryGroupStore>,
     pub queue: Arc<MemoryQueue>,
     pub bus: Arc<MemoryEventBus>,
     pub topics: Arc<MemoryTopics>,
@@ -162,6 +192,10 @@ pub struct World {
     pub tick: Tick,
     pub worker: Worker,
     pub watchdog: Watchdog,
+    pub forecasts: sundial_app::forecast::Forecasts,
+    pub idempotency: Arc<MemoryIdempotencyStore>,
+    /// The API over this deployment's use cases.
+    pub api: Api,
     worker_settings: WorkerSettings,
 }
 
@@ -173,10 +207,16 @@ impl World {
 
     /// The wiring of `Services::new`, over the ports in memory.
     pub fn with(now: &str, settings: Settings) -> World {
+        World::configured(now, &[], settings)
+    }
+
+    /// A deployment configured with `vars` (as [`config`] reads them), then `settings`.
+    pub fn configured(now: &str, vars: &[(&str, &str)], settings: Settings) -> World {
         let clock = Arc::new(ManualClock::new(t(now)));
         let job_store = Arc::new(MemoryJobStore::new(settings.shards));
         let runs = Arc::new(MemoryRunStore::new(settings.shards));
         let tick_state = Arc::new(MemoryTickStateStore::new());
+        let group_store = Arc::new(MemoryGroupStore::new());
         let queue = Arc::new(MemoryQueue::new(clock.clone()));
         let bus = Arc::new(MemoryEventBus::new());
         let topics = Arc::new(MemoryTopics::new());
@@ -184,7 +224,7 @@ impl World {
         let ports = Ports {
             jobs: job_store.clone(),
             runs: runs.clone(),
-            groups: Arc::new(sundial_memory::MemoryGroupStore::new()),
+            groups: group_store.clone(),
             fences: Arc::new(sundial_memory::MemoryFenceStore::new()),
             tick_state: tick_state.clone(),
             queue: queue.clone(),
@@ -199,13 +239,7 @@ impl World {
             entropy: Arc::new(sundial_domain::entropy::OsEntropy),
             meter: Meter::new(false),
         };
-        // `Config::from_vars` without variables: no network beyond public addresses, no Lambda,
-        // SQS or SNS target allowed, the stack's own resources refused.
-        let targets = TargetAllowList {
-            own_prefix: "sundial-".into(),
-            network: Egress::new(&[], &[]).expect("an empty allow-list"),
-            ..TargetAllowList::default()
-        };
+        let config = config(vars);
         let worker_settings =
             WorkerSettings { heartbeat_window: settings.heartbeat_window, ..WorkerSettings::default() };
         let use_cases = UseCases::new(
@@ -215,16 +249,26 @@ impl World {
                 tick: TickSettings { shards: settings.shards, ..settings.tick },
                 worker: worker_settings.clone(),
                 watchdog: WatchdogSettings { shards: settings.shards, ..settings.watchdog },
-                jobs: JobsSettings { limits: Limits::default(), targets, page_tokens: PageTokens::random() },
-                public_url: None,
+                ..config.use_case_settings()
             },
         );
-        let UseCases { recorder, claimer, jobs, groups, run_control, tick, worker, watchdog, .. } = use_cases;
+        let idempotency = Arc::new(MemoryIdempotencyStore::new());
+        let api_settings = ApiSettings {
+            api_keys: config.api_keys.clone(),
+            operators: config.operators.clone(),
+            max_payload_bytes: config.limits.max_payload_bytes,
+            logs: config.logs.clone(),
+        };
+        let api = Api::new(AppState::over(&ports, &use_cases, idempotency.clone(), api_settings));
+        let UseCases {
+            recorder, claimer, jobs, groups, run_control, tick, worker, watchdog, forecasts, ..
+        } = use_cases;
         World {
             clock,
             job_store,
             runs,
             tick_state,
+            group_store,
             queue,
             bus,
             topics,
@@ -238,6 +282,9 @@ impl World {
             tick,
             worker,
             watchdog,
+            forecasts,
+            idempotency,
+            api,
             worker_settings,
         }
     }

@@ -1,0 +1,86 @@
+//! What a scenario needs of a deployment. A scenario is written once, over `H: Harness`, and
+//! instantiated over the [`World`] in memory (fast, on a manual clock) and, where the real
+//! adapters matter, over the emulator's `Stack` (`sundial-tests`).
+
+use crate::api::{ALICE, Api};
+use crate::world::{Settings, World, config};
+use async_trait::async_trait;
+use chrono::Utc;
+use http::StatusCode;
+use sundial_app::jobs::Jobs;
+use sundial_domain::job::{Job, JobId};
+use sundial_domain::run::{Run, RunId};
+
+/// One deployment a scenario runs on.
+#[async_trait]
+pub trait Harness: Send + Sync + Sized {
+    /// A new deployment of its own, configured as every test deployment is (`world::config`)
+    /// and with `vars` besides.
+    async fn deploy(vars: &[(&'static str, &str)]) -> Self;
+
+    /// The API over this deployment's use cases.
+    fn api(&self) -> &Api;
+
+    /// The jobs use case, for what a request cannot reach (a retried request's key, say).
+    fn jobs(&self) -> &Jobs;
+
+    /// The job `id` as stored (`None` once deleted).
+    async fn stored_job(&self, id: &str) -> Option<Job>;
+
+    /// The run `id` as stored; panics if there is none.
+    async fn run(&self, id: &RunId) -> Run;
+
+    /// Every run of a job, oldest first.
+    async fn runs_of(&self, job_id: &str) -> Vec<Run>;
+
+    /// Whether nothing at all is stored: no job, no group, no run, and none of their records
+    /// (names, counters, links). What a refused request must leave behind.
+    async fn stores_nothing(&self) -> bool;
+
+    /// The ids of the jobs the tick would find in the due index.
+    async fn due_job_ids(&self) -> Vec<String>;
+
+    /// Triggers a run of `job_id` through the API as Alice; panics unless it is accepted.
+    async fn trigger(&self, job_id: &str) -> RunId {
+        let reply =
+            self.api().post(ALICE, &format!("/v1/jobs/{job_id}/trigger"), &serde_json::json!({})).await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED, "{}", reply.body);
+        RunId::parse(reply.body["id"].as_str().unwrap()).unwrap()
+    }
+}
+
+#[async_trait]
+impl Harness for World {
+    /// On a clock standing at the wall clock's present, as a client reads it.
+    async fn deploy(vars: &[(&'static str, &str)]) -> Self {
+        World::configured(&Utc::now().to_rfc3339(), vars, Settings::of(config(vars)))
+    }
+
+    fn api(&self) -> &Api {
+        &self.api
+    }
+
+    fn jobs(&self) -> &Jobs {
+        &self.jobs
+    }
+
+    async fn stored_job(&self, id: &str) -> Option<Job> {
+        World::stored_job(self, &JobId::parse(id).unwrap()).await
+    }
+
+    async fn run(&self, id: &RunId) -> Run {
+        World::run(self, id).await
+    }
+
+    async fn runs_of(&self, job_id: &str) -> Vec<Run> {
+        World::runs_of(self, &JobId::parse(job_id).unwrap())
+    }
+
+    async fn stores_nothing(&self) -> bool {
+        self.job_store.all().is_empty() && self.runs.all().is_empty() && self.group_store.is_empty()
+    }
+
+    async fn due_job_ids(&self) -> Vec<String> {
+        self.job_store.due_index().into_iter().map(|(id, _)| id.to_string()).collect()
+    }
+}

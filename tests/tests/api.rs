@@ -1,0 +1,43 @@
+//! The API on the emulator: one smoke test per route family of the scenarios every one of which
+//! runs in memory (`sundial_testkit::scenarios`, instantiated in `functions/api/tests`). These
+//! are the ones whose answer depends on the real adapters: DynamoDB's items, conditions, indexes
+//! and cursors, and the idempotency table.
+
+use sundial_testkit::scenarios::{bad_input, hostile_tenant, idempotency, jobs_api};
+use sundial_tests::Stack;
+
+/// Jobs: create, read, merge patch, If-Match, pause and resume through the due index, delete.
+#[tokio::test]
+async fn job_lifecycle() {
+    jobs_api::job_lifecycle::<Stack>().await;
+}
+
+/// Jobs: pages of a listing follow DynamoDB's cursors, sealed.
+#[tokio::test]
+async fn list_paginates() {
+    jobs_api::list_paginates::<Stack>().await;
+}
+
+/// Jobs: a refused document writes no item.
+#[tokio::test]
+async fn bad_documents_are_rejected_with_the_field_and_nothing_is_written() {
+    bad_input::bad_documents_are_rejected_with_the_field_and_nothing_is_written::<Stack>().await;
+}
+
+/// Jobs: a forged page token (a cursor naming a key DynamoDB refuses) never reaches the table.
+#[tokio::test]
+async fn forged_page_tokens_are_refused() {
+    bad_input::forged_page_tokens_are_refused::<Stack>().await;
+}
+
+/// Idempotency keys: a replay is answered from the idempotency table.
+#[tokio::test]
+async fn replay_returns_the_same_response() {
+    idempotency::replay_returns_the_same_response::<Stack>().await;
+}
+
+/// Callbacks: a run's callbacks answer alike whether the run is stored or not.
+#[tokio::test]
+async fn callbacks_answer_alike_whether_the_run_exists_or_not() {
+    hostile_tenant::callbacks_answer_alike_whether_the_run_exists_or_not::<Stack>().await;
+}
