@@ -66,6 +66,50 @@ ensure_infra_linters() {
   ensure_venv "$INFRA_VENV" "the template linters' venv" "cfn-lint==$CFN_LINT_VERSION" "checkov==$CHECKOV_VERSION"
 }
 
+# Installs Debian's chromium (apt-get) and playwright-core (npm, pinned by
+# tests/browser/package-lock.json) when missing: scripts/browser-test drives the dashboard with them.
+ensure_browser() {
+  if ! command -v chromium >/dev/null; then
+    log "installing chromium (apt-get)"
+    if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+    else sudo apt-get update -qq && sudo apt-get install -y -qq chromium >/dev/null; fi
+  fi
+  if [ ! -d "$ROOT/tests/browser/node_modules/playwright-core" ]; then
+    log "installing playwright-core (npm ci)"
+    (cd "$ROOT/tests/browser" && npm ci --no-audit --no-fund --silent)
+  fi
+}
+
+# Runs a command in the background, its output kept in $STATE/logs/$1.log, until `await_job $1`
+# waits for it, prints its output and fails if it failed.
+declare -A JOBS=()
+start_job() {
+  local name="$1"
+  shift
+  mkdir -p "$STATE/logs"
+  ( "$@" ) >"$STATE/logs/$name.log" 2>&1 &
+  JOBS[$name]=$!
+}
+
+await_job() {
+  local name="$1" status=0
+  wait "${JOBS[$name]}" || status=$?
+  unset "JOBS[$name]"
+  cat "$STATE/logs/$name.log" >&2
+  if [ "$status" != 0 ]; then
+    echo "$name failed (exit $status); its output is above and in .local/logs/$name.log" >&2
+    exit "$status"
+  fi
+}
+
+# Stops every background job still running (and what it started), for an EXIT trap.
+stop_jobs() {
+  local pid
+  for pid in "${JOBS[@]}"; do
+    kill -- $(_descendants "$pid") "$pid" 2>/dev/null || true
+  done
+}
+
 # Ensures a Rust toolchain and (optionally) cargo-nextest.
 ensure_rust() {
   command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }

@@ -5,9 +5,9 @@
 use crate::api::{ALICE, Api};
 use crate::world::{Settings, World, config};
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use http::StatusCode;
-use sundial_app::jobs::Jobs;
+use sundial_app::use_cases::UseCases;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::run::{Run, RunId};
 
@@ -18,11 +18,18 @@ pub trait Harness: Send + Sync + Sized {
     /// and with `vars` besides.
     async fn deploy(vars: &[(&'static str, &str)]) -> Self;
 
+    /// A new deployment on a manual clock standing at `now` (RFC 3339) until
+    /// [`Harness::set_clock`] moves it, configured with `vars` besides.
+    async fn deploy_at(now: &str, vars: &[(&'static str, &str)]) -> Self;
+
+    /// Moves the manual clock of a deployment made by [`Harness::deploy_at`] to `now`.
+    fn set_clock(&self, now: DateTime<Utc>);
+
     /// The API over this deployment's use cases.
     fn api(&self) -> &Api;
 
-    /// The jobs use case, for what a request cannot reach (a retried request's key, say).
-    fn jobs(&self) -> &Jobs;
+    /// The use cases, for what a request cannot reach: a tick, a retried request's key.
+    fn use_cases(&self) -> &UseCases;
 
     /// The job `id` as stored (`None` once deleted).
     async fn stored_job(&self, id: &str) -> Option<Job>;
@@ -60,8 +67,16 @@ impl Harness for World {
         &self.api
     }
 
-    fn jobs(&self) -> &Jobs {
-        &self.jobs
+    async fn deploy_at(now: &str, vars: &[(&'static str, &str)]) -> Self {
+        World::configured(now, vars, Settings::of(config(vars)))
+    }
+
+    fn set_clock(&self, now: DateTime<Utc>) {
+        self.clock.set(now);
+    }
+
+    fn use_cases(&self) -> &UseCases {
+        &self.use_cases
     }
 
     async fn stored_job(&self, id: &str) -> Option<Job> {

@@ -7,6 +7,7 @@ pub mod bad_input;
 pub mod hostile_tenant;
 pub mod idempotency;
 pub mod jobs_api;
+pub mod tick;
 
 /// One `#[tokio::test]` per scenario of `$module`, named as the scenario, in a module named as
 /// `$module`, each over the harness `$harness` (a scenario deploys what it runs on).

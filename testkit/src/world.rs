@@ -14,16 +14,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use sundial_adapters::provision::Resources;
 use sundial_api::{ApiSettings, AppState};
-use sundial_app::jobs::Jobs;
 use sundial_app::meter::Meter;
 use sundial_app::ports::Ports;
-use sundial_app::record::Recorder;
-use sundial_app::run_control::RunControl;
-use sundial_app::tick::claim::{ClaimSettings, Claimer};
-use sundial_app::tick::{Tick, TickSettings};
+use sundial_app::tick::TickSettings;
+use sundial_app::tick::claim::ClaimSettings;
 use sundial_app::timer::{Timer, TokioTimer};
 use sundial_app::use_cases::{self, UseCases};
-use sundial_app::watchdog::Watchdog;
 use sundial_app::worker::poll::poll_once;
 use sundial_app::worker::{Worker, WorkerSettings};
 use sundial_domain::clock::{Clock, ManualClock};
@@ -184,15 +180,8 @@ pub struct World {
     /// Every target: answers by script, then with [`Settings::answer`].
     pub caller: Arc<ScriptedCaller>,
     pub ports: Ports,
-    pub recorder: Recorder,
-    pub claimer: Claimer,
-    pub jobs: Jobs,
-    pub groups: sundial_app::groups::Groups,
-    pub run_control: RunControl,
-    pub tick: Tick,
-    pub worker: Worker,
-    pub watchdog: Watchdog,
-    pub forecasts: sundial_app::forecast::Forecasts,
+    /// Every use case, over [`World::ports`].
+    pub use_cases: UseCases,
     pub idempotency: Arc<MemoryIdempotencyStore>,
     /// The API over this deployment's use cases.
     pub api: Api,
@@ -253,16 +242,8 @@ impl World {
             },
         );
         let idempotency = Arc::new(MemoryIdempotencyStore::new());
-        let api_settings = ApiSettings {
-            api_keys: config.api_keys.clone(),
-            operators: config.operators.clone(),
-            max_payload_bytes: config.limits.max_payload_bytes,
-            logs: config.logs.clone(),
-        };
-        let api = Api::new(AppState::over(&ports, &use_cases, idempotency.clone(), api_settings));
-        let UseCases {
-            recorder, claimer, jobs, groups, run_control, tick, worker, watchdog, forecasts, ..
-        } = use_cases;
+        let api =
+            Api::new(AppState::over(&ports, &use_cases, idempotency.clone(), ApiSettings::from(&config)));
         World {
             clock,
             job_store,
@@ -274,15 +255,7 @@ impl World {
             topics,
             caller,
             ports,
-            recorder,
-            claimer,
-            jobs,
-            groups,
-            run_control,
-            tick,
-            worker,
-            watchdog,
-            forecasts,
+            use_cases,
             idempotency,
             api,
             worker_settings,
@@ -305,18 +278,23 @@ impl World {
     /// A worker of this deployment whose targets are called through `caller`.
     pub fn worker_calling(&self, caller: Arc<dyn Caller>) -> Worker {
         let ports = Ports { caller, ..self.ports.clone() };
-        Worker::new(&ports, self.recorder.clone(), self.worker_settings.clone())
+        Worker::new(&ports, self.use_cases.recorder.clone(), self.worker_settings.clone())
     }
 
     /// Creates a job as [`OWNER`] through the job use cases (which claim it when due soon).
     pub async fn create(&self, document: Value) -> Job {
         let document = serde_json::from_value(document).expect("a job document");
-        self.jobs.create(&OWNER.to_string(), document).await.expect("the job is created")
+        self.use_cases.jobs.create(&OWNER.to_string(), document).await.expect("the job is created")
     }
 
     /// Triggers a run of `job` now, as [`OWNER`].
     pub async fn trigger(&self, job: &Job) -> RunId {
-        self.jobs.trigger(&OWNER.to_string(), &job.id, None).await.expect("the run is triggered").id()
+        self.use_cases
+            .jobs
+            .trigger(&OWNER.to_string(), &job.id, None)
+            .await
+            .expect("the run is triggered")
+            .id()
     }
 
     /// The run as stored; panics if there is none.
@@ -343,7 +321,9 @@ impl World {
         let mut handled = 0;
         for _ in 0..1_000 {
             let queue = self.queue.as_ref();
-            let n = poll_once(&self.worker, queue, queue, WORKER, 0).await.expect("receiving from the queue");
+            let n = poll_once(&self.use_cases.worker, queue, queue, WORKER, 0)
+                .await
+                .expect("receiving from the queue");
             if n == 0 {
                 return handled;
             }

@@ -38,6 +38,8 @@ pub struct Stack {
     pub targets: sundial_adapters::metrics::TargetClients,
     pub services: Services,
     pub api: Api,
+    /// The clock a stack made by `Harness::deploy_at` reads.
+    manual_clock: Option<Arc<sundial_domain::clock::ManualClock>>,
 }
 
 /// Settings a test may change before the stack is built.
@@ -91,6 +93,7 @@ impl Stack {
             targets: clients.targets,
             services,
             api,
+            manual_clock: None,
         }
     }
 
@@ -303,8 +306,19 @@ impl Harness for Stack {
         &self.api
     }
 
-    fn jobs(&self) -> &sundial_app::jobs::Jobs {
-        &self.services.use_cases.jobs
+    async fn deploy_at(now: &str, vars: &[(&'static str, &str)]) -> Self {
+        let clock = Arc::new(sundial_domain::clock::ManualClock::new(now.parse().unwrap()));
+        let mut stack = Stack::at(&clock, vars).await;
+        stack.manual_clock = Some(clock);
+        stack
+    }
+
+    fn set_clock(&self, now: chrono::DateTime<chrono::Utc>) {
+        self.manual_clock.as_ref().expect("a stack deployed on a manual clock (deploy_at)").set(now);
+    }
+
+    fn use_cases(&self) -> &sundial_app::use_cases::UseCases {
+        &self.services.use_cases
     }
 
     async fn stored_job(&self, id: &str) -> Option<sundial_domain::job::Job> {

@@ -294,88 +294,6 @@ async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
     assert!(raw.is_none(), "the advance must not recreate a deleted job");
 }
 
-/// A job every minute, the tick down for five minutes: `skip` runs none of the missed
-/// instants, `latest` the latest one, `all` every one.
-#[tokio::test]
-async fn catchup_policies_after_downtime() {
-    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:00Z")));
-    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
-    let mut ids = Vec::new();
-    for policy in ["skip", "latest", "all"] {
-        let mut job = http_job(policy, json!({"cron": "* * * * *"}));
-        job["catchup"] = json!(policy);
-        ids.push(stack.api.create_job(ALICE, &job).await);
-    }
-    // Ticks run normally until 12:00, then nothing until 12:06.
-    for minute in ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z"] {
-        clock.set(t(minute));
-        stack.services.use_cases.tick.run().await.unwrap();
-    }
-    clock.set(t("2030-01-01T12:06:00Z"));
-    stack.services.use_cases.tick.run().await.unwrap();
-
-    // 11:58 was due at creation and claimed by the API; 12:01 by the 12:00 tick's lookahead.
-    let before_outage =
-        ["2030-01-01T11:58:00Z", "2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z"];
-    let after = ["2030-01-01T12:06:00Z", "2030-01-01T12:07:00Z"];
-    let missed =
-        ["2030-01-01T12:02:00Z", "2030-01-01T12:03:00Z", "2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z"];
-    let expect = |kept: &[&str]| -> Vec<String> {
-        before_outage.iter().chain(kept).chain(after.iter()).map(|s| s.to_string()).collect()
-    };
-    assert_eq!(instants(&stack.runs_of(&ids[0]).await), expect(&[]), "skip");
-    assert_eq!(instants(&stack.runs_of(&ids[1]).await), expect(&missed[3..]), "latest");
-    assert_eq!(instants(&stack.runs_of(&ids[2]).await), expect(&missed), "all");
-}
-
-/// Ticks every simulated minute across a DST change; returns each job's run instants in UTC.
-async fn simulate_dst(from: &str, to: &str) -> Vec<Vec<String>> {
-    let start = t(from);
-    let clock = Arc::new(ManualClock::new(start - Duration::minutes(5)));
-    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60"), ("SUNDIAL_DUE_SHARDS", "1")]).await;
-    let mut ids = Vec::new();
-    for (name, cron) in [("at-0230", "30 2 * * *"), ("at-0130", "30 1 * * *"), ("every-hour", "30 * * * *")] {
-        let job = http_job(name, json!({"cron": cron, "timezone": "America/New_York"}));
-        ids.push(stack.api.create_job(ALICE, &job).await);
-    }
-    let mut now = start - Duration::minutes(4);
-    while now < t(to) {
-        clock.set(now);
-        stack.services.use_cases.tick.run().await.unwrap();
-        now += Duration::minutes(1);
-    }
-    let mut out = Vec::new();
-    for id in ids {
-        let runs = stack.runs_of(&id).await;
-        out.push(instants(&runs).into_iter().filter(|i| i.as_str() < to).collect());
-    }
-    out
-}
-
-/// 2026-03-08, New York springs forward 02:00 EST → 03:00 EDT: 02:30 fires once at 03:00,
-/// 01:30 is unaffected, the `*` hour has no 02:30.
-#[tokio::test]
-async fn dst_spring_forward_end_to_end() {
-    let fired = simulate_dst("2026-03-08T05:00:00Z", "2026-03-08T08:00:00Z").await;
-    assert_eq!(fired[0], ["2026-03-08T07:00:00Z"], "02:30 → 03:00 EDT");
-    assert_eq!(fired[1], ["2026-03-08T06:30:00Z"], "01:30 EST");
-    assert_eq!(fired[2], ["2026-03-08T05:30:00Z", "2026-03-08T06:30:00Z", "2026-03-08T07:30:00Z"], "* hour");
-}
-
-/// 2026-11-01, New York falls back 02:00 EDT → 01:00 EST: 01:30 fires once (EDT), 02:30 once
-/// (EST), the `*` hour fires in both passes of 01:30.
-#[tokio::test]
-async fn dst_fall_back_end_to_end() {
-    let fired = simulate_dst("2026-11-01T04:00:00Z", "2026-11-01T08:00:00Z").await;
-    assert_eq!(fired[0], ["2026-11-01T07:30:00Z"], "02:30 EST");
-    assert_eq!(fired[1], ["2026-11-01T05:30:00Z"], "01:30 EDT only");
-    assert_eq!(
-        fired[2],
-        ["2026-11-01T04:30:00Z", "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-01T07:30:00Z"],
-        "* hour, both passes"
-    );
-}
-
 /// The tick claims the next instant of `forbid` and `replace` jobs QUEUED whatever is active:
 /// the policy is decided when the run is about to start. Then, with the earlier run still
 /// active, `forbid` records the new run SKIPPED naming it (the worker won the write, so it
@@ -576,3 +494,6 @@ async fn a_burst_is_continued_by_the_next_invocation() {
     assert_eq!(all_runs(&stack).await.len(), 120);
     assert_eq!(stack.queue_depth().await, 120);
 }
+
+// The tick's scenarios written once for both harnesses: also in memory (`shared/app/tests`).
+sundial_testkit::tick_scenarios!(Stack);

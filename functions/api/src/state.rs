@@ -12,6 +12,7 @@ use sundial_domain::auth::{ApiKeys, Operators};
 use sundial_domain::clock::Clock;
 use sundial_domain::ports::store::IdempotencyStore;
 use sundial_domain::run::Run;
+use sundial_shared::config::Config;
 use sundial_shared::logs::LogLocation;
 use sundial_shared::services::Services;
 
@@ -45,16 +46,21 @@ pub struct ApiSettings {
     pub logs: LogLocation,
 }
 
-impl AppState {
-    /// The API of a deployed process.
-    pub fn new(services: &Services) -> Self {
-        let config = &services.config;
-        let settings = ApiSettings {
+impl From<&Config> for ApiSettings {
+    fn from(config: &Config) -> Self {
+        ApiSettings {
             api_keys: config.api_keys.clone(),
             operators: config.operators.clone(),
             max_payload_bytes: config.limits.max_payload_bytes,
             logs: config.logs.clone(),
-        };
+        }
+    }
+}
+
+impl AppState {
+    /// The API of a deployed process.
+    pub fn new(services: &Services) -> Self {
+        let settings = ApiSettings::from(&services.config);
         AppState::over(&services.ports, &services.use_cases, services.idempotency.clone(), settings)
     }
 

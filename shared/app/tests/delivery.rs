@@ -32,7 +32,7 @@ fn yearly(name: &str, extra: serde_json::Value) -> serde_json::Value {
 }
 
 async fn group(world: &World, name: &str, max_running: u32) {
-    world.groups.put(&owner(), name, &GroupDocument { max_running }).await.unwrap();
+    world.use_cases.groups.put(&owner(), name, &GroupDocument { max_running }).await.unwrap();
 }
 
 /// Takes the one visible message and starts its attempt with a worker whose call never returns
@@ -94,9 +94,9 @@ async fn a_lost_worker_of_an_at_most_once_run_causes_no_second_call() {
     let (hanging, message) = start_and_hang(&world).await;
     // The lease runs out; the watchdog ends the attempt as lost, and the run with it.
     world.pass(5 + 30 + 1);
-    assert_eq!(world.watchdog.run().await.unwrap().lost, 1);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().lost, 1);
     // The dead worker's message comes back too: it finds the run ended.
-    assert_eq!(world.worker.handle(&message.body, "w").await, Disposition::Delete);
+    assert_eq!(world.use_cases.worker.handle(&message.body, "w").await, Disposition::Delete);
     world.pass(120);
     world.deliver().await;
     let run = world.run(&id).await;
@@ -130,7 +130,7 @@ async fn an_accepted_at_most_once_attempt_never_completed_ends_the_run() {
     let id = world.trigger(&job).await;
     world.deliver().await;
     world.pass(61);
-    assert_eq!(world.watchdog.run().await.unwrap().lost, 1);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().lost, 1);
     world.pass(60);
     world.deliver().await;
     assert_eq!(world.run(&id).await.state, RunState::Failed);
@@ -164,18 +164,18 @@ async fn a_full_group_makes_runs_wait_without_spending_attempts_and_frees_its_sl
     assert_eq!(states, vec![RunState::Running, RunState::Queued, RunState::Queued]);
     let second = world.run(&ids[1]).await;
     assert_eq!(second.attempt, 0, "waiting spends no attempt");
-    let (_, job) = world.run_control.get(&owner(), &ids[2]).await.unwrap();
+    let (_, job) = world.use_cases.run_control.get(&owner(), &ids[2]).await.unwrap();
     assert_eq!(
-        world.run_control.wait(&world.run(&ids[2]).await, job.as_ref()).await,
+        world.use_cases.run_control.wait(&world.run(&ids[2]).await, job.as_ref()).await,
         Some(Wait::Group { group: "etl".into(), running: 1, max_running: 1, ahead: 1 })
     );
-    let view = world.groups.get(&owner(), "etl").await.unwrap();
+    let view = world.use_cases.groups.get(&owner(), "etl").await.unwrap();
     assert_eq!((view.running, view.waiting, view.jobs.len()), (1, 2, 3));
 
     // The holder completes through its callback; the oldest waiter takes the slot.
     let token = world.caller.calls()[0].callback_token.clone();
     let done = Completion { succeeded: true, output: None, error: None, permanent: false };
-    world.run_control.complete(&ids[0], &token, done).await.unwrap();
+    world.use_cases.run_control.complete(&ids[0], &token, done).await.unwrap();
     world.pass(10);
     world.deliver().await;
     let states = futures_states(&world, &ids).await;
@@ -196,14 +196,14 @@ async fn a_freed_slot_starts_the_oldest_waiter_at_once() {
     assert_eq!(futures_states(&world, &ids).await, [RunState::Running, RunState::Queued, RunState::Queued]);
     let token = world.caller.calls()[0].callback_token.clone();
     let done = Completion { succeeded: true, output: None, error: None, permanent: false };
-    world.run_control.complete(&ids[0], &token, done).await.unwrap();
+    world.use_cases.run_control.complete(&ids[0], &token, done).await.unwrap();
     world.deliver().await;
     assert_eq!(
         futures_states(&world, &ids).await,
         [RunState::Succeeded, RunState::Running, RunState::Queued],
         "the oldest waiter started as the slot freed"
     );
-    let view = world.groups.get(&owner(), "etl").await.unwrap();
+    let view = world.use_cases.groups.get(&owner(), "etl").await.unwrap();
     assert_eq!((view.running, view.waiting), (1, 1));
     let receives = world.queue.receive_counts();
     assert!(receives.iter().all(|&n| n <= 1), "receives {receives:?}");
@@ -245,7 +245,7 @@ async fn a_throttled_admission_waits_without_spending_a_receive() {
     let ports = sundial_app::ports::Ports { groups: Arc::new(Throttled), ..world.ports.clone() };
     let worker = sundial_app::worker::Worker::new(
         &ports,
-        world.recorder.clone(),
+        world.use_cases.recorder.clone(),
         sundial_app::worker::WorkerSettings::default(),
     );
     let message = world.queue.receive(1, 0).await.unwrap().remove(0);
@@ -295,31 +295,42 @@ async fn a_slot_held_by_a_lost_worker_is_reclaimed_with_its_lease() {
 async fn a_job_names_only_an_existing_group_and_a_group_is_deleted_only_when_no_job_names_it() {
     let world = World::at(START);
     let missing = serde_json::from_value(yearly("orphan", json!({"group": "nope"}))).unwrap();
-    match world.jobs.create(&owner(), missing).await.unwrap_err() {
+    match world.use_cases.jobs.create(&owner(), missing).await.unwrap_err() {
         JobsError::Invalid(e) => assert_eq!(e.field, "group"),
         other => panic!("{other:?}"),
     }
     assert!(world.job_store.all().is_empty(), "nothing written");
     group(&world, "etl", 2).await;
     let job = world.create(yearly("member", json!({"group": "etl"}))).await;
-    match world.groups.delete(&owner(), "etl").await.unwrap_err() {
+    match world.use_cases.groups.delete(&owner(), "etl").await.unwrap_err() {
         GroupsError::InUse(names) => assert_eq!(names, vec!["member".to_string()]),
         other => panic!("{other:?}"),
     }
     // Moving the job to another group frees this one.
     group(&world, "other", 1).await;
-    world.jobs.patch(&owner(), &job.id, &json!({"group": "other"}), EditTerms::default()).await.unwrap();
-    world.groups.delete(&owner(), "etl").await.unwrap();
-    assert!(matches!(world.groups.get(&owner(), "etl").await, Err(GroupsError::NotFound)));
-    world.jobs.delete(&owner(), &job.id).await.unwrap();
-    world.groups.delete(&owner(), "other").await.unwrap();
+    world
+        .use_cases
+        .jobs
+        .patch(&owner(), &job.id, &json!({"group": "other"}), EditTerms::default())
+        .await
+        .unwrap();
+    world.use_cases.groups.delete(&owner(), "etl").await.unwrap();
+    assert!(matches!(world.use_cases.groups.get(&owner(), "etl").await, Err(GroupsError::NotFound)));
+    world.use_cases.jobs.delete(&owner(), &job.id).await.unwrap();
+    world.use_cases.groups.delete(&owner(), "other").await.unwrap();
 }
 
 #[tokio::test]
 async fn group_limits_are_checked() {
     let world = World::at(START);
     for (name, max) in [("etl", 0), ("etl", 1_001), ("bad name", 1)] {
-        match world.groups.put(&owner(), name, &GroupDocument { max_running: max }).await.unwrap_err() {
+        match world
+            .use_cases
+            .groups
+            .put(&owner(), name, &GroupDocument { max_running: max })
+            .await
+            .unwrap_err()
+        {
             GroupsError::Invalid(e) => assert!(["max_running", "name"].contains(&e.field.as_str()), "{e:?}"),
             other => panic!("{other:?}"),
         }
@@ -334,7 +345,7 @@ async fn cancelling_a_run_mid_call_keeps_its_slot_until_the_call_is_over() {
     let first_run = world.trigger(&first).await;
     let (_hanging, _message) = start_and_hang(&world).await;
     // Cancelled while its synchronous call still runs (a worker does not abort it).
-    world.run_control.cancel(&owner(), &first_run).await.unwrap();
+    world.use_cases.run_control.cancel(&owner(), &first_run).await.unwrap();
     let second = world.create(yearly("second", json!({"group": "etl"}))).await;
     let second_run = world.trigger(&second).await;
     world.deliver().await;
@@ -366,9 +377,9 @@ async fn a_run_waiting_for_its_group_is_not_sent_again_by_the_watchdog() {
     let mut dispatched = 0;
     for _ in 0..120 {
         world.pass(5);
-        world.run_control.heartbeat(&ids[0], &token).await.unwrap();
+        world.use_cases.run_control.heartbeat(&ids[0], &token).await.unwrap();
         world.deliver().await;
-        dispatched += world.watchdog.run().await.unwrap().dispatched;
+        dispatched += world.use_cases.watchdog.run().await.unwrap().dispatched;
     }
     assert_eq!(world.run(&ids[1]).await.state, RunState::Queued);
     assert_eq!(dispatched, 0, "the waiting run's message is alive: no second one");

@@ -28,7 +28,7 @@ async fn flexible_runs_start_where_the_forecast_counts_them() {
     // The tick a little before noon claims 12:00 (a run's delay, offset included, stays within
     // SQS's 15 minutes).
     world.set("2030-01-01T11:59:30Z");
-    world.tick.run().await.unwrap();
+    world.use_cases.tick.run().await.unwrap();
     let mut started = vec![0u32; 15];
     for j in jobs.iter().chain([&plain]) {
         let runs = world.runs_of(&j.id);

@@ -79,6 +79,9 @@ fn attempts_of(run: &sundial_domain::run::Run) -> Vec<(u32, String, Option<Outco
     run.attempts.iter().map(|a| (a.n, a.worker.clone(), a.outcome)).collect()
 }
 
+// The tick's scenarios written once for both harnesses (`sundial_testkit::scenarios::tick`).
+sundial_testkit::tick_scenarios!(World);
+
 // ---------------------------------------------------------------------------------------------
 // The tick
 // ---------------------------------------------------------------------------------------------
@@ -94,7 +97,7 @@ async fn racing_ticks_claim_each_instant_once() {
 
     let ticks: Vec<_> = (0..3)
         .map(|_| {
-            let tick = world.tick.clone();
+            let tick = world.use_cases.tick.clone();
             tokio::spawn(async move { tick.run().await })
         })
         .collect();
@@ -112,7 +115,7 @@ async fn racing_ticks_claim_each_instant_once() {
     }
     assert!(world.queue.depth() >= 200);
     assert!(world.job_store.due_index().is_empty(), "one-time jobs leave the index once claimed");
-    let again = world.tick.run().await.unwrap();
+    let again = world.use_cases.tick.run().await.unwrap();
     assert_eq!(again.claims.claimed + again.claims.dispatched, 0);
 
     world.pass(30);
@@ -130,8 +133,8 @@ async fn claimers_racing_from_the_same_read_create_one_run_per_instant() {
     let jobs = one_time_jobs(&world, 20, "2030-01-01T12:00:30Z").await;
     world.set(START);
     let now = world.now();
-    let first = world.claimer.claim(jobs.clone(), None, now).await;
-    let second = world.claimer.claim(jobs, None, now).await;
+    let first = world.use_cases.claimer.claim(jobs.clone(), None, now).await;
+    let second = world.use_cases.claimer.claim(jobs, None, now).await;
     assert_eq!((first.claimed, first.dispatched, first.advanced), (20, 20, 20), "{first:?}");
     assert_eq!(
         (second.claimed, second.duplicates, second.resent, second.advance_conflicts),
@@ -155,7 +158,7 @@ async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
     world.set(START);
 
     world.queue.fail_sends(Some("injected: the queue is down"));
-    let crashed = world.tick.run().await.unwrap();
+    let crashed = world.use_cases.tick.run().await.unwrap();
     assert_eq!((crashed.claims.claimed, crashed.claims.send_failures, crashed.claims.failed), (20, 20, 20));
     assert_eq!(world.runs.all().len(), 20);
     assert_eq!(world.queue.depth(), 0);
@@ -163,7 +166,7 @@ async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
 
     world.queue.fail_sends(None);
     world.set("2030-01-01T12:01:00Z");
-    let healed = world.tick.run().await.unwrap();
+    let healed = world.use_cases.tick.run().await.unwrap();
     assert_eq!(healed.claims.duplicates, 20);
     assert_eq!(healed.claims.resent, 20);
     assert_eq!(healed.claims.dispatched, 20);
@@ -173,7 +176,7 @@ async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
     for job in &jobs {
         assert_eq!(instants(&world.runs_of(&job.id)), ["2030-01-01T12:00:30Z"]);
     }
-    let later = world.tick.run().await.unwrap();
+    let later = world.use_cases.tick.run().await.unwrap();
     assert_eq!(later.claims.dispatched, 0);
     assert_eq!(world.queue.depth(), 20);
 }
@@ -187,7 +190,7 @@ async fn the_tick_sends_a_burst_just_after_a_whole_second() {
     let world = World::with("2030-01-01T11:50:00Z", Settings::default().pauses_move_clock());
     one_time_jobs(&world, 20, "2030-01-01T12:02:00Z").await;
     world.set("2030-01-01T12:01:00.600Z");
-    let report = world.tick.run().await.unwrap();
+    let report = world.use_cases.tick.run().await.unwrap();
     assert_eq!(report.claims.dispatched, 20);
 
     world.set("2030-01-01T12:01:59.999Z");
@@ -214,10 +217,10 @@ async fn a_tick_catching_up_a_gap_does_not_wait_for_a_second() {
     let world = World::with("2030-01-01T11:00:00Z", Settings::default().pauses_move_clock());
     world.create(job("every-minute", json!({"cron": "* * * * *"}), json!({"catchup": "all"}))).await;
     world.set("2030-01-01T11:00:30Z");
-    world.tick.run().await.unwrap();
+    world.use_cases.tick.run().await.unwrap();
     // An hour down: the job's next instant is in the gap, and its claim reaches past now.
     world.set("2030-01-01T12:00:00.600Z");
-    let report = world.tick.run().await.unwrap();
+    let report = world.use_cases.tick.run().await.unwrap();
     assert!(report.claims.claimed > 50, "{report:?}");
     assert_eq!(world.now(), t("2030-01-01T12:00:00.600Z"), "the tick waited in a gap");
 }
@@ -289,11 +292,12 @@ async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
     let world = World::at("2030-01-01T11:50:00Z");
     let paused = world.create(job("paused", json!({"cron": "0 * * * *"}), json!({}))).await;
     let deleted = world.create(job("deleted", json!({"cron": "0 * * * *"}), json!({}))).await;
-    world.jobs.pause(&owner(), &paused.id).await.unwrap();
-    world.jobs.delete(&owner(), &deleted.id).await.unwrap();
+    world.use_cases.jobs.pause(&owner(), &paused.id).await.unwrap();
+    world.use_cases.jobs.delete(&owner(), &deleted.id).await.unwrap();
 
     world.set(START);
-    let report = world.claimer.claim(vec![paused.clone(), deleted.clone()], None, world.now()).await;
+    let report =
+        world.use_cases.claimer.claim(vec![paused.clone(), deleted.clone()], None, world.now()).await;
     assert_eq!((report.advance_conflicts, report.advanced), (2, 0), "{report:?}");
     let stored = world.stored_job(&paused.id).await.unwrap();
     assert!(stored.document.paused);
@@ -305,81 +309,6 @@ async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
     assert_eq!(world.runs_of(&paused.id)[0].state, RunState::Skipped);
     assert_eq!(world.runs_of(&deleted.id)[0].state, RunState::Cancelled);
     assert!(world.caller.calls().is_empty());
-}
-
-/// A job every minute, the tick down for five minutes: `skip` runs none of the missed instants,
-/// `latest` the latest one, `all` every one.
-#[tokio::test]
-async fn catchup_policies_after_downtime() {
-    let world = World::with("2030-01-01T11:58:00Z", Settings::default().claim_ahead_s(60));
-    let mut jobs = Vec::new();
-    for policy in ["skip", "latest", "all"] {
-        jobs.push(world.create(job(policy, json!({"cron": "* * * * *"}), json!({"catchup": policy}))).await);
-    }
-    for minute in ["2030-01-01T11:59:00Z", START] {
-        world.set(minute);
-        world.tick.run().await.unwrap();
-    }
-    world.set("2030-01-01T12:06:00Z");
-    world.tick.run().await.unwrap();
-
-    // 11:58 was due at creation and claimed by the API; 12:01 by the 12:00 tick's lookahead.
-    let before_outage =
-        ["2030-01-01T11:58:00Z", "2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z"];
-    let after = ["2030-01-01T12:06:00Z", "2030-01-01T12:07:00Z"];
-    let missed =
-        ["2030-01-01T12:02:00Z", "2030-01-01T12:03:00Z", "2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z"];
-    let expect = |kept: &[&str]| -> Vec<String> {
-        before_outage.iter().chain(kept).chain(after.iter()).map(|s| s.to_string()).collect()
-    };
-    assert_eq!(instants(&world.runs_of(&jobs[0].id)), expect(&[]), "skip");
-    assert_eq!(instants(&world.runs_of(&jobs[1].id)), expect(&missed[3..]), "latest");
-    assert_eq!(instants(&world.runs_of(&jobs[2].id)), expect(&missed), "all");
-}
-
-/// Ticks every simulated minute across a DST change; returns each job's run instants in UTC.
-async fn simulate_dst(from: &str, to: &str) -> Vec<Vec<String>> {
-    let start = t(from);
-    let begin = (start - Duration::minutes(5)).to_rfc3339();
-    let world = World::with(&begin, Settings::default().claim_ahead_s(60).shards(1));
-    let mut jobs = Vec::new();
-    for (name, cron) in [("at-0230", "30 2 * * *"), ("at-0130", "30 1 * * *"), ("every-hour", "30 * * * *")] {
-        let schedule = json!({"cron": cron, "timezone": "America/New_York"});
-        jobs.push(world.create(job(name, schedule, json!({}))).await);
-    }
-    let mut now = start - Duration::minutes(4);
-    while now < t(to) {
-        world.clock.set(now);
-        world.tick.run().await.unwrap();
-        now += Duration::minutes(1);
-    }
-    jobs.iter()
-        .map(|job| instants(&world.runs_of(&job.id)).into_iter().filter(|i| i.as_str() < to).collect())
-        .collect()
-}
-
-/// 2026-03-08, New York springs forward 02:00 EST → 03:00 EDT: 02:30 fires once at 03:00,
-/// 01:30 is unaffected, the `*` hour has no 02:30.
-#[tokio::test]
-async fn dst_spring_forward() {
-    let fired = simulate_dst("2026-03-08T05:00:00Z", "2026-03-08T08:00:00Z").await;
-    assert_eq!(fired[0], ["2026-03-08T07:00:00Z"], "02:30 → 03:00 EDT");
-    assert_eq!(fired[1], ["2026-03-08T06:30:00Z"], "01:30 EST");
-    assert_eq!(fired[2], ["2026-03-08T05:30:00Z", "2026-03-08T06:30:00Z", "2026-03-08T07:30:00Z"], "* hour");
-}
-
-/// 2026-11-01, New York falls back 02:00 EDT → 01:00 EST: 01:30 fires once (EDT), 02:30 once
-/// (EST), the `*` hour fires in both passes of 01:30.
-#[tokio::test]
-async fn dst_fall_back() {
-    let fired = simulate_dst("2026-11-01T04:00:00Z", "2026-11-01T08:00:00Z").await;
-    assert_eq!(fired[0], ["2026-11-01T07:30:00Z"], "02:30 EST");
-    assert_eq!(fired[1], ["2026-11-01T05:30:00Z"], "01:30 EDT only");
-    assert_eq!(
-        fired[2],
-        ["2026-11-01T04:30:00Z", "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-01T07:30:00Z"],
-        "* hour, both passes"
-    );
 }
 
 /// A burst larger than one invocation can finish within its time budget is continued by the
@@ -394,7 +323,7 @@ async fn a_burst_is_continued_by_the_next_invocation() {
     // of a busy minute it has in flight when the budget is checked), then hands over.
     let settings =
         TickSettings { batch_jobs: 25, budget: std::time::Duration::ZERO, ..TickSettings::default() };
-    let tick = Tick::new(&world.ports, world.claimer.clone(), settings);
+    let tick = Tick::new(&world.ports, world.use_cases.claimer.clone(), settings);
     let (mut invocations, mut claimed) = (0, 0);
     while claimed < 120 && invocations <= 40 {
         let report = tick.run().await.unwrap();
@@ -423,13 +352,13 @@ async fn a_throttled_look_back_does_not_hold_the_live_minutes() {
     world.set(START);
     // A fresh deployment looks back 30 minutes; its minutes 11:40 to 11:49 are throttled.
     world.job_store.fail_due_queries(Some("2030-01-01T11:4"));
-    let first = world.tick.run().await.unwrap();
+    let first = world.use_cases.tick.run().await.unwrap();
     assert_eq!(first.claims.claimed, 3, "{first:?}");
     assert_eq!(world.tick_state.get().await.unwrap().looked_back, None, "the look-back is owed");
 
     world.job_store.fail_due_queries(None);
     world.set("2030-01-01T12:01:00Z");
-    let second = world.tick.run().await.unwrap();
+    let second = world.use_cases.tick.run().await.unwrap();
     assert_eq!(second.claims.claimed, 0);
     assert!(world.tick_state.get().await.unwrap().looked_back.is_some(), "looked back once through");
     for job in &jobs {
@@ -445,12 +374,12 @@ async fn pause_resume_and_end_at() {
     let paused = world.create(job("paused", json!({"cron": "* * * * *"}), json!({}))).await;
     let schedule = json!({"cron": "* * * * *", "end_at": "2030-01-01T12:02:00Z"});
     let ending = world.create(job("ending", schedule, json!({}))).await;
-    world.jobs.pause(&owner(), &paused.id).await.unwrap();
+    world.use_cases.jobs.pause(&owner(), &paused.id).await.unwrap();
     let paused_runs = world.runs_of(&paused.id).len();
 
     for minute in 0..6 {
         world.clock.set(t("2030-01-01T11:59:00Z") + Duration::minutes(minute));
-        world.tick.run().await.unwrap();
+        world.use_cases.tick.run().await.unwrap();
     }
     assert_eq!(world.runs_of(&paused.id).len(), paused_runs, "paused: nothing claimed");
     assert_eq!(
@@ -461,10 +390,10 @@ async fn pause_resume_and_end_at() {
     assert!(!world.job_store.due_index().iter().any(|(id, _)| *id == ending.id));
 
     // Resumed at 12:04:00: from now on; due at once, so the API claims 12:04 and 12:05 itself.
-    let resumed = world.jobs.resume(&owner(), &paused.id).await.unwrap();
+    let resumed = world.use_cases.jobs.resume(&owner(), &paused.id).await.unwrap();
     assert_eq!(resumed.next_run_at, Some(t("2030-01-01T12:06:00Z")));
     world.set("2030-01-01T12:05:00Z");
-    world.tick.run().await.unwrap();
+    world.use_cases.tick.run().await.unwrap();
     let after = instants(&world.runs_of(&paused.id));
     assert_eq!(
         after[paused_runs..],
@@ -485,12 +414,13 @@ async fn a_run_from_before_forbid_still_holds_the_fence() {
     assert_eq!(world.deliver().await, 1);
     assert_eq!(world.runs_of(&job.id)[0].state, RunState::Running);
     world
+        .use_cases
         .jobs
         .patch(&owner(), &job.id, &json!({"concurrency": "forbid"}), EditTerms::default())
         .await
         .unwrap();
     world.set("2030-01-01T12:01:30Z");
-    world.tick.run().await.unwrap();
+    world.use_cases.tick.run().await.unwrap();
     world.set("2030-01-01T12:02:00Z");
     world.deliver().await;
     let runs = world.runs_of(&job.id);
@@ -538,7 +468,7 @@ impl GroupStore for SlowGroups {
 #[tokio::test]
 async fn a_start_is_timed_from_its_write_and_a_long_admission_starts_nothing() {
     let world = World::at(START);
-    world.groups.put(&owner(), "etl", &GroupDocument { max_running: 1 }).await.unwrap();
+    world.use_cases.groups.put(&owner(), "etl", &GroupDocument { max_running: 1 }).await.unwrap();
     let job = world.create(yearly("slow-start", json!({"group": "etl", "timeout_s": 60}))).await;
     let slow = Arc::new(SlowGroups {
         inner: world.ports.groups.clone(),
@@ -547,7 +477,7 @@ async fn a_start_is_timed_from_its_write_and_a_long_admission_starts_nothing() {
     });
     let worker = sundial_app::worker::Worker::new(
         &Ports { groups: slow.clone(), ..world.ports.clone() },
-        world.recorder.clone(),
+        world.use_cases.recorder.clone(),
         sundial_app::worker::WorkerSettings::default(),
     );
     let id = world.trigger(&job).await;
@@ -558,7 +488,11 @@ async fn a_start_is_timed_from_its_write_and_a_long_admission_starts_nothing() {
     let run = world.run(&id).await;
     assert_eq!((run.state, run.attempt), (RunState::Queued, 0), "nothing started");
     assert!(world.caller.calls().is_empty());
-    assert_eq!(world.groups.get(&owner(), "etl").await.unwrap().running, 0, "the slot is given back");
+    assert_eq!(
+        world.use_cases.groups.get(&owner(), "etl").await.unwrap().running,
+        0,
+        "the slot is given back"
+    );
 
     *slow.delay.lock().unwrap() = Duration::seconds(5);
     let read_at = world.now();
@@ -597,7 +531,7 @@ async fn concurrency_forbid_and_replace_are_decided_at_the_start() {
         assert_eq!(runs[0].state, RunState::Running);
     }
     world.set("2030-01-01T12:01:30Z");
-    world.tick.run().await.unwrap();
+    world.use_cases.tick.run().await.unwrap();
     for job in &jobs {
         let runs = world.runs_of(&job.id);
         assert_eq!(instants(&runs), ["2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]);
@@ -710,7 +644,7 @@ async fn duplicates_and_stale_messages_never_run_an_attempt_twice() {
         let handles: Vec<_> = ["worker-a", "worker-b"]
             .into_iter()
             .map(|id| {
-                let (worker, body) = (world.worker.clone(), body.clone());
+                let (worker, body) = (world.use_cases.worker.clone(), body.clone());
                 tokio::spawn(async move { worker.handle(&body, id).await })
             })
             .collect();
@@ -722,7 +656,7 @@ async fn duplicates_and_stale_messages_never_run_an_attempt_twice() {
         assert_eq!((done.state, done.attempts.len()), (RunState::Succeeded, 1));
 
         // A late copy of the first attempt's message: dropped unread.
-        assert_eq!(world.worker.handle(&body, "worker-c").await, Disposition::Delete);
+        assert_eq!(world.use_cases.worker.handle(&body, "worker-c").await, Disposition::Delete);
         assert_eq!(world.caller.calls().len(), round);
         assert_eq!(world.run(&run_id).await, done);
         world.pass(1);
@@ -772,33 +706,33 @@ async fn accepted_work_reports_back_with_heartbeats_and_completion() {
     let token = world.caller.calls()[0].callback_token.clone();
     assert_eq!(world.run(&run_id).await.state, RunState::Running);
     assert_eq!(
-        world.run_control.heartbeat(&run_id, "not-the-token").await.unwrap_err(),
+        world.use_cases.run_control.heartbeat(&run_id, "not-the-token").await.unwrap_err(),
         CallbackError::BadToken
     );
 
     // Five seconds of heartbeats, past the 2 s window: the attempt stays open.
     for _ in 0..5 {
         world.pass(1);
-        let beat = world.run_control.heartbeat(&run_id, &token).await.unwrap();
+        let beat = world.use_cases.run_control.heartbeat(&run_id, &token).await.unwrap();
         assert_eq!(beat.lease_until, Some(world.now() + Duration::seconds(2)));
         assert_eq!(
-            world.worker.handle(&body, "w").await,
+            world.use_cases.worker.handle(&body, "w").await,
             Disposition::Delete,
             "a live lease is not the message's"
         );
-        let report = world.watchdog.run().await.unwrap();
+        let report = world.use_cases.watchdog.run().await.unwrap();
         assert_eq!((report.lost, report.timed_out), (0, 0));
     }
     assert_eq!(world.run(&run_id).await.state, RunState::Running);
 
     let completion =
         Completion { succeeded: true, output: Some("42 rows".into()), error: None, permanent: false };
-    let done = world.run_control.complete(&run_id, &token, completion.clone()).await.unwrap();
+    let done = world.use_cases.run_control.complete(&run_id, &token, completion.clone()).await.unwrap();
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.attempts[0].output.as_deref(), Some("42 rows"));
     assert_eq!(done.attempts[0].status_code, Some(202));
     assert_eq!(
-        world.run_control.complete(&run_id, &token, completion).await.unwrap_err(),
+        world.use_cases.run_control.complete(&run_id, &token, completion).await.unwrap_err(),
         CallbackError::NotOpen(RunState::Succeeded)
     );
     assert_eq!(world.caller.calls().len(), 1);
@@ -814,9 +748,9 @@ async fn accepted_work_without_heartbeats_is_lost() {
     let job = world.create(yearly("silent", json!({"retry": retry, "timeout_s": 600}))).await;
     let run_id = world.trigger(&job).await;
     assert_eq!(world.deliver().await, 1);
-    assert_eq!(world.watchdog.run().await.unwrap().lost, 0, "within the window");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().lost, 0, "within the window");
     world.pass(1);
-    let report = world.watchdog.run().await.unwrap();
+    let report = world.use_cases.watchdog.run().await.unwrap();
     assert_eq!((report.lost, report.timed_out, report.dispatched), (1, 0, 1));
     let done = world.drive(&run_id, 30).await;
     assert_eq!(done.state, RunState::Succeeded);
@@ -835,17 +769,17 @@ async fn paused_and_deleted_jobs_do_not_execute() {
     let deleted = world.create(yearly("deleted", json!({}))).await;
     let paused_run = world.trigger(&paused).await;
     let deleted_run = world.trigger(&deleted).await;
-    world.jobs.pause(&owner(), &paused.id).await.unwrap();
-    world.jobs.delete(&owner(), &deleted.id).await.unwrap();
+    world.use_cases.jobs.pause(&owner(), &paused.id).await.unwrap();
+    world.use_cases.jobs.delete(&owner(), &deleted.id).await.unwrap();
 
     assert_eq!(world.drive(&paused_run, 10).await.state, RunState::Skipped);
     assert_eq!(world.drive(&deleted_run, 10).await.state, RunState::Cancelled);
     assert!(world.caller.calls().is_empty());
     assert_eq!(world.told_about(&paused_run), ["skipped"]);
     assert!(world.told_about(&deleted_run).is_empty());
-    assert!(world.run_control.get(&owner(), &deleted_run).await.is_ok());
+    assert!(world.use_cases.run_control.get(&owner(), &deleted_run).await.is_ok());
     assert_eq!(
-        world.run_control.get(&"bob".to_string(), &deleted_run).await.unwrap_err(),
+        world.use_cases.run_control.get(&"bob".to_string(), &deleted_run).await.unwrap_err(),
         JobsError::NotFound
     );
 }
@@ -870,7 +804,7 @@ async fn malformed_messages_are_dead_lettered_and_dead_letters_fail_their_run() 
     let run_id = world.trigger(&job).await;
     let body = RunMessage { job_id: job.id.to_string(), run_key: run_id.key.encode(), attempt: 1 };
     let body = serde_json::to_string(&body).unwrap();
-    let done = world.worker.dead_lettered(&body, "received 16 times").await.unwrap();
+    let done = world.use_cases.worker.dead_lettered(&body, "received 16 times").await.unwrap();
     assert!(done.contains("FAILED"), "{done}");
     let metrics = world.ports.meter.prometheus();
     assert!(metrics.contains("sundial_runs_dead_lettered_total{function=\"worker\"} 1"), "{metrics}");
@@ -904,14 +838,14 @@ async fn heartbeats_never_keep_an_attempt_past_its_timeout() {
     let mut timed_out_at = None;
     for second in 1..=12 {
         world.pass(1);
-        match world.run_control.heartbeat(&run_id, &token).await {
+        match world.use_cases.run_control.heartbeat(&run_id, &token).await {
             Ok(run) => assert!(run.lease_until.unwrap() <= deadline, "{:?}", run.lease_until),
             Err(e) => {
                 assert!(timed_out_at.is_some(), "second {second}: {e}");
                 assert_eq!(e, CallbackError::NotOpen(RunState::TimedOut));
             }
         }
-        let report = world.watchdog.run().await.unwrap();
+        let report = world.use_cases.watchdog.run().await.unwrap();
         assert_eq!(report.lost, 0);
         if report.timed_out > 0 {
             assert_eq!((report.timed_out, timed_out_at), (1, None), "timed out once");
@@ -936,9 +870,9 @@ async fn a_run_past_its_timeout_is_retried_then_ends() {
     assert_eq!(world.deliver().await, 1);
     assert_eq!(world.run(&run_id).await.state, RunState::Running);
     world.pass(4);
-    assert_eq!(world.watchdog.run().await.unwrap().timed_out, 0, "not before the timeout");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().timed_out, 0, "not before the timeout");
     world.pass(2);
-    let report = world.watchdog.run().await.unwrap();
+    let report = world.use_cases.watchdog.run().await.unwrap();
     assert_eq!((report.timed_out, report.dispatched), (1, 1));
     let retrying = world.run(&run_id).await;
     assert_eq!(retrying.state, RunState::Retrying);
@@ -948,7 +882,7 @@ async fn a_run_past_its_timeout_is_retried_then_ends() {
     assert_eq!(world.deliver().await, 1, "the watchdog sent the next attempt");
     assert_eq!(world.run(&run_id).await.state, RunState::Running);
     world.pass(6);
-    let report = world.watchdog.run().await.unwrap();
+    let report = world.use_cases.watchdog.run().await.unwrap();
     assert_eq!((report.timed_out, report.dispatched), (1, 0), "no attempt left to dispatch");
     let ended = world.run(&run_id).await;
     assert_eq!(ended.state, RunState::TimedOut);
@@ -956,7 +890,7 @@ async fn a_run_past_its_timeout_is_retried_then_ends() {
         attempts_of(&ended),
         [(1, WORKER.into(), Some(Outcome::TimedOut)), (2, WORKER.into(), Some(Outcome::TimedOut))]
     );
-    assert_eq!(world.watchdog.run().await.unwrap().timed_out, 0);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().timed_out, 0);
     assert_eq!(world.told_about(&run_id), ["retrying", "timed_out"]);
 }
 
@@ -978,9 +912,9 @@ async fn a_lost_worker_is_rescued_by_the_watchdog() {
     assert_eq!(world.run(&run_id).await, held, "a live lease is not the message's to end");
     assert_eq!(world.queue.depth(), 0);
     world.pass(89);
-    assert_eq!(world.watchdog.run().await.unwrap().lost, 0, "the lease still holds");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().lost, 0, "the lease still holds");
     world.pass(2);
-    let report = world.watchdog.run().await.unwrap();
+    let report = world.use_cases.watchdog.run().await.unwrap();
     assert_eq!((report.lost, report.dispatched), (1, 1));
     let done = world.drive(&run_id, 30).await;
     assert_eq!(done.state, RunState::Succeeded);
@@ -1005,18 +939,18 @@ async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
     // And one recorded and never sent (its claimer crashed).
     let now = world.now();
     let stored = world.stored_job(&job.id).await.unwrap();
-    let orphan = world.claimer.new_run(&stored, sundial_domain::run::RunKey::manual(now), now, now);
-    world.claimer.runs().insert(&orphan).await.unwrap();
+    let orphan = world.use_cases.claimer.new_run(&stored, sundial_domain::run::RunKey::manual(now), now, now);
+    world.use_cases.claimer.runs().insert(&orphan).await.unwrap();
     assert_eq!(world.queue.depth(), 5);
 
     world.pass(119);
-    assert_eq!(world.watchdog.run().await.unwrap().dispatched, 0, "not before the grace period");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().dispatched, 0, "not before the grace period");
     world.pass(1);
-    let report = world.watchdog.run().await.unwrap();
+    let report = world.use_cases.watchdog.run().await.unwrap();
     assert_eq!((report.inspected, report.dispatched), (6, 6), "every run not started in time");
     assert!(world.run(&orphan.id()).await.resent_at.is_some());
     world.pass(119);
-    assert_eq!(world.watchdog.run().await.unwrap().dispatched, 0, "once per grace period");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().dispatched, 0, "once per grace period");
 
     let bodies = world.queue.bodies();
     assert_eq!(bodies.len(), 11);
@@ -1045,16 +979,20 @@ async fn events_left_unsent_by_a_bus_failure_are_published_once() {
     assert!(world.runs.is_in_flight(&run_id.job_id, &run_id.key), "kept until its events are out");
 
     world.pass(61);
-    assert_eq!(world.watchdog.run().await.unwrap().republished, 0, "the bus still fails");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().republished, 0, "the bus still fails");
     assert!(world.bus.published().is_empty());
     world.bus.fail(Destination::Shared, false);
     world.pass(30);
-    assert_eq!(world.watchdog.run().await.unwrap().republished, 0, "a take-over has its grace too");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().republished, 0, "a take-over has its grace too");
     world.pass(31);
-    assert_eq!(world.watchdog.run().await.unwrap().republished, 1);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().republished, 1);
     for _ in 0..3 {
         world.pass(60);
-        assert_eq!(world.watchdog.run().await.unwrap(), WatchdogReport::default(), "nothing left to do");
+        assert_eq!(
+            world.use_cases.watchdog.run().await.unwrap(),
+            WatchdogReport::default(),
+            "nothing left to do"
+        );
     }
     let events: Vec<_> = world.run(&run_id).await.events.iter().map(|e| (e.kind, e.sent)).collect();
     assert_eq!(events, [(EventKind::Failed, true)]);
@@ -1080,7 +1018,7 @@ async fn a_publish_that_reached_only_the_shared_topic_is_completed_to_the_jobs_t
 
     world.bus.fail(Destination::Job, false);
     world.pass(WatchdogSettings::default().publish_grace.num_seconds() + 1);
-    assert_eq!(world.watchdog.run().await.unwrap().republished, 1);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().republished, 1);
     let to_job: Vec<_> = world.bus.published_to_jobs().into_iter().map(|n| (n.event, n.run_id)).collect();
     assert_eq!(to_job, [("failed", run_id.to_string())]);
     assert_eq!(world.told_about(&run_id), ["failed"], "the shared topic is not told twice");
@@ -1101,11 +1039,11 @@ async fn sla_missed_is_told_once() {
     let slow_run = world.trigger(&slow).await;
     world.deliver().await;
     world.pass(30);
-    assert_eq!(world.watchdog.run().await.unwrap().sla_missed, 0, "not before the SLA");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().sla_missed, 0, "not before the SLA");
     let mut flagged = 0;
     for _ in 0..5 {
         world.pass(40);
-        flagged += world.watchdog.run().await.unwrap().sla_missed;
+        flagged += world.use_cases.watchdog.run().await.unwrap().sla_missed;
     }
     assert_eq!(flagged, 1);
     let slow_state = world.run(&slow_run).await;
@@ -1115,12 +1053,12 @@ async fn sla_missed_is_told_once() {
     // Ends past its SLA between two passes: the worker's write carries the flag.
     let late = world.create(yearly("late", with_sla.clone())).await;
     let late_run = world.trigger(&late).await;
-    world.watchdog.run().await.unwrap();
+    world.use_cases.watchdog.run().await.unwrap();
     world.pass(90);
     world.deliver().await;
     assert_eq!(world.run(&late_run).await.state, RunState::Succeeded);
     world.pass(60);
-    assert_eq!(world.watchdog.run().await.unwrap().sla_missed, 0);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().sla_missed, 0);
 
     // The watchdog flags a run between the worker's read and its write.
     let raced = world.create(yearly("raced", with_sla)).await;
@@ -1129,10 +1067,10 @@ async fn sla_missed_is_told_once() {
     world.deliver().await;
     let read_by_worker = world.run(&raced_run).await;
     world.pass(61);
-    assert_eq!(world.watchdog.run().await.unwrap().sla_missed, 1);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().sla_missed, 1);
     let ending = sundial_domain::run::transition::Ending::new(Outcome::Succeeded);
     let finish = sundial_domain::run::transition::Step::Finish { ending, jitter: 0.5 };
-    let done = world.recorder.apply(&raced, &read_by_worker, &finish, world.now()).await.unwrap();
+    let done = world.use_cases.recorder.apply(&raced, &read_by_worker, &finish, world.now()).await.unwrap();
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.events.iter().filter(|e| e.kind == EventKind::SlaMissed).count(), 1);
 
@@ -1149,10 +1087,10 @@ async fn a_late_start_is_told_once() {
     let job = world.create(yearly("waiting", json!({"start_deadline_s": 30}))).await;
     let run_id = world.trigger(&job).await;
     world.pass(30);
-    assert_eq!(world.watchdog.run().await.unwrap().late_start, 0);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().late_start, 0);
     world.pass(2);
-    assert_eq!(world.watchdog.run().await.unwrap().late_start, 1);
-    assert_eq!(world.watchdog.run().await.unwrap().late_start, 0);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().late_start, 1);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().late_start, 0);
     assert_eq!(world.run(&run_id).await.state, RunState::Queued, "a late start is only told");
     assert_eq!(world.deliver().await, 1);
     assert_eq!(world.run(&run_id).await.state, RunState::Succeeded);
@@ -1193,27 +1131,27 @@ async fn a_failing_streak_is_told_once_per_streak() {
 #[tokio::test]
 async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
     let world = World::at("2030-01-01T12:00:05Z");
-    world.tick.run().await.unwrap();
+    world.use_cases.tick.run().await.unwrap();
     world.set("2030-01-01T12:00:30Z");
-    assert_eq!(world.watchdog.run().await.unwrap().alert, None);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert, None);
 
     // No tick at 12:01, 12:02, 12:03.
     let mut alerts = Vec::new();
     for at in ["12:01:30", "12:02:30", "12:03:30", "12:04:30", "12:05:30"] {
         world.set(&format!("2030-01-01T{at}Z"));
-        alerts.extend(world.watchdog.run().await.unwrap().alert);
+        alerts.extend(world.use_cases.watchdog.run().await.unwrap().alert);
     }
     assert_eq!(alerts, ["scheduler_stalled"]);
     let health = world.tick_state.get().await.unwrap();
     assert!(health.stalled_since.is_some() && health.unsent_alert.is_none(), "{health:?}");
 
     world.set("2030-01-01T12:06:02Z");
-    world.tick.run().await.unwrap();
+    world.use_cases.tick.run().await.unwrap();
     world.set("2030-01-01T12:06:30Z");
-    assert_eq!(world.watchdog.run().await.unwrap().alert.as_deref(), Some("scheduler_recovered"));
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert.as_deref(), Some("scheduler_recovered"));
     world.set("2030-01-01T12:07:30Z");
-    world.tick.run().await.unwrap();
-    assert_eq!(world.watchdog.run().await.unwrap().alert, None);
+    world.use_cases.tick.run().await.unwrap();
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert, None);
     let told: Vec<&str> = world.bus.alerts().iter().map(|a| a.event).collect();
     assert_eq!(told, ["scheduler_stalled", "scheduler_recovered"]);
 }
@@ -1223,22 +1161,22 @@ async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
 #[tokio::test]
 async fn a_stall_alert_left_unsent_is_published_by_a_later_pass() {
     let world = World::at("2030-01-01T12:00:05Z");
-    world.tick.run().await.unwrap();
+    world.use_cases.tick.run().await.unwrap();
     world.bus.fail(Destination::Alerts, true);
     world.set("2030-01-01T12:04:30Z");
-    assert_eq!(world.watchdog.run().await.unwrap().alert, None, "the bus refused it");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert, None, "the bus refused it");
     let health = world.tick_state.get().await.unwrap();
     assert_eq!(health.unsent_alert.as_deref(), Some("scheduler_stalled"));
     world.pass(60);
-    assert_eq!(world.watchdog.run().await.unwrap().alert, None, "still refused");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert, None, "still refused");
 
     world.bus.fail(Destination::Alerts, false);
     world.pass(30);
-    assert_eq!(world.watchdog.run().await.unwrap().alert, None, "the last take-over's grace");
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert, None, "the last take-over's grace");
     world.pass(30);
-    assert_eq!(world.watchdog.run().await.unwrap().alert.as_deref(), Some("scheduler_stalled"));
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert.as_deref(), Some("scheduler_stalled"));
     world.pass(60);
-    assert_eq!(world.watchdog.run().await.unwrap().alert, None);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert, None);
     let told: Vec<&str> = world.bus.alerts().iter().map(|a| a.event).collect();
     assert_eq!(told, ["scheduler_stalled"]);
     assert_eq!(world.tick_state.get().await.unwrap().unsent_alert, None);
@@ -1262,7 +1200,7 @@ async fn a_wide_flexible_window_claims_each_instant_by_its_own_start() {
     let mut first_claims = std::collections::BTreeMap::new();
     for minute in 0..12 {
         world.set(&(t("2030-01-01T11:50:00Z") + Duration::minutes(minute)).to_rfc3339());
-        world.tick.run().await.unwrap();
+        world.use_cases.tick.run().await.unwrap();
         let now = world.now();
         for job in &jobs {
             let start = instant + job.start_offset(instant);

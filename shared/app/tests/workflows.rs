@@ -136,7 +136,7 @@ async fn a_diamond_on_a_schedule_runs_in_order_once_per_instant() {
     let [a, b, c, d] = flow.diamond(json!({})).await;
     for hour in ["12", "13", "14"] {
         flow.world.set(&format!("2030-01-01T{hour}:00:00Z"));
-        flow.world.tick.run().await.unwrap();
+        flow.world.use_cases.tick.run().await.unwrap();
         flow.run_for(30).await;
     }
     let (first, count) = flow.target.order();
@@ -198,7 +198,7 @@ async fn a_parents_final_failure_skips_the_child_unless_all_done() {
         let [_, b, _, d] = flow.diamond(json!({"trigger_rule": rule})).await;
         flow.target.fail(&b);
         flow.world.set("2030-01-01T12:00:00Z");
-        flow.world.tick.run().await.unwrap();
+        flow.world.use_cases.tick.run().await.unwrap();
         flow.run_for(30).await;
         let key = RunKey::scheduled(t("2030-01-01T12:00:00Z"));
         assert_eq!(flow.state(&b, &key), Some(RunState::Failed));
@@ -220,6 +220,7 @@ async fn a_backfill_of_the_root_runs_the_diamond_for_each_instant() {
     flow.world.set("2030-01-01T12:10:00Z");
     let (created, _) = flow
         .world
+        .use_cases
         .jobs
         .backfill(&owner(), &a.id, t("2030-01-01T09:00:00Z"), t("2030-01-01T11:00:00Z"))
         .await
@@ -265,7 +266,7 @@ async fn a_child_linked_during_the_parents_attempt_follows_that_run() {
     let world = World::at("2030-01-01T11:30:00Z");
     let a = world.create(job("extract", json!({"cron": "0 * * * *"}), json!({}))).await;
     let caller = Arc::new(Linking {
-        jobs: world.jobs.clone(),
+        jobs: world.use_cases.jobs.clone(),
         child: after("report", &["extract"], json!({})),
         linked: Mutex::new(false),
     });
@@ -291,9 +292,10 @@ async fn runs_claimed_before_a_job_got_parents_never_run_before_them() {
     let x = w.create(job("sink", json!({"cron": "0 * * * *"}), json!({}))).await;
     flow.target.fail(&p);
     w.set("2030-01-01T11:59:00Z");
-    w.tick.run().await.unwrap();
+    w.use_cases.tick.run().await.unwrap();
     assert_eq!(w.runs_of(&x.id).len(), 1, "the tick claimed the next instant ahead");
-    w.jobs
+    w.use_cases
+        .jobs
         .patch(&owner(), &x.id, &json!({"schedule": null, "depends_on": ["source"]}), EditTerms::default())
         .await
         .unwrap();
@@ -310,9 +312,9 @@ async fn runs_claimed_before_a_job_got_parents_never_run_before_them() {
 async fn a_paused_parent_skips_its_runs_and_fails_its_children_upstream() {
     let flow = Flow::at("2030-01-01T11:58:00Z");
     let [_, b, c, d] = flow.diamond(json!({})).await;
-    flow.world.jobs.pause(&owner(), &b.id).await.unwrap();
+    flow.world.use_cases.jobs.pause(&owner(), &b.id).await.unwrap();
     flow.world.set("2030-01-01T12:00:00Z");
-    flow.world.tick.run().await.unwrap();
+    flow.world.use_cases.tick.run().await.unwrap();
     flow.run_for(30).await;
     let key = RunKey::scheduled(t("2030-01-01T12:00:00Z"));
     assert_eq!(flow.state(&b, &key), Some(RunState::Skipped));
@@ -333,21 +335,21 @@ async fn a_join_whose_other_parent_never_runs_the_instant_ends_skipped_upstream_
     let left = w.create(job("left", json!({"cron": "0 * * * *"}), json!({}))).await;
     let right = w.create(job("right", json!({"cron": "0 * * * *"}), json!({}))).await;
     let join = w.create(after("join", &["left", "right"], json!({}))).await;
-    w.jobs.pause(&owner(), &right.id).await.unwrap();
+    w.use_cases.jobs.pause(&owner(), &right.id).await.unwrap();
     w.set("2030-01-01T12:00:00Z");
-    w.tick.run().await.unwrap();
+    w.use_cases.tick.run().await.unwrap();
     flow.run_for(30).await;
     let key = RunKey::scheduled(t("2030-01-01T12:00:00Z"));
     assert_eq!(flow.state(&left, &key), Some(RunState::Succeeded));
     assert_eq!(flow.state(&right, &key), None, "a paused root claims nothing");
     for _ in 0..50 {
         w.pass(60);
-        w.watchdog.run().await.unwrap();
+        w.use_cases.watchdog.run().await.unwrap();
     }
     assert_eq!(flow.state(&join, &key), None, "within the wait, the join waits");
     assert!(!settled(w), "the left run stays in flight while its hand-over is open");
     w.pass(15 * 60);
-    w.watchdog.run().await.unwrap();
+    w.use_cases.watchdog.run().await.unwrap();
     let run = w.runs.get(&join.id, &key).await.unwrap().expect("the join's instant is recorded");
     assert_eq!(run.state, RunState::Skipped);
     let reason = run.reason.clone().unwrap_or_default();
@@ -415,7 +417,7 @@ async fn a_slow_hand_over_does_not_make_the_watchdog_tell_an_event_twice() {
     let child = w.create(after("child", &["parent"], json!({"trigger_rule": "all_done"}))).await;
     flow.target.fail(&parent);
     w.set("2030-01-01T12:00:00Z");
-    w.tick.run().await.unwrap();
+    w.use_cases.tick.run().await.unwrap();
     // The run ends with both events left unsent, as a crash right after its end leaves them.
     w.bus.fail(Destination::Shared, true);
     w.runs.fail_inserts_of(Some(&child.id));
@@ -431,7 +433,7 @@ async fn a_slow_hand_over_does_not_make_the_watchdog_tell_an_event_twice() {
         entered: tokio::sync::Notify::new(),
         open: tokio::sync::Semaphore::new(0),
     });
-    let cascade = Cascade::new(gated.clone(), w.claimer.clone(), w.clock.clone());
+    let cascade = Cascade::new(gated.clone(), w.use_cases.claimer.clone(), w.clock.clone());
     let slow = Announcer::new(w.bus.clone(), w.runs.clone(), None, cascade);
     let announcing = {
         // As stored: linked to its child.
@@ -441,7 +443,7 @@ async fn a_slow_hand_over_does_not_make_the_watchdog_tell_an_event_twice() {
     let held = tokio::time::timeout(std::time::Duration::from_secs(10), gated.entered.notified());
     held.await.expect("the hand-over reads the children");
     w.pass(120);
-    w.watchdog.run().await.unwrap();
+    w.use_cases.watchdog.run().await.unwrap();
     gated.open.add_permits(1);
     announcing.await.unwrap();
     flow.run_for(10).await;
@@ -469,7 +471,7 @@ async fn parents_ending_together_on_two_workers_claim_the_child_once() {
         // A's run for this instant ends, and B and C are claimed and sent.
         let instant = t("2030-01-01T12:00:00Z") + chrono::Duration::hours(round);
         flow.world.set(&instant.to_rfc3339());
-        flow.world.tick.run().await.unwrap();
+        flow.world.use_cases.tick.run().await.unwrap();
         let queue = flow.world.queue.clone();
         let from_tick = queue.receive(10, 0).await.unwrap();
         assert_eq!(
@@ -508,7 +510,7 @@ async fn a_crash_before_the_hand_over_is_repaired_by_the_watchdog() {
     let flow = Flow::at("2030-01-01T11:58:00Z");
     let [a, b, c, d] = flow.diamond(json!({})).await;
     flow.world.set("2030-01-01T12:00:00Z");
-    flow.world.tick.run().await.unwrap();
+    flow.world.use_cases.tick.run().await.unwrap();
     // The children's runs cannot be written: the hand-over fails as a crash would leave it.
     flow.world.runs.fail_inserts_of(Some(&b.id));
     flow.deliver().await;
@@ -519,7 +521,7 @@ async fn a_crash_before_the_hand_over_is_repaired_by_the_watchdog() {
     assert!(parent.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::Downstream && !e.sent));
     flow.world.runs.fail_inserts_of(None);
     flow.world.pass(120);
-    flow.world.watchdog.run().await.unwrap();
+    flow.world.use_cases.watchdog.run().await.unwrap();
     flow.run_for(30).await;
     assert_eq!(flow.state(&b, &key), Some(RunState::Succeeded), "the watchdog handed A's end over");
     assert_eq!(flow.state(&c, &key), Some(RunState::Succeeded), "C was claimed once, by the first hand-over");
@@ -544,37 +546,40 @@ async fn the_graph_is_checked_before_anything_is_written() {
     let before = w.job_store.all().len();
 
     let alice = owner();
-    let unknown = w.jobs.create(&alice, serde_json::from_value(after("x", &["nope"], json!({}))).unwrap());
+    let unknown =
+        w.use_cases.jobs.create(&alice, serde_json::from_value(after("x", &["nope"], json!({}))).unwrap());
     assert_eq!(field(unknown.await.unwrap_err()).0, "depends_on");
-    let itself = w.jobs.create(&alice, serde_json::from_value(after("x", &["x"], json!({}))).unwrap());
+    let itself =
+        w.use_cases.jobs.create(&alice, serde_json::from_value(after("x", &["x"], json!({}))).unwrap());
     let (f, reason) = field(itself.await.unwrap_err());
     assert_eq!((f.as_str(), reason.as_str()), ("depends_on", "makes a cycle: x -> x"));
     let both = after("x", &["extract"], json!({"schedule": {"cron": "0 * * * *"}}));
     assert_eq!(
-        field(w.jobs.create(&owner(), serde_json::from_value(both).unwrap()).await.unwrap_err()).0,
+        field(w.use_cases.jobs.create(&owner(), serde_json::from_value(both).unwrap()).await.unwrap_err()).0,
         "schedule"
     );
     w.create(job("other", json!({"cron": "30 * * * *"}), json!({}))).await;
     let never = after("x", &["transform", "other"], json!({}));
     let (f, reason) =
-        field(w.jobs.create(&owner(), serde_json::from_value(never).unwrap()).await.unwrap_err());
+        field(w.use_cases.jobs.create(&owner(), serde_json::from_value(never).unwrap()).await.unwrap_err());
     assert_eq!(f, "depends_on");
     assert!(reason.contains("transform") && reason.contains("other"), "{reason}");
     assert_eq!(w.job_store.all().len(), before + 1, "only `other` was written");
 
     let version = w.stored_job(&a.id).await.unwrap().version;
     let patch = json!({"schedule": null, "depends_on": ["report"]});
-    let (f, reason) = field(w.jobs.patch(&alice, &a.id, &patch, EditTerms::default()).await.unwrap_err());
+    let (f, reason) =
+        field(w.use_cases.jobs.patch(&alice, &a.id, &patch, EditTerms::default()).await.unwrap_err());
     assert_eq!(f, "depends_on");
     assert!(reason.contains("extract -> report -> ") && reason.ends_with("-> extract"), "{reason}");
     assert_eq!(w.stored_job(&a.id).await.unwrap().version, version, "nothing written");
 
-    match w.jobs.delete(&owner(), &b.id).await {
+    match w.use_cases.jobs.delete(&owner(), &b.id).await {
         Err(JobsError::HasChildren(names)) => assert_eq!(names, ["report"]),
         other => panic!("{other:?}"),
     }
-    w.jobs.delete(&owner(), &d.id).await.unwrap();
-    w.jobs.delete(&owner(), &b.id).await.unwrap();
+    w.use_cases.jobs.delete(&owner(), &d.id).await.unwrap();
+    w.use_cases.jobs.delete(&owner(), &b.id).await.unwrap();
     assert!(!w.stored_job(&a.id).await.unwrap().children.contains(&b.id), "unlinked");
 }
 
@@ -599,26 +604,33 @@ async fn an_edit_that_would_stop_a_join_is_refused_naming_it() {
         (json!({"schedule": {"end_at": "2031-01-01T00:00:00Z"}}), "schedule"),
         (json!({"schedule": {"timezone": "Asia/Kolkata"}}), "schedule"),
     ] {
-        let (f, reason) =
-            refused(w.jobs.patch(&owner(), &right.id, &edit, EditTerms::default()).await.unwrap_err());
+        let (f, reason) = refused(
+            w.use_cases.jobs.patch(&owner(), &right.id, &edit, EditTerms::default()).await.unwrap_err(),
+        );
         assert_eq!(f, field, "{edit}");
         assert!(reason.starts_with("`join` runs after left and middle"), "{reason}");
     }
     let other = w.create(job("other", json!({"cron": "15 * * * *"}), json!({}))).await;
     let moved = json!({"depends_on": [other.id.to_string()]});
-    let (f, _) = refused(w.jobs.patch(&owner(), &middle.id, &moved, EditTerms::default()).await.unwrap_err());
+    let (f, _) = refused(
+        w.use_cases.jobs.patch(&owner(), &middle.id, &moved, EditTerms::default()).await.unwrap_err(),
+    );
     assert_eq!(f, "depends_on");
     assert_eq!(w.stored_job(&right.id).await.unwrap().version, version, "nothing written");
 
     // A pause, a jitter or a payload edit keeps the instants; so does moving both roots together.
     let jitter = json!({"schedule": {"cron": "0 * * * *", "jitter_s": 30}});
-    w.jobs.patch(&owner(), &right.id, &jitter, EditTerms::default()).await.unwrap();
-    w.jobs.pause(&owner(), &right.id).await.unwrap();
-    w.jobs.patch(&owner(), &right.id, &json!({"payload": {"a": 1}}), EditTerms::default()).await.unwrap();
+    w.use_cases.jobs.patch(&owner(), &right.id, &jitter, EditTerms::default()).await.unwrap();
+    w.use_cases.jobs.pause(&owner(), &right.id).await.unwrap();
+    w.use_cases
+        .jobs
+        .patch(&owner(), &right.id, &json!({"payload": {"a": 1}}), EditTerms::default())
+        .await
+        .unwrap();
     let accepted = EditTerms { break_joins: true, ..EditTerms::default() };
     let edit = json!({"schedule": {"cron": "30 * * * *"}});
-    w.jobs.patch(&owner(), &right.id, &edit, accepted).await.unwrap();
-    w.jobs.patch(&owner(), &left.id, &edit, EditTerms::default()).await.unwrap();
+    w.use_cases.jobs.patch(&owner(), &right.id, &edit, accepted).await.unwrap();
+    w.use_cases.jobs.patch(&owner(), &left.id, &edit, EditTerms::default()).await.unwrap();
 }
 
 /// The graph around any job of the diamond: four nodes, four edges, children described by
@@ -628,7 +640,7 @@ async fn the_graph_shows_every_connected_job() {
     let flow = Flow::at("2030-01-01T11:58:00Z");
     let [a, _, _, d] = flow.diamond(json!({})).await;
     flow.world.create(job("alone", json!({"cron": "0 * * * *"}), json!({}))).await;
-    let graph = flow.world.jobs.graph(&owner(), &d.id).await.unwrap();
+    let graph = flow.world.use_cases.jobs.graph(&owner(), &d.id).await.unwrap();
     assert_eq!(graph.nodes.len(), 4);
     assert_eq!(graph.edges.len(), 4);
     assert!(graph.edges.iter().filter(|(from, _)| from == &a.id).count() == 2);

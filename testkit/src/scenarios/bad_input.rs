@@ -418,7 +418,7 @@ pub async fn a_retried_trigger_finds_its_run_after_a_pause<H: Harness>() {
     let job_id = sundial_domain::job::JobId::parse(&id).unwrap();
     let owner = "alice".to_string();
     let request = RequestKey { key: "k-1".into(), first_seen: chrono::Utc::now() };
-    let jobs = deployment.jobs();
+    let jobs = &deployment.use_cases().jobs;
     let first = jobs.trigger(&owner, &job_id, Some(&request)).await.unwrap();
     deployment.api().post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await;
 
