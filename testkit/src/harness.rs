@@ -3,13 +3,22 @@
 //! adapters matter, over the emulator's `Stack` (`sundial-tests`).
 
 use crate::api::{ALICE, Api};
-use crate::world::{Settings, World, config};
+use crate::world::{Settings, TARGET, World, config};
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use http::StatusCode;
 use sundial_app::use_cases::UseCases;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::run::{Run, RunId};
+use sundial_domain::target::classify_status;
+
+/// One call the deployment's test target received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetCall {
+    pub run_id: String,
+    pub attempt: u32,
+    pub at: DateTime<Utc>,
+}
 
 /// One deployment a scenario runs on.
 #[async_trait]
@@ -46,6 +55,32 @@ pub trait Harness: Send + Sync + Sized {
 
     /// The ids of the jobs the tick would find in the due index.
     async fn due_job_ids(&self) -> Vec<String>;
+
+    /// The URL of the deployment's test target, which the calls of its jobs' HTTP targets reach:
+    /// a loopback server on the emulator; in memory, the scripted caller answers any URL.
+    fn target_url(&self) -> String;
+
+    /// The target's next calls answer these HTTP statuses, in order; later ones answer 200.
+    fn answer_next(&self, statuses: &[u16]);
+
+    /// Every call the target received, in order.
+    fn target_calls(&self) -> Vec<TargetCall>;
+
+    /// Hands the runs queue to the worker until run `id` has ended; panics past `limit_s`
+    /// seconds: simulated in memory (each pass moves the clock a second), real on the emulator.
+    async fn drive(&self, id: &RunId, limit_s: u32) -> Run;
+
+    /// How late the harness itself may be, beyond what Sundial promises: nothing in memory, where
+    /// time moves only when a test moves it; the emulator's and the machine's latency on it.
+    fn latency(&self) -> Duration {
+        Duration::zero()
+    }
+
+    /// How many messages the runs queue holds, visible, delayed or held by a receiver.
+    async fn queue_depth(&self) -> usize;
+
+    /// The events told on the shared topic about `run`, in the order they were published.
+    async fn told_about(&self, run: &RunId) -> Vec<String>;
 
     /// Triggers a run of `job_id` through the API as Alice; panics unless it is accepted.
     async fn trigger(&self, job_id: &str) -> RunId {
@@ -89,6 +124,33 @@ impl Harness for World {
 
     async fn runs_of(&self, job_id: &str) -> Vec<Run> {
         World::runs_of(self, &JobId::parse(job_id).unwrap())
+    }
+
+    fn target_url(&self) -> String {
+        TARGET.to_string()
+    }
+
+    fn answer_next(&self, statuses: &[u16]) {
+        for status in statuses {
+            self.caller.push(classify_status(*status, String::new()));
+        }
+    }
+
+    fn target_calls(&self) -> Vec<TargetCall> {
+        let calls = self.caller.calls().into_iter();
+        calls.map(|c| TargetCall { run_id: c.run_id, attempt: c.attempt, at: c.sent_at }).collect()
+    }
+
+    async fn drive(&self, id: &RunId, limit_s: u32) -> Run {
+        World::drive(self, id, i64::from(limit_s)).await
+    }
+
+    async fn queue_depth(&self) -> usize {
+        self.queue.depth()
+    }
+
+    async fn told_about(&self, run: &RunId) -> Vec<String> {
+        World::told_about(self, run).into_iter().map(str::to_string).collect()
     }
 
     async fn stores_nothing(&self) -> bool {

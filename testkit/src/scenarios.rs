@@ -8,6 +8,7 @@ pub mod hostile_tenant;
 pub mod idempotency;
 pub mod jobs_api;
 pub mod tick;
+pub mod worker;
 
 /// One `#[tokio::test]` per scenario of `$module`, named as the scenario, in a module named as
 /// `$module`, each over the harness `$harness` (a scenario deploys what it runs on).

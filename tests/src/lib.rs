@@ -21,7 +21,7 @@ use sundial_api::AppState;
 use sundial_domain::clock::{Clock, SystemClock};
 use sundial_shared::config::{Config, aws_sdk_config};
 use sundial_shared::services::Services;
-use sundial_testkit::harness::Harness;
+use sundial_testkit::harness::{Harness, TargetCall};
 
 pub use sundial_testkit::api::{ALICE, API_KEYS, Api, BOB, Call, Reply, job};
 
@@ -38,8 +38,13 @@ pub struct Stack {
     pub targets: sundial_adapters::metrics::TargetClients,
     pub services: Services,
     pub api: Api,
+    /// The stack's test target, which answers 200 unless told otherwise
+    /// ([`TargetServer::answer_next`]).
+    pub target: TargetServer,
     /// The clock a stack made by `Harness::deploy_at` reads.
     manual_clock: Option<Arc<sundial_domain::clock::ManualClock>>,
+    /// The inbox subscribed to the shared topic by `Harness::deploy`, and what was read from it.
+    events: Option<(String, std::sync::Mutex<Vec<Value>>)>,
 }
 
 /// Settings a test may change before the stack is built.
@@ -93,7 +98,9 @@ impl Stack {
             targets: clients.targets,
             services,
             api,
+            target: TargetServer::start(|_| Answer::Status(200)).await,
             manual_clock: None,
+            events: None,
         }
     }
 
@@ -116,6 +123,13 @@ impl Stack {
         let s = &self.services;
         let ports = sundial_app::ports::Ports { caller, clock: Arc::new(SystemClock), ..s.ports.clone() };
         sundial_app::worker::Worker::new(&ports, s.use_cases.recorder.clone(), settings)
+    }
+
+    /// This stack, its shared topic's events read into an inbox of its own (`Harness::told_about`).
+    async fn watching_events(mut self) -> Stack {
+        let inbox = self.subscribe_inbox().await;
+        self.events = Some((inbox, std::sync::Mutex::default()));
+        self
     }
 
     /// Triggers a run of `job_id` through the API as Alice; panics unless it is accepted.
@@ -298,8 +312,8 @@ impl Stack {
 #[async_trait]
 impl Harness for Stack {
     async fn deploy(vars: &[(&'static str, &str)]) -> Self {
-        Stack::with(Options { vars: vars.iter().map(|(k, v)| (*k, v.to_string())).collect(), clock: None })
-            .await
+        let vars = vars.iter().map(|(k, v)| (*k, v.to_string())).collect();
+        Stack::with(Options { vars, clock: None }).await.watching_events().await
     }
 
     fn api(&self) -> &Api {
@@ -308,7 +322,7 @@ impl Harness for Stack {
 
     async fn deploy_at(now: &str, vars: &[(&'static str, &str)]) -> Self {
         let clock = Arc::new(sundial_domain::clock::ManualClock::new(now.parse().unwrap()));
-        let mut stack = Stack::at(&clock, vars).await;
+        let mut stack = Stack::at(&clock, vars).await.watching_events().await;
         stack.manual_clock = Some(clock);
         stack
     }
@@ -319,6 +333,55 @@ impl Harness for Stack {
 
     fn use_cases(&self) -> &sundial_app::use_cases::UseCases {
         &self.services.use_cases
+    }
+
+    fn target_url(&self) -> String {
+        self.target.url.clone()
+    }
+
+    fn answer_next(&self, statuses: &[u16]) {
+        self.target.answer_next(statuses);
+    }
+
+    fn target_calls(&self) -> Vec<TargetCall> {
+        use sundial_domain::target::headers;
+        let header = |hit: &Hit, name: &str| hit.headers[name].to_str().unwrap().to_string();
+        let calls = self.target.hits().into_iter();
+        calls
+            .map(|hit| TargetCall {
+                run_id: header(&hit, headers::RUN_ID),
+                attempt: header(&hit, headers::ATTEMPT).parse().unwrap(),
+                at: hit.at,
+            })
+            .collect()
+    }
+
+    async fn drive(&self, id: &sundial_domain::run::RunId, limit_s: u32) -> sundial_domain::run::Run {
+        Stack::drive(self, &self.services.use_cases.worker, id, u64::from(limit_s)).await
+    }
+
+    /// The emulator's latency and the test's polling (every 100 ms) on a loaded two-core machine.
+    fn latency(&self) -> chrono::Duration {
+        chrono::Duration::seconds(3)
+    }
+
+    async fn queue_depth(&self) -> usize {
+        usize::try_from(Stack::queue_depth(self).await).unwrap()
+    }
+
+    async fn told_about(&self, run: &sundial_domain::run::RunId) -> Vec<String> {
+        let (inbox, read) =
+            self.events.as_ref().expect("a stack deployed through the Harness watches its events");
+        let fresh = self.read_inbox(inbox, usize::MAX, 1).await;
+        let mut read = read.lock().unwrap();
+        read.extend(fresh);
+        let run = run.to_string();
+        let bodies =
+            read.iter().map(|m| serde_json::from_str::<Value>(m["Message"].as_str().unwrap()).unwrap());
+        bodies
+            .filter(|b| b["run_id"] == run.as_str())
+            .map(|b| b["event"].as_str().unwrap().to_string())
+            .collect()
     }
 
     async fn stored_job(&self, id: &str) -> Option<sundial_domain::job::Job> {
@@ -398,21 +461,24 @@ pub enum Answer {
     Hang,
 }
 
-/// A real HTTP target on loopback that records what it receives and answers by script.
+/// A real HTTP target on loopback that records what it receives and answers by script: the
+/// statuses queued by [`TargetServer::answer_next`] first, then the script's answer.
 #[derive(Debug, Clone)]
 pub struct TargetServer {
     pub url: String,
     hits: Arc<std::sync::Mutex<Vec<Hit>>>,
+    next: Arc<std::sync::Mutex<std::collections::VecDeque<u16>>>,
 }
 
 impl TargetServer {
     pub async fn start(script: impl Fn(usize) -> Answer + Send + Sync + 'static) -> TargetServer {
         use axum::response::IntoResponse;
         let hits: Arc<std::sync::Mutex<Vec<Hit>>> = Arc::default();
+        let next: Arc<std::sync::Mutex<std::collections::VecDeque<u16>>> = Arc::default();
         let script = Arc::new(script);
-        let recorded = hits.clone();
+        let (recorded, queued) = (hits.clone(), next.clone());
         let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
-            let (hits, script) = (recorded.clone(), script.clone());
+            let (hits, script, queued) = (recorded.clone(), script.clone(), queued.clone());
             async move {
                 let (parts, body) = request.into_parts();
                 let body = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default().to_vec();
@@ -426,7 +492,9 @@ impl TargetServer {
                     });
                     hits.len() - 1
                 };
-                match script(n) {
+                let answer =
+                    queued.lock().unwrap().pop_front().map(Answer::Status).unwrap_or_else(|| script(n));
+                match answer {
                     Answer::Status(code) => {
                         (StatusCode::from_u16(code).unwrap(), format!("answer {n}")).into_response()
                     }
@@ -440,11 +508,16 @@ impl TargetServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await });
-        TargetServer { url, hits }
+        TargetServer { url, hits, next }
     }
 
     pub fn hits(&self) -> Vec<Hit> {
         self.hits.lock().unwrap().clone()
+    }
+
+    /// The next calls answer `statuses`, in order, before the script answers again.
+    pub fn answer_next(&self, statuses: &[u16]) {
+        self.next.lock().unwrap().extend(statuses);
     }
 }
 

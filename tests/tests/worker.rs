@@ -39,23 +39,18 @@ fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
     stack.worker_with(caller, settings)
 }
 
-/// A target failing twice then succeeding: SUCCEEDED at attempt 3, the gaps respect the
-/// backoff, three attempts in the run's detail, one idempotency key for all three.
+/// What a real HTTP target receives on each attempt of a run retried twice: one idempotency key
+/// for all of them (the run's id), the run's id and the attempt's number, and the job's payload
+/// as the body. (What the run records of it: `sundial_testkit::scenarios::worker`.)
 #[tokio::test]
-async fn fails_twice_then_succeeds() {
+async fn every_attempt_carries_the_runs_idempotency_key_its_number_and_the_payload() {
     let stack = Stack::new().await;
     let target = TargetServer::start(|n| if n < 2 { Answer::Status(503) } else { Answer::Status(200) }).await;
-    let id = stack
-        .api
-        .create_job(
-            ALICE,
-            &job("flaky", &target.url, json!({"max_attempts": 5, "backoff_s": 1, "max_backoff_s": 2})),
-        )
-        .await;
+    let retry = json!({"max_attempts": 5, "backoff_s": 1, "max_backoff_s": 2});
+    let id = stack.api.create_job(ALICE, &job("flaky", &target.url, retry)).await;
     let run_id = stack.trigger(&id).await;
     let done = stack.drive(&stack.services.use_cases.worker, &run_id, 60).await;
     assert_eq!(done.state, RunState::Succeeded);
-    assert_eq!(done.attempt, 3);
 
     let hits = target.hits();
     assert_eq!(hits.len(), 3);
@@ -65,62 +60,6 @@ async fn fails_twice_then_succeeds() {
         assert_eq!(hit.headers[headers::ATTEMPT], (i + 1).to_string().as_str());
         assert_eq!(serde_json::from_slice::<Value>(&hit.body).unwrap(), json!({"hello": "world"}));
     }
-    // Backoff is at least a second (full jitter over [1 s, ceiling]): never sooner.
-    for pair in hits.windows(2) {
-        let gap = pair[1].at - pair[0].at;
-        assert!(gap >= Duration::milliseconds(900), "retried after {gap}");
-    }
-
-    let detail = stack.api.get(ALICE, &format!("/v1/runs/{run_id}")).await;
-    assert_eq!(detail.status, StatusCode::OK, "{}", detail.body);
-    assert_eq!(detail.body["state"], "SUCCEEDED");
-    let attempts = detail.body["attempts"].as_array().unwrap();
-    assert_eq!(attempts.len(), 3);
-    assert_eq!(attempts[0]["outcome"], "failed");
-    assert_eq!(attempts[0]["status_code"], 503);
-    assert_eq!(attempts[2]["outcome"], "succeeded");
-    assert_eq!(attempts[2]["worker"], "test-worker");
-    assert!(attempts.iter().all(|a| a.get("callback").is_none()));
-
-    // The job shows its newest run, read from the runs table.
-    let shown = stack.api.get(ALICE, &format!("/v1/jobs/{id}")).await;
-    assert_eq!(shown.body["last_run"]["id"], run_id.to_string().as_str());
-    assert_eq!(shown.body["last_run"]["state"], "SUCCEEDED");
-}
-
-/// A target that always fails: FAILED after max_attempts, and the message is gone.
-#[tokio::test]
-async fn always_failing_ends_failed_and_the_message_is_gone() {
-    let stack = Stack::new().await;
-    let target = TargetServer::start(|_| Answer::Status(500)).await;
-    let id = stack
-        .api
-        .create_job(
-            ALICE,
-            &job("broken", &target.url, json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1})),
-        )
-        .await;
-    let run_id = stack.trigger(&id).await;
-    let done = stack.drive(&stack.services.use_cases.worker, &run_id, 60).await;
-    assert_eq!(done.state, RunState::Failed);
-    assert_eq!(done.attempts.len(), 3);
-    assert_eq!(target.hits().len(), 3);
-    assert_eq!(stack.queue_depth().await, 0);
-}
-
-/// A permanent failure (404) ends the run at once, whatever attempts remain.
-#[tokio::test]
-async fn permanent_failures_are_not_retried() {
-    let stack = Stack::new().await;
-    let target = TargetServer::start(|_| Answer::Status(404)).await;
-    let id = stack
-        .api
-        .create_job(ALICE, &job("gone", &target.url, json!({"max_attempts": 5, "backoff_s": 1})))
-        .await;
-    let run_id = stack.trigger(&id).await;
-    let done = stack.drive(&stack.services.use_cases.worker, &run_id, 30).await;
-    assert_eq!(done.state, RunState::Failed);
-    assert_eq!(target.hits().len(), 1);
 }
 
 /// The same message delivered twice at once (five times over, to give a race its chance), and
@@ -378,32 +317,6 @@ async fn signatures_verify_and_the_secret_stays_secret() {
     assert_eq!(hit.headers[headers::SIGNATURE], sign(&new_secret, &hit.body).as_str());
 }
 
-/// A job paused after its run was claimed: the run ends SKIPPED and the target is not called;
-/// a deleted job's run is CANCELLED.
-#[tokio::test]
-async fn paused_and_deleted_jobs_do_not_execute() {
-    let stack = Stack::new().await;
-    let target = TargetServer::start(|_| Answer::Status(200)).await;
-    let paused = stack.api.create_job(ALICE, &job("paused", &target.url, json!({}))).await;
-    let deleted = stack.api.create_job(ALICE, &job("deleted", &target.url, json!({}))).await;
-    let paused_run = stack.trigger(&paused).await;
-    let deleted_run = stack.trigger(&deleted).await;
-    stack.api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await;
-    stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await;
-
-    let skipped = stack.drive(&stack.services.use_cases.worker, &paused_run, 30).await;
-    let cancelled = stack.drive(&stack.services.use_cases.worker, &deleted_run, 30).await;
-    assert_eq!(skipped.state, RunState::Skipped);
-    assert_eq!(cancelled.state, RunState::Cancelled);
-    assert!(target.hits().is_empty());
-    // The deleted job's history is still its owner's to read, nobody else's.
-    assert_eq!(stack.api.get(ALICE, &format!("/v1/runs/{deleted_run}")).await.status, StatusCode::OK);
-    assert_eq!(
-        stack.api.get(sundial_tests::BOB, &format!("/v1/runs/{deleted_run}")).await.status,
-        StatusCode::NOT_FOUND
-    );
-}
-
 /// The history API: newest first, paginated, filtered by state; cancel and re-run.
 #[tokio::test]
 async fn run_history_cancel_and_rerun() {
@@ -570,3 +483,6 @@ async fn run_messages_carry_their_owner_as_the_fair_share_tenant() {
     let tenant = messages[0].attributes.as_ref().and_then(|a| a.get(&Attr::MessageGroupId));
     assert_eq!(tenant.map(String::as_str), Some("alice"), "{:?}", messages[0]);
 }
+
+// The worker's scenarios written once for both harnesses: also in memory (`shared/app/tests`).
+sundial_testkit::worker_scenarios!(Stack);

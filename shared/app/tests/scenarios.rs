@@ -9,7 +9,7 @@
 use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use std::sync::Arc;
-use sundial_app::jobs::{EditTerms, JobsError};
+use sundial_app::jobs::EditTerms;
 use sundial_app::ports::Ports;
 use sundial_app::run_control::{CallbackError, Completion};
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
@@ -81,6 +81,7 @@ fn attempts_of(run: &sundial_domain::run::Run) -> Vec<(u32, String, Option<Outco
 
 // The tick's scenarios written once for both harnesses (`sundial_testkit::scenarios::tick`).
 sundial_testkit::tick_scenarios!(World);
+sundial_testkit::worker_scenarios!(World);
 
 // ---------------------------------------------------------------------------------------------
 // The tick
@@ -564,74 +565,6 @@ async fn concurrency_forbid_and_replace_are_decided_at_the_start() {
 // The worker
 // ---------------------------------------------------------------------------------------------
 
-/// A target failing twice then succeeding: SUCCEEDED at attempt 3, the gaps between calls
-/// within the backoff's bounds, every call naming the same run, and a `retrying` told per retry.
-#[tokio::test]
-async fn fails_twice_then_succeeds() {
-    let world = World::at(START);
-    let retry = json!({"max_attempts": 5, "backoff_s": 1, "max_backoff_s": 2});
-    let job = world.create(yearly("flaky", json!({"retry": retry, "timeout_s": 5}))).await;
-    world.caller.push(failed(503));
-    world.caller.push(failed(503));
-    let run_id = world.trigger(&job).await;
-    let done = world.drive(&run_id, 60).await;
-    assert_eq!((done.state, done.attempt), (RunState::Succeeded, 3));
-
-    let calls = world.caller.calls();
-    let attempts: Vec<u32> = calls.iter().map(|c| c.attempt).collect();
-    assert_eq!(attempts, [1, 2, 3]);
-    assert!(calls.iter().all(|c| c.run_id == run_id.to_string() && c.job_id == job.id));
-    // Full jitter over [1 s, min(2 s, 1 s × 2^(n − 1))]: never sooner, never later.
-    let gaps: Vec<i64> = calls.windows(2).map(|p| (p[1].sent_at - p[0].sent_at).num_seconds()).collect();
-    assert_eq!(gaps[0], 1, "{gaps:?}");
-    assert!((1..=2).contains(&gaps[1]), "{gaps:?}");
-
-    let outcomes: Vec<_> = done.attempts.iter().map(|a| (a.outcome, a.status_code)).collect();
-    assert_eq!(
-        outcomes,
-        [
-            (Some(Outcome::Failed), Some(503)),
-            (Some(Outcome::Failed), Some(503)),
-            (Some(Outcome::Succeeded), Some(200))
-        ]
-    );
-    assert_eq!(done.attempts[2].worker, WORKER);
-    assert_eq!(world.told_about(&run_id), ["retrying", "retrying"], "succeeded is told only when asked");
-    assert_eq!(world.queue.depth(), 0);
-}
-
-/// A target that always fails: FAILED after max_attempts, one call per attempt, the message
-/// gone, and `failed` told once.
-#[tokio::test]
-async fn always_failing_ends_failed_and_the_message_is_gone() {
-    let world = World::with(START, Settings::default().answer(failed(500)));
-    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
-    let job = world.create(yearly("broken", json!({"retry": retry}))).await;
-    let run_id = world.trigger(&job).await;
-    let done = world.drive(&run_id, 60).await;
-    assert_eq!(done.state, RunState::Failed);
-    assert_eq!(done.attempts.len(), 3);
-    assert_eq!(world.caller.calls().len(), 3);
-    assert_eq!(world.queue.depth(), 0);
-    assert!(world.queue.dead_letters().is_empty());
-    assert_eq!(world.told_about(&run_id), ["retrying", "retrying", "failed"]);
-}
-
-/// A permanent failure (404) ends the run at once, whatever attempts remain.
-#[tokio::test]
-async fn permanent_failures_are_not_retried() {
-    let gone = Answer::Failed { retryable: false, status: Some(404), error: "HTTP 404".into() };
-    let world = World::with(START, Settings::default().answer(gone));
-    let job = world.create(yearly("gone", json!({"retry": {"max_attempts": 5, "backoff_s": 1}}))).await;
-    let run_id = world.trigger(&job).await;
-    let done = world.drive(&run_id, 30).await;
-    assert_eq!(done.state, RunState::Failed);
-    assert_eq!(done.attempts.len(), 1);
-    assert_eq!(world.caller.calls().len(), 1);
-    assert_eq!(world.queue.depth(), 0);
-    assert_eq!(world.told_about(&run_id), ["failed"]);
-}
-
 /// The same message handled twice at once on two threads (five times over, to give a race its
 /// chance), then a stale copy: the target is called once per attempt, one terminal record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -757,31 +690,6 @@ async fn accepted_work_without_heartbeats_is_lost() {
     let outcomes: Vec<_> = done.attempts.iter().map(|a| a.outcome).collect();
     assert_eq!(outcomes, [Some(Outcome::Lost), Some(Outcome::Succeeded)]);
     assert_eq!(world.caller.calls().len(), 2);
-}
-
-/// A job paused after its run was claimed: the run ends SKIPPED (and says so); a deleted job's
-/// run is CANCELLED, telling nobody; no target is called. The deleted job's history is still
-/// its owner's to read, nobody else's.
-#[tokio::test]
-async fn paused_and_deleted_jobs_do_not_execute() {
-    let world = World::at(START);
-    let paused = world.create(yearly("paused", json!({}))).await;
-    let deleted = world.create(yearly("deleted", json!({}))).await;
-    let paused_run = world.trigger(&paused).await;
-    let deleted_run = world.trigger(&deleted).await;
-    world.use_cases.jobs.pause(&owner(), &paused.id).await.unwrap();
-    world.use_cases.jobs.delete(&owner(), &deleted.id).await.unwrap();
-
-    assert_eq!(world.drive(&paused_run, 10).await.state, RunState::Skipped);
-    assert_eq!(world.drive(&deleted_run, 10).await.state, RunState::Cancelled);
-    assert!(world.caller.calls().is_empty());
-    assert_eq!(world.told_about(&paused_run), ["skipped"]);
-    assert!(world.told_about(&deleted_run).is_empty());
-    assert!(world.use_cases.run_control.get(&owner(), &deleted_run).await.is_ok());
-    assert_eq!(
-        world.use_cases.run_control.get(&"bob".to_string(), &deleted_run).await.unwrap_err(),
-        JobsError::NotFound
-    );
 }
 
 /// A message naming no run goes to the dead-letter queue with its reason and redrive brings it
