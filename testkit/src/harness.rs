@@ -40,6 +40,9 @@ pub trait Harness: Send + Sync + Sized {
     /// The use cases, for what a request cannot reach: a tick, a retried request's key.
     fn use_cases(&self) -> &UseCases;
 
+    /// Writes `jobs` into the jobs store as they are, as a restore would: no API, no claim.
+    async fn import_jobs(&self, jobs: &[Job]);
+
     /// The job `id` as stored (`None` once deleted).
     async fn stored_job(&self, id: &str) -> Option<Job>;
 
@@ -112,6 +115,10 @@ impl Harness for World {
 
     fn use_cases(&self) -> &UseCases {
         &self.use_cases
+    }
+
+    async fn import_jobs(&self, jobs: &[Job]) {
+        self.job_store.import(jobs).unwrap();
     }
 
     async fn stored_job(&self, id: &str) -> Option<Job> {

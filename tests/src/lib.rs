@@ -384,6 +384,16 @@ impl Harness for Stack {
             .collect()
     }
 
+    async fn import_jobs(&self, jobs: &[sundial_domain::job::Job]) {
+        let store = sundial_adapters::dynamo::DynamoJobStore::new(
+            self.dynamo.clone(),
+            &self.resources.jobs_table,
+            self.config.due_shards,
+            Ledger::new(),
+        );
+        store.import(jobs).await.unwrap();
+    }
+
     async fn stored_job(&self, id: &str) -> Option<sundial_domain::job::Job> {
         let id = sundial_domain::job::JobId::parse(id).unwrap();
         self.services.ports.jobs.get(&id).await.unwrap()

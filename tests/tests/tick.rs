@@ -8,7 +8,6 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use sundial_app::ports::Ports;
 use sundial_app::tick::Tick;
@@ -181,39 +180,6 @@ async fn create_many(stack: &Stack, n: usize, at: DateTime<Utc>) -> Vec<String> 
         ids.push(stack.api.create_job(ALICE, &job).await);
     }
     ids
-}
-
-/// Three ticks racing over 500 due jobs create exactly 500 runs, send each at least once, and
-/// every job leaves the due index.
-#[tokio::test]
-async fn racing_ticks_claim_each_instant_once() {
-    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
-    let stack = Stack::at(&clock, &[]).await;
-    let due = t("2030-01-01T12:00:30Z");
-    import_many(&stack, 500, due).await;
-    clock.set(t("2030-01-01T12:00:00Z"));
-
-    let tick = &stack.services.use_cases.tick;
-    let (a, b, c) = tokio::join!(tick.run(), tick.run(), tick.run());
-    let reports = [a.unwrap(), b.unwrap(), c.unwrap()];
-    let claimed: usize = reports.iter().map(|r| r.claims.claimed).sum();
-    let dispatched: usize = reports.iter().map(|r| r.claims.dispatched).sum();
-    assert_eq!(claimed, 500, "{reports:?}");
-    // A claimer that finds a run another wrote sends it too (its writer may have died before
-    // sending): racing ticks send extra messages, which the start fence drops.
-    assert!(dispatched >= 500, "{reports:?}");
-
-    let runs = all_runs(&stack).await;
-    assert_eq!(runs.len(), 500);
-    let distinct: BTreeSet<&str> = runs.iter().map(|r| r["job_id"].as_str().unwrap()).collect();
-    assert_eq!(distinct.len(), 500);
-    // Every run has its message (SQS counts are approximate: at least one each).
-    assert!(stack.queue_depth().await >= 500);
-    assert!(stack.due_index_ids().await.is_empty(), "one-time jobs leave the index once claimed");
-
-    // Another tick finds nothing left to do.
-    let again = tick.run().await.unwrap();
-    assert_eq!(again.claims.claimed + again.claims.dispatched, 0);
 }
 
 /// A tick whose sends fail leaves its runs QUEUED and its jobs due; the next tick finds the
@@ -413,48 +379,6 @@ async fn backfill_runs_nothing_twice() {
         .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(bad.error_field(), "to");
-}
-
-/// A paused job is not claimed; resumed, it is, from now on. `end_at` ends a job: it leaves the
-/// due index after its last instant.
-#[tokio::test]
-async fn pause_resume_and_end_at() {
-    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:58:30Z")));
-    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
-    let paused = stack.api.create_job(ALICE, &http_job("paused", json!({"cron": "* * * * *"}))).await;
-    let ending = stack
-        .api
-        .create_job(
-            ALICE,
-            &http_job("ending", json!({"cron": "* * * * *", "end_at": "2030-01-01T12:02:00Z"})),
-        )
-        .await;
-    stack.api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await;
-    let paused_runs = stack.runs_of(&paused).await.len();
-
-    for minute in 0..6 {
-        clock.set(t("2030-01-01T11:59:00Z") + Duration::minutes(minute));
-        stack.services.use_cases.tick.run().await.unwrap();
-    }
-    assert_eq!(stack.runs_of(&paused).await.len(), paused_runs, "paused: nothing claimed");
-    assert_eq!(
-        instants(&stack.runs_of(&ending).await),
-        ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]
-    );
-    let ended = stack.api.get(ALICE, &format!("/v1/jobs/{ending}")).await;
-    assert_eq!(ended.body["next_run_at"], json!(null));
-    assert!(!stack.due_index_ids().await.contains(&ending));
-
-    // Resumed at 12:04:00: from now on; due at once, so the API claims 12:04 and 12:05 itself.
-    let resumed = stack.api.post(ALICE, &format!("/v1/jobs/{paused}/resume"), &json!({})).await;
-    assert_eq!(resumed.body["next_run_at"], "2030-01-01T12:06:00Z", "{}", resumed.body);
-    clock.set(t("2030-01-01T12:05:00Z"));
-    stack.services.use_cases.tick.run().await.unwrap();
-    let after = instants(&stack.runs_of(&paused).await);
-    assert_eq!(
-        after[paused_runs..],
-        ["2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z", "2030-01-01T12:06:00Z"]
-    );
 }
 
 /// A burst larger than one invocation can finish within its time budget is continued by the

@@ -1,11 +1,15 @@
-//! The tick over time, on a manual clock: the catch-up policies after an outage, and cron jobs
-//! in a time zone across both DST changes of a year.
+//! The tick over time, on a manual clock: the catch-up policies after an outage, pause, resume
+//! and `end_at`, ticks racing over one burst, and cron jobs in a time zone across both DST
+//! changes of a year.
 
 use crate::api::ALICE;
 use crate::harness::Harness;
+use crate::world::OWNER;
 use chrono::{DateTime, Duration, Utc};
+use http::StatusCode;
 use serde_json::{Value, json};
 use sundial_domain::due::format_instant;
+use sundial_domain::job::{Job, JobId};
 use sundial_domain::run::Run;
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -50,6 +54,89 @@ pub async fn catchup_policies_after_downtime<H: Harness>() {
     assert_eq!(instants(&deployment.runs_of(&ids[0]).await), expect(&[]), "skip");
     assert_eq!(instants(&deployment.runs_of(&ids[1]).await), expect(&missed[3..]), "latest");
     assert_eq!(instants(&deployment.runs_of(&ids[2]).await), expect(&missed), "all");
+}
+
+/// A paused job is not claimed; resumed, it is, from now on. `end_at` ends a job: it leaves the
+/// due index after its last instant.
+pub async fn pause_resume_and_end_at<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T11:58:30Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let api = deployment.api();
+    let paused = api.create_job(ALICE, &job("paused", json!({"cron": "* * * * *"}))).await;
+    let schedule = json!({"cron": "* * * * *", "end_at": "2030-01-01T12:02:00Z"});
+    let ending = api.create_job(ALICE, &job("ending", schedule)).await;
+    assert_eq!(api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await.status, StatusCode::OK);
+    let paused_runs = deployment.runs_of(&paused).await.len();
+
+    for minute in 0..6 {
+        deployment.set_clock(t("2030-01-01T11:59:00Z") + Duration::minutes(minute));
+        deployment.use_cases().tick.run().await.unwrap();
+    }
+    assert_eq!(deployment.runs_of(&paused).await.len(), paused_runs, "paused: nothing claimed");
+    assert_eq!(
+        instants(&deployment.runs_of(&ending).await),
+        ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]
+    );
+    assert_eq!(api.get(ALICE, &format!("/v1/jobs/{ending}")).await.body["next_run_at"], json!(null));
+    assert_eq!(deployment.stored_job(&ending).await.unwrap().next_run_at, None);
+    assert!(!deployment.due_job_ids().await.contains(&ending));
+
+    // Resumed at 12:04:00: from now on; due at once, so the API claims 12:04 and 12:05 itself.
+    let resumed = api.post(ALICE, &format!("/v1/jobs/{paused}/resume"), &json!({})).await;
+    assert_eq!(resumed.body["next_run_at"], "2030-01-01T12:06:00Z", "{}", resumed.body);
+    deployment.set_clock(t("2030-01-01T12:05:00Z"));
+    deployment.use_cases().tick.run().await.unwrap();
+    let after = instants(&deployment.runs_of(&paused).await);
+    assert_eq!(
+        after[paused_runs..],
+        ["2030-01-01T12:04:00Z", "2030-01-01T12:05:00Z", "2030-01-01T12:06:00Z"]
+    );
+}
+
+/// `n` one-time jobs due at `at`, as stored an hour before (imported: no API, no claim).
+pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
+    (0..n)
+        .map(|i| Job {
+            id: JobId::generate(),
+            owner: OWNER.into(),
+            document: serde_json::from_value(job(&format!("job-{i:04}"), json!({"at": format_instant(at)})))
+                .unwrap(),
+            version: 1,
+            created_at: at - Duration::hours(1),
+            updated_at: at - Duration::hours(1),
+            next_run_at: Some(at),
+            signing_secret: "test-secret".into(),
+            pauses: Vec::new(),
+            children: Vec::new(),
+        })
+        .collect()
+}
+
+/// Three ticks racing over 500 due jobs create exactly one run per job, send each at least once
+/// (a claimer that finds a run another wrote sends it too: its writer may have died before
+/// sending; the start fence drops the extra messages), and every job leaves the due index;
+/// another tick then finds nothing to do.
+pub async fn racing_ticks_claim_each_instant_once<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T11:50:00Z", &[]).await;
+    let jobs = one_time_jobs(500, t("2030-01-01T12:00:30Z"));
+    deployment.import_jobs(&jobs).await;
+    deployment.set_clock(t("2030-01-01T12:00:00Z"));
+
+    let tick = &deployment.use_cases().tick;
+    let (a, b, c) = tokio::join!(tick.run(), tick.run(), tick.run());
+    let reports = [a.unwrap(), b.unwrap(), c.unwrap()];
+    let claimed: usize = reports.iter().map(|r| r.claims.claimed).sum();
+    let dispatched: usize = reports.iter().map(|r| r.claims.dispatched).sum();
+    assert_eq!(claimed, 500, "{reports:?}");
+    assert!(dispatched >= 500, "{reports:?}");
+    for job in &jobs {
+        let runs = deployment.runs_of(&job.id.to_string()).await;
+        assert_eq!(instants(&runs), ["2030-01-01T12:00:30Z"], "{}", job.id);
+    }
+    // Every run has its message (SQS counts are approximate: at least one each).
+    assert!(deployment.queue_depth().await >= 500);
+    assert!(deployment.due_job_ids().await.is_empty(), "one-time jobs leave the index once claimed");
+    let again = tick.run().await.unwrap();
+    assert_eq!(again.claims.claimed + again.claims.dispatched, 0);
 }
 
 /// Ticks every minute across a DST change of New York (from `from` to `to`, UTC); returns each
@@ -103,6 +190,12 @@ pub async fn dst_fall_back<H: Harness>() {
 #[macro_export]
 macro_rules! tick_scenarios {
     ($harness:ty) => {
-        $crate::instantiate!($harness => tick { catchup_policies_after_downtime, dst_spring_forward, dst_fall_back });
+        $crate::instantiate!($harness => tick {
+            catchup_policies_after_downtime,
+            pause_resume_and_end_at,
+            racing_ticks_claim_each_instant_once,
+            dst_spring_forward,
+            dst_fall_back,
+        });
     };
 }
