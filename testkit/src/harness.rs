@@ -7,6 +7,7 @@ use crate::world::{Settings, TARGET, World, config};
 use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use http::StatusCode;
+use sundial_app::ports::Ports;
 use sundial_app::use_cases::UseCases;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::run::{Run, RunId};
@@ -39,6 +40,9 @@ pub trait Harness: Send + Sync + Sized {
 
     /// The use cases, for what a request cannot reach: a tick, a retried request's key.
     fn use_cases(&self) -> &UseCases;
+
+    /// The ports the use cases run over, for a use case built with a port swapped (a fault).
+    fn ports(&self) -> &Ports;
 
     /// Writes `jobs` into the jobs store as they are, as a restore would: no API, no claim.
     async fn import_jobs(&self, jobs: &[Job]);
@@ -115,6 +119,10 @@ impl Harness for World {
 
     fn use_cases(&self) -> &UseCases {
         &self.use_cases
+    }
+
+    fn ports(&self) -> &Ports {
+        &self.ports
     }
 
     async fn import_jobs(&self, jobs: &[Job]) {

@@ -335,6 +335,10 @@ impl Harness for Stack {
         &self.services.use_cases
     }
 
+    fn ports(&self) -> &sundial_app::ports::Ports {
+        &self.services.ports
+    }
+
     fn target_url(&self) -> String {
         self.target.url.clone()
     }

@@ -4,18 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_app::ports::Ports;
-use sundial_app::tick::Tick;
-use sundial_app::tick::claim::Claimer;
 use sundial_domain::clock::{Clock, ManualClock};
-use sundial_domain::dispatch::Dispatch;
 use sundial_domain::due::format_instant;
-use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::JobStore;
 use sundial_domain::run::{Run, RunState};
 use sundial_tests::{ALICE, Call, Stack};
@@ -79,17 +73,6 @@ async fn force_running(stack: &Stack, run: &Run) {
     let fences = &stack.services.ports.fences;
     let holder = fences.get(&run.job_id).await.unwrap().map(|fence| fence.holder);
     fences.take(&run.job_id, holder.as_ref(), &run.key, holder.as_ref()).await.unwrap();
-}
-
-/// A runs queue that is down: every send fails, as if the process died before sending.
-#[derive(Debug)]
-struct DeadQueue;
-
-#[async_trait]
-impl RunQueue for DeadQueue {
-    async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
-        batch.iter().map(|_| Err(QueueError::Unavailable("injected fault".into()))).collect()
-    }
 }
 
 /// Loads `n` one-time jobs due at `at` straight into the jobs table (no API: seeding 500 jobs
@@ -163,59 +146,6 @@ async fn the_tick_reads_the_jobs_the_index_names_from_the_table() {
         runs.iter().all(|r| r["job_id"].as_str() != Some(gone.as_str())),
         "a job without a next run is not due"
     );
-}
-
-fn tick_with_queue(stack: &Stack, queue: Arc<dyn RunQueue>, clock: Arc<ManualClock>) -> Tick {
-    let s = &stack.services;
-    let ports = Ports { queue, clock, ..s.ports.clone() };
-    let claimer = Claimer::new(&ports, s.config.claim.clone());
-    Tick::new(&ports, claimer, s.config.tick.clone())
-}
-
-/// Creates `n` one-time jobs through the API, one after another.
-async fn create_many(stack: &Stack, n: usize, at: DateTime<Utc>) -> Vec<String> {
-    let mut ids = Vec::with_capacity(n);
-    for i in 0..n {
-        let job = http_job(&format!("job-{i:04}"), json!({"at": format_instant(at)}));
-        ids.push(stack.api.create_job(ALICE, &job).await);
-    }
-    ids
-}
-
-/// A tick whose sends fail leaves its runs QUEUED and its jobs due; the next tick finds the
-/// runs, sends each exactly once (their claimer is long gone) and advances the jobs; a tick after
-/// that sends nothing more.
-#[tokio::test]
-async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
-    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
-    let stack = Stack::at(&clock, &[]).await;
-    let ids = create_many(&stack, 20, t("2030-01-01T12:00:30Z")).await;
-    clock.set(t("2030-01-01T12:00:00Z"));
-
-    let crashed = tick_with_queue(&stack, Arc::new(DeadQueue), clock.clone()).run().await.unwrap();
-    assert_eq!(crashed.claims.claimed, 20);
-    assert_eq!(crashed.claims.send_failures, 20);
-    assert_eq!(crashed.claims.failed, 20);
-    assert_eq!(all_runs(&stack).await.len(), 20);
-    assert_eq!(stack.queue_depth().await, 0);
-    assert_eq!(stack.due_index_ids().await.len(), 20, "not advanced: the jobs are still due");
-
-    clock.set(t("2030-01-01T12:01:00Z"));
-    let healed = stack.services.use_cases.tick.run().await.unwrap();
-    assert_eq!(healed.claims.duplicates, 20);
-    assert_eq!(healed.claims.resent, 20);
-    assert_eq!(healed.claims.dispatched, 20);
-    assert_eq!(healed.claims.claimed, 0, "no duplicate run");
-    assert_eq!(all_runs(&stack).await.len(), 20);
-    assert_eq!(stack.queue_depth().await, 20);
-    assert!(stack.due_index_ids().await.is_empty());
-    for id in ids {
-        let runs = stack.runs_of(&id).await;
-        assert_eq!(instants(&runs), ["2030-01-01T12:00:30Z"]);
-    }
-    let later = stack.services.use_cases.tick.run().await.unwrap();
-    assert_eq!(later.claims.dispatched, 0);
-    assert_eq!(stack.queue_depth().await, 20);
 }
 
 /// A job paused, and one deleted, between the tick's read and its advance are not re-armed.
@@ -379,44 +309,6 @@ async fn backfill_runs_nothing_twice() {
         .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(bad.error_field(), "to");
-}
-
-/// A burst larger than one invocation can finish within its time budget is continued by the
-/// next invocations, without loss or duplication, and none of it counts as missed.
-#[tokio::test]
-async fn a_burst_is_continued_by_the_next_invocation() {
-    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:00Z")));
-    let stack = Stack::at(&clock, &[]).await;
-    import_many(&stack, 120, t("2030-01-01T12:00:30Z")).await;
-    let s = &stack.services;
-    // A budget of zero: each invocation does one step (a minute, or the two batches of 25 jobs
-    // of a busy minute it has in flight when the budget is checked), then hands over.
-    let settings = sundial_app::tick::TickSettings {
-        batch_jobs: 25,
-        budget: std::time::Duration::ZERO,
-        ..s.config.tick.clone()
-    };
-    let ports = Ports { clock: clock.clone(), ..s.ports.clone() };
-    let tick = Tick::new(&ports, s.use_cases.claimer.clone(), settings);
-    let mut invocations = 0;
-    let mut claimed = 0;
-    loop {
-        let report = tick.run().await.unwrap();
-        invocations += 1;
-        claimed += report.claims.claimed;
-        assert_eq!(report.claims.missed_dropped, 0);
-        assert!(report.claims.claimed <= 50, "more than two batches: {report:?}");
-        assert!(report.unfinished || claimed == 120);
-        if claimed == 120 || invocations > 40 {
-            break;
-        }
-        // Time moves on between invocations, past the minute the burst was due in.
-        clock.advance(Duration::seconds(50));
-    }
-    assert!(invocations >= 3, "{invocations} invocations");
-    assert_eq!(claimed, 120);
-    assert_eq!(all_runs(&stack).await.len(), 120);
-    assert_eq!(stack.queue_depth().await, 120);
 }
 
 // The tick's scenarios written once for both harnesses: also in memory (`shared/app/tests`).

@@ -13,7 +13,6 @@ use sundial_app::jobs::EditTerms;
 use sundial_app::ports::Ports;
 use sundial_app::run_control::{CallbackError, Completion};
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
-use sundial_app::tick::{Tick, TickSettings};
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
 use sundial_domain::dispatch::Dispatch;
@@ -135,38 +134,6 @@ async fn claimers_racing_from_the_same_read_create_one_run_per_instant() {
     world.pass(30);
     assert_eq!(world.deliver().await, 40);
     assert_eq!(world.caller.calls().len(), 20, "the start fence drops the copies");
-}
-
-/// A tick whose sends fail leaves its runs QUEUED and its jobs due; the next tick finds the
-/// runs, sends each once and advances the jobs; a tick after that sends nothing more.
-#[tokio::test]
-async fn a_crash_between_claim_and_send_heals_at_the_next_tick() {
-    let world = World::at("2030-01-01T11:50:00Z");
-    let jobs = one_time_jobs(&world, 20, "2030-01-01T12:00:30Z").await;
-    world.set(START);
-
-    world.queue.fail_sends(Some("injected: the queue is down"));
-    let crashed = world.use_cases.tick.run().await.unwrap();
-    assert_eq!((crashed.claims.claimed, crashed.claims.send_failures, crashed.claims.failed), (20, 20, 20));
-    assert_eq!(world.runs.all().len(), 20);
-    assert_eq!(world.queue.depth(), 0);
-    assert_eq!(world.job_store.due_index().len(), 20, "not advanced: the jobs are still due");
-
-    world.queue.fail_sends(None);
-    world.set("2030-01-01T12:01:00Z");
-    let healed = world.use_cases.tick.run().await.unwrap();
-    assert_eq!(healed.claims.duplicates, 20);
-    assert_eq!(healed.claims.resent, 20);
-    assert_eq!(healed.claims.dispatched, 20);
-    assert_eq!(healed.claims.claimed, 0, "no duplicate run");
-    assert_eq!(world.queue.depth(), 20);
-    assert!(world.job_store.due_index().is_empty());
-    for job in &jobs {
-        assert_eq!(instants(&world.runs_of(&job.id)), ["2030-01-01T12:00:30Z"]);
-    }
-    let later = world.use_cases.tick.run().await.unwrap();
-    assert_eq!(later.claims.dispatched, 0);
-    assert_eq!(world.queue.depth(), 20);
 }
 
 /// SQS delays are whole seconds, counted from the send: a tick that sends at 600 ms into a
@@ -297,36 +264,6 @@ async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
     assert_eq!(world.runs_of(&paused.id)[0].state, RunState::Skipped);
     assert_eq!(world.runs_of(&deleted.id)[0].state, RunState::Cancelled);
     assert!(world.caller.calls().is_empty());
-}
-
-/// A burst larger than one invocation can finish within its time budget is continued by the
-/// next invocations, without loss or duplication, and none of it counts as missed (the jobs'
-/// `catchup: skip` would drop it).
-#[tokio::test]
-async fn a_burst_is_continued_by_the_next_invocation() {
-    let world = World::at("2030-01-01T11:50:00Z");
-    one_time_jobs_with(&world, 120, "2030-01-01T12:00:30Z", json!({"catchup": "skip"})).await;
-    world.set(START);
-    // A budget of zero: each invocation does one step (a minute, or the two batches of 25 jobs
-    // of a busy minute it has in flight when the budget is checked), then hands over.
-    let settings =
-        TickSettings { batch_jobs: 25, budget: std::time::Duration::ZERO, ..TickSettings::default() };
-    let tick = Tick::new(&world.ports, world.use_cases.claimer.clone(), settings);
-    let (mut invocations, mut claimed) = (0, 0);
-    while claimed < 120 && invocations <= 40 {
-        let report = tick.run().await.unwrap();
-        invocations += 1;
-        claimed += report.claims.claimed;
-        assert_eq!(report.claims.missed_dropped, 0);
-        assert!(report.claims.claimed <= 50, "more than two batches: {report:?}");
-        assert!(report.unfinished || claimed == 120, "{report:?}");
-        // Time moves on between invocations, past the minute the burst was due in.
-        world.pass(50);
-    }
-    assert!(invocations >= 3, "{invocations} invocations");
-    assert_eq!(claimed, 120);
-    assert_eq!(world.runs.all().len(), 120);
-    assert_eq!(world.queue.depth(), 120);
 }
 
 /// A throttled re-read of the look-back a grown shard count asks for does not keep the tick

@@ -6,7 +6,15 @@ use crate::api::ALICE;
 use crate::harness::Harness;
 use crate::world::OWNER;
 use chrono::{DateTime, Duration, Utc};
+use async_trait::async_trait;
 use http::StatusCode;
+use std::sync::Arc;
+use sundial_app::ports::Ports;
+use sundial_app::tick::claim::{ClaimSettings, Claimer};
+use sundial_app::tick::{Tick, TickSettings};
+use sundial_domain::job::CatchupPolicy;
+use sundial_domain::dispatch::Dispatch;
+use sundial_domain::ports::queue::{QueueError, RunQueue};
 use serde_json::{Value, json};
 use sundial_domain::due::format_instant;
 use sundial_domain::job::{Job, JobId};
@@ -139,6 +147,83 @@ pub async fn racing_ticks_claim_each_instant_once<H: Harness>() {
     assert_eq!(again.claims.claimed + again.claims.dispatched, 0);
 }
 
+/// A burst larger than one invocation can finish within its time budget is continued by the
+/// next invocations, without loss or duplication, and none of it counts as missed (the jobs'
+/// `catchup: skip` would drop it).
+pub async fn a_burst_is_continued_by_the_next_invocation<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T12:00:00Z", &[]).await;
+    let mut jobs = one_time_jobs(120, t("2030-01-01T12:00:30Z"));
+    for job in &mut jobs {
+        job.document.catchup = CatchupPolicy::Skip;
+    }
+    deployment.import_jobs(&jobs).await;
+    // A budget of zero: each invocation does one step (a minute, or the two batches of 25 jobs
+    // of a busy minute it has in flight when the budget is checked), then hands over.
+    let settings = TickSettings { batch_jobs: 25, budget: std::time::Duration::ZERO, ..TickSettings::default() };
+    let tick = Tick::new(deployment.ports(), deployment.use_cases().claimer.clone(), settings);
+    let (mut invocations, mut claimed, mut now) = (0, 0, t("2030-01-01T12:00:00Z"));
+    while claimed < 120 && invocations <= 40 {
+        let report = tick.run().await.unwrap();
+        invocations += 1;
+        claimed += report.claims.claimed;
+        assert_eq!(report.claims.missed_dropped, 0);
+        assert!(report.claims.claimed <= 50, "more than two batches: {report:?}");
+        assert!(report.unfinished || claimed == 120, "{report:?}");
+        // Time moves on between invocations, past the minute the burst was due in.
+        now += Duration::seconds(50);
+        deployment.set_clock(now);
+    }
+    assert!(invocations >= 3, "{invocations} invocations");
+    assert_eq!(claimed, 120);
+    for job in &jobs {
+        assert_eq!(deployment.runs_of(&job.id.to_string()).await.len(), 1, "{}", job.id);
+    }
+    assert_eq!(deployment.queue_depth().await, 120);
+}
+
+/// A runs queue whose every send fails, as in an SQS outage.
+#[derive(Debug)]
+struct DeadQueue;
+
+#[async_trait]
+impl RunQueue for DeadQueue {
+    async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
+        batch.iter().map(|_| Err(QueueError::Unavailable("injected: the queue is down".into()))).collect()
+    }
+}
+
+/// A tick whose sends fail leaves its runs QUEUED and its jobs due; the next tick finds the
+/// runs, sends each exactly once (their claimer is long gone) and advances the jobs; a tick
+/// after that sends nothing more.
+pub async fn a_crash_between_claim_and_send_heals_at_the_next_tick<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T11:50:00Z", &[]).await;
+    let jobs = one_time_jobs(20, t("2030-01-01T12:00:30Z"));
+    deployment.import_jobs(&jobs).await;
+    deployment.set_clock(t("2030-01-01T12:00:00Z"));
+
+    let down = Ports { queue: Arc::new(DeadQueue), ..deployment.ports().clone() };
+    let crashed = Tick::new(&down, Claimer::new(&down, ClaimSettings::default()), TickSettings::default());
+    let crashed = crashed.run().await.unwrap();
+    assert_eq!((crashed.claims.claimed, crashed.claims.send_failures, crashed.claims.failed), (20, 20, 20));
+    assert_eq!(deployment.queue_depth().await, 0);
+    assert_eq!(deployment.due_job_ids().await.len(), 20, "not advanced: the jobs are still due");
+
+    deployment.set_clock(t("2030-01-01T12:01:00Z"));
+    let healed = deployment.use_cases().tick.run().await.unwrap();
+    assert_eq!(healed.claims.duplicates, 20);
+    assert_eq!(healed.claims.resent, 20);
+    assert_eq!(healed.claims.dispatched, 20);
+    assert_eq!(healed.claims.claimed, 0, "no duplicate run");
+    assert_eq!(deployment.queue_depth().await, 20);
+    assert!(deployment.due_job_ids().await.is_empty());
+    for job in &jobs {
+        assert_eq!(instants(&deployment.runs_of(&job.id.to_string()).await), ["2030-01-01T12:00:30Z"]);
+    }
+    let later = deployment.use_cases().tick.run().await.unwrap();
+    assert_eq!(later.claims.dispatched, 0);
+    assert_eq!(deployment.queue_depth().await, 20);
+}
+
 /// Ticks every minute across a DST change of New York (from `from` to `to`, UTC); returns each
 /// job's run instants in UTC: 02:30, 01:30 and every hour at :30, local time.
 async fn tick_across<H: Harness>(from: &str, to: &str) -> Vec<Vec<String>> {
@@ -194,6 +279,8 @@ macro_rules! tick_scenarios {
             catchup_policies_after_downtime,
             pause_resume_and_end_at,
             racing_ticks_claim_each_instant_once,
+            a_burst_is_continued_by_the_next_invocation,
+            a_crash_between_claim_and_send_heals_at_the_next_tick,
             dst_spring_forward,
             dst_fall_back,
         });
