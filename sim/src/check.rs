@@ -219,7 +219,7 @@ impl Checker {
         }
     }
 
-    /// A concurrency policy is decided when a run is about to start (invariant 7), not ahead: a
+    /// A concurrency policy is decided when a run is about to start (invariant: policies decided under the start fence), not ahead: a
     /// run skipped under `forbid` or `replace` is skipped once it is due, and a run cancelled to
     /// make way under `replace` is cancelled once the run replacing it is due (both give the
     /// deciding worker's clock its 30 s of skew, and as much again).

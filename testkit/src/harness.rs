@@ -9,7 +9,10 @@ use chrono::{DateTime, Duration, Utc};
 use http::StatusCode;
 use sundial_app::ports::Ports;
 use sundial_app::use_cases::UseCases;
+use sundial_app::worker::Worker;
+use sundial_app::worker::poll::consume_one;
 use sundial_domain::job::{Job, JobId};
+use sundial_domain::ports::queue::{RunInbox, RunQueue};
 use sundial_domain::run::{Run, RunId};
 use sundial_domain::target::classify_status;
 
@@ -18,6 +21,8 @@ use sundial_domain::target::classify_status;
 pub struct TargetCall {
     pub run_id: String,
     pub attempt: u32,
+    /// The token the run's callbacks must carry.
+    pub callback_token: String,
     pub at: DateTime<Utc>,
 }
 
@@ -76,6 +81,15 @@ pub trait Harness: Send + Sync + Sized {
     /// Hands the runs queue to the worker until run `id` has ended; panics past `limit_s`
     /// seconds: simulated in memory (each pass moves the clock a second), real on the emulator.
     async fn drive(&self, id: &RunId, limit_s: u32) -> Run;
+
+    /// Hands `count` messages of the runs queue to the worker as `worker` (waiting for delayed
+    /// ones on the emulator, up to 20 s), each settled and deleted as the local poller does;
+    /// returns their bodies. Panics unless there are exactly `count`.
+    async fn work(&self, count: usize, worker: &str) -> Vec<String>;
+
+    /// The scheduler's alerts told on the shared topic (notifications that name no run), in the
+    /// order they were published.
+    async fn told_alerts(&self) -> Vec<String>;
 
     /// How late the harness itself may be, beyond what Sundial promises: nothing in memory, where
     /// time moves only when a test moves it; the emulator's and the machine's latency on it.
@@ -153,7 +167,14 @@ impl Harness for World {
 
     fn target_calls(&self) -> Vec<TargetCall> {
         let calls = self.caller.calls().into_iter();
-        calls.map(|c| TargetCall { run_id: c.run_id, attempt: c.attempt, at: c.sent_at }).collect()
+        calls
+            .map(|c| TargetCall {
+                run_id: c.run_id,
+                attempt: c.attempt,
+                callback_token: c.callback_token,
+                at: c.sent_at,
+            })
+            .collect()
     }
 
     async fn drive(&self, id: &RunId, limit_s: u32) -> Run {
@@ -162,6 +183,17 @@ impl Harness for World {
 
     async fn queue_depth(&self) -> usize {
         self.queue.depth()
+    }
+
+    async fn work(&self, count: usize, worker: &str) -> Vec<String> {
+        let queue = self.queue.as_ref();
+        let bodies = consume_visible(&self.use_cases.worker, queue, queue, worker).await;
+        assert_eq!(bodies.len(), count, "messages on the runs queue");
+        bodies
+    }
+
+    async fn told_alerts(&self) -> Vec<String> {
+        self.bus.alerts().into_iter().map(|a| a.event.to_string()).collect()
     }
 
     async fn told_about(&self, run: &RunId) -> Vec<String> {
@@ -174,5 +206,26 @@ impl Harness for World {
 
     async fn due_job_ids(&self) -> Vec<String> {
         self.job_store.due_index().into_iter().map(|(id, _)| id.to_string()).collect()
+    }
+}
+
+/// Receives every message of the runs queue visible now and hands each to the worker as
+/// `worker_id`, settled and deleted as the local poller does; returns their bodies.
+pub async fn consume_visible(
+    worker: &Worker,
+    queue: &dyn RunQueue,
+    inbox: &dyn RunInbox,
+    worker_id: &str,
+) -> Vec<String> {
+    let mut bodies = Vec::new();
+    loop {
+        let received = inbox.receive(10, 0).await.unwrap();
+        if received.is_empty() {
+            return bodies;
+        }
+        for message in &received {
+            bodies.push(message.body.clone());
+            consume_one(worker, queue, inbox, message, worker_id).await;
+        }
     }
 }

@@ -8,6 +8,7 @@ pub mod hostile_tenant;
 pub mod idempotency;
 pub mod jobs_api;
 pub mod tick;
+pub mod watchdog;
 pub mod worker;
 
 /// One `#[tokio::test]` per scenario of `$module`, named as the scenario, in a module named as
@@ -19,7 +20,8 @@ macro_rules! instantiate {
             #[allow(unused_imports)]
             use super::*;
             $(
-                #[tokio::test]
+                // Two threads, so that what a scenario runs side by side can really interleave.
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $scenario() {
                     $crate::scenarios::$module::$scenario::<$harness>().await;
                 }

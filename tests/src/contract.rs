@@ -625,7 +625,7 @@ async fn run_transitions_are_fenced(store: &dyn RunStore) {
 /// An event recorded after a change was decided (the watchdog flags `sla_missed` while a cancel
 /// decided from an earlier read lands: both fence on the state and attempt only) must not leave
 /// the index with the run: the change that would take the run out conflicts, and its writer
-/// decides again on the fresh run, events included (invariant 5).
+/// decides again on the fresh run, events included (invariant: one alert per event).
 async fn an_event_recorded_since_the_read_keeps_the_run_in_flight(store: &dyn RunStore, shards: u16) {
     let job = JobId::generate();
     let t = at("2031-05-07T07:08:09Z");

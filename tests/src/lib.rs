@@ -125,6 +125,17 @@ impl Stack {
         sundial_app::worker::Worker::new(&ports, s.use_cases.recorder.clone(), settings)
     }
 
+    /// Every notification the shared topic has told this stack's inbox so far (the messages'
+    /// bodies), oldest first.
+    async fn told(&self) -> Vec<Value> {
+        let (inbox, read) =
+            self.events.as_ref().expect("a stack deployed through the Harness watches its events");
+        let fresh = self.read_inbox(inbox, usize::MAX, 1).await;
+        let mut read = read.lock().unwrap();
+        read.extend(fresh);
+        read.iter().map(|m| serde_json::from_str(m["Message"].as_str().unwrap()).unwrap()).collect()
+    }
+
     /// This stack, its shared topic's events read into an inbox of its own (`Harness::told_about`).
     async fn watching_events(mut self) -> Stack {
         let inbox = self.subscribe_inbox().await;
@@ -355,6 +366,7 @@ impl Harness for Stack {
             .map(|hit| TargetCall {
                 run_id: header(&hit, headers::RUN_ID),
                 attempt: header(&hit, headers::ATTEMPT).parse().unwrap(),
+                callback_token: header(&hit, headers::CALLBACK_TOKEN),
                 at: hit.at,
             })
             .collect()
@@ -373,16 +385,33 @@ impl Harness for Stack {
         usize::try_from(Stack::queue_depth(self).await).unwrap()
     }
 
-    async fn told_about(&self, run: &sundial_domain::run::RunId) -> Vec<String> {
-        let (inbox, read) =
-            self.events.as_ref().expect("a stack deployed through the Harness watches its events");
-        let fresh = self.read_inbox(inbox, usize::MAX, 1).await;
-        let mut read = read.lock().unwrap();
-        read.extend(fresh);
-        let run = run.to_string();
-        let bodies =
-            read.iter().map(|m| serde_json::from_str::<Value>(m["Message"].as_str().unwrap()).unwrap());
+    async fn work(&self, count: usize, worker: &str) -> Vec<String> {
+        let (queue, inbox) = (self.services.ports.queue.as_ref(), self.services.inbox.as_ref());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut bodies = Vec::new();
+        while bodies.len() < count && std::time::Instant::now() < deadline {
+            let worker_uc = &self.services.use_cases.worker;
+            bodies.extend(sundial_testkit::harness::consume_visible(worker_uc, queue, inbox, worker).await);
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        assert_eq!(bodies.len(), count, "messages on the runs queue");
         bodies
+    }
+
+    async fn told_alerts(&self) -> Vec<String> {
+        let bodies = self.told().await;
+        bodies
+            .iter()
+            .filter(|b| b.get("run_id").is_none())
+            .map(|b| b["event"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    async fn told_about(&self, run: &sundial_domain::run::RunId) -> Vec<String> {
+        let run = run.to_string();
+        let bodies = self.told().await;
+        bodies
+            .iter()
             .filter(|b| b["run_id"] == run.as_str())
             .map(|b| b["event"].as_str().unwrap().to_string())
             .collect()

@@ -1132,7 +1132,7 @@ fn explain_duplicate(
         .collect();
     let why = match (event.taken_at, between.is_empty()) {
         (Some(taken), false) => format!(
-            "published at {} by the process that recorded it, then {}: that process was gone (or stalled) before it marked the event sent, so a watchdog pass took it over at {} and published it again — the crash window between publish and mark that invariant 5 allows",
+            "published at {} by the process that recorded it, then {}: that process was gone (or stalled) before it marked the event sent, so a watchdog pass took it over at {} and published it again — the crash window between publish and mark that the invariant `one alert per event` allows",
             stamp(event.at),
             between.join("; "),
             stamp(taken)

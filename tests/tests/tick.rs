@@ -8,10 +8,10 @@ use chrono::{DateTime, Duration, Utc};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_domain::clock::{Clock, ManualClock};
+use sundial_domain::clock::ManualClock;
 use sundial_domain::due::format_instant;
 use sundial_domain::ports::store::JobStore;
-use sundial_domain::run::{Run, RunState};
+use sundial_domain::run::Run;
 use sundial_tests::{ALICE, Call, Stack};
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -20,10 +20,6 @@ fn t(s: &str) -> DateTime<Utc> {
 
 fn http_job(name: &str, schedule: Value) -> Value {
     json!({"name": name, "schedule": schedule, "target": {"type": "http", "url": "http://127.0.0.1:9/"}})
-}
-
-fn instants(runs: &[Run]) -> Vec<String> {
-    runs.iter().map(|r| format_instant(r.scheduled_at())).collect()
 }
 
 /// Every run in the stack's runs table.
@@ -146,105 +142,6 @@ async fn the_tick_reads_the_jobs_the_index_names_from_the_table() {
         runs.iter().all(|r| r["job_id"].as_str() != Some(gone.as_str())),
         "a job without a next run is not due"
     );
-}
-
-/// A job paused, and one deleted, between the tick's read and its advance are not re-armed.
-#[tokio::test]
-async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
-    let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
-    let stack = Stack::at(&clock, &[]).await;
-    let paused = stack.api.create_job(ALICE, &http_job("paused", json!({"cron": "0 * * * *"}))).await;
-    let deleted = stack.api.create_job(ALICE, &http_job("deleted", json!({"cron": "0 * * * *"}))).await;
-    let read = |id: &str| {
-        let id = sundial_domain::job::JobId::parse(id).unwrap();
-        let store = stack.services.ports.jobs.clone();
-        async move { store.get(&id).await.unwrap().unwrap() }
-    };
-    let (stale_paused, stale_deleted) = (read(&paused).await, read(&deleted).await);
-
-    assert_eq!(
-        stack.api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await.status,
-        StatusCode::OK
-    );
-    assert_eq!(stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NO_CONTENT);
-
-    clock.set(t("2030-01-01T12:00:00Z"));
-    let report =
-        stack.services.use_cases.claimer.claim(vec![stale_paused, stale_deleted], None, clock.now()).await;
-    assert_eq!(report.advance_conflicts, 2, "{report:?}");
-    assert_eq!(report.advanced, 0);
-
-    let job = stack.api.get(ALICE, &format!("/v1/jobs/{paused}")).await;
-    assert_eq!(job.body["paused"], true);
-    assert_eq!(job.body["version"], 2);
-    assert!(stack.due_index_ids().await.is_empty(), "neither job is back in the due index");
-    assert_eq!(stack.api.get(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NOT_FOUND);
-    let raw = sundial_adapters::dynamo::jobs::raw_attribute(
-        &stack.dynamo,
-        &stack.resources.jobs_table,
-        &sundial_domain::job::JobId::parse(&deleted).unwrap(),
-        "job_id",
-    )
-    .await
-    .unwrap();
-    assert!(raw.is_none(), "the advance must not recreate a deleted job");
-}
-
-/// The tick claims the next instant of `forbid` and `replace` jobs QUEUED whatever is active:
-/// the policy is decided when the run is about to start. Then, with the earlier run still
-/// active, `forbid` records the new run SKIPPED naming it (the worker won the write, so it
-/// recorded and published the event), and `replace` cancels the earlier run (its open attempt
-/// closed as cancelled) and starts the new one.
-#[tokio::test]
-async fn concurrency_forbid_and_replace_are_decided_at_the_start() {
-    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:10Z")));
-    let stack = Stack::at(&clock, &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
-    let target = sundial_tests::TargetServer::start(|_| sundial_tests::Answer::Status(200)).await;
-    let mut ids = Vec::new();
-    for policy in ["forbid", "replace"] {
-        let mut job = http_job(policy, json!({"cron": "* * * * *"}));
-        job["concurrency"] = json!(policy);
-        job["target"]["url"] = json!(target.url);
-        ids.push(stack.api.create_job(ALICE, &job).await);
-    }
-    // Due soon: the API claimed 12:01 for both. Make those runs active.
-    for id in &ids {
-        let runs = stack.runs_of(id).await;
-        assert_eq!(instants(&runs), ["2030-01-01T12:01:00Z"]);
-        force_running(&stack, &runs[0]).await;
-    }
-    clock.set(t("2030-01-01T12:01:30Z"));
-    stack.services.use_cases.tick.run().await.unwrap();
-    for id in &ids {
-        let runs = stack.runs_of(id).await;
-        assert_eq!(runs[1].scheduled_at(), t("2030-01-01T12:02:00Z"));
-        assert!(runs.iter().skip(1).all(|r| r.state == RunState::Queued), "the tick decides nothing");
-        assert_eq!(runs[0].state, RunState::Running);
-    }
-
-    clock.set(t("2030-01-01T12:02:00Z"));
-    for id in &ids {
-        let next = &stack.runs_of(id).await[1];
-        let body = json!({"job_id": id, "run_key": next.key.encode(), "attempt": 1}).to_string();
-        stack.services.use_cases.worker.handle(&body, "w").await;
-    }
-    let forbid = stack.runs_of(&ids[0]).await;
-    assert_eq!(forbid[0].state, RunState::Running);
-    assert_eq!(forbid[1].state, RunState::Skipped);
-    assert!(
-        forbid[1].reason.as_deref().unwrap().contains(&forbid[0].id().to_string()),
-        "{:?}",
-        forbid[1].reason
-    );
-    assert_eq!(forbid[1].events.len(), 1);
-    assert_eq!(forbid[1].events[0].kind, sundial_domain::job::EventKind::Skipped);
-    assert!(forbid[1].events[0].sent);
-
-    let replace = stack.runs_of(&ids[1]).await;
-    assert_eq!(replace[0].state, RunState::Cancelled);
-    assert!(replace[0].reason.as_deref().unwrap().contains(&replace[1].id().to_string()));
-    assert_eq!(replace[1].state, RunState::Succeeded);
-    assert_eq!(target.hits().len(), 1, "only the replacing run called the target");
 }
 
 /// Trigger creates a manual run dispatched now; under `forbid` with an active run it is a 409

@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use sundial_app::watchdog::WatchdogReport;
 use sundial_domain::clock::{Clock, ManualClock};
-use sundial_domain::job::{EventKind, JobId};
+use sundial_domain::job::EventKind;
 use sundial_domain::run::RunEvent;
-use sundial_domain::run::{Attempt, Outcome, Run, RunKey, RunState};
+use sundial_domain::run::{Attempt, Outcome, Run, RunState};
 use sundial_tests::{ALICE, Answer, Stack, TargetServer};
 
 const START: &str = "2030-01-01T12:00:00Z";
@@ -62,110 +62,6 @@ fn events_of(messages: &[Value]) -> Vec<String> {
         .collect();
     events.sort();
     events
-}
-
-/// A run past its SLA gets one `sla_missed` however many passes see it; one that ends past its
-/// SLA between two passes gets one from the worker; and when the watchdog flags a run the worker
-/// is finishing from an older read, the worker's write is redone without a second `sla_missed`.
-#[tokio::test]
-async fn sla_missed_is_told_once() {
-    let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = Stack::at(&clock, &[("SUNDIAL_HEARTBEAT_WINDOW_S", "3600")]).await;
-    let inbox = stack.subscribe_inbox().await;
-    let accepting = TargetServer::start(|_| Answer::Status(202)).await;
-    let quick = TargetServer::start(|_| Answer::Status(200)).await;
-
-    // Still running past its SLA: the watchdog flags it, once in five passes.
-    let slow = stack.api.create_job(ALICE, &job("slow", &accepting.url, json!({"sla_s": 60}))).await;
-    let slow_run = stack.trigger(&slow).await;
-    work(&stack, 1, "w1").await;
-    assert_eq!(stack.run(&slow_run).await.state, RunState::Running);
-    clock.advance(Duration::seconds(30));
-    assert_eq!(watchdog(&stack).await.sla_missed, 0, "not before the SLA");
-    let mut flagged = 0;
-    for _ in 0..5 {
-        clock.advance(Duration::seconds(40));
-        flagged += watchdog(&stack).await.sla_missed;
-    }
-    assert_eq!(flagged, 1);
-    let slow_state = stack.run(&slow_run).await;
-    assert_eq!(slow_state.state, RunState::Running, "an SLA miss does not stop the run");
-    assert!(slow_state.events.iter().any(|e| e.kind == EventKind::SlaMissed && e.sent));
-
-    // Ends past its SLA between two passes: the worker's write carries the flag.
-    let late = stack.api.create_job(ALICE, &job("late", &quick.url, json!({"sla_s": 60}))).await;
-    let late_run = stack.trigger(&late).await;
-    watchdog(&stack).await;
-    clock.advance(Duration::seconds(90));
-    work(&stack, 1, "w2").await;
-    assert_eq!(stack.run(&late_run).await.state, RunState::Succeeded);
-    clock.advance(Duration::seconds(60));
-    assert_eq!(watchdog(&stack).await.sla_missed, 0);
-
-    // The watchdog flags a run between the worker's read and its write.
-    let raced = stack.api.create_job(ALICE, &job("raced", &accepting.url, json!({"sla_s": 60}))).await;
-    let raced_run = stack.trigger(&raced).await;
-    work(&stack, 1, "w3").await;
-    let read_by_worker = stack.run(&raced_run).await;
-    clock.advance(Duration::seconds(61));
-    assert_eq!(watchdog(&stack).await.sla_missed, 1);
-    let job = stack.services.ports.jobs.get(&read_by_worker.job_id).await.unwrap().unwrap();
-    let now = clock.now();
-    let ending = sundial_domain::run::transition::Ending::new(Outcome::Succeeded);
-    let finish = sundial_domain::run::transition::Step::Finish { ending, jitter: 0.5 };
-    let done = stack.services.use_cases.recorder.apply(&job, &read_by_worker, &finish, now).await.unwrap();
-    assert_eq!(done.state, RunState::Succeeded);
-    assert_eq!(done.events.iter().filter(|e| e.kind == EventKind::SlaMissed).count(), 1);
-
-    let messages = stack.read_inbox(&inbox, 3, 20).await;
-    assert_eq!(events_of(&messages), ["sla_missed", "sla_missed", "sla_missed"]);
-    assert!(stack.read_inbox(&inbox, 1, 2).await.is_empty(), "one message per event");
-    let jobs: Vec<&str> =
-        messages.iter().map(|m| m["MessageAttributes"]["job_name"]["Value"].as_str().unwrap()).collect();
-    for name in ["slow", "late", "raced"] {
-        assert_eq!(jobs.iter().filter(|j| **j == name).count(), 1, "{name}: {jobs:?}");
-    }
-}
-
-/// An accepted attempt that never reports back is `timed_out` by the watchdog at its timeout,
-/// retried per the policy, then the run ends TIMED_OUT; one `retrying` and one `timed_out`.
-#[tokio::test]
-async fn a_run_past_its_timeout_is_retried_then_ends() {
-    let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = Stack::at(&clock, &[]).await;
-    let inbox = stack.subscribe_inbox().await;
-    let accepting = TargetServer::start(|_| Answer::Status(202)).await;
-    let retry = json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1});
-    let id = stack
-        .api
-        .create_job(ALICE, &job("stuck", &accepting.url, json!({"timeout_s": 5, "retry": retry})))
-        .await;
-    let run_id = stack.trigger(&id).await;
-
-    assert_eq!(work(&stack, 1, "w1").await, [1]);
-    assert_eq!(stack.run(&run_id).await.state, RunState::Running);
-    clock.advance(Duration::seconds(4));
-    assert_eq!(watchdog(&stack).await.timed_out, 0, "not before the timeout");
-    clock.advance(Duration::seconds(2));
-    let report = watchdog(&stack).await;
-    assert_eq!((report.timed_out, report.dispatched), (1, 1));
-    let retrying = stack.run(&run_id).await;
-    assert_eq!(retrying.state, RunState::Retrying);
-    assert_eq!(retrying.attempts[0].outcome, Some(Outcome::TimedOut));
-
-    clock.advance(Duration::seconds(2));
-    assert_eq!(work(&stack, 1, "w2").await, [2], "the watchdog sent the next attempt");
-    assert_eq!(stack.run(&run_id).await.state, RunState::Running);
-    clock.advance(Duration::seconds(6));
-    let report = watchdog(&stack).await;
-    assert_eq!((report.timed_out, report.dispatched), (1, 0), "no attempt left to dispatch");
-    let ended = stack.run(&run_id).await;
-    assert_eq!(ended.state, RunState::TimedOut);
-    let outcomes: Vec<_> = ended.attempts.iter().map(|a| (a.n, a.worker.as_str(), a.outcome)).collect();
-    assert_eq!(outcomes, [(1, "w1", Some(Outcome::TimedOut)), (2, "w2", Some(Outcome::TimedOut))]);
-    assert_eq!(watchdog(&stack).await.timed_out, 0);
-    assert_eq!(events_of(&stack.read_inbox(&inbox, 2, 20).await), ["retrying", "timed_out"]);
-    assert!(stack.read_inbox(&inbox, 1, 2).await.is_empty(), "one message per event");
 }
 
 /// A worker that died mid-attempt: the lease expires, the attempt is `lost`, the run is
@@ -219,46 +115,6 @@ async fn a_lost_worker_is_replaced() {
     assert_eq!(target.hits().len(), 1);
 }
 
-/// Runs whose first attempt has not started a grace period after their due time are sent again,
-/// whether their message was lost (the API crashed before sending) or merely waits in a backlog,
-/// once per grace period; the extra messages start nothing twice.
-#[tokio::test]
-async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
-    let clock = Arc::new(ManualClock::new(t(START)));
-    let stack = Stack::at(&clock, &[("SUNDIAL_DISPATCH_GRACE_S", "120")]).await;
-    let target = TargetServer::start(|_| Answer::Status(200)).await;
-    let id = stack.api.create_job(ALICE, &job("job", &target.url, json!({}))).await;
-
-    // A backlog: twenty runs sent and not yet consumed.
-    for _ in 0..20 {
-        stack.trigger(&id).await;
-    }
-    // And one the API recorded and never sent.
-    let stored = stack.services.ports.jobs.get(&JobId::parse(&id).unwrap()).await.unwrap().unwrap();
-    let now = clock.now();
-    let orphan = stack.services.use_cases.claimer.new_run(&stored, RunKey::manual(now), now, now);
-    stack.services.ports.runs.insert(&orphan).await.unwrap();
-
-    clock.advance(Duration::seconds(119));
-    assert_eq!(watchdog(&stack).await.dispatched, 0, "not before the grace period");
-    clock.advance(Duration::seconds(1));
-    let report = watchdog(&stack).await;
-    assert_eq!(report.inspected, 21);
-    assert_eq!(report.dispatched, 21, "every run not started in time");
-    assert!(stack.run(&orphan.id()).await.resent_at.is_some());
-    clock.advance(Duration::seconds(119));
-    assert_eq!(watchdog(&stack).await.dispatched, 0, "once per grace period");
-
-    let messages = stack.drain_queue().await;
-    assert_eq!(messages.len(), 41);
-    let orphan_key = orphan.key.encode();
-    assert_eq!(messages.iter().filter(|m| m["run_key"] == orphan_key.as_str()).count(), 1);
-    for message in &messages {
-        stack.services.use_cases.worker.handle(&message.to_string(), "w").await;
-    }
-    assert_eq!(target.hits().len(), 21, "each run once, duplicates dropped");
-}
-
 /// An event recorded with its state change but never published (a crash between) is published
 /// by the next pass after the grace period, once; then the run leaves the in-flight index.
 #[tokio::test]
@@ -296,40 +152,6 @@ async fn an_event_left_unsent_is_published_once() {
     assert!(stack.services.ports.runs.in_flight(clock.now(), 8).await.unwrap().is_empty());
     let messages = stack.read_inbox(&inbox, 2, 5).await;
     assert_eq!(events_of(&messages), ["failed"]);
-}
-
-/// The tick stopped for three minutes: one `scheduler_stalled` however many passes see it, then
-/// one `scheduler_recovered` once the tick has caught up.
-#[tokio::test]
-async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
-    let clock = Arc::new(ManualClock::new(t("2030-01-01T12:00:05Z")));
-    let stack = Stack::at(&clock, &[("SUNDIAL_STALL_AFTER_MINUTES", "3")]).await;
-    let inbox = stack.subscribe_inbox().await;
-    let tick = &stack.services.use_cases.tick;
-    tick.run().await.unwrap();
-    clock.set(t("2030-01-01T12:00:30Z"));
-    assert_eq!(watchdog(&stack).await.alert, None);
-
-    // No tick at 12:01, 12:02, 12:03.
-    let mut alerts = Vec::new();
-    for at in ["12:01:30", "12:02:30", "12:03:30", "12:04:30", "12:05:30"] {
-        clock.set(t(&format!("2030-01-01T{at}Z")));
-        alerts.extend(watchdog(&stack).await.alert);
-    }
-    assert_eq!(alerts, ["scheduler_stalled"]);
-    let health = stack.services.ports.tick_state.get().await.unwrap();
-    assert!(health.stalled_since.is_some() && health.unsent_alert.is_none());
-
-    clock.set(t("2030-01-01T12:06:02Z"));
-    tick.run().await.unwrap();
-    clock.set(t("2030-01-01T12:06:30Z"));
-    assert_eq!(watchdog(&stack).await.alert.as_deref(), Some("scheduler_recovered"));
-    clock.set(t("2030-01-01T12:07:30Z"));
-    tick.run().await.unwrap();
-    assert_eq!(watchdog(&stack).await.alert, None);
-
-    let messages = stack.read_inbox(&inbox, 3, 5).await;
-    assert_eq!(events_of(&messages), ["scheduler_recovered", "scheduler_stalled"]);
 }
 
 /// Per-job topics: a subscriber of job A's `failed` gets A's failures, as JSON, and nothing of
@@ -461,3 +283,6 @@ async fn failing_streaks_and_late_starts_are_told_once() {
     assert_eq!(events.iter().filter(|e| *e == "failed").count(), 5, "{events:?}");
     assert_eq!(events.iter().filter(|e| *e == "late_start").count(), 1, "{events:?}");
 }
+
+// The watchdog's scenarios written once for both harnesses: also in memory (`shared/app/tests`).
+sundial_testkit::watchdog_scenarios!(Stack);

@@ -4,17 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use chrono::Duration;
-use http::{Method, StatusCode};
+use http::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use sundial_adapters::metrics::{Ledger, TargetClients};
 use sundial_adapters::targets::Targets;
+use sundial_app::worker::WorkerSettings;
 use sundial_app::worker::poll::poll_once;
-use sundial_app::worker::{Disposition, Worker, WorkerSettings};
-use sundial_domain::run::{Outcome, RunState};
+use sundial_domain::run::RunState;
 use sundial_domain::target::{headers, sign};
-use sundial_tests::{ALICE, Answer, Call, Options, Stack, TargetServer};
+use sundial_tests::{ALICE, Answer, Options, Stack, TargetServer};
 
 fn job(name: &str, url: &str, retry: Value) -> Value {
     json!({
@@ -25,18 +24,6 @@ fn job(name: &str, url: &str, retry: Value) -> Value {
         "retry": retry,
         "timeout_s": 5
     })
-}
-
-/// A worker with a short lease margin, so a lost attempt is noticed within seconds.
-fn worker(stack: &Stack, lease_margin_s: i64) -> Worker {
-    let s = &stack.services;
-    let caller = Arc::new(Targets::new(stack.targets.clone(), s.config.targets.clone()));
-    let settings = WorkerSettings {
-        lease_margin: Duration::seconds(lease_margin_s),
-        heartbeat_window: s.config.heartbeat_window,
-        ..WorkerSettings::default()
-    };
-    stack.worker_with(caller, settings)
 }
 
 /// What a real HTTP target receives on each attempt of a run retried twice: one idempotency key
@@ -60,77 +47,6 @@ async fn every_attempt_carries_the_runs_idempotency_key_its_number_and_the_paylo
         assert_eq!(hit.headers[headers::ATTEMPT], (i + 1).to_string().as_str());
         assert_eq!(serde_json::from_slice::<Value>(&hit.body).unwrap(), json!({"hello": "world"}));
     }
-}
-
-/// The same message delivered twice at once (five times over, to give a race its chance), and
-/// then a stale one: the target is called once per attempt, and there is one terminal record.
-#[tokio::test]
-async fn duplicates_and_stale_messages_never_run_an_attempt_twice() {
-    let stack = Stack::new().await;
-    let target = TargetServer::start(|_| Answer::Status(200)).await;
-    let id = stack.api.create_job(ALICE, &job("once", &target.url, json!({}))).await;
-    let w = &stack.services.use_cases.worker;
-    for round in 1..=5 {
-        let run_id = stack.trigger(&id).await;
-        let bodies = stack.drain_queue().await;
-        assert_eq!(bodies.len(), 1);
-        let body = bodies[0].to_string();
-
-        let (a, b) = tokio::join!(w.handle(&body, "worker-a"), w.handle(&body, "worker-b"));
-        assert_eq!((a, b), (Disposition::Delete, Disposition::Delete));
-        assert_eq!(target.hits().len(), round, "round {round}: the target was called twice");
-        let done = stack.run(&run_id).await;
-        assert_eq!(done.state, RunState::Succeeded);
-        assert_eq!(done.attempts.len(), 1);
-
-        // A late copy of the first attempt's message: dropped unread.
-        assert_eq!(w.handle(&body, "worker-c").await, Disposition::Delete);
-        assert_eq!(target.hits().len(), round);
-        assert_eq!(stack.run(&run_id).await, done);
-    }
-}
-
-/// A worker killed mid-attempt: once the attempt's lease expires the redelivered message records
-/// the attempt lost and the run is attempted again, ending SUCCEEDED.
-#[tokio::test]
-async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease() {
-    let stack = Stack::new().await;
-    let target = TargetServer::start(|n| if n == 0 { Answer::Hang } else { Answer::Status(200) }).await;
-    let mut doc = job("killed", &target.url, json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1}));
-    doc["timeout_s"] = json!(3);
-    let id = stack.api.create_job(ALICE, &doc).await;
-    let run_id = stack.trigger(&id).await;
-    let body = stack.drain_queue().await[0].to_string();
-
-    let doomed = worker(&stack, 1);
-    let attempt = tokio::spawn(async move { doomed.handle(&body, "doomed-worker").await });
-    while target.hits().is_empty() {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    attempt.abort();
-    let held = stack.run(&run_id).await;
-    assert_eq!(held.state, RunState::Running);
-
-    // The message comes back (its visibility timeout, simulated by a re-send), and a healthy
-    // worker takes over once the lease (3 s + 1 s margin) has expired.
-    let message = json!({"job_id": run_id.job_id.to_string(), "run_key": run_id.key.encode(), "attempt": 1});
-    let healthy = worker(&stack, 1);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        healthy.handle(&message.to_string(), "healthy-worker").await;
-        let current = stack.run(&run_id).await;
-        if current.state.is_terminal() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{current:?}");
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    }
-    let done = stack.run(&run_id).await;
-    assert_eq!(done.state, RunState::Succeeded);
-    assert_eq!(done.attempts[0].outcome, Some(Outcome::Lost));
-    assert_eq!(done.attempts[0].worker, "doomed-worker");
-    assert_eq!(done.attempts[1].worker, "healthy-worker");
-    assert!(done.attempts[1].started_at >= held.lease_until.unwrap());
 }
 
 /// A malformed message goes to the DLQ with its reason, without a panic; redrive brings it
@@ -190,94 +106,6 @@ async fn malformed_messages_are_dead_lettered_and_redrive_works() {
     assert_eq!(failed.state, RunState::Failed);
     assert!(failed.reason.unwrap().contains("received 16 times"));
     assert!(target.hits().is_empty());
-}
-
-/// The 202 flow: heartbeats keep a long attempt alive past the heartbeat window, and a
-/// completion with the callback token ends it; a wrong token is refused. The attempt's message is
-/// done with once the target accepted: copies of it delivered later change nothing.
-#[tokio::test]
-async fn accepted_work_reports_back_with_heartbeats_and_completion() {
-    let stack = Stack::with(Options {
-        vars: [("SUNDIAL_HEARTBEAT_WINDOW_S", "2".to_string())].into(),
-        ..Default::default()
-    })
-    .await;
-    let target = TargetServer::start(|_| Answer::Status(202)).await;
-    let mut doc = job("long", &target.url, json!({"max_attempts": 1}));
-    doc["timeout_s"] = json!(600);
-    let id = stack.api.create_job(ALICE, &doc).await;
-    let run_id = stack.trigger(&id).await;
-    let body = stack.drain_queue().await[0].to_string();
-    let disposition = stack.services.use_cases.worker.handle(&body, "w").await;
-    assert_eq!(disposition, Disposition::Delete);
-    let token = target.hits()[0].headers[headers::CALLBACK_TOKEN].to_str().unwrap().to_string();
-    assert_eq!(stack.run(&run_id).await.state, RunState::Running);
-
-    let callback = |path: &str, token: &str| {
-        Call::new(Method::POST, format!("/v1/runs/{run_id}/{path}"))
-            .header("x-sundial-callback-token", token.to_string())
-    };
-    let wrong = stack.api.call(callback("heartbeat", "not-the-token")).await;
-    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
-
-    // Five seconds of heartbeats, past the 2 s window: the attempt stays open.
-    for _ in 0..5 {
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        let beat = stack.api.call(callback("heartbeat", &token)).await;
-        assert_eq!(beat.status, StatusCode::OK, "{}", beat.body);
-        let redelivered = stack.services.use_cases.worker.handle(&body, "w").await;
-        assert_eq!(redelivered, Disposition::Delete, "a live lease is its worker's, not the message's");
-    }
-    assert_eq!(stack.run(&run_id).await.state, RunState::Running);
-
-    let done = stack
-        .api
-        .call(callback("complete", &token).json(&json!({"succeeded": true, "output": "42 rows"})))
-        .await;
-    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
-    assert_eq!(done.body["state"], "SUCCEEDED");
-    assert_eq!(done.body["attempts"][0]["output"], "42 rows");
-    assert_eq!(done.body["attempts"][0]["status_code"], 202);
-    let again = stack.api.call(callback("complete", &token).json(&json!({"succeeded": true}))).await;
-    assert_eq!(again.status, StatusCode::CONFLICT);
-}
-
-/// A 202 without heartbeats: once the window passes, the watchdog records the attempt lost and
-/// sends the next one, which succeeds.
-#[tokio::test]
-async fn accepted_work_without_heartbeats_is_lost() {
-    let stack = Stack::with(Options {
-        vars: [("SUNDIAL_HEARTBEAT_WINDOW_S", "1".to_string())].into(),
-        ..Default::default()
-    })
-    .await;
-    let target =
-        TargetServer::start(|n| if n == 0 { Answer::Status(202) } else { Answer::Status(200) }).await;
-    let mut doc = job("silent", &target.url, json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1}));
-    doc["timeout_s"] = json!(600);
-    let id = stack.api.create_job(ALICE, &doc).await;
-    let run_id = stack.trigger(&id).await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let done = loop {
-        poll_once(
-            &stack.services.use_cases.worker,
-            stack.services.ports.queue.as_ref(),
-            stack.services.inbox.as_ref(),
-            "w",
-            1,
-        )
-        .await
-        .unwrap();
-        stack.services.use_cases.watchdog.run().await.unwrap();
-        let current = stack.run(&run_id).await;
-        if current.state.is_terminal() {
-            break current;
-        }
-        assert!(std::time::Instant::now() < deadline, "run still {}", current.state);
-    };
-    assert_eq!(done.state, RunState::Succeeded);
-    assert_eq!(done.attempts[0].outcome, Some(Outcome::Lost));
-    assert_eq!(done.attempts[1].outcome, Some(Outcome::Succeeded));
 }
 
 /// The body's signature verifies with the secret returned at creation, and the secret shows in

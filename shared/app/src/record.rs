@@ -1,4 +1,4 @@
-//! Recording a run's state change together with the events it causes (invariant 5).
+//! Recording a run's state change together with the events it causes (invariant: one alert per event).
 //!
 //! The change and its new events go in one conditional write (from the state and attempt read);
 //! whoever wins it publishes the events, then marks them sent. A conditional flag set meanwhile

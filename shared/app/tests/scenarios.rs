@@ -11,7 +11,7 @@ use serde_json::json;
 use std::sync::Arc;
 use sundial_app::jobs::EditTerms;
 use sundial_app::ports::Ports;
-use sundial_app::run_control::{CallbackError, Completion};
+use sundial_app::run_control::CallbackError;
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
@@ -81,6 +81,7 @@ fn attempts_of(run: &sundial_domain::run::Run) -> Vec<(u32, String, Option<Outco
 // The tick's scenarios written once for both harnesses (`sundial_testkit::scenarios::tick`).
 sundial_testkit::tick_scenarios!(World);
 sundial_testkit::worker_scenarios!(World);
+sundial_testkit::watchdog_scenarios!(World);
 
 // ---------------------------------------------------------------------------------------------
 // The tick
@@ -240,32 +241,6 @@ async fn an_aligned_send_answers_for_each_run_in_its_place() {
     assert!(visible[0].body.contains(&jobs[3].id.to_string()));
 }
 
-/// A job paused, and one deleted, between the claimer's read and its advance are not re-armed;
-/// the runs it claimed from the stale read do not call their targets.
-#[tokio::test]
-async fn jobs_changed_between_read_and_advance_are_not_rearmed() {
-    let world = World::at("2030-01-01T11:50:00Z");
-    let paused = world.create(job("paused", json!({"cron": "0 * * * *"}), json!({}))).await;
-    let deleted = world.create(job("deleted", json!({"cron": "0 * * * *"}), json!({}))).await;
-    world.use_cases.jobs.pause(&owner(), &paused.id).await.unwrap();
-    world.use_cases.jobs.delete(&owner(), &deleted.id).await.unwrap();
-
-    world.set(START);
-    let report =
-        world.use_cases.claimer.claim(vec![paused.clone(), deleted.clone()], None, world.now()).await;
-    assert_eq!((report.advance_conflicts, report.advanced), (2, 0), "{report:?}");
-    let stored = world.stored_job(&paused.id).await.unwrap();
-    assert!(stored.document.paused);
-    assert_eq!(stored.version, 2);
-    assert!(world.job_store.due_index().is_empty(), "neither job is back in the due index");
-    assert!(world.stored_job(&deleted.id).await.is_none(), "the advance must not recreate a deleted job");
-
-    world.deliver().await;
-    assert_eq!(world.runs_of(&paused.id)[0].state, RunState::Skipped);
-    assert_eq!(world.runs_of(&deleted.id)[0].state, RunState::Cancelled);
-    assert!(world.caller.calls().is_empty());
-}
-
 /// A throttled re-read of the look-back a grown shard count asks for does not keep the tick
 /// from the live minutes (simulator seeds 184 and 233: every pass stopped at the first throttled
 /// old minute, and instants were lost); the look-back is done again until one pass reads all of
@@ -396,190 +371,9 @@ async fn a_start_is_timed_from_its_write_and_a_long_admission_starts_nothing() {
     );
 }
 
-/// The tick claims the next instant of `forbid` and `replace` jobs QUEUED whatever is active;
-/// the worker decides the policy when the run is about to start: `forbid` records the new run
-/// SKIPPED naming the active one (and tells it), `replace` cancels the active run (its open
-/// attempt closed as cancelled) and starts the new one.
-#[tokio::test]
-async fn concurrency_forbid_and_replace_are_decided_at_the_start() {
-    let settings = Settings::default().claim_ahead_s(60).heartbeat_window_s(3600);
-    let world = World::with("2030-01-01T12:00:10Z", settings);
-    let mut jobs = Vec::new();
-    for policy in ["forbid", "replace"] {
-        jobs.push(
-            world.create(job(policy, json!({"cron": "* * * * *"}), json!({"concurrency": policy}))).await,
-        );
-    }
-    // Due soon: the API claimed 12:01 for both. Their targets accept and keep working.
-    world.caller.push(accepted());
-    world.caller.push(accepted());
-    world.set("2030-01-01T12:01:00Z");
-    assert_eq!(world.deliver().await, 2);
-    for job in &jobs {
-        let runs = world.runs_of(&job.id);
-        assert_eq!(instants(&runs), ["2030-01-01T12:01:00Z"]);
-        assert_eq!(runs[0].state, RunState::Running);
-    }
-    world.set("2030-01-01T12:01:30Z");
-    world.use_cases.tick.run().await.unwrap();
-    for job in &jobs {
-        let runs = world.runs_of(&job.id);
-        assert_eq!(instants(&runs), ["2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]);
-        assert_eq!(runs[1].state, RunState::Queued, "the tick decides nothing");
-    }
-
-    world.set("2030-01-01T12:02:00Z");
-    assert_eq!(world.deliver().await, 2);
-    let forbid = world.runs_of(&jobs[0].id);
-    assert_eq!(forbid[0].state, RunState::Running);
-    assert_eq!(forbid[1].state, RunState::Skipped);
-    assert!(
-        forbid[1].reason.as_deref().unwrap().contains(&forbid[0].id().to_string()),
-        "{:?}",
-        forbid[1].reason
-    );
-    assert_eq!(world.told_about(&forbid[1].id()), ["skipped"]);
-    let events: Vec<_> = forbid[1].events.iter().map(|e| (e.kind, e.sent)).collect();
-    assert_eq!(events, [(EventKind::Skipped, true)]);
-
-    let replace = world.runs_of(&jobs[1].id);
-    assert_eq!(replace[0].state, RunState::Cancelled);
-    assert!(replace[0].reason.as_deref().unwrap().contains(&replace[1].id().to_string()));
-    assert_eq!(replace[0].attempts[0].outcome, Some(Outcome::Cancelled));
-    assert_eq!(replace[1].state, RunState::Succeeded);
-    assert_eq!(world.caller.calls().len(), 3, "two accepted, then only the replacing run");
-}
-
 // ---------------------------------------------------------------------------------------------
 // The worker
 // ---------------------------------------------------------------------------------------------
-
-/// The same message handled twice at once on two threads (five times over, to give a race its
-/// chance), then a stale copy: the target is called once per attempt, one terminal record.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn duplicates_and_stale_messages_never_run_an_attempt_twice() {
-    let world = World::at(START);
-    let job = world.create(yearly("once", json!({}))).await;
-    for round in 1..=5 {
-        let run_id = world.trigger(&job).await;
-        let body = world.queue.bodies().pop().unwrap();
-        let handles: Vec<_> = ["worker-a", "worker-b"]
-            .into_iter()
-            .map(|id| {
-                let (worker, body) = (world.use_cases.worker.clone(), body.clone());
-                tokio::spawn(async move { worker.handle(&body, id).await })
-            })
-            .collect();
-        for handle in handles {
-            assert_eq!(handle.await.unwrap(), Disposition::Delete);
-        }
-        assert_eq!(world.caller.calls().len(), round, "round {round}: the target was called twice");
-        let done = world.run(&run_id).await;
-        assert_eq!((done.state, done.attempts.len()), (RunState::Succeeded, 1));
-
-        // A late copy of the first attempt's message: dropped unread.
-        assert_eq!(world.use_cases.worker.handle(&body, "worker-c").await, Disposition::Delete);
-        assert_eq!(world.caller.calls().len(), round);
-        assert_eq!(world.run(&run_id).await, done);
-        world.pass(1);
-    }
-}
-
-/// A worker killed mid-attempt: its message comes back when its hold ends; once the attempt's
-/// lease has expired too, the worker records the attempt lost and the run is attempted again.
-#[tokio::test]
-async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease() {
-    let world = World::at(START);
-    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
-    let job = world.create(yearly("killed", json!({"retry": retry, "timeout_s": 30}))).await;
-    let run_id = world.trigger(&job).await;
-    start_and_die(&world).await;
-    let held = world.run(&run_id).await;
-    assert_eq!((held.state, held.attempt), (RunState::Running, 1));
-    // The lease: the 30 s timeout and the worker's 30 s margin.
-    assert_eq!(held.lease_until, Some(t(START) + Duration::seconds(60)));
-
-    world.pass(59);
-    assert_eq!(world.deliver().await, 0, "the dead consumer's hold still hides the message");
-    assert_eq!(world.run(&run_id).await, held);
-    world.pass(1);
-    let done = world.drive(&run_id, 30).await;
-    assert_eq!(done.state, RunState::Succeeded);
-    assert_eq!(
-        attempts_of(&done),
-        [(1, "doomed".into(), Some(Outcome::Lost)), (2, WORKER.into(), Some(Outcome::Succeeded))]
-    );
-    assert!(done.attempts[1].started_at >= held.lease_until.unwrap());
-    assert_eq!(world.caller.calls().len(), 1);
-    assert_eq!(world.told_about(&run_id), ["retrying"]);
-}
-
-/// The 202 flow: heartbeats keep a long attempt alive past the heartbeat window and a
-/// completion with the callback token ends it; a wrong token is refused, and copies of the
-/// attempt's message delivered meanwhile change nothing.
-#[tokio::test]
-async fn accepted_work_reports_back_with_heartbeats_and_completion() {
-    let settings = Settings::default().heartbeat_window_s(2).answer(accepted());
-    let world = World::with(START, settings);
-    let job = world.create(yearly("long", json!({"retry": {"max_attempts": 1}, "timeout_s": 600}))).await;
-    let run_id = world.trigger(&job).await;
-    let body = world.queue.bodies().pop().unwrap();
-    assert_eq!(world.deliver().await, 1);
-    let token = world.caller.calls()[0].callback_token.clone();
-    assert_eq!(world.run(&run_id).await.state, RunState::Running);
-    assert_eq!(
-        world.use_cases.run_control.heartbeat(&run_id, "not-the-token").await.unwrap_err(),
-        CallbackError::BadToken
-    );
-
-    // Five seconds of heartbeats, past the 2 s window: the attempt stays open.
-    for _ in 0..5 {
-        world.pass(1);
-        let beat = world.use_cases.run_control.heartbeat(&run_id, &token).await.unwrap();
-        assert_eq!(beat.lease_until, Some(world.now() + Duration::seconds(2)));
-        assert_eq!(
-            world.use_cases.worker.handle(&body, "w").await,
-            Disposition::Delete,
-            "a live lease is not the message's"
-        );
-        let report = world.use_cases.watchdog.run().await.unwrap();
-        assert_eq!((report.lost, report.timed_out), (0, 0));
-    }
-    assert_eq!(world.run(&run_id).await.state, RunState::Running);
-
-    let completion =
-        Completion { succeeded: true, output: Some("42 rows".into()), error: None, permanent: false };
-    let done = world.use_cases.run_control.complete(&run_id, &token, completion.clone()).await.unwrap();
-    assert_eq!(done.state, RunState::Succeeded);
-    assert_eq!(done.attempts[0].output.as_deref(), Some("42 rows"));
-    assert_eq!(done.attempts[0].status_code, Some(202));
-    assert_eq!(
-        world.use_cases.run_control.complete(&run_id, &token, completion).await.unwrap_err(),
-        CallbackError::NotOpen(RunState::Succeeded)
-    );
-    assert_eq!(world.caller.calls().len(), 1);
-}
-
-/// A 202 without heartbeats: once the window passes, the watchdog records the attempt lost and
-/// sends the next one, which succeeds.
-#[tokio::test]
-async fn accepted_work_without_heartbeats_is_lost() {
-    let world = World::with(START, Settings::default().heartbeat_window_s(1));
-    world.caller.push(accepted());
-    let retry = json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1});
-    let job = world.create(yearly("silent", json!({"retry": retry, "timeout_s": 600}))).await;
-    let run_id = world.trigger(&job).await;
-    assert_eq!(world.deliver().await, 1);
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().lost, 0, "within the window");
-    world.pass(1);
-    let report = world.use_cases.watchdog.run().await.unwrap();
-    assert_eq!((report.lost, report.timed_out, report.dispatched), (1, 0, 1));
-    let done = world.drive(&run_id, 30).await;
-    assert_eq!(done.state, RunState::Succeeded);
-    let outcomes: Vec<_> = done.attempts.iter().map(|a| a.outcome).collect();
-    assert_eq!(outcomes, [Some(Outcome::Lost), Some(Outcome::Succeeded)]);
-    assert_eq!(world.caller.calls().len(), 2);
-}
 
 /// A message naming no run goes to the dead-letter queue with its reason and redrive brings it
 /// back; a run whose message was dead-lettered is recorded FAILED, without a call.
@@ -656,41 +450,6 @@ async fn heartbeats_never_keep_an_attempt_past_its_timeout() {
     assert_eq!(world.told_about(&run_id), ["timed_out"]);
 }
 
-/// An accepted attempt that never reports back is `timed_out` by the watchdog at its timeout,
-/// retried per the policy, then the run ends TIMED_OUT; one `retrying` and one `timed_out`.
-#[tokio::test]
-async fn a_run_past_its_timeout_is_retried_then_ends() {
-    let world = World::with(START, Settings::default().answer(accepted()));
-    let retry = json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1});
-    let job = world.create(yearly("stuck", json!({"timeout_s": 5, "retry": retry}))).await;
-    let run_id = world.trigger(&job).await;
-    assert_eq!(world.deliver().await, 1);
-    assert_eq!(world.run(&run_id).await.state, RunState::Running);
-    world.pass(4);
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().timed_out, 0, "not before the timeout");
-    world.pass(2);
-    let report = world.use_cases.watchdog.run().await.unwrap();
-    assert_eq!((report.timed_out, report.dispatched), (1, 1));
-    let retrying = world.run(&run_id).await;
-    assert_eq!(retrying.state, RunState::Retrying);
-    assert_eq!(retrying.attempts[0].outcome, Some(Outcome::TimedOut));
-
-    world.pass(2);
-    assert_eq!(world.deliver().await, 1, "the watchdog sent the next attempt");
-    assert_eq!(world.run(&run_id).await.state, RunState::Running);
-    world.pass(6);
-    let report = world.use_cases.watchdog.run().await.unwrap();
-    assert_eq!((report.timed_out, report.dispatched), (1, 0), "no attempt left to dispatch");
-    let ended = world.run(&run_id).await;
-    assert_eq!(ended.state, RunState::TimedOut);
-    assert_eq!(
-        attempts_of(&ended),
-        [(1, WORKER.into(), Some(Outcome::TimedOut)), (2, WORKER.into(), Some(Outcome::TimedOut))]
-    );
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().timed_out, 0);
-    assert_eq!(world.told_about(&run_id), ["retrying", "timed_out"]);
-}
-
 /// A worker that died mid-attempt: its message, back after the hold, is dropped while the lease
 /// lives; the watchdog ends the attempt `lost` once the lease expires and dispatches the next,
 /// which completes; both attempts are in the run's record.
@@ -720,42 +479,6 @@ async fn a_lost_worker_is_rescued_by_the_watchdog() {
         [(1, "doomed".into(), Some(Outcome::Lost)), (2, WORKER.into(), Some(Outcome::Succeeded))]
     );
     assert_eq!(world.caller.calls().len(), 1);
-}
-
-/// Runs whose first attempt has not started a grace period after their due time are sent again,
-/// whether their message was never sent or waits in a backlog, once per grace period; the extra
-/// messages start nothing twice.
-#[tokio::test]
-async fn runs_not_started_in_time_are_sent_again_once_per_grace_period() {
-    let world = World::at(START);
-    let job = world.create(yearly("job", json!({}))).await;
-    // A backlog: five runs sent and not yet consumed.
-    for _ in 0..5 {
-        world.trigger(&job).await;
-    }
-    // And one recorded and never sent (its claimer crashed).
-    let now = world.now();
-    let stored = world.stored_job(&job.id).await.unwrap();
-    let orphan = world.use_cases.claimer.new_run(&stored, sundial_domain::run::RunKey::manual(now), now, now);
-    world.use_cases.claimer.runs().insert(&orphan).await.unwrap();
-    assert_eq!(world.queue.depth(), 5);
-
-    world.pass(119);
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().dispatched, 0, "not before the grace period");
-    world.pass(1);
-    let report = world.use_cases.watchdog.run().await.unwrap();
-    assert_eq!((report.inspected, report.dispatched), (6, 6), "every run not started in time");
-    assert!(world.run(&orphan.id()).await.resent_at.is_some());
-    world.pass(119);
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().dispatched, 0, "once per grace period");
-
-    let bodies = world.queue.bodies();
-    assert_eq!(bodies.len(), 11);
-    let orphan_key = orphan.key.encode();
-    assert_eq!(bodies.iter().filter(|b| b.contains(&orphan_key)).count(), 1);
-    assert_eq!(world.deliver().await, 11);
-    assert_eq!(world.caller.calls().len(), 6, "each run once, duplicates dropped");
-    assert!(world.runs_of(&job.id).iter().all(|r| r.state == RunState::Succeeded));
 }
 
 /// An event the bus would not take (the shared topic failing) stays recorded and unsent, the run
@@ -821,61 +544,6 @@ async fn a_publish_that_reached_only_the_shared_topic_is_completed_to_the_jobs_t
     assert_eq!(world.told_about(&run_id), ["failed"], "the shared topic is not told twice");
 }
 
-/// A run past its SLA gets one `sla_missed` however many passes see it (and keeps running); one
-/// that ends past its SLA between two passes gets one from the worker; and when the watchdog
-/// flags a run the worker is finishing from an older read, the worker's write is redone
-/// without a second `sla_missed`.
-#[tokio::test]
-async fn sla_missed_is_told_once() {
-    let world = World::with(START, Settings::default().heartbeat_window_s(3600));
-    let with_sla = json!({"sla_s": 60, "retry": {"max_attempts": 1}, "timeout_s": 600});
-
-    // Still running past its SLA: the watchdog flags it, once in five passes.
-    let slow = world.create(yearly("slow", with_sla.clone())).await;
-    world.caller.push(accepted());
-    let slow_run = world.trigger(&slow).await;
-    world.deliver().await;
-    world.pass(30);
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().sla_missed, 0, "not before the SLA");
-    let mut flagged = 0;
-    for _ in 0..5 {
-        world.pass(40);
-        flagged += world.use_cases.watchdog.run().await.unwrap().sla_missed;
-    }
-    assert_eq!(flagged, 1);
-    let slow_state = world.run(&slow_run).await;
-    assert_eq!(slow_state.state, RunState::Running, "an SLA miss does not stop the run");
-    assert!(slow_state.events.iter().any(|e| e.kind == EventKind::SlaMissed && e.sent));
-
-    // Ends past its SLA between two passes: the worker's write carries the flag.
-    let late = world.create(yearly("late", with_sla.clone())).await;
-    let late_run = world.trigger(&late).await;
-    world.use_cases.watchdog.run().await.unwrap();
-    world.pass(90);
-    world.deliver().await;
-    assert_eq!(world.run(&late_run).await.state, RunState::Succeeded);
-    world.pass(60);
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().sla_missed, 0);
-
-    // The watchdog flags a run between the worker's read and its write.
-    let raced = world.create(yearly("raced", with_sla)).await;
-    world.caller.push(accepted());
-    let raced_run = world.trigger(&raced).await;
-    world.deliver().await;
-    let read_by_worker = world.run(&raced_run).await;
-    world.pass(61);
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().sla_missed, 1);
-    let ending = sundial_domain::run::transition::Ending::new(Outcome::Succeeded);
-    let finish = sundial_domain::run::transition::Step::Finish { ending, jitter: 0.5 };
-    let done = world.use_cases.recorder.apply(&raced, &read_by_worker, &finish, world.now()).await.unwrap();
-    assert_eq!(done.state, RunState::Succeeded);
-    assert_eq!(done.events.iter().filter(|e| e.kind == EventKind::SlaMissed).count(), 1);
-
-    for run in [&slow_run, &late_run, &raced_run] {
-        assert_eq!(world.told_about(run), ["sla_missed"], "{run}");
-    }
-}
-
 /// A run still queued past its start deadline gets one `late_start` from the watchdog (it is
 /// only told: the run stays queued), and none more when it finally starts.
 #[tokio::test]
@@ -921,36 +589,6 @@ async fn a_failing_streak_is_told_once_per_streak() {
     let told = world.told();
     assert_eq!(told.iter().filter(|e| **e == "failing").count(), 2, "{told:?}");
     assert_eq!(told.iter().filter(|e| **e == "failed").count(), 5, "{told:?}");
-}
-
-/// The tick stopped for three minutes: one `scheduler_stalled` however many passes see it, then
-/// one `scheduler_recovered` once the tick has caught up.
-#[tokio::test]
-async fn a_stalled_scheduler_is_told_once_then_its_recovery() {
-    let world = World::at("2030-01-01T12:00:05Z");
-    world.use_cases.tick.run().await.unwrap();
-    world.set("2030-01-01T12:00:30Z");
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert, None);
-
-    // No tick at 12:01, 12:02, 12:03.
-    let mut alerts = Vec::new();
-    for at in ["12:01:30", "12:02:30", "12:03:30", "12:04:30", "12:05:30"] {
-        world.set(&format!("2030-01-01T{at}Z"));
-        alerts.extend(world.use_cases.watchdog.run().await.unwrap().alert);
-    }
-    assert_eq!(alerts, ["scheduler_stalled"]);
-    let health = world.tick_state.get().await.unwrap();
-    assert!(health.stalled_since.is_some() && health.unsent_alert.is_none(), "{health:?}");
-
-    world.set("2030-01-01T12:06:02Z");
-    world.use_cases.tick.run().await.unwrap();
-    world.set("2030-01-01T12:06:30Z");
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert.as_deref(), Some("scheduler_recovered"));
-    world.set("2030-01-01T12:07:30Z");
-    world.use_cases.tick.run().await.unwrap();
-    assert_eq!(world.use_cases.watchdog.run().await.unwrap().alert, None);
-    let told: Vec<&str> = world.bus.alerts().iter().map(|a| a.event).collect();
-    assert_eq!(told, ["scheduler_stalled", "scheduler_recovered"]);
 }
 
 /// A stall alert the bus would not take stays recorded, unsent; a later pass takes it over once

@@ -4,7 +4,7 @@
 //! that last passed the fence. A run takes the fence, with a write conditional on the holder it
 //! read, before its first attempt's start write; whoever loses that write decides again on the
 //! fresh holder, so two runs handled at the same moment (one worker batch, a backlog, a
-//! backfill) can never both pass (invariant 7: decided by a conditional write, never by a read
+//! backfill) can never both pass (invariant: policies decided under the start fence: decided by a conditional write, never by a read
 //! of other runs).
 //!
 //! The hold lasts as long as the holder run is not terminal: QUEUED with the fence taken (about

@@ -5,20 +5,20 @@
 use crate::api::ALICE;
 use crate::harness::Harness;
 use crate::world::OWNER;
-use chrono::{DateTime, Duration, Utc};
 use async_trait::async_trait;
+use chrono::{DateTime, Duration, Utc};
 use http::StatusCode;
+use serde_json::{Value, json};
 use std::sync::Arc;
 use sundial_app::ports::Ports;
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
 use sundial_app::tick::{Tick, TickSettings};
-use sundial_domain::job::CatchupPolicy;
 use sundial_domain::dispatch::Dispatch;
-use sundial_domain::ports::queue::{QueueError, RunQueue};
-use serde_json::{Value, json};
 use sundial_domain::due::format_instant;
+use sundial_domain::job::CatchupPolicy;
 use sundial_domain::job::{Job, JobId};
-use sundial_domain::run::Run;
+use sundial_domain::ports::queue::{QueueError, RunQueue};
+use sundial_domain::run::{Run, RunState};
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().expect("an RFC 3339 instant")
@@ -159,7 +159,8 @@ pub async fn a_burst_is_continued_by_the_next_invocation<H: Harness>() {
     deployment.import_jobs(&jobs).await;
     // A budget of zero: each invocation does one step (a minute, or the two batches of 25 jobs
     // of a busy minute it has in flight when the budget is checked), then hands over.
-    let settings = TickSettings { batch_jobs: 25, budget: std::time::Duration::ZERO, ..TickSettings::default() };
+    let settings =
+        TickSettings { batch_jobs: 25, budget: std::time::Duration::ZERO, ..TickSettings::default() };
     let tick = Tick::new(deployment.ports(), deployment.use_cases().claimer.clone(), settings);
     let (mut invocations, mut claimed, mut now) = (0, 0, t("2030-01-01T12:00:00Z"));
     while claimed < 120 && invocations <= 40 {
@@ -179,6 +180,37 @@ pub async fn a_burst_is_continued_by_the_next_invocation<H: Harness>() {
         assert_eq!(deployment.runs_of(&job.id.to_string()).await.len(), 1, "{}", job.id);
     }
     assert_eq!(deployment.queue_depth().await, 120);
+}
+
+/// A job paused, and one deleted, between the claimer's read and its advance are not re-armed;
+/// the runs it claimed from the stale read do not call their targets.
+pub async fn jobs_changed_between_read_and_advance_are_not_rearmed<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T11:50:00Z", &[]).await;
+    let api = deployment.api();
+    let paused = api.create_job(ALICE, &job("paused", json!({"cron": "0 * * * *"}))).await;
+    let deleted = api.create_job(ALICE, &job("deleted", json!({"cron": "0 * * * *"}))).await;
+    let (stale_paused, stale_deleted) =
+        (deployment.stored_job(&paused).await.unwrap(), deployment.stored_job(&deleted).await.unwrap());
+    assert_eq!(api.post(ALICE, &format!("/v1/jobs/{paused}/pause"), &json!({})).await.status, StatusCode::OK);
+    assert_eq!(api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NO_CONTENT);
+
+    let now = t("2030-01-01T12:00:00Z");
+    deployment.set_clock(now);
+    let report = deployment.use_cases().claimer.claim(vec![stale_paused, stale_deleted], None, now).await;
+    assert_eq!((report.advance_conflicts, report.advanced), (2, 0), "{report:?}");
+    let stored = deployment.stored_job(&paused).await.unwrap();
+    assert!(stored.document.paused);
+    assert_eq!(stored.version, 2);
+    assert_eq!(api.get(ALICE, &format!("/v1/jobs/{paused}")).await.body["paused"], true);
+    assert!(deployment.due_job_ids().await.is_empty(), "neither job is back in the due index");
+    assert!(deployment.stored_job(&deleted).await.is_none(), "the advance must not recreate a deleted job");
+    assert_eq!(api.get(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NOT_FOUND);
+
+    let paused_run = deployment.runs_of(&paused).await[0].id();
+    let deleted_run = deployment.runs_of(&deleted).await[0].id();
+    assert_eq!(deployment.drive(&paused_run, 30).await.state, RunState::Skipped);
+    assert_eq!(deployment.drive(&deleted_run, 30).await.state, RunState::Cancelled);
+    assert!(deployment.target_calls().is_empty());
 }
 
 /// A runs queue whose every send fails, as in an SQS outage.
@@ -281,6 +313,7 @@ macro_rules! tick_scenarios {
             racing_ticks_claim_each_instant_once,
             a_burst_is_continued_by_the_next_invocation,
             a_crash_between_claim_and_send_heals_at_the_next_tick,
+            jobs_changed_between_read_and_advance_are_not_rearmed,
             dst_spring_forward,
             dst_fall_back,
         });

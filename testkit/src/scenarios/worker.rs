@@ -2,12 +2,20 @@
 //! job was paused or deleted after the claim. Each scenario drives the queue to the worker
 //! through the harness: in memory a simulated second at a time, on the emulator in real time.
 
-use crate::api::{ALICE, BOB};
+use crate::api::{ALICE, BOB, Call};
 use crate::harness::Harness;
+use crate::world::Hanging;
 use chrono::Duration;
+use http::Method;
 use http::StatusCode;
 use serde_json::{Value, json};
-use sundial_domain::run::RunState;
+use std::sync::Arc;
+use sundial_app::ports::Ports;
+use sundial_app::worker::Disposition;
+use sundial_app::worker::{Worker, WorkerSettings};
+use sundial_domain::job::EventKind;
+use sundial_domain::run::{Outcome, Run, RunId, RunState};
+use sundial_domain::target::headers::CALLBACK_TOKEN;
 
 /// A job due once a year (never, in a test) calling the deployment's target with a payload.
 fn yearly<H: Harness>(deployment: &H, name: &str, retry: Value) -> Value {
@@ -126,6 +134,218 @@ pub async fn paused_and_deleted_jobs_do_not_execute<H: Harness>() {
     assert_eq!(api.get(BOB, &format!("/v1/runs/{deleted_run}")).await.status, StatusCode::NOT_FOUND);
 }
 
+/// The message that asks for `attempt` of `run`, as the tick or a retry sends it.
+pub fn message(run: &Run, attempt: u32) -> String {
+    json!({"job_id": run.job_id.to_string(), "run_key": run.key.encode(), "attempt": attempt}).to_string()
+}
+
+/// The same message handled twice at once on two threads (five times over, to give a race its
+/// chance), then a stale copy: the target is called once per attempt, one terminal record.
+pub async fn duplicates_and_stale_messages_never_run_an_attempt_twice<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let id = deployment.api().create_job(ALICE, &yearly(&deployment, "once", json!({}))).await;
+    let worker = &deployment.use_cases().worker;
+    for round in 1..=5 {
+        let run_id = deployment.trigger(&id).await;
+        let body = message(&deployment.run(&run_id).await, 1);
+        let handles: Vec<_> = ["worker-a", "worker-b"]
+            .into_iter()
+            .map(|name| {
+                let (worker, body) = (worker.clone(), body.clone());
+                tokio::spawn(async move { worker.handle(&body, name).await })
+            })
+            .collect();
+        for handle in handles {
+            assert_eq!(handle.await.unwrap(), Disposition::Delete);
+        }
+        assert_eq!(deployment.target_calls().len(), round, "round {round}: the target was called twice");
+        let done = deployment.run(&run_id).await;
+        assert_eq!((done.state, done.attempts.len()), (RunState::Succeeded, 1));
+
+        // A late copy of the first attempt's message: dropped unread.
+        assert_eq!(worker.handle(&body, "worker-c").await, Disposition::Delete);
+        assert_eq!(deployment.target_calls().len(), round);
+        assert_eq!(deployment.run(&run_id).await, done);
+    }
+}
+
+/// The tick claims the next instant of `forbid` and `replace` jobs QUEUED whatever is active:
+/// the policy is decided when the run is about to start. Then, with the earlier run still
+/// active (its target accepted, 202, and keeps working), `forbid` records the new run SKIPPED
+/// naming it (and tells it), and `replace` cancels the earlier run (its open attempt closed as
+/// cancelled) and starts the new one. Messages are handed to the worker as the queue would
+/// hand them at each instant of the manual clock.
+pub async fn concurrency_forbid_and_replace_are_decided_at_the_start<H: Harness>() {
+    let vars = [("SUNDIAL_CLAIM_AHEAD_S", "60"), ("SUNDIAL_HEARTBEAT_WINDOW_S", "3600")];
+    let deployment = H::deploy_at("2030-01-01T12:00:10Z", &vars).await;
+    let worker = &deployment.use_cases().worker;
+    let mut ids = Vec::new();
+    for policy in ["forbid", "replace"] {
+        let mut job = yearly(&deployment, policy, json!({}));
+        job["schedule"] = json!({"cron": "* * * * *"});
+        job["concurrency"] = json!(policy);
+        ids.push(deployment.api().create_job(ALICE, &job).await);
+    }
+    // Due soon: the API claimed 12:01 for both. Their targets accept and keep working.
+    deployment.answer_next(&[202, 202]);
+    deployment.set_clock("2030-01-01T12:01:00Z".parse().unwrap());
+    for id in &ids {
+        let runs = deployment.runs_of(id).await;
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].scheduled_at().to_rfc3339(), "2030-01-01T12:01:00+00:00");
+        worker.handle(&message(&runs[0], 1), "w").await;
+        assert_eq!(deployment.run(&runs[0].id()).await.state, RunState::Running);
+    }
+    deployment.set_clock("2030-01-01T12:01:30Z".parse().unwrap());
+    deployment.use_cases().tick.run().await.unwrap();
+    for id in &ids {
+        let runs = deployment.runs_of(id).await;
+        assert_eq!(runs[1].scheduled_at().to_rfc3339(), "2030-01-01T12:02:00+00:00");
+        assert_eq!(runs[1].state, RunState::Queued, "the tick decides nothing");
+        assert_eq!(runs[0].state, RunState::Running);
+    }
+
+    deployment.set_clock("2030-01-01T12:02:00Z".parse().unwrap());
+    for id in &ids {
+        worker.handle(&message(&deployment.runs_of(id).await[1], 1), "w").await;
+    }
+    let forbid = deployment.runs_of(&ids[0]).await;
+    assert_eq!(forbid[0].state, RunState::Running);
+    assert_eq!(forbid[1].state, RunState::Skipped);
+    assert!(
+        forbid[1].reason.as_deref().unwrap().contains(&forbid[0].id().to_string()),
+        "{:?}",
+        forbid[1].reason
+    );
+    assert_eq!(deployment.told_about(&forbid[1].id()).await, ["skipped"]);
+    let events: Vec<_> = forbid[1].events.iter().map(|e| (e.kind, e.sent)).collect();
+    assert_eq!(events, [(EventKind::Skipped, true)]);
+
+    let replace = deployment.runs_of(&ids[1]).await;
+    assert_eq!(replace[0].state, RunState::Cancelled);
+    assert!(replace[0].reason.as_deref().unwrap().contains(&replace[1].id().to_string()));
+    assert_eq!(replace[0].attempts[0].outcome, Some(Outcome::Cancelled));
+    assert_eq!(replace[1].state, RunState::Succeeded);
+    assert_eq!(deployment.target_calls().len(), 3, "two accepted, then only the replacing run");
+}
+
+/// A callback of run `run_id` (`heartbeat` or `complete`) carrying `token`.
+fn callback<'a>(run_id: &RunId, path: &str, token: &str) -> Call<'a> {
+    Call::new(Method::POST, format!("/v1/runs/{run_id}/{path}")).header(CALLBACK_TOKEN, token.to_string())
+}
+
+/// The 202 flow, through the API's callbacks: heartbeats keep a long attempt alive past the
+/// heartbeat window and a completion with the callback token ends it; a wrong token is refused,
+/// and copies of the attempt's message delivered meanwhile change nothing.
+pub async fn accepted_work_reports_back_with_heartbeats_and_completion<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T12:00:00Z", &[("SUNDIAL_HEARTBEAT_WINDOW_S", "2")]).await;
+    let (api, worker) = (deployment.api(), &deployment.use_cases().worker);
+    let mut job = yearly(&deployment, "long", json!({"max_attempts": 1}));
+    job["timeout_s"] = json!(600);
+    let id = api.create_job(ALICE, &job).await;
+    deployment.answer_next(&[202]);
+    let run_id = deployment.trigger(&id).await;
+    let body = deployment.work(1, "w").await.remove(0);
+    let token = deployment.target_calls()[0].callback_token.clone();
+    assert_eq!(deployment.run(&run_id).await.state, RunState::Running);
+    let wrong = api.call(callback(&run_id, "heartbeat", "not-the-token")).await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED, "{}", wrong.body);
+
+    // Five seconds of heartbeats, past the 2 s window: the attempt stays open.
+    let mut now: chrono::DateTime<chrono::Utc> = "2030-01-01T12:00:00Z".parse().unwrap();
+    for _ in 0..5 {
+        now += Duration::seconds(1);
+        deployment.set_clock(now);
+        let beat = api.call(callback(&run_id, "heartbeat", &token)).await;
+        assert_eq!(beat.status, StatusCode::OK, "{}", beat.body);
+        assert_eq!(deployment.run(&run_id).await.lease_until, Some(now + Duration::seconds(2)));
+        let redelivered = worker.handle(&body, "w").await;
+        assert_eq!(redelivered, Disposition::Delete, "a live lease is its worker's, not the message's");
+        let report = deployment.use_cases().watchdog.run().await.unwrap();
+        assert_eq!((report.lost, report.timed_out), (0, 0));
+    }
+    assert_eq!(deployment.run(&run_id).await.state, RunState::Running);
+
+    let completion = json!({"succeeded": true, "output": "42 rows"});
+    let done = api.call(callback(&run_id, "complete", &token).json(&completion)).await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    assert_eq!(done.body["state"], "SUCCEEDED");
+    assert_eq!(done.body["attempts"][0]["output"], "42 rows");
+    assert_eq!(done.body["attempts"][0]["status_code"], 202);
+    let again = api.call(callback(&run_id, "complete", &token).json(&completion)).await;
+    assert_eq!(again.status, StatusCode::CONFLICT, "{}", again.body);
+    assert_eq!(deployment.target_calls().len(), 1);
+}
+
+/// A 202 without heartbeats: once the window passes, the watchdog records the attempt lost and
+/// sends the next one, which succeeds.
+pub async fn accepted_work_without_heartbeats_is_lost<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T12:00:00Z", &[("SUNDIAL_HEARTBEAT_WINDOW_S", "1")]).await;
+    let watchdog = &deployment.use_cases().watchdog;
+    let mut job =
+        yearly(&deployment, "silent", json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1}));
+    job["timeout_s"] = json!(600);
+    let id = deployment.api().create_job(ALICE, &job).await;
+    deployment.answer_next(&[202]);
+    let run_id = deployment.trigger(&id).await;
+    deployment.work(1, "w").await;
+    assert_eq!(watchdog.run().await.unwrap().lost, 0, "within the window");
+    deployment.set_clock("2030-01-01T12:00:01Z".parse().unwrap());
+    let report = watchdog.run().await.unwrap();
+    assert_eq!((report.lost, report.timed_out, report.dispatched), (1, 0, 1));
+    deployment.set_clock("2030-01-01T12:00:02Z".parse().unwrap());
+    let done = deployment.drive(&run_id, 30).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    let outcomes: Vec<_> = done.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, [Some(Outcome::Lost), Some(Outcome::Succeeded)]);
+    assert_eq!(deployment.target_calls().len(), 2);
+}
+
+/// A worker killed mid-attempt (its call never returns; the test drops it): a copy of the
+/// message handed to a worker before the attempt's lease ends changes nothing; once the lease
+/// has expired, the message records the attempt lost and the run is attempted again.
+pub async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease<H: Harness>() {
+    let start: chrono::DateTime<chrono::Utc> = "2030-01-01T12:00:00Z".parse().unwrap();
+    let deployment = H::deploy_at("2030-01-01T12:00:00Z", &[]).await;
+    let retry = json!({"max_attempts": 3, "backoff_s": 1, "max_backoff_s": 1});
+    let mut job = yearly(&deployment, "killed", retry);
+    job["timeout_s"] = json!(30);
+    let id = deployment.api().create_job(ALICE, &job).await;
+    let run_id = deployment.trigger(&id).await;
+    let body = message(&deployment.run(&run_id).await, 1);
+
+    let hanging = Arc::new(Hanging::default());
+    let ports = Ports { caller: hanging.clone(), ..deployment.ports().clone() };
+    let doomed = Worker::new(&ports, deployment.use_cases().recorder.clone(), WorkerSettings::default());
+    tokio::select! {
+        _ = doomed.handle(&body, "doomed") => panic!("a hanging call never returns"),
+        () = hanging.called.notified() => {}
+    }
+    let held = deployment.run(&run_id).await;
+    assert_eq!((held.state, held.attempt), (RunState::Running, 1));
+    // The lease: the 30 s timeout and the worker's 30 s margin.
+    assert_eq!(held.lease_until, Some(start + Duration::seconds(60)));
+
+    let worker = &deployment.use_cases().worker;
+    deployment.set_clock(start + Duration::seconds(59));
+    worker.handle(&body, "early").await;
+    assert_eq!(deployment.run(&run_id).await, held, "the lease is still the doomed worker's");
+    // The message itself (the dead consumer never received it here) is handled at the lease's
+    // end, and what its handling asks of the queue is done: the next attempt is sent.
+    deployment.set_clock(start + Duration::seconds(60));
+    deployment.work(1, "test-worker").await;
+    // Past the retry's backoff (1 s) on the manual clock, which only the test moves.
+    deployment.set_clock(start + Duration::seconds(62));
+    let done = deployment.drive(&run_id, 30).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    let attempts: Vec<_> = done.attempts.iter().map(|a| (a.n, a.worker.as_str(), a.outcome)).collect();
+    assert_eq!(attempts, [(1, "doomed", Some(Outcome::Lost)), (2, "test-worker", Some(Outcome::Succeeded))]);
+    assert!(done.attempts[1].started_at >= held.lease_until.unwrap());
+    assert_eq!(hanging.calls(), 1);
+    assert_eq!(deployment.target_calls().len(), 1, "the second attempt reached the target");
+    assert_eq!(deployment.told_about(&run_id).await, ["retrying"]);
+}
+
 /// One test per scenario of this module, over the harness `$harness`.
 #[macro_export]
 macro_rules! worker_scenarios {
@@ -135,6 +355,11 @@ macro_rules! worker_scenarios {
             always_failing_ends_failed_and_the_message_is_gone,
             permanent_failures_are_not_retried,
             paused_and_deleted_jobs_do_not_execute,
+            duplicates_and_stale_messages_never_run_an_attempt_twice,
+            concurrency_forbid_and_replace_are_decided_at_the_start,
+            accepted_work_reports_back_with_heartbeats_and_completion,
+            accepted_work_without_heartbeats_is_lost,
+            a_worker_killed_mid_attempt_is_replaced_after_its_lease,
         });
     };
 }

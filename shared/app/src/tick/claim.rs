@@ -10,7 +10,7 @@
 //! names its due minute so that the tick comes back to it.
 //!
 //! Concurrency policies are not decided here: whether an earlier run is still active is known
-//! only when a run is about to start, and the worker decides it then (invariant 7).
+//! only when a run is about to start, and the worker decides it then (invariant: policies decided under the start fence).
 
 use crate::ports::Ports;
 use crate::timer::Timer;

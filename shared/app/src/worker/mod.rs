@@ -4,7 +4,7 @@
 //! attempt may start, starts it with a conditional write (the attempt number is the fencing
 //! token, the lease lives in DynamoDB), calls the target and records the outcome the same way.
 //! The job's concurrency policy is decided here, at the moment the first attempt would start,
-//! by a conditional write on the job's start fence (invariant 7; [`fence`]), never by the
+//! by a conditional write on the job's start fence (invariant: policies decided under the start fence; [`fence`]), never by the
 //! claimer ahead of time and never by a read of other runs. What happens to the message is the
 //! [`Disposition`]: deleted, replaced by the message of what comes next (a wait never spends one
 //! of the message's receives), kept for a backoff after a transient failure, or dead-lettered.
@@ -166,7 +166,7 @@ impl Worker {
             return Ok(Disposition::Delete);
         };
         if !run.answers_to(asked) {
-            // Terminal, or past the attempt this message asks for (invariant 3).
+            // Terminal, or past the attempt this message asks for (invariant: state moves forward).
             return Ok(Disposition::Delete);
         }
         let now = self.clock.now();
@@ -428,7 +428,7 @@ impl Worker {
     }
 
     /// Handles a message from the dead-letter queue. The message's attempt fences what it may
-    /// do (invariant 7): only a run still waiting for exactly that attempt (QUEUED or RETRYING,
+    /// do (invariant: policies decided under the start fence): only a run still waiting for exactly that attempt (QUEUED or RETRYING,
     /// the attempt never started) is recorded FAILED with the reason. A run that moved on, or
     /// whose attempt started (its lease, callbacks or the watchdog end it), is left alone; an
     /// undecodable message is logged in full. Returns what was done, for the caller to report.

@@ -109,7 +109,13 @@ pub async fn handle_message(
 }
 
 /// Handles, settles and, when done, deletes one message.
-async fn consume_one(worker: &Worker, queue: &dyn RunQueue, inbox: &dyn RunInbox, m: &Received, id: &str) {
+pub async fn consume_one(
+    worker: &Worker,
+    queue: &dyn RunQueue,
+    inbox: &dyn RunInbox,
+    m: &Received,
+    id: &str,
+) {
     let settled = Hold::new(vec![m.clone()]).over(inbox, handle_message(worker, queue, inbox, m, id)).await;
     if settled == Settled::Done {
         if let Err(e) = inbox.delete(&m.receipt).await {

@@ -1,5 +1,5 @@
 //! The events recorded on a run: each is written, unsent, in the same conditional write as the
-//! change that causes it, and marked sent once published (invariant 5).
+//! change that causes it, and marked sent once published (invariant: one alert per event).
 
 use crate::job::EventKind;
 use chrono::{DateTime, Utc};

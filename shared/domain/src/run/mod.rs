@@ -333,7 +333,7 @@ impl Run {
         self.state == RunState::Queued && self.attempt == 0
     }
 
-    /// Whether a message asking for `attempt` still speaks for this run (invariant 3: a stale
+    /// Whether a message asking for `attempt` still speaks for this run (invariant: state moves forward: a stale
     /// message is deleted unread). A waiting run answers to the message of its next attempt, and
     /// to that of the attempt that just ended (whose replacement may not have been sent); a
     /// RUNNING run to the message of its open attempt only.

@@ -4,7 +4,7 @@
 //! The use cases decide *when* a step is taken (a message arrived, a target answered, a lease was
 //! seen expired); [`apply`] alone decides what the run becomes, which events that tells, and
 //! refuses a step the run's state does not allow. The store persists the result only under the
-//! [`Fence`] it names, so a step decided on a stale read never lands (invariant 3).
+//! [`Fence`] it names, so a step decided on a stale read never lands (invariant: state moves forward).
 //!
 //! | from \ step        | start | accept, heartbeat, finish | expire       | skip, dead-letter | cancel |
 //! |--------------------|-------|---------------------------|--------------|-------------------|--------|
