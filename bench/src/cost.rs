@@ -20,8 +20,8 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use sundial_adapters::metrics::Capacity;
 use sundial_app::run_control::Completion;
+use sundial_aws::metrics::Capacity;
 use sundial_domain::clock::{ManualClock, SystemClock};
 use sundial_domain::due::format_instant;
 use sundial_domain::job::{Job, JobDocument};
@@ -84,7 +84,7 @@ struct Share {
 impl Share {
     fn from_ledger(ledger: &BTreeMap<String, u64>, runs: usize) -> Share {
         let per = per_run(ledger, runs);
-        let counted = format!("{}.", sundial_adapters::metrics::COUNTED);
+        let counted = format!("{}.", sundial_aws::metrics::COUNTED);
         let units = per
             .iter()
             .filter_map(|(k, v)| {

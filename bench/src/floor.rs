@@ -8,9 +8,9 @@ use crate::stack::{cpu_seconds, unique_suffix};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
 use std::future::Future;
-use sundial_adapters::metrics::{Clients, Ledger};
-use sundial_adapters::provision::provision;
-use sundial_shared::config::aws_sdk_config;
+use sundial_aws::metrics::{Clients, Ledger};
+use sundial_aws::provision::provision;
+use sundial_wiring::config::aws_sdk_config;
 
 /// CPU milliseconds per request of `n` requests made one after another by `request`.
 async fn cpu_ms_per_request<F, Fut>(n: usize, mut request: F) -> anyhow::Result<f64>

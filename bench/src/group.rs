@@ -13,7 +13,7 @@ use crate::target::{Hit, Target};
 use chrono::{Duration, Utc};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_adapters::metrics::Capacity;
+use sundial_aws::metrics::Capacity;
 use sundial_domain::clock::SystemClock;
 use sundial_domain::due::format_instant;
 use sundial_domain::group::GroupDocument;

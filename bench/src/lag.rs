@@ -15,14 +15,14 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use sundial_adapters::dynamo::DynamoJobStore;
-use sundial_adapters::metrics::{Capacity, Clients, Ledger};
+use sundial_aws::dynamo::DynamoJobStore;
+use sundial_aws::metrics::{Capacity, Clients, Ledger};
 use sundial_domain::clock::SystemClock;
 use sundial_domain::due::format_instant;
 use sundial_domain::job::Job;
 use sundial_domain::schedule::ceil_second;
 use sundial_domain::validation::stored_schedule;
-use sundial_shared::services::Services;
+use sundial_wiring::services::Services;
 
 /// How long before the burst's instant the tick claims it.
 const BURST_LEAD_S: i64 = 60;

@@ -80,7 +80,7 @@ async fn main() -> anyhow::Result<()> {
     if arg(0) != Some("target") {
         // Logs formatted as a function formats them (JSON, INFO), so that their cost is in the
         // CPU figures, and dropped.
-        sundial_shared::telemetry::init_with_writer(std::io::sink);
+        sundial_wiring::telemetry::init_with_writer(std::io::sink);
     }
     // `scripts/bench` records this process with perf and reports on it by its pid; the target's
     // child process inherits the variable and must not take its place.

@@ -8,13 +8,13 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use sundial_adapters::metrics::{Capacity, Clients, Ledger, writes};
-use sundial_adapters::provision::provision;
+use sundial_aws::metrics::{Capacity, Clients, Ledger, writes};
+use sundial_aws::provision::provision;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, JobDocument, JobId};
 use sundial_domain::run::RunKey;
-use sundial_shared::config::{Config, Vars, aws_sdk_config};
-use sundial_shared::services::Services;
+use sundial_wiring::config::{Config, Vars, aws_sdk_config};
+use sundial_wiring::services::Services;
 use tokio::sync::watch;
 
 /// The owner of every benchmark job.
@@ -163,7 +163,7 @@ pub fn counted_writes(per: &BTreeMap<String, f64>) -> f64 {
 
 /// Capacity units of `kind` (`read` or `write`) per run, as DynamoDB reported them.
 pub fn reported_units(per: &BTreeMap<String, f64>, kind: &str) -> f64 {
-    let prefix = format!("{}.{kind}.", sundial_adapters::metrics::COUNTED);
+    let prefix = format!("{}.{kind}.", sundial_aws::metrics::COUNTED);
     per.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, v)| v / 1000.0).sum()
 }
 

@@ -6,7 +6,7 @@ use crate::stack::{self, counted_writes, cpu_seconds, per_run, reported_units};
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_adapters::metrics::Capacity;
+use sundial_aws::metrics::Capacity;
 use sundial_domain::clock::ManualClock;
 use sundial_domain::job::Job;
 use sundial_domain::run::RunKey;

@@ -10,12 +10,12 @@ use anyhow::Context;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use sundial_adapters::metrics::{Clients, Ledger};
-use sundial_adapters::provision::provision;
 use sundial_api::{AppState, router};
+use sundial_aws::metrics::{Clients, Ledger};
+use sundial_aws::provision::provision;
 use sundial_domain::clock::SystemClock;
-use sundial_shared::config::{Config, Vars, aws_sdk_config};
-use sundial_shared::services::Services;
+use sundial_wiring::config::{Config, Vars, aws_sdk_config};
+use sundial_wiring::services::Services;
 use tokio::sync::watch;
 
 /// Provisions `stack`'s resources on the emulator and builds the services over them, with
@@ -30,7 +30,7 @@ pub async fn services(
     let sdk = aws_sdk_config().await;
     let resources = provision(&sdk, stack).await.context("creating the stack's resources on the emulator")?;
     let mut config = Config::from_vars(vars, Some(resources)).context("reading configuration")?;
-    config.logs = sundial_shared::logs::LogLocation::Local(log_path);
+    config.logs = sundial_wiring::logs::LogLocation::Local(log_path);
     if config.public_url.is_none() {
         // Links in notifications point at the local dashboard.
         config.public_url = Some(format!("http://{listen}"));

@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 use std::net::SocketAddr;
-use sundial_shared::config::{Env, Vars};
+use sundial_wiring::config::{Env, Vars};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -21,7 +21,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("opening the log file {log_path}"))?;
     {
         use tracing_subscriber::fmt::writer::MakeWriterExt;
-        sundial_shared::telemetry::init_with_writer(std::io::stdout.and(std::sync::Mutex::new(log_file)));
+        sundial_wiring::telemetry::init_with_writer(std::io::stdout.and(std::sync::Mutex::new(log_file)));
     }
     let command = std::env::args().nth(1).unwrap_or_else(|| "serve".into());
     let stack = Env.var("SUNDIAL_STACK").unwrap_or_else(|| "sundial-local".into());

@@ -6,7 +6,7 @@ use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use sundial_api::AppState;
-use sundial_shared::services::Services;
+use sundial_wiring::services::Services;
 use tower::ServiceExt;
 
 /// API keys every test deployment knows, and the owners they name.

@@ -1,5 +1,5 @@
 //! The in-memory deployment: the use cases and the API wired exactly as
-//! `sundial_shared::services::Services` wires them, from the same configuration
+//! `sundial_wiring::services::Services` wires them, from the same configuration
 //! (`Config::from_vars`), over the in-memory ports of `sundial-memory` on a [`ManualClock`]; and
 //! the helpers that deliver the runs queue to the worker as the local poller does ([`poll_once`]:
 //! receive, handle, settle the disposition, delete). Time moves only when a test moves it: the
@@ -12,7 +12,6 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use sundial_adapters::provision::Resources;
 use sundial_api::{ApiSettings, AppState};
 use sundial_app::meter::Meter;
 use sundial_app::ports::Ports;
@@ -22,6 +21,7 @@ use sundial_app::timer::{Timer, TokioTimer};
 use sundial_app::use_cases::{self, UseCases};
 use sundial_app::worker::poll::poll_once;
 use sundial_app::worker::{Worker, WorkerSettings};
+use sundial_aws::provision::Resources;
 use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::due::format_instant;
 use sundial_domain::inspect::WatchdogSettings;
@@ -33,7 +33,7 @@ use sundial_memory::{
     MemoryEventBus, MemoryGroupStore, MemoryIdempotencyStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
     MemoryTickStateStore, MemoryTopics, ScriptedCaller,
 };
-use sundial_shared::config::Config;
+use sundial_wiring::config::Config;
 
 /// The owner of every job of the suite (the owner of [`crate::api::ALICE`]'s key).
 pub const OWNER: &str = "alice";

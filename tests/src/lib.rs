@@ -15,13 +15,13 @@ use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
-use sundial_adapters::metrics::{Clients, Ledger};
-use sundial_adapters::provision::{Resources, provision};
 use sundial_api::AppState;
+use sundial_aws::metrics::{Clients, Ledger};
+use sundial_aws::provision::{Resources, provision};
 use sundial_domain::clock::{Clock, SystemClock};
-use sundial_shared::config::{Config, aws_sdk_config};
-use sundial_shared::services::Services;
 use sundial_testkit::harness::{Harness, TargetCall};
+use sundial_wiring::config::{Config, aws_sdk_config};
+use sundial_wiring::services::Services;
 
 pub use sundial_testkit::api::{ALICE, API_KEYS, Api, BOB, Call, Reply, job};
 
@@ -35,7 +35,7 @@ pub struct Stack {
     pub sqs: aws_sdk_sqs::Client,
     pub sns: aws_sdk_sns::Client,
     /// The clients targets are called through (the SDK never repeats their requests).
-    pub targets: sundial_adapters::metrics::TargetClients,
+    pub targets: sundial_aws::metrics::TargetClients,
     pub services: Services,
     pub api: Api,
     /// The stack's test target, which answers 200 unless told otherwise
@@ -62,7 +62,7 @@ impl Stack {
     pub async fn with(options: Options) -> Stack {
         // Logs go to the test's captured output (shown when a test fails) and to a buffer the
         // test can search.
-        sundial_shared::telemetry::init_with_writer(|| Tee);
+        sundial_wiring::telemetry::init_with_writer(|| Tee);
         assert!(
             std::env::var("AWS_ENDPOINT_URL").is_ok(),
             "AWS_ENDPOINT_URL is not set: run the suite with scripts/test, which starts the emulator"
@@ -312,7 +312,7 @@ impl Stack {
             .dynamo
             .scan()
             .table_name(&self.resources.jobs_table)
-            .index_name(sundial_adapters::dynamo::jobs::BY_DUE_INDEX)
+            .index_name(sundial_aws::dynamo::jobs::BY_DUE_INDEX)
             .send()
             .await
             .unwrap();
@@ -418,7 +418,7 @@ impl Harness for Stack {
     }
 
     async fn import_jobs(&self, jobs: &[sundial_domain::job::Job]) {
-        let store = sundial_adapters::dynamo::DynamoJobStore::new(
+        let store = sundial_aws::dynamo::DynamoJobStore::new(
             self.dynamo.clone(),
             &self.resources.jobs_table,
             self.config.due_shards,

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use sundial_adapters::sqs::{SENDS_IN_FLIGHT, SqsRunQueue};
+use sundial_aws::sqs::{SENDS_IN_FLIGHT, SqsRunQueue};
 use sundial_domain::dispatch::Dispatch;
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::run::RunMessage;
@@ -61,7 +61,7 @@ async fn sqs_stand_in() -> (String, Arc<InFlight>) {
 async fn a_burst_is_sent_with_a_bounded_number_of_connections() {
     let (endpoint, seen) = sqs_stand_in().await;
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(sundial_shared::config::aws_https_client())
+        .http_client(sundial_wiring::config::aws_https_client())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::Credentials::new("id", "secret", None, None, "test"))
         .load()

@@ -33,7 +33,7 @@ async fn every_function_answers_its_sample_event_under_cargo_lambda() {
         env.push((name.to_string(), std::env::var(name).unwrap()));
     }
     let (_watch, endpoint) = cargo_lambda_watch(&env).await;
-    let sdk = sundial_shared::config::aws_sdk_config().await;
+    let sdk = sundial_wiring::config::aws_sdk_config().await;
     // A function's first invocation builds it: allow for a loaded machine.
     let timeouts = aws_sdk_lambda::config::timeout::TimeoutConfig::builder()
         .operation_timeout(std::time::Duration::from_secs(900))

@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use sundial_domain::target::headers;
-use sundial_shared::config::aws_sdk_config;
 use sundial_tests::{Answer, TargetServer};
+use sundial_wiring::config::aws_sdk_config;
 
 /// How long any one flow may take: EventBridge fires the tick and the watchdog once a minute.
 const FLOW_LIMIT: Duration = Duration::from_secs(240);

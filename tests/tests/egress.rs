@@ -10,9 +10,9 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
-use sundial_adapters::targets::Targets;
-use sundial_adapters::targets::outbound::Lookup;
 use sundial_app::worker::{Worker, WorkerSettings};
+use sundial_aws::targets::Targets;
+use sundial_aws::targets::outbound::Lookup;
 use sundial_domain::run::{RunId, RunState};
 use sundial_tests::{ALICE, Answer, BOB, Options, Stack, TargetServer};
 

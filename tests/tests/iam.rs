@@ -26,11 +26,11 @@ use serde_json::{Value, json};
 use serde_yaml::Value as Yaml;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use sundial_adapters::metrics::{Clients, Ledger, RequestCounter};
-use sundial_adapters::provision::{TEMPLATE, Template};
+use sundial_aws::metrics::{Clients, Ledger, RequestCounter};
+use sundial_aws::provision::{TEMPLATE, Template};
 use sundial_domain::clock::{Clock, ManualClock};
-use sundial_shared::services::Services;
 use sundial_tests::{ALICE, Answer, Api, Call, Stack, TargetServer};
+use sundial_wiring::services::Services;
 
 // -------------------------------------------------------------------------------------------------
 // Recording what a function asks of AWS.
@@ -175,7 +175,7 @@ impl Intercept for CallLog {
 /// A second set of services on the stack (its configuration and clock), whose clients record
 /// every call: one function's.
 async fn recording(stack: &Stack) -> (Services, CallLog) {
-    let sdk = sundial_shared::config::aws_sdk_config().await;
+    let sdk = sundial_wiring::config::aws_sdk_config().await;
     let log = CallLog::default();
     let ledger = Ledger::new();
     let counter = RequestCounter(ledger.clone());
@@ -193,7 +193,7 @@ async fn recording(stack: &Stack) -> (Services, CallLog) {
         .build();
     let lambda =
         aws_sdk_lambda::config::Builder::from(&sdk).interceptor(counter).interceptor(log.clone()).build();
-    let targets = sundial_adapters::metrics::TargetClients {
+    let targets = sundial_aws::metrics::TargetClients {
         sqs: aws_sdk_sqs::Client::from_conf(sqs.clone()),
         sns: aws_sdk_sns::Client::from_conf(sns.clone()),
         lambda: aws_sdk_lambda::Client::from_conf(lambda),
@@ -377,7 +377,7 @@ fn allowed(statements: &[Statement], need: &Need) -> bool {
 
 /// The template, resolved for one stack: intrinsic functions, parameters at their defaults (so
 /// conditions on optional parameters are false, as in a default deployment), resource names as
-/// `shared/adapters/src/provision.rs` derives them.
+/// `shared/aws/src/provision.rs` derives them.
 struct Resolver {
     doc: Yaml,
     stack: String,

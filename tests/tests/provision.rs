@@ -3,8 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use sundial_adapters::dynamo::jobs::{BY_DUE_INDEX, BY_OWNER_INDEX};
-use sundial_adapters::provision::{TEMPLATE, Template};
+use sundial_aws::dynamo::jobs::{BY_DUE_INDEX, BY_OWNER_INDEX};
+use sundial_aws::provision::{TEMPLATE, Template};
 use sundial_tests::Stack;
 
 /// Tables, indexes, TTL, queue redrive and the topic exist as declared.
@@ -48,7 +48,7 @@ async fn provisioned_resources_match_the_template() {
     }
     assert_eq!(template.tables["RunsTable"].ttl_attribute.as_deref(), Some("expires_at"));
 
-    let sdk = sundial_shared::config::aws_sdk_config().await;
+    let sdk = sundial_wiring::config::aws_sdk_config().await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let attrs = sqs
         .get_queue_attributes()
@@ -66,6 +66,6 @@ async fn provisioned_resources_match_the_template() {
     assert!(stack.resources.events_topic_arn.ends_with(&format!("{}-events", stack.name)));
 
     // Provisioning again is harmless (the local runtime does it at every start).
-    let again = sundial_adapters::provision::provision(&sdk, &stack.name).await.unwrap();
+    let again = sundial_aws::provision::provision(&sdk, &stack.name).await.unwrap();
     assert_eq!(again, stack.resources);
 }

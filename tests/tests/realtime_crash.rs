@@ -19,12 +19,12 @@ use futures::StreamExt;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use sundial_adapters::metrics::{Clients, Ledger};
+use sundial_aws::metrics::{Clients, Ledger};
 use sundial_domain::run::{Run, RunId, RunKey, RunState};
 use sundial_domain::target::headers;
-use sundial_shared::config::{Config, aws_sdk_config};
-use sundial_shared::services::Services;
 use sundial_tests::runtime_process::{Logs, RuntimeSpec, wait_ready};
+use sundial_wiring::config::{Config, aws_sdk_config};
+use sundial_wiring::services::Services;
 
 /// Jobs in the burst, all due at the same second.
 const N: usize = 200;
@@ -126,7 +126,7 @@ async fn realtime_kill_9_mid_burst_runs_every_unstarted_run_once_after_restart()
     // The test reads the same stack's runs table directly: provisioning is idempotent, the
     // runtime provisions it again at each start.
     let sdk = aws_sdk_config().await;
-    let resources = sundial_adapters::provision::provision(&sdk, &stack).await.expect("provisioning");
+    let resources = sundial_aws::provision::provision(&sdk, &stack).await.expect("provisioning");
     let vars: HashMap<&str, &str> = HashMap::from([("SUNDIAL_STACK", stack.as_str())]);
     let config = Config::from_vars(&vars, Some(resources)).unwrap();
     let services = Services::new(

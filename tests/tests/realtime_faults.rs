@@ -51,15 +51,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use sundial_adapters::metrics::{Clients, Ledger};
+use sundial_aws::metrics::{Clients, Ledger};
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::run::{Run, RunKey, RunState};
 use sundial_domain::target::headers;
-use sundial_shared::config::{Config, aws_sdk_config};
-use sundial_shared::services::Services;
 use sundial_tests::runtime_process::{
     EmulatorPause, Logs, RuntimeSpec, emulator_pid, free_loopback_port, wait_ready,
 };
+use sundial_wiring::config::{Config, aws_sdk_config};
+use sundial_wiring::services::Services;
 use tokio::sync::watch;
 
 const KEY: &str = "faults-key";
@@ -691,7 +691,7 @@ async fn realtime_fault_suite_kills_races_and_pauses_without_duplicates_losses_o
     // The stack, read directly by the test (provisioning is idempotent; each runtime does it
     // again when it starts), and the two inboxes.
     let sdk = aws_sdk_config().await;
-    let resources = sundial_adapters::provision::provision(&sdk, &stack).await.expect("provisioning");
+    let resources = sundial_aws::provision::provision(&sdk, &stack).await.expect("provisioning");
     let vars: HashMap<&str, &str> = HashMap::from([("SUNDIAL_STACK", stack.as_str())]);
     let config = Config::from_vars(&vars, Some(resources.clone())).unwrap();
     let clients = Clients::new(&sdk, Ledger::new());

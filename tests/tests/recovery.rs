@@ -9,7 +9,6 @@ use chrono::{DateTime, Duration, Utc};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_adapters::metrics::{Clients, Ledger};
 use sundial_app::announce::Announcer;
 use sundial_app::ports::Ports;
 use sundial_app::record::Recorder;
@@ -17,6 +16,7 @@ use sundial_app::tick::Tick;
 use sundial_app::tick::claim::Claimer;
 use sundial_app::watchdog::Watchdog;
 use sundial_app::worker::poll::poll_once;
+use sundial_aws::metrics::{Clients, Ledger};
 use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::dispatch::Dispatch;
 use sundial_domain::events::{Notification, SchedulerAlert};
@@ -27,9 +27,9 @@ use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{Inserted, JobStore, Page, RunStore, StoreError, StoreResult};
 use sundial_domain::run::transition::{Ending, Step};
 use sundial_domain::run::{Outcome, Published, Run, RunEvent, RunId, RunKey, RunState};
-use sundial_shared::config::aws_sdk_config;
-use sundial_shared::services::Services;
 use sundial_tests::{ALICE, Answer, Call, Stack, TargetServer};
+use sundial_wiring::config::aws_sdk_config;
+use sundial_wiring::services::Services;
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
@@ -1385,7 +1385,7 @@ async fn one_hanging_target_holds_one_slot_not_the_poller() {
 
 /// The stack's worker over the runs store `runs`.
 fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_app::worker::Worker {
-    use sundial_adapters::targets::Targets;
+    use sundial_aws::targets::Targets;
     use sundial_domain::ports::targets::Caller;
     let s = &stack.services;
     let caller: Arc<dyn Caller> = Arc::new(Targets::new(stack.targets.clone(), s.config.targets.clone()));

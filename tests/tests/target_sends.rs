@@ -11,8 +11,8 @@ use chrono::Utc;
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use sundial_adapters::metrics::{Ledger, TargetClients};
-use sundial_adapters::targets::Targets;
+use sundial_aws::metrics::{Ledger, TargetClients};
+use sundial_aws::targets::Targets;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::limits::TargetAllowList;
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
@@ -45,7 +45,7 @@ async fn answering(
 /// so that an `AWS_ENDPOINT_URL` of the environment does not win).
 async fn targets(endpoint: &str) -> Targets {
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(sundial_shared::config::aws_https_client())
+        .http_client(sundial_wiring::config::aws_https_client())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::Credentials::new("id", "secret", None, None, "test"))
         .load()

@@ -6,10 +6,10 @@
 
 use serde_yaml::Value;
 use std::collections::HashMap;
-use sundial_adapters::dynamo::jobs::{BY_DUE_INDEX, BY_OWNER_INDEX};
-use sundial_adapters::dynamo::runs::IN_FLIGHT_INDEX;
-use sundial_adapters::provision::{KeyDef, TEMPLATE, Template};
-use sundial_shared::config::Config;
+use sundial_aws::dynamo::jobs::{BY_DUE_INDEX, BY_OWNER_INDEX};
+use sundial_aws::dynamo::runs::IN_FLIGHT_INDEX;
+use sundial_aws::provision::{KeyDef, TEMPLATE, Template};
+use sundial_wiring::config::Config;
 
 fn keys(pairs: &[(&str, &str)]) -> Vec<KeyDef> {
     pairs.iter().map(|(a, t)| KeyDef { attribute: a.to_string(), key_type: t.to_string() }).collect()
@@ -36,7 +36,7 @@ fn tables_match_what_the_stores_expect() {
     let jobs = &template.tables["JobsTable"];
     assert_eq!(jobs.name, "s-jobs");
     assert_eq!(jobs.keys, keys(&[("job_id", "HASH")]));
-    let index = |table: &sundial_adapters::provision::TableDef, name: &str| {
+    let index = |table: &sundial_aws::provision::TableDef, name: &str| {
         table.indexes.iter().find(|i| i.name == name).unwrap_or_else(|| panic!("{name} missing")).clone()
     };
     assert_eq!(index(jobs, BY_OWNER_INDEX).keys, keys(&[("owner", "HASH"), ("name", "RANGE")]));
@@ -132,8 +132,7 @@ fn queues_fit_the_worker() {
 /// The IAM rights over per-job topics are scoped to the prefix the code names them with.
 #[test]
 fn job_topic_rights_match_the_topic_names() {
-    let names =
-        sundial_adapters::sns::topics::TopicNames::new("STACK", "arn:aws:sns:eu-west-1:1:STACK-events");
+    let names = sundial_aws::sns::topics::TopicNames::new("STACK", "arn:aws:sns:eu-west-1:1:STACK-events");
     assert!(names.name("JOB").starts_with("STACK-job-"));
     let doc = yaml();
     let statements = doc["Resources"]["ApiRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
@@ -240,7 +239,7 @@ fn every_function_has_a_sample_event_and_a_build() {
 /// the functions' shared ones in `Globals`, the API's own on the API function itself.
 #[test]
 fn the_template_sets_the_declared_variables() {
-    use sundial_shared::variables::{Scope, VARIABLES, declared};
+    use sundial_wiring::variables::{Scope, VARIABLES, declared};
     let doc = yaml();
     let keys = |env: &Value| -> Vec<String> {
         env.as_mapping().into_iter().flatten().map(|(k, _)| k.as_str().unwrap().to_string()).collect()

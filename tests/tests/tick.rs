@@ -92,11 +92,11 @@ async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
             children: Vec::new(),
         })
         .collect();
-    let store = sundial_adapters::dynamo::DynamoJobStore::new(
+    let store = sundial_aws::dynamo::DynamoJobStore::new(
         stack.dynamo.clone(),
         &stack.resources.jobs_table,
         stack.config.due_shards,
-        sundial_adapters::metrics::Ledger::new(),
+        sundial_aws::metrics::Ledger::new(),
     );
     store.import(&jobs).await.unwrap();
 }
@@ -112,11 +112,11 @@ async fn the_tick_reads_the_jobs_the_index_names_from_the_table() {
     let stack = Stack::at(&clock, &[("SUNDIAL_DUE_SHARDS", "1")]).await;
     let at = t("2030-01-01T12:00:00Z");
     import_many(&stack, 101, at).await;
-    let store = sundial_adapters::dynamo::DynamoJobStore::new(
+    let store = sundial_aws::dynamo::DynamoJobStore::new(
         stack.dynamo.clone(),
         &stack.resources.jobs_table,
         1,
-        sundial_adapters::metrics::Ledger::new(),
+        sundial_aws::metrics::Ledger::new(),
     );
     let bucket = sundial_domain::due::due_bucket("any job", at, 1);
     let due = store.due_ids(&bucket).await.unwrap();

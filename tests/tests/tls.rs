@@ -1,12 +1,12 @@
 //! The HTTPS clients speak TLS: every test elsewhere talks plain HTTP to the emulator and to
 //! loopback targets, so these hold a loopback listener that reads the first bytes a client sends
 //! to an `https://` URL and finds the start of a TLS handshake there. Both clients use rustls
-//! over ring (`sundial_shared::config::aws_https_client`, `Outbound::client`).
+//! over ring (`sundial_wiring::config::aws_https_client`, `Outbound::client`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use sundial_adapters::targets::outbound::{Lookup, Outbound};
+use sundial_aws::targets::outbound::{Lookup, Outbound};
 use sundial_domain::egress::Egress;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
@@ -39,7 +39,7 @@ async fn the_aws_sdk_client_speaks_tls() {
     let (port, seen) = listener().await;
     let config = aws_sdk_dynamodb::Config::builder()
         .behavior_version_latest()
-        .http_client(sundial_shared::config::aws_https_client())
+        .http_client(sundial_wiring::config::aws_https_client())
         .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new("test", "test", None, None, "test"))
         .endpoint_url(format!("https://127.0.0.1:{port}"))

@@ -7,10 +7,10 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_adapters::metrics::{Ledger, TargetClients};
-use sundial_adapters::targets::Targets;
 use sundial_app::worker::WorkerSettings;
 use sundial_app::worker::poll::poll_once;
+use sundial_aws::metrics::{Ledger, TargetClients};
+use sundial_aws::targets::Targets;
 use sundial_domain::run::RunState;
 use sundial_domain::target::{headers, sign};
 use sundial_tests::{ALICE, Answer, Options, Stack, TargetServer};
@@ -254,7 +254,7 @@ async fn lambda_targets_through_cargo_lambda_watch() {
         ..Default::default()
     })
     .await;
-    let sdk = sundial_shared::config::aws_sdk_config().await;
+    let sdk = sundial_wiring::config::aws_sdk_config().await;
     let clients = TargetClients::at(&sdk, Ledger::new(), &endpoint);
     let s = &stack.services;
     let caller = Arc::new(Targets::new(clients, s.config.targets.clone()));

@@ -1,20 +1,20 @@
 //! The API as a Lambda function behind API Gateway (HTTP API, payload v2).
 
 use sundial_api::{AppState, router};
-use sundial_shared::services::Services;
+use sundial_wiring::services::Services;
 
 // One thread: a function serves one event at a time on a fraction of a vCPU (0.15 at 256 MB), and
 // the multi-thread scheduler's hand-offs cost a third of the CPU per run (measured:
 // docs/decisions.md, "Performance (#18)").
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), lambda_http::Error> {
-    sundial_shared::telemetry::init();
+    sundial_wiring::telemetry::init();
     // Every instance must seal page tokens with the same key, or a page's token fails on the next
     // instance: the template sets it; without it the function refuses to start.
-    if std::env::var(sundial_shared::config::PAGE_TOKEN_KEY).is_err() {
+    if std::env::var(sundial_wiring::config::PAGE_TOKEN_KEY).is_err() {
         return Err(format!(
             "{} is required (template parameter PageTokenKey)",
-            sundial_shared::config::PAGE_TOKEN_KEY
+            sundial_wiring::config::PAGE_TOKEN_KEY
         )
         .into());
     }

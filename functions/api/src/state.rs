@@ -12,9 +12,9 @@ use sundial_domain::auth::{ApiKeys, Operators};
 use sundial_domain::clock::Clock;
 use sundial_domain::ports::store::IdempotencyStore;
 use sundial_domain::run::Run;
-use sundial_shared::config::Config;
-use sundial_shared::logs::LogLocation;
-use sundial_shared::services::Services;
+use sundial_wiring::config::Config;
+use sundial_wiring::logs::LogLocation;
+use sundial_wiring::services::Services;
 
 /// Largest request body: the payload limit plus room for the rest of a job document.
 pub const BODY_OVERHEAD: usize = 32 * 1024;

@@ -7,7 +7,7 @@ use sundial_domain::job::{Job, JobDocument};
 use sundial_domain::ports::topics::Subscription;
 use sundial_domain::run::{Attempt, Run, RunKind, RunState};
 use sundial_domain::waiting::Wait;
-use sundial_shared::logs::{LogLocation, LogsLink};
+use sundial_wiring::logs::{LogLocation, LogsLink};
 use utoipa::ToSchema;
 
 /// A job as the API shows it: the document (secrets removed) and what Sundial adds.

@@ -1,14 +1,14 @@
 //! The worker as a Lambda function behind two SQS event source mappings (runs queue and DLQ).
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use sundial_shared::services::Services;
+use sundial_wiring::services::Services;
 
 // One thread: a function serves one event at a time on a fraction of a vCPU (0.15 at 256 MB), and
 // the multi-thread scheduler's hand-offs cost a third of the CPU per run (measured:
 // docs/decisions.md, "Performance (#18)").
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    sundial_shared::telemetry::init();
+    sundial_wiring::telemetry::init();
     let services = Services::from_env().await?;
     let (worker, queue, inbox) =
         (&services.use_cases.worker, services.ports.queue.as_ref(), services.inbox.as_ref());

@@ -1,5 +1,5 @@
 //! Start fences in memory: [`MemoryFenceStore`], the [`FenceStore`] that behaves as the fences'
-//! items in the DynamoDB jobs table do (`sundial_adapters::dynamo::fences`): one holder per job,
+//! items in the DynamoDB jobs table do (`sundial_aws::dynamo::fences`): one holder per job,
 //! replaced only over the holder read, which becomes the previous one.
 
 use crate::guard::lock;

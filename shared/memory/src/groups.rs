@@ -1,5 +1,5 @@
 //! Concurrency groups in memory: [`MemoryGroupStore`], the [`GroupStore`] that behaves as the
-//! groups' items in the DynamoDB jobs table do (`sundial_adapters::dynamo::groups`): one record
+//! groups' items in the DynamoDB jobs table do (`sundial_aws::dynamo::groups`): one record
 //! per owner and name, created only if absent, replaced and deleted only under the version read,
 //! and kept as the adapter keeps it: through its JSON form (slots', waiters' and links' times to
 //! the millisecond). Links are a record of their own beside it, with their own version.

@@ -1,5 +1,5 @@
 //! Idempotency records in memory: [`MemoryIdempotencyStore`], the [`IdempotencyStore`] that
-//! behaves as the DynamoDB idempotency table does (`sundial_adapters::dynamo::idempotency`).
+//! behaves as the DynamoDB idempotency table does (`sundial_aws::dynamo::idempotency`).
 //!
 //! One record per key: its fingerprint, its state (`pending` until `pending_until`, `released`,
 //! `done` with the response), when the key was first seen, and when it expires. A claim

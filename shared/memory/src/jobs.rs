@@ -1,5 +1,5 @@
 //! Job definitions in memory: [`MemoryJobStore`], the [`JobStore`] that behaves as the DynamoDB
-//! jobs table does (`sundial_adapters::dynamo::jobs`).
+//! jobs table does (`sundial_aws::dynamo::jobs`).
 //!
 //! What it keeps, as that table does: each job as stored (its document through JSON,
 //! `next_run_at` to the whole second), a name lock per (owner, name) naming the job that holds

@@ -1,7 +1,7 @@
 //! Sundial's ports in memory, for tests of the use cases that need no emulator: every store,
 //! the runs queue, the event bus, the per-job topics and a scripted target caller.
 //!
-//! Each double behaves as its adapter in `sundial-adapters` does in every way a use case can
+//! Each double behaves as its adapter in `sundial-aws` does in every way a use case can
 //! observe: the same conditional writes failing with the same [`StoreError`] variants, the same
 //! fences, the same sparse indexes (due jobs, in-flight runs), the same orders and page sizes,
 //! instants kept to the precision the adapter keeps them at, and the queue's delays, holds,

@@ -1,5 +1,5 @@
 //! The runs queue in memory: [`MemoryQueue`], a [`RunQueue`] and [`RunInbox`] that behaves as the
-//! SQS runs queue and its dead-letter queue do (`sundial_adapters::sqs`, on the queues
+//! SQS runs queue and its dead-letter queue do (`sundial_aws::sqs`, on the queues
 //! `infra/template.yaml` declares).
 //!
 //! Time is the injected [`Clock`]'s, so a `ManualClock` drives delays and holds: a message sent

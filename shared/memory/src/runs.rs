@@ -1,5 +1,5 @@
 //! Runs in memory: [`MemoryRunStore`], the [`RunStore`] that behaves as the DynamoDB runs table
-//! does (`sundial_adapters::dynamo::runs`).
+//! does (`sundial_aws::dynamo::runs`).
 //!
 //! What it keeps, as that table does: each run as stored under (job, encoded run key), in the
 //! key's text order (so at one instant a manual run, `#m#…`, sorts before the scheduled one,

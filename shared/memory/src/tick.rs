@@ -1,5 +1,5 @@
 //! The tick's progress in memory: [`MemoryTickStateStore`], the [`TickStateStore`] that behaves as
-//! the DynamoDB tick item does (`sundial_adapters::dynamo::tick`).
+//! the DynamoDB tick item does (`sundial_aws::dynamo::tick`).
 //!
 //! One record, kept in the attributes' stored forms so that it compares and rounds as the item
 //! does: the minutes (`watermark`, `reached`) and `stalled_since` as instant text to the whole

@@ -1,5 +1,5 @@
 //! Per-job topics in memory: [`MemoryTopics`], a [`JobTopics`] that keeps each job's
-//! subscriptions as the SNS adapter (`sundial_adapters::sns::topics`) leaves them in SNS.
+//! subscriptions as the SNS adapter (`sundial_aws::sns::topics`) leaves them in SNS.
 //!
 //! `sync` converges a job's subscriptions onto its notification settings: endpoints no longer
 //! wanted are unsubscribed, except unconfirmed ones (SNS cannot remove those; they lapse), new

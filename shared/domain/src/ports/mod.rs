@@ -1,5 +1,5 @@
 //! The ports: what the use cases need from the world, as traits in domain terms. The adapters
-//! (DynamoDB, SQS, SNS, the targets) implement them in `sundial-adapters`, the in-memory doubles
+//! (DynamoDB, SQS, SNS, the targets) implement them in `sundial-aws`, the in-memory doubles
 //! in `sundial-memory`; one contract suite holds both to the same promises.
 
 pub mod bus;

@@ -7,8 +7,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The library's crates, by folder under `shared/`: wiring, domain, use cases, adapters.
-const CRATES: &[&str] = &["src", "domain/src", "app/src", "adapters/src"];
+/// The library's crates, by folder under `shared/`: wiring, domain, use cases, AWS adapters.
+const CRATES: &[&str] = &["wiring/src", "domain/src", "app/src", "aws/src"];
+
+/// The folder of the library's crates, `shared/` (this crate is `shared/wiring`).
+fn shared() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("shared/").to_path_buf()
+}
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> =
@@ -122,7 +127,7 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<Vec<String>> {
 
 #[test]
 fn no_module_cycles_in_any_crate() {
-    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let shared = shared();
     for folder in CRATES {
         let graph = graph(&shared.join(folder));
         assert!(graph.len() >= 4, "the sources of {folder} were not found: {graph:?}");
@@ -138,7 +143,7 @@ const NOT_IN_THE_DOMAIN: &[&str] =
 
 #[test]
 fn the_domain_depends_on_no_aws_http_runtime_or_openapi_crate() {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("domain/Cargo.toml");
+    let manifest = shared().join("domain/Cargo.toml");
     // Everything the domain builds with, by default features, as `cargo tree` resolves it.
     let out = std::process::Command::new(env!("CARGO"))
         .args(["tree", "--offline", "--edges", "normal", "--prefix", "none", "--format", "{p}"])
@@ -175,9 +180,50 @@ fn mapped_files(doc: &str) -> BTreeSet<String> {
     files
 }
 
+/// The `(crate, folder)` rows of the crate table of `docs/architecture.md`: its rows whose first
+/// two cells are code.
+fn crate_table(doc: &str) -> BTreeSet<(String, String)> {
+    doc.lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let code = |cell: &str| cell.strip_prefix('`')?.strip_suffix('`').map(str::to_string);
+            Some((code(cells.get(1)?)?, code(cells.get(2)?)?))
+        })
+        .collect()
+}
+
+/// Every library crate is named for what it is, and the table in the docs says so: each folder
+/// under `shared/` holds the crate the table names for it, and no other crate is there.
+#[test]
+fn each_library_crate_is_the_one_the_docs_name_for_its_folder() {
+    let shared = shared();
+    let doc = std::fs::read_to_string(shared.join("../docs/architecture.md")).expect("docs/architecture.md");
+    let mut actual = BTreeSet::new();
+    for entry in std::fs::read_dir(&shared).expect("shared/ is readable").flatten() {
+        let Ok(manifest) = std::fs::read_to_string(entry.path().join("Cargo.toml")) else { continue };
+        let name = manifest
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \"").and_then(|rest| rest.strip_suffix('"')))
+            .expect("a package name");
+        actual.insert((name.to_string(), format!("shared/{}", entry.file_name().to_string_lossy())));
+    }
+    let expected: BTreeSet<(String, String)> = [
+        ("sundial-domain", "shared/domain"),
+        ("sundial-app", "shared/app"),
+        ("sundial-aws", "shared/aws"),
+        ("sundial-memory", "shared/memory"),
+        ("sundial-wiring", "shared/wiring"),
+    ]
+    .iter()
+    .map(|(name, folder)| (name.to_string(), folder.to_string()))
+    .collect();
+    assert_eq!(actual, expected, "the library's crates and their folders");
+    assert_eq!(crate_table(&doc), expected, "the crate table of docs/architecture.md");
+}
+
 #[test]
 fn the_folder_map_in_docs_matches_the_tree() {
-    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let shared = shared();
     let doc = std::fs::read_to_string(shared.join("../docs/architecture.md")).expect("docs/architecture.md");
     let mut actual = BTreeSet::new();
     for folder in CRATES.iter().chain(&["memory/src"]) {
@@ -199,9 +245,9 @@ fn the_folder_map_in_docs_matches_the_tree() {
 
 #[test]
 fn the_map_reader_follows_folders_by_indent() {
-    let doc = "x\n```text\nshared/a/src/\n  lib.rs   map\n  run/\n    mod.rs  r\n  job.rs  j\nshared/src/\n  lib.rs\n```\n";
+    let doc = "x\n```text\nshared/a/src/\n  lib.rs   map\n  run/\n    mod.rs  r\n  job.rs  j\nshared/wiring/src/\n  lib.rs\n```\n";
     let expected: BTreeSet<String> =
-        ["shared/a/src/lib.rs", "shared/a/src/run/mod.rs", "shared/a/src/job.rs", "shared/src/lib.rs"]
+        ["shared/a/src/lib.rs", "shared/a/src/run/mod.rs", "shared/a/src/job.rs", "shared/wiring/src/lib.rs"]
             .into_iter()
             .map(str::to_string)
             .collect();

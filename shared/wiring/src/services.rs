@@ -3,17 +3,17 @@
 
 use crate::config::Config;
 use std::sync::Arc;
-use sundial_adapters::dynamo::{
+use sundial_app::ports::Ports;
+use sundial_app::use_cases::UseCases;
+use sundial_aws::dynamo::{
     DynamoFenceStore, DynamoGroupStore, DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore,
     DynamoTickStateStore,
 };
-use sundial_adapters::metrics::{Clients, Ledger};
-use sundial_adapters::sns::bus::SnsEventBus;
-use sundial_adapters::sns::topics::{SnsJobTopics, TopicNames};
-use sundial_adapters::sqs::SqsRunQueue;
-use sundial_adapters::targets::Targets;
-use sundial_app::ports::Ports;
-use sundial_app::use_cases::UseCases;
+use sundial_aws::metrics::{Clients, Ledger};
+use sundial_aws::sns::bus::SnsEventBus;
+use sundial_aws::sns::topics::{SnsJobTopics, TopicNames};
+use sundial_aws::sqs::SqsRunQueue;
+use sundial_aws::targets::Targets;
 use sundial_domain::clock::Clock;
 use sundial_domain::ports::queue::RunInbox;
 use sundial_domain::ports::store::IdempotencyStore;
@@ -41,7 +41,7 @@ impl Services {
         let config = Config::from_env()?;
         let sdk = crate::config::aws_sdk_config().await;
         let clients =
-            Clients::with_capacity_log(&sdk, sundial_adapters::metrics::Ledger::new(), config.capacity_log);
+            Clients::with_capacity_log(&sdk, sundial_aws::metrics::Ledger::new(), config.capacity_log);
         Ok(Services::new(config, &clients, Arc::new(sundial_domain::clock::SystemClock)))
     }
 

@@ -3,9 +3,9 @@
 
 use chrono::Duration;
 use std::collections::HashMap;
-use sundial_adapters::provision::Resources;
 use sundial_app::tick::TickSettings;
 use sundial_app::tick::claim::ClaimSettings;
+use sundial_aws::provision::Resources;
 use sundial_domain::auth::ApiKeys;
 use sundial_domain::inspect::WatchdogSettings;
 use sundial_domain::limits::{Limits, TargetAllowList};
@@ -42,7 +42,7 @@ pub struct Config {
     /// Write metrics as CloudWatch EMF lines: in Lambda (`AWS_LAMBDA_FUNCTION_NAME` is set), or
     /// when `SUNDIAL_EMF` is `1`.
     pub emf: bool,
-    /// Log the capacity of every DynamoDB call ([`sundial_adapters::capacity`]): `SUNDIAL_CAPACITY_LOG`.
+    /// Log the capacity of every DynamoDB call ([`sundial_aws::capacity`]): `SUNDIAL_CAPACITY_LOG`.
     pub capacity_log: bool,
     /// Where run logs can be found.
     pub logs: crate::logs::LogLocation,

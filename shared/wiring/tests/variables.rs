@@ -1,4 +1,4 @@
-//! The variables are declared once (`sundial_shared::variables`): the README's configuration
+//! The variables are declared once (`sundial_wiring::variables`): the README's configuration
 //! table says what the declaration says, and the configuration reads exactly the declared
 //! variables of the functions.
 
@@ -6,13 +6,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
-use sundial_shared::config::{Config, Vars};
-use sundial_shared::variables::{Scope, VARIABLES, declared};
+use sundial_wiring::config::{Config, Vars};
+use sundial_wiring::variables::{Scope, VARIABLES, declared};
 
 /// The rows of the README's configuration table: each `SUNDIAL_` name with its default and
 /// meaning (a row may name several variables).
 fn readme_rows() -> BTreeMap<String, (String, String)> {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md");
     let readme = std::fs::read_to_string(path).expect("the README is readable");
     let section = readme.split("## Configuration").nth(1).expect("a Configuration section");
     let section = section.split("\n## ").next().unwrap_or_default();
@@ -44,7 +44,7 @@ fn the_readme_table_is_the_declaration() {
         );
     }
     let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
             .unwrap();
     for variable in VARIABLES.iter().filter(|v| v.scope == Scope::Cli) {
         assert!(readme.contains(variable.name), "the CLI's {} is not in the README", variable.name);
