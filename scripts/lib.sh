@@ -71,8 +71,10 @@ ensure_infra_linters() {
 ensure_browser() {
   if ! command -v chromium >/dev/null; then
     log "installing chromium (apt-get)"
-    if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null
-    else sudo apt-get update -qq && sudo apt-get install -y -qq chromium >/dev/null; fi
+    local sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo -n)
+    "${sudo[@]}" apt-get update -qq || return 1
+    "${sudo[@]}" apt-get install -y -qq chromium >/dev/null || return 1
   fi
   if [ ! -d "$ROOT/tests/browser/node_modules/playwright-core" ]; then
     log "installing playwright-core (npm ci)"
@@ -102,10 +104,16 @@ await_job() {
   fi
 }
 
-# Stops every background job still running (and what it started), for an EXIT trap.
+# Stops every background job still running (and what it started), for an EXIT trap; a job that
+# has ended is left alone (its pid may be another process's by now). What a stopped job printed
+# so far stays in its log.
 stop_jobs() {
-  local pid
-  for pid in "${JOBS[@]}"; do
+  local name pid running
+  running=" $(jobs -pr | tr '\n' ' ') "
+  for name in "${!JOBS[@]}"; do
+    pid="${JOBS[$name]}"
+    [[ "$running" == *" $pid "* ]] || continue
+    echo "stopping $name (its output so far: .local/logs/$name.log)" >&2
     kill -- $(_descendants "$pid") "$pid" 2>/dev/null || true
   done
 }

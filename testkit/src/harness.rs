@@ -19,6 +19,7 @@ use sundial_domain::target::classify_status;
 /// One call the deployment's test target received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetCall {
+    pub job_id: String,
     pub run_id: String,
     pub attempt: u32,
     /// The token the run's callbacks must carry.
@@ -82,9 +83,14 @@ pub trait Harness: Send + Sync + Sized {
     /// seconds: simulated in memory (each pass moves the clock a second), real on the emulator.
     async fn drive(&self, id: &RunId, limit_s: u32) -> Run;
 
+    /// Takes every message of the runs queue visible now off the queue, unhandled; returns
+    /// their bodies.
+    async fn take_messages(&self) -> Vec<String>;
+
     /// Hands `count` messages of the runs queue to the worker as `worker` (waiting for delayed
     /// ones on the emulator, up to 20 s), each settled and deleted as the local poller does;
-    /// returns their bodies. Panics unless there are exactly `count`.
+    /// returns their bodies. Panics unless there are `count`; in memory, where nothing becomes
+    /// visible unless the clock moves, unless exactly `count` are visible.
     async fn work(&self, count: usize, worker: &str) -> Vec<String>;
 
     /// The scheduler's alerts told on the shared topic (notifications that name no run), in the
@@ -169,6 +175,7 @@ impl Harness for World {
         let calls = self.caller.calls().into_iter();
         calls
             .map(|c| TargetCall {
+                job_id: c.job_id.to_string(),
                 run_id: c.run_id,
                 attempt: c.attempt,
                 callback_token: c.callback_token,
@@ -185,9 +192,24 @@ impl Harness for World {
         self.queue.depth()
     }
 
+    async fn take_messages(&self) -> Vec<String> {
+        let queue = self.queue.as_ref();
+        let mut bodies = Vec::new();
+        loop {
+            let received = RunInbox::receive(queue, 10, 0).await.unwrap();
+            if received.is_empty() {
+                return bodies;
+            }
+            for message in received {
+                RunInbox::delete(queue, &message.receipt).await.unwrap();
+                bodies.push(message.body);
+            }
+        }
+    }
+
     async fn work(&self, count: usize, worker: &str) -> Vec<String> {
         let queue = self.queue.as_ref();
-        let bodies = consume_visible(&self.use_cases.worker, queue, queue, worker).await;
+        let bodies = consume_visible(&self.use_cases.worker, queue, queue, worker, count + 1).await;
         assert_eq!(bodies.len(), count, "messages on the runs queue");
         bodies
     }
@@ -209,17 +231,20 @@ impl Harness for World {
     }
 }
 
-/// Receives every message of the runs queue visible now and hands each to the worker as
-/// `worker_id`, settled and deleted as the local poller does; returns their bodies.
+/// Receives the messages of the runs queue visible now, `most` at the most, and hands each to
+/// the worker as `worker_id`, settled and deleted as the local poller does; returns their
+/// bodies.
 pub async fn consume_visible(
     worker: &Worker,
     queue: &dyn RunQueue,
     inbox: &dyn RunInbox,
     worker_id: &str,
+    most: usize,
 ) -> Vec<String> {
     let mut bodies = Vec::new();
-    loop {
-        let received = inbox.receive(10, 0).await.unwrap();
+    while bodies.len() < most {
+        let wanted = i32::try_from((most - bodies.len()).min(10)).unwrap_or(10);
+        let received = inbox.receive(wanted, 0).await.unwrap();
         if received.is_empty() {
             return bodies;
         }
@@ -228,4 +253,5 @@ pub async fn consume_visible(
             consume_one(worker, queue, inbox, message, worker_id).await;
         }
     }
+    bodies
 }

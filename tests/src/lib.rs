@@ -364,6 +364,7 @@ impl Harness for Stack {
         let calls = self.target.hits().into_iter();
         calls
             .map(|hit| TargetCall {
+                job_id: header(&hit, headers::JOB_ID),
                 run_id: header(&hit, headers::RUN_ID),
                 attempt: header(&hit, headers::ATTEMPT).parse().unwrap(),
                 callback_token: header(&hit, headers::CALLBACK_TOKEN),
@@ -378,7 +379,7 @@ impl Harness for Stack {
 
     /// The emulator's latency and the test's polling (every 100 ms) on a loaded two-core machine.
     fn latency(&self) -> chrono::Duration {
-        chrono::Duration::seconds(3)
+        chrono::Duration::seconds(10)
     }
 
     async fn queue_depth(&self) -> usize {
@@ -391,11 +392,19 @@ impl Harness for Stack {
         let mut bodies = Vec::new();
         while bodies.len() < count && std::time::Instant::now() < deadline {
             let worker_uc = &self.services.use_cases.worker;
-            bodies.extend(sundial_testkit::harness::consume_visible(worker_uc, queue, inbox, worker).await);
+            // Exactly `count`: on the emulator a retry sent meanwhile becomes visible in real time.
+            let most = count - bodies.len();
+            bodies.extend(
+                sundial_testkit::harness::consume_visible(worker_uc, queue, inbox, worker, most).await,
+            );
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
         assert_eq!(bodies.len(), count, "messages on the runs queue");
         bodies
+    }
+
+    async fn take_messages(&self) -> Vec<String> {
+        self.drain_queue().await.iter().map(Value::to_string).collect()
     }
 
     async fn told_alerts(&self) -> Vec<String> {

@@ -1,6 +1,7 @@
-//! The minute tick against the emulator, on a simulated clock: exactly one run per instant under
-//! racing ticks, healing after a crash between claim and send, no re-arming of changed jobs,
-//! catch-up policies, DST end to end, concurrency policies, trigger, backfill, pause, `end_at`.
+//! The minute tick against the emulator, on a simulated clock: the tick's scenarios written once
+//! for both harnesses (`sundial_testkit::scenarios::tick`: racing ticks, a crash between claim
+//! and send, changed jobs not re-armed, catch-up, pause and `end_at`, DST), and what only the
+//! real tables show: the index read a batch at a time, trigger, backfill.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 

@@ -1,6 +1,6 @@
 //! The API's scenarios (`sundial_testkit::scenarios`), every one over the deployment in memory:
 //! bad input, the jobs API, idempotency keys, and what a hostile tenant's probes find. The
-//! emulator runs a smoke test of each family (`tests/tests/<family>.rs`).
+//! emulator runs a smoke test of each family (`tests/tests/api.rs`).
 
 use sundial_testkit::world::World;
 

@@ -13,6 +13,7 @@ use sundial_app::jobs::EditTerms;
 use sundial_app::ports::Ports;
 use sundial_app::run_control::CallbackError;
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
+use sundial_app::tick::{Tick, TickSettings};
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
 use sundial_domain::dispatch::Dispatch;
@@ -86,6 +87,32 @@ sundial_testkit::watchdog_scenarios!(World);
 // ---------------------------------------------------------------------------------------------
 // The tick
 // ---------------------------------------------------------------------------------------------
+
+/// The tick's time budget is read on the clock port, so that a virtual clock runs it out too:
+/// on a manual clock that only the aligned sends' waits move (from half past a second to just
+/// after the next), a pass with a budget of half a second stops unfinished once the first send
+/// has waited it out, and the next passes continue the burst without loss or duplicate.
+#[tokio::test]
+async fn the_budget_is_read_on_the_clock() {
+    let world = World::with("2030-01-01T11:50:00Z", Settings::default().pauses_move_clock());
+    let jobs = one_time_jobs(&world, 120, "2030-01-01T12:00:30Z").await;
+    world.set("2030-01-01T12:00:00.500Z");
+    let settings =
+        TickSettings { batch_jobs: 25, budget: std::time::Duration::from_millis(500), ..TickSettings::default() };
+    let tick = Tick::new(&world.ports, world.use_cases.claimer.clone().aligning_sends(), settings);
+    let first = tick.run().await.unwrap();
+    assert!(first.unfinished, "the waits ran the budget out: {first:?}");
+    assert!(first.claims.claimed < 120, "{first:?}");
+    let (mut claimed, mut passes) = (first.claims.claimed, 1);
+    while claimed < 120 && passes < 20 {
+        claimed += tick.run().await.unwrap().claims.claimed;
+        passes += 1;
+    }
+    assert_eq!(claimed, 120, "after {passes} passes");
+    for job in &jobs {
+        assert_eq!(instants(&world.runs_of(&job.id)), ["2030-01-01T12:00:30Z"]);
+    }
+}
 
 /// The extra messages ticks racing over one burst send
 /// (`sundial_testkit::scenarios::tick::racing_ticks_claim_each_instant_once`) start nothing twice:

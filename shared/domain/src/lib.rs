@@ -41,6 +41,7 @@ pub mod inspect;
 pub mod job;
 pub mod limits;
 pub mod merge_patch;
+pub mod minute_walk;
 pub mod offset;
 pub mod page_token;
 pub mod plan;

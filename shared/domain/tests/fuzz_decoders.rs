@@ -1066,7 +1066,7 @@ fn regression_rate_from_any_seconds() {
 
 // ---------------------------------------------------------------------------------------------
 // Found while fuzzing, outside the parsers. (The backfill whose `from` was chrono's first instant,
-// which panicked, is tested through the API: tests/tests/bad_input.rs.)
+// which panicked, is tested through the API: testkit/src/scenarios/bad_input.rs.)
 
 /// Instants are stored as RFC 3339 text, whose years have four digits: a schedule whose next
 /// instant would fall after 9999-12-31T23:59:59Z has none, and so is refused at create, where it

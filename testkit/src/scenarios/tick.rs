@@ -129,9 +129,18 @@ pub async fn racing_ticks_claim_each_instant_once<H: Harness>() {
     deployment.import_jobs(&jobs).await;
     deployment.set_clock(t("2030-01-01T12:00:00Z"));
 
+    // On threads of their own (the scenarios run on two), so that their writes really race.
     let tick = &deployment.use_cases().tick;
-    let (a, b, c) = tokio::join!(tick.run(), tick.run(), tick.run());
-    let reports = [a.unwrap(), b.unwrap(), c.unwrap()];
+    let ticks: Vec<_> = (0..3)
+        .map(|_| {
+            let tick = tick.clone();
+            tokio::spawn(async move { tick.run().await })
+        })
+        .collect();
+    let mut reports = Vec::new();
+    for tick in ticks {
+        reports.push(tick.await.unwrap().unwrap());
+    }
     let claimed: usize = reports.iter().map(|r| r.claims.claimed).sum();
     let dispatched: usize = reports.iter().map(|r| r.claims.dispatched).sum();
     assert_eq!(claimed, 500, "{reports:?}");
@@ -237,6 +246,9 @@ pub async fn a_crash_between_claim_and_send_heals_at_the_next_tick<H: Harness>()
     let crashed = Tick::new(&down, Claimer::new(&down, ClaimSettings::default()), TickSettings::default());
     let crashed = crashed.run().await.unwrap();
     assert_eq!((crashed.claims.claimed, crashed.claims.send_failures, crashed.claims.failed), (20, 20, 20));
+    for job in &jobs {
+        assert_eq!(deployment.runs_of(&job.id.to_string()).await.len(), 1, "the crashed tick wrote its run");
+    }
     assert_eq!(deployment.queue_depth().await, 0);
     assert_eq!(deployment.due_job_ids().await.len(), 20, "not advanced: the jobs are still due");
 

@@ -44,7 +44,7 @@ pub async fn fails_twice_then_succeeds<H: Harness>() {
     let calls = deployment.target_calls();
     let attempts: Vec<u32> = calls.iter().map(|c| c.attempt).collect();
     assert_eq!(attempts, [1, 2, 3]);
-    assert!(calls.iter().all(|c| c.run_id == run_id.to_string()));
+    assert!(calls.iter().all(|c| c.run_id == run_id.to_string() && c.job_id == id));
     // Full jitter over [1 s, min(2 s, 1 s × 2^(n − 1))]: never sooner, never later than the
     // harness's own latency allows.
     let slack = deployment.latency();
@@ -147,7 +147,9 @@ pub async fn duplicates_and_stale_messages_never_run_an_attempt_twice<H: Harness
     let worker = &deployment.use_cases().worker;
     for round in 1..=5 {
         let run_id = deployment.trigger(&id).await;
-        let body = message(&deployment.run(&run_id).await, 1);
+        let bodies = deployment.take_messages().await;
+        assert_eq!(bodies.len(), 1, "one message per trigger: {bodies:?}");
+        let body = bodies[0].clone();
         let handles: Vec<_> = ["worker-a", "worker-b"]
             .into_iter()
             .map(|name| {
@@ -191,7 +193,7 @@ pub async fn concurrency_forbid_and_replace_are_decided_at_the_start<H: Harness>
     deployment.set_clock("2030-01-01T12:01:00Z".parse().unwrap());
     for id in &ids {
         let runs = deployment.runs_of(id).await;
-        assert_eq!(runs.len(), 1);
+        assert_eq!(runs.len(), 1, "{runs:?}");
         assert_eq!(runs[0].scheduled_at().to_rfc3339(), "2030-01-01T12:01:00+00:00");
         worker.handle(&message(&runs[0], 1), "w").await;
         assert_eq!(deployment.run(&runs[0].id()).await.state, RunState::Running);
@@ -200,6 +202,7 @@ pub async fn concurrency_forbid_and_replace_are_decided_at_the_start<H: Harness>
     deployment.use_cases().tick.run().await.unwrap();
     for id in &ids {
         let runs = deployment.runs_of(id).await;
+        assert_eq!(runs.len(), 2, "{runs:?}");
         assert_eq!(runs[1].scheduled_at().to_rfc3339(), "2030-01-01T12:02:00+00:00");
         assert_eq!(runs[1].state, RunState::Queued, "the tick decides nothing");
         assert_eq!(runs[0].state, RunState::Running);

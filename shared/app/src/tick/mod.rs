@@ -37,6 +37,7 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::due::{bucket, minute_of};
 use sundial_domain::job::{Job, JobId};
+use sundial_domain::minute_walk::{MinuteWalk, Segment};
 use sundial_domain::ports::store::{JobStore, StoreError, TickStateStore};
 
 /// Minutes behind the watermark a pass re-reads when the shard count grew: longer than a
@@ -120,14 +121,34 @@ enum Stop {
     OutOfBudget,
 }
 
+/// The time an invocation may take, read on the clock port (so that the simulator's virtual
+/// clock runs it out too): spent once that much time has passed since it started.
+struct Budget {
+    clock: Arc<dyn Clock>,
+    started: DateTime<Utc>,
+    length: Duration,
+}
+
+impl Budget {
+    fn spent(&self) -> bool {
+        self.clock.now() - self.started >= self.length
+    }
+}
+
 /// What the parts of one invocation share.
 struct Pass {
-    started: std::time::Instant,
+    budget: Budget,
     /// Partitions per minute read.
     shards: u16,
     /// Minutes up to this one are not missed (see [`Claimer::claim`]).
     reached_before: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
+    /// The jobs claimed so far: a job advanced into a later minute is claimed once.
+    seen: HashSet<String>,
+    /// The last minute whose every job was claimed.
+    processed_to: Option<DateTime<Utc>>,
+    /// A due-index query failed: the look-back is not through.
+    query_failed: bool,
 }
 
 /// The minute tick.
@@ -214,10 +235,10 @@ impl Tick {
         stopped
     }
 
-    /// Runs one invocation.
+    /// Runs one invocation: the segments of its [`MinuteWalk`], then the look-back a grown
+    /// shard count asks for.
     pub async fn run(&self) -> Result<TickReport, TickError> {
         let started = std::time::Instant::now();
-        let mut now = self.clock.now();
         let progress = self.state.get().await?;
         // Every partition any pass has read: jobs written while the count was higher are
         // still found after it shrinks. A count that grew (or was never recorded) is recorded
@@ -228,102 +249,36 @@ impl Tick {
             self.state.note_shards(self.settings.shards).await?;
         }
         let grew = progress.looked_back.is_none_or(|done| done < self.settings.shards);
-        let shards = self.settings.shards.max(progress.shards.unwrap_or(0));
-        // Minutes up to this one were reached by a live tick or fully processed: nothing in
-        // them is missed any more.
-        let reached_before = progress.reached.max(progress.watermark);
-        let live_from = minute_of(now);
-        let watermark = progress.watermark.unwrap_or(live_from - Duration::minutes(2));
-        let trailing = self.settings.trailing_minutes.max(1);
-        let mut minute = watermark - Duration::minutes(trailing - 1);
-        let first_trailing = minute;
+        let now = self.clock.now();
+        let budget = Duration::from_std(self.settings.budget).unwrap_or(Duration::MAX);
+        let mut pass = Pass {
+            budget: Budget { clock: self.clock.clone(), started: now, length: budget },
+            shards: self.settings.shards.max(progress.shards.unwrap_or(0)),
+            // Minutes up to this one were reached by a live tick or fully processed: nothing
+            // in them is missed any more.
+            reached_before: progress.reached.max(progress.watermark),
+            now,
+            seen: HashSet::new(),
+            processed_to: None,
+            query_failed: false,
+        };
+        let (trailing, chunk) = (self.settings.trailing_minutes, self.settings.chunk_minutes);
+        let walk = MinuteWalk::new(progress.watermark, pass.reached_before, minute_of(now), trailing, chunk);
         let mut report = TickReport { watermark: progress.watermark, ..Default::default() };
-        let mut seen: HashSet<String> = HashSet::new();
-        let mut processed_to: Option<DateTime<Utc>> = None;
-        let mut query_failed = false;
-        // The minutes no tick reached while they were current: missed ones.
-        let gap = reached_before
-            .map(|r| (r + Duration::minutes(1), live_from - Duration::minutes(1)))
-            .filter(|(first, last)| first <= last);
-
-        'chunks: loop {
-            let end = minute_of(now + self.claimer.settings.lookahead);
-            if minute > end {
+        let mut minute = walk.first;
+        while let Some(segment) = walk.segment(minute, minute_of(pass.now + self.claimer.settings.lookahead))
+        {
+            if !self.claim_segment(&segment, &mut pass, &mut report).await? {
                 break;
             }
-            let mut chunk_end = end.min(minute + Duration::minutes(self.settings.chunk_minutes.max(1) - 1));
-            // A gap is a chunk of its own, certified by the watermark only; the minutes around
-            // it are recorded reached before they are claimed.
-            let mut in_gap = false;
-            if let Some((first, last)) = gap {
-                if minute < first {
-                    chunk_end = chunk_end.min(first - Duration::minutes(1));
-                } else if minute <= last {
-                    chunk_end = chunk_end.min(last);
-                    in_gap = true;
-                }
-            }
-            if !in_gap {
-                self.state.set_reached(chunk_end).await?;
-            }
-            report.from.get_or_insert(minute);
-            while minute <= chunk_end {
-                report.queries += usize::from(shards);
-                let due = match self.due_in(minute, shards).await {
-                    Ok(jobs) => jobs,
-                    Err(e) => {
-                        tracing::warn!(minute = %minute, error = %e, "due-index query failed; retried next tick");
-                        query_failed = true;
-                        break 'chunks;
-                    }
-                };
-                let due = unseen(due, &mut seen);
-                report.jobs += due.len();
-                report.to = Some(minute);
-                // Failed jobs do not stop the pass: they hold the watermark back instead.
-                // Except in a gap: recording the live minutes reached would make the failed
-                // job's missed instants look like a continuation to the next tick.
-                let stop = |claims: &ClaimReport| {
-                    if in_gap && claims.failed > 0 {
-                        Some(Stop::FailedInGap)
-                    } else if started.elapsed() > self.settings.budget {
-                        // The rest of this minute is the next invocation's.
-                        Some(Stop::OutOfBudget)
-                    } else {
-                        None
-                    }
-                };
-                // A gap's instants are late already: a wait of up to a second for each of its
-                // minutes would cost more than their sends' precision is worth.
-                let aligned = !in_gap;
-                match self
-                    .claim_in_batches(&due, minute, aligned, reached_before, now, &mut report.claims, stop)
-                    .await
-                {
-                    Some(Stop::FailedInGap) => break 'chunks,
-                    Some(Stop::OutOfBudget) => {
-                        report.unfinished = true;
-                        break 'chunks;
-                    }
-                    None => {}
-                }
-                processed_to = Some(minute);
-                minute += Duration::minutes(1);
-                // The budget is checked after work only: empty minutes (the trailing window
-                // among them) cost a few queries, and stopping on them could starve progress.
-                if !due.is_empty() && started.elapsed() > self.settings.budget {
-                    report.unfinished = true;
-                    break 'chunks;
-                }
-            }
-            self.advance_watermark(processed_to, now, &mut report).await?;
-            now = self.clock.now();
+            self.advance_watermark(pass.processed_to, pass.now, &mut report).await?;
+            pass.now = self.clock.now();
+            minute = segment.last + Duration::minutes(1);
         }
-        self.advance_watermark(processed_to, now, &mut report).await?;
+        self.advance_watermark(pass.processed_to, pass.now, &mut report).await?;
         if grew && !report.unfinished {
-            let pass = Pass { started, shards, reached_before, now };
-            let looked = self.look_back(first_trailing, &pass, &mut seen, &mut report).await;
-            let through = looked && !query_failed && !report.unfinished && report.claims.failed == 0;
+            let looked = self.look_back(walk.first, &mut pass, &mut report).await;
+            let through = looked && !pass.query_failed && !report.unfinished && report.claims.failed == 0;
             if through {
                 self.state.set_looked_back(self.settings.shards).await?;
             }
@@ -332,29 +287,83 @@ impl Tick {
         Ok(report)
     }
 
+    /// Claims the minutes of `segment` one by one, after recording it reached when it is live.
+    /// Returns false when the pass must stop: a due-index query failed, a claim failed in the
+    /// gap (recording the live minutes reached would make the failed job's missed instants look
+    /// like a continuation to the next tick), or the budget ran out (the next invocation
+    /// continues).
+    async fn claim_segment(
+        &self,
+        segment: &Segment,
+        pass: &mut Pass,
+        report: &mut TickReport,
+    ) -> Result<bool, StoreError> {
+        if let Some(reached) = segment.reached() {
+            self.state.set_reached(reached).await?;
+        }
+        report.from.get_or_insert(segment.first);
+        for minute in segment.minutes() {
+            report.queries += usize::from(pass.shards);
+            let due = match self.due_in(minute, pass.shards).await {
+                Ok(jobs) => unseen(jobs, &mut pass.seen),
+                Err(e) => {
+                    tracing::warn!(minute = %minute, error = %e, "due-index query failed; retried next tick");
+                    pass.query_failed = true;
+                    return Ok(false);
+                }
+            };
+            report.jobs += due.len();
+            report.to = Some(minute);
+            // Failed jobs do not stop the pass (they hold the watermark back instead), except in
+            // the gap; the budget leaves the rest of this minute to the next invocation.
+            let (in_gap, budget) = (segment.in_gap, &pass.budget);
+            let stop = |claims: &ClaimReport| {
+                if in_gap && claims.failed > 0 {
+                    Some(Stop::FailedInGap)
+                } else if budget.spent() {
+                    Some(Stop::OutOfBudget)
+                } else {
+                    None
+                }
+            };
+            let (aligned, reached_before) = (segment.aligned(), pass.reached_before);
+            let claims = &mut report.claims;
+            match self.claim_in_batches(&due, minute, aligned, reached_before, pass.now, claims, stop).await {
+                Some(Stop::FailedInGap) => return Ok(false),
+                Some(Stop::OutOfBudget) => {
+                    report.unfinished = true;
+                    return Ok(false);
+                }
+                None => {}
+            }
+            pass.processed_to = Some(minute);
+            // The budget is checked after work only: empty minutes (the trailing window among
+            // them) cost a few queries, and stopping on them could starve progress.
+            if !due.is_empty() && pass.budget.spent() {
+                report.unfinished = true;
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// Re-reads the [`GROWTH_LOOKBACK_MINUTES`] before `before` (the first trailing minute),
     /// after the live minutes: a throttled re-read of an old minute must not keep a pass from
     /// the current ones. A failed query does not stop the look-back; it returns false, and the
     /// next pass looks back again (a minute stays in the window for as many passes as it has
     /// minutes). Returns true when every query succeeded and nothing was left for the budget.
-    async fn look_back(
-        &self,
-        before: DateTime<Utc>,
-        pass: &Pass,
-        seen: &mut HashSet<String>,
-        report: &mut TickReport,
-    ) -> bool {
+    async fn look_back(&self, before: DateTime<Utc>, pass: &mut Pass, report: &mut TickReport) -> bool {
         let mut clean = true;
         let mut minute = before - Duration::minutes(GROWTH_LOOKBACK_MINUTES);
         while minute < before {
-            if pass.started.elapsed() > self.settings.budget {
+            if pass.budget.spent() {
                 report.unfinished = true;
                 return false;
             }
             report.queries += usize::from(pass.shards);
             match self.due_in(minute, pass.shards).await {
                 Ok(due) => {
-                    let due = unseen(due, seen);
+                    let due = unseen(due, &mut pass.seen);
                     report.jobs += due.len();
                     // Old minutes, as in a gap: sent without waiting for a whole second.
                     self.claim_in_batches(
