@@ -10,9 +10,10 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use sundial_domain::clock::ManualClock;
-use sundial_domain::due::format_instant;
 use sundial_domain::ports::store::JobStore;
 use sundial_domain::run::Run;
+use sundial_testkit::harness::Harness;
+use sundial_testkit::scenarios::tick::one_time_jobs;
 use sundial_tests::{ALICE, Call, Stack};
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -72,36 +73,6 @@ async fn force_running(stack: &Stack, run: &Run) {
     fences.take(&run.job_id, holder.as_ref(), &run.key, holder.as_ref()).await.unwrap();
 }
 
-/// Loads `n` one-time jobs due at `at` straight into the jobs table (no API: seeding 500 jobs
-/// through the emulator's transactions takes a minute).
-async fn import_many(stack: &Stack, n: usize, at: DateTime<Utc>) {
-    let jobs: Vec<sundial_domain::job::Job> = (0..n)
-        .map(|i| sundial_domain::job::Job {
-            id: sundial_domain::job::JobId::generate(),
-            owner: "alice".into(),
-            document: serde_json::from_value(http_job(
-                &format!("job-{i:04}"),
-                json!({"at": format_instant(at)}),
-            ))
-            .unwrap(),
-            version: 1,
-            created_at: at - Duration::hours(1),
-            updated_at: at - Duration::hours(1),
-            next_run_at: Some(at),
-            signing_secret: "test-secret".into(),
-            pauses: Vec::new(),
-            children: Vec::new(),
-        })
-        .collect();
-    let store = sundial_aws::dynamo::DynamoJobStore::new(
-        stack.dynamo.clone(),
-        &stack.resources.jobs_table,
-        stack.config.due_shards,
-        sundial_aws::metrics::Ledger::new(),
-    );
-    store.import(&jobs).await.unwrap();
-}
-
 /// The due index holds keys only, and the tick reads the jobs it names from the table a batch
 /// at a time (a minute of many large jobs is never held whole): a partition of more than one
 /// batch read (100 keys) is named whole, and a job whose item left the due set after its entry
@@ -112,7 +83,7 @@ async fn the_tick_reads_the_jobs_the_index_names_from_the_table() {
     let clock = Arc::new(ManualClock::new(t("2030-01-01T11:50:00Z")));
     let stack = Stack::at(&clock, &[("SUNDIAL_DUE_SHARDS", "1")]).await;
     let at = t("2030-01-01T12:00:00Z");
-    import_many(&stack, 101, at).await;
+    stack.import_jobs(&one_time_jobs(101, at)).await;
     let store = sundial_aws::dynamo::DynamoJobStore::new(
         stack.dynamo.clone(),
         &stack.resources.jobs_table,

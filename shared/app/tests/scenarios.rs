@@ -97,8 +97,11 @@ async fn the_budget_is_read_on_the_clock() {
     let world = World::with("2030-01-01T11:50:00Z", Settings::default().pauses_move_clock());
     let jobs = one_time_jobs(&world, 120, "2030-01-01T12:00:30Z").await;
     world.set("2030-01-01T12:00:00.500Z");
-    let settings =
-        TickSettings { batch_jobs: 25, budget: std::time::Duration::from_millis(500), ..TickSettings::default() };
+    let settings = TickSettings {
+        batch_jobs: 25,
+        budget: std::time::Duration::from_millis(500),
+        ..TickSettings::default()
+    };
     let tick = Tick::new(&world.ports, world.use_cases.claimer.clone().aligning_sends(), settings);
     let first = tick.run().await.unwrap();
     assert!(first.unfinished, "the waits ran the budget out: {first:?}");
