@@ -104,6 +104,12 @@ await_job() {
   fi
 }
 
+# Runs "$@" at the lowest CPU priority, so that it only uses time the rest leaves idle.
+at_idle_priority() {
+  renice -n 19 -p "$BASHPID" >/dev/null
+  "$@"
+}
+
 # Stops every background job still running (and what it started), for an EXIT trap; a job that
 # has ended is left alone (its pid may be another process's by now). What a stopped job printed
 # so far stays in its log.

@@ -1,9 +1,11 @@
 //! The API's scenarios (`sundial_testkit::scenarios`), every one over the deployment in memory:
-//! bad input, the jobs API, idempotency keys, and what a hostile tenant's probes find. The
+//! the authorization matrix, bad input, the jobs API, idempotency keys, and what a hostile
+//! tenant's probes find. The
 //! emulator runs a smoke test of each family (`tests/tests/api.rs`).
 
 use sundial_testkit::world::World;
 
+sundial_testkit::authz_scenarios!(World);
 sundial_testkit::bad_input_scenarios!(World);
 sundial_testkit::hostile_tenant_scenarios!(World);
 sundial_testkit::idempotency_scenarios!(World);

@@ -13,10 +13,10 @@
 //! The routes are read from the router's source and from the served OpenAPI document, so a route
 //! added without a row here fails the test. Every refused call is made before any of Alice's own,
 //! and then nothing of Alice's (jobs, versions, runs) may have changed. The matrix is printed:
-//! `cargo nextest run -p sundial-tests --test authz --no-capture`.
+//! `cargo nextest run -p sundial-api --test scenarios authz --no-capture`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
-
+use crate::api::{ALICE, BOB, Call, Reply, job};
+use crate::harness::Harness;
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,7 +24,6 @@ use sundial_app::worker::Disposition;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::run::{RunId, RunState};
 use sundial_domain::target::headers;
-use sundial_tests::{ALICE, Answer, BOB, Call, Options, Reply, Stack, TargetServer, job};
 
 /// The kinds of caller, in the matrix's column order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +114,7 @@ impl Row {
 
 /// Alice's resources (and Bob's one run) the matrix is made on.
 #[derive(Debug)]
-struct World {
+struct Resources {
     /// Alice's job every job route is called on.
     main: String,
     /// Alice's job the DELETE row deletes.
@@ -141,7 +140,7 @@ struct World {
 }
 
 /// Every route of the router, on Alice's resources; `ghost_job`/`ghost_run` name nothing.
-fn rows(w: &World, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
+fn rows(w: &Resources, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
     use Kind::*;
     use Method as M;
     use StatusCode as S;
@@ -429,16 +428,16 @@ fn run_id(reply: &Reply) -> RunId {
 
 /// Every job and run of the given jobs as stored, and Alice's job list, by name: what refused
 /// calls must not change.
-async fn snapshot(stack: &Stack, jobs: &[String]) -> BTreeMap<String, String> {
+async fn snapshot<H: Harness>(deployment: &H, jobs: &[String]) -> BTreeMap<String, String> {
     let mut stored = BTreeMap::new();
     for id in jobs {
-        let job: Option<Job> = stack.services.ports.jobs.get(&JobId::parse(id).unwrap()).await.unwrap();
+        let job: Option<Job> = deployment.stored_job(id).await;
         stored.insert(format!("job {id}"), format!("{job:?}"));
-        for run in stack.runs_of(id).await {
+        for run in deployment.runs_of(id).await {
             stored.insert(format!("run {}", run.id()), format!("{run:?}"));
         }
     }
-    let list = stack.api.get(ALICE, "/v1/jobs?limit=100").await;
+    let list = deployment.api().get(ALICE, "/v1/jobs?limit=100").await;
     assert_eq!(list.status, StatusCode::OK);
     let ids: Vec<&Value> = list.body["jobs"].as_array().unwrap().iter().map(|j| &j["id"]).collect();
     stored.insert("Alice's job list".into(), format!("{ids:?}"));
@@ -456,10 +455,11 @@ fn changes(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) 
 }
 
 /// Builds Alice's resources: jobs, runs in each state, callback tokens; and Bob's waiting run.
-async fn world(stack: &Stack, target: &TargetServer) -> World {
-    let api = &stack.api;
+async fn resources<H: Harness>(deployment: &H) -> Resources {
+    let api = deployment.api();
+    let target = deployment.target_url();
     let accepting = |name: &str| {
-        json!({"name": name, "schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "http", "url": target.url},
+        json!({"name": name, "schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "http", "url": target},
                "timeout_s": 600})
     };
     // Alice's concurrency groups: one named by her job `grouped`, one to set, one to delete.
@@ -481,35 +481,27 @@ async fn world(stack: &Stack, target: &TargetServer) -> World {
     let bobs = api.create_job(BOB, &accepting("bobs-callbacks")).await;
 
     // Three runs whose targets answer 202: each waits on its callback, with a token of its own.
-    let waiting = stack.trigger(&callbacks).await;
-    let others = stack.trigger(&other).await;
+    deployment.answer_next(&[202, 202, 202]);
+    let waiting = deployment.trigger(&callbacks).await;
+    let others = deployment.trigger(&other).await;
     let bobs_run = run_id(&api.post(BOB, &format!("/v1/jobs/{bobs}/trigger"), &json!({})).await);
-    let messages = stack.drain_queue().await;
+    let messages = deployment.take_messages().await;
     assert_eq!(messages.len(), 3, "{messages:?}");
     for message in messages {
-        assert_eq!(
-            stack.services.use_cases.worker.handle(&message.to_string(), "authz").await,
-            Disposition::Delete
-        );
+        assert_eq!(deployment.use_cases().worker.handle(&message, "authz").await, Disposition::Delete);
     }
-    let tokens: BTreeMap<String, String> = target
-        .hits()
-        .iter()
-        .map(|hit| {
-            let id = hit.headers[headers::WEBHOOK_ID].to_str().unwrap().trim_end_matches("_1").to_string();
-            (id, hit.headers[headers::CALLBACK_TOKEN].to_str().unwrap().to_string())
-        })
-        .collect();
+    let calls = deployment.target_calls().into_iter();
+    let tokens: BTreeMap<String, String> = calls.map(|call| (call.run_id, call.callback_token)).collect();
     for id in [&waiting, &others, &bobs_run] {
-        assert_eq!(stack.run(id).await.state, RunState::Running, "{id}");
+        assert_eq!(deployment.run(id).await.state, RunState::Running, "{id}");
     }
 
     // A queued run, an ended (cancelled) one, and one whose job was deleted.
-    let queued = stack.trigger(&queue).await;
-    let ended = stack.trigger(&ends).await;
+    let queued = deployment.trigger(&queue).await;
+    let ended = deployment.trigger(&ends).await;
     let cancelled = api.post(ALICE, &format!("/v1/runs/{ended}/cancel"), &json!({})).await;
     assert_eq!(cancelled.status, StatusCode::OK, "{}", cancelled.body);
-    let orphan = stack.trigger(&gone).await;
+    let orphan = deployment.trigger(&gone).await;
     assert_eq!(api.delete(ALICE, &format!("/v1/jobs/{gone}")).await.status, StatusCode::NO_CONTENT);
 
     // Alice triggered `main` with an Idempotency-Key; her job list has more than one page.
@@ -522,7 +514,7 @@ async fn world(stack: &Stack, target: &TargetServer) -> World {
     let page = api.get(ALICE, "/v1/jobs?limit=1").await;
     let cursor = page.body["next"].as_str().expect("a next page").to_string();
 
-    World {
+    Resources {
         token: tokens[&waiting.to_string()].clone(),
         other_token: tokens[&others.to_string()].clone(),
         bobs_token: tokens[&bobs_run.to_string()].clone(),
@@ -541,7 +533,7 @@ async fn world(stack: &Stack, target: &TargetServer) -> World {
 }
 
 /// The calls one caller makes on a row: (what it is, the request).
-fn calls(row: &Row, who: Who, w: &World) -> Vec<(String, Call<'static>)> {
+fn calls(row: &Row, who: Who, w: &Resources) -> Vec<(String, Call<'static>)> {
     let plain = |what: &str, call: Call<'static>| (what.to_string(), call);
     if matches!(row.kind, Kind::Callback) {
         let token = |t: &str| row.call(&row.path).header(headers::CALLBACK_TOKEN, t.to_string());
@@ -578,19 +570,19 @@ fn calls(row: &Row, who: Who, w: &World) -> Vec<(String, Call<'static>)> {
 }
 
 /// Whether `text` names anything of Alice's.
-fn names_alices(text: &str, w: &World) -> Option<String> {
+fn names_alices(text: &str, w: &Resources) -> Option<String> {
     let runs = [&w.waiting, &w.queued, &w.ended, &w.orphan].map(|r| r.to_string());
     w.alices_jobs.iter().chain(runs.iter()).find(|id| text.contains(id.as_str())).cloned()
 }
 
 /// The checks of one reply; `Err` says what is wrong.
-async fn check(
-    stack: &Stack,
+async fn check<H: Harness>(
+    deployment: &H,
     row: &Row,
     who: Who,
     what: &str,
     reply: &Reply,
-    w: &World,
+    w: &Resources,
 ) -> Result<(), String> {
     let is = |status: StatusCode| {
         if reply.status == status {
@@ -631,7 +623,7 @@ async fn check(
             (Kind::Owned { ghost }, Who::OtherOwner) => {
                 is(StatusCode::NOT_FOUND)?;
                 if let Some(ghost) = ghost {
-                    let nothing = stack.api.call(row.call(ghost).key(BOB)).await;
+                    let nothing = deployment.api().call(row.call(ghost).key(BOB)).await;
                     if (nothing.status, &nothing.body) != (reply.status, &reply.body) {
                         return Err(format!(
                             "Bob's answer ({} {}) differs from a missing resource's ({} {})",
@@ -666,7 +658,7 @@ async fn check(
 }
 
 /// What the owner's reply must also show.
-fn check_owners(row: &Row, reply: &Reply, w: &World) -> Result<(), String> {
+fn check_owners(row: &Row, reply: &Reply, w: &Resources) -> Result<(), String> {
     let text = reply.body.to_string();
     let fail = |why: &str| Err(format!("{} as Alice: {why}: {text}", row.label()));
     match (&row.kind, row.template, row.note) {
@@ -701,17 +693,13 @@ fn cell(statuses: &[StatusCode]) -> String {
     seen.iter().map(u16::to_string).collect::<Vec<_>>().join(" / ")
 }
 
-#[tokio::test]
-async fn the_authorization_matrix_of_every_route() {
+/// Every route × every kind of caller (see the module's documentation); the matrix is printed.
+pub async fn the_authorization_matrix_of_every_route<H: Harness>() {
     // A local log, so that a run's logs route answers 200 rather than "see CloudWatch".
-    let log = std::env::temp_dir().join(format!("sundial-authz-{}.log", ulid::Ulid::generate()));
-    let stack = Stack::with(Options {
-        vars: [("SUNDIAL_LOCAL_LOG", log.display().to_string())].into(),
-        ..Default::default()
-    })
-    .await;
-    let target = TargetServer::start(|_| Answer::Status(202)).await;
-    let w = world(&stack, &target).await;
+    let log = std::env::temp_dir().join(format!("sundial-authz-{}.log", JobId::generate()));
+    let log = log.display().to_string();
+    let deployment = H::deploy(&[("SUNDIAL_LOCAL_LOG", log.as_str())]).await;
+    let w = resources(&deployment).await;
     let ghost_job = JobId::generate().to_string();
     let ghost_run = format!("{ghost_job}.{}", w.waiting.to_string().split_once('.').unwrap().1);
     let rows = rows(&w, &ghost_job, &ghost_run);
@@ -722,7 +710,7 @@ async fn the_authorization_matrix_of_every_route() {
         rows.iter().map(|r| (r.method.to_string(), normalize(r.template))).collect();
     let router: BTreeSet<(String, String)> =
         router_routes().into_iter().map(|(m, p)| (m, normalize(&p))).collect();
-    let document = stack.api.call(Call::new(Method::GET, "/v1/openapi.json")).await.body;
+    let document = deployment.api().call(Call::new(Method::GET, "/v1/openapi.json")).await.body;
     let documented: BTreeSet<(String, String)> =
         openapi_routes(&document).into_iter().map(|(m, p)| (m, normalize(&p))).collect();
     assert!(
@@ -745,22 +733,22 @@ async fn the_authorization_matrix_of_every_route() {
     // Every refused call first (and Bob's), then: nothing of Alice's changed.
     let mut everyone = w.alices_jobs.clone();
     everyone.extend(w.bobs_jobs.iter().cloned());
-    let before = snapshot(&stack, &everyone).await;
+    let before = snapshot(&deployment, &everyone).await;
     let mut seen: Vec<BTreeMap<usize, Vec<StatusCode>>> = vec![BTreeMap::new(); rows.len()];
     for (i, row) in rows.iter().enumerate() {
         for (column, who) in WHO.iter().enumerate().filter(|(_, who)| **who != Who::Owner) {
             for (what, call) in calls(row, *who, &w) {
-                let reply = stack.api.call(call).await;
+                let reply = deployment.api().call(call).await;
                 seen[i].entry(column).or_default().push(reply.status);
-                if let Err(e) = check(&stack, row, *who, &what, &reply, &w).await {
+                if let Err(e) = check(&deployment, row, *who, &what, &reply, &w).await {
                     failures.push(e);
                 }
             }
         }
     }
     // The waiting run's token on Bob's run is refused too.
-    let crossed = stack
-        .api
+    let crossed = deployment
+        .api()
         .call(
             Call::new(Method::POST, format!("/v1/runs/{}/heartbeat", w.bobs_run))
                 .header(headers::CALLBACK_TOKEN, w.token.clone()),
@@ -769,18 +757,18 @@ async fn the_authorization_matrix_of_every_route() {
     if crossed.status != StatusCode::UNAUTHORIZED {
         failures.push(format!("Alice's run's token on Bob's run: {} {}", crossed.status, crossed.body));
     }
-    let after = snapshot(&stack, &everyone).await;
+    let after = snapshot(&deployment, &everyone).await;
     for change in changes(&before, &after) {
         failures.push(format!("a refused call changed {change}"));
     }
-    assert_eq!(stack.run(&w.waiting).await.state, RunState::Running);
+    assert_eq!(deployment.run(&w.waiting).await.state, RunState::Running);
 
     // Then Alice's own calls, in the rows' order (pause before resume, heartbeat before complete).
     for (i, row) in rows.iter().enumerate() {
         for (what, call) in calls(row, Who::Owner, &w) {
-            let reply = stack.api.call(call).await;
+            let reply = deployment.api().call(call).await;
             seen[i].entry(4).or_default().push(reply.status);
-            let checked = check(&stack, row, Who::Owner, &what, &reply, &w).await;
+            let checked = check(&deployment, row, Who::Owner, &what, &reply, &w).await;
             if let Err(e) = checked.and_then(|()| check_owners(row, &reply, &w)) {
                 failures.push(e);
             }
@@ -806,4 +794,12 @@ async fn the_authorization_matrix_of_every_route() {
     );
     let _ = std::fs::remove_file(&log);
     assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+}
+
+/// One test per scenario of this module, over the harness `$harness`.
+#[macro_export]
+macro_rules! authz_scenarios {
+    ($harness:ty) => {
+        $crate::instantiate!($harness => authz { the_authorization_matrix_of_every_route });
+    };
 }
