@@ -40,7 +40,7 @@
 //!   never spends) an attempt.
 
 use crate::ledger::{Answered, Observed, Told};
-use crate::world::World;
+use crate::world::Simulation;
 use chrono::{DateTime, Duration, Utc};
 use futures::FutureExt;
 use std::collections::{BTreeMap, BTreeSet};
@@ -124,7 +124,7 @@ pub struct Summary {
 
 impl Checker {
     /// After a step: the runs it wrote.
-    pub fn after_step(&mut self, world: &World) {
+    pub fn after_step(&mut self, world: &Simulation) {
         let (touched, stale) = {
             let mut ledger = world.ledger.get();
             (std::mem::take(&mut ledger.touched), std::mem::take(&mut ledger.violations))
@@ -161,7 +161,7 @@ impl Checker {
     /// attempts of one run may overlap when a watchdog whose clock runs ahead judges a lease
     /// expired while its call goes on: the lease margin covers 30 s of skew, the simulator
     /// draws up to 60 s between two processes.)
-    fn one_call_per_fenced_job(&mut self, world: &World) {
+    fn one_call_per_fenced_job(&mut self, world: &Simulation) {
         let peaks: Vec<(String, crate::ledger::GroupPeak)> = world
             .ledger
             .get()
@@ -179,7 +179,7 @@ impl Checker {
     }
 
     /// Never more calls of the group's jobs at the target at once than its `max_running`.
-    fn group_limit(&mut self, world: &World) {
+    fn group_limit(&mut self, world: &Simulation) {
         let Some((name, max_running)) = &world.workload.group else { return };
         let Some(peak) = world.ledger.get().group_peaks.get(name).cloned() else { return };
         if peak.count <= *max_running as usize || peak.count <= self.group_peak_reported {
@@ -223,7 +223,7 @@ impl Checker {
     /// run skipped under `forbid` or `replace` is skipped once it is due, and a run cancelled to
     /// make way under `replace` is cancelled once the run replacing it is due (both give the
     /// deciding worker's clock its 30 s of skew, and as much again).
-    fn decided_at_start(&mut self, world: &World, before: &Seen, run: &Run) {
+    fn decided_at_start(&mut self, world: &Simulation, before: &Seen, run: &Run) {
         if before.state == run.state {
             return;
         }
@@ -253,7 +253,7 @@ impl Checker {
 
     /// A run the dead-letter handler ended was waiting for the very attempt the dead letter carries
     /// (QUEUED or RETRYING, that attempt not started): a letter never ends a live or later attempt.
-    fn dead_lettered(&mut self, world: &World, before: &Seen, run: &Run) {
+    fn dead_lettered(&mut self, world: &Simulation, before: &Seen, run: &Run) {
         if before.state == run.state || !run.reason.as_deref().is_some_and(|r| r.starts_with("dead-lettered"))
         {
             return;
@@ -282,7 +282,7 @@ impl Checker {
     /// When a run starts: under `forbid` no other run of the job is active (RUNNING or
     /// RETRYING), under `replace` no older run is RUNNING beside it, whoever handled them and
     /// however close together (every run of the job is looked at, not a window of them).
-    fn policy(&mut self, world: &World, run: &Run) {
+    fn policy(&mut self, world: &Simulation, run: &Run) {
         let Some(Ok(Some(job))) = world.stores.jobs.get(&run.job_id).now_or_never() else { return };
         let policy = job.document.concurrency;
         if policy == ConcurrencyPolicy::Allow {
@@ -311,7 +311,7 @@ impl Checker {
     }
 
     /// Once the quiet period is over: everything.
-    pub fn at_quiescence(&mut self, world: &World) -> Summary {
+    pub fn at_quiescence(&mut self, world: &Simulation) -> Summary {
         let runs = world.stores.runs.all();
         let observed = world.ledger.get();
         let mut summary = Summary {
@@ -377,7 +377,7 @@ impl Checker {
 
     /// When a run of a job with parents starts its first attempt, each parent's run for its key
     /// has ended, and under `all_success` succeeded.
-    fn after_parents(&mut self, world: &World, run: &Run) {
+    fn after_parents(&mut self, world: &Simulation, run: &Run) {
         let Some(Ok(Some(job))) = world.stores.jobs.get(&run.job_id).now_or_never() else { return };
         if !job.has_parents() {
             return;
@@ -403,7 +403,7 @@ impl Checker {
 
     /// Every key all of a child's parents ended after the child existed has a run of the child,
     /// and every `downstream` hand-over is done.
-    fn workflows(&mut self, world: &World, runs: &[Run]) {
+    fn workflows(&mut self, world: &Simulation, runs: &[Run]) {
         for run in runs {
             if run.events.iter().any(|e| e.kind == EventKind::Downstream && !e.sent) {
                 self.violations.push(violation(
@@ -472,7 +472,7 @@ impl Checker {
 
     /// Every instant each version of each job had while active has a run; returns how many
     /// instants were expected.
-    fn no_lost_instant(&mut self, world: &World, runs: &[Run], observed: &Observed) -> usize {
+    fn no_lost_instant(&mut self, world: &Simulation, runs: &[Run], observed: &Observed) -> usize {
         let have: BTreeSet<(&JobId, DateTime<Utc>)> =
             runs.iter().filter(|r| r.key.manual.is_none()).map(|r| (&r.job_id, r.scheduled_at())).collect();
         let horizon = world.workload.horizon;
@@ -667,7 +667,7 @@ impl Checker {
     }
 
     /// Returns the events recorded and how many were told twice in the documented window.
-    fn events(&mut self, world: &World, runs: &[Run], observed: &Observed) -> (usize, usize) {
+    fn events(&mut self, world: &Simulation, runs: &[Run], observed: &Observed) -> (usize, usize) {
         let mut told: BTreeMap<Told, usize> = BTreeMap::new();
         for n in world.stores.bus.published() {
             *told.entry(Told { run_id: n.run_id.clone(), event: n.event, at: n.at }).or_default() += 1;

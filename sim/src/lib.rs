@@ -26,7 +26,7 @@ use check::{Checker, Summary, Violation};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 pub use world::Options;
-use world::World;
+use world::Simulation;
 
 /// What one seed did.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ impl Outcome {
 pub fn simulate(options: Options) -> Outcome {
     let seed = options.seed;
     let trace_actors = options.trace_actors.clone();
-    let mut world = World::new(options);
+    let mut world = Simulation::new(options);
     let mut checker = Checker::default();
     let ran = world.run(|world| {
         checker.after_step(world);

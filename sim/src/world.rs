@@ -3,7 +3,7 @@
 //! with its own clock skew), and the agenda that fires them as EventBridge, the SQS event source
 //! and the users would: a tick and a watchdog on each of two schedules every minute (sometimes
 //! minutes late), workers polling the runs queue, the workload's requests, the targets'
-//! callbacks. [`World::run`] moves it until the quiet period after the workload ends.
+//! callbacks. [`Simulation::run`] moves it until the quiet period after the workload ends.
 
 use crate::executor::{Executor, Role, Sim, SimClock, SimEntropy, SimTimer, Stepped, Work};
 use crate::faults::{
@@ -106,7 +106,7 @@ pub struct Stores {
 
 /// A simulated deployment.
 #[derive(Debug)]
-pub struct World {
+pub struct Simulation {
     pub sim: Sim,
     pub ledger: Ledger,
     pub faults: Arc<Faults>,
@@ -129,8 +129,8 @@ pub struct World {
     incarnations: u64,
 }
 
-impl World {
-    pub fn new(options: Options) -> World {
+impl Simulation {
+    pub fn new(options: Options) -> Simulation {
         let sim = Sim::new(options.seed, DateTime::UNIX_EPOCH);
         let workload = Workload::draw(&sim, options.seed, options.jobs.max(1), options.minutes.max(3));
         sim.core().pass(workload.start - Duration::minutes(5) - DateTime::UNIX_EPOCH);
@@ -213,7 +213,7 @@ impl World {
             create_group(&api, name, *max_running);
         }
         let jobs = workload.documents.len();
-        let mut world = World {
+        let mut world = Simulation {
             sim,
             ledger,
             faults,
@@ -257,7 +257,7 @@ impl World {
     }
 
     /// Moves the world one step; `false` once it is over. `after_step` sees every step.
-    pub fn run(&mut self, mut after_step: impl FnMut(&World) -> bool) -> Result<(), String> {
+    pub fn run(&mut self, mut after_step: impl FnMut(&Simulation) -> bool) -> Result<(), String> {
         let end = self.end();
         loop {
             let now = self.sim.now();
@@ -547,7 +547,7 @@ fn dead_letters(
 }
 
 /// The workload's request `n`, tried up to three times while it fails.
-fn request(world: &World, n: usize) -> Work {
+fn request(world: &Simulation, n: usize) -> Work {
     let op = world.workload.ops[n].clone();
     let (sim, ledger, ids, jobs) =
         (world.sim.clone(), world.ledger.clone(), world.ids.clone(), world.api.jobs.clone());

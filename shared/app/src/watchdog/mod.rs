@@ -19,7 +19,7 @@ mod stall;
 
 use crate::ports::Ports;
 use crate::record::Recorder;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -110,10 +110,11 @@ impl Watchdog {
     }
 
     /// One pass: the scheduler's health, then the in-flight runs due by now, a batch at a time
-    /// until the time budget runs out; the next pass resumes after the last run inspected.
+    /// until the time budget runs out (read on the clock port, as the tick's is); the next pass
+    /// resumes after the last run inspected.
     pub async fn run(&self) -> Result<WatchdogReport, StoreError> {
-        let started = std::time::Instant::now();
         let now = self.clock.now();
+        let budget = Duration::from_std(self.settings.budget).unwrap_or(Duration::MAX);
         let state = self.tick_state.get().await?;
         let behind = minutes_behind(state.watermark, now);
         let alert = self.alert_on(&state, behind, now).await?;
@@ -132,7 +133,7 @@ impl Watchdog {
                 tracing::warn!(runs = batch.len(), error = %e, "a batch of in-flight runs could not be read; retried next pass");
                 report.errors += batch.len();
             }
-            if batches.peek().is_some() && started.elapsed() > self.settings.budget {
+            if batches.peek().is_some() && self.clock.now() - now >= budget {
                 report.unfinished = true;
                 cursor = batch.last();
                 break;
