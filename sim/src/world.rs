@@ -368,11 +368,16 @@ impl Simulation {
             Event::Tick(p) => {
                 let tick = self.ticks[p].tick.clone();
                 let name = self.name(&format!("tick-{p}"));
+                let ledger = self.ledger.clone();
                 self.executor.spawn(
                     name,
                     Role::Invocation,
                     Box::pin(async move {
-                        let _ = tick.run().await;
+                        // A pass its budget stopped is counted, so that the long mode shows the
+                        // out-of-budget path is taken.
+                        if tick.run().await.is_ok_and(|report| report.unfinished) {
+                            ledger.fault(OUT_OF_BUDGET);
+                        }
                     }),
                 );
             }
@@ -427,6 +432,14 @@ impl Simulation {
     }
 }
 
+/// A tick pass's time budget in the simulation: short, as a Lambda invocation cut short by its
+/// timeout would be, so that passes over busy minutes (whose aligned sends wait on the virtual
+/// clock) stop unfinished and the next pass continues them.
+const TICK_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What the ledger counts a tick pass its budget stopped as.
+pub const OUT_OF_BUDGET: &str = "tick pass out of its budget";
+
 /// The use cases' configuration: `Config`'s defaults, targets validated but never resolved.
 fn settings() -> use_cases::Settings {
     let targets = TargetAllowList {
@@ -436,7 +449,7 @@ fn settings() -> use_cases::Settings {
     };
     use_cases::Settings {
         claim: Default::default(),
-        tick: sundial_app::tick::TickSettings { shards: SHARDS, ..Default::default() },
+        tick: sundial_app::tick::TickSettings { shards: SHARDS, budget: TICK_BUDGET, ..Default::default() },
         worker: WorkerSettings::default(),
         watchdog: WatchdogSettings { shards: SHARDS, ..Default::default() },
         jobs: JobsSettings {

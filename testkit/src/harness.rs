@@ -62,8 +62,8 @@ pub trait Harness: Send + Sync + Sized {
     /// Every run of a job, oldest first.
     async fn runs_of(&self, job_id: &str) -> Vec<Run>;
 
-    /// Whether nothing at all is stored: no job, no group, no run, and none of their records
-    /// (names, counters, links). What a refused request must leave behind.
+    /// Whether nothing is stored: no job, no group, no run (on the emulator, no item of the jobs
+    /// table at all: names, counters and links included). What a refused request must leave.
     async fn stores_nothing(&self) -> bool;
 
     /// The ids of the jobs the tick would find in the due index.
