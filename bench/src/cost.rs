@@ -23,7 +23,7 @@ use std::sync::Arc;
 use sundial_app::run_control::Completion;
 use sundial_aws::metrics::Capacity;
 use sundial_domain::clock::{ManualClock, SystemClock};
-use sundial_domain::due::format_instant;
+use sundial_domain::due_index::format_instant;
 use sundial_domain::job::{Job, JobDocument};
 use sundial_domain::run::RunId;
 use sundial_domain::schedule::ceil_second;

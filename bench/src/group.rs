@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use sundial_aws::metrics::Capacity;
 use sundial_domain::clock::SystemClock;
-use sundial_domain::due::format_instant;
+use sundial_domain::due_index::format_instant;
 use sundial_domain::group::GroupDocument;
 use sundial_domain::job::Job;
 use sundial_domain::schedule::ceil_second;

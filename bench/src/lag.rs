@@ -18,7 +18,7 @@ use std::sync::Arc;
 use sundial_aws::dynamo::DynamoJobStore;
 use sundial_aws::metrics::{Capacity, Clients, Ledger};
 use sundial_domain::clock::SystemClock;
-use sundial_domain::due::format_instant;
+use sundial_domain::due_index::format_instant;
 use sundial_domain::job::Job;
 use sundial_domain::schedule::ceil_second;
 use sundial_domain::validation::stored_schedule;

@@ -116,7 +116,7 @@ async fn every_minute(services: Services, mut stopped: watch::Receiver<bool>, jo
     };
     loop {
         let now = chrono::Utc::now();
-        let mut next = sundial_domain::due::minute_of(now) + offset;
+        let mut next = sundial_domain::due_index::minute_of(now) + offset;
         if next <= now {
             next += chrono::Duration::minutes(1);
         }

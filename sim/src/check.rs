@@ -44,9 +44,9 @@ use crate::world::Simulation;
 use chrono::{DateTime, Duration, Utc};
 use futures::FutureExt;
 use std::collections::{BTreeMap, BTreeSet};
-use sundial_domain::job::{CatchupPolicy, ConcurrencyPolicy, Delivery, EventKind, Job, JobId, TriggerRule};
+use sundial_domain::job::{CatchupPolicy, ConcurrencyPolicy, Delivery, Job, JobId, TriggerRule};
 use sundial_domain::ports::store::{JobStore, RunStore};
-use sundial_domain::run::{Outcome, Run, RunKey, RunState};
+use sundial_domain::run::{Outcome, Run, RunEventKind, RunKey, RunState};
 
 /// A broken promise.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -405,7 +405,7 @@ impl Checker {
     /// and every `downstream` hand-over is done.
     fn workflows(&mut self, world: &Simulation, runs: &[Run]) {
         for run in runs {
-            if run.events.iter().any(|e| e.kind == EventKind::Downstream && !e.sent) {
+            if run.events.iter().any(|e| e.kind == RunEventKind::DOWNSTREAM && !e.sent) {
                 self.violations.push(violation(
                     "children follow their parents",
                     format!("run {} ended, its end never handed to its children", run.id()),
@@ -677,7 +677,7 @@ impl Checker {
         let (mut recorded_total, mut twice) = (0, 0);
         for run in runs {
             // `downstream` is handed to the children, not told (see `workflows`).
-            for event in run.events.iter().filter(|e| e.kind != EventKind::Downstream) {
+            for event in run.events.iter().filter(|e| e.kind != RunEventKind::DOWNSTREAM) {
                 recorded_total += 1;
                 let kind = event.kind.as_str();
                 let key = Told { run_id: run.id().to_string(), event: kind, at: event.at };
@@ -827,7 +827,7 @@ fn first_mark_at_or_past(
     marks: &[(DateTime<Utc>, DateTime<Utc>)],
     t: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
-    let minute = sundial_domain::due::minute_of(t);
+    let minute = sundial_domain::due_index::minute_of(t);
     marks.iter().filter(|(_, m)| *m >= minute).map(|(at, _)| *at).min()
 }
 
@@ -835,6 +835,6 @@ fn first_mark_at_or_past(
 /// minute before it; one not marked 30 s (the largest clock skew) before it began may be judged
 /// missed by a later tick, with the progress that tick read.
 fn missed(observed: &Observed, t: DateTime<Utc>) -> bool {
-    let minute = sundial_domain::due::minute_of(t);
+    let minute = sundial_domain::due_index::minute_of(t);
     reached_at(observed, t).is_none_or(|at| at > minute - Duration::seconds(30))
 }

@@ -10,7 +10,6 @@ use chrono::{DateTime, Duration, Utc};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use sundial_domain::dispatch::{Dispatch, MAX_DELAY_S};
 use sundial_domain::events::{Notification, SchedulerAlert};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
@@ -23,6 +22,7 @@ use sundial_domain::ports::store::{
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
+use sundial_domain::run_queue::{Dispatch, MAX_DELAY_S};
 use sundial_memory::{
     MemoryEventBus, MemoryFenceStore, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
     MemoryTickStateStore, MemoryTopics,

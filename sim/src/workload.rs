@@ -184,7 +184,8 @@ impl Workload {
             // No extra draw: the second drawn spreads them over those 3 s.
             let at = match action {
                 Action::Patch(..) | Action::Pause(_) => {
-                    sundial_domain::due::minute_of(at) + Duration::milliseconds(i64::from(at.second()) * 50)
+                    sundial_domain::due_index::minute_of(at)
+                        + Duration::milliseconds(i64::from(at.second()) * 50)
                 }
                 _ => at,
             };

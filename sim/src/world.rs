@@ -24,14 +24,14 @@ use sundial_app::run_control::{CallbackError, Completion};
 use sundial_app::use_cases::{self, UseCases};
 use sundial_app::worker::WorkerSettings;
 use sundial_app::worker::poll::{Settled, handle_message};
-use sundial_domain::dispatch::{HOLD_RENEW_S, HOLD_S};
 use sundial_domain::egress::Egress;
 use sundial_domain::group::GroupDocument;
-use sundial_domain::inspect::WatchdogSettings;
 use sundial_domain::job::JobId;
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::queue::{RunInbox, RunQueue};
+use sundial_domain::run_queue::{HOLD_RENEW_S, HOLD_S};
+use sundial_domain::watchdog::rules::WatchdogSettings;
 use sundial_memory::{
     MemoryEventBus, MemoryFenceStore, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
     MemoryTickStateStore, MemoryTopics,
@@ -345,7 +345,7 @@ impl Simulation {
         let now = self.sim.now();
         match event {
             Event::Minute => {
-                let minute = sundial_domain::due::minute_of(now) + Duration::minutes(1);
+                let minute = sundial_domain::due_index::minute_of(now) + Duration::minutes(1);
                 for p in 0..2 {
                     let (offset, late) = {
                         let mut core = self.sim.core();

@@ -23,12 +23,12 @@ use sundial_app::worker::poll::poll_once;
 use sundial_app::worker::{Worker, WorkerSettings};
 use sundial_aws::provision::Resources;
 use sundial_domain::clock::{Clock, ManualClock};
-use sundial_domain::due::format_instant;
-use sundial_domain::inspect::WatchdogSettings;
+use sundial_domain::due_index::format_instant;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::store::RunStore;
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::{Run, RunId};
+use sundial_domain::watchdog::rules::WatchdogSettings;
 use sundial_memory::{
     MemoryEventBus, MemoryGroupStore, MemoryIdempotencyStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
     MemoryTickStateStore, MemoryTopics, ScriptedCaller,

@@ -17,8 +17,7 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use sundial_domain::clock::{Clock, ManualClock};
-use sundial_domain::dispatch::{Dispatch, HOLD_S, MAX_DELAY_S};
-use sundial_domain::due::{bucket, due_bucket, shard_of};
+use sundial_domain::due_index::{bucket, due_bucket, shard_of};
 use sundial_domain::fence::Fence;
 use sundial_domain::job::{EventKind, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
@@ -27,6 +26,7 @@ use sundial_domain::ports::store::{
     StoredResponse, TickState, TickStateStore,
 };
 use sundial_domain::run::{Attempt, Published, Run, RunEvent, RunId, RunKey, RunMessage, RunState};
+use sundial_domain::run_queue::{Dispatch, HOLD_S, MAX_DELAY_S};
 
 fn at(text: &str) -> DateTime<Utc> {
     text.parse().unwrap()

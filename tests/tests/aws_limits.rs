@@ -18,9 +18,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use sundial_aws::sqs::{SENDS_IN_FLIGHT, SqsRunQueue};
-use sundial_domain::dispatch::Dispatch;
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::run::RunMessage;
+use sundial_domain::run_queue::Dispatch;
 use sundial_tests::{ALICE, Call, Options, Stack};
 
 /// Requests in flight at a loopback stand-in, and the most at once.

@@ -423,7 +423,8 @@ async fn drain(
                     let key =
                         (run.id().to_string(), event.kind.as_str().to_string(), event.at.timestamp_micros());
                     unreceived += usize::from(!received.contains(&("shared", key.clone())));
-                    let to_job = sundial_domain::events::wants(job, event.kind);
+                    let to_job =
+                        event.kind.told().is_some_and(|kind| sundial_domain::events::wants(job, kind));
                     unreceived += usize::from(to_job && !received.contains(&("job", key)));
                 }
             }
@@ -1062,7 +1063,7 @@ fn reconcile_alerts(
                 let key =
                     (run.id().to_string(), event.kind.as_str().to_string(), event.at.timestamp_micros());
                 expected.entry("shared").or_default().insert(key.clone(), (run, event));
-                if sundial_domain::events::wants(job, event.kind) {
+                if event.kind.told().is_some_and(|kind| sundial_domain::events::wants(job, kind)) {
                     expected.entry("job").or_default().insert(key, (run, event));
                 }
             }

@@ -18,15 +18,15 @@ use sundial_app::watchdog::Watchdog;
 use sundial_app::worker::poll::poll_once;
 use sundial_aws::metrics::{Clients, Ledger};
 use sundial_domain::clock::{Clock, ManualClock};
-use sundial_domain::dispatch::Dispatch;
 use sundial_domain::events::{Notification, SchedulerAlert};
-use sundial_domain::inspect::WatchdogSettings;
 use sundial_domain::job::{EventKind, Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{Inserted, JobStore, Page, RunStore, StoreError, StoreResult};
 use sundial_domain::run::transition::{Ending, Step};
 use sundial_domain::run::{Outcome, Published, Run, RunEvent, RunId, RunKey, RunState};
+use sundial_domain::run_queue::Dispatch;
+use sundial_domain::watchdog::rules::WatchdogSettings;
 use sundial_tests::{ALICE, Answer, Call, Stack, TargetServer};
 use sundial_wiring::config::aws_sdk_config;
 use sundial_wiring::services::Services;
@@ -304,7 +304,7 @@ async fn a_40_second_run_is_neither_replaced_nor_skips_the_next_minute() {
     let app = axum::Router::new().fallback(move || {
         let (services, clock) = (services.clone(), target_clock.clone());
         async move {
-            let minute = sundial_domain::due::minute_of(clock.now());
+            let minute = sundial_domain::due_index::minute_of(clock.now());
             clock.set(clock.now().max(minute + Duration::seconds(30)));
             services.use_cases.tick.run().await.unwrap();
             clock.advance(Duration::seconds(10));

@@ -90,7 +90,7 @@ async fn the_tick_reads_the_jobs_the_index_names_from_the_table() {
         1,
         sundial_aws::metrics::Ledger::new(),
     );
-    let bucket = sundial_domain::due::due_bucket("any job", at, 1);
+    let bucket = sundial_domain::due_index::due_bucket("any job", at, 1);
     let due = store.due_ids(&bucket).await.unwrap();
     assert_eq!(due.len(), 101, "every job of the partition");
 

@@ -13,10 +13,10 @@ use crate::workflow::cascade::{Cascade, HandOver};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::events::{Notification, wants};
-use sundial_domain::job::{EventKind, Job};
+use sundial_domain::job::Job;
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::store::{Race, Raced, RunStore, StoreError};
-use sundial_domain::run::{Published, Run, RunEvent};
+use sundial_domain::run::{Published, Run, RunEvent, RunEventKind};
 
 /// Publishes the events of runs and marks them sent.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ impl Announcer {
             return 0;
         }
         let (handed, told): (Vec<&RunEvent>, Vec<&RunEvent>) =
-            unsent.into_iter().partition(|e| e.kind == EventKind::Downstream);
+            unsent.into_iter().partition(|e| e.kind == RunEventKind::DOWNSTREAM);
         let mut published = Published::default();
         for event in told {
             self.publish(job, run, event, &mut published).await;
@@ -115,7 +115,9 @@ impl Announcer {
                 return;
             }
         }
-        if job.is_some_and(|j| wants(j, event.kind)) {
+        if let Some(kind) = event.kind.told()
+            && job.is_some_and(|j| wants(j, kind))
+        {
             if let Err(e) = self.bus.publish_to_job(&notification).await {
                 tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent to the job's topic");
                 if !event.shared_sent {

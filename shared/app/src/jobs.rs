@@ -297,7 +297,8 @@ impl Jobs {
     /// it stands afterwards.
     async fn claim_if_due_soon(&self, job: Job) -> JobsResult<Job> {
         let now = self.clock.now();
-        let next_tick = sundial_domain::due::minute_of(now) + chrono::Duration::seconds(60) + DUE_SOON_MARGIN;
+        let next_tick =
+            sundial_domain::due_index::minute_of(now) + chrono::Duration::seconds(60) + DUE_SOON_MARGIN;
         match job.due_at() {
             Some(due) if due < next_tick => {
                 let report = self.claimer.claim(vec![job.clone()], None, now).await;

@@ -11,12 +11,12 @@ use crate::record::Recorder;
 use chrono::Duration;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::dispatch::Dispatch;
 use sundial_domain::job::{Job, Owner};
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{GroupStore, JobStore, Page, RunStore, StoreError};
 use sundial_domain::run::transition::{self, Ending, Step};
 use sundial_domain::run::{Outcome, Run, RunId, RunState};
+use sundial_domain::run_queue::Dispatch;
 use sundial_domain::waiting::{Wait, wait_of};
 
 /// Why a callback was refused.

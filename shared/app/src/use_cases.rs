@@ -14,7 +14,7 @@ use crate::tick::{Tick, TickSettings};
 use crate::watchdog::Watchdog;
 use crate::worker::{Worker, WorkerSettings};
 use crate::workflow::cascade::Cascade;
-use sundial_domain::inspect::WatchdogSettings;
+use sundial_domain::watchdog::rules::WatchdogSettings;
 
 /// What the use cases are configured with.
 #[derive(Debug, Clone)]

@@ -16,14 +16,14 @@ use sundial_app::tick::claim::{ClaimSettings, Claimer};
 use sundial_app::tick::{Tick, TickSettings};
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
-use sundial_domain::dispatch::Dispatch;
 use sundial_domain::group::{Group, GroupDocument, Links};
-use sundial_domain::inspect::WatchdogSettings;
 use sundial_domain::job::{EventKind, Job};
 use sundial_domain::ports::queue::{QueueError, RunInbox, RunQueue};
 use sundial_domain::ports::store::{GroupStore, StoreResult, TickStateStore};
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
+use sundial_domain::run_queue::Dispatch;
+use sundial_domain::watchdog::rules::WatchdogSettings;
 use sundial_memory::bus::Destination;
 use sundial_testkit::world::{Hanging, OWNER, Settings, WORKER, World, instants, job, t};
 
@@ -523,8 +523,8 @@ async fn events_left_unsent_by_a_bus_failure_are_published_once() {
     assert_eq!(world.deliver().await, 1);
     let ended = world.run(&run_id).await;
     assert_eq!(ended.state, RunState::Failed);
-    let events: Vec<_> = ended.events.iter().map(|e| (e.kind, e.sent)).collect();
-    assert_eq!(events, [(EventKind::Failed, false)]);
+    let events: Vec<_> = ended.events.iter().map(|e| (e.kind.told(), e.sent)).collect();
+    assert_eq!(events, [(Some(EventKind::Failed), false)]);
     assert!(world.bus.published().is_empty());
     assert!(world.runs.is_in_flight(&run_id.job_id, &run_id.key), "kept until its events are out");
 
@@ -544,8 +544,8 @@ async fn events_left_unsent_by_a_bus_failure_are_published_once() {
             "nothing left to do"
         );
     }
-    let events: Vec<_> = world.run(&run_id).await.events.iter().map(|e| (e.kind, e.sent)).collect();
-    assert_eq!(events, [(EventKind::Failed, true)]);
+    let events: Vec<_> = world.run(&run_id).await.events.iter().map(|e| (e.kind.told(), e.sent)).collect();
+    assert_eq!(events, [(Some(EventKind::Failed), true)]);
     assert!(!world.runs.is_in_flight(&run_id.job_id, &run_id.key));
     assert_eq!(world.told_about(&run_id), ["failed"]);
 }

@@ -518,7 +518,7 @@ async fn a_crash_before_the_hand_over_is_repaired_by_the_watchdog() {
     assert_eq!(flow.state(&a, &key), Some(RunState::Succeeded));
     assert_eq!(flow.state(&b, &key), None);
     let parent = flow.world.runs.get(&a.id, &key).await.unwrap().unwrap();
-    assert!(parent.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::Downstream && !e.sent));
+    assert!(parent.events.iter().any(|e| e.kind == sundial_domain::run::RunEventKind::DOWNSTREAM && !e.sent));
     flow.world.runs.fail_inserts_of(None);
     flow.world.pass(120);
     flow.world.use_cases.watchdog.run().await.unwrap();

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
-use sundial_domain::dispatch::{BATCH, Dispatch, HOLD_S, MAX_DELAY_S};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
+use sundial_domain::run_queue::{BATCH, Dispatch, HOLD_S, MAX_DELAY_S};
 
 /// SQS's longest visibility timeout.
 pub const MAX_VISIBILITY_S: u32 = 12 * 3600;

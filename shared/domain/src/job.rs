@@ -334,10 +334,6 @@ pub enum EventKind {
     LateStart,
     Skipped,
     Failing,
-    /// Not told to anyone: the run's end, passed on to the jobs that run after its job. Recorded
-    /// with the ending like the others, so a crash before it is passed on leaves it for the
-    /// watchdog, as an unsent event is.
-    Downstream,
 }
 
 impl EventKind {
@@ -352,7 +348,6 @@ impl EventKind {
             EventKind::LateStart => "late_start",
             EventKind::Skipped => "skipped",
             EventKind::Failing => "failing",
-            EventKind::Downstream => "downstream",
         }
     }
 }
@@ -519,9 +514,7 @@ mod tests {
     #[test]
     fn an_event_kinds_name_is_its_wire_name() {
         use EventKind::*;
-        for kind in
-            [Succeeded, Failed, Retrying, TimedOut, SlaMissed, LateStart, Skipped, Failing, Downstream]
-        {
+        for kind in [Succeeded, Failed, Retrying, TimedOut, SlaMissed, LateStart, Skipped, Failing] {
             assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.as_str()));
         }
     }

@@ -7,12 +7,14 @@
 //! - [`validation`]: documents checked against [`limits`] (bounds and allow-lists), errors
 //!   naming the field; [`egress`]: where HTTP calls made for jobs may connect;
 //! - [`run`]: runs, their states, keys and ids, and the events recorded on them;
-//! - [`plan`]: which instants of a schedule fall due in a tick, with catch-up;
-//! - [`dispatch`]: run messages and how long each stays invisible in the queue;
+//! - [`tick`]: what the tick decides: the minutes a pass walks, the instants it claims (with
+//!   catch-up);
+//! - [`run_queue`]: run messages and how long each stays invisible in the queue;
 //! - [`target`]: what a target receives, how deliveries are signed, what an answer means;
-//! - [`retry`]: exponential backoff with full jitter; [`due`]: due-index bucket and shard maths;
+//! - [`retry`]: exponential backoff with full jitter; [`due_index`]: due-index bucket and shard
+//!   maths;
 //! - [`events`]: what is told about runs, when, and to whom;
-//! - [`inspect`]: what the watchdog looks for (lost leases, unsent events, SLA, stalls);
+//! - [`watchdog`]: what the watchdog decides (lost leases, unsent events, SLA, stalls);
 //! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
 //! - [`auth`]: API keys (stored hashed) and owners; [`page_token`]: pagination tokens;
 //! - [`clock`]: time as an input; [`entropy`]: chance as an input;
@@ -27,8 +29,7 @@
 
 pub mod auth;
 pub mod clock;
-pub mod dispatch;
-pub mod due;
+pub mod due_index;
 pub mod egress;
 pub mod entropy;
 pub mod events;
@@ -37,20 +38,20 @@ pub mod fence;
 mod fixtures;
 pub mod forecast;
 pub mod group;
-pub mod inspect;
 pub mod job;
 pub mod limits;
 pub mod merge_patch;
-pub mod minute_walk;
 pub mod offset;
 pub mod page_token;
-pub mod plan;
 pub mod ports;
 pub mod retry;
 pub mod run;
+pub mod run_queue;
 pub mod schedule;
 pub mod stored;
 pub mod target;
+pub mod tick;
 pub mod validation;
 pub mod waiting;
+pub mod watchdog;
 pub mod workflow;

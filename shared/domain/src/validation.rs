@@ -383,12 +383,6 @@ fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Resul
 }
 
 fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()> {
-    if let Some(i) = notify.on.iter().position(|k| *k == crate::job::EventKind::Downstream) {
-        return Err(ValidationError::new(
-            format!("notify.on[{i}]"),
-            "`downstream` is Sundial's own hand-over to a job's children, not told to anyone",
-        ));
-    }
     let kinds: [(&str, &Vec<String>); 4] =
         [("email", &notify.email), ("sms", &notify.sms), ("https", &notify.https), ("sqs", &notify.sqs)];
     for (kind, endpoints) in kinds {

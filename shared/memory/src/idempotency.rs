@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use sundial_domain::due::parse_instant;
+use sundial_domain::due_index::parse_instant;
 use sundial_domain::ports::store::{Claim, IdempotencyStore, StoreError, StoreResult, StoredResponse};
 
 /// How long a claim blocks the key while its request is processed (as the adapter's).

@@ -14,7 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
-use sundial_domain::due::{due_bucket, format_instant, parse_instant};
+use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
 use sundial_domain::job::{Job, JobDocument, JobId};
 use sundial_domain::ports::store::{JobStore, Page, StoreError, StoreResult};
 

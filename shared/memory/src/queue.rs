@@ -20,8 +20,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use std::sync::{Arc, Mutex};
 use sundial_domain::clock::Clock;
-use sundial_domain::dispatch::{Dispatch, HOLD_S, MAX_DELAY_S};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
+use sundial_domain::run_queue::{Dispatch, HOLD_S, MAX_DELAY_S};
 
 /// Receives after which the redrive policy moves a message to the dead-letter queue (the
 /// template's `MaxReceiveCount` default).

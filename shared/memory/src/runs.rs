@@ -18,7 +18,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
-use sundial_domain::due::{format_instant, parse_instant};
+use sundial_domain::due_index::{format_instant, parse_instant};
 use sundial_domain::job::JobId;
 use sundial_domain::ports::store::{
     Inserted, Page, RunStore, StoreError, StoreResult, in_flight_shard, in_flight_when_written,

@@ -11,7 +11,7 @@ use crate::guard::lock;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::sync::Mutex;
-use sundial_domain::due::{format_instant, parse_instant};
+use sundial_domain::due_index::{format_instant, parse_instant};
 use sundial_domain::ports::store::{StoreError, StoreResult, TickState, TickStateStore};
 use sundial_domain::run::RunId;
 

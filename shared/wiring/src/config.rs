@@ -7,8 +7,8 @@ use sundial_app::tick::TickSettings;
 use sundial_app::tick::claim::ClaimSettings;
 use sundial_aws::provision::Resources;
 use sundial_domain::auth::ApiKeys;
-use sundial_domain::inspect::WatchdogSettings;
 use sundial_domain::limits::{Limits, TargetAllowList};
+use sundial_domain::watchdog::rules::WatchdogSettings;
 
 /// Why configuration could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -13,12 +13,12 @@ use std::sync::Arc;
 use sundial_app::ports::Ports;
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
 use sundial_app::tick::{Tick, TickSettings};
-use sundial_domain::dispatch::Dispatch;
-use sundial_domain::due::format_instant;
+use sundial_domain::due_index::format_instant;
 use sundial_domain::job::CatchupPolicy;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::run::{Run, RunState};
+use sundial_domain::run_queue::Dispatch;
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().expect("an RFC 3339 instant")

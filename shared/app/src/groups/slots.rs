@@ -9,12 +9,12 @@
 use crate::timer::Timer;
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
-use sundial_domain::dispatch::Dispatch;
 use sundial_domain::group::{Full, Group, Taken, slot_is_held};
 use sundial_domain::job::Job;
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{GroupStore, RunStore, StoreError};
 use sundial_domain::run::{Run, RunId, RunState};
+use sundial_domain::run_queue::Dispatch;
 
 /// How often a change of a contended group is decided again before the run waits instead.
 const RACES: usize = 8;

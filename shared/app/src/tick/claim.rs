@@ -19,13 +19,13 @@ use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::dispatch::{Dispatch, MAX_DELAY_S, aligned_send};
 use sundial_domain::job::Job;
-use sundial_domain::plan::plan;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{Inserted, JobStore, RunStore, StoreError};
 use sundial_domain::run::transition;
 use sundial_domain::run::{Run, RunKey};
+use sundial_domain::run_queue::{Dispatch, MAX_DELAY_S, aligned_send};
+use sundial_domain::tick::plan::plan;
 use tracing::Instrument;
 
 /// How claiming behaves; defaults from the design.
@@ -144,7 +144,7 @@ impl Claimer {
     /// after it. A send may then wait up to a second: the tick's passes take that; a request of
     /// the API, which answers a person and sends runs due now, does not.
     ///
-    /// [`ALIGNED_WITHIN_MS`]: sundial_domain::dispatch::ALIGNED_WITHIN_MS
+    /// [`ALIGNED_WITHIN_MS`]: sundial_domain::run_queue::ALIGNED_WITHIN_MS
     pub fn aligning_sends(mut self) -> Self {
         self.aligned = true;
         self

@@ -35,10 +35,10 @@ use futures::stream::FuturesOrdered;
 use std::collections::HashSet;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::due::{bucket, minute_of};
+use sundial_domain::due_index::{bucket, minute_of};
 use sundial_domain::job::{Job, JobId};
-use sundial_domain::minute_walk::{MinuteWalk, Segment};
 use sundial_domain::ports::store::{JobStore, StoreError, TickStateStore};
+use sundial_domain::tick::minute_walk::{MinuteWalk, Segment};
 
 /// Minutes behind the watermark a pass re-reads when the shard count grew: longer than a
 /// deployment takes to replace every function.

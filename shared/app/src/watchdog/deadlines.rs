@@ -3,10 +3,10 @@
 
 use super::{Watchdog, WatchdogReport};
 use chrono::{DateTime, Utc};
-use sundial_domain::inspect::flags_due;
 use sundial_domain::job::{EventKind, Job};
 use sundial_domain::ports::store::{Race, Raced, StoreError};
 use sundial_domain::run::{Run, RunEvent};
+use sundial_domain::watchdog::rules::flags_due;
 
 impl Watchdog {
     /// Flags the deadlines `run` has passed; `false` when the run moved on meanwhile (nothing

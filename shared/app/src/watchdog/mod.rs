@@ -1,7 +1,7 @@
 //! The watchdog: Sundial's rescuer and its voice, run once a minute.
 //!
 //! It reads the in-flight runs through the runs table's in-flight index (never a table scan)
-//! and, for each, applies what [`sundial_domain::inspect`] decides, one concern per module:
+//! and, for each, applies what [`sundial_domain::watchdog::rules`] decides, one concern per module:
 //! `publish` sends events a crash left unsent; `deadlines` flags `sla_missed` and
 //! `late_start` (conditional flags: once per run); `rescue` ends an attempt whose lease
 //! expired (`timed_out` or `lost`) and dispatches the next one, and cancels runs of deleted
@@ -25,11 +25,11 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::inspect::{WatchdogSettings, minutes_behind};
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{JobStore, RunStore, StoreError, TickStateStore};
 use sundial_domain::run::{Run, RunId};
+use sundial_domain::watchdog::rules::{WatchdogSettings, minutes_behind};
 use tracing::Instrument;
 
 /// What one pass did, for the function's result and its log line.

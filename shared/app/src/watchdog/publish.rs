@@ -4,10 +4,10 @@
 
 use super::{Watchdog, WatchdogReport};
 use chrono::{DateTime, Utc};
-use sundial_domain::inspect::{needs_settling, unsent_events};
 use sundial_domain::job::Job;
 use sundial_domain::ports::store::{Race, Raced, StoreError};
 use sundial_domain::run::Run;
+use sundial_domain::watchdog::rules::{needs_settling, unsent_events};
 
 impl Watchdog {
     pub(super) async fn publish_left_over(

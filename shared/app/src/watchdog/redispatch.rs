@@ -3,10 +3,10 @@
 
 use super::{Watchdog, WatchdogReport};
 use chrono::{DateTime, Utc};
-use sundial_domain::dispatch::Dispatch;
-use sundial_domain::inspect::missing_dispatch;
 use sundial_domain::ports::store::StoreError;
 use sundial_domain::run::Run;
+use sundial_domain::run_queue::Dispatch;
+use sundial_domain::watchdog::rules::missing_dispatch;
 
 impl Watchdog {
     pub(super) async fn redispatch_missing(

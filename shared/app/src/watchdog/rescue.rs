@@ -4,11 +4,11 @@
 
 use super::{Watchdog, WatchdogReport};
 use chrono::{DateTime, Utc};
-use sundial_domain::dispatch::Dispatch;
 use sundial_domain::job::Job;
 use sundial_domain::ports::store::{Race, Raced, StoreError};
 use sundial_domain::run::transition::{self, Step, abandoned};
 use sundial_domain::run::{Outcome, Run, RunState};
+use sundial_domain::run_queue::Dispatch;
 
 impl Watchdog {
     /// Ends the open attempt of `run` if its lease expired; `true` when it did (or someone else

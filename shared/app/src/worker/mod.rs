@@ -25,7 +25,6 @@ use crate::workflow::cascade::parents_readiness;
 use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::dispatch::Dispatch;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::fence::{self, Verdict};
 use sundial_domain::job::{ConcurrencyPolicy, Job};
@@ -33,6 +32,7 @@ use sundial_domain::ports::store::{FenceStore, JobStore, Race, Raced, RunStore, 
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
+use sundial_domain::run_queue::Dispatch;
 use sundial_domain::workflow::Readiness;
 use tracing::Instrument;
 

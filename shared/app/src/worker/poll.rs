@@ -9,8 +9,8 @@
 use super::{Disposition, Worker};
 use std::future::Future;
 use std::sync::Arc;
-use sundial_domain::dispatch::{HOLD_RENEW_S, HOLD_S, transient_backoff_s};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
+use sundial_domain::run_queue::{HOLD_RENEW_S, HOLD_S, transient_backoff_s};
 use tokio::sync::watch;
 
 /// Where a message stands once its disposition is applied.

@@ -79,7 +79,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
                     .attributes
                     .as_ref()
                     .and_then(|a| get_opt_s(a, "first_seen"))
-                    .and_then(sundial_domain::due::parse_instant)
+                    .and_then(sundial_domain::due_index::parse_instant)
                     .unwrap_or(now);
                 return Ok(Claim::New { first_seen });
             }

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
-use sundial_domain::due::{format_instant, parse_instant};
+use sundial_domain::due_index::{format_instant, parse_instant};
 use sundial_domain::ports::store::{StoreError, StoreResult, TickState, TickStateStore};
 use sundial_domain::run::RunId;
 

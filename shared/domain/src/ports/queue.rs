@@ -1,7 +1,7 @@
 //! The runs queue port: where runs are dispatched, and what a consumer of the queue does with
 //! the messages it receives.
 
-use crate::dispatch::Dispatch;
+use crate::run_queue::Dispatch;
 use async_trait::async_trait;
 
 /// Why the runs queue did not do what was asked, and whether trying again can help.
@@ -43,7 +43,7 @@ pub struct Received {
 /// receiving and deleting in AWS; the local worker loop does it through this).
 #[async_trait]
 pub trait RunInbox: Send + Sync + std::fmt::Debug {
-    /// Long-polls for up to `max` messages for up to `wait`, each held for [`crate::dispatch::HOLD_S`].
+    /// Long-polls for up to `max` messages for up to `wait`, each held for [`crate::run_queue::HOLD_S`].
     async fn receive(&self, max: i32, wait_s: i32) -> Result<Vec<Received>, QueueError>;
     async fn delete(&self, receipt: &str) -> Result<(), QueueError>;
     /// Hides the message for `seconds` from now (a hold renewed, or a transient failure's

@@ -284,7 +284,7 @@ pub fn transition_leaves_in_flight(before: &Run, after: &Run) -> bool {
 /// The partition of the in-flight index (of `shards`) that holds the run `key` of `job_id`:
 /// spread by job and key, so one job's burst does not crowd a partition.
 pub fn in_flight_shard(job_id: &JobId, key: &RunKey, shards: u16) -> u16 {
-    crate::due::shard_of(&format!("{job_id}#{}", key.encode()), shards)
+    crate::due_index::shard_of(&format!("{job_id}#{}", key.encode()), shards)
 }
 
 /// The tick's progress: the last minute fully processed, and the last minute it reached; and

@@ -5,12 +5,63 @@ use crate::job::EventKind;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+/// What a run event is: an event told to people, or the run's end handed to the jobs that run
+/// after its job. The hand-over is told to no one; it is recorded with the ending like the
+/// others, so a crash before it is handed over leaves it for the watchdog, as an unsent event
+/// is. Stored as its wire name (`failed`, `downstream`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RunEventKind {
+    Told(EventKind),
+    Downstream(Downstream),
+}
+
+/// The wire name of the hand-over, `downstream`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Downstream {
+    Downstream,
+}
+
+impl RunEventKind {
+    /// The hand-over of a run's end to its job's children.
+    pub const DOWNSTREAM: RunEventKind = RunEventKind::Downstream(Downstream::Downstream);
+
+    /// The wire name (`timed_out`, `downstream`), as serde writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunEventKind::Told(kind) => kind.as_str(),
+            RunEventKind::Downstream(_) => "downstream",
+        }
+    }
+
+    /// The event told to people, or `None` for the hand-over.
+    pub fn told(self) -> Option<EventKind> {
+        match self {
+            RunEventKind::Told(kind) => Some(kind),
+            RunEventKind::Downstream(_) => None,
+        }
+    }
+}
+
+impl From<EventKind> for RunEventKind {
+    fn from(kind: EventKind) -> Self {
+        RunEventKind::Told(kind)
+    }
+}
+
+impl PartialEq<EventKind> for RunEventKind {
+    fn eq(&self, other: &EventKind) -> bool {
+        *self == RunEventKind::Told(*other)
+    }
+}
+
 /// An event recorded on a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunEvent {
     /// Unique within the run: `<event>` or `<event>#<attempt>` for per-attempt events.
     pub id: String,
-    pub kind: EventKind,
+    pub kind: RunEventKind,
     pub at: DateTime<Utc>,
     /// Published to every destination it goes to.
     pub sent: bool,
@@ -22,10 +73,11 @@ pub struct RunEvent {
 }
 
 impl RunEvent {
-    pub fn new(kind: EventKind, attempt: u32, at: DateTime<Utc>) -> Self {
+    pub fn new(kind: impl Into<RunEventKind>, attempt: u32, at: DateTime<Utc>) -> Self {
+        let kind = kind.into();
         let name = kind.as_str();
         let id = match kind {
-            EventKind::Retrying => format!("{name}#{attempt}"),
+            RunEventKind::Told(EventKind::Retrying) => format!("{name}#{attempt}"),
             _ => name.to_string(),
         };
         RunEvent { id, kind, at, sent: false, shared_sent: false, taken_at: None }
@@ -50,5 +102,20 @@ pub struct Published {
 impl Published {
     pub fn is_empty(&self) -> bool {
         self.sent.is_empty() && self.shared_only.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_is_stored_as_its_wire_name() {
+        for kind in [RunEventKind::Told(EventKind::TimedOut), RunEventKind::DOWNSTREAM] {
+            let text = serde_json::to_string(&kind).unwrap();
+            assert_eq!(text, format!("\"{}\"", kind.as_str()));
+            assert_eq!(serde_json::from_str::<RunEventKind>(&text).unwrap(), kind);
+        }
+        assert!(serde_json::from_str::<RunEventKind>("\"upstream\"").is_err());
     }
 }

@@ -5,12 +5,12 @@
 //! has `<instant>#m#<ulid>` and never collides with the schedule. A job's runs sort newest first
 //! by key, so its history is one query.
 
-use crate::due::{format_instant, parse_instant};
+use crate::due_index::{format_instant, parse_instant};
 use crate::job::JobId;
 
 pub mod event;
 pub mod transition;
-pub use event::{Published, RunEvent};
+pub use event::{Published, RunEvent, RunEventKind};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -15,7 +15,7 @@
 //! A new run is [`claim`]ed QUEUED. Finishing (or expiring) an attempt makes the run RETRYING
 //! while attempts remain and the failure is not permanent, else terminal.
 
-use super::{Attempt, Outcome, Run, RunEvent, RunKey, RunState};
+use super::{Attempt, Outcome, Run, RunEvent, RunEventKind, RunKey, RunState};
 use crate::job::{Delivery, EventKind, Job};
 use crate::retry;
 use chrono::{DateTime, Duration, Utc};
@@ -225,7 +225,7 @@ fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Resu
 /// `succeeded` only when the job's notification settings ask for it; `sla_missed` when the run
 /// ends past its SLA and nobody recorded it yet; `downstream` when a run of a job with children
 /// ends (its end is passed on to them, see [`crate::workflow`]). Deadlines count from the run's
-/// due time (see [`crate::inspect::flags_due`]).
+/// due time (see [`crate::watchdog::rules::flags_due`]).
 pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<RunEvent> {
     let mut events = Vec::new();
     if after.state != before.state || after.attempt != before.attempt {
@@ -244,7 +244,7 @@ pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<R
         events.extend(kind.map(|k| RunEvent::new(k, after.attempt, now)));
     }
     if before.state.is_in_flight() && after.state.is_terminal() && !job.children.is_empty() {
-        events.push(RunEvent::new(EventKind::Downstream, after.attempt, now));
+        events.push(RunEvent::new(RunEventKind::DOWNSTREAM, after.attempt, now));
     }
     let already = |kind: EventKind| after.events.iter().chain(&before.events).any(|e| e.kind == kind);
     let first_start = before.attempt == 0 && after.attempt == 1;
@@ -455,9 +455,9 @@ mod tests {
             let skipped = apply(j, &run, &Step::Skip { reason: "r".into() }, at(DUE)).unwrap();
             skipped.events.iter().map(|e| e.kind).collect::<Vec<_>>()
         };
-        assert!(!ended(&job).contains(&EventKind::Downstream), "no children, nothing to hand down");
+        assert!(!ended(&job).contains(&RunEventKind::DOWNSTREAM), "no children, nothing to hand down");
         job.children = vec![crate::job::JobId::generate()];
-        assert!(ended(&job).contains(&EventKind::Downstream), "an end is handed to the children");
+        assert!(ended(&job).contains(&RunEventKind::DOWNSTREAM), "an end is handed to the children");
         let started = apply(
             &job,
             &run,
@@ -465,7 +465,7 @@ mod tests {
             at(DUE),
         )
         .unwrap();
-        assert!(!started.events.iter().any(|e| e.kind == EventKind::Downstream), "only an end is");
+        assert!(!started.events.iter().any(|e| e.kind == RunEventKind::DOWNSTREAM), "only an end is");
     }
 
     fn queued(job: &Job) -> Run {
@@ -634,8 +634,8 @@ mod tests {
                 .unwrap();
         assert_eq!(change.run.attempts[0].outcome, Some(Outcome::Cancelled));
         assert_eq!(change.run.lease_until, None);
-        let kinds: Vec<EventKind> = change.events.iter().map(|e| e.kind).collect();
-        assert_eq!(kinds, [EventKind::SlaMissed]);
+        let kinds: Vec<RunEventKind> = change.events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [RunEventKind::Told(EventKind::SlaMissed)]);
         assert!(change.run.events.iter().any(|e| e.kind == EventKind::SlaMissed));
     }
 

@@ -4,11 +4,11 @@
 //! the watchdog then applies them with conditional writes, so a rule that fires in two racing
 //! watchdogs (or in a watchdog and a worker) takes effect once.
 
-use crate::dispatch::Dispatch;
 use crate::job::{EventKind, Job};
 use crate::run::RunEvent;
 use crate::run::transition::{sla_deadline, start_deadline};
 use crate::run::{Run, RunState};
+use crate::run_queue::Dispatch;
 use chrono::{DateTime, Duration, Utc};
 
 /// The watchdog's patience.
@@ -106,7 +106,7 @@ pub fn missing_dispatch(run: &Run, now: DateTime<Utc>, settings: &WatchdogSettin
 /// How far the tick's watermark is behind `now`, in whole minutes (0 when it has never run:
 /// a fresh installation is not a stall).
 pub fn minutes_behind(watermark: Option<DateTime<Utc>>, now: DateTime<Utc>) -> i64 {
-    watermark.map_or(0, |w| ((crate::due::minute_of(now) - w).num_minutes() - 1).max(0))
+    watermark.map_or(0, |w| ((crate::due_index::minute_of(now) - w).num_minutes() - 1).max(0))
 }
 
 #[cfg(test)]

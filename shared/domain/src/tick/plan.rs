@@ -43,9 +43,9 @@ pub fn plan(
     reached: Option<DateTime<Utc>>,
     catchup_max: usize,
 ) -> Plan {
-    let current_minute = crate::due::minute_of(now);
+    let current_minute = crate::due_index::minute_of(now);
     let is_missed = |t: DateTime<Utc>| {
-        reached.is_some_and(|reached| crate::due::minute_of(t) > reached) && t < current_minute
+        reached.is_some_and(|reached| crate::due_index::minute_of(t) > reached) && t < current_minute
     };
     let keep = match catchup {
         CatchupPolicy::Skip => 0,

@@ -1,0 +1,3 @@
+//! What the watchdog decides, without I/O: the repair each run needs ([`rules`]).
+
+pub mod rules;
