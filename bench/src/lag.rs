@@ -35,7 +35,7 @@ pub async fn import(services: &Services, clients: &Clients, jobs: &[Job]) -> any
     let store = DynamoJobStore::new(
         clients.dynamo.clone(),
         &services.config.resources.jobs_table,
-        services.config.tick.shards,
+        services.config.due_shards,
         Ledger::new(),
     );
     store.import(jobs).await?;

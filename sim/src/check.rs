@@ -45,7 +45,7 @@ use chrono::{DateTime, Duration, Utc};
 use futures::FutureExt;
 use std::collections::{BTreeMap, BTreeSet};
 use sundial_domain::job::{CatchupPolicy, ConcurrencyPolicy, Delivery, Job, JobId, TriggerRule};
-use sundial_domain::ports::store::{JobStore, RunStore};
+use sundial_domain::ports::store::{Catalogue, RunHistory};
 use sundial_domain::run::{Outcome, Run, RunEventKind, RunKey, RunState};
 
 /// A broken promise.

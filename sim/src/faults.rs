@@ -17,8 +17,8 @@ use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    FenceStore, GroupStore, Inserted, JobStore, Page, RunStore, StoreError, StoreResult, TickState,
-    TickStateStore,
+    Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page, RunHistory, RunOutbox,
+    RunWrites, StoreError, StoreResult, TickState, TickStateStore,
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
@@ -212,7 +212,7 @@ impl FaultyJobs {
 }
 
 #[async_trait]
-impl JobStore for FaultyJobs {
+impl Catalogue for FaultyJobs {
     async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
         let create = async {
             let out = self.inner.create(job, max_jobs).await;
@@ -305,6 +305,13 @@ impl JobStore for FaultyJobs {
         };
         self.faults.call("jobs.delete", Subject::job(&job.id), true, delete, StoreError::Unavailable).await
     }
+}
+
+#[async_trait]
+impl DueIndex for FaultyJobs {
+    fn shards(&self) -> u16 {
+        self.inner.shards()
+    }
 
     async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>> {
         self.faults
@@ -378,19 +385,7 @@ impl FaultyRuns {
 }
 
 #[async_trait]
-impl RunStore for FaultyRuns {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
-        self.faults
-            .call(
-                "runs.insert",
-                Subject::of(run),
-                true,
-                self.write(run, self.inner.insert(run)),
-                StoreError::Unavailable,
-            )
-            .await
-    }
-
+impl RunHistory for FaultyRuns {
     async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
         self.faults
             .call(
@@ -451,6 +446,27 @@ impl RunStore for FaultyRuns {
             .await
     }
 
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
+        self.faults
+            .call("runs.get_many", Subject::NONE, false, self.inner.get_many(ids), StoreError::Unavailable)
+            .await
+    }
+}
+
+#[async_trait]
+impl RunWrites for FaultyRuns {
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        self.faults
+            .call(
+                "runs.insert",
+                Subject::of(run),
+                true,
+                self.write(run, self.inner.insert(run)),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         let op = format!(
             "runs.transition {} #{} -> {} #{}",
@@ -493,6 +509,76 @@ impl RunStore for FaultyRuns {
         out
     }
 
+    async fn flag_failing(
+        &self,
+        job_id: &JobId,
+        after: Option<&RunKey>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        self.faults
+            .call(
+                "runs.flag_failing",
+                Subject::job(job_id),
+                true,
+                self.inner.flag_failing(job_id, after, now),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
+    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
+        self.faults
+            .call(
+                "runs.mark_resent",
+                Subject::of(run),
+                true,
+                self.write(run, self.inner.mark_resent(run, at)),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
+    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
+        self.faults
+            .call(
+                "runs.mark_call_ended",
+                Subject::of(run),
+                true,
+                self.write(run, self.inner.mark_call_ended(run, attempt)),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+}
+
+#[async_trait]
+impl RunOutbox for FaultyRuns {
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
+        let op = format!("runs.record_event {}", event.id);
+
+        self.faults
+            .call(
+                &op,
+                Subject::of(run),
+                true,
+                self.write(run, self.inner.record_event(run, event)),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
+        self.faults
+            .call(
+                "runs.take_event",
+                Subject::of(run),
+                true,
+                self.write(run, self.inner.take_event(run, event, now)),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
     async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
         let out = self
             .faults
@@ -520,48 +606,12 @@ impl RunStore for FaultyRuns {
         }
         out
     }
+}
 
-    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
-        self.faults
-            .call(
-                "runs.take_event",
-                Subject::of(run),
-                true,
-                self.write(run, self.inner.take_event(run, event, now)),
-                StoreError::Unavailable,
-            )
-            .await
-    }
-
-    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
-        let op = format!("runs.record_event {}", event.id);
-
-        self.faults
-            .call(
-                &op,
-                Subject::of(run),
-                true,
-                self.write(run, self.inner.record_event(run, event)),
-                StoreError::Unavailable,
-            )
-            .await
-    }
-
-    async fn flag_failing(
-        &self,
-        job_id: &JobId,
-        after: Option<&RunKey>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        self.faults
-            .call(
-                "runs.flag_failing",
-                Subject::job(job_id),
-                true,
-                self.inner.flag_failing(job_id, after, now),
-                StoreError::Unavailable,
-            )
-            .await
+#[async_trait]
+impl InFlightIndex for FaultyRuns {
+    fn shards(&self) -> u16 {
+        self.inner.shards()
     }
 
     async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
@@ -571,36 +621,6 @@ impl RunStore for FaultyRuns {
                 Subject::NONE,
                 false,
                 self.inner.in_flight(until, shards),
-                StoreError::Unavailable,
-            )
-            .await
-    }
-
-    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
-        self.faults
-            .call("runs.get_many", Subject::NONE, false, self.inner.get_many(ids), StoreError::Unavailable)
-            .await
-    }
-
-    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
-        self.faults
-            .call(
-                "runs.mark_resent",
-                Subject::of(run),
-                true,
-                self.write(run, self.inner.mark_resent(run, at)),
-                StoreError::Unavailable,
-            )
-            .await
-    }
-
-    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
-        self.faults
-            .call(
-                "runs.mark_call_ended",
-                Subject::of(run),
-                true,
-                self.write(run, self.inner.mark_call_ended(run, attempt)),
                 StoreError::Unavailable,
             )
             .await

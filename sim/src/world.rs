@@ -449,9 +449,9 @@ fn settings() -> use_cases::Settings {
     };
     use_cases::Settings {
         claim: Default::default(),
-        tick: sundial_app::tick::TickSettings { shards: SHARDS, budget: TICK_BUDGET, ..Default::default() },
+        tick: sundial_app::tick::TickSettings { budget: TICK_BUDGET, ..Default::default() },
         worker: WorkerSettings::default(),
-        watchdog: WatchdogSettings { shards: SHARDS, ..Default::default() },
+        watchdog: WatchdogSettings::default(),
         jobs: JobsSettings {
             limits: Limits::default(),
             targets,

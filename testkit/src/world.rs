@@ -25,7 +25,7 @@ use sundial_aws::provision::Resources;
 use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::due_index::format_instant;
 use sundial_domain::job::{Job, JobId};
-use sundial_domain::ports::store::RunStore;
+use sundial_domain::ports::store::RunHistory;
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::{Run, RunId};
 use sundial_domain::watchdog::rules::WatchdogSettings;
@@ -235,9 +235,9 @@ impl World {
             &ports,
             use_cases::Settings {
                 claim: settings.claim.clone(),
-                tick: TickSettings { shards: settings.shards, ..settings.tick },
+                tick: settings.tick,
                 worker: worker_settings.clone(),
-                watchdog: WatchdogSettings { shards: settings.shards, ..settings.watchdog },
+                watchdog: settings.watchdog,
                 ..config.use_case_settings()
             },
         );
@@ -311,7 +311,7 @@ impl World {
 
     /// The job as stored (`None` once deleted).
     pub async fn stored_job(&self, id: &JobId) -> Option<Job> {
-        use sundial_domain::ports::store::JobStore;
+        use sundial_domain::ports::store::Catalogue;
         self.job_store.get(id).await.expect("reading a job")
     }
 

@@ -22,7 +22,10 @@ use sundial_domain::events::{Notification, SchedulerAlert};
 use sundial_domain::job::{EventKind, Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
-use sundial_domain::ports::store::{Inserted, JobStore, Page, RunStore, StoreError, StoreResult};
+use sundial_domain::ports::store::{
+    Catalogue, DueIndex, InFlightIndex, Inserted, JobStore, Page, RunHistory, RunOutbox, RunStore, RunWrites,
+    StoreError, StoreResult,
+};
 use sundial_domain::run::transition::{Ending, Step};
 use sundial_domain::run::{Outcome, Published, Run, RunEvent, RunId, RunKey, RunState};
 use sundial_domain::run_queue::Dispatch;
@@ -75,34 +78,50 @@ async fn deliver_due(stack: &Stack, clock: &ManualClock, job: &str) {
 struct DueQueryFails(Arc<dyn JobStore>);
 
 #[async_trait]
-impl JobStore for DueQueryFails {
+impl Catalogue for DueQueryFails {
     async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
         self.0.create(job, max_jobs).await
     }
+
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
         self.0.get(id).await
     }
+
     async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>> {
         self.0.find_by_name(owner, name).await
     }
+
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
         self.0.get_many(ids).await
     }
+
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         self.0.list(owner, limit, cursor).await
     }
+
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         self.0.list_all(limit, cursor).await
     }
+
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
         self.0.update(before, after).await
     }
+
     async fn delete(&self, job: &Job) -> StoreResult<()> {
         self.0.delete(job).await
     }
+}
+
+#[async_trait]
+impl DueIndex for DueQueryFails {
+    fn shards(&self) -> u16 {
+        self.0.shards()
+    }
+
     async fn due_ids(&self, _bucket: &str) -> StoreResult<Vec<JobId>> {
         Err(StoreError::Unavailable("injected: the tick dies here".into()))
     }
+
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
         self.0.advance(job, next).await
     }
@@ -477,14 +496,7 @@ fn injected() -> StoreError {
 }
 
 #[async_trait]
-impl RunStore for FaultyRuns {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
-        let inserted = self.inner.insert(run).await?;
-        if self.fires(Fault::InsertAppliedThenFails) {
-            return Err(injected());
-        }
-        Ok(inserted)
-    }
+impl RunHistory for FaultyRuns {
     async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
         let run = self.inner.get(job_id, key).await?;
         if let Some(run) = &run {
@@ -492,6 +504,7 @@ impl RunStore for FaultyRuns {
         }
         Ok(run)
     }
+
     async fn list(
         &self,
         job_id: &JobId,
@@ -501,9 +514,11 @@ impl RunStore for FaultyRuns {
     ) -> StoreResult<Page<Run>> {
         self.inner.list(job_id, limit, cursor, state).await
     }
+
     async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>> {
         self.inner.before(job_id, key, limit).await
     }
+
     async fn after(
         &self,
         job_id: &JobId,
@@ -513,6 +528,24 @@ impl RunStore for FaultyRuns {
     ) -> StoreResult<Vec<Run>> {
         self.inner.after(job_id, key, until, limit).await
     }
+
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
+        let runs = self.inner.get_many(ids).await?;
+        self.heartbeat(&runs).await?;
+        Ok(runs)
+    }
+}
+
+#[async_trait]
+impl RunWrites for FaultyRuns {
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        let inserted = self.inner.insert(run).await?;
+        if self.fires(Fault::InsertAppliedThenFails) {
+            return Err(injected());
+        }
+        Ok(inserted)
+    }
+
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         if self.fires(Fault::TransitionUnavailable) {
             return Err(injected());
@@ -532,18 +565,11 @@ impl RunStore for FaultyRuns {
         }
         Ok(())
     }
+
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
         self.inner.transition_unchanged(before, after).await
     }
-    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
-        self.inner.mark_events_sent(run, published, settle).await
-    }
-    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
-        self.inner.take_event(run, event, now).await
-    }
-    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
-        self.inner.record_event(run, event).await
-    }
+
     async fn flag_failing(
         &self,
         job_id: &JobId,
@@ -552,19 +578,39 @@ impl RunStore for FaultyRuns {
     ) -> StoreResult<()> {
         self.inner.flag_failing(job_id, after, now).await
     }
-    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
-        self.inner.in_flight(until, shards).await
-    }
-    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
-        let runs = self.inner.get_many(ids).await?;
-        self.heartbeat(&runs).await?;
-        Ok(runs)
-    }
+
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
         self.inner.mark_resent(run, at).await
     }
+
     async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
         self.inner.mark_call_ended(run, attempt).await
+    }
+}
+
+#[async_trait]
+impl RunOutbox for FaultyRuns {
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
+        self.inner.record_event(run, event).await
+    }
+
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
+        self.inner.take_event(run, event, now).await
+    }
+
+    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
+        self.inner.mark_events_sent(run, published, settle).await
+    }
+}
+
+#[async_trait]
+impl InFlightIndex for FaultyRuns {
+    fn shards(&self) -> u16 {
+        self.inner.shards()
+    }
+
+    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
+        self.inner.in_flight(until, shards).await
     }
 }
 
@@ -980,8 +1026,7 @@ fn watchdog_of(
     let s = &stack.services;
     let ports = Ports { runs: runs.clone(), ..s.ports.clone() };
     let claimer = sundial_app::tick::claim::Claimer::new(&ports, stack.config.claim.clone());
-    let cascade =
-        sundial_app::workflow::cascade::Cascade::new(ports.jobs.clone(), claimer, ports.clock.clone());
+    let cascade = sundial_app::workflow::cascade::Cascade::new(&ports, claimer);
     let recorder =
         Recorder::new(runs.clone(), Announcer::new(bus, runs, None, cascade), s.ports.timer.clone());
     Watchdog::new(&ports, recorder, settings)
@@ -1176,7 +1221,7 @@ async fn jobs_and_runs_written_with_more_shards_are_found_after_the_count_shrink
     stack.services.use_cases.watchdog.run().await.unwrap();
 
     let mut config = stack.config.clone();
-    (config.due_shards, config.tick.shards, config.watchdog.shards) = (1, 1, 1);
+    config.due_shards = 1;
     let one_shard =
         Services::new(config, &Clients::new(&aws_sdk_config().await, Ledger::new()), clock.clone());
     clock.set(t("2030-01-01T12:05:00Z"));
@@ -1505,7 +1550,7 @@ async fn jobs_written_into_new_shards_while_old_ticks_ran_are_claimed_after_the_
     let stack = Stack::at(&clock, &[("SUNDIAL_DUE_SHARDS", "1")]).await;
     stack.services.use_cases.tick.run().await.unwrap();
     let mut config = stack.config.clone();
-    (config.due_shards, config.tick.shards, config.watchdog.shards) = (8, 8, 8);
+    config.due_shards = 8;
     let eight = Services::new(config, &Clients::new(&aws_sdk_config().await, Ledger::new()), clock.clone());
     let api = sundial_tests::Api::over(&eight);
     let mut jobs = Vec::new();

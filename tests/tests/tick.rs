@@ -10,7 +10,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use sundial_domain::clock::ManualClock;
-use sundial_domain::ports::store::JobStore;
+use sundial_domain::ports::store::DueIndex;
 use sundial_domain::run::Run;
 use sundial_testkit::harness::Harness;
 use sundial_testkit::scenarios::tick::one_time_jobs;

@@ -15,14 +15,14 @@ use std::sync::Arc;
 use sundial_domain::events::{Notification, wants};
 use sundial_domain::job::Job;
 use sundial_domain::ports::bus::EventBus;
-use sundial_domain::ports::store::{Race, Raced, RunStore, StoreError};
+use sundial_domain::ports::store::{Race, Raced, RunOutbox, StoreError};
 use sundial_domain::run::{Published, Run, RunEvent, RunEventKind};
 
 /// Publishes the events of runs and marks them sent.
 #[derive(Debug, Clone)]
 pub struct Announcer {
     bus: Arc<dyn EventBus>,
-    runs: Arc<dyn RunStore>,
+    outbox: Arc<dyn RunOutbox>,
     public_url: Option<String>,
     /// Where `downstream` events go: a constructor argument, so that no process can lack it.
     cascade: Cascade,
@@ -34,15 +34,15 @@ fn settles(run: &Run, sent: &[String]) -> bool {
 }
 
 impl Announcer {
-    /// An announcer publishing to `bus` (links to `public_url`), marking on `runs`, and handing
+    /// An announcer publishing to `bus` (links to `public_url`), marking on `outbox`, and handing
     /// `downstream` events to `cascade`.
     pub fn new(
         bus: Arc<dyn EventBus>,
-        runs: Arc<dyn RunStore>,
+        outbox: Arc<dyn RunOutbox>,
         public_url: Option<String>,
         cascade: Cascade,
     ) -> Self {
-        Announcer { bus, runs, public_url, cascade }
+        Announcer { bus, outbox, public_url, cascade }
     }
 
     pub fn bus(&self) -> &Arc<dyn EventBus> {
@@ -132,11 +132,11 @@ impl Announcer {
     /// Marks `published` in one write, with which an ended run whose events are all sent
     /// leaves the in-flight index (`settle`).
     async fn mark(&self, run: &Run, published: &Published, settle: bool) {
-        let mut marked = self.runs.mark_events_sent(run, published, settle).await;
+        let mut marked = self.outbox.mark_events_sent(run, published, settle).await;
         if settle && matches!(marked, Err(StoreError::Conflict)) {
             // The store holds an event this copy lacks: marked without settling, the run stays
             // in flight for the watchdog, which reads it whole.
-            marked = self.runs.mark_events_sent(run, published, false).await;
+            marked = self.outbox.mark_events_sent(run, published, false).await;
         }
         if let Err(e) = marked {
             tracing::warn!(run_id = %run.id(), error = %e, "published events not marked sent");
@@ -164,7 +164,7 @@ impl Announcer {
         let mut taken = Vec::with_capacity(stale.len());
         for event in stale {
             // Lost: another pass took it (or it was sent meanwhile), and that pass publishes it.
-            if let Race::Won(()) = self.runs.take_event(run, event, now).await.raced()? {
+            if let Race::Won(()) = self.outbox.take_event(run, event, now).await.raced()? {
                 taken.push(RunEvent { taken_at: Some(now), ..event.clone() });
             }
         }

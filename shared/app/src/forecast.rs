@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::forecast::{Forecast, Window, forecast};
 use sundial_domain::job::{Job, Owner};
-use sundial_domain::ports::store::JobStore;
+use sundial_domain::ports::store::Catalogue;
 
 /// Jobs read per page.
 const PAGE: u32 = 100;
@@ -23,12 +23,12 @@ pub enum Scope {
 /// Forecasts of the load the schedules will make.
 #[derive(Debug, Clone)]
 pub struct Forecasts {
-    store: Arc<dyn JobStore>,
+    catalogue: Arc<dyn Catalogue>,
 }
 
 impl Forecasts {
-    pub fn new(store: Arc<dyn JobStore>) -> Self {
-        Forecasts { store }
+    pub fn new(catalogue: Arc<dyn Catalogue>) -> Self {
+        Forecasts { catalogue }
     }
 
     /// Runs per minute over `[from, to)` (at most 7 days), with the peaks. A window the domain
@@ -51,8 +51,8 @@ impl Forecasts {
         let mut cursor: Option<String> = None;
         loop {
             let page = match scope {
-                Scope::Owner(owner) => self.store.list(owner, PAGE, cursor.as_deref()).await?,
-                Scope::Stack => self.store.list_all(PAGE, cursor.as_deref()).await?,
+                Scope::Owner(owner) => self.catalogue.list(owner, PAGE, cursor.as_deref()).await?,
+                Scope::Stack => self.catalogue.list_all(PAGE, cursor.as_deref()).await?,
             };
             jobs.extend(page.items);
             match page.next {

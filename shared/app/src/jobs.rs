@@ -22,7 +22,7 @@ use sundial_domain::fence;
 use sundial_domain::job::{ConcurrencyPolicy, Job, JobDocument, JobId, Owner};
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
-use sundial_domain::ports::store::{FenceStore, JobStore, Page, StoreError};
+use sundial_domain::ports::store::{Catalogue, FenceStore, Page, RunHistory, RunWrites, StoreError};
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Run, RunId, RunKey};
 use sundial_domain::schedule::{Schedule, ceil_second};
@@ -174,10 +174,12 @@ pub struct JobsSettings {
     pub page_tokens: PageTokens,
 }
 
-/// The job use cases, over a [`JobStore`].
+/// The job use cases, over the [`Catalogue`] of jobs.
 #[derive(Debug, Clone)]
 pub struct Jobs {
-    store: Arc<dyn JobStore>,
+    catalogue: Arc<dyn Catalogue>,
+    history: Arc<dyn RunHistory>,
+    writes: Arc<dyn RunWrites>,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
     limits: Limits,
@@ -192,11 +194,13 @@ pub struct Jobs {
 
 impl Jobs {
     pub fn new(ports: &Ports, claimer: Claimer, groups: Groups, settings: JobsSettings) -> Self {
-        let Ports { jobs: store, runs, fences, clock, entropy, topics, .. } = ports.clone();
+        let Ports { jobs, runs, fences, clock, entropy, topics, .. } = ports.clone();
         let JobsSettings { limits, targets, page_tokens } = settings;
-        let workflows = Workflows::new(store.clone(), runs, clock.clone());
+        let workflows = Workflows::new(jobs.clone(), runs.clone(), clock.clone());
         Jobs {
-            store,
+            catalogue: jobs,
+            history: runs.clone(),
+            writes: runs,
             clock,
             entropy,
             limits,
@@ -272,7 +276,9 @@ impl Jobs {
             Err(e) => Err(e),
         };
         let created = match linked {
-            Ok(()) => self.store.create(&job, self.limits.max_jobs_per_owner).await.map_err(JobsError::from),
+            Ok(()) => {
+                self.catalogue.create(&job, self.limits.max_jobs_per_owner).await.map_err(JobsError::from)
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = created {
@@ -306,14 +312,14 @@ impl Jobs {
                     // The tick heals it after the grace period; the job itself is saved.
                     tracing::warn!(job_id = %job.id, "claiming a job due soon failed; the tick will");
                 }
-                Ok(self.store.get(&job.id).await?.unwrap_or(job))
+                Ok(self.catalogue.get(&job.id).await?.unwrap_or(job))
             }
             _ => Ok(job),
         }
     }
 
     pub async fn get(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
-        match self.store.get(id).await? {
+        match self.catalogue.get(id).await? {
             Some(job) if &job.owner == owner => Ok(job),
             _ => Err(JobsError::NotFound),
         }
@@ -321,13 +327,13 @@ impl Jobs {
 
     /// The job's newest run, read from the runs table (never written onto the job).
     pub async fn last_run(&self, job: &Job) -> JobsResult<Option<Run>> {
-        Ok(self.claimer.runs().list(&job.id, 1, None, None).await?.items.into_iter().next())
+        Ok(self.history.list(&job.id, 1, None, None).await?.items.into_iter().next())
     }
 
     pub async fn list(&self, owner: &Owner, limit: u32, token: Option<&str>) -> JobsResult<Page<Job>> {
         let scope = format!("jobs\n{owner}");
         let cursor = open_token(&self.page_tokens, &scope, token)?;
-        let page = self.store.list(owner, limit.clamp(1, MAX_PAGE), cursor.as_deref()).await?;
+        let page = self.catalogue.list(owner, limit.clamp(1, MAX_PAGE), cursor.as_deref()).await?;
         Ok(seal_page(&self.page_tokens, &scope, page))
     }
 
@@ -434,7 +440,7 @@ impl Jobs {
             if group_changed {
                 self.link_group(&after).await?;
             }
-            let updated = self.store.update(&before, &after).await;
+            let updated = self.catalogue.update(&before, &after).await;
             if updated.is_ok() {
                 let dropped: Vec<JobId> =
                     before.parents().into_iter().filter(|p| !parents.contains(p)).collect();
@@ -486,7 +492,7 @@ impl Jobs {
                 updated_at: self.clock.now(),
                 ..before.clone()
             };
-            match self.store.update(&before, &after).await {
+            match self.catalogue.update(&before, &after).await {
                 Ok(()) => return Ok(after),
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
@@ -506,7 +512,7 @@ impl Jobs {
             if !children.is_empty() {
                 return Err(JobsError::HasChildren(children.into_iter().map(|c| c.document.name).collect()));
             }
-            match self.store.delete(&job).await {
+            match self.catalogue.delete(&job).await {
                 Ok(()) => break job,
                 Err(StoreError::Conflict) if attempts + 1 < EDIT_ATTEMPTS => attempts += 1,
                 Err(StoreError::Conflict) => return Err(JobsError::Contended),
@@ -577,11 +583,10 @@ impl Jobs {
             }
             None => RunKey::manual_drawn(ceil_second(now), self.entropy.as_ref()),
         };
-        let runs = self.claimer.runs();
         if job.document.paused {
             // A retry of a trigger that wrote its run before the pause gets that run.
             if request.is_some() {
-                if let Some(run) = runs.get(&job.id, &key).await? {
+                if let Some(run) = self.history.get(&job.id, &key).await? {
                     return Ok(run);
                 }
             }
@@ -592,7 +597,7 @@ impl Jobs {
             let fence = self.fences.get(&job.id).await?;
             let holder = fence.map(|fence| fence.holder).filter(|holder| *holder != key);
             if let Some(holder) = holder {
-                let holder_run = runs.get(&job.id, &holder).await?;
+                let holder_run = self.history.get(&job.id, &holder).await?;
                 if fence::holds(holder_run.as_ref()) {
                     return Err(JobsError::RunActive(RunId::new(job.id.clone(), holder).to_string()));
                 }
@@ -601,7 +606,7 @@ impl Jobs {
         let mut run = self.claimer.new_run(&job, key, now, now);
         // A job with children starts a workflow run: they follow it under the same key.
         run.workflow = (!job.children.is_empty()).then(|| job.id.clone());
-        let run = match runs.insert(&run).await? {
+        let run = match self.writes.insert(&run).await? {
             sundial_domain::ports::store::Inserted::Created => run,
             sundial_domain::ports::store::Inserted::Exists(existing) => *existing,
         };
@@ -650,13 +655,12 @@ impl Jobs {
             instants.push(t);
             cursor = schedule.next_after(t);
         }
-        let runs = self.claimer.runs();
         let mut created = Vec::new();
         let mut existing = 0;
         for instant in instants {
             let due = now + chrono::Duration::seconds((created.len() / BACKFILL_PER_SECOND) as i64);
             let run = self.claimer.new_run(&job, RunKey::scheduled(instant), due, now);
-            match runs.insert(&run).await? {
+            match self.writes.insert(&run).await? {
                 sundial_domain::ports::store::Inserted::Created => created.push(run),
                 sundial_domain::ports::store::Inserted::Exists(_) => existing += 1,
             }
@@ -678,7 +682,7 @@ impl Jobs {
 
     /// The names of the job's parents, in its `depends_on` order (an id for one that is gone).
     pub async fn parent_names(&self, job: &Job) -> JobsResult<Vec<String>> {
-        let parents = self.store.get_many(&job.parents()).await?;
+        let parents = self.catalogue.get_many(&job.parents()).await?;
         Ok(job
             .parents()
             .iter()

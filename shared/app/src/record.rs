@@ -17,14 +17,16 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::events::failing_streak;
 use sundial_domain::job::{EventKind, Job};
-use sundial_domain::ports::store::{RunStore, StoreError};
+use sundial_domain::ports::store::{RunHistory, RunOutbox, RunStore, RunWrites, StoreError};
 use sundial_domain::run::transition::{self, Change, Fence, Step};
 use sundial_domain::run::{Run, RunEvent, RunState};
 
 /// Writes state changes and announces their events.
 #[derive(Debug, Clone)]
 pub struct Recorder {
-    runs: Arc<dyn RunStore>,
+    history: Arc<dyn RunHistory>,
+    writes: Arc<dyn RunWrites>,
+    outbox: Arc<dyn RunOutbox>,
     announcer: Announcer,
     timer: Arc<dyn Timer>,
 }
@@ -41,7 +43,7 @@ const STORAGE_RETRIES: [std::time::Duration; 3] = [
 
 impl Recorder {
     pub fn new(runs: Arc<dyn RunStore>, announcer: Announcer, timer: Arc<dyn Timer>) -> Self {
-        Recorder { runs, announcer, timer }
+        Recorder { history: runs.clone(), writes: runs.clone(), outbox: runs, announcer, timer }
     }
 
     pub fn announcer(&self) -> &Announcer {
@@ -68,11 +70,11 @@ impl Recorder {
         let mut maybe_applied = matches!(step, Step::Start { .. });
         loop {
             let change = transition::apply(job, &before, step, now).map_err(|_| StoreError::Conflict)?;
-            match persist(self.runs.as_ref(), &before, &change).await {
+            match persist(self.writes.as_ref(), &before, &change).await {
                 Ok(()) => return Ok(self.written(job, &before, change.run, change.events, now).await),
                 Err(StoreError::Conflict) => {
                     let fresh =
-                        self.runs.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
+                        self.history.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
                     if maybe_applied && is_write_of(&fresh, &change.run) {
                         return Ok(self.written(job, &before, fresh, change.events, now).await);
                     }
@@ -136,22 +138,22 @@ impl Recorder {
             // Enough history to see the streak through interleaved skipped or cancelled runs; the
             // later side stops near now, so a frequent job's runs claimed ahead do not fill it.
             let limit = (threshold * 2 + 10).min(crate::jobs::MAX_PAGE);
-            let earlier = self.runs.before(&job.id, &after.key, limit).await?;
+            let earlier = self.history.before(&job.id, &after.key, limit).await?;
             // Up to a minute ahead: a triggered run is keyed at the next whole second.
             let later =
-                self.runs.after(&job.id, &after.key, now + chrono::Duration::minutes(1), limit).await?;
+                self.history.after(&job.id, &after.key, now + chrono::Duration::minutes(1), limit).await?;
             let streak = failing_streak(&earlier, &later);
             if streak.failures < threshold as usize {
                 return Ok(None);
             }
-            match self.runs.flag_failing(&job.id, streak.after.as_ref(), now).await {
+            match self.writes.flag_failing(&job.id, streak.after.as_ref(), now).await {
                 Ok(()) => {}
                 // Told by a run of the same streak.
                 Err(StoreError::Conflict) => return Ok(None),
                 Err(e) => return Err(e),
             }
             let event = RunEvent::new(EventKind::Failing, after.attempt, now);
-            self.runs.record_event(after, &event).await?;
+            self.outbox.record_event(after, &event).await?;
             Ok(Some(event))
         };
         told.await.unwrap_or_else(|e: StoreError| {
@@ -162,7 +164,7 @@ impl Recorder {
 }
 
 /// Writes `change` over `before` under the fence the change names.
-pub async fn persist(runs: &dyn RunStore, before: &Run, change: &Change) -> Result<(), StoreError> {
+pub async fn persist(runs: &dyn RunWrites, before: &Run, change: &Change) -> Result<(), StoreError> {
     match change.fence {
         Fence::Unchanged => runs.transition_unchanged(before, &change.run).await,
         Fence::StateAndAttempt => runs.transition(before, &change.run).await,

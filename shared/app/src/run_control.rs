@@ -13,7 +13,7 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, Owner};
 use sundial_domain::ports::queue::RunQueue;
-use sundial_domain::ports::store::{GroupStore, JobStore, Page, RunStore, StoreError};
+use sundial_domain::ports::store::{Catalogue, GroupStore, Page, RunHistory, RunWrites, StoreError};
 use sundial_domain::run::transition::{self, Ending, Step};
 use sundial_domain::run::{Outcome, Run, RunId, RunState};
 use sundial_domain::run_queue::Dispatch;
@@ -47,8 +47,9 @@ pub struct Completion {
 pub struct RunControl {
     jobs: Jobs,
     recorder: Recorder,
-    job_store: Arc<dyn JobStore>,
-    runs: Arc<dyn RunStore>,
+    catalogue: Arc<dyn Catalogue>,
+    history: Arc<dyn RunHistory>,
+    writes: Arc<dyn RunWrites>,
     groups: Arc<dyn GroupStore>,
     slots: Slots,
     queue: Arc<dyn RunQueue>,
@@ -59,9 +60,22 @@ pub struct RunControl {
 
 impl RunControl {
     pub fn new(ports: &Ports, jobs: Jobs, recorder: Recorder, heartbeat_window: Duration) -> Self {
-        let Ports { jobs: job_store, runs, groups, queue, clock, entropy, timer, .. } = ports.clone();
+        let Ports { jobs: catalogue, runs, groups, queue, clock, entropy, timer, .. } = ports.clone();
         let slots = Slots::new(groups.clone(), runs.clone(), queue.clone(), timer);
-        RunControl { jobs, recorder, job_store, runs, groups, slots, queue, clock, entropy, heartbeat_window }
+        let (history, writes) = (runs.clone(), runs);
+        RunControl {
+            jobs,
+            recorder,
+            catalogue,
+            history,
+            writes,
+            groups,
+            slots,
+            queue,
+            clock,
+            entropy,
+            heartbeat_window,
+        }
     }
 
     /// Why `run` (of `job`) has not started yet, if it waits: its flexible offset, its backoff,
@@ -90,16 +104,18 @@ impl RunControl {
         let scope = format!("runs\n{}\n{}", job.id, state.map_or("*", |s| s.as_str()));
         let tokens = self.jobs.page_tokens();
         let cursor = crate::jobs::open_token(tokens, &scope, cursor)?;
-        let page =
-            self.runs.list(&job.id, limit.clamp(1, crate::jobs::MAX_PAGE), cursor.as_deref(), state).await?;
+        let page = self
+            .history
+            .list(&job.id, limit.clamp(1, crate::jobs::MAX_PAGE), cursor.as_deref(), state)
+            .await?;
         Ok(crate::jobs::seal_page(tokens, &scope, page))
     }
 
     /// One run, if its job is the owner's. The run outlives its job (history is kept until it
     /// expires), so a deleted job's runs are found through the run's own record of its owner.
     pub async fn get(&self, owner: &Owner, id: &RunId) -> JobsResult<(Run, Option<Job>)> {
-        let run = self.runs.get(&id.job_id, &id.key).await?.ok_or(JobsError::NotFound)?;
-        let job = self.job_store.get(&id.job_id).await?;
+        let run = self.history.get(&id.job_id, &id.key).await?.ok_or(JobsError::NotFound)?;
+        let job = self.catalogue.get(&id.job_id).await?;
         match &job {
             Some(job) if &job.owner != owner => Err(JobsError::NotFound),
             None if &run.owner != owner => Err(JobsError::NotFound),
@@ -121,7 +137,7 @@ impl RunControl {
                 // Its job is gone: nobody to tell, and its owner's word ends even a live attempt.
                 None => {
                     let after = transition::cancelled(&run, "cancelled through the API", now);
-                    self.runs.transition(&run, &after).await.map(|()| after)
+                    self.writes.transition(&run, &after).await.map(|()| after)
                 }
             };
             match cancelled {
@@ -153,7 +169,7 @@ impl RunControl {
     /// Finds the run and checks the token against its open attempt.
     async fn open_attempt(&self, id: &RunId, token: &str) -> Result<(Run, Job), CallbackError> {
         let run = self
-            .runs
+            .history
             .get(&id.job_id, &id.key)
             .await
             .map_err(CallbackError::Store)?
@@ -166,7 +182,7 @@ impl RunControl {
             return Err(CallbackError::NotOpen(run.state));
         }
         let job = self
-            .job_store
+            .catalogue
             .get(&id.job_id)
             .await
             .map_err(CallbackError::Store)?

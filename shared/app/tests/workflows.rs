@@ -12,12 +12,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use sundial_app::announce::Announcer;
 use sundial_app::jobs::{EditTerms, JobsError};
+use sundial_app::ports::Ports;
 use sundial_app::worker::Worker;
 use sundial_app::worker::poll::{Settled, handle_message};
 use sundial_app::workflow::cascade::Cascade;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox};
-use sundial_domain::ports::store::{JobStore, Page, RunStore, StoreResult};
+use sundial_domain::ports::store::{Catalogue, DueIndex, JobStore, Page, RunHistory, StoreResult};
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::{RunKey, RunState};
 use sundial_memory::bus::Destination;
@@ -371,36 +372,52 @@ struct Gated {
 }
 
 #[async_trait]
-impl JobStore for Gated {
+impl Catalogue for Gated {
     async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
         self.inner.create(job, max_jobs).await
     }
+
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
         self.inner.get(id).await
     }
+
     async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>> {
         self.inner.find_by_name(owner, name).await
     }
+
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
         self.entered.notify_one();
         let _open = self.open.acquire().await;
         self.inner.get_many(ids).await
     }
+
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         self.inner.list(owner, limit, cursor).await
     }
+
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         self.inner.list_all(limit, cursor).await
     }
+
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
         self.inner.update(before, after).await
     }
+
     async fn delete(&self, job: &Job) -> StoreResult<()> {
         self.inner.delete(job).await
     }
+}
+
+#[async_trait]
+impl DueIndex for Gated {
+    fn shards(&self) -> u16 {
+        self.inner.shards()
+    }
+
     async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>> {
         self.inner.due_ids(bucket).await
     }
+
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
         self.inner.advance(job, next).await
     }
@@ -433,7 +450,8 @@ async fn a_slow_hand_over_does_not_make_the_watchdog_tell_an_event_twice() {
         entered: tokio::sync::Notify::new(),
         open: tokio::sync::Semaphore::new(0),
     });
-    let cascade = Cascade::new(gated.clone(), w.use_cases.claimer.clone(), w.clock.clone());
+    let cascade =
+        Cascade::new(&Ports { jobs: gated.clone(), ..w.ports.clone() }, w.use_cases.claimer.clone());
     let slow = Announcer::new(w.bus.clone(), w.runs.clone(), None, cascade);
     let announcing = {
         // As stored: linked to its child.

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
 use sundial_domain::job::{Job, JobDocument, JobId};
-use sundial_domain::ports::store::{JobStore, Page, StoreError, StoreResult};
+use sundial_domain::ports::store::{Catalogue, DueIndex, Page, StoreError, StoreResult};
 
 /// A job as stored, with its place in the due index.
 #[derive(Debug, Clone)]
@@ -142,7 +142,7 @@ fn decode_scan_cursor(cursor: &str) -> StoreResult<String> {
 }
 
 #[async_trait]
-impl JobStore for MemoryJobStore {
+impl Catalogue for MemoryJobStore {
     async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
         let entry = self.stored(job)?;
         let mut state = lock(&self.state);
@@ -279,6 +279,13 @@ impl JobStore for MemoryJobStore {
         state.names.remove(&name);
         *state.counts.entry(job.owner.clone()).or_insert(0) -= 1;
         Ok(())
+    }
+}
+
+#[async_trait]
+impl DueIndex for MemoryJobStore {
+    fn shards(&self) -> u16 {
+        self.shards
     }
 
     async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>> {

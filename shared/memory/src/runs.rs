@@ -21,8 +21,8 @@ use std::sync::Mutex;
 use sundial_domain::due_index::{format_instant, parse_instant};
 use sundial_domain::job::JobId;
 use sundial_domain::ports::store::{
-    Inserted, Page, RunStore, StoreError, StoreResult, in_flight_shard, in_flight_when_written,
-    transition_leaves_in_flight,
+    InFlightIndex, Inserted, Page, RunHistory, RunOutbox, RunWrites, StoreError, StoreResult,
+    in_flight_shard, in_flight_when_written, transition_leaves_in_flight,
 };
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
 
@@ -199,23 +199,7 @@ fn no_duplicates(ids: &[RunId]) -> StoreResult<()> {
 }
 
 #[async_trait]
-impl RunStore for MemoryRunStore {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
-        let stored = stored_form(run);
-        let mut state = lock(&self.state);
-        if state.failing_inserts.as_ref() == Some(&stored.job_id) {
-            return Err(StoreError::Unavailable("injected: throttled".into()));
-        }
-        let key = key_of(&stored.job_id, &stored.key);
-        if let Some(existing) = state.runs.get(&key) {
-            return Ok(Inserted::Exists(Box::new(existing.run.clone())));
-        }
-        let in_flight = in_flight_when_written(&stored)
-            .then(|| in_flight_shard(&stored.job_id, &stored.key, self.shards));
-        state.runs.insert(key, Stored { run: stored, in_flight });
-        Ok(Inserted::Created)
-    }
-
+impl RunHistory for MemoryRunStore {
     async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
         Ok(lock(&self.state).runs.get(&key_of(job_id, key)).map(|s| s.run.clone()))
     }
@@ -277,12 +261,106 @@ impl RunStore for MemoryRunStore {
         Ok(self.runs_where(job_id, keep, true, limit as usize))
     }
 
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
+        no_duplicates(ids)?;
+        let state = lock(&self.state);
+        Ok(ids
+            .iter()
+            .filter_map(|id| state.runs.get(&key_of(&id.job_id, &id.key)))
+            .map(|s| s.run.clone())
+            .collect())
+    }
+}
+
+#[async_trait]
+impl RunWrites for MemoryRunStore {
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        let stored = stored_form(run);
+        let mut state = lock(&self.state);
+        if state.failing_inserts.as_ref() == Some(&stored.job_id) {
+            return Err(StoreError::Unavailable("injected: throttled".into()));
+        }
+        let key = key_of(&stored.job_id, &stored.key);
+        if let Some(existing) = state.runs.get(&key) {
+            return Ok(Inserted::Exists(Box::new(existing.run.clone())));
+        }
+        let in_flight = in_flight_when_written(&stored)
+            .then(|| in_flight_shard(&stored.job_id, &stored.key, self.shards));
+        state.runs.insert(key, Stored { run: stored, in_flight });
+        Ok(Inserted::Created)
+    }
+
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         self.write_transition(before, after, false)
     }
 
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
         self.write_transition(before, after, true)
+    }
+
+    async fn flag_failing(
+        &self,
+        job_id: &JobId,
+        after: Option<&RunKey>,
+        _now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        // A streak is named by the key of the success before it, and keys only grow.
+        let after = after.map_or_else(|| NO_SUCCESS.to_string(), RunKey::encode);
+        let mut state = lock(&self.state);
+        match state.failing.get(job_id.as_str()) {
+            Some(told) if *told >= after => Err(StoreError::Conflict),
+            _ => {
+                state.failing.insert(job_id.to_string(), after);
+                Ok(())
+            }
+        }
+    }
+
+    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let stored = state.runs.get_mut(&key_of(&run.job_id, &run.key)).ok_or(StoreError::Conflict)?;
+        stored.run.resent_at = Some(at);
+        Ok(())
+    }
+
+    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let stored = state.runs.get_mut(&key_of(&run.job_id, &run.key)).ok_or(StoreError::Conflict)?;
+        if stored.run.attempt != attempt {
+            return Err(StoreError::Conflict);
+        }
+        stored.run.call_ended = Some(attempt);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RunOutbox for MemoryRunStore {
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let stored = state
+            .runs
+            .get_mut(&key_of(&run.job_id, &run.key))
+            .map(|s| &mut s.run)
+            .filter(|s| s.state == run.state && s.attempt == run.attempt)
+            .filter(|s| !s.events.iter().any(|e| e.id == event.id))
+            .ok_or(StoreError::Conflict)?;
+        stored.events.push(event.clone());
+        sort_events(&mut stored.events);
+        Ok(())
+    }
+
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let stored = state
+            .runs
+            .get_mut(&key_of(&run.job_id, &run.key))
+            .and_then(|s| s.run.events.iter_mut().find(|e| e.id == event.id))
+            // Still unsent, and taken by nobody since it was read.
+            .filter(|e| !e.sent && e.taken_at == event.taken_at)
+            .ok_or(StoreError::Conflict)?;
+        stored.taken_at = Some(now);
+        Ok(())
     }
 
     async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
@@ -332,50 +410,12 @@ impl RunStore for MemoryRunStore {
         }
         Ok(())
     }
+}
 
-    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
-        let mut state = lock(&self.state);
-        let stored = state
-            .runs
-            .get_mut(&key_of(&run.job_id, &run.key))
-            .and_then(|s| s.run.events.iter_mut().find(|e| e.id == event.id))
-            // Still unsent, and taken by nobody since it was read.
-            .filter(|e| !e.sent && e.taken_at == event.taken_at)
-            .ok_or(StoreError::Conflict)?;
-        stored.taken_at = Some(now);
-        Ok(())
-    }
-
-    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
-        let mut state = lock(&self.state);
-        let stored = state
-            .runs
-            .get_mut(&key_of(&run.job_id, &run.key))
-            .map(|s| &mut s.run)
-            .filter(|s| s.state == run.state && s.attempt == run.attempt)
-            .filter(|s| !s.events.iter().any(|e| e.id == event.id))
-            .ok_or(StoreError::Conflict)?;
-        stored.events.push(event.clone());
-        sort_events(&mut stored.events);
-        Ok(())
-    }
-
-    async fn flag_failing(
-        &self,
-        job_id: &JobId,
-        after: Option<&RunKey>,
-        _now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        // A streak is named by the key of the success before it, and keys only grow.
-        let after = after.map_or_else(|| NO_SUCCESS.to_string(), RunKey::encode);
-        let mut state = lock(&self.state);
-        match state.failing.get(job_id.as_str()) {
-            Some(told) if *told >= after => Err(StoreError::Conflict),
-            _ => {
-                state.failing.insert(job_id.to_string(), after);
-                Ok(())
-            }
-        }
+#[async_trait]
+impl InFlightIndex for MemoryRunStore {
+    fn shards(&self) -> u16 {
+        self.shards
     }
 
     async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
@@ -390,32 +430,5 @@ impl RunStore for MemoryRunStore {
             .collect();
         ids.sort_by(|a, b| a.chronological().cmp(&b.chronological()));
         Ok(ids)
-    }
-
-    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
-        no_duplicates(ids)?;
-        let state = lock(&self.state);
-        Ok(ids
-            .iter()
-            .filter_map(|id| state.runs.get(&key_of(&id.job_id, &id.key)))
-            .map(|s| s.run.clone())
-            .collect())
-    }
-
-    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
-        let mut state = lock(&self.state);
-        let stored = state.runs.get_mut(&key_of(&run.job_id, &run.key)).ok_or(StoreError::Conflict)?;
-        stored.run.resent_at = Some(at);
-        Ok(())
-    }
-
-    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
-        let mut state = lock(&self.state);
-        let stored = state.runs.get_mut(&key_of(&run.job_id, &run.key)).ok_or(StoreError::Conflict)?;
-        if stored.run.attempt != attempt {
-            return Err(StoreError::Conflict);
-        }
-        stored.run.call_ended = Some(attempt);
-        Ok(())
     }
 }

@@ -201,7 +201,7 @@ impl Config {
                 reason: "the lookahead must be at least 60 s and the claim-ahead at most 900 s".into(),
             });
         }
-        let tick = TickSettings { shards: due_shards, ..TickSettings::default() };
+        let tick = TickSettings::default();
         let heartbeat_window =
             seconds("SUNDIAL_HEARTBEAT_WINDOW_S", sundial_domain::run::transition::DEFAULT_HEARTBEAT_WINDOW)?;
         let defaults = WatchdogSettings::default();
@@ -210,7 +210,6 @@ impl Config {
             retry_margin: seconds("SUNDIAL_RETRY_MARGIN_S", defaults.retry_margin)?,
             publish_grace: seconds("SUNDIAL_PUBLISH_GRACE_S", defaults.publish_grace)?,
             stall_after_minutes: number(vars, "SUNDIAL_STALL_AFTER_MINUTES", defaults.stall_after_minutes)?,
-            shards: due_shards,
             ..defaults
         };
         if watchdog.stall_after_minutes < 2 {

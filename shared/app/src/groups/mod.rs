@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::group::{self, Group, GroupDocument, Links, slot_is_held};
 use sundial_domain::job::{JobId, Owner};
-use sundial_domain::ports::store::{GroupStore, JobStore, RunStore, StoreError};
+use sundial_domain::ports::store::{Catalogue, GroupStore, RunHistory, StoreError};
 use sundial_domain::run::RunId;
 use sundial_domain::validation::ValidationError;
 
@@ -64,8 +64,8 @@ const ATTEMPTS: usize = 8;
 #[derive(Debug, Clone)]
 pub struct Groups {
     groups: Arc<dyn GroupStore>,
-    jobs: Arc<dyn JobStore>,
-    runs: Arc<dyn RunStore>,
+    catalogue: Arc<dyn Catalogue>,
+    history: Arc<dyn RunHistory>,
     clock: Arc<dyn Clock>,
 }
 
@@ -79,11 +79,11 @@ fn name_error(name: &str) -> GroupsError {
 impl Groups {
     pub fn new(
         groups: Arc<dyn GroupStore>,
-        jobs: Arc<dyn JobStore>,
-        runs: Arc<dyn RunStore>,
+        catalogue: Arc<dyn Catalogue>,
+        history: Arc<dyn RunHistory>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Groups { groups, jobs, runs, clock }
+        Groups { groups, catalogue, history, clock }
     }
 
     /// Creates the group, or sets its limit. Lowering the limit below the attempts running lets
@@ -200,7 +200,7 @@ impl Groups {
     /// `links` includes the links kept in the ledger by earlier versions.
     async fn users(&self, group: &Group, links: &Links) -> Result<Vec<String>, GroupsError> {
         let ids: Vec<JobId> = links.jobs.keys().filter_map(|id| JobId::parse(id)).collect();
-        let jobs = self.jobs.get_many(&ids).await?;
+        let jobs = self.catalogue.get_many(&ids).await?;
         let naming: Vec<_> = jobs
             .into_iter()
             .filter(|job| {
@@ -220,7 +220,7 @@ impl Groups {
     async fn view(&self, group: Group) -> Result<GroupView, GroupsError> {
         let now = self.clock.now();
         let ids: Vec<RunId> = group.slots.keys().filter_map(|id| RunId::parse(id)).collect();
-        let runs = if ids.is_empty() { Vec::new() } else { self.runs.get_many(&ids).await? };
+        let runs = if ids.is_empty() { Vec::new() } else { self.history.get_many(&ids).await? };
         let running = group
             .slots
             .iter()

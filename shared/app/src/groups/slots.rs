@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sundial_domain::group::{Full, Group, Taken, slot_is_held};
 use sundial_domain::job::Job;
 use sundial_domain::ports::queue::RunQueue;
-use sundial_domain::ports::store::{GroupStore, RunStore, StoreError};
+use sundial_domain::ports::store::{GroupStore, RunHistory, StoreError};
 use sundial_domain::run::{Run, RunId, RunState};
 use sundial_domain::run_queue::Dispatch;
 
@@ -38,7 +38,7 @@ pub enum Admission {
 #[derive(Debug, Clone)]
 pub struct Slots {
     groups: Arc<dyn GroupStore>,
-    runs: Arc<dyn RunStore>,
+    history: Arc<dyn RunHistory>,
     /// Where a waiter handed a slot is woken.
     queue: Arc<dyn RunQueue>,
     timer: Arc<dyn Timer>,
@@ -47,11 +47,11 @@ pub struct Slots {
 impl Slots {
     pub fn new(
         groups: Arc<dyn GroupStore>,
-        runs: Arc<dyn RunStore>,
+        history: Arc<dyn RunHistory>,
         queue: Arc<dyn RunQueue>,
         timer: Arc<dyn Timer>,
     ) -> Self {
-        Slots { groups, runs, queue, timer }
+        Slots { groups, history, queue, timer }
     }
 
     /// Takes a slot of `job`'s group for `run`'s next attempt, whose call ends within `call`, or
@@ -191,7 +191,7 @@ impl Slots {
             return Ok(false);
         }
         let parsed: Vec<RunId> = ids.iter().filter_map(|id| RunId::parse(id)).collect();
-        let runs = self.runs.get_many(&parsed).await?;
+        let runs = self.history.get_many(&parsed).await?;
         let read = |id: &str| runs.iter().find(|r| r.id().to_string() == id);
         let over_slots: Vec<String> = group
             .slots

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::Job;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
-use sundial_domain::ports::store::{Inserted, JobStore, RunStore, StoreError};
+use sundial_domain::ports::store::{DueIndex, Inserted, RunWrites, StoreError};
 use sundial_domain::run::transition;
 use sundial_domain::run::{Run, RunKey};
 use sundial_domain::run_queue::{Dispatch, MAX_DELAY_S, aligned_send};
@@ -121,8 +121,8 @@ struct Prepared {
 /// The claim path shared by the tick and the API.
 #[derive(Debug, Clone)]
 pub struct Claimer {
-    jobs: Arc<dyn JobStore>,
-    runs: Arc<dyn RunStore>,
+    due: Arc<dyn DueIndex>,
+    writes: Arc<dyn RunWrites>,
     queue: Arc<dyn RunQueue>,
     /// Read just before each send: a delay counts from the send, not from the pass's start.
     clock: Arc<dyn Clock>,
@@ -136,7 +136,7 @@ pub struct Claimer {
 impl Claimer {
     pub fn new(ports: &Ports, settings: ClaimSettings) -> Self {
         let Ports { jobs, runs, queue, clock, timer, .. } = ports.clone();
-        Claimer { jobs, runs, queue, clock, timer, aligned: false, settings }
+        Claimer { due: jobs, writes: runs, queue, clock, timer, aligned: false, settings }
     }
 
     /// The same claimer, sending the messages of runs due later just after a whole second, so
@@ -186,10 +186,6 @@ impl Claimer {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(QueueError::Unavailable("the queue gave no answer".into()))))
             .collect()
-    }
-
-    pub fn runs(&self) -> &Arc<dyn RunStore> {
-        &self.runs
     }
 
     /// A new run of `job` for `key`, QUEUED, due at `due_at`, kept for the retention period.
@@ -254,7 +250,7 @@ impl Claimer {
                     return p.report;
                 }
                 let span = tracing::info_span!("advance", job_id = %p.job.id);
-                match self.jobs.advance(&p.job, p.next_run_at).instrument(span).await {
+                match self.due.advance(&p.job, p.next_run_at).instrument(span).await {
                     Ok(()) => p.report.advanced += 1,
                     Err(StoreError::Conflict) => {
                         // Changed since read (edited, paused, advanced by another claimer): the
@@ -323,7 +319,7 @@ impl Claimer {
             let run = self.new_run(job, RunKey::scheduled(instant), due, now);
             // Its log lines (the capacity of the insert among them) name the run.
             let span = tracing::info_span!("run", run_id = %run.id(), job_id = %job.id);
-            let inserted = match self.runs.insert(&run).instrument(span).await {
+            let inserted = match self.writes.insert(&run).instrument(span).await {
                 // The instant's item is there but does not decode: no retry mends it, so the
                 // instant is left to it and the job goes on (holding it would strand the job).
                 Err(e @ StoreError::Corrupt(_)) => {

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::due_index::{bucket, minute_of};
 use sundial_domain::job::{Job, JobId};
-use sundial_domain::ports::store::{JobStore, StoreError, TickStateStore};
+use sundial_domain::ports::store::{Catalogue, DueIndex, StoreError, TickStateStore};
 use sundial_domain::tick::minute_walk::{MinuteWalk, Segment};
 
 /// Minutes behind the watermark a pass re-reads when the shard count grew: longer than a
@@ -58,8 +58,6 @@ pub struct TickSettings {
     pub batch_jobs: usize,
     /// Stop starting new work after this long (a Lambda invocation's margin).
     pub budget: std::time::Duration,
-    /// Partitions per minute of the due index.
-    pub shards: u16,
 }
 
 impl Default for TickSettings {
@@ -70,7 +68,6 @@ impl Default for TickSettings {
             query_concurrency: 16,
             batch_jobs: 500,
             budget: std::time::Duration::from_secs(45),
-            shards: 8,
         }
     }
 }
@@ -154,7 +151,8 @@ struct Pass {
 /// The minute tick.
 #[derive(Debug, Clone)]
 pub struct Tick {
-    jobs: Arc<dyn JobStore>,
+    catalogue: Arc<dyn Catalogue>,
+    due: Arc<dyn DueIndex>,
     state: Arc<dyn TickStateStore>,
     claimer: Claimer,
     clock: Arc<dyn Clock>,
@@ -165,7 +163,7 @@ pub struct Tick {
 impl Tick {
     pub fn new(ports: &Ports, claimer: Claimer, settings: TickSettings) -> Self {
         let Ports { jobs, tick_state: state, clock, meter, .. } = ports.clone();
-        Tick { jobs, state, claimer, clock, meter, settings }
+        Tick { catalogue: jobs.clone(), due: jobs, state, claimer, clock, meter, settings }
     }
 
     /// The ids of the jobs due in one minute: every one of `shards` partitions, in parallel.
@@ -174,7 +172,7 @@ impl Tick {
     async fn due_in(&self, minute: DateTime<Utc>, shards: u16) -> Result<Vec<JobId>, StoreError> {
         let buckets: Vec<String> = (0..shards).map(|shard| bucket(minute, shard)).collect();
         let results: Vec<Result<Vec<JobId>, StoreError>> = futures::stream::iter(buckets)
-            .map(|b| async move { self.jobs.due_ids(&b).await })
+            .map(|b| async move { self.due.due_ids(&b).await })
             .buffer_unordered(self.settings.query_concurrency.max(1))
             .collect()
             .await;
@@ -210,7 +208,7 @@ impl Tick {
             let claimer = claimer.clone();
             let batch = batch.to_vec();
             async move {
-                match self.jobs.get_many(&batch).await {
+                match self.catalogue.get_many(&batch).await {
                     Ok(jobs) => claimer.claim(in_order_due(jobs, &batch), reached_before, now).await,
                     Err(e) => {
                         tracing::warn!(minute = %minute, error = %e, "due jobs not read; the minute is read again next tick");
@@ -245,15 +243,16 @@ impl Tick {
         // before its partitions are read, and passes look further back until one gets through
         // without an error, for jobs the API wrote into the new partitions while a tick with
         // the old count still ran.
-        if progress.shards.is_none_or(|recorded| recorded < self.settings.shards) {
-            self.state.note_shards(self.settings.shards).await?;
+        let own = self.due.shards();
+        if progress.shards.is_none_or(|recorded| recorded < own) {
+            self.state.note_shards(own).await?;
         }
-        let grew = progress.looked_back.is_none_or(|done| done < self.settings.shards);
+        let grew = progress.looked_back.is_none_or(|done| done < own);
         let now = self.clock.now();
         let budget = Duration::from_std(self.settings.budget).unwrap_or(Duration::MAX);
         let mut pass = Pass {
             budget: Budget { clock: self.clock.clone(), started: now, length: budget },
-            shards: self.settings.shards.max(progress.shards.unwrap_or(0)),
+            shards: own.max(progress.shards.unwrap_or(0)),
             // Minutes up to this one were reached by a live tick or fully processed: nothing
             // in them is missed any more.
             reached_before: progress.reached.max(progress.watermark),
@@ -280,7 +279,7 @@ impl Tick {
             let looked = self.look_back(walk.first, &mut pass, &mut report).await;
             let through = looked && !pass.query_failed && !report.unfinished && report.claims.failed == 0;
             if through {
-                self.state.set_looked_back(self.settings.shards).await?;
+                self.state.set_looked_back(own).await?;
             }
         }
         self.meter.observe(&report.metrics(self.clock.now(), started.elapsed()));

@@ -20,7 +20,7 @@ impl Watchdog {
     ) -> Result<bool, StoreError> {
         for kind in flags_due(job, run, now) {
             let event = RunEvent::new(kind, run.attempt, now);
-            match self.runs.record_event(run, &event).await.raced()? {
+            match self.outbox.record_event(run, &event).await.raced()? {
                 Race::Won(()) => {
                     run.events.push(event.clone());
                     self.recorder.announcer().announce(Some(job), run, &[event]).await;

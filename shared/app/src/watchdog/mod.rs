@@ -27,7 +27,9 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::RunQueue;
-use sundial_domain::ports::store::{JobStore, RunStore, StoreError, TickStateStore};
+use sundial_domain::ports::store::{
+    Catalogue, InFlightIndex, RunHistory, RunOutbox, RunWrites, StoreError, TickStateStore,
+};
 use sundial_domain::run::{Run, RunId};
 use sundial_domain::watchdog::rules::{WatchdogSettings, minutes_behind};
 use tracing::Instrument;
@@ -92,8 +94,11 @@ impl WatchdogReport {
 /// The watchdog's parts.
 #[derive(Debug, Clone)]
 pub struct Watchdog {
-    jobs: Arc<dyn JobStore>,
-    runs: Arc<dyn RunStore>,
+    catalogue: Arc<dyn Catalogue>,
+    history: Arc<dyn RunHistory>,
+    writes: Arc<dyn RunWrites>,
+    outbox: Arc<dyn RunOutbox>,
+    in_flight_index: Arc<dyn InFlightIndex>,
     queue: Arc<dyn RunQueue>,
     recorder: Recorder,
     tick_state: Arc<dyn TickStateStore>,
@@ -106,7 +111,20 @@ pub struct Watchdog {
 impl Watchdog {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WatchdogSettings) -> Self {
         let Ports { jobs, runs, queue, tick_state, clock, entropy, meter, .. } = ports.clone();
-        Watchdog { jobs, runs, queue, recorder, tick_state, clock, entropy, meter, settings }
+        Watchdog {
+            catalogue: jobs,
+            history: runs.clone(),
+            writes: runs.clone(),
+            outbox: runs.clone(),
+            in_flight_index: runs,
+            queue,
+            recorder,
+            tick_state,
+            clock,
+            entropy,
+            meter,
+            settings,
+        }
     }
 
     /// One pass: the scheduler's health, then the in-flight runs due by now, a batch at a time
@@ -119,11 +137,15 @@ impl Watchdog {
         let behind = minutes_behind(state.watermark, now);
         let alert = self.alert_on(&state, behind, now).await?;
         let mut report = WatchdogReport { alert, minutes_behind: behind, ..Default::default() };
-        if state.shards.is_none_or(|recorded| recorded < self.settings.shards) {
-            self.tick_state.note_shards(self.settings.shards).await?;
+        // The index is written over its own partitions; every pass reads at least as many as any
+        // pass has read (see `TickState::shards`), so runs written before a decrease are found.
+        let own = self.in_flight_index.shards();
+        if state.shards.is_none_or(|recorded| recorded < own) {
+            self.tick_state.note_shards(own).await?;
         }
-        let shards = self.settings.shards.max(state.shards.unwrap_or(0));
-        let ids = resume_after(self.runs.in_flight(now, shards).await?, state.watchdog_cursor.as_ref());
+        let shards = own.max(state.shards.unwrap_or(0));
+        let ids =
+            resume_after(self.in_flight_index.in_flight(now, shards).await?, state.watchdog_cursor.as_ref());
         let mut cursor = None;
         let mut batches = ids.chunks(self.settings.batch_runs.max(1)).peekable();
         // The budget is checked after each batch, so that every pass makes progress.
@@ -149,7 +171,7 @@ impl Watchdog {
     /// Applies what each run of `batch` needs, as of when it is looked at (a pass takes a
     /// while: the times it records must not lag behind the clock).
     async fn inspect(&self, batch: &[RunId], report: &mut WatchdogReport) -> Result<(), StoreError> {
-        let runs = self.runs.get_many(batch).await?;
+        let runs = self.history.get_many(batch).await?;
         report.inspected += runs.len();
         let jobs = self.jobs_of(&runs).await?;
         let jobs = &jobs;
@@ -183,7 +205,7 @@ impl Watchdog {
         ids.dedup();
         let mut jobs: HashMap<JobId, Option<Job>> = ids.into_iter().map(|id| (id, None)).collect();
         let ids: Vec<JobId> = jobs.keys().cloned().collect();
-        for job in self.jobs.get_many(&ids).await? {
+        for job in self.catalogue.get_many(&ids).await? {
             jobs.insert(job.id.clone(), Some(job));
         }
         Ok(jobs)

@@ -21,7 +21,7 @@ impl Watchdog {
         if !unsent.is_empty() {
             report.republished += self.recorder.announcer().republish(job, run, &unsent, now).await?;
         } else if needs_settling(run, now, self.settings.publish_grace) {
-            let settled = self.runs.mark_events_sent(run, &Default::default(), true).await;
+            let settled = self.outbox.mark_events_sent(run, &Default::default(), true).await;
             if let Race::Won(()) = settled.raced()? {
                 report.settled += 1;
             }

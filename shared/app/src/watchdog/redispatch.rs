@@ -34,6 +34,6 @@ impl Watchdog {
         }
         report.dispatched += 1;
         tracing::info!(run_id = %run.id(), attempt = dispatch.message.attempt, "watchdog dispatched a missing message");
-        self.runs.mark_resent(run, now).await
+        self.writes.mark_resent(run, now).await
     }
 }

@@ -28,7 +28,7 @@ use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::fence::{self, Verdict};
 use sundial_domain::job::{ConcurrencyPolicy, Job};
-use sundial_domain::ports::store::{FenceStore, JobStore, Race, Raced, RunStore, StoreError};
+use sundial_domain::ports::store::{Catalogue, FenceStore, Race, Raced, RunHistory, RunWrites, StoreError};
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
@@ -80,8 +80,9 @@ impl Default for WorkerSettings {
 /// Consumes the runs queue.
 #[derive(Debug, Clone)]
 pub struct Worker {
-    jobs: Arc<dyn JobStore>,
-    runs: Arc<dyn RunStore>,
+    catalogue: Arc<dyn Catalogue>,
+    history: Arc<dyn RunHistory>,
+    writes: Arc<dyn RunWrites>,
     fences: Arc<dyn FenceStore>,
     timer: Arc<dyn Timer>,
     caller: Arc<dyn Caller>,
@@ -123,7 +124,20 @@ impl Worker {
         let Ports { jobs, runs, groups, fences, queue, caller, clock, entropy, meter, timer, .. } =
             ports.clone();
         let slots = Slots::new(groups, runs.clone(), queue, timer.clone());
-        Worker { jobs, runs, fences, timer, caller, recorder, clock, entropy, meter, slots, settings }
+        Worker {
+            catalogue: jobs,
+            history: runs.clone(),
+            writes: runs,
+            fences,
+            timer,
+            caller,
+            recorder,
+            clock,
+            entropy,
+            meter,
+            slots,
+            settings,
+        }
     }
 
     /// Handles one message body; `worker` names who runs the attempt.
@@ -161,7 +175,7 @@ impl Worker {
         asked: u32,
         worker: &str,
     ) -> Result<Disposition, StoreError> {
-        let Some(mut run) = self.runs.get(job_id, key).await? else {
+        let Some(mut run) = self.history.get(job_id, key).await? else {
             tracing::info!(job_id = %job_id, run_key = %key.encode(), "message for a run that does not exist; dropped");
             return Ok(Disposition::Delete);
         };
@@ -177,7 +191,7 @@ impl Worker {
                 return Ok(Disposition::Delete);
             }
             // The attempt's worker is gone, or its target stopped calling back.
-            let Some(job) = self.jobs.get(&run.job_id).await? else {
+            let Some(job) = self.catalogue.get(&run.job_id).await? else {
                 return self.cancel_for_deleted_job(&run, now).await;
             };
             // Only from what was read: a heartbeat meanwhile renewed the lease and wins.
@@ -194,7 +208,7 @@ impl Worker {
             // Not before its time: a message that arrived early, or a backoff to wait out.
             return Ok(Disposition::Replace(Dispatch::next_attempt(&run, now)));
         }
-        let Some(job) = self.jobs.get(&run.job_id).await? else {
+        let Some(job) = self.catalogue.get(&run.job_id).await? else {
             return self.cancel_for_deleted_job(&run, now).await;
         };
         if let Some(reason) = paused_reason(&job, &run) {
@@ -266,7 +280,8 @@ impl Worker {
         }
         let now = self.clock.now();
         let ready =
-            parents_readiness(self.jobs.as_ref(), self.runs.as_ref(), job, &run.key, None, now).await?;
+            parents_readiness(self.catalogue.as_ref(), self.history.as_ref(), job, &run.key, None, now)
+                .await?;
         Ok(match ready {
             Readiness::Run => None,
             Readiness::Skip(reason) => Some(reason),
@@ -291,7 +306,7 @@ impl Worker {
         for _ in 0..FENCE_RACES {
             let fence = self.fences.get(&job.id).await?;
             let holder_run = match &fence {
-                Some(f) if f.holder != run.key => self.runs.get(&job.id, &f.holder).await?,
+                Some(f) if f.holder != run.key => self.history.get(&job.id, &f.holder).await?,
                 Some(_) => None,
                 // Never taken (a job just made `forbid` or `replace`, or runs from before the
                 // fence): an active run that never took it still holds it.
@@ -346,7 +361,7 @@ impl Worker {
         let since = run.scheduled_at() - job.active_window();
         let mut cursor: Option<String> = None;
         for _ in 0..FIRST_TAKE_PAGES {
-            let page = self.runs.list(&job.id, 100, cursor.as_deref(), None).await?;
+            let page = self.history.list(&job.id, 100, cursor.as_deref(), None).await?;
             if let Some(active) = page.items.iter().find(|r| r.key != run.key && r.state.is_active()) {
                 return Ok(Some(active.clone()));
             }
@@ -370,7 +385,7 @@ impl Worker {
         now: DateTime<Utc>,
     ) -> Result<Option<Disposition>, StoreError> {
         let previous = match previous {
-            Some(key) => self.runs.get(&job.id, key).await?,
+            Some(key) => self.history.get(&job.id, key).await?,
             None => None,
         };
         // For an attempt an earlier version wrote (no recorded lease): the longest any call lasts,
@@ -394,7 +409,7 @@ impl Worker {
     /// the watchdog need not send another (each would start a second chain of looks).
     async fn note_waiting(&self, run: &Run, now: DateTime<Utc>) {
         if run.resent_at.is_none_or(|at| now - at > WAIT_NOTED_EVERY) {
-            if let Err(e) = self.runs.mark_resent(run, now).await {
+            if let Err(e) = self.writes.mark_resent(run, now).await {
                 tracing::warn!(error = %e, "the wait was not noted; the watchdog may send another message");
             }
         }
@@ -418,7 +433,7 @@ impl Worker {
             if let Race::Won(cancelled) = self.recorder.apply(job, &other, cancel, now).await.raced()? {
                 return Ok(Some(cancelled));
             }
-            match self.runs.get(&other.job_id, &other.key).await? {
+            match self.history.get(&other.job_id, &other.key).await? {
                 Some(fresh) if !fresh.state.is_terminal() => other = fresh,
                 Some(ended) => return Ok(Some(ended)),
                 None => return Ok(Some(other)),
@@ -445,7 +460,7 @@ impl Worker {
             return Ok(format!("undecodable message logged: {reason}"));
         };
         for _ in 0..3 {
-            let Some(run) = self.runs.get(&job_id, &key).await? else {
+            let Some(run) = self.history.get(&job_id, &key).await? else {
                 return Ok("no such run".into());
             };
             let waiting_for_it = run.waits_until().is_some() && asked == run.attempt + 1;
@@ -459,7 +474,7 @@ impl Worker {
             }
             let now = self.clock.now();
             let dead_letter = Step::DeadLetter { reason: reason.to_string() };
-            let changed = match self.jobs.get(&job_id).await? {
+            let changed = match self.catalogue.get(&job_id).await? {
                 Some(job) => self.recorder.apply(&job, &run, &dead_letter, now).await.map(|_| ()),
                 None => self.orphan(&run, &dead_letter, now).await,
             };
@@ -479,7 +494,7 @@ impl Worker {
     /// Applies `step` to a run whose job is gone (nobody to tell), under the step's fence.
     async fn orphan(&self, run: &Run, step: &Step, now: DateTime<Utc>) -> Result<(), StoreError> {
         let change = transition::apply_orphan(run, step, now).map_err(|_| StoreError::Conflict)?;
-        crate::record::persist(self.runs.as_ref(), run, &change).await
+        crate::record::persist(self.writes.as_ref(), run, &change).await
     }
 
     /// How long an attempt's call may last (its time limit), and the lease its start gives.
@@ -509,7 +524,7 @@ impl Worker {
         };
         // Lost: another worker started this attempt first (or the run moved on).
         let Race::Won(started) = self.recorder.apply(job, &run, &start, now).await.raced()? else {
-            let fresh = self.runs.get(&run.job_id, &run.key).await?;
+            let fresh = self.history.get(&run.job_id, &run.key).await?;
             if fresh.is_none_or(|r| r.attempt < n) {
                 // Nobody started this attempt (the run ended or moved on first): the slot taken
                 // for it is free again. Once started, its starter gives it back after the call,
@@ -590,7 +605,7 @@ impl Worker {
         let watch = async {
             loop {
                 self.timer.sleep(WATCH_EVERY).await;
-                match self.runs.get(&run.job_id, &run.key).await {
+                match self.history.get(&run.job_id, &run.key).await {
                     Ok(Some(fresh)) if fresh.state == RunState::Running && fresh.attempt == run.attempt => {}
                     Ok(_) => return,
                     // Cannot tell: keep calling; the next look may.
@@ -607,7 +622,7 @@ impl Worker {
     /// Records that the call of `run`'s current attempt has ended (best effort: without it the
     /// next run of the job waits for the attempt's lease instead).
     async fn note_call_ended(&self, run: &Run) {
-        match self.runs.mark_call_ended(run, run.attempt).await {
+        match self.writes.mark_call_ended(run, run.attempt).await {
             Ok(()) | Err(StoreError::Conflict) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "the call's end was not recorded; the next run waits for its lease")
@@ -636,7 +651,7 @@ impl Worker {
         ending: Ending,
         now: DateTime<Utc>,
     ) -> Result<Run, StoreError> {
-        let fresh = match self.jobs.get(&job.id).await {
+        let fresh = match self.catalogue.get(&job.id).await {
             Ok(fresh) => fresh,
             Err(e) => {
                 tracing::warn!(job_id = %job.id, error = %e, "job not read again; its children as read before the call");

@@ -14,13 +14,14 @@
 //! `upstream_missing` ([`sundial_domain::workflow::UPSTREAM_WAIT`]).
 
 use super::children_of;
+use crate::ports::Ports;
 use crate::tick::claim::Claimer;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, JobId};
-use sundial_domain::ports::store::{Inserted, JobStore, RunStore, StoreError};
+use sundial_domain::ports::store::{Catalogue, Inserted, RunHistory, RunWrites, StoreError};
 use sundial_domain::run::transition::{self, Step};
 use sundial_domain::run::{Run, RunKey};
 use sundial_domain::workflow::{Readiness, readiness};
@@ -28,8 +29,9 @@ use sundial_domain::workflow::{Readiness, readiness};
 /// Claims the runs of a job's children when one of its runs ends.
 #[derive(Debug, Clone)]
 pub struct Cascade {
-    jobs: Arc<dyn JobStore>,
-    runs: Arc<dyn RunStore>,
+    catalogue: Arc<dyn Catalogue>,
+    history: Arc<dyn RunHistory>,
+    writes: Arc<dyn RunWrites>,
     claimer: Claimer,
     clock: Arc<dyn Clock>,
 }
@@ -57,15 +59,16 @@ enum Claimed {
 }
 
 impl Cascade {
-    pub fn new(jobs: Arc<dyn JobStore>, claimer: Claimer, clock: Arc<dyn Clock>) -> Self {
-        let runs = claimer.runs().clone();
-        Cascade { jobs, runs, claimer, clock }
+    /// Hands ends over through `claimer`, over the jobs and runs of `ports`.
+    pub fn new(ports: &Ports, claimer: Claimer) -> Self {
+        let Ports { jobs, runs, clock, .. } = ports.clone();
+        Cascade { catalogue: jobs, history: runs.clone(), writes: runs, claimer, clock }
     }
 
     /// Hands the end of `run` (of `job`) over to `job`'s children. Repeating it is harmless:
     /// every run it writes is fenced by its key.
     pub async fn follow(&self, job: &Job, run: &Run) -> Result<HandOver, StoreError> {
-        let children = children_of(self.jobs.as_ref(), job).await?;
+        let children = children_of(self.catalogue.as_ref(), job).await?;
         let mut done = HandOver::default();
         if children.is_empty() {
             return Ok(done);
@@ -95,11 +98,11 @@ impl Cascade {
     /// `root` and every job below it.
     async fn descendants(&self, root: &JobId) -> Result<BTreeSet<JobId>, StoreError> {
         let mut seen = BTreeSet::from([root.clone()]);
-        let mut level = self.jobs.get_many(std::slice::from_ref(root)).await?;
+        let mut level = self.catalogue.get_many(std::slice::from_ref(root)).await?;
         while !level.is_empty() {
             let mut next = Vec::new();
             for job in &level {
-                for child in children_of(self.jobs.as_ref(), job).await? {
+                for child in children_of(self.catalogue.as_ref(), job).await? {
                     if seen.insert(child.id.clone()) {
                         next.push(child);
                     }
@@ -119,12 +122,13 @@ impl Cascade {
         members: Option<&BTreeSet<JobId>>,
     ) -> Result<Claimed, StoreError> {
         let key = &parent_run.key;
-        if self.runs.get(&child.id, key).await?.is_some() {
+        if self.history.get(&child.id, key).await?.is_some() {
             return Ok(Claimed::Nothing);
         }
         let now = self.clock.now();
         let ready =
-            parents_readiness(self.jobs.as_ref(), self.runs.as_ref(), child, key, members, now).await?;
+            parents_readiness(self.catalogue.as_ref(), self.history.as_ref(), child, key, members, now)
+                .await?;
         let skip = match ready {
             Readiness::Wait => return Ok(Claimed::Nothing),
             Readiness::Missing => return Ok(Claimed::Missing),
@@ -140,7 +144,7 @@ impl Cascade {
                 .map_err(|_| StoreError::Conflict)?
                 .run;
         }
-        Ok(match self.runs.insert(&new).await? {
+        Ok(match self.writes.insert(&new).await? {
             Inserted::Created if new.state.is_terminal() => Claimed::Ended(new),
             Inserted::Created => Claimed::Queued(new),
             Inserted::Exists(_) => Claimed::Nothing,
@@ -152,8 +156,8 @@ impl Cascade {
 /// `members`, for a workflow run started by hand). No parent to wait for is a wait: a child
 /// runs only after a parent's run.
 pub async fn parents_readiness(
-    jobs: &dyn JobStore,
-    runs: &dyn RunStore,
+    jobs: &dyn Catalogue,
+    runs: &dyn RunHistory,
     child: &Job,
     key: &RunKey,
     members: Option<&BTreeSet<JobId>>,

@@ -12,7 +12,7 @@ pub mod cascade;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, JobDocument, JobId};
-use sundial_domain::ports::store::{JobStore, RunStore, StoreError};
+use sundial_domain::ports::store::{Catalogue, RunHistory, StoreError};
 use sundial_domain::run::Run;
 use sundial_domain::validation::ValidationError;
 use sundial_domain::workflow::{Graph, GraphError, MAX_PARENTS};
@@ -47,7 +47,7 @@ pub struct GraphView {
 
 /// The jobs linked as `job`'s children that still name it as a parent (a link can outlive its
 /// child's edit or deletion), by id.
-pub async fn children_of(jobs: &dyn JobStore, job: &Job) -> std::result::Result<Vec<Job>, StoreError> {
+pub async fn children_of(jobs: &dyn Catalogue, job: &Job) -> std::result::Result<Vec<Job>, StoreError> {
     if job.children.is_empty() {
         return Ok(Vec::new());
     }
@@ -60,8 +60,8 @@ pub async fn children_of(jobs: &dyn JobStore, job: &Job) -> std::result::Result<
 /// The graph checks and links of the job use cases, and the graph they show.
 #[derive(Debug, Clone)]
 pub struct Workflows {
-    jobs: Arc<dyn JobStore>,
-    runs: Arc<dyn RunStore>,
+    catalogue: Arc<dyn Catalogue>,
+    history: Arc<dyn RunHistory>,
     clock: Arc<dyn Clock>,
 }
 
@@ -70,8 +70,8 @@ fn invalid(e: GraphError) -> WorkflowError {
 }
 
 impl Workflows {
-    pub fn new(jobs: Arc<dyn JobStore>, runs: Arc<dyn RunStore>, clock: Arc<dyn Clock>) -> Self {
-        Workflows { jobs, runs, clock }
+    pub fn new(catalogue: Arc<dyn Catalogue>, history: Arc<dyn RunHistory>, clock: Arc<dyn Clock>) -> Self {
+        Workflows { catalogue, history, clock }
     }
 
     /// Every job of `owner` (the owner's job count is bounded).
@@ -79,7 +79,7 @@ impl Workflows {
         let mut jobs = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page = self.jobs.list(owner, PAGE, cursor.as_deref()).await?;
+            let page = self.catalogue.list(owner, PAGE, cursor.as_deref()).await?;
             jobs.extend(page.items);
             match page.next {
                 Some(next) => cursor = Some(next),
@@ -114,12 +114,12 @@ impl Workflows {
         let mut parents: Vec<JobId> = Vec::new();
         for named in &document.depends_on {
             let by_id = match JobId::parse(named) {
-                Some(id) => self.jobs.get(&id).await?.filter(|j| j.owner == owner),
+                Some(id) => self.catalogue.get(&id).await?.filter(|j| j.owner == owner),
                 None => None,
             };
             let found = match by_id {
                 Some(job) => Some(job),
-                None => self.jobs.find_by_name(owner, named).await?,
+                None => self.catalogue.find_by_name(owner, named).await?,
             };
             let job = found.ok_or_else(|| invalid(GraphError::Unknown(named.clone())))?;
             if Some(&job.id) == itself {
@@ -173,7 +173,7 @@ impl Workflows {
             if next.is_empty() {
                 return Ok(());
             }
-            let found = self.jobs.get_many(&next).await?;
+            let found = self.catalogue.get_many(&next).await?;
             next = found.iter().flat_map(Job::parents).collect();
             known.extend(found);
         }
@@ -206,7 +206,7 @@ impl Workflows {
     /// Edits a parent's children under its version check, retried on a concurrent change.
     async fn change_children(&self, parent: &JobId, change: impl Fn(&mut Vec<JobId>)) -> Result<()> {
         for _ in 0..LINK_ATTEMPTS {
-            let Some(before) = self.jobs.get(parent).await? else {
+            let Some(before) = self.catalogue.get(parent).await? else {
                 return Err(invalid(GraphError::Unknown(parent.to_string())));
             };
             let mut children = before.children.clone();
@@ -216,7 +216,7 @@ impl Workflows {
             }
             let after =
                 Job { children, version: before.version + 1, updated_at: self.clock.now(), ..before.clone() };
-            match self.jobs.update(&before, &after).await {
+            match self.catalogue.update(&before, &after).await {
                 Ok(()) => return Ok(()),
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
@@ -227,7 +227,7 @@ impl Workflows {
 
     /// The jobs that name `job` as a parent.
     pub async fn children(&self, job: &Job) -> std::result::Result<Vec<Job>, StoreError> {
-        children_of(self.jobs.as_ref(), job).await
+        children_of(self.catalogue.as_ref(), job).await
     }
 
     /// Every job connected to `job` through parents and children, each with its newest run.
@@ -239,7 +239,7 @@ impl Workflows {
         let mut nodes = Vec::with_capacity(component.len());
         let mut edges = Vec::new();
         for node in component {
-            let latest = self.runs.list(&node.id, 1, None, None).await?.items.into_iter().next();
+            let latest = self.history.list(&node.id, 1, None, None).await?.items.into_iter().next();
             edges
                 .extend(node.parents().into_iter().filter(|p| ids.contains(p)).map(|p| (p, node.id.clone())));
             nodes.push((node.clone(), latest));

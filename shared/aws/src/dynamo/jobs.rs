@@ -20,7 +20,7 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
 use sundial_domain::job::{Job, JobDocument, JobId};
-use sundial_domain::ports::store::{JobStore, Page, StoreError, StoreResult};
+use sundial_domain::ports::store::{Catalogue, DueIndex, Page, StoreError, StoreResult};
 use sundial_domain::stored::decode_lenient;
 
 /// Retries of a transaction cancelled by a concurrent one.
@@ -300,7 +300,7 @@ fn decode_cursor(cursor: &str, owner: &str) -> StoreResult<Item> {
 }
 
 #[async_trait]
-impl JobStore for DynamoJobStore {
+impl Catalogue for DynamoJobStore {
     async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
         let items = vec![
             TransactWriteItem::builder()
@@ -320,11 +320,6 @@ impl JobStore for DynamoJobStore {
             }
             Err(TransactFailure::Store(e)) => Err(e),
         }
-    }
-
-    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
-        let ids: Vec<String> = ids.iter().map(JobId::to_string).collect();
-        self.batch_get(&ids, quarantined).await
     }
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
@@ -357,6 +352,11 @@ impl JobStore for DynamoJobStore {
             return Ok(None);
         };
         Ok(self.get(&id).await?.filter(|job| job.owner == owner && job.document.name == name))
+    }
+
+    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        let ids: Vec<String> = ids.iter().map(JobId::to_string).collect();
+        self.batch_get(&ids, quarantined).await
     }
 
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
@@ -515,6 +515,13 @@ impl JobStore for DynamoJobStore {
             }
             Err(TransactFailure::Store(e)) => Err(e),
         }
+    }
+}
+
+#[async_trait]
+impl DueIndex for DynamoJobStore {
+    fn shards(&self) -> u16 {
+        self.shards
     }
 
     async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>> {

@@ -18,7 +18,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use sundial_domain::due_index::{format_instant, parse_instant};
 use sundial_domain::job::JobId;
-use sundial_domain::ports::store::{Inserted, Page, RunStore, StoreError, StoreResult};
+use sundial_domain::ports::store::{
+    InFlightIndex, Inserted, Page, RunHistory, RunOutbox, RunWrites, StoreError, StoreResult,
+};
 use sundial_domain::ports::store::{in_flight_shard, in_flight_when_written, transition_leaves_in_flight};
 use sundial_domain::run::{Attempt, Run, RunId, RunKey, RunState};
 use sundial_domain::run::{Published, RunEvent};
@@ -350,48 +352,7 @@ const NO_SUCCESS: &str = "-";
 const FLAG_DAYS: i64 = 400;
 
 #[async_trait]
-impl RunStore for DynamoRunStore {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
-        use aws_sdk_dynamodb::operation::put_item::PutItemError;
-        use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(self.to_item(run)?))
-            .condition_expression("attribute_not_exists(run_key)")
-            // The winner's run comes back with the failure: no second read.
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match result {
-            Ok(_) => {
-                self.ledger.add(writes::ITEM, 1);
-                if watched(run) {
-                    self.ledger.add(writes::INDEX_PUT, 1);
-                }
-                Ok(Inserted::Created)
-            }
-            Err(e) => {
-                let existing = match e.as_service_error() {
-                    Some(PutItemError::ConditionalCheckFailedException(c)) => Some(c.item.clone()),
-                    _ => None,
-                };
-                match existing {
-                    Some(Some(item)) => Ok(Inserted::Exists(Box::new(from_item(&item)?))),
-                    // Lost the race, but the emulator sent no item back: read it.
-                    Some(None) => match self.get(&run.job_id, &run.key).await? {
-                        Some(existing) => Ok(Inserted::Exists(Box::new(existing))),
-                        None => {
-                            Err(StoreError::Unavailable("run vanished after a conflicting insert".into()))
-                        }
-                    },
-                    None => Err(item::classify(e)),
-                }
-            }
-        }
-    }
-
+impl RunHistory for DynamoRunStore {
     async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
         let out = self
             .client
@@ -475,12 +436,181 @@ impl RunStore for DynamoRunStore {
         Ok(runs.into_iter().filter(|run| &run.key != key).take(limit as usize).collect())
     }
 
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
+        let mut runs = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(100) {
+            let keys = chunk
+                .iter()
+                .map(|id| {
+                    Item::from([
+                        ("job_id".to_string(), s(id.job_id.as_str())),
+                        ("run_key".to_string(), s(id.key.encode())),
+                    ])
+                })
+                .collect();
+            runs.extend(self.batch_get(keys).await?);
+        }
+        Ok(runs)
+    }
+}
+
+#[async_trait]
+impl RunWrites for DynamoRunStore {
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        use aws_sdk_dynamodb::operation::put_item::PutItemError;
+        use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.to_item(run)?))
+            .condition_expression("attribute_not_exists(run_key)")
+            // The winner's run comes back with the failure: no second read.
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => {
+                self.ledger.add(writes::ITEM, 1);
+                if watched(run) {
+                    self.ledger.add(writes::INDEX_PUT, 1);
+                }
+                Ok(Inserted::Created)
+            }
+            Err(e) => {
+                let existing = match e.as_service_error() {
+                    Some(PutItemError::ConditionalCheckFailedException(c)) => Some(c.item.clone()),
+                    _ => None,
+                };
+                match existing {
+                    Some(Some(item)) => Ok(Inserted::Exists(Box::new(from_item(&item)?))),
+                    // Lost the race, but the emulator sent no item back: read it.
+                    Some(None) => match self.get(&run.job_id, &run.key).await? {
+                        Some(existing) => Ok(Inserted::Exists(Box::new(existing))),
+                        None => {
+                            Err(StoreError::Unavailable("run vanished after a conflicting insert".into()))
+                        }
+                    },
+                    None => Err(item::classify(e)),
+                }
+            }
+        }
+    }
+
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
         self.write_transition(before, after, false).await
     }
 
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
         self.write_transition(before, after, true).await
+    }
+
+    async fn flag_failing(
+        &self,
+        job_id: &JobId,
+        after: Option<&RunKey>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        // A partition of its own (`failing#<job>`), so the job's run queries never meet it; a
+        // streak is named by the key of the success before it, and keys only grow.
+        let after = after.map_or_else(|| NO_SUCCESS.to_string(), RunKey::encode);
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(format!("failing#{job_id}")))
+            .key("run_key", s("streak"))
+            .update_expression("SET after_run = :after, told_at = :now, expires_at = :expires")
+            .condition_expression("attribute_not_exists(after_run) OR after_run < :after")
+            .expression_attribute_values(":after", s(after))
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
+            .expression_attribute_values(":expires", n((now + chrono::Duration::days(FLAG_DAYS)).timestamp()))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+
+    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET resent_at = :at")
+            .condition_expression("attribute_exists(run_key)")
+            .expression_attribute_values(":at", s(at.to_rfc3339()))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+
+    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
+        self.ledger.add(writes::ITEM, 1);
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET call_ended = :n")
+            .condition_expression("attempt = :n")
+            .expression_attribute_values(":n", n(attempt))
+            .send()
+            .await
+            .map_err(item::classify)
+            .map(|_| ())
+    }
+}
+
+#[async_trait]
+impl RunOutbox for DynamoRunStore {
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET events.#id = :event")
+            .condition_expression("#st = :state AND attempt = :attempt AND attribute_not_exists(events.#id)")
+            .expression_attribute_names("#id", &event.id)
+            .expression_attribute_names("#st", "state")
+            .expression_attribute_values(":event", event_value(event))
+            .expression_attribute_values(":state", s(run.state.as_str()))
+            .expression_attribute_values(":attempt", n(run.attempt))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("job_id", s(run.job_id.as_str()))
+            .key("run_key", s(run.key.encode()))
+            .update_expression("SET events.#id.taken_at = :now")
+            .expression_attribute_names("#id", &event.id)
+            .expression_attribute_values(":now", s(now.to_rfc3339()))
+            .expression_attribute_values(":false", AttributeValue::Bool(false));
+        let untouched = match event.taken_at {
+            Some(read) => {
+                request = request.expression_attribute_values(":read", s(read.to_rfc3339()));
+                "events.#id.taken_at = :read"
+            }
+            None => "attribute_not_exists(events.#id.taken_at)",
+        };
+        request
+            .condition_expression(format!("events.#id.sent = :false AND {untouched}"))
+            .send()
+            .await
+            .map_err(item::classify)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
     }
 
     async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
@@ -538,78 +668,12 @@ impl RunStore for DynamoRunStore {
         }
         Ok(())
     }
+}
 
-    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .update_expression("SET events.#id.taken_at = :now")
-            .expression_attribute_names("#id", &event.id)
-            .expression_attribute_values(":now", s(now.to_rfc3339()))
-            .expression_attribute_values(":false", AttributeValue::Bool(false));
-        let untouched = match event.taken_at {
-            Some(read) => {
-                request = request.expression_attribute_values(":read", s(read.to_rfc3339()));
-                "events.#id.taken_at = :read"
-            }
-            None => "attribute_not_exists(events.#id.taken_at)",
-        };
-        request
-            .condition_expression(format!("events.#id.sent = :false AND {untouched}"))
-            .send()
-            .await
-            .map_err(item::classify)?;
-        self.ledger.add(writes::ITEM, 1);
-        Ok(())
-    }
-
-    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .update_expression("SET events.#id = :event")
-            .condition_expression("#st = :state AND attempt = :attempt AND attribute_not_exists(events.#id)")
-            .expression_attribute_names("#id", &event.id)
-            .expression_attribute_names("#st", "state")
-            .expression_attribute_values(":event", event_value(event))
-            .expression_attribute_values(":state", s(run.state.as_str()))
-            .expression_attribute_values(":attempt", n(run.attempt))
-            .send()
-            .await
-            .map_err(item::classify)?;
-        self.ledger.add(writes::ITEM, 1);
-        Ok(())
-    }
-
-    async fn flag_failing(
-        &self,
-        job_id: &JobId,
-        after: Option<&RunKey>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        // A partition of its own (`failing#<job>`), so the job's run queries never meet it; a
-        // streak is named by the key of the success before it, and keys only grow.
-        let after = after.map_or_else(|| NO_SUCCESS.to_string(), RunKey::encode);
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(format!("failing#{job_id}")))
-            .key("run_key", s("streak"))
-            .update_expression("SET after_run = :after, told_at = :now, expires_at = :expires")
-            .condition_expression("attribute_not_exists(after_run) OR after_run < :after")
-            .expression_attribute_values(":after", s(after))
-            .expression_attribute_values(":now", s(now.to_rfc3339()))
-            .expression_attribute_values(":expires", n((now + chrono::Duration::days(FLAG_DAYS)).timestamp()))
-            .send()
-            .await
-            .map_err(item::classify)?;
-        self.ledger.add(writes::ITEM, 1);
-        Ok(())
+#[async_trait]
+impl InFlightIndex for DynamoRunStore {
+    fn shards(&self) -> u16 {
+        self.shards
     }
 
     async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
@@ -636,54 +700,5 @@ impl RunStore for DynamoRunStore {
         let mut ids: Vec<RunId> = shards.into_iter().flatten().collect();
         ids.sort_by(|a, b| a.chronological().cmp(&b.chronological()));
         Ok(ids)
-    }
-
-    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
-        let mut runs = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(100) {
-            let keys = chunk
-                .iter()
-                .map(|id| {
-                    Item::from([
-                        ("job_id".to_string(), s(id.job_id.as_str())),
-                        ("run_key".to_string(), s(id.key.encode())),
-                    ])
-                })
-                .collect();
-            runs.extend(self.batch_get(keys).await?);
-        }
-        Ok(runs)
-    }
-
-    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .update_expression("SET resent_at = :at")
-            .condition_expression("attribute_exists(run_key)")
-            .expression_attribute_values(":at", s(at.to_rfc3339()))
-            .send()
-            .await
-            .map_err(item::classify)?;
-        self.ledger.add(writes::ITEM, 1);
-        Ok(())
-    }
-
-    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
-        self.ledger.add(writes::ITEM, 1);
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .update_expression("SET call_ended = :n")
-            .condition_expression("attempt = :n")
-            .expression_attribute_values(":n", n(attempt))
-            .send()
-            .await
-            .map_err(item::classify)
-            .map(|_| ())
     }
 }

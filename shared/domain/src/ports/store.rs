@@ -82,9 +82,15 @@ pub struct Page<T> {
     pub next: Option<String>,
 }
 
-/// Job definitions.
+/// Job definitions, as two roles: the [`Catalogue`] of job documents and the [`DueIndex`] the
+/// tick walks. A use case holds the roles it uses; an adapter implements both.
+pub trait JobStore: Catalogue + DueIndex {}
+
+impl<T: Catalogue + DueIndex + ?Sized> JobStore for T {}
+
+/// The job documents: created, read, listed, replaced and deleted under their version.
 #[async_trait]
-pub trait JobStore: Send + Sync + std::fmt::Debug {
+pub trait Catalogue: Send + Sync + std::fmt::Debug {
     /// Stores a new job: fails with `NameTaken` if the owner has a job of that name and with
     /// `QuotaExceeded` if the owner already has `max_jobs`. All or nothing.
     async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()>;
@@ -113,11 +119,20 @@ pub trait JobStore: Send + Sync + std::fmt::Debug {
     /// Deletes the job and frees its name, fenced by the version read (`Conflict` if the job
     /// was edited since, or linked to a new child: the caller reads it again and re-decides).
     async fn delete(&self, job: &Job) -> StoreResult<()>;
+}
+
+/// The `by-due` index: which jobs fall due in each minute, and the tick's advance of a job to
+/// its next instant.
+#[async_trait]
+pub trait DueIndex: Send + Sync + std::fmt::Debug {
+    /// How many partitions each minute of the index is written over: the one owner of the
+    /// deployment's `SUNDIAL_DUE_SHARDS`.
+    fn shards(&self) -> u16;
 
     /// The ids of the jobs one `by-due` partition (`<minute>#<shard>`) names, every page, in
     /// due order: keys only, so that a minute of many jobs is held as ids, and its jobs are read
     /// batch by batch. The index is eventually consistent: the caller reads each job again
-    /// ([`JobStore::get_many`]) and its stored `next_run_at` governs.
+    /// ([`Catalogue::get_many`]) and its stored `next_run_at` governs.
     async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>>;
 
     /// Moves `job` from its `next_run_at` to `next` without touching its version, if it still
@@ -183,12 +198,16 @@ pub enum Inserted {
     Exists(Box<Run>),
 }
 
-/// Runs.
-#[async_trait]
-pub trait RunStore: Send + Sync + std::fmt::Debug {
-    /// Writes a new run if no run has its key: the fence that makes a scheduled instant run once.
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted>;
+/// Runs, as four roles: their [`RunHistory`], the [`RunWrites`] that move them, the
+/// [`RunOutbox`] of events recorded on them, and the [`InFlightIndex`] the watchdog walks. A use
+/// case holds the roles it uses; an adapter implements all four.
+pub trait RunStore: RunHistory + RunWrites + RunOutbox + InFlightIndex {}
 
+impl<T: RunHistory + RunWrites + RunOutbox + InFlightIndex + ?Sized> RunStore for T {}
+
+/// Reading runs: one, a job's history, the runs around one, a batch.
+#[async_trait]
+pub trait RunHistory: Send + Sync + std::fmt::Debug {
     async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>>;
 
     /// A job's runs, newest first, optionally only those in `state`.
@@ -214,30 +233,27 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
         limit: u32,
     ) -> StoreResult<Vec<Run>>;
 
+    /// The runs of `ids` that exist, read in batches (order not kept); a run that does not decode
+    /// is left out and reported, so it never stalls the others.
+    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>>;
+}
+
+/// Writing runs: the insert that makes an instant run once, and the fenced writes that move a
+/// run on.
+#[async_trait]
+pub trait RunWrites: Send + Sync + std::fmt::Debug {
+    /// Writes a new run if no run has its key: the fence that makes a scheduled instant run once.
+    async fn insert(&self, run: &Run) -> StoreResult<Inserted>;
+
     /// Replaces `before` with `after` if the run is still in `before`'s state and attempt (the
     /// fencing token): `Conflict` otherwise. A move to a terminal state leaves the in-flight
     /// index.
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
 
-    /// Like [`RunStore::transition`], and only if no change was written to the run since
+    /// Like [`RunWrites::transition`], and only if no change was written to the run since
     /// `before` was read (its `updated_at`): the watchdog's rescue of an attempt whose lease it
     /// saw expired, which a heartbeat extending that lease meanwhile must win.
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()>;
-
-    /// Marks what an announcement `published` of the run's events, in one write; with
-    /// `settle`, the ended run also leaves the in-flight index (`Conflict`, and nothing marked,
-    /// if it has not ended or the store holds an event `run` does not: one recorded since the
-    /// caller's read, or by a write whose answer was lost, is still to be published).
-    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()>;
-
-    /// Takes the publishing of `event`, left unsent, over at `now`, if it is still unsent and
-    /// nobody took it over since it was read (`Conflict` otherwise): of racing watchdog passes,
-    /// one publishes it.
-    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()>;
-
-    /// Records `event` on `run` if the run is still in the state and attempt it was read in and
-    /// has no event of that id: the conditional flag behind `sla_missed` and `late_start`.
-    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()>;
 
     /// Records that the job's failing streak following the succeeded run `after` (`None`: no
     /// success in view) has been told, unless that streak or a later one already was
@@ -249,22 +265,44 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
 
-    /// The runs in the `shards` partitions of the in-flight index scheduled at or before
-    /// `until`, oldest first (then by job and key): every QUEUED, RUNNING and RETRYING run, and
-    /// ended runs whose events are not all published yet. Only their ids: read them with
-    /// [`RunStore::get_many`] a batch at a time.
-    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>>;
-
-    /// The runs of `ids` that exist, read in batches (order not kept); a run that does not decode
-    /// is left out and reported, so it never stalls the others.
-    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>>;
-
     /// Records that the run's message was sent (manual and backfilled runs).
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
 
     /// Records that the call of the run's attempt `attempt` has ended ([`Run::call_ended`]), if
     /// the run is still at that attempt (`Conflict` otherwise), whatever its state.
     async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()>;
+}
+
+/// The events recorded on runs, and the marks of their publishing.
+#[async_trait]
+pub trait RunOutbox: Send + Sync + std::fmt::Debug {
+    /// Records `event` on `run` if the run is still in the state and attempt it was read in and
+    /// has no event of that id: the conditional flag behind `sla_missed` and `late_start`.
+    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()>;
+
+    /// Takes the publishing of `event`, left unsent, over at `now`, if it is still unsent and
+    /// nobody took it over since it was read (`Conflict` otherwise): of racing watchdog passes,
+    /// one publishes it.
+    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()>;
+
+    /// Marks what an announcement `published` of the run's events, in one write; with
+    /// `settle`, the ended run also leaves the in-flight index (`Conflict`, and nothing marked,
+    /// if it has not ended or the store holds an event `run` does not: one recorded since the
+    /// caller's read, or by a write whose answer was lost, is still to be published).
+    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()>;
+}
+
+/// The in-flight index: every run the watchdog must look at, spread over partitions.
+#[async_trait]
+pub trait InFlightIndex: Send + Sync + std::fmt::Debug {
+    /// How many partitions the index is written over (the deployment's `SUNDIAL_DUE_SHARDS`).
+    fn shards(&self) -> u16;
+
+    /// The runs in the `shards` partitions of the in-flight index scheduled at or before
+    /// `until`, oldest first (then by job and key): every QUEUED, RUNNING and RETRYING run, and
+    /// ended runs whose events are not all published yet. Only their ids: read them with
+    /// [`RunHistory::get_many`] a batch at a time.
+    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>>;
 }
 
 /// Whether a run written whole (an insert) belongs in the in-flight index: in flight, or ended
@@ -276,7 +314,7 @@ pub fn in_flight_when_written(run: &Run) -> bool {
 
 /// Whether the transition from `before` to `after` takes the run out of the in-flight index:
 /// it ends the run and every event `after` carries is published. A run that ends with events
-/// unsent stays until [`RunStore::mark_events_sent`] settles it.
+/// unsent stays until [`RunOutbox::mark_events_sent`] settles it.
 pub fn transition_leaves_in_flight(before: &Run, after: &Run) -> bool {
     before.state.is_in_flight() && after.state.is_terminal() && after.events.iter().all(|e| e.sent)
 }

@@ -31,9 +31,6 @@ pub struct WatchdogSettings {
     pub batch_runs: usize,
     /// Stop starting new batches after this long: the next pass resumes where this one stopped.
     pub budget: std::time::Duration,
-    /// Partitions of the in-flight index this process writes (it reads at least as many as any
-    /// pass has read: see [`crate::ports::store::TickState::shards`]).
-    pub shards: u16,
 }
 
 impl Default for WatchdogSettings {
@@ -46,7 +43,6 @@ impl Default for WatchdogSettings {
             concurrency: 16,
             batch_runs: 100,
             budget: std::time::Duration::from_secs(30),
-            shards: 8,
         }
     }
 }
