@@ -3,6 +3,7 @@
 //! - [`world`]: one deployment in memory: the use cases and the API wired as `Services` wires
 //!   them, over the in-memory ports, on a manual clock;
 //! - [`api`]: the real router called in process, and its replies;
+//! - [`faults`]: one fault layer for the storage roles and the runs queue, driven by a script;
 //! - [`harness`]: what a scenario needs of a deployment, implemented by the [`world::World`] here
 //!   and by the emulator's `Stack` in `sundial-tests`, so that one scenario runs on both.
 //!
@@ -12,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod api;
+pub mod faults;
 pub mod harness;
 pub mod scenarios;
 pub mod world;

@@ -22,14 +22,12 @@ use sundial_domain::events::{Notification, SchedulerAlert};
 use sundial_domain::job::{EventKind, Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
-use sundial_domain::ports::store::{
-    Catalogue, DueIndex, InFlightIndex, Inserted, JobStore, Page, RunHistory, RunOutbox, RunStore, RunWrites,
-    StoreError, StoreResult,
-};
+use sundial_domain::ports::store::{RunStore, StoreError};
 use sundial_domain::run::transition::{Ending, Step};
-use sundial_domain::run::{Outcome, Published, Run, RunEvent, RunId, RunKey, RunState};
+use sundial_domain::run::{Outcome, Run, RunEvent, RunId, RunKey, RunState};
 use sundial_domain::run_queue::Dispatch;
 use sundial_domain::watchdog::rules::WatchdogSettings;
+use sundial_testkit::faults::{Action, Faulty, Rule, Script, unavailable};
 use sundial_tests::{ALICE, Answer, Call, Stack, TargetServer};
 use sundial_wiring::config::aws_sdk_config;
 use sundial_wiring::services::Services;
@@ -70,60 +68,6 @@ async fn deliver_due(stack: &Stack, clock: &ManualClock, job: &str) {
         if run.state == RunState::Queued && run.due_at <= clock.now() {
             stack.services.use_cases.worker.handle(&message(&run, 1), "w").await;
         }
-    }
-}
-
-/// A job store whose due-index query fails: a tick that dies after it started a chunk.
-#[derive(Debug)]
-struct DueQueryFails(Arc<dyn JobStore>);
-
-#[async_trait]
-impl Catalogue for DueQueryFails {
-    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
-        self.0.create(job, max_jobs).await
-    }
-
-    async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
-        self.0.get(id).await
-    }
-
-    async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>> {
-        self.0.find_by_name(owner, name).await
-    }
-
-    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
-        self.0.get_many(ids).await
-    }
-
-    async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
-        self.0.list(owner, limit, cursor).await
-    }
-
-    async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
-        self.0.list_all(limit, cursor).await
-    }
-
-    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
-        self.0.update(before, after).await
-    }
-
-    async fn delete(&self, job: &Job) -> StoreResult<()> {
-        self.0.delete(job).await
-    }
-}
-
-#[async_trait]
-impl DueIndex for DueQueryFails {
-    fn shards(&self) -> u16 {
-        self.0.shards()
-    }
-
-    async fn due_ids(&self, _bucket: &str) -> StoreResult<Vec<JobId>> {
-        Err(StoreError::Unavailable("injected: the tick dies here".into()))
-    }
-
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
-        self.0.advance(job, next).await
     }
 }
 
@@ -295,7 +239,9 @@ async fn a_tick_that_dies_inside_a_gap_leaves_the_gap_missed() {
     // Down until 12:10; the first tick back dies on its first query.
     clock.set(t("2030-01-01T12:10:00Z"));
     let s = &stack.services;
-    let ports = Ports { jobs: Arc::new(DueQueryFails(s.ports.jobs.clone())), ..s.ports.clone() };
+    let script = Script::new();
+    script.add(Rule::every("DueIndex::due_ids").refuse(unavailable("the tick dies here")));
+    let ports = Ports { jobs: Faulty::new(s.ports.jobs.clone(), &script), ..s.ports.clone() };
     let dying = Tick::new(&ports, s.use_cases.claimer.clone(), s.config.tick.clone());
     let _ = dying.run().await;
     clock.set(t("2030-01-01T12:11:00Z"));
@@ -430,188 +376,49 @@ async fn an_edit_from_a_stale_read_never_undoes_the_ticks_advance() {
     assert_eq!(patched.body["next_run_at"], "2030-01-02T12:00:00Z");
 }
 
-/// A fault a [`FaultyRuns`] store injects once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// The next insert is written, then reported failed: a request that timed out after
-    /// DynamoDB applied it.
-    InsertAppliedThenFails,
-    /// The next transition is written, then reported failed.
-    TransitionAppliedThenFails,
-    /// The next transition is refused (storage unavailable) and not written.
-    TransitionUnavailable,
-    /// The next transition is written, then reported as a failed condition: the SDK's own retry
-    /// of a write whose first answer was lost finds its own change there.
-    TransitionAppliedThenConflicts,
-    /// The next transition is written, the run is then cancelled (by the API, say), and the
-    /// transition is reported failed.
-    TransitionAppliedThenCancelledThenFails,
+/// A runs store that follows `script`.
+fn faulty_runs(stack: &Stack, script: &Arc<Script>) -> Arc<dyn RunStore> {
+    Faulty::new(stack.services.ports.runs.clone(), script)
 }
 
-/// A runs store that injects the faults armed on it, and optionally lands a heartbeat on every
-/// running run right after it was read.
-#[derive(Debug)]
-struct FaultyRuns {
-    inner: Arc<dyn RunStore>,
-    armed: std::sync::Mutex<Vec<Fault>>,
-    heartbeat_after_read: Option<Arc<ManualClock>>,
+/// The answer of a write DynamoDB applied whose answer was lost (a timeout after the fact).
+fn lost() -> StoreError {
+    unavailable("storage did not answer")
 }
 
-impl FaultyRuns {
-    fn new(inner: Arc<dyn RunStore>) -> FaultyRuns {
-        FaultyRuns { inner, armed: Default::default(), heartbeat_after_read: None }
-    }
-
-    fn arm(&self, fault: Fault) {
-        self.armed.lock().unwrap().push(fault);
-    }
-
-    /// With `heartbeat_after_read`: a heartbeat lands on each running run of `runs` (as just
-    /// read), renewing its lease.
-    async fn heartbeat(&self, runs: &[Run]) -> StoreResult<()> {
-        let Some(clock) = &self.heartbeat_after_read else { return Ok(()) };
-        for run in runs.iter().filter(|r| r.state == RunState::Running) {
-            let now = clock.now();
-            let renewed =
-                Run { lease_until: Some(now + Duration::minutes(5)), updated_at: now, ..run.clone() };
-            // A run already renewed since is left as it is.
-            match self.inner.transition_unchanged(run, &renewed).await {
-                Ok(()) | Err(StoreError::Conflict) => {}
-                Err(e) => return Err(e),
+/// A heartbeat landing on the run `id`, if it is running: its lease renewed to 5 minutes after
+/// `clock`'s now (a run already renewed since is left as it is).
+fn heartbeat_on(stack: &Stack, id: RunId, clock: &Arc<ManualClock>) -> Action {
+    let (runs, clock) = (stack.services.ports.runs.clone(), clock.clone());
+    Arc::new(move || {
+        let (runs, clock, id) = (runs.clone(), clock.clone(), id.clone());
+        Box::pin(async move {
+            let run = runs.get(&id.job_id, &id.key).await.unwrap().unwrap();
+            if run.state == RunState::Running {
+                let now = clock.now();
+                let renewed =
+                    Run { lease_until: Some(now + Duration::minutes(5)), updated_at: now, ..run.clone() };
+                match runs.transition_unchanged(&run, &renewed).await {
+                    Ok(()) | Err(StoreError::Conflict) => {}
+                    Err(e) => panic!("the heartbeat failed: {e}"),
+                }
             }
-        }
-        Ok(())
-    }
-
-    /// Whether `fault` was armed (it is disarmed).
-    fn fires(&self, fault: Fault) -> bool {
-        let mut armed = self.armed.lock().unwrap();
-        let at = armed.iter().position(|f| *f == fault);
-        at.map(|i| armed.remove(i)).is_some()
-    }
+        })
+    })
 }
 
-fn injected() -> StoreError {
-    StoreError::Unavailable("injected: storage did not answer".into())
-}
-
-#[async_trait]
-impl RunHistory for FaultyRuns {
-    async fn get(&self, job_id: &JobId, key: &RunKey) -> StoreResult<Option<Run>> {
-        let run = self.inner.get(job_id, key).await?;
-        if let Some(run) = &run {
-            self.heartbeat(std::slice::from_ref(run)).await?;
-        }
-        Ok(run)
-    }
-
-    async fn list(
-        &self,
-        job_id: &JobId,
-        limit: u32,
-        cursor: Option<&str>,
-        state: Option<RunState>,
-    ) -> StoreResult<Page<Run>> {
-        self.inner.list(job_id, limit, cursor, state).await
-    }
-
-    async fn before(&self, job_id: &JobId, key: &RunKey, limit: u32) -> StoreResult<Vec<Run>> {
-        self.inner.before(job_id, key, limit).await
-    }
-
-    async fn after(
-        &self,
-        job_id: &JobId,
-        key: &RunKey,
-        until: DateTime<Utc>,
-        limit: u32,
-    ) -> StoreResult<Vec<Run>> {
-        self.inner.after(job_id, key, until, limit).await
-    }
-
-    async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
-        let runs = self.inner.get_many(ids).await?;
-        self.heartbeat(&runs).await?;
-        Ok(runs)
-    }
-}
-
-#[async_trait]
-impl RunWrites for FaultyRuns {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
-        let inserted = self.inner.insert(run).await?;
-        if self.fires(Fault::InsertAppliedThenFails) {
-            return Err(injected());
-        }
-        Ok(inserted)
-    }
-
-    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        if self.fires(Fault::TransitionUnavailable) {
-            return Err(injected());
-        }
-        self.inner.transition(before, after).await?;
-        if self.fires(Fault::TransitionAppliedThenFails) {
-            return Err(injected());
-        }
-        if self.fires(Fault::TransitionAppliedThenConflicts) {
-            return Err(StoreError::Conflict);
-        }
-        if self.fires(Fault::TransitionAppliedThenCancelledThenFails) {
+/// The run `id` cancelled by its owner, in the store behind any fault.
+fn cancel(stack: &Stack, id: RunId) -> Action {
+    let runs = stack.services.ports.runs.clone();
+    Arc::new(move || {
+        let (runs, id) = (runs.clone(), id.clone());
+        Box::pin(async move {
+            let run = runs.get(&id.job_id, &id.key).await.unwrap().unwrap();
             let cancelled =
-                sundial_domain::run::transition::cancelled(after, "cancelled by its owner", after.updated_at);
-            self.inner.transition(after, &cancelled).await?;
-            return Err(injected());
-        }
-        Ok(())
-    }
-
-    async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        self.inner.transition_unchanged(before, after).await
-    }
-
-    async fn flag_failing(
-        &self,
-        job_id: &JobId,
-        after: Option<&RunKey>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        self.inner.flag_failing(job_id, after, now).await
-    }
-
-    async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
-        self.inner.mark_resent(run, at).await
-    }
-
-    async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
-        self.inner.mark_call_ended(run, attempt).await
-    }
-}
-
-#[async_trait]
-impl RunOutbox for FaultyRuns {
-    async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
-        self.inner.record_event(run, event).await
-    }
-
-    async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
-        self.inner.take_event(run, event, now).await
-    }
-
-    async fn mark_events_sent(&self, run: &Run, published: &Published, settle: bool) -> StoreResult<()> {
-        self.inner.mark_events_sent(run, published, settle).await
-    }
-}
-
-#[async_trait]
-impl InFlightIndex for FaultyRuns {
-    fn shards(&self) -> u16 {
-        self.inner.shards()
-    }
-
-    async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>> {
-        self.inner.in_flight(until, shards).await
-    }
+                sundial_domain::run::transition::cancelled(&run, "cancelled by its owner", run.updated_at);
+            runs.transition(&run, &cancelled).await.unwrap();
+        })
+    })
 }
 
 /// A trigger whose request failed with a 5xx after its run was written, retried with the same
@@ -621,9 +428,9 @@ async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
     let stack = Stack::new().await;
     let id = yearly_job(&stack, "once", "http://127.0.0.1:9/").await;
     let mut services = stack.services.clone();
-    let faulty = Arc::new(FaultyRuns::new(services.ports.runs.clone()));
-    faulty.arm(Fault::InsertAppliedThenFails);
-    let runs: Arc<dyn RunStore> = faulty;
+    let script = Script::new();
+    script.add(Rule::once("RunWrites::insert").answer(lost()));
+    let runs = faulty_runs(&stack, &script);
     let ports = Ports { runs, ..services.ports.clone() };
     services.use_cases.claimer = Claimer::new(&ports, services.config.claim.clone());
     let settings = sundial_app::jobs::JobsSettings {
@@ -1281,9 +1088,10 @@ async fn a_heartbeat_after_the_watchdogs_read_keeps_the_attempt() {
     clock.advance(Duration::minutes(2));
 
     let s = &stack.services;
-    let faulty =
-        FaultyRuns { heartbeat_after_read: Some(clock.clone()), ..FaultyRuns::new(s.ports.runs.clone()) };
-    let runs: Arc<dyn RunStore> = Arc::new(faulty);
+    let script = Script::new();
+    script.add(Rule::every("RunHistory::get_many").after(heartbeat_on(&stack, queued.id(), &clock)));
+    script.add(Rule::every("RunHistory::get").after(heartbeat_on(&stack, queued.id(), &clock)));
+    let runs = faulty_runs(&stack, &script);
     let watchdog = watchdog_of(&stack, runs, s.use_cases.announcer.bus().clone(), s.config.watchdog.clone());
     let report = watchdog.run().await.unwrap();
     assert_eq!((report.lost, report.dispatched), (0, 0));
@@ -1444,14 +1252,14 @@ fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_app::worker::W
 
 /// A run's first attempt, handled by a worker whose first transition meets `fault`: the target
 /// must be called once and the run succeed.
-async fn start_made_despite(fault: Fault) {
+async fn start_made_despite(fault: Rule) {
     let stack = Stack::new().await;
     let target = TargetServer::start(|_| Answer::Status(200)).await;
     let id = yearly_job(&stack, "j", &target.url).await;
     let queued = stack.run(&stack.trigger(&id).await).await;
-    let faulty = Arc::new(FaultyRuns::new(stack.services.ports.runs.clone()));
-    faulty.arm(fault);
-    worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
+    let script = Script::new();
+    script.add(fault);
+    worker_over(&stack, faulty_runs(&stack, &script)).handle(&message(&queued, 1), "w").await;
     assert_eq!(target.hits().len(), 1);
     let run = stack.run(&queued.id()).await;
     assert_eq!((run.state, run.attempt), (RunState::Succeeded, 1));
@@ -1461,7 +1269,7 @@ async fn start_made_despite(fault: Fault) {
 /// attempt and makes it, instead of leaving it to wait out its lease as lost.
 #[tokio::test]
 async fn an_attempt_whose_start_write_answer_was_lost_is_still_made() {
-    start_made_despite(Fault::TransitionAppliedThenFails).await;
+    start_made_despite(Rule::once("RunWrites::transition").answer(lost())).await;
 }
 
 /// A start write the SDK retried after DynamoDB applied it (the first answer lost, the retry's
@@ -1469,7 +1277,7 @@ async fn an_attempt_whose_start_write_answer_was_lost_is_still_made() {
 /// taken for a lost race and left to wait out its lease.
 #[tokio::test]
 async fn an_attempt_whose_start_write_the_sdk_retried_is_still_made() {
-    start_made_despite(Fault::TransitionAppliedThenConflicts).await;
+    start_made_despite(Rule::once("RunWrites::transition").answer(StoreError::Conflict)).await;
 }
 
 /// An end write storage refuses once is tried again in place: the attempt's outcome is recorded
@@ -1477,17 +1285,17 @@ async fn an_attempt_whose_start_write_the_sdk_retried_is_still_made() {
 #[tokio::test]
 async fn an_attempts_end_survives_a_brief_storage_outage() {
     let stack = Stack::new().await;
-    let faulty = Arc::new(FaultyRuns::new(stack.services.ports.runs.clone()));
-    let arm = faulty.clone();
+    let script = Script::new();
+    let arm = script.clone();
     // The target arms the fault while it is being called: it hits the end write.
     let target = TargetServer::start(move |_| {
-        arm.arm(Fault::TransitionUnavailable);
+        arm.add(Rule::once("RunWrites::transition").refuse(unavailable("storage did not answer")));
         Answer::Status(200)
     })
     .await;
     let id = yearly_job(&stack, "j", &target.url).await;
     let queued = stack.run(&stack.trigger(&id).await).await;
-    worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
+    worker_over(&stack, faulty_runs(&stack, &script)).handle(&message(&queued, 1), "w").await;
     let run = stack.run(&queued.id()).await;
     assert_eq!((run.state, run.attempt), (RunState::Succeeded, 1));
 }
@@ -1588,11 +1396,10 @@ async fn a_heartbeat_after_the_workers_read_keeps_the_attempt() {
     let running = Run { state: RunState::Running, attempt: 1, lease_until: Some(lease), ..queued.clone() };
     stack.services.ports.runs.transition(&queued, &running).await.unwrap();
     clock.advance(Duration::minutes(2));
-    let faulty = FaultyRuns {
-        heartbeat_after_read: Some(clock.clone()),
-        ..FaultyRuns::new(stack.services.ports.runs.clone())
-    };
-    worker_over(&stack, Arc::new(faulty)).handle(&message(&queued, 1), "w").await;
+    let script = Script::new();
+    script.add(Rule::every("RunHistory::get_many").after(heartbeat_on(&stack, queued.id(), &clock)));
+    script.add(Rule::every("RunHistory::get").after(heartbeat_on(&stack, queued.id(), &clock)));
+    worker_over(&stack, faulty_runs(&stack, &script)).handle(&message(&queued, 1), "w").await;
     let after = stack.run(&queued.id()).await;
     assert_eq!((after.state, after.attempt), (RunState::Running, 1));
 }
@@ -1606,9 +1413,11 @@ async fn an_ambiguous_start_cancelled_before_the_read_back_is_not_made() {
     let id = yearly_job(&stack, "j", &target.url).await;
     let run_id = stack.trigger(&id).await;
     let queued = stack.run(&run_id).await;
-    let faulty = Arc::new(FaultyRuns::new(stack.services.ports.runs.clone()));
-    faulty.arm(Fault::TransitionAppliedThenCancelledThenFails);
-    worker_over(&stack, faulty).handle(&message(&queued, 1), "w").await;
+    // The start is written, the run is then cancelled (by the API, say), and the start's answer
+    // is lost.
+    let script = Script::new();
+    script.add(Rule::once("RunWrites::transition").after(cancel(&stack, run_id.clone())).answer(lost()));
+    worker_over(&stack, faulty_runs(&stack, &script)).handle(&message(&queued, 1), "w").await;
     assert!(target.hits().is_empty(), "a cancelled run's target is not called");
     assert_eq!(stack.run(&run_id).await.state, RunState::Cancelled);
 }

@@ -25,6 +25,7 @@ use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_domain::run_queue::Dispatch;
 use sundial_domain::watchdog::rules::WatchdogSettings;
 use sundial_memory::bus::Destination;
+use sundial_testkit::faults::{Faulty, Rule, Script};
 use sundial_testkit::world::{Hanging, OWNER, Settings, WORKER, World, instants, job, t};
 
 const START: &str = "2030-01-01T12:00:00Z";
@@ -211,28 +212,6 @@ async fn a_tick_catching_up_a_gap_does_not_wait_for_a_second() {
     assert_eq!(world.now(), t("2030-01-01T12:00:00.600Z"), "the tick waited in a gap");
 }
 
-/// A queue that refuses the messages of chosen jobs and hands the others to the world's queue.
-#[derive(Debug)]
-struct Refusing {
-    queue: Arc<sundial_memory::MemoryQueue>,
-    jobs: Vec<String>,
-}
-
-#[async_trait::async_trait]
-impl RunQueue for Refusing {
-    async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
-        let mut results = Vec::new();
-        for d in batch {
-            if self.jobs.contains(&d.message.job_id) {
-                results.push(Err(QueueError::Refused(format!("refused: {}", d.message.job_id))));
-            } else {
-                results.extend(self.queue.send(std::slice::from_ref(d)).await);
-            }
-        }
-        results
-    }
-}
-
 /// An aligning claimer sends the runs due now at once and the runs due later after its wait for
 /// the next whole second, and answers for each run in its own place.
 #[tokio::test]
@@ -245,10 +224,11 @@ async fn an_aligned_send_answers_for_each_run_in_its_place() {
     world.set("2030-01-01T12:00:00.600Z");
     let now = world.now();
     let refused = vec![jobs[1].id.to_string(), jobs[2].id.to_string()];
-    let ports = Ports {
-        queue: Arc::new(Refusing { queue: world.queue.clone(), jobs: refused }),
-        ..world.ports.clone()
-    };
+    // The queue refuses the messages of two jobs and takes the others.
+    let script = Script::new();
+    script
+        .add(Rule::every("RunQueue::send").for_jobs(&refused).refuse(QueueError::Refused("refused".into())));
+    let ports = Ports { queue: Faulty::new(world.ports.queue.clone(), &script), ..world.ports.clone() };
     let claimer = Claimer::new(&ports, ClaimSettings::default()).aligning_sends();
     let later = t("2030-01-01T12:01:00Z");
     let runs: Vec<Run> = jobs

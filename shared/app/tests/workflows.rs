@@ -18,11 +18,12 @@ use sundial_app::worker::poll::{Settled, handle_message};
 use sundial_app::workflow::cascade::Cascade;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox};
-use sundial_domain::ports::store::{Catalogue, DueIndex, JobStore, Page, RunHistory, StoreResult};
+use sundial_domain::ports::store::RunHistory;
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::{RunKey, RunState};
 use sundial_memory::bus::Destination;
 use sundial_memory::queue::MemoryQueue;
+use sundial_testkit::faults::{Faulty, Gate, Rule, Script};
 use sundial_testkit::world::{OWNER, TARGET, World, job, t};
 
 /// Whether no run is left in the in-flight index.
@@ -361,68 +362,6 @@ async fn a_join_whose_other_parent_never_runs_the_instant_ends_skipped_upstream_
     assert!(!count.keys().any(|(job, _)| job == &join.id), "the join was never called");
 }
 
-/// A job store whose batch reads wait at a gate until it opens: a hand-over held up (a slow
-/// read of the children) for as long as the test likes.
-#[derive(Debug)]
-struct Gated {
-    inner: Arc<dyn JobStore>,
-    entered: tokio::sync::Notify,
-    /// No permit while closed; one, given back by each read, once open.
-    open: tokio::sync::Semaphore,
-}
-
-#[async_trait]
-impl Catalogue for Gated {
-    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
-        self.inner.create(job, max_jobs).await
-    }
-
-    async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
-        self.inner.get(id).await
-    }
-
-    async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>> {
-        self.inner.find_by_name(owner, name).await
-    }
-
-    async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
-        self.entered.notify_one();
-        let _open = self.open.acquire().await;
-        self.inner.get_many(ids).await
-    }
-
-    async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
-        self.inner.list(owner, limit, cursor).await
-    }
-
-    async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
-        self.inner.list_all(limit, cursor).await
-    }
-
-    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
-        self.inner.update(before, after).await
-    }
-
-    async fn delete(&self, job: &Job) -> StoreResult<()> {
-        self.inner.delete(job).await
-    }
-}
-
-#[async_trait]
-impl DueIndex for Gated {
-    fn shards(&self) -> u16 {
-        self.inner.shards()
-    }
-
-    async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>> {
-        self.inner.due_ids(bucket).await
-    }
-
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
-        self.inner.advance(job, next).await
-    }
-}
-
 /// A parent's run fails, with its `failed` alert and its hand-over to publish; the hand-over
 /// is slow, past the watchdog's publish grace, and the watchdog's pass comes meanwhile. The
 /// event is told once: what was published is marked before the hand-over starts.
@@ -445,24 +384,23 @@ async fn a_slow_hand_over_does_not_make_the_watchdog_tell_an_event_twice() {
     let run = w.runs.get(&parent.id, &key).await.unwrap().unwrap();
     assert_eq!(run.events.iter().filter(|e| !e.sent).count(), 2, "{:?}", run.events);
 
-    let gated = Arc::new(Gated {
-        inner: w.job_store.clone(),
-        entered: tokio::sync::Notify::new(),
-        open: tokio::sync::Semaphore::new(0),
-    });
-    let cascade =
-        Cascade::new(&Ports { jobs: gated.clone(), ..w.ports.clone() }, w.use_cases.claimer.clone());
+    // The children's batch read waits at a gate: a hand-over held up for as long as the test
+    // likes.
+    let (script, gate) = (Script::new(), Gate::new());
+    script.add(Rule::every("Catalogue::get_many").before(gate.wait()));
+    let gated = Faulty::new(w.ports.jobs.clone(), &script);
+    let cascade = Cascade::new(&Ports { jobs: gated, ..w.ports.clone() }, w.use_cases.claimer.clone());
     let slow = Announcer::new(w.bus.clone(), w.runs.clone(), None, cascade);
     let announcing = {
         // As stored: linked to its child.
         let (job, run) = (w.stored_job(&parent.id).await.unwrap(), run.clone());
         tokio::spawn(async move { slow.announce(Some(&job), &run, &run.events).await })
     };
-    let held = tokio::time::timeout(std::time::Duration::from_secs(10), gated.entered.notified());
+    let held = tokio::time::timeout(std::time::Duration::from_secs(10), gate.entered());
     held.await.expect("the hand-over reads the children");
     w.pass(120);
     w.use_cases.watchdog.run().await.unwrap();
-    gated.open.add_permits(1);
+    gate.open();
     announcing.await.unwrap();
     flow.run_for(10).await;
 

@@ -3,22 +3,20 @@
 //! changes of a year.
 
 use crate::api::ALICE;
+use crate::faults::{Faulty, Rule, Script};
 use crate::harness::Harness;
 use crate::world::OWNER;
-use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use http::StatusCode;
 use serde_json::{Value, json};
-use std::sync::Arc;
 use sundial_app::ports::Ports;
 use sundial_app::tick::claim::{ClaimSettings, Claimer};
 use sundial_app::tick::{Tick, TickSettings};
 use sundial_domain::due_index::format_instant;
 use sundial_domain::job::CatchupPolicy;
 use sundial_domain::job::{Job, JobId};
-use sundial_domain::ports::queue::{QueueError, RunQueue};
+use sundial_domain::ports::queue::QueueError;
 use sundial_domain::run::{Run, RunState};
-use sundial_domain::run_queue::Dispatch;
 
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().expect("an RFC 3339 instant")
@@ -222,17 +220,6 @@ pub async fn jobs_changed_between_read_and_advance_are_not_rearmed<H: Harness>()
     assert!(deployment.target_calls().is_empty());
 }
 
-/// A runs queue whose every send fails, as in an SQS outage.
-#[derive(Debug)]
-struct DeadQueue;
-
-#[async_trait]
-impl RunQueue for DeadQueue {
-    async fn send(&self, batch: &[Dispatch]) -> Vec<Result<(), QueueError>> {
-        batch.iter().map(|_| Err(QueueError::Unavailable("injected: the queue is down".into()))).collect()
-    }
-}
-
 /// A tick whose sends fail leaves its runs QUEUED and its jobs due; the next tick finds the
 /// runs, sends each exactly once (their claimer is long gone) and advances the jobs; a tick
 /// after that sends nothing more.
@@ -242,7 +229,13 @@ pub async fn a_crash_between_claim_and_send_heals_at_the_next_tick<H: Harness>()
     deployment.import_jobs(&jobs).await;
     deployment.set_clock(t("2030-01-01T12:00:00Z"));
 
-    let down = Ports { queue: Arc::new(DeadQueue), ..deployment.ports().clone() };
+    // Every send fails, as in an SQS outage.
+    let script = Script::new();
+    script.add(
+        Rule::every("RunQueue::send").refuse(QueueError::Unavailable("injected: the queue is down".into())),
+    );
+    let down =
+        Ports { queue: Faulty::new(deployment.ports().queue.clone(), &script), ..deployment.ports().clone() };
     let crashed = Tick::new(&down, Claimer::new(&down, ClaimSettings::default()), TickSettings::default());
     let crashed = crashed.run().await.unwrap();
     assert_eq!((crashed.claims.claimed, crashed.claims.send_failures, crashed.claims.failed), (20, 20, 20));
