@@ -4,6 +4,7 @@
 //!   them, over the in-memory ports, on a manual clock;
 //! - [`api`]: the real router called in process, and its replies;
 //! - [`faults`]: one fault layer for the storage roles and the runs queue, driven by a script;
+//! - [`logs`]: the process's log lines, captured for a test to search;
 //! - [`harness`]: what a scenario needs of a deployment, implemented by the [`world::World`] here
 //!   and by the emulator's `Stack` in `sundial-tests`, so that one scenario runs on both.
 //!
@@ -15,5 +16,6 @@
 pub mod api;
 pub mod faults;
 pub mod harness;
+pub mod logs;
 pub mod scenarios;
 pub mod world;

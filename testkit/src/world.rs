@@ -201,6 +201,7 @@ impl World {
 
     /// A deployment configured with `vars` (as [`config`] reads them), then `settings`.
     pub fn configured(now: &str, vars: &[(&str, &str)], settings: Settings) -> World {
+        crate::logs::capture();
         let clock = Arc::new(ManualClock::new(t(now)));
         let job_store = Arc::new(MemoryJobStore::new(settings.shards));
         let runs = Arc::new(MemoryRunStore::new(settings.shards));

@@ -62,7 +62,7 @@ impl Stack {
     pub async fn with(options: Options) -> Stack {
         // Logs go to the test's captured output (shown when a test fails) and to a buffer the
         // test can search.
-        sundial_wiring::telemetry::init_with_writer(|| Tee);
+        sundial_testkit::logs::capture();
         assert!(
             std::env::var("AWS_ENDPOINT_URL").is_ok(),
             "AWS_ENDPOINT_URL is not set: run the suite with scripts/test, which starts the emulator"
@@ -473,27 +473,6 @@ pub async fn create_queue(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, Str
         .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
         .clone();
     (url, arn)
-}
-
-static LOGS: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
-
-/// Writes log lines to stdout and to [`LOGS`].
-#[derive(Debug)]
-struct Tee;
-
-impl std::io::Write for Tee {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        LOGS.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(buf);
-        std::io::stdout().write(buf)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stdout().flush()
-    }
-}
-
-/// Everything this test process has logged so far.
-pub fn logs() -> String {
-    String::from_utf8_lossy(&LOGS.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
 }
 
 /// One request a target server received.

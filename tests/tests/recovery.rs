@@ -729,7 +729,7 @@ async fn a_job_that_does_not_decode_never_stalls_the_others() {
     assert_eq!(stack.runs_of(good).await.len(), 1, "the good job is claimed");
     assert_eq!(stack.runs_of(newer).await.len(), 1, "a newer version's field is ignored");
     assert!(stack.runs_of(bad).await.is_empty());
-    assert!(sundial_tests::logs().contains("does not decode"));
+    assert!(sundial_testkit::logs::captured().contains("does not decode"));
 }
 
 /// Backfilling the time a job was paused runs those instants: only runs claimed before the pause
@@ -1124,7 +1124,7 @@ async fn an_instant_that_can_never_be_claimed_is_passed_not_held() {
     clock.set(t("2030-01-01T12:04:30Z"));
     let first = stack.services.use_cases.tick.run().await.unwrap();
     assert_eq!(first.claims.unclaimable, 1, "{first:?}");
-    assert!(sundial_tests::logs().contains("a retry cannot help"));
+    assert!(sundial_testkit::logs::captured().contains("a retry cannot help"));
     clock.set(t("2030-01-01T12:08:00Z"));
     let report = stack.services.use_cases.tick.run().await.unwrap();
     assert_eq!(report.watermark, Some(t("2030-01-01T12:07:00Z")));
@@ -1180,7 +1180,7 @@ async fn a_run_or_job_that_does_not_decode_fails_no_listing() {
         }
     }
     assert!(ids.contains(&id) && !ids.contains(&broken), "{ids:?}");
-    assert!(sundial_tests::logs().contains("does not decode"));
+    assert!(sundial_testkit::logs::captured().contains("does not decode"));
 }
 
 /// A local worker refills each slot as soon as its message is done: a target that never
@@ -1346,7 +1346,7 @@ async fn a_run_that_does_not_decode_never_stalls_the_watchdog() {
     let report = stack.services.use_cases.watchdog.run().await.unwrap();
     assert_eq!((report.inspected, report.dispatched), (1, 1), "{report:?}");
     assert!(stack.run(&good).await.resent_at.is_some(), "the good run was re-sent");
-    assert!(sundial_tests::logs().contains("does not decode"));
+    assert!(sundial_testkit::logs::captured().contains("does not decode"));
 }
 
 /// After the shard count grows, the first tick with the larger count looks back past its

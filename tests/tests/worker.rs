@@ -89,7 +89,10 @@ async fn malformed_messages_are_dead_lettered_and_redrive_works() {
         .unwrap()
         .to_string();
     assert!(reason.contains("undecodable"), "{reason}");
-    assert!(sundial_tests::logs().contains("{this is not a run"), "the dead letter is logged in full");
+    assert!(
+        sundial_testkit::logs::captured().contains("{this is not a run"),
+        "the dead letter is logged in full"
+    );
 
     assert_eq!(stack.services.inbox.redrive().await.unwrap(), 1);
     assert_eq!(stack.queue_depth().await, 1);
@@ -133,8 +136,11 @@ async fn signatures_verify_and_the_secret_stays_secret() {
         assert!(!reply.body.to_string().contains(&secret), "{path} shows the secret");
         assert!(!reply.body.to_string().contains(&webhook_secret), "{path} shows the webhook secret");
     }
-    assert!(!sundial_tests::logs().contains(&secret), "a log line holds the secret");
-    assert!(!sundial_tests::logs().contains(&webhook_secret), "a log line holds the webhook secret");
+    assert!(!sundial_testkit::logs::captured().contains(&secret), "a log line holds the secret");
+    assert!(
+        !sundial_testkit::logs::captured().contains(&webhook_secret),
+        "a log line holds the webhook secret"
+    );
 
     let rotated = stack.api.post(ALICE, &format!("/v1/jobs/{id}/rotate-secret"), &json!({})).await;
     let new_secret = rotated.body["signing_secret"].as_str().unwrap().to_string();
