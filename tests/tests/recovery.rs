@@ -975,9 +975,9 @@ async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
         ..runs[1].clone()
     };
     stack.services.ports.runs.transition(&runs[1], &running).await.unwrap();
-    recorder.apply(&job, &runs[0], &ends_failed(&runs[0]), now).await.unwrap();
-    recorder.apply(&job, &runs[2], &ends_failed(&runs[2]), now).await.unwrap();
-    recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap();
+    recorder.apply(&job, &runs[0], &ends_failed(&runs[0]), now).await.unwrap().written().unwrap();
+    recorder.apply(&job, &runs[2], &ends_failed(&runs[2]), now).await.unwrap().written().unwrap();
+    recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap().written().unwrap();
     assert_eq!(failing_told(&stack, &id).await, 1);
 
     // A newer run failing while an older one still runs, then the older one: both see only one
@@ -991,8 +991,8 @@ async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
         ..runs[0].clone()
     };
     stack.services.ports.runs.transition(&runs[0], &running).await.unwrap();
-    recorder.apply(&job, &runs[1], &ends_failed(&runs[1]), now).await.unwrap();
-    recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap();
+    recorder.apply(&job, &runs[1], &ends_failed(&runs[1]), now).await.unwrap().written().unwrap();
+    recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap().written().unwrap();
     assert_eq!(failing_told(&stack, &id).await, 1, "the newer run failing first");
 }
 
@@ -1006,7 +1006,7 @@ async fn runs_failing_at_the_same_moment_tell_failing_once() {
     let steps: Vec<Step> = runs.iter().map(ends_failed).collect();
     let ends = runs.iter().zip(&steps).map(|(run, step)| recorder.apply(&job, run, step, now));
     for ended in futures::future::join_all(ends).await {
-        ended.unwrap();
+        ended.unwrap().written().unwrap();
     }
     assert_eq!(failing_told(&stack, &id).await, 1);
 }

@@ -22,7 +22,9 @@ use sundial_domain::fence;
 use sundial_domain::job::{ConcurrencyPolicy, Job, JobDocument, JobId, Owner};
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
-use sundial_domain::ports::store::{Catalogue, FenceStore, Page, RunHistory, RunWrites, StoreError};
+use sundial_domain::ports::store::{
+    Catalogue, FenceStore, Page, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
+};
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Run, RunId, RunKey};
 use sundial_domain::schedule::{Schedule, ceil_second};
@@ -386,105 +388,125 @@ impl Jobs {
         terms: EditTerms,
         change: impl Fn(&mut JobDocument) -> JobsResult<()>,
     ) -> JobsResult<Job> {
-        let if_match = terms.if_match;
-        for _ in 0..EDIT_ATTEMPTS {
-            let before = self.get(owner, id).await?;
-            if let Some(expected) = if_match {
-                if expected != before.version {
-                    return Err(JobsError::VersionMismatch { current: before.version });
-                }
+        let (terms, change) = (&terms, &change);
+        until_won(EDIT_ATTEMPTS, || self.edit_once(owner, id, terms, change))
+            .await?
+            .ok_or(JobsError::Contended)
+    }
+
+    /// One read, change and write of [`Jobs::edit`]: `Lost` when the write lost to a change the
+    /// terms allow (any, without `If-Match`; with it, only the tick's advance).
+    async fn edit_once(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        terms: &EditTerms,
+        change: &impl Fn(&mut JobDocument) -> JobsResult<()>,
+    ) -> JobsResult<Race<Job>> {
+        let before = self.get(owner, id).await?;
+        if terms.if_match.is_some_and(|expected| expected != before.version) {
+            return Err(JobsError::VersionMismatch { current: before.version });
+        }
+        let mut document = before.document.clone();
+        change(&mut document)?;
+        // The graph is checked only when the parents change: a pause or an edit of a child reads
+        // nothing more.
+        let parents = if document.depends_on == before.document.depends_on {
+            before.parents()
+        } else {
+            self.workflows.check_parents(owner, &mut document, Some(id)).await?
+        };
+        if !terms.break_joins {
+            self.workflows.check_joins_below(&before, &document).await?;
+        }
+        if document == before.document {
+            return Ok(Race::Won(before));
+        }
+        let after = self.revised(&before, document, &parents)?;
+        let resumed = before.document.paused && !after.document.paused;
+        match self.write_edit(&before, &after, &parents).await? {
+            Race::Won(()) if after.next_run_at != before.next_run_at || resumed => {
+                self.claim_if_due_soon(after).await.map(Race::Won)
             }
-            let mut document = before.document.clone();
-            change(&mut document)?;
-            // The graph is checked only when the parents change: a pause or an edit of a child
-            // reads nothing more.
-            let parents = if document.depends_on == before.document.depends_on {
-                before.parents()
-            } else {
-                self.workflows.check_parents(owner, &mut document, Some(id)).await?
-            };
-            if !terms.break_joins {
-                self.workflows.check_joins_below(&before, &document).await?;
-            }
-            if document == before.document {
-                return Ok(before);
-            }
-            let now = self.clock.now();
-            let schedule_changed = document.schedule != before.document.schedule;
-            // A schedule that is not edited keeps its instants: a one-time job that already ran
-            // stays valid when its payload changes.
-            let validate_at = if schedule_changed { now } else { before.created_at.min(now) };
-            let schedule =
-                validation::validate(&mut document, &self.rules(), before.created_at, validate_at)?;
-            let resumed = before.document.paused && !document.paused;
-            let next_run_at = match (schedule.as_ref(), schedule_changed || resumed) {
-                // A job that runs after others has no instants of its own.
-                _ if !parents.is_empty() => None,
-                (_, false) => before.next_run_at,
-                (Some(s), true) => s.first_at_or_after(now),
-                // Run-once jobs keep their pending run (or its absence, once it ran).
-                (None, true) => before.next_run_at.map(|t| t.max(ceil_second(now))),
-            };
-            let mut after =
-                Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
-            after.record_pause_change(before.document.paused, now);
-            let notify_changed = after.document.notify != before.document.notify;
+            Race::Won(()) => Ok(Race::Won(after)),
+            Race::Lost => match terms.if_match {
+                // Edited by someone else since read: the caller's If-Match is stale.
+                Some(expected) => match self.get(owner, id).await?.version {
+                    current if current != expected => Err(JobsError::VersionMismatch { current }),
+                    // Only the tick advanced it: apply the edit to the fresh read.
+                    _ => Ok(Race::Lost),
+                },
+                None => Ok(Race::Lost),
+            },
+        }
+    }
+
+    /// `before` with its edited `document`, validated: its next version, and its next instant
+    /// where the schedule changed or the job resumed.
+    fn revised(&self, before: &Job, mut document: JobDocument, parents: &[JobId]) -> JobsResult<Job> {
+        let now = self.clock.now();
+        let schedule_changed = document.schedule != before.document.schedule;
+        // A schedule that is not edited keeps its instants: a one-time job that already ran stays
+        // valid when its payload changes.
+        let validate_at = if schedule_changed { now } else { before.created_at.min(now) };
+        let schedule = validation::validate(&mut document, &self.rules(), before.created_at, validate_at)?;
+        let resumed = before.document.paused && !document.paused;
+        let next_run_at = match (schedule.as_ref(), schedule_changed || resumed) {
+            // A job that runs after others has no instants of its own.
+            _ if !parents.is_empty() => None,
+            (_, false) => before.next_run_at,
+            (Some(s), true) => s.first_at_or_after(now),
+            // Run-once jobs keep their pending run (or its absence, once it ran).
+            (None, true) => before.next_run_at.map(|t| t.max(ceil_second(now))),
+        };
+        let mut after =
+            Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
+        after.record_pause_change(before.document.paused, now);
+        Ok(after)
+    }
+
+    /// Writes `after` over `before` under the version check, with what the edit changes around
+    /// the job: its topic's subscriptions, its links to new parents and to its group before the
+    /// write; the links it dropped, and its fence, once the write won. A lost write puts the
+    /// subscriptions back as the saved job has them. `Lost` if the version check failed.
+    async fn write_edit(&self, before: &Job, after: &Job, parents: &[JobId]) -> JobsResult<Race<()>> {
+        let notify_changed = after.document.notify != before.document.notify;
+        if notify_changed {
+            // Creates, edits or removes the topic as the new settings say.
+            self.topics.sync(after).await.map_err(topic_error)?;
+        }
+        let new_parents: Vec<JobId> =
+            parents.iter().filter(|p| !before.parents().contains(p)).cloned().collect();
+        self.workflows.link(&new_parents, &after.id).await?;
+        let group_changed = after.document.group != before.document.group;
+        if group_changed {
+            self.link_group(after).await?;
+        }
+        let updated = self.catalogue.update(before, after).await.raced();
+        if !matches!(updated, Ok(Race::Won(()))) {
             if notify_changed {
-                // Creates, edits or removes the topic as the new settings say.
-                self.topics.sync(&after).await.map_err(topic_error)?;
-            }
-            let new_parents: Vec<JobId> =
-                parents.iter().filter(|p| !before.parents().contains(p)).cloned().collect();
-            self.workflows.link(&new_parents, id).await?;
-            let group_changed = after.document.group != before.document.group;
-            if group_changed {
-                self.link_group(&after).await?;
-            }
-            let updated = self.catalogue.update(&before, &after).await;
-            if updated.is_ok() {
-                let dropped: Vec<JobId> =
-                    before.parents().into_iter().filter(|p| !parents.contains(p)).collect();
-                self.workflows.unlink(&dropped, id).await;
-                if group_changed {
-                    self.unlink_group(&before).await;
-                }
-                let fenced = |job: &Job| job.document.concurrency != ConcurrencyPolicy::Allow;
-                if fenced(&after) && !fenced(&before) {
-                    // Its runs under `allow` never took the fence: the next take reads them.
-                    self.forget_fence(&after).await;
-                }
-            }
-            if notify_changed && updated.is_err() {
-                // Put the subscriptions back as the saved job has them.
-                if let Err(e) = self.topics.sync(&before).await {
+                if let Err(e) = self.topics.sync(before).await {
                     tracing::warn!(job_id = %before.id, error = %e, "could not restore the job's subscriptions");
                 }
             }
-            match updated {
-                Ok(()) if after.next_run_at != before.next_run_at || resumed => {
-                    return self.claim_if_due_soon(after).await;
-                }
-                Ok(()) => return Ok(after),
-                Err(StoreError::Conflict) => match if_match {
-                    // Edited by someone else since read: the caller's If-Match is stale.
-                    Some(expected) => {
-                        let current = self.get(owner, id).await?.version;
-                        if current != expected {
-                            return Err(JobsError::VersionMismatch { current });
-                        }
-                        // Only the tick advanced it: apply the edit to the fresh read.
-                    }
-                    None => continue,
-                },
-                Err(e) => return Err(e.into()),
-            }
+            return Ok(updated?);
         }
-        Err(JobsError::Contended)
+        let dropped: Vec<JobId> = before.parents().into_iter().filter(|p| !parents.contains(p)).collect();
+        self.workflows.unlink(&dropped, &after.id).await;
+        if group_changed {
+            self.unlink_group(before).await;
+        }
+        let fenced = |job: &Job| job.document.concurrency != ConcurrencyPolicy::Allow;
+        if fenced(after) && !fenced(before) {
+            // Its runs under `allow` never took the fence: the next take reads them.
+            self.forget_fence(after).await;
+        }
+        Ok(Race::Won(()))
     }
 
     /// Issues a new signing secret; the old one stops working at once.
     pub async fn rotate_secret(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
-        for _ in 0..EDIT_ATTEMPTS {
+        let rotated = until_won(EDIT_ATTEMPTS, || async move {
             let before = self.get(owner, id).await?;
             let after = Job {
                 signing_secret: sundial_domain::job::new_signing_secret(self.entropy.as_ref()),
@@ -492,33 +514,24 @@ impl Jobs {
                 updated_at: self.clock.now(),
                 ..before.clone()
             };
-            match self.catalogue.update(&before, &after).await {
-                Ok(()) => return Ok(after),
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(JobsError::Contended)
+            Ok::<_, JobsError>(self.catalogue.update(&before, &after).await.raced()?.map(|()| after))
+        });
+        rotated.await?.ok_or(JobsError::Contended)
     }
 
     /// Deletes the job; refused while other jobs run after it. The delete is fenced by the
     /// version read, which a new child's link moves: a child linked after the check makes it
     /// read and check again.
     pub async fn delete(&self, owner: &Owner, id: &JobId) -> JobsResult<()> {
-        let mut attempts = 0;
-        let job = loop {
+        let deleted = until_won(EDIT_ATTEMPTS, || async move {
             let job = self.get(owner, id).await?;
             let children = self.workflows.children(&job).await?;
             if !children.is_empty() {
                 return Err(JobsError::HasChildren(children.into_iter().map(|c| c.document.name).collect()));
             }
-            match self.catalogue.delete(&job).await {
-                Ok(()) => break job,
-                Err(StoreError::Conflict) if attempts + 1 < EDIT_ATTEMPTS => attempts += 1,
-                Err(StoreError::Conflict) => return Err(JobsError::Contended),
-                Err(e) => return Err(e.into()),
-            }
-        };
+            Ok(self.catalogue.delete(&job).await.raced()?.map(|()| job))
+        });
+        let job = deleted.await?.ok_or(JobsError::Contended)?;
         self.workflows.unlink(&job.parents(), &job.id).await;
         self.unlink_group(&job).await;
         self.forget_fence(&job).await;

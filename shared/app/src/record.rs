@@ -17,9 +17,43 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::events::failing_streak;
 use sundial_domain::job::{EventKind, Job};
-use sundial_domain::ports::store::{RunHistory, RunOutbox, RunStore, RunWrites, StoreError};
-use sundial_domain::run::transition::{self, Change, Fence, Step};
+use sundial_domain::ports::store::{Race, RunHistory, RunOutbox, RunStore, RunWrites, StoreError};
+use sundial_domain::run::transition::{self, Change, Fence, Refused, Step};
 use sundial_domain::run::{Run, RunEvent, RunState};
+
+/// What became of a step the [`Recorder`] was asked to record.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "returned once per write and taken apart at once, as `Result<Run, _>` was"
+)]
+pub enum Recorded {
+    /// Written, and its events announced: the run as it now is.
+    Written(Run),
+    /// Another writer's change won: the run moved on under the write.
+    Lost,
+    /// The step does not apply to the run as it stands: the domain's refusal, as it gave it.
+    Refused(Refused),
+}
+
+impl Recorded {
+    /// The written run, if the step was written.
+    pub fn written(self) -> Option<Run> {
+        match self {
+            Recorded::Written(run) => Some(run),
+            Recorded::Lost | Recorded::Refused(_) => None,
+        }
+    }
+
+    /// For a caller that acted on a run it read: a step that no longer applies was overtaken by
+    /// whoever moved the run, exactly like a write that lost (their change tells it).
+    pub fn race(self) -> Race<Run> {
+        match self {
+            Recorded::Written(run) => Race::Won(run),
+            Recorded::Lost | Recorded::Refused(_) => Race::Lost,
+        }
+    }
+}
 
 /// Writes state changes and announces their events.
 #[derive(Debug, Clone)]
@@ -52,15 +86,16 @@ impl Recorder {
 
     /// Applies `step` to `before` ([`transition::apply`]) and writes the run it makes, with the
     /// events it causes, under the fence the step names; then announces the events. A race that
-    /// only added events to the run is decided again on the fresh run. `Conflict` if the run
-    /// moved on meanwhile (or the step no longer applies to it).
+    /// only added events to the run is decided again on the fresh run. [`Recorded::Lost`] if the
+    /// run moved on meanwhile, [`Recorded::Refused`] if the step does not apply to it; an error
+    /// only if storage failed.
     pub async fn apply(
         &self,
         job: &Job,
         before: &Run,
         step: &Step,
         now: DateTime<Utc>,
-    ) -> Result<Run, StoreError> {
+    ) -> Result<Recorded, StoreError> {
         let mut before = before.clone();
         let (mut races, mut outages) = (0, 0);
         // A write that timed out may have been applied: recognised by its own `updated_at`. A
@@ -69,20 +104,29 @@ impl Recorder {
         // make (its attempt's random callback digest).
         let mut maybe_applied = matches!(step, Step::Start { .. });
         loop {
-            let change = transition::apply(job, &before, step, now).map_err(|_| StoreError::Conflict)?;
+            let change = match transition::apply(job, &before, step, now) {
+                Ok(change) => change,
+                Err(refused) => return Ok(Recorded::Refused(refused)),
+            };
             match persist(self.writes.as_ref(), &before, &change).await {
-                Ok(()) => return Ok(self.written(job, &before, change.run, change.events, now).await),
+                Ok(()) => {
+                    return Ok(Recorded::Written(
+                        self.written(job, &before, change.run, change.events, now).await,
+                    ));
+                }
                 Err(StoreError::Conflict) => {
                     let fresh =
                         self.history.get(&before.job_id, &before.key).await?.ok_or(StoreError::NotFound)?;
                     if maybe_applied && is_write_of(&fresh, &change.run) {
-                        return Ok(self.written(job, &before, fresh, change.events, now).await);
+                        return Ok(Recorded::Written(
+                            self.written(job, &before, fresh, change.events, now).await,
+                        ));
                     }
                     let moved = fresh.state != before.state || fresh.attempt != before.attempt;
                     let touched = change.fence == Fence::Unchanged && fresh.updated_at != before.updated_at;
                     races += 1;
                     if moved || touched || races >= EVENT_RACES {
-                        return Err(StoreError::Conflict);
+                        return Ok(Recorded::Lost);
                     }
                     // Only its events changed: decide again on the fresh run.
                     before = fresh;

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, Owner};
 use sundial_domain::ports::queue::RunQueue;
-use sundial_domain::ports::store::{Catalogue, GroupStore, Page, RunHistory, RunWrites, StoreError};
+use sundial_domain::ports::store::{
+    Catalogue, GroupStore, Page, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
+};
 use sundial_domain::run::transition::{self, Ending, Step};
 use sundial_domain::run::{Outcome, Run, RunId, RunState};
 use sundial_domain::run_queue::Dispatch;
@@ -125,7 +127,7 @@ impl RunControl {
 
     /// Cancels a run that has not ended; an open attempt's late result is then ignored.
     pub async fn cancel(&self, owner: &Owner, id: &RunId) -> JobsResult<Run> {
-        for _ in 0..3 {
+        let cancelled = until_won(3, || async move {
             let (run, job) = self.get(owner, id).await?;
             if run.state.is_terminal() {
                 return Err(JobsError::RunEnded(run.state.to_string()));
@@ -133,27 +135,22 @@ impl RunControl {
             let cancel = Step::Cancel { reason: "cancelled through the API".into() };
             let now = self.clock.now();
             let cancelled = match &job {
-                Some(job) => self.recorder.apply(job, &run, &cancel, now).await,
+                Some(job) => self.recorder.apply(job, &run, &cancel, now).await?.race(),
                 // Its job is gone: nobody to tell, and its owner's word ends even a live attempt.
                 None => {
                     let after = transition::cancelled(&run, "cancelled through the API", now);
-                    self.writes.transition(&run, &after).await.map(|()| after)
+                    self.writes.transition(&run, &after).await.raced()?.map(|()| after)
                 }
             };
-            match cancelled {
-                Ok(after) => {
-                    if let Some(job) = job.as_ref().filter(|_| is_accepted(&run)) {
-                        // The accepted attempt is over: its group's slot is free again. A
-                        // synchronous call may still run: its worker gives the slot back.
-                        self.slots.release(job, &run, run.attempt, now).await;
-                    }
-                    return Ok(after);
-                }
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e.into()),
+            if let (Race::Won(_), Some(job)) = (&cancelled, job.as_ref().filter(|_| is_accepted(&run))) {
+                // The accepted attempt is over: its group's slot is free again. A synchronous
+                // call may still run: its worker gives the slot back.
+                self.slots.release(job, &run, run.attempt, now).await;
             }
-        }
-        Err(JobsError::Contended)
+            // Lost: moved on under the cancel (or ended): read it again.
+            Ok(cancelled)
+        });
+        cancelled.await?.ok_or(JobsError::Contended)
     }
 
     /// Starts a new manual run of the job of a finished run.
@@ -196,10 +193,8 @@ impl RunControl {
     pub async fn heartbeat(&self, id: &RunId, token: &str) -> Result<Run, CallbackError> {
         let (run, job) = self.open_attempt(id, token).await?;
         let heartbeat = Step::Heartbeat { window: self.heartbeat_window };
-        self.recorder.apply(&job, &run, &heartbeat, self.clock.now()).await.map_err(|e| match e {
-            StoreError::Conflict => CallbackError::NotOpen(run.state),
-            e => CallbackError::Store(e),
-        })
+        let recorded = self.recorder.apply(&job, &run, &heartbeat, self.clock.now()).await;
+        recorded.map_err(CallbackError::Store)?.written().ok_or(CallbackError::NotOpen(run.state))
     }
 
     /// Ends the open attempt as the target reports it; a failure is retried per the job's policy.
@@ -217,10 +212,8 @@ impl RunControl {
         let ending =
             Ending { outcome, status: None, error, output, permanent: completion.permanent, unsent: false };
         let finish = Step::Finish { ending, jitter: self.entropy.unit() };
-        let after = self.recorder.apply(&job, &run, &finish, now).await.map_err(|e| match e {
-            StoreError::Conflict => CallbackError::NotOpen(run.state),
-            e => CallbackError::Store(e),
-        })?;
+        let recorded = self.recorder.apply(&job, &run, &finish, now).await.map_err(CallbackError::Store)?;
+        let after = recorded.written().ok_or(CallbackError::NotOpen(run.state))?;
         if is_accepted(&run) {
             // The accepted attempt is over: its group's slot is free again. A synchronous call
             // that reported early may still run: its worker gives the slot back.

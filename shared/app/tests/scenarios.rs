@@ -661,3 +661,25 @@ async fn a_wide_flexible_window_claims_each_instant_by_its_own_start() {
     assert_eq!(first_claims.len(), jobs.len(), "every instant claimed");
     assert!(first_claims.values().any(|at| *at < instant), "claimed ahead of the instant: {first_claims:?}");
 }
+
+/// The recorder says which of its outcomes a step met: written; lost to another writer (the
+/// run moved on under a stale read); refused by the domain (the step does not apply to the run
+/// as it stands), which is not a storage conflict.
+#[tokio::test]
+async fn the_recorder_tells_a_refusal_from_a_lost_race() {
+    use sundial_app::record::Recorded;
+    use sundial_domain::run::transition::Step;
+    let world = World::at("2030-01-01T12:00:00Z");
+    let job = world.create(job("j", json!({"cron": "0 0 1 1 *"}), json!({}))).await;
+    let queued = world.run(&world.trigger(&job).await).await;
+    let recorder = &world.use_cases.recorder;
+    let skip = || Step::Skip { reason: "by the test".into() };
+
+    let skipped = recorder.apply(&job, &queued, &skip(), world.now()).await.unwrap();
+    assert!(matches!(&skipped, Recorded::Written(run) if run.state == RunState::Skipped), "{skipped:?}");
+    let stale = recorder.apply(&job, &queued, &skip(), world.now()).await.unwrap();
+    assert_eq!(stale, Recorded::Lost, "read QUEUED, written over by another");
+    let ended = world.run(&queued.id()).await;
+    let refused = recorder.apply(&job, &ended, &skip(), world.now()).await.unwrap();
+    assert!(matches!(refused, Recorded::Refused(_)), "an ended run cannot be skipped: {refused:?}");
+}

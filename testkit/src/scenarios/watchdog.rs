@@ -129,7 +129,14 @@ pub async fn sla_missed_is_told_once<H: Harness>() {
     assert_eq!(watchdog.run().await.unwrap().sla_missed, 1);
     let job = deployment.stored_job(&raced).await.unwrap();
     let finish = Step::Finish { ending: Ending::new(Outcome::Succeeded), jitter: 0.5 };
-    let done = deployment.use_cases().recorder.apply(&job, &read_by_worker, &finish, now).await.unwrap();
+    let done = deployment
+        .use_cases()
+        .recorder
+        .apply(&job, &read_by_worker, &finish, now)
+        .await
+        .unwrap()
+        .written()
+        .unwrap();
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.events.iter().filter(|e| e.kind == EventKind::SlaMissed).count(), 1);
 

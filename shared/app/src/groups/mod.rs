@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::group::{self, Group, GroupDocument, Links, slot_is_held};
 use sundial_domain::job::{JobId, Owner};
-use sundial_domain::ports::store::{Catalogue, GroupStore, RunHistory, StoreError};
+use sundial_domain::ports::store::{Catalogue, GroupStore, Race, Raced, RunHistory, StoreError, until_won};
 use sundial_domain::run::RunId;
 use sundial_domain::validation::ValidationError;
 
@@ -103,7 +103,7 @@ impl Groups {
                 format!("must be between 1 and {}", group::MAX_RUNNING),
             )));
         }
-        for _ in 0..ATTEMPTS {
+        let put = until_won(ATTEMPTS, || async move {
             let now = self.clock.now();
             let written = match self.groups.get(owner, name).await? {
                 None => {
@@ -122,12 +122,14 @@ impl Groups {
                 }
             };
             match written {
-                Ok(group) => return self.view(group).await,
-                Err(StoreError::Conflict | StoreError::NotFound) => continue,
-                Err(e) => return Err(e.into()),
+                Ok(group) => Ok(Race::Won(group)),
+                // Changed, or deleted, since read: read it again.
+                Err(StoreError::Conflict | StoreError::NotFound) => Ok(Race::Lost),
+                Err(e) => Err(GroupsError::from(e)),
             }
-        }
-        Err(GroupsError::Contended)
+        });
+        let group = put.await?.ok_or(GroupsError::Contended)?;
+        self.view(group).await
     }
 
     /// The group; a name no group can have is simply not found.
@@ -145,7 +147,7 @@ impl Groups {
         if !group::valid_name(name) {
             return Err(GroupsError::NotFound);
         }
-        for _ in 0..ATTEMPTS {
+        let deleted = until_won(ATTEMPTS, || async move {
             let group = self.groups.get(owner, name).await?.ok_or(GroupsError::NotFound)?;
             let links = self.links(&group).await?;
             let users = self.users(&group, &links).await?;
@@ -154,12 +156,11 @@ impl Groups {
             }
             match self.groups.delete(owner, name, group.version, links.version).await {
                 // Gone under this very delete (a retried request whose first try applied).
-                Ok(()) | Err(StoreError::NotFound) => return Ok(()),
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e.into()),
+                Ok(()) | Err(StoreError::NotFound) => Ok(Race::Won(())),
+                other => Ok(other.raced()?),
             }
-        }
-        Err(GroupsError::Contended)
+        });
+        deleted.await?.ok_or(GroupsError::Contended)
     }
 
     /// Records that `job` names the group `name` of `owner`, before the job is written; an

@@ -23,7 +23,7 @@ impl Watchdog {
         let Some(ending) = abandoned(job, run, now) else { return Ok(false) };
         let expire = Step::Expire { jitter: self.entropy.unit() };
         // Lost: a heartbeat extended the lease meanwhile, or the run moved on.
-        let Race::Won(after) = self.recorder.apply(job, run, &expire, now).await.raced()? else {
+        let Race::Won(after) = self.recorder.apply(job, run, &expire, now).await?.race() else {
             return Ok(true);
         };
         match ending.outcome {

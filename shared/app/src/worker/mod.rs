@@ -19,7 +19,7 @@ use crate::emf::{Record, Unit, names};
 use crate::groups::slots::{Admission, Slots};
 use crate::meter::Meter;
 use crate::ports::Ports;
-use crate::record::Recorder;
+use crate::record::{Recorded, Recorder};
 use crate::timer::Timer;
 use crate::workflow::cascade::parents_readiness;
 use chrono::{DateTime, Duration, Utc};
@@ -28,7 +28,9 @@ use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::fence::{self, Verdict};
 use sundial_domain::job::{ConcurrencyPolicy, Job};
-use sundial_domain::ports::store::{Catalogue, FenceStore, Race, Raced, RunHistory, RunWrites, StoreError};
+use sundial_domain::ports::store::{
+    Catalogue, FenceStore, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
+};
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
@@ -196,7 +198,7 @@ impl Worker {
             };
             // Only from what was read: a heartbeat meanwhile renewed the lease and wins.
             let expire = Step::Expire { jitter: self.entropy.unit() };
-            match self.recorder.apply(&job, &run, &expire, now).await.raced()? {
+            match self.recorder.apply(&job, &run, &expire, now).await?.race() {
                 Race::Won(next) => run = next,
                 Race::Lost => return Ok(Disposition::Delete),
             }
@@ -260,7 +262,7 @@ impl Worker {
         reason: String,
         now: DateTime<Utc>,
     ) -> Result<Disposition, StoreError> {
-        match self.recorder.apply(job, run, &Step::Skip { reason }, now).await.raced()? {
+        match self.recorder.apply(job, run, &Step::Skip { reason }, now).await?.race() {
             Race::Won(_) => {
                 self.meter.observe(&Record::new("worker", now).count(names::RUNS_SKIPPED, 1));
                 Ok(Disposition::Delete)
@@ -430,7 +432,7 @@ impl Worker {
     ) -> Result<Option<Run>, StoreError> {
         let mut other = other.clone();
         for _ in 0..3 {
-            if let Race::Won(cancelled) = self.recorder.apply(job, &other, cancel, now).await.raced()? {
+            if let Race::Won(cancelled) = self.recorder.apply(job, &other, cancel, now).await?.race() {
                 return Ok(Some(cancelled));
             }
             match self.history.get(&other.job_id, &other.key).await? {
@@ -459,42 +461,44 @@ impl Worker {
             tracing::error!(body = %body, reason = %reason, "undecodable message in the dead-letter queue");
             return Ok(format!("undecodable message logged: {reason}"));
         };
-        for _ in 0..3 {
-            let Some(run) = self.history.get(&job_id, &key).await? else {
-                return Ok("no such run".into());
+        let (job_id, key) = (&job_id, &key);
+        // Each attempt ends in what was done (the run failed, or left alone), or loses to a
+        // change of the run and reads it again.
+        let handled = until_won(3, || async move {
+            let Some(run) = self.history.get(job_id, key).await? else {
+                return Ok(Race::Won("no such run".to_string()));
             };
             let waiting_for_it = run.waits_until().is_some() && asked == run.attempt + 1;
             if !waiting_for_it {
-                return Ok(format!(
-                    "run {} is {} at attempt {}: not this message's to end",
-                    run.id(),
-                    run.state,
-                    run.attempt
-                ));
+                let (id, state, attempt) = (run.id(), run.state, run.attempt);
+                return Ok(Race::Won(format!(
+                    "run {id} is {state} at attempt {attempt}: not this message's to end"
+                )));
             }
             let now = self.clock.now();
             let dead_letter = Step::DeadLetter { reason: reason.to_string() };
-            let changed = match self.catalogue.get(&job_id).await? {
-                Some(job) => self.recorder.apply(&job, &run, &dead_letter, now).await.map(|_| ()),
-                None => self.orphan(&run, &dead_letter, now).await,
+            let changed = match self.catalogue.get(job_id).await? {
+                Some(job) => self.recorder.apply(&job, &run, &dead_letter, now).await?.race().map(drop),
+                None => self.orphan(&run, &dead_letter, now).await?,
             };
-            if let Race::Won(()) = changed.raced()? {
-                return Ok(format!("run {} recorded FAILED", run.id()));
-            }
-        }
-        Err(StoreError::Unavailable("the run kept changing".into()))
+            Ok::<_, StoreError>(changed.map(|()| format!("run {} recorded FAILED", run.id())))
+        });
+        handled.await?.ok_or_else(|| StoreError::Unavailable("the run kept changing".into()))
     }
 
     async fn cancel_for_deleted_job(&self, run: &Run, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
         let cancel = Step::Cancel { reason: "the job was deleted".into() };
-        self.orphan(run, &cancel, now).await.raced()?;
+        self.orphan(run, &cancel, now).await?;
         Ok(Disposition::Delete)
     }
 
-    /// Applies `step` to a run whose job is gone (nobody to tell), under the step's fence.
-    async fn orphan(&self, run: &Run, step: &Step, now: DateTime<Utc>) -> Result<(), StoreError> {
-        let change = transition::apply_orphan(run, step, now).map_err(|_| StoreError::Conflict)?;
-        crate::record::persist(self.writes.as_ref(), run, &change).await
+    /// Applies `step` to a run whose job is gone (nobody to tell), under the step's fence. A
+    /// step that no longer applies was overtaken by whoever moved the run, like a lost write.
+    async fn orphan(&self, run: &Run, step: &Step, now: DateTime<Utc>) -> Result<Race<()>, StoreError> {
+        match transition::apply_orphan(run, step, now) {
+            Ok(change) => crate::record::persist(self.writes.as_ref(), run, &change).await.raced(),
+            Err(_refused) => Ok(Race::Lost),
+        }
     }
 
     /// How long an attempt's call may last (its time limit), and the lease its start gives.
@@ -523,7 +527,7 @@ impl Worker {
             lease: self.lease(job),
         };
         // Lost: another worker started this attempt first (or the run moved on).
-        let Race::Won(started) = self.recorder.apply(job, &run, &start, now).await.raced()? else {
+        let Race::Won(started) = self.recorder.apply(job, &run, &start, now).await?.race() else {
             let fresh = self.history.get(&run.job_id, &run.key).await?;
             if fresh.is_none_or(|r| r.attempt < n) {
                 // Nobody started this attempt (the run ended or moved on first): the slot taken
@@ -562,7 +566,7 @@ impl Worker {
                 // alive up to the attempt's timeout, and the watchdog ends it if they stop. The
                 // message has nothing left to do.
                 let accept = Step::Accept { status, window: self.settings.heartbeat_window };
-                self.recorder.apply(job, &started, &accept, now).await.raced()?;
+                self.recorder.apply(job, &started, &accept, now).await?;
                 return Ok(Disposition::Delete);
             }
             Answer::Succeeded { status, output } => {
@@ -578,14 +582,14 @@ impl Worker {
                 Ending { status, permanent: !retryable, ..Ending::new(Outcome::Failed).because(error) }
             }
         };
-        let ended = self.finish(job, &started, ending, now).await;
-        if watched && matches!(ended, Err(StoreError::Conflict)) {
+        let ended = self.finish(job, &started, ending, now).await.map(Recorded::race);
+        if watched && matches!(ended, Ok(Race::Lost)) {
             // Closed under the call, which has ended now: the next run need not wait for it.
             self.note_call_ended(&started).await;
         }
         // The attempt is over, however its end was recorded: its group's slot is free again.
         self.slots.release(job, &started, n, now).await;
-        if let Ok(run) = &ended {
+        if let Ok(Race::Won(run)) = &ended {
             let last = run.attempts.last();
             tracing::info!(
                 state = %run.state,
@@ -630,8 +634,11 @@ impl Worker {
         }
     }
 
-    fn after_end(ended: Result<Run, StoreError>, now: DateTime<Utc>) -> Result<Disposition, StoreError> {
-        match ended.raced()? {
+    fn after_end(
+        ended: Result<Race<Run>, StoreError>,
+        now: DateTime<Utc>,
+    ) -> Result<Disposition, StoreError> {
+        match ended? {
             Race::Won(run) if run.state == RunState::Retrying => {
                 Ok(Disposition::Replace(Dispatch::next_attempt(&run, now)))
             }
@@ -650,7 +657,7 @@ impl Worker {
         run: &Run,
         ending: Ending,
         now: DateTime<Utc>,
-    ) -> Result<Run, StoreError> {
+    ) -> Result<Recorded, StoreError> {
         let fresh = match self.catalogue.get(&job.id).await {
             Ok(fresh) => fresh,
             Err(e) => {

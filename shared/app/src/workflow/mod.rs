@@ -12,7 +12,7 @@ pub mod cascade;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, JobDocument, JobId};
-use sundial_domain::ports::store::{Catalogue, RunHistory, StoreError};
+use sundial_domain::ports::store::{Catalogue, Race, Raced, RunHistory, StoreError, until_won};
 use sundial_domain::run::Run;
 use sundial_domain::validation::ValidationError;
 use sundial_domain::workflow::{Graph, GraphError, MAX_PARENTS};
@@ -205,24 +205,21 @@ impl Workflows {
 
     /// Edits a parent's children under its version check, retried on a concurrent change.
     async fn change_children(&self, parent: &JobId, change: impl Fn(&mut Vec<JobId>)) -> Result<()> {
-        for _ in 0..LINK_ATTEMPTS {
+        let change = &change;
+        let changed = until_won(LINK_ATTEMPTS, || async move {
             let Some(before) = self.catalogue.get(parent).await? else {
                 return Err(invalid(GraphError::Unknown(parent.to_string())));
             };
             let mut children = before.children.clone();
             change(&mut children);
             if children == before.children {
-                return Ok(());
+                return Ok(Race::Won(()));
             }
             let after =
                 Job { children, version: before.version + 1, updated_at: self.clock.now(), ..before.clone() };
-            match self.catalogue.update(&before, &after).await {
-                Ok(()) => return Ok(()),
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(WorkflowError::Contended)
+            Ok(self.catalogue.update(&before, &after).await.raced()?)
+        });
+        changed.await?.ok_or(WorkflowError::Contended)
     }
 
     /// The jobs that name `job` as a parent.

@@ -21,6 +21,34 @@ pub enum Race<T> {
     Lost,
 }
 
+impl<T> Race<T> {
+    /// The winner's value changed by `f`; a lost race stays lost.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Race<U> {
+        match self {
+            Race::Won(value) => Race::Won(f(value)),
+            Race::Lost => Race::Lost,
+        }
+    }
+}
+
+/// The loop of every read-decide-write under a condition: runs `attempt` until one wins or
+/// `times` have lost, and gives the winner's value (`None`: every attempt lost, the record is
+/// contended). An attempt reads, decides and writes, and answers [`Race::Lost`] (through
+/// [`Raced::raced`], say) when its condition failed and it should read again; an error ends the
+/// loop.
+pub async fn until_won<T, E, F, Fut>(times: usize, mut attempt: F) -> Result<Option<T>, E>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Race<T>, E>>,
+{
+    for _ in 0..times {
+        if let Race::Won(value) = attempt().await? {
+            return Ok(Some(value));
+        }
+    }
+    Ok(None)
+}
+
 /// Turns a store result's `Conflict` into [`Race::Lost`], leaving real failures errors.
 pub trait Raced<T> {
     fn raced(self) -> Result<Race<T>, StoreError>;
