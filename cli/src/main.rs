@@ -205,55 +205,9 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
     let json_output = cli.json;
     match cli.command {
         Command::Apply { file, prune, dry_run } => {
-            let source = std::fs::read_to_string(&file).map_err(|e| CliError::File {
-                file: file.clone(),
-                line: None,
-                field: String::new(),
-                reason: e.to_string(),
-            })?;
-            let desired = apply::read(&file, &source)?;
-            let plan =
-                apply::plan(desired, &client.jobs().await?, prune).map_err(|r| r.located(&file, &source))?;
-            if dry_run {
-                print(json_output, &json!({"dry_run": true, "plan": plan.summary()}), || {
-                    plan.describe().trim_end().to_string()
-                });
-                return Ok(());
-            }
-            if !json_output {
-                eprint!("{}", plan.describe());
-            }
-            plan.execute(&client, &file, &source, json_output).await?;
-            print(json_output, &plan.summary(), || {
-                let s = plan.summary();
-                let count = |k: &str| s[k].as_array().map_or(0, Vec::len);
-                format!(
-                    "{} created, {} updated, {} deleted, {} unchanged",
-                    count("created"),
-                    count("updated"),
-                    count("deleted"),
-                    count("unchanged")
-                )
-            });
+            apply_file(&client, &file, prune, dry_run, json_output).await?
         }
-        Command::Jobs { command: JobsCommand::Ls } => {
-            let jobs = client.jobs().await?;
-            print(json_output, &Value::Array(jobs.clone()), || {
-                let rows: Vec<Vec<String>> = jobs
-                    .iter()
-                    .map(|j| {
-                        vec![
-                            text(&j["name"]),
-                            text(&j["schedule_description"]),
-                            text(&j["next_run_at"]),
-                            text(&j["last_run"]["state"]),
-                            if j["paused"] == true { "paused".into() } else { String::new() },
-                        ]
-                    })
-                    .collect();
-                table(&["NAME", "SCHEDULE", "NEXT RUN", "LAST RUN", ""], &rows)
-            });
-        }
+        Command::Jobs { command: JobsCommand::Ls } => list_jobs(&client, json_output).await?,
         Command::Jobs { command: JobsCommand::Get { job } } => {
             let job = client.find_job(&job).await?;
             print(json_output, &job, || serde_yaml::to_string(&job).unwrap_or_default());
@@ -268,34 +222,7 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
                 table(&["RUN", "STATE", "SCHEDULED", "ATTEMPTS"], &run_rows(&runs))
             });
         }
-        Command::Run { id } => {
-            let run = client.get(&format!("/v1/runs/{id}")).await?;
-            print(json_output, &run, || {
-                let attempts: Vec<Vec<String>> = run["attempts"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|a| {
-                        vec![
-                            text(&a["n"]),
-                            text(&a["started_at"]),
-                            text(&a["finished_at"]),
-                            text(&a["worker"]),
-                            text(&a["outcome"]),
-                            text(&a["status_code"]),
-                            text(&a["error"]),
-                        ]
-                    })
-                    .collect();
-                format!(
-                    "{} {}\nscheduled {}\n\n{}",
-                    text(&run["id"]),
-                    text(&run["state"]),
-                    text(&run["scheduled_at"]),
-                    table(&["#", "STARTED", "ENDED", "WORKER", "OUTCOME", "STATUS", "ERROR"], &attempts)
-                )
-            });
-        }
+        Command::Run { id } => show_run(&client, &id, json_output).await?,
         Command::Trigger { job } => {
             let job = client.find_job(&job).await?;
             let run = client
@@ -307,34 +234,141 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
         }
         Command::Pause { job } => state_change(&client, &job, "pause", json_output).await?,
         Command::Resume { job } => state_change(&client, &job, "resume", json_output).await?,
-        Command::Preview { job, count } => {
-            let job = client.find_job(&job).await?;
-            let preview = client.get(&format!("/v1/jobs/{}/preview?count={count}", text(&job["id"]))).await?;
-            print(json_output, &preview, || {
-                let rows: Vec<Vec<String>> = preview["instants"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|i| vec![text(&i["utc"]), text(&i["local"])])
-                    .collect();
-                table(&["UTC", &format!("LOCAL ({})", text(&preview["timezone"]))], &rows)
-            });
-        }
+        Command::Preview { job, count } => preview(&client, &job, count, json_output).await?,
         Command::Tail { job, seconds } => tail(&client, &job, seconds, json_output).await?,
-        Command::Forecast { from, to, stack } => {
-            let mut query = Vec::new();
-            for (name, value) in [("from", from), ("to", to)] {
-                if let Some(value) = value {
-                    query.push(format!("{name}={}", value.replace('+', "%2B")));
-                }
-            }
-            if stack {
-                query.push("scope=stack".into());
-            }
-            let forecast = client.get(&format!("/v1/forecast?{}", query.join("&"))).await?;
-            print(json_output, &forecast, || forecast_text(&forecast));
+        Command::Forecast { from, to, stack } => forecast(&client, from, to, stack, json_output).await?,
+    }
+    Ok(())
+}
+
+/// `sundial apply`: the plan that makes the jobs as `file` says, shown, then carried out unless
+/// it is a dry run.
+async fn apply_file(
+    client: &Client,
+    file: &str,
+    prune: bool,
+    dry_run: bool,
+    json_output: bool,
+) -> Result<(), CliError> {
+    let source = std::fs::read_to_string(file).map_err(|e| CliError::File {
+        file: file.to_string(),
+        line: None,
+        field: String::new(),
+        reason: e.to_string(),
+    })?;
+    let desired = apply::read(file, &source)?;
+    let plan = apply::plan(desired, &client.jobs().await?, prune).map_err(|r| r.located(file, &source))?;
+    if dry_run {
+        print(json_output, &json!({"dry_run": true, "plan": plan.summary()}), || {
+            plan.describe().trim_end().to_string()
+        });
+        return Ok(());
+    }
+    if !json_output {
+        eprint!("{}", plan.describe());
+    }
+    plan.execute(client, file, &source, json_output).await?;
+    print(json_output, &plan.summary(), || {
+        let s = plan.summary();
+        let count = |k: &str| s[k].as_array().map_or(0, Vec::len);
+        format!(
+            "{} created, {} updated, {} deleted, {} unchanged",
+            count("created"),
+            count("updated"),
+            count("deleted"),
+            count("unchanged")
+        )
+    });
+    Ok(())
+}
+
+/// `sundial jobs ls`.
+async fn list_jobs(client: &Client, json_output: bool) -> Result<(), CliError> {
+    let jobs = client.jobs().await?;
+    print(json_output, &Value::Array(jobs.clone()), || {
+        let rows: Vec<Vec<String>> = jobs
+            .iter()
+            .map(|j| {
+                vec![
+                    text(&j["name"]),
+                    text(&j["schedule_description"]),
+                    text(&j["next_run_at"]),
+                    text(&j["last_run"]["state"]),
+                    if j["paused"] == true { "paused".into() } else { String::new() },
+                ]
+            })
+            .collect();
+        table(&["NAME", "SCHEDULE", "NEXT RUN", "LAST RUN", ""], &rows)
+    });
+    Ok(())
+}
+
+/// `sundial run ID`: the run and its attempts.
+async fn show_run(client: &Client, id: &str, json_output: bool) -> Result<(), CliError> {
+    let run = client.get(&format!("/v1/runs/{id}")).await?;
+    print(json_output, &run, || {
+        let attempts: Vec<Vec<String>> = run["attempts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| {
+                vec![
+                    text(&a["n"]),
+                    text(&a["started_at"]),
+                    text(&a["finished_at"]),
+                    text(&a["worker"]),
+                    text(&a["outcome"]),
+                    text(&a["status_code"]),
+                    text(&a["error"]),
+                ]
+            })
+            .collect();
+        format!(
+            "{} {}\nscheduled {}\n\n{}",
+            text(&run["id"]),
+            text(&run["state"]),
+            text(&run["scheduled_at"]),
+            table(&["#", "STARTED", "ENDED", "WORKER", "OUTCOME", "STATUS", "ERROR"], &attempts)
+        )
+    });
+    Ok(())
+}
+
+/// `sundial preview JOB`: its next instants, in UTC and in its zone.
+async fn preview(client: &Client, job: &str, count: u32, json_output: bool) -> Result<(), CliError> {
+    let job = client.find_job(job).await?;
+    let preview = client.get(&format!("/v1/jobs/{}/preview?count={count}", text(&job["id"]))).await?;
+    print(json_output, &preview, || {
+        let rows: Vec<Vec<String>> = preview["instants"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|i| vec![text(&i["utc"]), text(&i["local"])])
+            .collect();
+        table(&["UTC", &format!("LOCAL ({})", text(&preview["timezone"]))], &rows)
+    });
+    Ok(())
+}
+
+/// `sundial forecast`: runs per minute over a window.
+async fn forecast(
+    client: &Client,
+    from: Option<String>,
+    to: Option<String>,
+    stack: bool,
+    json_output: bool,
+) -> Result<(), CliError> {
+    let mut query = Vec::new();
+    for (name, value) in [("from", from), ("to", to)] {
+        if let Some(value) = value {
+            query.push(format!("{name}={}", value.replace('+', "%2B")));
         }
     }
+    if stack {
+        query.push("scope=stack".into());
+    }
+    let forecast = client.get(&format!("/v1/forecast?{}", query.join("&"))).await?;
+    print(json_output, &forecast, || forecast_text(&forecast));
     Ok(())
 }
 

@@ -117,106 +117,11 @@ impl Config {
         let stack = vars.var("SUNDIAL_STACK").unwrap_or_else(|| "sundial".to_string());
         let resources = match resources {
             Some(r) => r,
-            None => Resources {
-                jobs_table: required(vars, "SUNDIAL_JOBS_TABLE")?,
-                runs_table: required(vars, "SUNDIAL_RUNS_TABLE")?,
-                idempotency_table: required(vars, "SUNDIAL_IDEMPOTENCY_TABLE")?,
-                runs_queue_url: required(vars, "SUNDIAL_RUNS_QUEUE_URL")?,
-                dlq_url: required(vars, "SUNDIAL_DLQ_URL")?,
-                events_topic_arn: required(vars, "SUNDIAL_EVENTS_TOPIC_ARN")?,
-            },
+            None => resources_of(vars)?,
         };
-        let defaults = Limits::default();
-        let limits = Limits {
-            max_payload_bytes: number(vars, "SUNDIAL_MAX_PAYLOAD_BYTES", defaults.max_payload_bytes)?,
-            min_interval_s: number(vars, "SUNDIAL_MIN_INTERVAL_S", defaults.min_interval_s)?,
-            max_attempts: number(vars, "SUNDIAL_MAX_ATTEMPTS", defaults.max_attempts)?,
-            max_jobs_per_owner: number(vars, "SUNDIAL_MAX_JOBS_PER_OWNER", defaults.max_jobs_per_owner)?,
-        };
-        if limits.max_jobs_per_owner > sundial_domain::limits::MOST_JOBS_PER_OWNER {
-            return Err(ConfigError::Invalid {
-                name: "SUNDIAL_MAX_JOBS_PER_OWNER",
-                reason: format!(
-                    "at most {}: a group's links (one per job naming it) must fit one DynamoDB item",
-                    sundial_domain::limits::MOST_JOBS_PER_OWNER
-                ),
-            });
-        }
-        if limits.max_payload_bytes > 200 * 1024 {
-            return Err(ConfigError::Invalid {
-                name: "SUNDIAL_MAX_PAYLOAD_BYTES",
-                reason: "must leave room in a 256 KiB SQS message (at most 204800)".into(),
-            });
-        }
-        if !(1..=10).contains(&limits.max_attempts) {
-            return Err(ConfigError::Invalid {
-                name: "SUNDIAL_MAX_ATTEMPTS",
-                reason: "must be 1-10, below the runs queue's maxReceiveCount".into(),
-            });
-        }
-        // Sundial's own endpoints are never a job's destination: its API, the AWS endpoint it is
-        // pointed at (an emulator answers anyone), the Lambda Runtime API of its function.
-        let own: Vec<String> = ["SUNDIAL_PUBLIC_URL", "AWS_ENDPOINT_URL", "AWS_LAMBDA_RUNTIME_API"]
-            .iter()
-            .filter_map(|name| vars.var(name))
-            .collect();
-        let network = sundial_domain::egress::Egress::new(&list(vars, "SUNDIAL_ALLOWED_NETWORKS"), &own)
-            .map_err(|e| ConfigError::Invalid { name: "SUNDIAL_ALLOWED_NETWORKS", reason: e.to_string() })?;
-        let targets = TargetAllowList {
-            lambda: list(vars, "SUNDIAL_ALLOWED_LAMBDA"),
-            sqs: list(vars, "SUNDIAL_ALLOWED_SQS"),
-            sns: list(vars, "SUNDIAL_ALLOWED_SNS"),
-            own_prefix: format!("{stack}-"),
-            network,
-        };
-        let mut api_keys = match vars.var("SUNDIAL_API_KEYS") {
-            Some(plain) => ApiKeys::from_plain_list(&plain)
-                .map_err(|e| ConfigError::Invalid { name: "SUNDIAL_API_KEYS", reason: e.to_string() })?,
-            None => ApiKeys::default(),
-        };
-        if let Some(digests) = vars.var("SUNDIAL_API_KEY_HASHES") {
-            api_keys.add_digest_list(&digests).map_err(|e| ConfigError::Invalid {
-                name: "SUNDIAL_API_KEY_HASHES",
-                reason: e.to_string(),
-            })?;
-        }
         let due_shards: u16 = number(vars, "SUNDIAL_DUE_SHARDS", 8)?;
         if !(1..=100).contains(&due_shards) {
             return Err(ConfigError::Invalid { name: "SUNDIAL_DUE_SHARDS", reason: "must be 1-100".into() });
-        }
-        let defaults = ClaimSettings::default();
-        let seconds = |name: &'static str, default: Duration| -> Result<Duration, ConfigError> {
-            number(vars, name, default.num_seconds()).map(Duration::seconds)
-        };
-        let claim = ClaimSettings {
-            lookahead: seconds("SUNDIAL_LOOKAHEAD_S", defaults.lookahead)?,
-            claim_ahead: seconds("SUNDIAL_CLAIM_AHEAD_S", defaults.claim_ahead)?,
-            catchup_max: number(vars, "SUNDIAL_CATCHUP_MAX", defaults.catchup_max)?,
-            retention: Duration::days(number(vars, "SUNDIAL_RETENTION_DAYS", defaults.retention.num_days())?),
-            concurrency: defaults.concurrency,
-        };
-        if claim.lookahead < Duration::seconds(60) || claim.claim_ahead > Duration::seconds(900) {
-            return Err(ConfigError::Invalid {
-                name: "SUNDIAL_LOOKAHEAD_S",
-                reason: "the lookahead must be at least 60 s and the claim-ahead at most 900 s".into(),
-            });
-        }
-        let tick = TickSettings::default();
-        let heartbeat_window =
-            seconds("SUNDIAL_HEARTBEAT_WINDOW_S", sundial_domain::run::transition::DEFAULT_HEARTBEAT_WINDOW)?;
-        let defaults = WatchdogSettings::default();
-        let watchdog = WatchdogSettings {
-            dispatch_grace: seconds("SUNDIAL_DISPATCH_GRACE_S", defaults.dispatch_grace)?,
-            retry_margin: seconds("SUNDIAL_RETRY_MARGIN_S", defaults.retry_margin)?,
-            publish_grace: seconds("SUNDIAL_PUBLISH_GRACE_S", defaults.publish_grace)?,
-            stall_after_minutes: number(vars, "SUNDIAL_STALL_AFTER_MINUTES", defaults.stall_after_minutes)?,
-            ..defaults
-        };
-        if watchdog.stall_after_minutes < 2 {
-            return Err(ConfigError::Invalid {
-                name: "SUNDIAL_STALL_AFTER_MINUTES",
-                reason: "must be at least 2 (the current minute's tick may not have run yet)".into(),
-            });
         }
         let emf = match vars.var("SUNDIAL_EMF") {
             Some(v) => v == "1",
@@ -228,31 +133,162 @@ impl Config {
             vars.var("AWS_LAMBDA_FUNCTION_NAME").is_some(),
             &stack,
         );
-        let page_tokens = match vars.var(PAGE_TOKEN_KEY) {
-            None => sundial_domain::page_token::PageTokens::random(),
-            Some(key) => sundial_domain::page_token::PageTokens::new(key.as_bytes())
-                .map_err(|e| ConfigError::Invalid { name: PAGE_TOKEN_KEY, reason: e.to_string() })?,
-        };
         Ok(Config {
-            page_tokens,
+            page_tokens: page_tokens(vars)?,
             logs,
             emf,
             capacity_log: flag(vars, "SUNDIAL_CAPACITY_LOG")?,
-            watchdog,
+            watchdog: watchdog(vars)?,
+            limits: limits(vars)?,
+            targets: targets(vars, &stack)?,
             stack,
             resources,
-            limits,
-            targets,
-            api_keys,
+            api_keys: api_keys(vars)?,
             operators: sundial_domain::auth::Operators::from_list(
                 &vars.var("SUNDIAL_OPERATORS").unwrap_or_default(),
             ),
             due_shards,
-            claim,
-            tick,
-            heartbeat_window,
+            claim: claim(vars)?,
+            tick: TickSettings::default(),
+            heartbeat_window: seconds(
+                vars,
+                "SUNDIAL_HEARTBEAT_WINDOW_S",
+                sundial_domain::run::transition::DEFAULT_HEARTBEAT_WINDOW,
+            )?,
             public_url: vars.var("SUNDIAL_PUBLIC_URL"),
         })
+    }
+}
+
+/// A duration in whole seconds, `default` when unset.
+fn seconds(vars: &dyn Vars, name: &'static str, default: Duration) -> Result<Duration, ConfigError> {
+    number(vars, name, default.num_seconds()).map(Duration::seconds)
+}
+
+/// The stack's resources, named by the variables a deployed function has.
+fn resources_of(vars: &dyn Vars) -> Result<Resources, ConfigError> {
+    Ok(Resources {
+        jobs_table: required(vars, "SUNDIAL_JOBS_TABLE")?,
+        runs_table: required(vars, "SUNDIAL_RUNS_TABLE")?,
+        idempotency_table: required(vars, "SUNDIAL_IDEMPOTENCY_TABLE")?,
+        runs_queue_url: required(vars, "SUNDIAL_RUNS_QUEUE_URL")?,
+        dlq_url: required(vars, "SUNDIAL_DLQ_URL")?,
+        events_topic_arn: required(vars, "SUNDIAL_EVENTS_TOPIC_ARN")?,
+    })
+}
+
+/// The bounds jobs are checked against.
+fn limits(vars: &dyn Vars) -> Result<Limits, ConfigError> {
+    let defaults = Limits::default();
+    let limits = Limits {
+        max_payload_bytes: number(vars, "SUNDIAL_MAX_PAYLOAD_BYTES", defaults.max_payload_bytes)?,
+        min_interval_s: number(vars, "SUNDIAL_MIN_INTERVAL_S", defaults.min_interval_s)?,
+        max_attempts: number(vars, "SUNDIAL_MAX_ATTEMPTS", defaults.max_attempts)?,
+        max_jobs_per_owner: number(vars, "SUNDIAL_MAX_JOBS_PER_OWNER", defaults.max_jobs_per_owner)?,
+    };
+    if limits.max_jobs_per_owner > sundial_domain::limits::MOST_JOBS_PER_OWNER {
+        return Err(ConfigError::Invalid {
+            name: "SUNDIAL_MAX_JOBS_PER_OWNER",
+            reason: format!(
+                "at most {}: a group's links (one per job naming it) must fit one DynamoDB item",
+                sundial_domain::limits::MOST_JOBS_PER_OWNER
+            ),
+        });
+    }
+    if limits.max_payload_bytes > 200 * 1024 {
+        return Err(ConfigError::Invalid {
+            name: "SUNDIAL_MAX_PAYLOAD_BYTES",
+            reason: "must leave room in a 256 KiB SQS message (at most 204800)".into(),
+        });
+    }
+    if !(1..=10).contains(&limits.max_attempts) {
+        return Err(ConfigError::Invalid {
+            name: "SUNDIAL_MAX_ATTEMPTS",
+            reason: "must be 1-10, below the runs queue's maxReceiveCount".into(),
+        });
+    }
+    Ok(limits)
+}
+
+/// Where jobs' targets may be: the allow-lists, the networks, and never Sundial's own endpoints
+/// (its API, the AWS endpoint it is pointed at, which an emulator answers for anyone, the Lambda
+/// Runtime API of its function) nor its own resources (`<stack>-`).
+fn targets(vars: &dyn Vars, stack: &str) -> Result<TargetAllowList, ConfigError> {
+    let own: Vec<String> = ["SUNDIAL_PUBLIC_URL", "AWS_ENDPOINT_URL", "AWS_LAMBDA_RUNTIME_API"]
+        .iter()
+        .filter_map(|name| vars.var(name))
+        .collect();
+    let network = sundial_domain::egress::Egress::new(&list(vars, "SUNDIAL_ALLOWED_NETWORKS"), &own)
+        .map_err(|e| ConfigError::Invalid { name: "SUNDIAL_ALLOWED_NETWORKS", reason: e.to_string() })?;
+    Ok(TargetAllowList {
+        lambda: list(vars, "SUNDIAL_ALLOWED_LAMBDA"),
+        sqs: list(vars, "SUNDIAL_ALLOWED_SQS"),
+        sns: list(vars, "SUNDIAL_ALLOWED_SNS"),
+        own_prefix: format!("{stack}-"),
+        network,
+    })
+}
+
+/// The API keys: plain (`owner:key`) and as digests.
+fn api_keys(vars: &dyn Vars) -> Result<ApiKeys, ConfigError> {
+    let mut api_keys = match vars.var("SUNDIAL_API_KEYS") {
+        Some(plain) => ApiKeys::from_plain_list(&plain)
+            .map_err(|e| ConfigError::Invalid { name: "SUNDIAL_API_KEYS", reason: e.to_string() })?,
+        None => ApiKeys::default(),
+    };
+    if let Some(digests) = vars.var("SUNDIAL_API_KEY_HASHES") {
+        api_keys
+            .add_digest_list(&digests)
+            .map_err(|e| ConfigError::Invalid { name: "SUNDIAL_API_KEY_HASHES", reason: e.to_string() })?;
+    }
+    Ok(api_keys)
+}
+
+/// How far ahead the tick claims, how much it catches up, how long runs are kept.
+fn claim(vars: &dyn Vars) -> Result<ClaimSettings, ConfigError> {
+    let defaults = ClaimSettings::default();
+    let claim = ClaimSettings {
+        lookahead: seconds(vars, "SUNDIAL_LOOKAHEAD_S", defaults.lookahead)?,
+        claim_ahead: seconds(vars, "SUNDIAL_CLAIM_AHEAD_S", defaults.claim_ahead)?,
+        catchup_max: number(vars, "SUNDIAL_CATCHUP_MAX", defaults.catchup_max)?,
+        retention: Duration::days(number(vars, "SUNDIAL_RETENTION_DAYS", defaults.retention.num_days())?),
+        concurrency: defaults.concurrency,
+    };
+    if claim.lookahead < Duration::seconds(60) || claim.claim_ahead > Duration::seconds(900) {
+        return Err(ConfigError::Invalid {
+            name: "SUNDIAL_LOOKAHEAD_S",
+            reason: "the lookahead must be at least 60 s and the claim-ahead at most 900 s".into(),
+        });
+    }
+    Ok(claim)
+}
+
+/// The watchdog's graces and when it calls the scheduler stalled.
+fn watchdog(vars: &dyn Vars) -> Result<WatchdogSettings, ConfigError> {
+    let defaults = WatchdogSettings::default();
+    let watchdog = WatchdogSettings {
+        dispatch_grace: seconds(vars, "SUNDIAL_DISPATCH_GRACE_S", defaults.dispatch_grace)?,
+        retry_margin: seconds(vars, "SUNDIAL_RETRY_MARGIN_S", defaults.retry_margin)?,
+        publish_grace: seconds(vars, "SUNDIAL_PUBLISH_GRACE_S", defaults.publish_grace)?,
+        stall_after_minutes: number(vars, "SUNDIAL_STALL_AFTER_MINUTES", defaults.stall_after_minutes)?,
+        ..defaults
+    };
+    if watchdog.stall_after_minutes < 2 {
+        return Err(ConfigError::Invalid {
+            name: "SUNDIAL_STALL_AFTER_MINUTES",
+            reason: "must be at least 2 (the current minute's tick may not have run yet)".into(),
+        });
+    }
+    Ok(watchdog)
+}
+
+/// The key pagination tokens are sealed with: shared by every instance of the API, or a random
+/// one of this process's when unset.
+fn page_tokens(vars: &dyn Vars) -> Result<sundial_domain::page_token::PageTokens, ConfigError> {
+    match vars.var(PAGE_TOKEN_KEY) {
+        None => Ok(sundial_domain::page_token::PageTokens::random()),
+        Some(key) => sundial_domain::page_token::PageTokens::new(key.as_bytes())
+            .map_err(|e| ConfigError::Invalid { name: PAGE_TOKEN_KEY, reason: e.to_string() }),
     }
 }
 
