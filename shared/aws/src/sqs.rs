@@ -1,9 +1,9 @@
 //! The runs queue in SQS, sent to in batches of ten, at most [`SENDS_IN_FLIGHT`] batches at once,
 //! with its dead-letter queue.
 
+use crate::errors::queue_error;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
 use sundial_domain::run_queue::{BATCH, Dispatch, HOLD_S, MAX_DELAY_S};
@@ -23,33 +23,6 @@ pub struct SqsRunQueue {
     client: Client,
     url: String,
     dlq_url: String,
-}
-
-/// Error codes of requests SQS refuses as such: retrying the same request cannot succeed.
-const REFUSED: [&str; 10] = [
-    "AWS.SimpleQueueService.NonExistentQueue",
-    "QueueDoesNotExist",
-    "InvalidMessageContents",
-    "ReceiptHandleIsInvalid",
-    "InvalidParameterValue",
-    "AccessDenied",
-    "AccessDeniedException",
-    "UnsupportedOperation",
-    "InvalidAddress",
-    "InvalidSecurity",
-];
-
-/// An SQS error with its retry decision: a request SQS refuses as such, or one that could not be
-/// built, is refused for good; throttling, timeouts, lost connections and anything else may pass.
-fn queue_error<E, R>(e: SdkError<E, R>) -> QueueError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    let refused =
-        matches!(&e, SdkError::ConstructionFailure(_)) || e.code().is_some_and(|c| REFUSED.contains(&c));
-    let text = DisplayErrorContext(e).to_string();
-    if refused { QueueError::Refused(text) } else { QueueError::Unavailable(text) }
 }
 
 impl SqsRunQueue {
@@ -228,33 +201,6 @@ impl RunInbox for SqsRunQueue {
                     .map_err(queue_error)?;
                 moved += 1;
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use aws_sdk_sqs::error::ErrorMetadata;
-    use aws_sdk_sqs::operation::send_message::SendMessageError;
-    use aws_smithy_runtime_api::http::{Response, StatusCode};
-    use aws_smithy_types::body::SdkBody;
-
-    fn service_error(code: &str) -> SdkError<SendMessageError, Response> {
-        let error = SendMessageError::generic(ErrorMetadata::builder().code(code).message("m").build());
-        let status = StatusCode::try_from(400).unwrap_or_else(|_| unreachable!("400 is a status"));
-        SdkError::service_error(error, Response::new(status, SdkBody::empty()))
-    }
-
-    #[test]
-    fn refused_requests_are_final_and_only_outages_are_retryable() {
-        for refused in ["AWS.SimpleQueueService.NonExistentQueue", "InvalidMessageContents", "AccessDenied"] {
-            let e = queue_error(service_error(refused));
-            assert!(matches!(e, QueueError::Refused(_)) && !e.is_retryable(), "{refused}: {e:?}");
-        }
-        for outage in ["ThrottlingException", "RequestThrottled", "InternalError", "ServiceUnavailable"] {
-            let e = queue_error(service_error(outage));
-            assert!(matches!(e, QueueError::Unavailable(_)) && e.is_retryable(), "{outage}: {e:?}");
         }
     }
 }

@@ -6,7 +6,8 @@
 //! 100 bytes: one write unit), no `doc`, `owner` or due attributes, so it stays out of the jobs
 //! table's indexes and of its job scans.
 
-use super::item::{self, Item, get_opt_s, get_s, s};
+use super::item::{Item, get_opt_s, get_s, s};
+use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -55,7 +56,7 @@ impl FenceStore for DynamoFenceStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         out.item.as_ref().map(Self::decode).transpose()
     }
 
@@ -82,7 +83,7 @@ impl FenceStore for DynamoFenceStore {
                 .expression_attribute_values(":h", s(holder.encode())),
         };
         self.ledger.add(writes::ITEM, 1);
-        request.send().await.map_err(item::classify).map(|_| ())
+        request.send().await.map_err(store_error).map(|_| ())
     }
 
     async fn remove(&self, job_id: &JobId) -> StoreResult<()> {
@@ -93,7 +94,7 @@ impl FenceStore for DynamoFenceStore {
             .key("job_id", s(fence_key(job_id)))
             .send()
             .await
-            .map_err(item::classify)
+            .map_err(store_error)
             .map(|_| ())
     }
 }

@@ -9,6 +9,7 @@
 //! jobs table's indexes.
 
 use super::item::{self, Item, TransactFailure, failed, get_n, get_s, n, s};
+use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -76,7 +77,7 @@ impl GroupStore for DynamoGroupStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         out.item.as_ref().map(Self::decode).transpose()
     }
 
@@ -96,7 +97,7 @@ impl GroupStore for DynamoGroupStore {
             }
         };
         self.ledger.add(writes::ITEM, 1);
-        match request.send().await.map_err(item::classify) {
+        match request.send().await.map_err(store_error) {
             Err(StoreError::Conflict) if expected.is_some() => {
                 Err(self.why_refused(&group.owner, &group.name).await)
             }
@@ -143,7 +144,7 @@ impl GroupStore for DynamoGroupStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         let Some(stored) = out.item else { return Ok(Links::default()) };
         let mut links = Links { version: get_n(&stored, "version")?, ..Links::default() };
         for (attribute, value) in &stored {
@@ -205,7 +206,7 @@ impl GroupStore for DynamoGroupStore {
             .expression_attribute_values(":one", n(1))
             .send()
             .await
-            .map_err(item::classify);
+            .map_err(store_error);
         match removed {
             // No such link: nothing to remove.
             Ok(_) | Err(StoreError::Conflict) => Ok(()),

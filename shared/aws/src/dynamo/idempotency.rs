@@ -6,7 +6,8 @@
 //! failed) stays as `released`, keeping the time the key was first seen: its retry is claimed
 //! again with that time, so whatever the request derives from it comes out the same.
 
-use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
+use super::item::{Item, get_n, get_opt_s, get_s, n, s};
+use crate::errors::store_error;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use chrono::{DateTime, Duration, Utc};
@@ -39,7 +40,7 @@ impl DynamoIdempotencyStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         Ok(out.item)
     }
 }
@@ -73,7 +74,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
-        match claimed.map_err(item::classify) {
+        match claimed.map_err(store_error) {
             Ok(out) => {
                 let first_seen = out
                     .attributes
@@ -124,7 +125,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .expression_attribute_values(":exp", n((now + RETAIN_FOR).timestamp()))
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         Ok(())
     }
 
@@ -141,7 +142,7 @@ impl IdempotencyStore for DynamoIdempotencyStore {
             .expression_attribute_values(":released", s("released"))
             .send()
             .await;
-        match released.map_err(item::classify) {
+        match released.map_err(store_error) {
             // Already completed (or gone): nothing to give up.
             Ok(_) | Err(StoreError::Conflict) => Ok(()),
             Err(e) => Err(e),

@@ -1,7 +1,8 @@
-//! DynamoDB item helpers shared by the adapters: reading typed attributes and classifying SDK
-//! errors into [`StoreError`].
+//! DynamoDB item helpers shared by the adapters: reading typed attributes, reading a whole
+//! partition, and transactions. SDK errors become [`StoreError`]s in [`crate::errors`].
 
-use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use crate::errors::store_error;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use std::collections::HashMap;
 use sundial_domain::ports::store::StoreError;
@@ -39,34 +40,6 @@ pub fn get_n<T: std::str::FromStr>(item: &Item, name: &str) -> Result<T, StoreEr
     }
 }
 
-/// Error codes of requests DynamoDB refuses as such: retrying the same request cannot succeed.
-const REJECTED: [&str; 6] = [
-    "AccessDeniedException",
-    "ValidationException",
-    "ResourceNotFoundException",
-    "UnrecognizedClientException",
-    "MissingAuthenticationTokenException",
-    "IncompleteSignatureException",
-];
-
-/// Maps an SDK error: a failed condition is a `Conflict`, and so is a write refused because a
-/// transaction holds the item (`TransactionConflictException`: a job's link to its group checks
-/// the group's ledger in one, so an admission racing it reads the group again, as after any
-/// concurrent change); a request refused as such (denied, invalid, no such table) is `Rejected`;
-/// throttling, transport failures and anything else are `Unavailable` (retryable), with the
-/// error's full context.
-pub fn classify<E, R>(err: SdkError<E, R>) -> StoreError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    match err.code() {
-        Some("ConditionalCheckFailedException" | "TransactionConflictException") => StoreError::Conflict,
-        Some(code) if REJECTED.contains(&code) => StoreError::Rejected(DisplayErrorContext(&err).to_string()),
-        _ => StoreError::Unavailable(DisplayErrorContext(&err).to_string()),
-    }
-}
-
 /// The reasons a transaction was cancelled, one per item (`ConditionalCheckFailed`, `None`, …),
 /// or `None` if the error is not a cancelled transaction.
 pub fn cancellation_reasons<R>(
@@ -94,42 +67,13 @@ pub async fn query_all<T>(
     let mut decoded = Vec::new();
     let mut start = None;
     loop {
-        let out = query.clone().set_exclusive_start_key(start).send().await.map_err(classify)?;
+        let out = query.clone().set_exclusive_start_key(start).send().await.map_err(store_error)?;
         for it in out.items() {
             decoded.push(decode(it)?);
         }
         start = out.last_evaluated_key;
         if start.is_none() {
             return Ok(decoded);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use aws_sdk_dynamodb::error::ErrorMetadata;
-    use aws_sdk_dynamodb::operation::get_item::GetItemError;
-    use aws_smithy_runtime_api::http::{Response, StatusCode};
-    use aws_smithy_types::body::SdkBody;
-
-    fn service_error(code: &str) -> SdkError<GetItemError, Response> {
-        let error = GetItemError::generic(ErrorMetadata::builder().code(code).message("m").build());
-        let status = StatusCode::try_from(400).unwrap_or_else(|_| unreachable!("400 is a status"));
-        SdkError::service_error(error, Response::new(status, SdkBody::empty()))
-    }
-
-    #[test]
-    fn refused_requests_are_rejected_and_only_outages_are_retryable() {
-        assert_eq!(classify(service_error("ConditionalCheckFailedException")), StoreError::Conflict);
-        for refused in ["AccessDeniedException", "ValidationException", "ResourceNotFoundException"] {
-            let e = classify(service_error(refused));
-            assert!(matches!(e, StoreError::Rejected(_)) && !e.is_retryable(), "{refused}: {e:?}");
-        }
-        for outage in ["ProvisionedThroughputExceededException", "ThrottlingException", "InternalServerError"]
-        {
-            let e = classify(service_error(outage));
-            assert!(matches!(e, StoreError::Unavailable(_)) && e.is_retryable(), "{outage}: {e:?}");
         }
     }
 }
@@ -168,7 +112,7 @@ pub async fn transact(
                 None if e.code() == Some("TransactionConflictException") => {
                     TransactFailure::Cancelled(vec!["TransactionConflict".into()])
                 }
-                None => return Err(TransactFailure::Store(classify(e))),
+                None => return Err(TransactFailure::Store(store_error(e))),
             },
         };
         let conflicted = matches!(&failure, TransactFailure::Cancelled(r)

@@ -10,6 +10,7 @@
 //! the size of their keys, not of the job (a write costs a unit per KB of what it writes).
 
 use super::item::{self, Item, TransactFailure, failed, get_n, get_opt_s, get_s, n, s};
+use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -76,7 +77,7 @@ impl DynamoJobStore {
                     .request_items(&self.table, requests)
                     .send()
                     .await
-                    .map_err(item::classify)?;
+                    .map_err(store_error)?;
                 pending = out.unprocessed_items.and_then(|mut u| u.remove(&self.table));
             }
         }
@@ -112,7 +113,7 @@ impl DynamoJobStore {
                     .request_items(&self.table, keys)
                     .send()
                     .await
-                    .map_err(item::classify)?;
+                    .map_err(store_error)?;
                 let items = out.responses.as_ref().and_then(|r| r.get(&self.table));
                 for it in items.into_iter().flatten() {
                     if let Some(job) = decode(it)? {
@@ -331,7 +332,7 @@ impl Catalogue for DynamoJobStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         out.item.as_ref().map(from_item).transpose()
     }
 
@@ -346,7 +347,7 @@ impl Catalogue for DynamoJobStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         let Some(id) = out.item.as_ref().and_then(|lock| get_opt_s(lock, "lock_of")).and_then(JobId::parse)
         else {
             return Ok(None);
@@ -379,7 +380,7 @@ impl Catalogue for DynamoJobStore {
                 .limit((limit + 1 - keys.len()) as i32)
                 .send()
                 .await
-                .map_err(item::classify)?;
+                .map_err(store_error)?;
             for it in out.items() {
                 keys.push((get_s(it, "job_id")?.to_string(), get_s(it, "name")?.to_string()));
             }
@@ -420,7 +421,7 @@ impl Catalogue for DynamoJobStore {
                 .limit((limit + 1 - jobs.len()).max(25) as i32)
                 .send()
                 .await
-                .map_err(item::classify)?;
+                .map_err(store_error)?;
             for it in out.items() {
                 jobs.extend(quarantined(it)?);
             }
@@ -451,7 +452,7 @@ impl Catalogue for DynamoJobStore {
                 .send()
                 .await
                 .map(|_| ())
-                .map_err(item::classify)
+                .map_err(store_error)
         } else {
             let (condition, values) = read_condition(before);
             let put = Put::builder()
@@ -563,7 +564,7 @@ impl DueIndex for DynamoJobStore {
                 .expression_attribute_values(":next", s(format_instant(next))),
             None => request.update_expression("REMOVE next_run_at, due_bucket, due_at"),
         };
-        request.condition_expression(condition).send().await.map_err(item::classify)?;
+        request.condition_expression(condition).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         if job.due_at().is_some() {
             self.ledger.add(writes::INDEX_REMOVE, 1);
@@ -603,6 +604,6 @@ pub async fn raw_attribute(
         .consistent_read(true)
         .send()
         .await
-        .map_err(item::classify)?;
+        .map_err(store_error)?;
     Ok(out.item.and_then(|mut i| i.remove(name)))
 }

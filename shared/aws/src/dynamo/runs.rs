@@ -7,6 +7,7 @@
 //! conditional write from the expected state and attempt number (the fencing token).
 
 use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
+use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -66,7 +67,7 @@ impl DynamoRunStore {
                 .request_items(&self.table, request)
                 .send()
                 .await
-                .map_err(item::classify)?;
+                .map_err(store_error)?;
             // One bad item must not stall the watchdog's pass for every other run.
             let items = out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten();
             runs.extend(items.filter_map(quarantined));
@@ -168,7 +169,7 @@ impl DynamoRunStore {
             .update_expression(expression)
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         if leaves_index {
             self.ledger.add(writes::INDEX_REMOVE, 1);
@@ -200,7 +201,7 @@ impl DynamoRunStore {
         if let Some(until) = until {
             query = query.expression_attribute_values(":until", s(until));
         }
-        let out = query.send().await.map_err(item::classify)?;
+        let out = query.send().await.map_err(store_error)?;
         Ok(out.items().iter().filter_map(quarantined).collect())
     }
 
@@ -363,7 +364,7 @@ impl RunHistory for DynamoRunStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         out.item.as_ref().map(from_item).transpose()
     }
 
@@ -401,7 +402,7 @@ impl RunHistory for DynamoRunStore {
                     .expression_attribute_names("#st", "state")
                     .expression_attribute_values(":state", s(state.as_str()));
             }
-            let out = query.send().await.map_err(item::classify)?;
+            let out = query.send().await.map_err(store_error)?;
             runs.extend(out.items().iter().filter_map(quarantined));
             start = out.last_evaluated_key;
             if runs.len() > limit || start.is_none() {
@@ -491,7 +492,7 @@ impl RunWrites for DynamoRunStore {
                             Err(StoreError::Unavailable("run vanished after a conflicting insert".into()))
                         }
                     },
-                    None => Err(item::classify(e)),
+                    None => Err(store_error(e)),
                 }
             }
         }
@@ -526,7 +527,7 @@ impl RunWrites for DynamoRunStore {
             .expression_attribute_values(":expires", n((now + chrono::Duration::days(FLAG_DAYS)).timestamp()))
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
@@ -542,7 +543,7 @@ impl RunWrites for DynamoRunStore {
             .expression_attribute_values(":at", s(at.to_rfc3339()))
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
@@ -559,7 +560,7 @@ impl RunWrites for DynamoRunStore {
             .expression_attribute_values(":n", n(attempt))
             .send()
             .await
-            .map_err(item::classify)
+            .map_err(store_error)
             .map(|_| ())
     }
 }
@@ -581,7 +582,7 @@ impl RunOutbox for DynamoRunStore {
             .expression_attribute_values(":attempt", n(run.attempt))
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
@@ -608,7 +609,7 @@ impl RunOutbox for DynamoRunStore {
             .condition_expression(format!("events.#id.sent = :false AND {untouched}"))
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
@@ -661,7 +662,7 @@ impl RunOutbox for DynamoRunStore {
                 ))
                 .expression_attribute_names("#st", "state");
         }
-        request.update_expression(expression.trim()).send().await.map_err(item::classify)?;
+        request.update_expression(expression.trim()).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         if settle {
             self.ledger.add(writes::INDEX_REMOVE, 1);

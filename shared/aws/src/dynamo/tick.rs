@@ -3,7 +3,8 @@
 //! whatever order concurrent ticks finish in. The watchdog keeps its stall incident on the same
 //! item.
 
-use super::item::{self, get_n, get_opt_s, n, s};
+use super::item::{get_n, get_opt_s, n, s};
+use crate::errors::store_error;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -46,7 +47,7 @@ impl DynamoTickStateStore {
             .expression_attribute_values(":now", s(now.to_rfc3339()))
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         Ok(())
     }
 
@@ -63,7 +64,7 @@ impl DynamoTickStateStore {
             .expression_attribute_values(":v", value)
             .send()
             .await
-            .map_err(item::classify);
+            .map_err(store_error);
         match result {
             // Another pass already recorded as much, or more.
             Ok(_) | Err(StoreError::Conflict) => Ok(()),
@@ -83,7 +84,7 @@ impl TickStateStore for DynamoTickStateStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         let Some(it) = out.item else { return Ok(TickState::default()) };
         Ok(TickState {
             watermark: get_opt_s(&it, "watermark").and_then(parse_instant),
@@ -140,7 +141,7 @@ impl TickStateStore for DynamoTickStateStore {
             .condition_expression(format!("unsent_alert = :alert AND {untouched}"))
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         Ok(())
     }
 
@@ -154,7 +155,7 @@ impl TickStateStore for DynamoTickStateStore {
             .expression_attribute_values(":alert", s(alert))
             .send()
             .await
-            .map_err(item::classify)?;
+            .map_err(store_error)?;
         Ok(())
     }
 
@@ -174,7 +175,7 @@ impl TickStateStore for DynamoTickStateStore {
                 .expression_attribute_values(":c", s(id.to_string())),
             None => request.update_expression("REMOVE watchdog_cursor"),
         };
-        request.send().await.map_err(item::classify)?;
+        request.send().await.map_err(store_error)?;
         Ok(())
     }
 }

@@ -3,8 +3,8 @@
 //! carries a body per protocol: a short text for email and SMS, JSON for HTTPS and SQS.
 
 use super::topics::TopicNames;
+use crate::errors::publish_error;
 use async_trait::async_trait;
-use aws_sdk_sns::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use sundial_domain::events::{Notification, SchedulerAlert};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 
@@ -57,32 +57,6 @@ impl SnsEventBus {
     }
 }
 
-/// Error codes of requests SNS refuses as such: retrying the same request cannot succeed.
-const REFUSED: [&str; 8] = [
-    "NotFound",
-    "InvalidParameter",
-    "InvalidParameterValue",
-    "AuthorizationError",
-    "EndpointDisabled",
-    "InvalidSecurity",
-    "KMSDisabled",
-    "KMSNotFound",
-];
-
-/// An SNS error with its retry decision: a request SNS refuses as such (no such topic, not
-/// authorised, an invalid message), or one that could not be built, is refused for good;
-/// throttling, timeouts, lost connections and anything else may pass.
-fn publish_error<E, R>(e: SdkError<E, R>) -> PublishError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    let refused =
-        matches!(&e, SdkError::ConstructionFailure(_)) || e.code().is_some_and(|c| REFUSED.contains(&c));
-    let text = DisplayErrorContext(e).to_string();
-    if refused { PublishError::Refused(text) } else { PublishError::Unavailable(text) }
-}
-
 /// SNS's per-protocol message (`MessageStructure: json`): JSON for machines, text for people.
 pub fn protocol_bodies(json: &str, text: &str, short: &str) -> serde_json::Value {
     serde_json::json!({
@@ -119,28 +93,6 @@ impl EventBus for SnsEventBus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_sns::error::ErrorMetadata;
-    use aws_sdk_sns::operation::publish::PublishError as SnsPublishError;
-    use aws_smithy_runtime_api::http::{Response, StatusCode};
-    use aws_smithy_types::body::SdkBody;
-
-    fn service_error(code: &str) -> SdkError<SnsPublishError, Response> {
-        let error = SnsPublishError::generic(ErrorMetadata::builder().code(code).message("m").build());
-        let status = StatusCode::try_from(400).unwrap_or_else(|_| unreachable!("400 is a status"));
-        SdkError::service_error(error, Response::new(status, SdkBody::empty()))
-    }
-
-    #[test]
-    fn refused_publishes_are_final_and_only_outages_are_retryable() {
-        for refused in ["NotFound", "AuthorizationError", "InvalidParameter"] {
-            let e = publish_error(service_error(refused));
-            assert!(matches!(e, PublishError::Refused(_)) && !e.is_retryable(), "{refused}: {e:?}");
-        }
-        for outage in ["Throttled", "InternalError", "ServiceUnavailable"] {
-            let e = publish_error(service_error(outage));
-            assert!(matches!(e, PublishError::Unavailable(_)) && e.is_retryable(), "{outage}: {e:?}");
-        }
-    }
 
     #[test]
     fn machines_get_json_and_people_get_text() {

@@ -8,8 +8,9 @@
 //! half-done sync. SNS allows 200 filter policies per topic, which rules out one shared topic
 //! with a filter per job.
 
+use crate::errors::{AwsError, topic_error};
 use async_trait::async_trait;
-use aws_sdk_sns::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_sns::error::DisplayErrorContext;
 use sundial_domain::events::{endpoints, has_endpoints};
 use sundial_domain::job::{Job, JobId, NotifySettings};
 use sundial_domain::ports::topics::{JobTopics, Subscription, SubscriptionStatus, TopicError};
@@ -62,13 +63,8 @@ struct Existing {
     endpoint: String,
 }
 
-fn unavailable<E: std::error::Error + 'static>(e: E) -> TopicError {
-    TopicError::Unavailable(DisplayErrorContext(e).to_string())
-}
-
-fn is_not_found<E: ProvideErrorMetadata>(e: &E) -> bool {
-    e.code() == Some("NotFound")
-}
+/// SNS's code for a topic or subscription that does not exist (any more).
+const NOT_FOUND: &str = "NotFound";
 
 impl SnsJobTopics {
     pub fn new(client: aws_sdk_sns::Client, names: TopicNames) -> Self {
@@ -89,8 +85,10 @@ impl SnsJobTopics {
                 .await
             {
                 Ok(out) => out,
-                Err(e) if e.as_service_error().is_some_and(is_not_found) => return Ok(Vec::new()),
-                Err(e) => return Err(unavailable(e)),
+                Err(e) => {
+                    let error = AwsError::of(&e);
+                    return if error.is(NOT_FOUND) { Ok(Vec::new()) } else { Err(error.into()) };
+                }
             };
             for s in out.subscriptions() {
                 found.push(Existing {
@@ -111,10 +109,11 @@ impl SnsJobTopics {
             // SNS cannot remove an unconfirmed subscription; it lapses after three days.
             return Ok(());
         }
-        match self.client.unsubscribe().subscription_arn(&existing.arn).send().await {
+        let sent = self.client.unsubscribe().subscription_arn(&existing.arn).send().await;
+        match sent.map_err(|e| AwsError::of(&e)) {
             Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(is_not_found) => Ok(()),
-            Err(e) => Err(unavailable(e)),
+            Err(e) if e.is(NOT_FOUND) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -139,7 +138,7 @@ impl JobTopics for SnsJobTopics {
             .tags(tag("sundial:job", job.id.as_str())?)
             .send()
             .await
-            .map_err(unavailable)?
+            .map_err(topic_error)?
             .topic_arn
             .ok_or_else(|| TopicError::Unavailable("CreateTopic returned no ARN".into()))?;
         let policy = filter_policy(notify);
@@ -157,7 +156,7 @@ impl JobTopics for SnsJobTopics {
                     .attribute_value(&policy)
                     .send()
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(topic_error)?;
             }
         }
         for (protocol, endpoint, field) in &wanted {
@@ -176,12 +175,12 @@ impl JobTopics for SnsJobTopics {
                 request = request.attributes("RawMessageDelivery", "true");
             }
             request.send().await.map_err(|e| {
-                let invalid = e.as_service_error().is_some_and(|s| s.code() == Some("InvalidParameter"));
-                if invalid {
-                    let reason = e.as_service_error().and_then(|s| s.message()).unwrap_or("rejected by SNS");
-                    TopicError::Rejected { field: field.clone(), reason: reason.to_string() }
+                let error = AwsError::of(&e);
+                if error.is("InvalidParameter") {
+                    let reason = error.message.unwrap_or_else(|| "rejected by SNS".into());
+                    TopicError::Rejected { field: field.clone(), reason }
                 } else {
-                    unavailable(e)
+                    error.into()
                 }
             })?;
         }
@@ -193,10 +192,11 @@ impl JobTopics for SnsJobTopics {
         for old in self.existing(&topic).await? {
             self.unsubscribe(&old).await?;
         }
-        match self.client.delete_topic().topic_arn(&topic).send().await {
+        let sent = self.client.delete_topic().topic_arn(&topic).send().await;
+        match sent.map_err(|e| AwsError::of(&e)) {
             Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(is_not_found) => Ok(()),
-            Err(e) => Err(unavailable(e)),
+            Err(e) if e.is(NOT_FOUND) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -218,7 +218,8 @@ impl JobTopics for SnsJobTopics {
 }
 
 fn tag(key: &str, value: &str) -> Result<aws_sdk_sns::types::Tag, TopicError> {
-    aws_sdk_sns::types::Tag::builder().key(key).value(value).build().map_err(unavailable)
+    let tag = aws_sdk_sns::types::Tag::builder().key(key).value(value).build();
+    tag.map_err(|e| TopicError::Unavailable(DisplayErrorContext(e).to_string()))
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 
 pub mod outbound;
 
+use crate::errors::{AwsError, Fault};
 use crate::metrics::TargetClients;
 use async_trait::async_trait;
-use aws_runtime::retries::classifiers::THROTTLING_ERRORS;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use outbound::{Blocked, Lookup, Outbound, SystemLookup, refusal_in};
 use std::sync::Arc;
@@ -182,9 +182,9 @@ where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug + 'static,
 {
-    let throttled = e.code().is_some_and(|code| THROTTLING_ERRORS.contains(&code));
-    let error = truncate(&aws_sdk_sqs::error::DisplayErrorContext(&e).to_string());
-    if throttled || refused_connection(&e) {
+    let classified = AwsError::of(&e);
+    let error = truncate(&classified.context);
+    if classified.fault == Fault::Throttled || refused_connection(&e) {
         return Answer::NotSent { error };
     }
     Answer::Failed { retryable: true, status: None, error }
