@@ -9,6 +9,7 @@
 //! the jobs it finds there from the table, so an advance of `next_run_at` writes index entries
 //! the size of their keys, not of the job (a write costs a unit per KB of what it writes).
 
+use super::batch;
 use super::item::{self, Item, TransactFailure, failed, get_n, get_opt_s, get_s, n, s};
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
@@ -18,15 +19,12 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Up
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 use std::sync::Arc;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
 use sundial_domain::job::{Job, JobDocument, JobId};
 use sundial_domain::ports::store::{Catalogue, DueIndex, Page, StoreError, StoreResult};
 use sundial_domain::stored::decode_lenient;
-
-/// Retries of a transaction cancelled by a concurrent one.
-/// Batch reads in a row that may read nothing of the keys DynamoDB leaves unprocessed.
-const UNPROCESSED_ROUNDS: u32 = 5;
 
 /// Index of an owner's jobs, sorted by name.
 pub const BY_OWNER_INDEX: &str = "by-owner";
@@ -85,58 +83,11 @@ impl DynamoJobStore {
     }
 
     /// Reads full jobs by id (those a keys-only index names, or the watchdog's), consistently,
-    /// in the given order; ids without a job, or that `decode` leaves out, are left out.
-    async fn batch_get(
-        &self,
-        ids: &[String],
-        decode: impl Fn(&Item) -> StoreResult<Option<Job>>,
-    ) -> StoreResult<Vec<Job>> {
-        use aws_sdk_dynamodb::types::KeysAndAttributes;
-        let mut found: std::collections::HashMap<String, Job> = std::collections::HashMap::new();
-        for chunk in ids.chunks(100) {
-            let keys: Vec<Item> =
-                chunk.iter().map(|id| Item::from([("job_id".to_string(), s(id))])).collect();
-            let mut request = Some(
-                KeysAndAttributes::builder()
-                    .set_keys(Some(keys))
-                    .consistent_read(true)
-                    .build()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-            );
-            // Rounds that left keys unprocessed, and of those the last ones in a row that read
-            // nothing at all.
-            let (mut rounds, mut idle) = (0u32, 0u32);
-            while let Some(keys) = request.take() {
-                let out = self
-                    .client
-                    .batch_get_item()
-                    .request_items(&self.table, keys)
-                    .send()
-                    .await
-                    .map_err(store_error)?;
-                let items = out.responses.as_ref().and_then(|r| r.get(&self.table));
-                for it in items.into_iter().flatten() {
-                    if let Some(job) = decode(it)? {
-                        found.insert(job.id.to_string(), job);
-                    }
-                }
-                let read = items.is_some_and(|items| !items.is_empty());
-                request = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table));
-                if request.is_some() {
-                    // Keys come back unprocessed under throttling, or past the 16 MB one
-                    // response holds: ask again after a growing pause, and give up only when
-                    // round after round reads nothing.
-                    idle = if read { 0 } else { idle + 1 };
-                    if idle == UNPROCESSED_ROUNDS {
-                        return Err(StoreError::Unavailable(
-                            "jobs left unprocessed by repeated batch reads".into(),
-                        ));
-                    }
-                    rounds += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(25 << rounds.min(5))).await;
-                }
-            }
-        }
+    /// in the given order; ids without a job, or whose item does not decode, are left out.
+    async fn batch_get(&self, ids: &[String]) -> StoreResult<Vec<Job>> {
+        let keys = ids.iter().map(|id| Item::from([("job_id".to_string(), s(id))])).collect();
+        let jobs = batch::get(&self.client, &self.table, keys, true, quarantined).await?;
+        let mut found: HashMap<String, Job> = jobs.into_iter().map(|job| (job.id.to_string(), job)).collect();
         // A job deleted between the index query and the read is simply not listed.
         Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
     }
@@ -357,7 +308,7 @@ impl Catalogue for DynamoJobStore {
 
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
         let ids: Vec<String> = ids.iter().map(JobId::to_string).collect();
-        self.batch_get(&ids, quarantined).await
+        self.batch_get(&ids).await
     }
 
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
@@ -396,7 +347,7 @@ impl Catalogue for DynamoJobStore {
             None
         };
         let ids: Vec<String> = keys.into_iter().map(|(id, _)| id).collect();
-        Ok(Page { items: self.batch_get(&ids, quarantined).await?, next })
+        Ok(Page { items: self.batch_get(&ids).await?, next })
     }
 
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {

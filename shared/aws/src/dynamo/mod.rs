@@ -1,6 +1,7 @@
 //! The storage ports in DynamoDB. Each store maps its SDK errors onto
 //! [`sundial_domain::ports::store::StoreError`], which says whether a retry can help.
 
+mod batch;
 pub mod fences;
 pub mod groups;
 pub mod idempotency;

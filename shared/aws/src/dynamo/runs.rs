@@ -6,6 +6,7 @@
 //! touch an index. Every state change is a
 //! conditional write from the expected state and attempt number (the fencing token).
 
+use super::batch;
 use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
@@ -41,43 +42,6 @@ pub struct DynamoRunStore {
 impl DynamoRunStore {
     pub fn new(client: Client, table: impl Into<String>, shards: u16, ledger: Arc<Ledger>) -> Self {
         DynamoRunStore { client, table: table.into(), shards: shards.max(1), ledger }
-    }
-
-    /// Reads the runs of `keys` (at most 100), asking again for what DynamoDB left unprocessed.
-    async fn batch_get(&self, keys: Vec<Item>) -> StoreResult<Vec<Run>> {
-        use aws_sdk_dynamodb::types::KeysAndAttributes;
-        let mut runs = Vec::with_capacity(keys.len());
-        let mut pending = keys;
-        for round in 0..5u32 {
-            if pending.is_empty() {
-                return Ok(runs);
-            }
-            if round > 0 {
-                // Keys left unprocessed mean throttling: back off before asking again.
-                tokio::time::sleep(std::time::Duration::from_millis(50 << round)).await;
-            }
-            let request = KeysAndAttributes::builder()
-                .set_keys(Some(pending))
-                .consistent_read(true)
-                .build()
-                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-            let out = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, request)
-                .send()
-                .await
-                .map_err(store_error)?;
-            // One bad item must not stall the watchdog's pass for every other run.
-            let items = out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten();
-            runs.extend(items.filter_map(quarantined));
-            pending = out
-                .unprocessed_keys
-                .and_then(|mut u| u.remove(&self.table))
-                .map(|k| k.keys)
-                .unwrap_or_default();
-        }
-        Err(StoreError::Unavailable("runs left unprocessed by repeated batch reads".into()))
     }
 
     /// The conditional write behind both transitions; with `unchanged`, also fenced by the
@@ -438,20 +402,17 @@ impl RunHistory for DynamoRunStore {
     }
 
     async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
-        let mut runs = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(100) {
-            let keys = chunk
-                .iter()
-                .map(|id| {
-                    Item::from([
-                        ("job_id".to_string(), s(id.job_id.as_str())),
-                        ("run_key".to_string(), s(id.key.encode())),
-                    ])
-                })
-                .collect();
-            runs.extend(self.batch_get(keys).await?);
-        }
-        Ok(runs)
+        let keys = ids
+            .iter()
+            .map(|id| {
+                Item::from([
+                    ("job_id".to_string(), s(id.job_id.as_str())),
+                    ("run_key".to_string(), s(id.key.encode())),
+                ])
+            })
+            .collect();
+        // One bad item must not stall the watchdog's pass for every other run.
+        batch::get(&self.client, &self.table, keys, true, |it| Ok(quarantined(it))).await
     }
 }
 
