@@ -10,14 +10,13 @@
 //! the size of their keys, not of the job (a write costs a unit per KB of what it writes).
 
 use super::batch;
+use super::cursor::{self, Part};
 use super::item::{self, Item, TransactFailure, failed, get_n, get_opt_s, get_s, n, s};
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -170,12 +169,18 @@ impl DynamoJobStore {
     }
 }
 
-/// The job id a whole-table listing continues after.
-fn decode_scan_cursor(cursor: &str) -> StoreResult<String> {
-    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| StoreError::BadCursor)?;
-    let id = String::from_utf8(bytes).map_err(|_| StoreError::BadCursor)?;
-    JobId::parse(&id).map(|id| id.to_string()).ok_or(StoreError::BadCursor)
+/// Whether `id` is a job's id (not one of the helper items the table also holds).
+fn is_job_id(id: &str) -> bool {
+    JobId::parse(id).is_some()
 }
+
+/// The key of the `by-owner` index a listing of `owner`'s jobs continues after.
+fn by_owner(owner: &str) -> [Part<'_>; 3] {
+    [Part::Free("job_id", is_job_id), Part::Fixed("owner", owner), Part::Free("name", cursor::any)]
+}
+
+/// The key a listing of the whole table continues after.
+const WHOLE_TABLE: [Part<'static>; 1] = [Part::Free("job_id", is_job_id)];
 
 fn from_item(item: &Item) -> StoreResult<Job> {
     let time = |name: &str| {
@@ -234,21 +239,6 @@ fn read_condition(before: &Job) -> (String, std::collections::HashMap<String, At
         None => "version = :v AND attribute_not_exists(next_run_at)",
     };
     (condition.to_string(), values)
-}
-
-fn encode_cursor(id: &str, owner: &str, name: &str) -> String {
-    let key = serde_json::json!([id, owner, name]);
-    URL_SAFE_NO_PAD.encode(key.to_string())
-}
-
-fn decode_cursor(cursor: &str, owner: &str) -> StoreResult<Item> {
-    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| StoreError::BadCursor)?;
-    let (id, cursor_owner, name): (String, String, String) =
-        serde_json::from_slice(&bytes).map_err(|_| StoreError::BadCursor)?;
-    if cursor_owner != owner {
-        return Err(StoreError::BadCursor);
-    }
-    Ok(Item::from([("job_id".into(), s(id)), ("owner".into(), s(cursor_owner)), ("name".into(), s(name))]))
 }
 
 #[async_trait]
@@ -312,10 +302,10 @@ impl Catalogue for DynamoJobStore {
     }
 
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
-        let start = cursor.map(|c| decode_cursor(c, owner)).transpose()?;
+        let key = by_owner(owner);
         let limit = limit.max(1) as usize;
-        let mut keys: Vec<(String, String)> = Vec::with_capacity(limit + 1);
-        let mut exclusive_start = start;
+        let mut keys: Vec<Item> = Vec::with_capacity(limit + 1);
+        let mut exclusive_start = cursor.map(|c| cursor::decode(&key, c)).transpose()?;
         // One key more than asked tells whether another page exists, so `next` is never a
         // pointer to an empty page.
         loop {
@@ -332,9 +322,7 @@ impl Catalogue for DynamoJobStore {
                 .send()
                 .await
                 .map_err(store_error)?;
-            for it in out.items() {
-                keys.push((get_s(it, "job_id")?.to_string(), get_s(it, "name")?.to_string()));
-            }
+            keys.extend(out.items.unwrap_or_default());
             exclusive_start = out.last_evaluated_key;
             if keys.len() > limit || exclusive_start.is_none() {
                 break;
@@ -342,20 +330,18 @@ impl Catalogue for DynamoJobStore {
         }
         let next = if keys.len() > limit {
             keys.truncate(limit);
-            keys.last().map(|(id, name)| encode_cursor(id, owner, name))
+            keys.last().map(|last| cursor::encode(&key, last)).transpose()?
         } else {
             None
         };
-        let ids: Vec<String> = keys.into_iter().map(|(id, _)| id).collect();
+        let ids =
+            keys.iter().map(|k| get_s(k, "job_id").map(str::to_string)).collect::<StoreResult<Vec<_>>>()?;
         Ok(Page { items: self.batch_get(&ids).await?, next })
     }
 
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         let limit = limit.max(1) as usize;
-        let mut exclusive_start = match cursor {
-            Some(c) => Some(Item::from([("job_id".to_string(), s(decode_scan_cursor(c)?))])),
-            None => None,
-        };
+        let mut exclusive_start = cursor.map(|c| cursor::decode(&WHOLE_TABLE, c)).transpose()?;
         let mut jobs: Vec<Job> = Vec::with_capacity(limit + 1);
         // A scan of the table, job items only (name locks and owner counters have no document).
         // The scan's order is fixed by the key's hash, so the last job returned continues it;
@@ -383,7 +369,8 @@ impl Catalogue for DynamoJobStore {
         }
         let next = if jobs.len() > limit {
             jobs.truncate(limit);
-            jobs.last().map(|j| URL_SAFE_NO_PAD.encode(j.id.as_str()))
+            let last = jobs.last().map(|j| Item::from([("job_id".to_string(), s(j.id.as_str()))]));
+            last.map(|key| cursor::encode(&WHOLE_TABLE, &key)).transpose()?
         } else {
             None
         };

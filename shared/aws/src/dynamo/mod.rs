@@ -2,6 +2,7 @@
 //! [`sundial_domain::ports::store::StoreError`], which says whether a retry can help.
 
 mod batch;
+mod cursor;
 pub mod fences;
 pub mod groups;
 pub mod idempotency;

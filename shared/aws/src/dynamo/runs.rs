@@ -7,14 +7,13 @@
 //! conditional write from the expected state and attempt number (the fencing token).
 
 use super::batch;
+use super::cursor::{self, Part};
 use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -310,6 +309,16 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
     })
 }
 
+/// A run's key in the table.
+fn run_key(job_id: &JobId, key: &RunKey) -> Item {
+    Item::from([("job_id".to_string(), s(job_id.as_str())), ("run_key".to_string(), s(key.encode()))])
+}
+
+/// The key a listing of `job_id`'s runs continues after.
+fn of_job(job_id: &JobId) -> [Part<'_>; 2] {
+    [Part::Fixed("job_id", job_id.as_str()), Part::Free("run_key", |key| RunKey::decode(key).is_some())]
+}
+
 /// The `after_run` of a streak with no success in view: sorts before every run key.
 const NO_SUCCESS: &str = "-";
 
@@ -340,15 +349,8 @@ impl RunHistory for DynamoRunStore {
         state: Option<RunState>,
     ) -> StoreResult<Page<Run>> {
         let limit = limit.max(1) as usize;
-        let mut start = match cursor {
-            None => None,
-            Some(c) => {
-                let bytes = URL_SAFE_NO_PAD.decode(c).map_err(|_| StoreError::BadCursor)?;
-                let key = String::from_utf8(bytes).map_err(|_| StoreError::BadCursor)?;
-                RunKey::decode(&key).ok_or(StoreError::BadCursor)?;
-                Some(Item::from([("job_id".into(), s(job_id.as_str())), ("run_key".into(), s(key))]))
-            }
-        };
+        let key = of_job(job_id);
+        let mut start = cursor.map(|c| cursor::decode(&key, c)).transpose()?;
         let mut runs = Vec::new();
         loop {
             let mut query = self
@@ -375,7 +377,8 @@ impl RunHistory for DynamoRunStore {
         }
         let next = if runs.len() > limit {
             runs.truncate(limit);
-            runs.last().map(|r| URL_SAFE_NO_PAD.encode(r.key.encode()))
+            let last = runs.last().map(|r| run_key(&r.job_id, &r.key));
+            last.map(|last| cursor::encode(&key, &last)).transpose()?
         } else {
             None
         };
@@ -402,15 +405,7 @@ impl RunHistory for DynamoRunStore {
     }
 
     async fn get_many(&self, ids: &[RunId]) -> StoreResult<Vec<Run>> {
-        let keys = ids
-            .iter()
-            .map(|id| {
-                Item::from([
-                    ("job_id".to_string(), s(id.job_id.as_str())),
-                    ("run_key".to_string(), s(id.key.encode())),
-                ])
-            })
-            .collect();
+        let keys = ids.iter().map(|id| run_key(&id.job_id, &id.key)).collect();
         // One bad item must not stall the watchdog's pass for every other run.
         batch::get(&self.client, &self.table, keys, true, |it| Ok(quarantined(it))).await
     }
