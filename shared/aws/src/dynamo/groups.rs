@@ -9,11 +9,14 @@
 //! jobs table's indexes.
 
 use super::item::{self, Item, TransactFailure, failed, get_n, get_s, n, s};
+use super::update::Update;
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update as TransactUpdate,
+};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::group::{Group, Link, Links};
@@ -170,16 +173,13 @@ impl GroupStore for DynamoGroupStore {
                 .condition_expression("attribute_exists(job_id)")
                 .build(),
         )?;
-        let link = built(
-            Update::builder()
-                .table_name(&self.table)
-                .key("job_id", s(links_key(owner, name)))
-                .update_expression("SET #l = :at ADD version :one")
-                .expression_attribute_names("#l", link_attribute(job))
-                .expression_attribute_values(":at", n(at.timestamp_millis()))
-                .expression_attribute_values(":one", n(1))
-                .build(),
-        )?;
+        let update = Update::new()
+            .set("#l", ":at", n(at.timestamp_millis()))
+            .add("version", ":one", n(1))
+            .name("#l", link_attribute(job));
+        let request =
+            TransactUpdate::builder().table_name(&self.table).key("job_id", s(links_key(owner, name)));
+        let link = built(update.apply_transact(request).build())?;
         self.ledger.add(writes::ITEM, 4);
         let items = vec![
             TransactWriteItem::builder().condition_check(exists).build(),
@@ -195,15 +195,12 @@ impl GroupStore for DynamoGroupStore {
 
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
         self.ledger.add(writes::ITEM, 1);
-        let removed = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(links_key(owner, name)))
-            .update_expression("REMOVE #l ADD version :one")
+        let update = Update::new().remove("#l").add("version", ":one", n(1)).name("#l", link_attribute(job));
+        let request =
+            self.client.update_item().table_name(&self.table).key("job_id", s(links_key(owner, name)));
+        let removed = update
+            .apply(request)
             .condition_expression("attribute_exists(#l)")
-            .expression_attribute_names("#l", link_attribute(job))
-            .expression_attribute_values(":one", n(1))
             .send()
             .await
             .map_err(store_error);

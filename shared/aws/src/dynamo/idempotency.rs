@@ -7,6 +7,7 @@
 //! again with that time, so whatever the request derives from it comes out the same.
 
 use super::item::{Item, get_n, get_opt_s, get_s, n, s};
+use super::update::Update;
 use crate::errors::store_error;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -49,28 +50,24 @@ impl DynamoIdempotencyStore {
 impl IdempotencyStore for DynamoIdempotencyStore {
     async fn claim(&self, key: &str, fingerprint: &str, now: DateTime<Utc>) -> StoreResult<Claim> {
         use aws_sdk_dynamodb::types::ReturnValue;
-        let claimed = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("idem_key", s(key))
-            .update_expression(
-                "SET fingerprint = :f, #st = :pending, pending_until = :until, expires_at = :exp, \
-                 first_seen = if_not_exists(first_seen, :now_text)",
-            )
+        let update = Update::new()
+            .set("fingerprint", ":f", s(fingerprint))
+            .set("#st", ":pending", s("pending"))
+            .set("pending_until", ":until", n((now + PENDING_FOR).timestamp()))
+            .set("expires_at", ":exp", n((now + RETAIN_FOR).timestamp()))
+            .set_to("first_seen", "if_not_exists(first_seen, :now_text)")
+            .name("#st", "state")
+            .value(":now_text", s(now.to_rfc3339()))
+            .value(":released", s("released"))
+            .value(":now", n(now.timestamp()));
+        let request = self.client.update_item().table_name(&self.table).key("idem_key", s(key));
+        let claimed = update
+            .apply(request)
             .condition_expression(
                 "attribute_not_exists(idem_key) \
                  OR (#st = :pending AND pending_until < :now AND fingerprint = :f) \
                  OR (#st = :released AND fingerprint = :f)",
             )
-            .expression_attribute_names("#st", "state")
-            .expression_attribute_values(":f", s(fingerprint))
-            .expression_attribute_values(":pending", s("pending"))
-            .expression_attribute_values(":released", s("released"))
-            .expression_attribute_values(":until", n((now + PENDING_FOR).timestamp()))
-            .expression_attribute_values(":exp", n((now + RETAIN_FOR).timestamp()))
-            .expression_attribute_values(":now", n(now.timestamp()))
-            .expression_attribute_values(":now_text", s(now.to_rfc3339()))
             .return_values(ReturnValue::AllNew)
             .send()
             .await;
@@ -111,37 +108,28 @@ impl IdempotencyStore for DynamoIdempotencyStore {
     async fn complete(&self, key: &str, response: &StoredResponse, now: DateTime<Utc>) -> StoreResult<()> {
         let headers =
             serde_json::to_string(&response.headers).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("idem_key", s(key))
-            .update_expression("SET #st = :done, #status = :status, headers = :headers, body = :body, expires_at = :exp REMOVE pending_until")
-            .expression_attribute_names("#st", "state")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":done", s("done"))
-            .expression_attribute_values(":status", n(response.status))
-            .expression_attribute_values(":headers", s(headers))
-            .expression_attribute_values(":body", s(&response.body))
-            .expression_attribute_values(":exp", n((now + RETAIN_FOR).timestamp()))
-            .send()
-            .await
-            .map_err(store_error)?;
+        let update = Update::new()
+            .set("#st", ":done", s("done"))
+            .set("#status", ":status", n(response.status))
+            .set("headers", ":headers", s(headers))
+            .set("body", ":body", s(&response.body))
+            .set("expires_at", ":exp", n((now + RETAIN_FOR).timestamp()))
+            .remove("pending_until")
+            .name("#st", "state")
+            .name("#status", "status");
+        let request = self.client.update_item().table_name(&self.table).key("idem_key", s(key));
+        update.apply(request).send().await.map_err(store_error)?;
         Ok(())
     }
 
     async fn release(&self, key: &str) -> StoreResult<()> {
-        let released = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("idem_key", s(key))
-            .update_expression("SET #st = :released REMOVE pending_until")
-            .condition_expression("#st = :pending")
-            .expression_attribute_names("#st", "state")
-            .expression_attribute_values(":pending", s("pending"))
-            .expression_attribute_values(":released", s("released"))
-            .send()
-            .await;
+        let update = Update::new()
+            .set("#st", ":released", s("released"))
+            .remove("pending_until")
+            .name("#st", "state")
+            .value(":pending", s("pending"));
+        let request = self.client.update_item().table_name(&self.table).key("idem_key", s(key));
+        let released = update.apply(request).condition_expression("#st = :pending").send().await;
         match released.map_err(store_error) {
             // Already completed (or gone): nothing to give up.
             Ok(_) | Err(StoreError::Conflict) => Ok(()),

@@ -12,11 +12,12 @@
 use super::batch;
 use super::cursor::{self, Part};
 use super::item::{self, Item, TransactFailure, failed, get_n, get_opt_s, get_s, n, s};
+use super::update::Update;
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update as TransactUpdate};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -150,22 +151,21 @@ impl DynamoJobStore {
             .map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 
-    fn count(&self, owner: &str, delta: i64, max: Option<u32>) -> StoreResult<Update> {
-        let mut update = Update::builder()
-            .table_name(&self.table)
-            .key("job_id", s(owner_counter_key(owner)))
-            .update_expression("SET job_count = if_not_exists(job_count, :zero) + :delta")
-            .expression_attribute_values(":zero", n(0))
-            .expression_attribute_values(":delta", n(delta));
+    fn count(&self, owner: &str, delta: i64, max: Option<u32>) -> StoreResult<TransactUpdate> {
+        let mut update = Update::new()
+            .set_to("job_count", "if_not_exists(job_count, :zero) + :delta")
+            .value(":zero", n(0))
+            .value(":delta", n(delta));
+        let mut request =
+            TransactUpdate::builder().table_name(&self.table).key("job_id", s(owner_counter_key(owner)));
         if let Some(max) = max {
-            update = update
-                // An owner's first job passes only if the limit allows one at all.
-                .condition_expression(
-                    "(attribute_not_exists(job_count) AND :zero < :max) OR job_count < :max",
-                )
-                .expression_attribute_values(":max", n(max));
+            // An owner's first job passes only if the limit allows one at all.
+            request = request.condition_expression(
+                "(attribute_not_exists(job_count) AND :zero < :max) OR job_count < :max",
+            );
+            update = update.value(":max", n(max));
         }
-        update.build().map_err(|e| StoreError::Corrupt(e.to_string()))
+        update.apply_transact(request).build().map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 }
 
@@ -477,32 +477,29 @@ impl DueIndex for DynamoJobStore {
     }
 
     async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(job.id.as_str()))
-            .expression_attribute_values(":v", n(job.version));
+        let active = !job.document.paused;
+        let mut update = match next {
+            Some(next) if active => Update::new()
+                .set("next_run_at", ":next", s(format_instant(next)))
+                .set("due_bucket", ":bucket", s(due_bucket(job.id.as_str(), next, self.shards)))
+                .set("due_at", ":next", s(format_instant(next))),
+            Some(next) => Update::new()
+                .set("next_run_at", ":next", s(format_instant(next)))
+                .remove("due_bucket")
+                .remove("due_at"),
+            None => Update::new().remove("next_run_at").remove("due_bucket").remove("due_at"),
+        };
+        update = update.value(":v", n(job.version));
         let mut condition = "attribute_exists(job_id) AND version = :v".to_string();
         match job.next_run_at {
             Some(current) => {
                 condition.push_str(" AND next_run_at = :current");
-                request = request.expression_attribute_values(":current", s(format_instant(current)));
+                update = update.value(":current", s(format_instant(current)));
             }
             None => condition.push_str(" AND attribute_not_exists(next_run_at)"),
         }
-        let active = !job.document.paused;
-        request = match next {
-            Some(next) if active => request
-                .update_expression("SET next_run_at = :next, due_bucket = :bucket, due_at = :next")
-                .expression_attribute_values(":next", s(format_instant(next)))
-                .expression_attribute_values(":bucket", s(due_bucket(job.id.as_str(), next, self.shards))),
-            Some(next) => request
-                .update_expression("SET next_run_at = :next REMOVE due_bucket, due_at")
-                .expression_attribute_values(":next", s(format_instant(next))),
-            None => request.update_expression("REMOVE next_run_at, due_bucket, due_at"),
-        };
-        request.condition_expression(condition).send().await.map_err(store_error)?;
+        let request = self.client.update_item().table_name(&self.table).key("job_id", s(job.id.as_str()));
+        update.apply(request).condition_expression(condition).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         if job.due_at().is_some() {
             self.ledger.add(writes::INDEX_REMOVE, 1);

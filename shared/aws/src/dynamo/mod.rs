@@ -10,6 +10,7 @@ mod item;
 pub mod jobs;
 pub mod runs;
 pub mod tick;
+mod update;
 
 pub use fences::DynamoFenceStore;
 pub use groups::DynamoGroupStore;

@@ -9,10 +9,12 @@
 use super::batch;
 use super::cursor::{self, Part};
 use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
+use super::update::Update;
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -43,67 +45,47 @@ impl DynamoRunStore {
         DynamoRunStore { client, table: table.into(), shards: shards.max(1), ledger }
     }
 
+    /// An UpdateItem request of `run`'s item.
+    fn update_of(&self, run: &Run) -> UpdateItemFluentBuilder {
+        let request = self.client.update_item().table_name(&self.table).key("job_id", s(run.job_id.as_str()));
+        request.key("run_key", s(run.key.encode()))
+    }
+
     /// The conditional write behind both transitions; with `unchanged`, also fenced by the
     /// `updated_at` that was read.
     async fn write_transition(&self, before: &Run, after: &Run, unchanged: bool) -> StoreResult<()> {
         let attempts =
             serde_json::to_string(&after.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut set: Vec<String> =
-            ["#st = :new", "attempt = :attempt_new", "attempts = :attempts", "updated_at = :now"]
-                .map(String::from)
-                .to_vec();
-        let mut remove = Vec::new();
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(before.job_id.as_str()))
-            .key("run_key", s(before.key.encode()))
-            .expression_attribute_names("#st", "state")
-            .expression_attribute_values(":old", s(before.state.as_str()))
-            .expression_attribute_values(":attempt_old", n(before.attempt))
-            .expression_attribute_values(":new", s(after.state.as_str()))
-            .expression_attribute_values(":attempt_new", n(after.attempt))
-            .expression_attribute_values(":attempts", s(attempts))
-            .expression_attribute_values(":now", s(after.updated_at.to_rfc3339()));
-        for (name, placeholder, value) in
-            [("lease_until", ":lease", after.lease_until), ("retry_at", ":retry", after.retry_at)]
-        {
-            match value {
-                Some(t) => {
-                    set.push(format!("{name} = {placeholder}"));
-                    request = request.expression_attribute_values(placeholder, s(t.to_rfc3339()));
-                }
-                None => remove.push(name),
-            }
-        }
+        let time = |t: Option<DateTime<Utc>>| t.map(|t| s(t.to_rfc3339()));
+        let mut update = Update::new()
+            .set("#st", ":new", s(after.state.as_str()))
+            .set("attempt", ":attempt_new", n(after.attempt))
+            .set("attempts", ":attempts", s(attempts))
+            .set("updated_at", ":now", s(after.updated_at.to_rfc3339()))
+            .set_or_remove("lease_until", ":lease", time(after.lease_until))
+            .set_or_remove("retry_at", ":retry", time(after.retry_at))
+            .name("#st", "state")
+            .value(":old", s(before.state.as_str()))
+            .value(":attempt_old", n(before.attempt));
         if let Some(ended) = after.call_ended.filter(|_| after.call_ended != before.call_ended) {
-            set.push("call_ended = :call_ended".into());
-            request = request.expression_attribute_values(":call_ended", n(ended));
+            update = update.set("call_ended", ":call_ended", n(ended));
         }
-        match &after.reason {
-            Some(reason) => {
-                set.push("reason = :reason".into());
-                request = request.expression_attribute_values(":reason", s(reason));
-            }
-            None => remove.push("reason"),
-        }
+        update = update.set_or_remove("reason", ":reason", after.reason.as_ref().map(s));
         // New events join the map in the same write: recorded by whoever wins the change.
         let new_events = after.events.iter().filter(|e| !before.events.iter().any(|b| b.id == e.id));
         let mut new_count = 0;
         for (i, event) in new_events.enumerate() {
             new_count += 1;
-            set.push(format!("events.#ev{i} = :ev{i}"));
-            request = request
-                .expression_attribute_names(format!("#ev{i}"), &event.id)
-                .expression_attribute_values(format!(":ev{i}"), event_value(event));
+            update = update
+                .set(format!("events.#ev{i}"), &format!(":ev{i}"), event_value(event))
+                .name(format!("#ev{i}"), &event.id);
         }
         // Each new event is recorded once: a conditional flag set meanwhile (the watchdog's
         // `sla_missed`) makes this write a `Conflict`, and the caller re-reads.
         let mut condition = String::from("#st = :old AND attempt = :attempt_old");
         if unchanged {
             condition.push_str(" AND updated_at = :updated_old");
-            request = request.expression_attribute_values(":updated_old", s(before.updated_at.to_rfc3339()));
+            update = update.value(":updated_old", s(before.updated_at.to_rfc3339()));
         }
         for i in 0..new_count {
             condition.push_str(&format!(" AND attribute_not_exists(events.#ev{i})"));
@@ -115,24 +97,18 @@ impl DynamoRunStore {
         // and its writer decides again with it.
         let leaves_index = transition_leaves_in_flight(before, after);
         if leaves_index {
-            remove.extend(["inflight_shard", "inflight_at"]);
+            update = update.remove("inflight_shard").remove("inflight_at");
             // (An item written before runs carried events has none, which reads as zero.)
             condition.push_str(match before.events.is_empty() {
                 true => " AND (attribute_not_exists(events) OR size(events) = :events_read)",
                 false => " AND size(events) = :events_read",
             });
-            request = request.expression_attribute_values(":events_read", n(before.events.len()));
+            update = update.value(":events_read", n(before.events.len()));
         }
-        let mut expression = format!("SET {}", set.join(", "));
-        if !remove.is_empty() {
-            expression.push_str(&format!(" REMOVE {}", remove.join(", ")));
-        }
-        request
-            .condition_expression(condition)
-            .update_expression(expression)
-            .send()
-            .await
-            .map_err(store_error)?;
+        let request =
+            self.client.update_item().table_name(&self.table).key("job_id", s(before.job_id.as_str()));
+        let request = request.key("run_key", s(before.key.encode()));
+        update.apply(request).condition_expression(condition).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         if leaves_index {
             self.ledger.add(writes::INDEX_REMOVE, 1);
@@ -471,101 +447,70 @@ impl RunWrites for DynamoRunStore {
         // A partition of its own (`failing#<job>`), so the job's run queries never meet it; a
         // streak is named by the key of the success before it, and keys only grow.
         let after = after.map_or_else(|| NO_SUCCESS.to_string(), RunKey::encode);
-        self.client
+        let update = Update::new()
+            .set("after_run", ":after", s(after))
+            .set("told_at", ":now", s(now.to_rfc3339()))
+            .set("expires_at", ":expires", n((now + chrono::Duration::days(FLAG_DAYS)).timestamp()));
+        let request = self
+            .client
             .update_item()
             .table_name(&self.table)
             .key("job_id", s(format!("failing#{job_id}")))
-            .key("run_key", s("streak"))
-            .update_expression("SET after_run = :after, told_at = :now, expires_at = :expires")
-            .condition_expression("attribute_not_exists(after_run) OR after_run < :after")
-            .expression_attribute_values(":after", s(after))
-            .expression_attribute_values(":now", s(now.to_rfc3339()))
-            .expression_attribute_values(":expires", n((now + chrono::Duration::days(FLAG_DAYS)).timestamp()))
-            .send()
-            .await
-            .map_err(store_error)?;
+            .key("run_key", s("streak"));
+        let condition = "attribute_not_exists(after_run) OR after_run < :after";
+        update.apply(request).condition_expression(condition).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
 
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .update_expression("SET resent_at = :at")
-            .condition_expression("attribute_exists(run_key)")
-            .expression_attribute_values(":at", s(at.to_rfc3339()))
-            .send()
-            .await
-            .map_err(store_error)?;
+        let update = Update::new().set("resent_at", ":at", s(at.to_rfc3339()));
+        let request = self.update_of(run).condition_expression("attribute_exists(run_key)");
+        update.apply(request).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
 
     async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()> {
         self.ledger.add(writes::ITEM, 1);
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .update_expression("SET call_ended = :n")
-            .condition_expression("attempt = :n")
-            .expression_attribute_values(":n", n(attempt))
-            .send()
-            .await
-            .map_err(store_error)
-            .map(|_| ())
+        let update = Update::new().set("call_ended", ":n", n(attempt));
+        let request = self.update_of(run).condition_expression("attempt = :n");
+        update.apply(request).send().await.map_err(store_error).map(|_| ())
     }
 }
 
 #[async_trait]
 impl RunOutbox for DynamoRunStore {
     async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .update_expression("SET events.#id = :event")
-            .condition_expression("#st = :state AND attempt = :attempt AND attribute_not_exists(events.#id)")
-            .expression_attribute_names("#id", &event.id)
-            .expression_attribute_names("#st", "state")
-            .expression_attribute_values(":event", event_value(event))
-            .expression_attribute_values(":state", s(run.state.as_str()))
-            .expression_attribute_values(":attempt", n(run.attempt))
-            .send()
-            .await
-            .map_err(store_error)?;
+        let update = Update::new()
+            .set("events.#id", ":event", event_value(event))
+            .name("#id", &event.id)
+            .name("#st", "state")
+            .value(":state", s(run.state.as_str()))
+            .value(":attempt", n(run.attempt));
+        let request = self
+            .update_of(run)
+            .condition_expression("#st = :state AND attempt = :attempt AND attribute_not_exists(events.#id)");
+        update.apply(request).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
 
     async fn take_event(&self, run: &Run, event: &RunEvent, now: DateTime<Utc>) -> StoreResult<()> {
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .update_expression("SET events.#id.taken_at = :now")
-            .expression_attribute_names("#id", &event.id)
-            .expression_attribute_values(":now", s(now.to_rfc3339()))
-            .expression_attribute_values(":false", AttributeValue::Bool(false));
+        let mut update = Update::new()
+            .set("events.#id.taken_at", ":now", s(now.to_rfc3339()))
+            .name("#id", &event.id)
+            .value(":false", AttributeValue::Bool(false));
         let untouched = match event.taken_at {
             Some(read) => {
-                request = request.expression_attribute_values(":read", s(read.to_rfc3339()));
+                update = update.value(":read", s(read.to_rfc3339()));
                 "events.#id.taken_at = :read"
             }
             None => "attribute_not_exists(events.#id.taken_at)",
         };
-        request
-            .condition_expression(format!("events.#id.sent = :false AND {untouched}"))
-            .send()
-            .await
-            .map_err(store_error)?;
+        let request =
+            self.update_of(run).condition_expression(format!("events.#id.sent = :false AND {untouched}"));
+        update.apply(request).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
     }
@@ -574,51 +519,38 @@ impl RunOutbox for DynamoRunStore {
         if published.is_empty() && !settle {
             return Ok(());
         }
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(run.job_id.as_str()))
-            .key("run_key", s(run.key.encode()))
-            .condition_expression("attribute_exists(run_key)");
-        let mut set = Vec::new();
+        let mut update = Update::new();
         let marks = published.sent.iter().map(|id| (id, "sent"));
         let marks = marks.chain(published.shared_only.iter().map(|id| (id, "shared_sent")));
         for (i, (id, mark)) in marks.enumerate() {
-            set.push(format!("events.#id{i}.{mark} = :true"));
-            request = request.expression_attribute_names(format!("#id{i}"), id);
+            update = update
+                .set(format!("events.#id{i}.{mark}"), ":true", AttributeValue::Bool(true))
+                .name(format!("#id{i}"), id);
         }
-        if !set.is_empty() {
-            request = request.expression_attribute_values(":true", AttributeValue::Bool(true));
-        }
-        let mut expression = if set.is_empty() { String::new() } else { format!("SET {}", set.join(", ")) };
+        let mut condition = "attribute_exists(run_key)".to_string();
         if settle {
             // Only a run that has ended leaves the index.
-            expression.push_str(" REMOVE inflight_shard, inflight_at");
-            let terminal: Vec<String> = RunState::ALL
-                .into_iter()
-                .filter(|state| state.is_terminal())
-                .map(|state| state.as_str().to_string())
-                .collect();
+            update = update.remove("inflight_shard").remove("inflight_at");
+            let terminal = RunState::ALL.into_iter().filter(|state| state.is_terminal());
             let mut names = Vec::new();
-            for (i, state) in terminal.iter().enumerate() {
+            for (i, state) in terminal.enumerate() {
                 names.push(format!(":t{i}"));
-                request = request.expression_attribute_values(format!(":t{i}"), s(state));
+                update = update.value(&format!(":t{i}"), s(state.as_str()));
             }
             // Nor one with an event the caller has not seen: events are only ever added.
             let seen = match run.events.is_empty() {
                 true => "(attribute_not_exists(events) OR size(events) = :seen)",
                 false => "size(events) = :seen",
             };
-            request = request
-                .expression_attribute_values(":seen", n(run.events.len()))
-                .condition_expression(format!(
-                    "attribute_exists(run_key) AND #st IN ({}) AND {seen}",
-                    names.join(", ")
-                ))
-                .expression_attribute_names("#st", "state");
+            update = update.value(":seen", n(run.events.len())).name("#st", "state");
+            condition = format!("attribute_exists(run_key) AND #st IN ({}) AND {seen}", names.join(", "));
         }
-        request.update_expression(expression.trim()).send().await.map_err(store_error)?;
+        update
+            .apply(self.update_of(run))
+            .condition_expression(condition)
+            .send()
+            .await
+            .map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         if settle {
             self.ledger.add(writes::INDEX_REMOVE, 1);

@@ -4,6 +4,7 @@
 //! item.
 
 use super::item::{get_n, get_opt_s, n, s};
+use super::update::Update;
 use crate::errors::store_error;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -26,46 +27,23 @@ impl DynamoTickStateStore {
         DynamoTickStateStore { client, table: table.into() }
     }
 
-    /// Opens or closes the stall incident of `since`, recording `alert` unsent (taken on at
-    /// `now`), under `condition`.
-    async fn incident(
-        &self,
-        update: &str,
-        condition: &str,
-        since: DateTime<Utc>,
-        alert: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(KEY))
-            .update_expression(update)
-            .condition_expression(condition)
-            .expression_attribute_values(":since", s(format_instant(since)))
-            .expression_attribute_values(":alert", s(alert))
-            .expression_attribute_values(":now", s(now.to_rfc3339()))
-            .send()
-            .await
-            .map_err(store_error)?;
+    /// Writes `update` to the tick's item under `condition`.
+    async fn write(&self, update: Update, condition: Option<String>) -> StoreResult<()> {
+        let request = self.client.update_item().table_name(&self.table).key("job_id", s(KEY));
+        update.apply(request).set_condition_expression(condition).send().await.map_err(store_error)?;
         Ok(())
+    }
+
+    /// The incident's alert, recorded unsent and taken on at `now`.
+    fn unsent(alert: &str, now: DateTime<Utc>) -> Update {
+        let update = Update::new().set("unsent_alert", ":alert", s(alert));
+        update.set("alert_taken_at", ":now", s(now.to_rfc3339()))
     }
 
     /// Raises `attribute` to `value`, if it is lower (or absent): a minute, or a count.
     async fn raise(&self, attribute: &str, value: AttributeValue) -> StoreResult<()> {
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(KEY))
-            .update_expression("SET #a = :v")
-            .condition_expression("attribute_not_exists(#a) OR #a < :v")
-            .expression_attribute_names("#a", attribute)
-            .expression_attribute_values(":v", value)
-            .send()
-            .await
-            .map_err(store_error);
-        match result {
+        let update = Update::new().set("#a", ":v", value).name("#a", attribute);
+        match self.write(update, Some("attribute_not_exists(#a) OR #a < :v".into())).await {
             // Another pass already recorded as much, or more.
             Ok(_) | Err(StoreError::Conflict) => Ok(()),
             Err(e) => Err(e),
@@ -107,13 +85,14 @@ impl TickStateStore for DynamoTickStateStore {
     }
 
     async fn open_incident(&self, since: DateTime<Utc>, alert: &str) -> StoreResult<()> {
-        let update = "SET stalled_since = :since, unsent_alert = :alert, alert_taken_at = :now";
-        self.incident(update, "attribute_not_exists(stalled_since)", since, alert, since).await
+        let update = Self::unsent(alert, since).set("stalled_since", ":since", s(format_instant(since)));
+        self.write(update, Some("attribute_not_exists(stalled_since)".into())).await
     }
 
     async fn close_incident(&self, since: DateTime<Utc>, alert: &str, now: DateTime<Utc>) -> StoreResult<()> {
-        let update = "SET unsent_alert = :alert, alert_taken_at = :now REMOVE stalled_since";
-        self.incident(update, "stalled_since = :since", since, alert, now).await
+        let update =
+            Self::unsent(alert, now).remove("stalled_since").value(":since", s(format_instant(since)));
+        self.write(update, Some("stalled_since = :since".into())).await
     }
 
     async fn take_alert(
@@ -122,41 +101,21 @@ impl TickStateStore for DynamoTickStateStore {
         taken_at: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
-        let mut request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(KEY))
-            .update_expression("SET alert_taken_at = :now")
-            .expression_attribute_values(":alert", s(alert))
-            .expression_attribute_values(":now", s(now.to_rfc3339()));
+        let mut update =
+            Update::new().set("alert_taken_at", ":now", s(now.to_rfc3339())).value(":alert", s(alert));
         let untouched = match taken_at {
             Some(read) => {
-                request = request.expression_attribute_values(":read", s(read.to_rfc3339()));
+                update = update.value(":read", s(read.to_rfc3339()));
                 "alert_taken_at = :read"
             }
             None => "attribute_not_exists(alert_taken_at)",
         };
-        request
-            .condition_expression(format!("unsent_alert = :alert AND {untouched}"))
-            .send()
-            .await
-            .map_err(store_error)?;
-        Ok(())
+        self.write(update, Some(format!("unsent_alert = :alert AND {untouched}"))).await
     }
 
     async fn mark_alert_sent(&self, alert: &str) -> StoreResult<()> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(KEY))
-            .update_expression("REMOVE unsent_alert, alert_taken_at")
-            .condition_expression("unsent_alert = :alert")
-            .expression_attribute_values(":alert", s(alert))
-            .send()
-            .await
-            .map_err(store_error)?;
-        Ok(())
+        let update = Update::new().remove("unsent_alert").remove("alert_taken_at").value(":alert", s(alert));
+        self.write(update, Some("unsent_alert = :alert".into())).await
     }
 
     async fn note_shards(&self, shards: u16) -> StoreResult<()> {
@@ -168,14 +127,7 @@ impl TickStateStore for DynamoTickStateStore {
     }
 
     async fn set_watchdog_cursor(&self, cursor: Option<&RunId>) -> StoreResult<()> {
-        let request = self.client.update_item().table_name(&self.table).key("job_id", s(KEY));
-        let request = match cursor {
-            Some(id) => request
-                .update_expression("SET watchdog_cursor = :c")
-                .expression_attribute_values(":c", s(id.to_string())),
-            None => request.update_expression("REMOVE watchdog_cursor"),
-        };
-        request.send().await.map_err(store_error)?;
-        Ok(())
+        let update = Update::new().set_or_remove("watchdog_cursor", ":c", cursor.map(|id| s(id.to_string())));
+        self.write(update, None).await
     }
 }
