@@ -1,5 +1,8 @@
 //! The storage ports in DynamoDB. Each store maps its SDK errors onto
-//! [`sundial_domain::ports::store::StoreError`], which says whether a retry can help.
+//! [`sundial_domain::ports::store::StoreError`], which says whether a retry can help, with
+//! [`crate::errors::store_error`]. The idioms the stores share have one home each: typed
+//! attributes, partition queries and transactions in `item`, batch reads in `batch`, pagination
+//! cursors in `cursor`, update expressions in `update`.
 
 mod batch;
 mod cursor;
