@@ -23,6 +23,7 @@ use crate::record::{Recorded, Recorder};
 use crate::timer::Timer;
 use crate::workflow::cascade::parents_readiness;
 use chrono::{DateTime, Duration, Utc};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
@@ -187,23 +188,9 @@ impl Worker {
         }
         let now = self.clock.now();
         if run.state == RunState::Running {
-            if run.lease_until.is_some_and(|lease| lease > now) {
-                // The attempt is someone's: its worker, its callbacks or, once the lease
-                // expires, the watchdog ends it. Nothing here to wait for.
-                return Ok(Disposition::Delete);
-            }
-            // The attempt's worker is gone, or its target stopped calling back.
-            let Some(job) = self.catalogue.get(&run.job_id).await? else {
-                return self.cancel_for_deleted_job(&run, now).await;
-            };
-            // Only from what was read: a heartbeat meanwhile renewed the lease and wins.
-            let expire = Step::Expire { jitter: self.entropy.unit() };
-            match self.recorder.apply(&job, &run, &expire, now).await?.race() {
-                Race::Won(next) => run = next,
-                Race::Lost => return Ok(Disposition::Delete),
-            }
-            if run.state.is_terminal() {
-                return Ok(Disposition::Delete);
+            match self.expire(run, now).await? {
+                ControlFlow::Continue(next) => run = next,
+                ControlFlow::Break(disposition) => return Ok(disposition),
             }
         }
         if run.waits_until().is_some_and(|at| at > now) {
@@ -224,21 +211,60 @@ impl Worker {
                 return Ok(disposition);
             }
         }
-        // The slot is timed from its admission, the lease from the start write below: the time
-        // between them is bounded, so the slot outlasts every call it admits.
+        match self.admit(&job, &run, now).await? {
+            ControlFlow::Continue(start_at) => self.attempt(&job, run, worker, start_at).await,
+            ControlFlow::Break(disposition) => Ok(disposition),
+        }
+    }
+
+    /// A RUNNING `run` met by its message: left to its owner while its lease holds; else (its
+    /// worker is gone, or its target stopped calling back) its attempt is ended as lost, and the
+    /// run goes on (`Continue`) if that leaves it waiting for another attempt.
+    async fn expire(
+        &self,
+        run: Run,
+        now: DateTime<Utc>,
+    ) -> Result<ControlFlow<Disposition, Run>, StoreError> {
+        if run.lease_until.is_some_and(|lease| lease > now) {
+            // The attempt is someone's: its worker, its callbacks or, once the lease expires, the
+            // watchdog ends it. Nothing here to wait for.
+            return Ok(ControlFlow::Break(Disposition::Delete));
+        }
+        let Some(job) = self.catalogue.get(&run.job_id).await? else {
+            return self.cancel_for_deleted_job(&run, now).await.map(ControlFlow::Break);
+        };
+        // Only from what was read: a heartbeat meanwhile renewed the lease and wins.
+        let expire = Step::Expire { jitter: self.entropy.unit() };
+        Ok(match self.recorder.apply(&job, &run, &expire, now).await?.race() {
+            Race::Won(next) if !next.state.is_terminal() => ControlFlow::Continue(next),
+            Race::Won(_) | Race::Lost => ControlFlow::Break(Disposition::Delete),
+        })
+    }
+
+    /// A slot of the job's concurrency group for the next attempt of `run`: the instant to start
+    /// it at (`Continue`), or the message replaced to look again (the group is full, or the
+    /// admission ran so long that its slot might end before a call started now).
+    async fn admit(
+        &self,
+        job: &Job,
+        run: &Run,
+        now: DateTime<Utc>,
+    ) -> Result<ControlFlow<Disposition, DateTime<Utc>>, StoreError> {
+        // The slot is timed from its admission, the lease from the start write: the time between
+        // them is bounded, so the slot outlasts every call it admits.
         let admitted_at = self.clock.now();
-        if let Admission::Wait(full) = self.slots.admit(&job, &run, self.lease(&job), admitted_at).await? {
+        if let Admission::Wait(full) = self.slots.admit(job, run, self.lease(job), admitted_at).await? {
             // A wait spends neither an attempt nor a receive: the message is replaced.
             tracing::info!(group = job.document.group.as_deref().unwrap_or(""), %full, "waiting for a slot of the group");
-            self.note_waiting(&run, now).await;
+            self.note_waiting(run, now).await;
             // A placed waiter is woken when a slot is handed to it; its looks are a safety net.
             // One without a place looks less often still: it cannot take a slot before a place.
             let (base, spread) = match full.placed() {
                 true => (GROUP_POLL_S, GROUP_POLL_SPREAD_S),
                 false => (UNPLACED_POLL_S, UNPLACED_POLL_SPREAD_S),
             };
-            let look_again = Dispatch::after(&run, base + (self.entropy.unit() * spread) as u32);
-            return Ok(Disposition::Replace(look_again));
+            let look_again = Dispatch::after(run, base + (self.entropy.unit() * spread) as u32);
+            return Ok(ControlFlow::Break(Disposition::Replace(look_again)));
         }
         let start_at = self.clock.now();
         if start_at - admitted_at > self.settings.max_pre_start {
@@ -248,10 +274,10 @@ impl Worker {
                 admission_ms = (start_at - admitted_at).num_milliseconds(),
                 "the group's admission ran long; the run is looked at again"
             );
-            self.slots.release(&job, &run, run.attempt + 1, start_at).await;
-            return Ok(Disposition::Replace(Dispatch::after(&run, 0)));
+            self.slots.release(job, run, run.attempt + 1, start_at).await;
+            return Ok(ControlFlow::Break(Disposition::Replace(Dispatch::after(run, 0))));
         }
-        self.attempt(&job, run, worker, start_at).await
+        Ok(ControlFlow::Continue(start_at))
     }
 
     /// Records `run` SKIPPED for `reason` (its event in the same write) instead of starting it.
@@ -520,25 +546,9 @@ impl Worker {
     ) -> Result<Disposition, StoreError> {
         let n = run.attempt + 1;
         let call_limit = self.call_limit(job);
-        let token = sundial_domain::entropy::secret(self.entropy.as_ref());
-        let start = Step::Start {
-            worker: worker.to_string(),
-            callback: sundial_domain::auth::digest(&token),
-            lease: self.lease(job),
-        };
-        // Lost: another worker started this attempt first (or the run moved on).
-        let Race::Won(started) = self.recorder.apply(job, &run, &start, now).await?.race() else {
-            let fresh = self.history.get(&run.job_id, &run.key).await?;
-            if fresh.is_none_or(|r| r.attempt < n) {
-                // Nobody started this attempt (the run ended or moved on first): the slot taken
-                // for it is free again. Once started, its starter gives it back after the call,
-                // whatever the run became meanwhile (a cancel does not stop a call).
-                self.slots.release(job, &run, n, now).await;
-            }
+        let Some((started, token)) = self.start(job, &run, worker, now).await? else {
             return Ok(Disposition::Delete);
         };
-        self.meter.observe(&started_metrics(&started, now));
-        tracing::info!(worker = %worker, scheduled_at = %started.scheduled_at(), "attempt started");
         let span = tracing::info_span!("attempt", run_id = %started.id(), job_id = %job.id, attempt = n);
         let invocation = Invocation {
             job,
@@ -560,35 +570,68 @@ impl Worker {
             self.slots.release(job, &started, n, now).await;
             return Ok(Disposition::Delete);
         };
-        let ending = match answer {
-            Answer::Accepted { status } => {
+        match answered(answer, call_limit) {
+            Answered::Accepted(status) => {
                 // The target reports back through the callbacks; heartbeats keep the lease
                 // alive up to the attempt's timeout, and the watchdog ends it if they stop. The
                 // message has nothing left to do.
                 let accept = Step::Accept { status, window: self.settings.heartbeat_window };
                 self.recorder.apply(job, &started, &accept, now).await?;
-                return Ok(Disposition::Delete);
+                Ok(Disposition::Delete)
             }
-            Answer::Succeeded { status, output } => {
-                Ending { status, output, ..Ending::new(Outcome::Succeeded) }
-            }
-            Answer::TimedOut => Ending::new(Outcome::TimedOut)
-                .because(format!("no answer within {} s", call_limit.num_seconds())),
-            Answer::NotSent { error } => {
-                Ending { unsent: true, ..Ending::new(Outcome::Failed).because(error) }
-            }
-            Answer::Failed { retryable, status, error } => {
-                // A permanent failure ends the run whatever attempts remain.
-                Ending { status, permanent: !retryable, ..Ending::new(Outcome::Failed).because(error) }
-            }
+            Answered::Ended(ending) => self.end(job, &started, ending, watched, now).await,
+        }
+    }
+
+    /// Writes the start of `run`'s next attempt by `worker`, with the digest of a new callback
+    /// token: the run started and the token, or `None` if another worker started this attempt
+    /// first (or the run moved on), in which case a slot taken for it is given back.
+    async fn start(
+        &self,
+        job: &Job,
+        run: &Run,
+        worker: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<(Run, String)>, StoreError> {
+        let n = run.attempt + 1;
+        let token = sundial_domain::entropy::secret(self.entropy.as_ref());
+        let start = Step::Start {
+            worker: worker.to_string(),
+            callback: sundial_domain::auth::digest(&token),
+            lease: self.lease(job),
         };
-        let ended = self.finish(job, &started, ending, now).await.map(Recorded::race);
+        let Race::Won(started) = self.recorder.apply(job, run, &start, now).await?.race() else {
+            let fresh = self.history.get(&run.job_id, &run.key).await?;
+            if fresh.is_none_or(|r| r.attempt < n) {
+                // Nobody started this attempt (the run ended or moved on first): the slot taken
+                // for it is free again. Once started, its starter gives it back after the call,
+                // whatever the run became meanwhile (a cancel does not stop a call).
+                self.slots.release(job, run, n, now).await;
+            }
+            return Ok(None);
+        };
+        self.meter.observe(&started_metrics(&started, now));
+        tracing::info!(worker = %worker, scheduled_at = %started.scheduled_at(), "attempt started");
+        Ok(Some((started, token)))
+    }
+
+    /// Records how the attempt of `started` ended, frees its group's slot, and says what becomes
+    /// of the message. `watched`: the job's policy closes attempts under their calls.
+    async fn end(
+        &self,
+        job: &Job,
+        started: &Run,
+        ending: Ending,
+        watched: bool,
+        now: DateTime<Utc>,
+    ) -> Result<Disposition, StoreError> {
+        let ended = self.finish(job, started, ending, now).await.map(Recorded::race);
         if watched && matches!(ended, Ok(Race::Lost)) {
             // Closed under the call, which has ended now: the next run need not wait for it.
-            self.note_call_ended(&started).await;
+            self.note_call_ended(started).await;
         }
         // The attempt is over, however its end was recorded: its group's slot is free again.
-        self.slots.release(job, &started, n, now).await;
+        self.slots.release(job, started, started.attempt, now).await;
         if let Ok(Race::Won(run)) = &ended {
             let last = run.attempts.last();
             tracing::info!(
@@ -668,6 +711,29 @@ impl Worker {
         let job = fresh.as_ref().unwrap_or(job);
         self.recorder.apply(job, run, &Step::Finish { ending, jitter: self.entropy.unit() }, now).await
     }
+}
+
+/// What a target's answer makes of an attempt.
+enum Answered {
+    /// 202: the attempt stays open until the target calls back.
+    Accepted(u16),
+    Ended(Ending),
+}
+
+/// The attempt's end as the target's `answer` (within `call_limit`) tells it.
+fn answered(answer: Answer, call_limit: Duration) -> Answered {
+    Answered::Ended(match answer {
+        Answer::Accepted { status } => return Answered::Accepted(status),
+        Answer::Succeeded { status, output } => Ending { status, output, ..Ending::new(Outcome::Succeeded) },
+        Answer::TimedOut => {
+            Ending::new(Outcome::TimedOut).because(format!("no answer within {} s", call_limit.num_seconds()))
+        }
+        Answer::NotSent { error } => Ending { unsent: true, ..Ending::new(Outcome::Failed).because(error) },
+        Answer::Failed { retryable, status, error } => {
+            // A permanent failure ends the run whatever attempts remain.
+            Ending { status, permanent: !retryable, ..Ending::new(Outcome::Failed).because(error) }
+        }
+    })
 }
 
 /// The metrics of an attempt that started: the dispatch lag (start − scheduled instant) of a
