@@ -128,117 +128,128 @@ fn keys(value: Option<&Value>) -> Vec<KeyDef> {
         .unwrap_or_default()
 }
 
+/// The template's parameters with a default, resolved for `stack`.
+fn parameters(doc: &Value, stack: &str) -> BTreeMap<String, String> {
+    let mut params = BTreeMap::new();
+    for (name, param) in doc.get("Parameters").and_then(Value::as_mapping).into_iter().flatten() {
+        if let (Some(name), Some(default)) = (name.as_str(), param.get("Default")) {
+            if let Some(v) = scalar(default, stack, &BTreeMap::new()) {
+                params.insert(name.to_string(), v);
+            }
+        }
+    }
+    params
+}
+
+/// One resource of the template: its logical id and properties, and what they resolve against.
+struct Resource<'a> {
+    id: &'a str,
+    props: &'a Value,
+    stack: &'a str,
+    params: &'a BTreeMap<String, String>,
+}
+
+impl Resource<'_> {
+    /// A property value as text, resolved (`!Sub`, `!Ref` of a parameter).
+    fn text(&self, value: &Value) -> Option<String> {
+        scalar(value, self.stack, self.params)
+    }
+
+    /// The name under the property `key`; an error naming the resource if it cannot be resolved.
+    fn name(&self, key: &str) -> Result<String, ProvisionError> {
+        self.props
+            .get(key)
+            .and_then(|v| self.text(v))
+            .ok_or_else(|| err(format!("{}: {key} missing or not resolvable", self.id)))
+    }
+
+    fn number(&self, key: &str) -> Option<u64> {
+        self.props.get(key).and_then(|v| self.text(v)).and_then(|s| s.parse().ok())
+    }
+
+    fn table(&self) -> Result<TableDef, ProvisionError> {
+        let attributes = sequence(self.props.get("AttributeDefinitions"), |a| {
+            Some((
+                a.get("AttributeName")?.as_str()?.to_string(),
+                a.get("AttributeType")?.as_str()?.to_string(),
+            ))
+        });
+        let indexes = sequence(self.props.get("GlobalSecondaryIndexes"), |g| {
+            Some(IndexDef {
+                name: g.get("IndexName")?.as_str()?.to_string(),
+                keys: keys(g.get("KeySchema")),
+                projection: g.get("Projection")?.get("ProjectionType")?.as_str()?.to_string(),
+            })
+        });
+        let ttl_attribute = self.props.get("TimeToLiveSpecification").and_then(|ttl| {
+            let enabled = ttl.get("Enabled").and_then(Value::as_bool).unwrap_or(false);
+            enabled.then(|| ttl.get("AttributeName")?.as_str().map(str::to_string)).flatten()
+        });
+        Ok(TableDef {
+            name: self.name("TableName")?,
+            attributes,
+            keys: keys(self.props.get("KeySchema")),
+            indexes,
+            ttl_attribute,
+        })
+    }
+
+    fn queue(&self) -> Result<QueueDef, ProvisionError> {
+        Ok(QueueDef {
+            name: self.name("QueueName")?,
+            visibility_timeout_s: self.number("VisibilityTimeout"),
+            retention_s: self.number("MessageRetentionPeriod"),
+            redrive: self.redrive()?,
+        })
+    }
+
+    /// The queue's dead-letter queue (its logical id) and the receive count that sends there.
+    fn redrive(&self) -> Result<Option<(String, u64)>, ProvisionError> {
+        let Some(policy) = self.props.get("RedrivePolicy") else { return Ok(None) };
+        let target = policy.get("deadLetterTargetArn").and_then(|v| match v {
+            Value::Tagged(t) if t.tag == "GetAtt" => t.value.as_str().map(str::to_string),
+            _ => v.get("Fn::GetAtt")?.as_sequence()?.first()?.as_str().map(str::to_string),
+        });
+        let id = self.id;
+        let target = target
+            .and_then(|t| t.split('.').next().map(str::to_string))
+            .ok_or_else(|| err(format!("{id}: deadLetterTargetArn must be !GetAtt <Queue>.Arn")))?;
+        let count = policy
+            .get("maxReceiveCount")
+            .and_then(|v| self.text(v))
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| err(format!("{id}: maxReceiveCount missing")))?;
+        Ok(Some((target, count)))
+    }
+}
+
+/// The items of a YAML sequence that `item` reads, the others left out.
+fn sequence<T, C: FromIterator<T>>(value: Option<&Value>, item: impl Fn(&Value) -> Option<T>) -> C {
+    value.and_then(Value::as_sequence).into_iter().flatten().filter_map(item).collect()
+}
+
 impl Template {
     /// Reads the template's tables, queues and topics, naming them for `stack`.
     pub fn parse(text: &str, stack: &str) -> Result<Self, ProvisionError> {
         let doc: Value = serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?;
-        let mut params = BTreeMap::new();
-        if let Some(map) = doc.get("Parameters").and_then(Value::as_mapping) {
-            for (name, param) in map {
-                if let (Some(name), Some(default)) = (name.as_str(), param.get("Default")) {
-                    if let Some(v) = scalar(default, stack, &BTreeMap::new()) {
-                        params.insert(name.to_string(), v);
-                    }
-                }
-            }
-        }
+        let params = parameters(&doc, stack);
         let resources =
             doc.get("Resources").and_then(Value::as_mapping).ok_or_else(|| err("no Resources"))?;
         let mut template = Template::default();
+        let empty = Value::Mapping(Default::default());
         for (id, resource) in resources {
-            let id = id.as_str().ok_or_else(|| err("a resource id is not text"))?.to_string();
-            let kind = resource.get("Type").and_then(Value::as_str).unwrap_or_default();
-            let empty = Value::Mapping(Default::default());
+            let id = id.as_str().ok_or_else(|| err("a resource id is not text"))?;
             let props = resource.get("Properties").unwrap_or(&empty);
-            let name_of = |key: &str| {
-                props
-                    .get(key)
-                    .and_then(|v| scalar(v, stack, &params))
-                    .ok_or_else(|| err(format!("{}: {key} missing or not resolvable", id.as_str())))
-            };
-            match kind {
+            let resource_at = Resource { id, props, stack, params: &params };
+            match resource.get("Type").and_then(Value::as_str).unwrap_or_default() {
                 "AWS::DynamoDB::Table" => {
-                    let attributes = props
-                        .get("AttributeDefinitions")
-                        .and_then(Value::as_sequence)
-                        .map(|seq| {
-                            seq.iter()
-                                .filter_map(|a| {
-                                    Some((
-                                        a.get("AttributeName")?.as_str()?.to_string(),
-                                        a.get("AttributeType")?.as_str()?.to_string(),
-                                    ))
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let indexes = props
-                        .get("GlobalSecondaryIndexes")
-                        .and_then(Value::as_sequence)
-                        .map(|seq| {
-                            seq.iter()
-                                .filter_map(|g| {
-                                    Some(IndexDef {
-                                        name: g.get("IndexName")?.as_str()?.to_string(),
-                                        keys: keys(g.get("KeySchema")),
-                                        projection: g
-                                            .get("Projection")?
-                                            .get("ProjectionType")?
-                                            .as_str()?
-                                            .to_string(),
-                                    })
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    let ttl_attribute = props.get("TimeToLiveSpecification").and_then(|ttl| {
-                        let enabled = ttl.get("Enabled").and_then(Value::as_bool).unwrap_or(false);
-                        enabled.then(|| ttl.get("AttributeName")?.as_str().map(str::to_string)).flatten()
-                    });
-                    let table = TableDef {
-                        name: name_of("TableName")?,
-                        attributes,
-                        keys: keys(props.get("KeySchema")),
-                        indexes,
-                        ttl_attribute,
-                    };
-                    template.tables.insert(id.clone(), table);
+                    template.tables.insert(id.to_string(), resource_at.table()?);
                 }
                 "AWS::SQS::Queue" => {
-                    let number = |key: &str| {
-                        props.get(key).and_then(|v| scalar(v, stack, &params)).and_then(|s| s.parse().ok())
-                    };
-                    let redrive = match props.get("RedrivePolicy") {
-                        None => None,
-                        Some(policy) => {
-                            let target = policy.get("deadLetterTargetArn").and_then(|v| match v {
-                                Value::Tagged(t) if t.tag == "GetAtt" => t.value.as_str().map(str::to_string),
-                                _ => {
-                                    v.get("Fn::GetAtt")?.as_sequence()?.first()?.as_str().map(str::to_string)
-                                }
-                            });
-                            let target =
-                                target.and_then(|t| t.split('.').next().map(str::to_string)).ok_or_else(
-                                    || err(format!("{id}: deadLetterTargetArn must be !GetAtt <Queue>.Arn")),
-                                )?;
-                            let count = policy
-                                .get("maxReceiveCount")
-                                .and_then(|v| scalar(v, stack, &params))
-                                .and_then(|s| s.parse().ok())
-                                .ok_or_else(|| err(format!("{id}: maxReceiveCount missing")))?;
-                            Some((target, count))
-                        }
-                    };
-                    let queue = QueueDef {
-                        name: name_of("QueueName")?,
-                        visibility_timeout_s: number("VisibilityTimeout"),
-                        retention_s: number("MessageRetentionPeriod"),
-                        redrive,
-                    };
-                    template.queues.insert(id.clone(), queue);
+                    template.queues.insert(id.to_string(), resource_at.queue()?);
                 }
                 "AWS::SNS::Topic" => {
-                    template.topics.insert(id.clone(), name_of("TopicName")?);
+                    template.topics.insert(id.to_string(), resource_at.name("TopicName")?);
                 }
                 _ => {}
             }
