@@ -30,21 +30,13 @@ pub async fn idempotent(
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let Some(key) = req.headers().get(HEADER).cloned() else {
+    let Some(key) = req.headers().get(HEADER) else {
         return Ok(next.run(req).await);
     };
     if req.method() != Method::POST {
         return Ok(next.run(req).await);
     }
-    let key = key
-        .to_str()
-        .ok()
-        .filter(|k| (1..=255).contains(&k.len()) && k.bytes().all(|b| (0x20..=0x7e).contains(&b)))
-        .ok_or_else(|| {
-            ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "must be 1-255 visible ASCII characters")
-                .with_field("Idempotency-Key")
-        })?
-        .to_string();
+    let key = valid_key(key)?;
     let Caller(owner) = req.extensions().get::<Caller>().cloned().ok_or_else(ApiError::unauthorized)?;
     let (parts, body) = req.into_parts();
     let bytes = to_bytes(body, state.body_limit).await.map_err(|_| {
@@ -55,36 +47,24 @@ pub async fn idempotent(
         )
         .with_field("body")
     })?;
-    let mut digest = Sha256::new();
-    digest.update(parts.method.as_str());
-    digest.update(b" ");
-    digest.update(parts.uri.path());
-    digest.update(b"\n");
-    digest.update(&bytes);
-    let fingerprint = hex::encode(digest.finalize());
     let scoped = format!("{owner}#{key}");
-
-    let first_seen = match state.idempotency.claim(&scoped, &fingerprint, state.clock.now()).await? {
-        Claim::Replay(stored) => return Ok(replay(stored)),
-        Claim::Mismatch => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "idempotency_key_reused",
-                "this Idempotency-Key was used for a different request",
-            )
-            .with_field("Idempotency-Key"));
-        }
-        Claim::InProgress => {
-            return Err(ApiError::new(
-                StatusCode::CONFLICT,
-                "request_in_progress",
-                "a request with this Idempotency-Key is being processed; retry shortly",
-            )
-            .with_field("Idempotency-Key"));
-        }
-        Claim::New { first_seen } => first_seen,
-    };
-
+    let first_seen =
+        match state.idempotency.claim(&scoped, &fingerprint(&parts, &bytes), state.clock.now()).await? {
+            Claim::Replay(stored) => return Ok(replay(stored)),
+            Claim::Mismatch => {
+                return Err(conflict(
+                    "idempotency_key_reused",
+                    "this Idempotency-Key was used for a different request",
+                ));
+            }
+            Claim::InProgress => {
+                return Err(conflict(
+                    "request_in_progress",
+                    "a request with this Idempotency-Key is being processed; retry shortly",
+                ));
+            }
+            Claim::New { first_seen } => first_seen,
+        };
     let mut request = Request::from_parts(parts, Body::from(bytes));
     request.extensions_mut().insert(RequestKey { key, first_seen });
     let response = next.run(request).await;
@@ -94,6 +74,40 @@ pub async fn idempotent(
         }
         return Ok(response);
     }
+    record(&state, &scoped, response).await
+}
+
+/// The key, if it is 1-255 visible ASCII characters.
+fn valid_key(key: &HeaderValue) -> Result<String, ApiError> {
+    key.to_str()
+        .ok()
+        .filter(|k| (1..=255).contains(&k.len()) && k.bytes().all(|b| (0x20..=0x7e).contains(&b)))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_request", "must be 1-255 visible ASCII characters")
+                .with_field("Idempotency-Key")
+        })
+}
+
+/// What makes two requests the same: method, path and body.
+fn fingerprint(parts: &http::request::Parts, body: &[u8]) -> String {
+    let mut digest = Sha256::new();
+    digest.update(parts.method.as_str());
+    digest.update(b" ");
+    digest.update(parts.uri.path());
+    digest.update(b"\n");
+    digest.update(body);
+    hex::encode(digest.finalize())
+}
+
+/// A 409 about the key.
+fn conflict(code: &'static str, message: &'static str) -> ApiError {
+    ApiError::new(StatusCode::CONFLICT, code, message).with_field("Idempotency-Key")
+}
+
+/// Records `response` as the answer to the key `scoped`, and returns it. The effect happened:
+/// even if recording it fails, the caller gets the real response.
+async fn record(state: &AppState, scoped: &str, response: Response) -> Result<Response, ApiError> {
     let (parts, body) = response.into_parts();
     let body = to_bytes(body, usize::MAX).await.map_err(|e| {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("reading the response: {e}"))
@@ -106,8 +120,7 @@ pub async fn idempotent(
             .collect::<BTreeMap<_, _>>(),
         body: String::from_utf8_lossy(&body).into_owned(),
     };
-    // The effect happened: even if recording it fails, the caller gets the real response.
-    if let Err(e) = state.idempotency.complete(&scoped, &stored, state.clock.now()).await {
+    if let Err(e) = state.idempotency.complete(scoped, &stored, state.clock.now()).await {
         tracing::error!(error = %e, "could not record an idempotent response");
     }
     Ok(Response::from_parts(parts, Body::from(body)))
