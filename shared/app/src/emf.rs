@@ -139,40 +139,42 @@ impl Record {
     }
 }
 
+/// The units CloudWatch accepts.
+const UNITS: [&str; 27] = [
+    "Seconds",
+    "Microseconds",
+    "Milliseconds",
+    "Bytes",
+    "Kilobytes",
+    "Megabytes",
+    "Gigabytes",
+    "Terabytes",
+    "Bits",
+    "Kilobits",
+    "Megabits",
+    "Gigabits",
+    "Terabits",
+    "Percent",
+    "Count",
+    "Bytes/Second",
+    "Kilobytes/Second",
+    "Megabytes/Second",
+    "Gigabytes/Second",
+    "Terabytes/Second",
+    "Bits/Second",
+    "Kilobits/Second",
+    "Megabits/Second",
+    "Gigabits/Second",
+    "Terabits/Second",
+    "Count/Second",
+    "None",
+];
+
 /// Checks a record against the EMF specification: the `_aws` metadata with a millisecond
 /// `Timestamp` and `CloudWatchMetrics` directives, each with a `Namespace`, `Dimensions` whose
 /// keys are top-level strings, and `Metrics` whose names are top-level numbers (or arrays of at
 /// most 100 numbers) with a valid unit. Returns the first violation.
 pub fn validate(record: &Value) -> Result<(), String> {
-    const UNITS: [&str; 27] = [
-        "Seconds",
-        "Microseconds",
-        "Milliseconds",
-        "Bytes",
-        "Kilobytes",
-        "Megabytes",
-        "Gigabytes",
-        "Terabytes",
-        "Bits",
-        "Kilobits",
-        "Megabits",
-        "Gigabits",
-        "Terabits",
-        "Percent",
-        "Count",
-        "Bytes/Second",
-        "Kilobytes/Second",
-        "Megabytes/Second",
-        "Gigabytes/Second",
-        "Terabytes/Second",
-        "Bits/Second",
-        "Kilobits/Second",
-        "Megabits/Second",
-        "Gigabits/Second",
-        "Terabits/Second",
-        "Count/Second",
-        "None",
-    ];
     let root = record.as_object().ok_or("a record is a JSON object")?;
     let aws = root.get("_aws").and_then(Value::as_object).ok_or("_aws missing")?;
     aws.get("Timestamp")
@@ -184,44 +186,51 @@ pub fn validate(record: &Value) -> Result<(), String> {
     if directives.is_empty() {
         return Err("_aws.CloudWatchMetrics is empty".into());
     }
-    for d in directives {
-        let namespace = d.get("Namespace").and_then(Value::as_str).ok_or("Namespace missing")?;
-        if namespace.is_empty() || namespace.len() > 255 {
-            return Err("Namespace must be 1-255 characters".into());
+    for directive in directives {
+        validate_directive(root, directive)?;
+    }
+    Ok(())
+}
+
+/// Checks one `CloudWatchMetrics` directive of the record `root`.
+fn validate_directive(root: &serde_json::Map<String, Value>, d: &Value) -> Result<(), String> {
+    let namespace = d.get("Namespace").and_then(Value::as_str).ok_or("Namespace missing")?;
+    if namespace.is_empty() || namespace.len() > 255 {
+        return Err("Namespace must be 1-255 characters".into());
+    }
+    let dimensions = d.get("Dimensions").and_then(Value::as_array).ok_or("Dimensions missing")?;
+    for set in dimensions {
+        let set = set.as_array().ok_or("a dimension set is an array")?;
+        if set.len() > 30 {
+            return Err("at most 30 dimensions per set".into());
         }
-        let dimensions = d.get("Dimensions").and_then(Value::as_array).ok_or("Dimensions missing")?;
-        for set in dimensions {
-            let set = set.as_array().ok_or("a dimension set is an array")?;
-            if set.len() > 30 {
-                return Err("at most 30 dimensions per set".into());
-            }
-            for key in set {
-                let key = key.as_str().ok_or("a dimension is a name")?;
-                root.get(key)
-                    .and_then(Value::as_str)
-                    .ok_or(format!("dimension {key} is not a top-level string"))?;
-            }
-        }
-        let metrics = d.get("Metrics").and_then(Value::as_array).ok_or("Metrics missing")?;
-        if metrics.len() > 100 {
-            return Err("at most 100 metrics per directive".into());
-        }
-        for m in metrics {
-            let name = m.get("Name").and_then(Value::as_str).ok_or("a metric has no Name")?;
-            if let Some(unit) = m.get("Unit") {
-                let unit = unit.as_str().ok_or("Unit is text")?;
-                if !UNITS.contains(&unit) {
-                    return Err(format!("{name}: unit {unit} is not a CloudWatch unit"));
-                }
-            }
-            match root.get(name) {
-                Some(Value::Number(_)) => {}
-                Some(Value::Array(values))
-                    if values.len() <= MAX_VALUES && values.iter().all(Value::is_number) => {}
-                _ => return Err(format!("metric {name} has no top-level number (or array of at most 100)")),
-            }
+        for key in set {
+            let key = key.as_str().ok_or("a dimension is a name")?;
+            root.get(key)
+                .and_then(Value::as_str)
+                .ok_or(format!("dimension {key} is not a top-level string"))?;
         }
     }
+    let metrics = d.get("Metrics").and_then(Value::as_array).ok_or("Metrics missing")?;
+    if metrics.len() > 100 {
+        return Err("at most 100 metrics per directive".into());
+    }
+    for m in metrics {
+        let name = m.get("Name").and_then(Value::as_str).ok_or("a metric has no Name")?;
+        if let Some(unit) = m.get("Unit") {
+            let unit = unit.as_str().ok_or("Unit is text")?;
+            if !UNITS.contains(&unit) {
+                return Err(format!("{name}: unit {unit} is not a CloudWatch unit"));
+            }
+        }
+        match root.get(name) {
+            Some(Value::Number(_)) => {}
+            Some(Value::Array(values))
+                if values.len() <= MAX_VALUES && values.iter().all(Value::is_number) => {}
+            _ => return Err(format!("metric {name} has no top-level number (or array of at most 100)")),
+        }
+    }
+
     Ok(())
 }
 
