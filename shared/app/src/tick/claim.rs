@@ -201,19 +201,37 @@ impl Claimer {
         reached: Option<DateTime<Utc>>,
         now: DateTime<Utc>,
     ) -> ClaimReport {
+        let mut report = ClaimReport::default();
+        let ready = self.prepare_all(jobs, reached, now, &mut report).await;
+        let sent = self.send_all(ready, &mut report).await;
+        let advanced: Vec<ClaimReport> = futures::stream::iter(sent)
+            .map(|p| self.advance(p))
+            .buffer_unordered(self.settings.concurrency.max(1))
+            .collect()
+            .await;
+        for r in advanced {
+            report.add(r);
+        }
+        report
+    }
+
+    /// Each job's runs written and its next instant decided, several jobs at a time; a job whose
+    /// writes failed is counted in `report` and stays due.
+    async fn prepare_all(
+        &self,
+        jobs: Vec<Job>,
+        reached: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+        report: &mut ClaimReport,
+    ) -> Vec<Prepared> {
         let prepared: Vec<Result<Prepared, (Job, StoreError)>> = futures::stream::iter(jobs)
             .map(|job| async move {
                 let span = tracing::info_span!("claim", job_id = %job.id);
-                match self.prepare(&job, reached, now).instrument(span).await {
-                    Ok(p) => Ok(p),
-                    Err(e) => Err((job, e)),
-                }
+                self.prepare(&job, reached, now).instrument(span).await.map_err(|e| (job, e))
             })
             .buffer_unordered(self.settings.concurrency.max(1))
             .collect()
             .await;
-
-        let mut report = ClaimReport::default();
         let mut ready = Vec::new();
         for p in prepared {
             match p {
@@ -224,10 +242,16 @@ impl Claimer {
                 }
             }
         }
+        ready
+    }
 
+    /// Sends the messages of every prepared job in one go; the jobs whose messages all went, to
+    /// be advanced. A job with a failed send is counted in `report` and stays due: the next tick
+    /// finds its runs and sends them.
+    async fn send_all(&self, ready: Vec<Prepared>, report: &mut ClaimReport) -> Vec<Prepared> {
         let runs: Vec<Run> = ready.iter().flat_map(|p| p.messages.iter().cloned()).collect();
         let mut results = self.send(&runs).await.into_iter();
-        let mut to_advance = Vec::new();
+        let mut sent_all = Vec::new();
         for mut p in ready {
             let sent: Vec<_> = results.by_ref().take(p.messages.len()).collect();
             let failures = sent.iter().filter(|r| r.is_err()).count();
@@ -240,40 +264,34 @@ impl Claimer {
                 p.report.add(ClaimReport::failure(&p.job));
                 report.add(p.report);
             } else {
-                to_advance.push(p);
+                sent_all.push(p);
             }
         }
+        sent_all
+    }
 
-        let advanced: Vec<ClaimReport> = futures::stream::iter(to_advance)
-            .map(|mut p| async move {
-                if p.next_run_at == p.job.next_run_at {
-                    return p.report;
-                }
-                let span = tracing::info_span!("advance", job_id = %p.job.id);
-                match self.due.advance(&p.job, p.next_run_at).instrument(span).await {
-                    Ok(()) => p.report.advanced += 1,
-                    Err(StoreError::Conflict) => {
-                        // Changed since read (edited, paused, advanced by another claimer): the
-                        // next pass reads it again as it stands. Until then the watermark stays
-                        // before the minute it was read in, which an edit of anything but the
-                        // schedule keeps as its `next_run_at`.
-                        p.report.advance_conflicts += 1;
-                        p.report.earliest_failure = p.job.due_at();
-                    }
-                    Err(e) => {
-                        tracing::warn!(job_id = %p.job.id, error = %e, "advance failed; healed by the next tick");
-                        p.report.add(ClaimReport::failure(&p.job));
-                    }
-                }
-                p.report
-            })
-            .buffer_unordered(self.settings.concurrency.max(1))
-            .collect()
-            .await;
-        for r in advanced {
-            report.add(r);
+    /// Moves a job whose runs all went to its next instant; its report.
+    async fn advance(&self, mut p: Prepared) -> ClaimReport {
+        if p.next_run_at == p.job.next_run_at {
+            return p.report;
         }
-        report
+        let span = tracing::info_span!("advance", job_id = %p.job.id);
+        match self.due.advance(&p.job, p.next_run_at).instrument(span).await {
+            Ok(()) => p.report.advanced += 1,
+            Err(StoreError::Conflict) => {
+                // Changed since read (edited, paused, advanced by another claimer): the next pass
+                // reads it again as it stands. Until then the watermark stays before the minute it
+                // was read in, which an edit of anything but the schedule keeps as its
+                // `next_run_at`.
+                p.report.advance_conflicts += 1;
+                p.report.earliest_failure = p.job.due_at();
+            }
+            Err(e) => {
+                tracing::warn!(job_id = %p.job.id, error = %e, "advance failed; healed by the next tick");
+                p.report.add(ClaimReport::failure(&p.job));
+            }
+        }
+        p.report
     }
 
     async fn prepare(
