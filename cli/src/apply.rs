@@ -283,30 +283,8 @@ pub fn plan(mut desired: Vec<Desired>, existing: &[Value], prune: bool) -> Resul
         }
         parents.push(mine);
     }
-    let order = parents_first(&parents).map_err(|cycle| {
-        let first = &desired[cycle[0]];
-        let mut names: Vec<&str> = cycle.iter().map(|&i| desired[i].name.as_str()).collect();
-        names.push(first.name.as_str());
-        let reason = if cycle.len() == 1 {
-            format!("`{}` names itself; a job cannot depend on itself", first.name)
-        } else {
-            format!("makes a cycle: {} (each runs after the next)", names.join(" -> "))
-        };
-        Refusal { path: format!("{}.depends_on", first.path), reason }
-    })?;
-
-    let mut plan = Plan::default();
-    // Children before parents (each job after the children it has among the deleted, by the
-    // stored `depends_on`), in the listing's order otherwise. The API refuses cycles, so the
-    // stored jobs have none; were there one, the listing's order.
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); gone.len()];
-    for (child, job) in gone.iter().enumerate() {
-        for parent in parents_of(job).iter().filter_map(|p| gone_index.get(p.as_str())) {
-            children[*parent].push(child);
-        }
-    }
-    let deletes = parents_first(&children).unwrap_or_else(|_| (0..gone.len()).collect());
-    plan.delete = deletes.into_iter().map(|i| (id_of(gone[i]), name_of(gone[i]))).collect();
+    let order = parents_first(&parents).map_err(|cycle| cycle_refusal(&desired, &cycle))?;
+    let mut plan = Plan { delete: children_first(&gone, &gone_index), ..Plan::default() };
 
     let mut slots: Vec<Option<Write>> = Vec::with_capacity(desired.len());
     for d in desired {
@@ -328,6 +306,34 @@ pub fn plan(mut desired: Vec<Desired>, existing: &[Value], prune: bool) -> Resul
     }
     plan.writes = order.into_iter().filter_map(|i| slots.get_mut(i).and_then(Option::take)).collect();
     Ok(plan)
+}
+
+/// The refusal of a `cycle` among the file's jobs (indexes into `desired`).
+fn cycle_refusal(desired: &[Desired], cycle: &[usize]) -> Refusal {
+    let first = &desired[cycle[0]];
+    let mut names: Vec<&str> = cycle.iter().map(|&i| desired[i].name.as_str()).collect();
+    names.push(first.name.as_str());
+    let reason = if cycle.len() == 1 {
+        format!("`{}` names itself; a job cannot depend on itself", first.name)
+    } else {
+        format!("makes a cycle: {} (each runs after the next)", names.join(" -> "))
+    };
+    Refusal { path: format!("{}.depends_on", first.path), reason }
+}
+
+/// The jobs to delete (id, name), children before parents: each after the children it has among
+/// them, by the stored `depends_on`, in the listing's order otherwise. The API refuses cycles, so
+/// the stored jobs have none; were there one, the listing's order.
+fn children_first(gone: &[&Value], gone_index: &HashMap<String, usize>) -> Vec<(String, String)> {
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); gone.len()];
+    for (child, job) in gone.iter().enumerate() {
+        for parent in parents_of(job).iter().filter_map(|p| gone_index.get(p.as_str())) {
+            children[*parent].push(child);
+        }
+    }
+    let order = parents_first(&children).unwrap_or_else(|_| (0..gone.len()).collect());
+    let text = |job: &Value, key: &str| job[key].as_str().unwrap_or_default().to_string();
+    order.into_iter().map(|i| (text(gone[i], "id"), text(gone[i], "name"))).collect()
 }
 
 impl Plan {
