@@ -202,30 +202,9 @@ pub fn forecast(jobs: &[Job], window: &Window) -> Result<Forecast, ValidationErr
     peak_indexes.sort_by(|a, b| counts[*b].cmp(&counts[*a]).then(a.cmp(b)));
     peak_indexes.truncate(LISTED_PEAKS);
 
-    // A second pass over the jobs, counting only the listed peak minutes.
-    let slot: BTreeMap<usize, usize> = peak_indexes.iter().enumerate().map(|(slot, i)| (*i, slot)).collect();
-    let mut loads: Vec<Vec<JobLoad>> = vec![Vec::new(); peak_indexes.len()];
-    if !slot.is_empty() {
-        for p in &placed {
-            let mut mine = vec![0u32; peak_indexes.len()];
-            each_start(p, window, |minute| {
-                if let Some(s) = slot.get(&minute) {
-                    mine[*s] += 1;
-                }
-            });
-            for (s, runs) in mine.into_iter().enumerate().filter(|(_, runs)| *runs > 0) {
-                loads[s].push(JobLoad {
-                    job_id: p.job.id.clone(),
-                    name: p.job.document.name.clone(),
-                    owner: p.job.owner.clone(),
-                    runs,
-                });
-            }
-        }
-    }
     let peaks = peak_indexes
         .iter()
-        .zip(loads)
+        .zip(peak_loads(&placed, window, &peak_indexes))
         .map(|(index, mut jobs)| {
             jobs.sort_by(|a, b| {
                 b.runs.cmp(&a.runs).then_with(|| a.name.cmp(&b.name)).then_with(|| a.job_id.cmp(&b.job_id))
@@ -245,6 +224,33 @@ pub fn forecast(jobs: &[Job], window: &Window) -> Result<Forecast, ValidationErr
         peaks,
         after_parents: after_parents(jobs, window),
     })
+}
+
+/// The jobs that start runs in each of the `peaks` (minute indexes of `window`), with how many:
+/// a second pass over the jobs, counting only those minutes.
+fn peak_loads(placed: &[Placed<'_>], window: &Window, peaks: &[usize]) -> Vec<Vec<JobLoad>> {
+    let slot: BTreeMap<usize, usize> = peaks.iter().enumerate().map(|(slot, i)| (*i, slot)).collect();
+    let mut loads: Vec<Vec<JobLoad>> = vec![Vec::new(); peaks.len()];
+    if slot.is_empty() {
+        return loads;
+    }
+    for p in placed {
+        let mut mine = vec![0u32; peaks.len()];
+        each_start(p, window, |minute| {
+            if let Some(s) = slot.get(&minute) {
+                mine[*s] += 1;
+            }
+        });
+        for (s, runs) in mine.into_iter().enumerate().filter(|(_, runs)| *runs > 0) {
+            loads[s].push(JobLoad {
+                job_id: p.job.id.clone(),
+                name: p.job.document.name.clone(),
+                owner: p.job.owner.clone(),
+                runs,
+            });
+        }
+    }
+    loads
 }
 
 /// Runs of the jobs with parents: one per instant of the job's first root in the window, if

@@ -165,14 +165,7 @@ fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Resu
             if !running {
                 return Err(refuse("only a running attempt is accepted"));
             }
-            let lease = lease_for(job_of()?, run, *window, now);
-            // The call itself ended with its 202; the work goes on at the target.
-            let call_ended = Some(run.attempt);
-            let mut after = Run { lease_until: Some(lease), updated_at: now, call_ended, ..run.clone() };
-            if let Some(last) = after.attempts.last_mut() {
-                last.status_code = Some(*status);
-            }
-            after
+            accepted(run, *status, lease_for(job_of()?, run, *window, now), now)
         }
         Step::Heartbeat { window } => {
             if !running {
@@ -219,6 +212,17 @@ fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Resu
         }
     };
     Ok(after)
+}
+
+/// `run` whose attempt's call answered 202 with `status`: the call itself has ended, the work goes
+/// on at the target under `lease`.
+fn accepted(run: &Run, status: u16, lease: DateTime<Utc>, now: DateTime<Utc>) -> Run {
+    let call_ended = Some(run.attempt);
+    let mut after = Run { lease_until: Some(lease), updated_at: now, call_ended, ..run.clone() };
+    if let Some(last) = after.attempts.last_mut() {
+        last.status_code = Some(status);
+    }
+    after
 }
 
 /// The events a change of `before` into `after` causes, `now` being when it happens.
