@@ -42,7 +42,7 @@ pub async fn authenticate(
     let owner = match jwt_subject(&req) {
         Some(subject) => subject,
         None => bearer(&req)
-            .and_then(|key| state.api_keys.owner_of(key))
+            .and_then(|key| state.settings.api_keys.owner_of(key))
             .cloned()
             .ok_or_else(ApiError::unauthorized)?,
     };

@@ -143,7 +143,7 @@ pub async fn get(
 ) -> Result<Json<ForecastView>, ApiError> {
     let scope = match query.get("scope").map(String::as_str) {
         None | Some("owner") => Scope::Owner(owner),
-        Some("stack") if state.operators.contains(&owner) => Scope::Stack,
+        Some("stack") if state.settings.operators.contains(&owner) => Scope::Stack,
         Some("stack") => {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -159,13 +159,13 @@ pub async fn get(
             )));
         }
     };
-    let from = query_instant(&query, "from")?.unwrap_or_else(|| state.clock.now());
+    let from = query_instant(&query, "from")?.unwrap_or_else(|| state.ports.clock.now());
     let to = match query_instant(&query, "to")? {
         Some(to) => to,
         None => from.checked_add_signed(Duration::hours(DEFAULT_HOURS)).ok_or_else(|| {
             ApiError::bad_request(ValidationError::new("from", "is too late for a default window"))
         })?,
     };
-    let forecast = state.forecasts.forecast(&scope, from, to).await?;
+    let forecast = state.use_cases.forecasts.forecast(&scope, from, to).await?;
     Ok(Json(ForecastView::new(&scope, forecast)))
 }

@@ -67,7 +67,7 @@ pub async fn put(
     Path(name): Path<String>,
     JsonBody(document): JsonBody<GroupDocument>,
 ) -> Result<Json<GroupResponse>, ApiError> {
-    Ok(Json(state.groups.put(&owner, &name, &document).await?.into()))
+    Ok(Json(state.use_cases.groups.put(&owner, &name, &document).await?.into()))
 }
 
 /// The group, with its running and waiting counts.
@@ -80,7 +80,7 @@ pub async fn get(
     Caller(owner): Caller,
     Path(name): Path<String>,
 ) -> Result<Json<GroupResponse>, ApiError> {
-    Ok(Json(state.groups.get(&owner, &name).await?.into()))
+    Ok(Json(state.use_cases.groups.get(&owner, &name).await?.into()))
 }
 
 /// Delete the group; refused while a job names it.
@@ -94,6 +94,6 @@ pub async fn delete(
     Caller(owner): Caller,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.groups.delete(&owner, &name).await?;
+    state.use_cases.groups.delete(&owner, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -39,32 +39,35 @@ pub async fn idempotent(
     let key = valid_key(key)?;
     let Caller(owner) = req.extensions().get::<Caller>().cloned().ok_or_else(ApiError::unauthorized)?;
     let (parts, body) = req.into_parts();
-    let bytes = to_bytes(body, state.body_limit).await.map_err(|_| {
+    let bytes = to_bytes(body, state.settings.body_limit()).await.map_err(|_| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
-            format!("the limit is {} bytes", state.body_limit),
+            format!("the limit is {} bytes", state.settings.body_limit()),
         )
         .with_field("body")
     })?;
     let scoped = format!("{owner}#{key}");
-    let first_seen =
-        match state.idempotency.claim(&scoped, &fingerprint(&parts, &bytes), state.clock.now()).await? {
-            Claim::Replay(stored) => return Ok(replay(stored)),
-            Claim::Mismatch => {
-                return Err(conflict(
-                    "idempotency_key_reused",
-                    "this Idempotency-Key was used for a different request",
-                ));
-            }
-            Claim::InProgress => {
-                return Err(conflict(
-                    "request_in_progress",
-                    "a request with this Idempotency-Key is being processed; retry shortly",
-                ));
-            }
-            Claim::New { first_seen } => first_seen,
-        };
+    let first_seen = match state
+        .idempotency
+        .claim(&scoped, &fingerprint(&parts, &bytes), state.ports.clock.now())
+        .await?
+    {
+        Claim::Replay(stored) => return Ok(replay(stored)),
+        Claim::Mismatch => {
+            return Err(conflict(
+                "idempotency_key_reused",
+                "this Idempotency-Key was used for a different request",
+            ));
+        }
+        Claim::InProgress => {
+            return Err(conflict(
+                "request_in_progress",
+                "a request with this Idempotency-Key is being processed; retry shortly",
+            ));
+        }
+        Claim::New { first_seen } => first_seen,
+    };
     let mut request = Request::from_parts(parts, Body::from(bytes));
     request.extensions_mut().insert(RequestKey { key, first_seen });
     let response = next.run(request).await;
@@ -120,7 +123,7 @@ async fn record(state: &AppState, scoped: &str, response: Response) -> Result<Re
             .collect::<BTreeMap<_, _>>(),
         body: String::from_utf8_lossy(&body).into_owned(),
     };
-    if let Err(e) = state.idempotency.complete(scoped, &stored, state.clock.now()).await {
+    if let Err(e) = state.idempotency.complete(scoped, &stored, state.ports.clock.now()).await {
         tracing::error!(error = %e, "could not record an idempotent response");
     }
     Ok(Response::from_parts(parts, Body::from(body)))

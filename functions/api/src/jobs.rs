@@ -19,11 +19,11 @@ use sundial_domain::validation::ValidationError;
 
 /// The view of a job with its newest run.
 async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
-    let last = state.jobs.last_run(job).await?;
+    let last = state.use_cases.jobs.last_run(job).await?;
     let mut view = JobView::from(job).with_last_run(last.as_ref());
     view.subscriptions = subscriptions(state, job).await;
     if job.has_parents() {
-        view.schedule_description = after_parents(&state.jobs.parent_names(job).await?);
+        view.schedule_description = after_parents(&state.use_cases.jobs.parent_names(job).await?);
     }
     Ok(view)
 }
@@ -35,7 +35,7 @@ async fn subscriptions(
     job: &Job,
 ) -> Option<Vec<sundial_domain::ports::topics::Subscription>> {
     job.document.notify.as_ref()?;
-    match state.jobs.subscriptions(job).await {
+    match state.use_cases.jobs.subscriptions(job).await {
         Ok(list) => Some(list),
         Err(e) => {
             tracing::warn!(job_id = %job.id, error = %e, "could not list the job's subscriptions");
@@ -110,7 +110,7 @@ pub async fn create(
     JsonBody(document): JsonBody<JobDocument>,
 ) -> Result<Response, ApiError> {
     let job = state.jobs_at(&origin).create(&owner, document).await?;
-    let last = state.jobs.last_run(&job).await?;
+    let last = state.use_cases.jobs.last_run(&job).await?;
     let mut view = JobView::with_secret(&job).with_last_run(last.as_ref());
     view.subscriptions = subscriptions(&state, &job).await;
     Ok(job_response_with(StatusCode::CREATED, &job, view))
@@ -133,7 +133,7 @@ pub async fn list(
     let token = query.get("next").map(String::as_str);
     let mut limit = limit;
     loop {
-        let page = state.jobs.list(&owner, limit, token).await?;
+        let page = state.use_cases.jobs.list(&owner, limit, token).await?;
         let mut jobs = Vec::with_capacity(page.items.len());
         for job in &page.items {
             jobs.push(view(&state, job).await?);
@@ -154,7 +154,7 @@ pub async fn get(
     Caller(owner): Caller,
     JobPath(id): JobPath,
 ) -> Result<Response, ApiError> {
-    let job = state.jobs.get(&owner, &id).await?;
+    let job = state.use_cases.jobs.get(&owner, &id).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 
@@ -197,7 +197,7 @@ pub async fn delete(
     Caller(owner): Caller,
     JobPath(id): JobPath,
 ) -> Result<StatusCode, ApiError> {
-    state.jobs.delete(&owner, &id).await?;
+    state.use_cases.jobs.delete(&owner, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -210,7 +210,7 @@ pub async fn pause(
     Caller(owner): Caller,
     JobPath(id): JobPath,
 ) -> Result<Response, ApiError> {
-    let job = state.jobs.pause(&owner, &id).await?;
+    let job = state.use_cases.jobs.pause(&owner, &id).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 
@@ -223,7 +223,7 @@ pub async fn resume(
     Caller(owner): Caller,
     JobPath(id): JobPath,
 ) -> Result<Response, ApiError> {
-    let job = state.jobs.resume(&owner, &id).await?;
+    let job = state.use_cases.jobs.resume(&owner, &id).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 
@@ -239,7 +239,7 @@ pub async fn preview(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Preview>, ApiError> {
     let count = query_number(&query, "count", 10, MAX_PREVIEW as u32)?;
-    let (job, instants) = state.jobs.preview(&owner, &id, count as usize).await?;
+    let (job, instants) = state.use_cases.jobs.preview(&owner, &id, count as usize).await?;
     Ok(Json(Preview::new(&job, &instants)))
 }
 
@@ -257,7 +257,7 @@ pub async fn trigger(
     JobPath(id): JobPath,
     request: Option<axum::Extension<sundial_app::jobs::RequestKey>>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    let run = state.jobs.trigger(&owner, &id, request.as_deref()).await?;
+    let run = state.use_cases.jobs.trigger(&owner, &id, request.as_deref()).await?;
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 
@@ -284,7 +284,7 @@ pub async fn backfill(
     JobPath(id): JobPath,
     JsonBody(range): JsonBody<BackfillRequest>,
 ) -> Result<(StatusCode, Json<BackfillView>), ApiError> {
-    let (runs, existing) = state.jobs.backfill(&owner, &id, range.from, range.to).await?;
+    let (runs, existing) = state.use_cases.jobs.backfill(&owner, &id, range.from, range.to).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(BackfillView {
@@ -304,7 +304,7 @@ pub async fn rotate_secret(
     Caller(owner): Caller,
     JobPath(id): JobPath,
 ) -> Result<Response, ApiError> {
-    let job = state.jobs.rotate_secret(&owner, &id).await?;
+    let job = state.use_cases.jobs.rotate_secret(&owner, &id).await?;
     Ok(job_response_with(StatusCode::OK, &job, JobView::with_secret(&job)))
 }
 
@@ -318,6 +318,6 @@ pub async fn graph(
     Caller(owner): Caller,
     JobPath(id): JobPath,
 ) -> Result<Json<GraphResponse>, ApiError> {
-    let graph = state.jobs.graph(&owner, &id).await?;
+    let graph = state.use_cases.jobs.graph(&owner, &id).await?;
     Ok(Json(GraphResponse::new(&id, &graph)))
 }

@@ -76,7 +76,7 @@ pub fn router(state: AppState) -> Router {
         .merge(protected)
         .fallback(edge::no_route)
         .method_not_allowed_fallback(edge::method_not_allowed)
-        .layer(DefaultBodyLimit::max(state.body_limit))
+        .layer(DefaultBodyLimit::max(state.settings.body_limit()))
         .layer(middleware::from_fn(edge::bounded))
         .with_state(state)
 }

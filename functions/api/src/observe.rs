@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 
 /// The counters of this process (tick, workers and watchdog locally), Prometheus text 0.0.4.
 pub async fn metrics(State(state): State<AppState>, Caller(_): Caller) -> Response {
-    let mut response = state.meter.prometheus().into_response();
+    let mut response = state.ports.meter.prometheus().into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
@@ -39,9 +39,9 @@ pub async fn run_logs(
     RunPath(id): RunPath,
 ) -> Result<Json<RunLogs>, ApiError> {
     // The owner check first: another owner's run is not found.
-    state.run_control.get(&owner, &id).await?;
+    state.use_cases.run_control.get(&owner, &id).await?;
     let run_id = id.to_string();
-    let lines = state.logs.local_lines(&run_id, 500).map_err(|e| {
+    let lines = state.settings.logs.local_lines(&run_id, 500).map_err(|e| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "logs_unavailable",

@@ -57,7 +57,7 @@ pub async fn list(
     let token = query.get("next").map(String::as_str);
     let mut limit = limit;
     loop {
-        let page = state.run_control.list(&owner, &id, limit, token, filter).await?;
+        let page = state.use_cases.run_control.list(&owner, &id, limit, token, filter).await?;
         let runs: Vec<RunView> = page.items.iter().map(|r| state.run_view(r)).collect();
         match crate::paging::shrink(&runs) {
             None => return Ok(Json(RunList { runs, next: page.next })),
@@ -75,8 +75,8 @@ pub async fn get(
     Caller(owner): Caller,
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
-    let (run, job) = state.run_control.get(&owner, &id).await.map_err(not_found_as_run)?;
-    let waiting = state.run_control.wait(&run, job.as_ref()).await;
+    let (run, job) = state.use_cases.run_control.get(&owner, &id).await.map_err(not_found_as_run)?;
+    let waiting = state.use_cases.run_control.wait(&run, job.as_ref()).await;
     Ok(Json(RunView { waiting, ..state.run_view(&run) }))
 }
 
@@ -90,7 +90,7 @@ pub async fn cancel(
     Caller(owner): Caller,
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
-    let run = state.run_control.cancel(&owner, &id).await.map_err(not_found_as_run)?;
+    let run = state.use_cases.run_control.cancel(&owner, &id).await.map_err(not_found_as_run)?;
     Ok(Json(state.run_view(&run)))
 }
 
@@ -104,7 +104,7 @@ pub async fn rerun(
     Caller(owner): Caller,
     RunPath(id): RunPath,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    let run = state.run_control.rerun(&owner, &id).await.map_err(not_found_as_run)?;
+    let run = state.use_cases.run_control.rerun(&owner, &id).await.map_err(not_found_as_run)?;
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 
@@ -168,7 +168,12 @@ pub async fn heartbeat(
     headers: HeaderMap,
     CallbackRun(id): CallbackRun,
 ) -> Result<Json<RunView>, ApiError> {
-    let run = state.run_control.heartbeat(&id, callback_token(&headers)?).await.map_err(callback_error)?;
+    let run = state
+        .use_cases
+        .run_control
+        .heartbeat(&id, callback_token(&headers)?)
+        .await
+        .map_err(callback_error)?;
     Ok(Json(state.run_view(&run)))
 }
 
@@ -206,6 +211,7 @@ pub async fn complete(
         permanent: body.permanent,
     };
     let run = state
+        .use_cases
         .run_control
         .complete(&id, callback_token(&headers)?, completion)
         .await

@@ -2,14 +2,10 @@
 
 use crate::view::RunView;
 use std::sync::Arc;
-use sundial_app::groups::Groups;
 use sundial_app::jobs::Jobs;
-use sundial_app::meter::Meter;
 use sundial_app::ports::Ports;
-use sundial_app::run_control::RunControl;
 use sundial_app::use_cases::UseCases;
 use sundial_domain::auth::{ApiKeys, Operators};
-use sundial_domain::clock::Clock;
 use sundial_domain::ports::store::IdempotencyStore;
 use sundial_domain::run::Run;
 use sundial_wiring::config::Config;
@@ -19,20 +15,15 @@ use sundial_wiring::services::Services;
 /// Largest request body: the payload limit plus room for the rest of a job document.
 pub const BODY_OVERHEAD: usize = 32 * 1024;
 
+/// The bundles the handlers share, each held whole (cheap to clone per request): the use cases
+/// they call, the ports they read directly (the clock, the meter), the record of answered
+/// requests, and the API's settings.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub jobs: Jobs,
-    pub groups: Groups,
-    pub run_control: RunControl,
+    pub use_cases: Arc<UseCases>,
+    pub ports: Arc<Ports>,
     pub idempotency: Arc<dyn IdempotencyStore>,
-    pub api_keys: Arc<ApiKeys>,
-    pub clock: Arc<dyn Clock>,
-    pub body_limit: usize,
-    pub meter: Arc<Meter>,
-    pub logs: LogLocation,
-    pub forecasts: sundial_app::forecast::Forecasts,
-    /// Owners whose keys may read the whole stack's forecast.
-    pub operators: Arc<Operators>,
+    pub settings: Arc<ApiSettings>,
 }
 
 /// What the API is configured with, besides the use cases it calls.
@@ -44,6 +35,13 @@ pub struct ApiSettings {
     /// The largest payload a job may carry (a request body may be [`BODY_OVERHEAD`] larger).
     pub max_payload_bytes: usize,
     pub logs: LogLocation,
+}
+
+impl ApiSettings {
+    /// The largest request body: the largest payload and the rest of a job document.
+    pub fn body_limit(&self) -> usize {
+        self.max_payload_bytes + BODY_OVERHEAD
+    }
 }
 
 impl From<&Config> for ApiSettings {
@@ -73,17 +71,10 @@ impl AppState {
         settings: ApiSettings,
     ) -> Self {
         AppState {
-            jobs: use_cases.jobs.clone(),
-            groups: use_cases.groups.clone(),
-            run_control: use_cases.run_control.clone(),
+            use_cases: Arc::new(use_cases.clone()),
+            ports: Arc::new(ports.clone()),
             idempotency,
-            api_keys: Arc::new(settings.api_keys),
-            clock: ports.clock.clone(),
-            body_limit: settings.max_payload_bytes + BODY_OVERHEAD,
-            meter: ports.meter.clone(),
-            logs: settings.logs,
-            forecasts: use_cases.forecasts.clone(),
-            operators: Arc::new(settings.operators),
+            settings: Arc::new(settings),
         }
     }
 
@@ -91,13 +82,13 @@ impl AppState {
     /// Sundial's own endpoints.
     pub fn jobs_at(&self, origin: &crate::extract::Origin) -> std::borrow::Cow<'_, Jobs> {
         match &origin.0 {
-            Some(url) => std::borrow::Cow::Owned(self.jobs.reached_at(url)),
-            None => std::borrow::Cow::Borrowed(&self.jobs),
+            Some(url) => std::borrow::Cow::Owned(self.use_cases.jobs.reached_at(url)),
+            None => std::borrow::Cow::Borrowed(&self.use_cases.jobs),
         }
     }
 
     /// A run as responses show it, with where its logs are.
     pub fn run_view(&self, run: &Run) -> RunView {
-        RunView::new(run, &self.logs)
+        RunView::new(run, &self.settings.logs)
     }
 }
