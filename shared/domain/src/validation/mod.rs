@@ -1,8 +1,14 @@
 //! Validation: turning a [`JobDocument`] into a schedule Sundial can run, or an error that names
-//! the field and the reason. Nothing is written for a document that fails here.
+//! the field and the reason. Nothing is written for a document that fails here. [`validate`]
+//! checks a document field by field, in a fixed order, one named step each; the target's checks,
+//! one file per kind, are in `target/`.
 
-use crate::job::{HeaderValue, JobDocument, NotifySettings, ScheduleDocument, TargetDocument};
-use crate::limits::{self, Limits, Refusal, TargetAllowList};
+mod target;
+
+pub use target::{HTTP_METHODS, MAX_TARGET_HEADERS};
+
+use crate::job::{JobDocument, NotifySettings, ScheduleDocument};
+use crate::limits::{self, Limits, TargetAllowList};
 use crate::schedule::{Recurrence, Schedule, ceil_second};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -31,37 +37,6 @@ pub struct Rules<'a> {
     pub targets: &'a TargetAllowList,
 }
 
-/// HTTP methods a target may use.
-pub const HTTP_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
-
-/// Headers Sundial sets itself, that HTTP owns (hop-by-hop and framing), or that would change
-/// what the request means to Sundial's own API (`Idempotency-Key`).
-const RESERVED_HEADERS: [&str; 17] = [
-    "host",
-    "content-length",
-    "content-type",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "upgrade",
-    "expect",
-    "idempotency-key",
-    "webhook-id",
-    "webhook-timestamp",
-    "webhook-signature",
-];
-const RESERVED_HEADER_PREFIX: &str = "x-sundial-";
-/// Most headers one HTTP target may set.
-pub const MAX_TARGET_HEADERS: usize = 50;
-/// Longest header name and value a target may set, in bytes.
-const MAX_HEADER_NAME_BYTES: usize = 256;
-const MAX_HEADER_VALUE_BYTES: usize = 4096;
-
 /// Checks `doc` and normalises it in place (HTTP method upper-cased). Returns the job's schedule
 /// (`None`: run once, now; or, with `depends_on`, at its parents' instants, which the use case
 /// checks against the owner's other jobs). `created_at` anchors a rate without `start_at`; `now` decides
@@ -73,14 +48,40 @@ pub fn validate(
     now: DateTime<Utc>,
 ) -> Result<Option<Schedule>> {
     validate_name(&doc.name)?;
-    validate_target(&mut doc.target, rules.targets)?;
-    let payload_bytes = serde_json::to_vec(&doc.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+    target::validate_target(&mut doc.target, rules.targets)?;
+    validate_payload(&doc.payload, rules)?;
+    validate_durations(doc, rules)?;
+    validate_window(doc)?;
+    if let Some(n) = doc.alert_after_failures {
+        in_range("alert_after_failures", n, 1, limits::MAX_ALERT_AFTER_FAILURES)?;
+    }
+    if let Some(notify) = &doc.notify {
+        validate_notify(notify, rules.targets)?;
+    }
+    if let Some(group) = &doc.group {
+        validate_group(group)?;
+    }
+    validate_parents(doc)?;
+    let Some(schedule_doc) = &doc.schedule else {
+        return Ok(None);
+    };
+    validate_schedule(schedule_doc, rules, created_at, now).map(Some)
+}
+
+/// `payload`: at most the limit's bytes as JSON.
+fn validate_payload(payload: &serde_json::Value, rules: &Rules<'_>) -> Result<()> {
+    let payload_bytes = serde_json::to_vec(payload).map(|v| v.len()).unwrap_or(usize::MAX);
     if payload_bytes > rules.limits.max_payload_bytes {
         return Err(ValidationError::new(
             "payload",
             format!("is {payload_bytes} bytes; the limit is {} bytes", rules.limits.max_payload_bytes),
         ));
     }
+    Ok(())
+}
+
+/// The attempts and their timing: `retry.*`, `timeout_s`, `sla_s`, `start_deadline_s`.
+fn validate_durations(doc: &JobDocument, rules: &Rules<'_>) -> Result<()> {
     let retry = &doc.retry;
     in_range("retry.max_attempts", retry.max_attempts, 1, rules.limits.max_attempts)?;
     in_range("retry.backoff_s", retry.backoff_s, 1, limits::MAX_BACKOFF_S)?;
@@ -92,53 +93,70 @@ pub fn validate(
     if let Some(deadline) = doc.start_deadline_s {
         in_range("start_deadline_s", deadline, 1, limits::MAX_DEADLINE_S)?;
     }
-    if let Some(window) = doc.flexible_window_s {
-        in_range("flexible_window_s", window, 0, limits::MAX_FLEXIBLE_WINDOW_S)?;
-        if doc.schedule.as_ref().is_some_and(|s| s.jitter_s.is_some()) {
-            return Err(ValidationError::new(
-                "flexible_window_s",
-                "takes the place of schedule.jitter_s: set one of them (the other to null when patching)",
-            ));
-        }
-        if !doc.depends_on.is_empty() {
-            return Err(ValidationError::new(
-                "flexible_window_s",
-                "a job with depends_on starts when its parents end and has no window of its own",
-            ));
-        }
-    }
-    if let Some(n) = doc.alert_after_failures {
-        in_range("alert_after_failures", n, 1, limits::MAX_ALERT_AFTER_FAILURES)?;
-    }
-    if let Some(notify) = &doc.notify {
-        validate_notify(notify, rules.targets)?;
-    }
-    if let Some(group) = &doc.group {
-        if !crate::group::valid_name(group) {
-            return Err(ValidationError::new(
-                "group",
-                format!(
-                    "must be 1-{} characters of letters, digits, '-', '_' and '.'",
-                    crate::group::MAX_NAME_LEN
-                ),
-            ));
-        }
+    Ok(())
+}
+
+/// `flexible_window_s`: in range, and only on a job that has no jitter and no parents.
+fn validate_window(doc: &JobDocument) -> Result<()> {
+    let Some(window) = doc.flexible_window_s else {
+        return Ok(());
+    };
+    in_range("flexible_window_s", window, 0, limits::MAX_FLEXIBLE_WINDOW_S)?;
+    if doc.schedule.as_ref().is_some_and(|s| s.jitter_s.is_some()) {
+        return Err(ValidationError::new(
+            "flexible_window_s",
+            "takes the place of schedule.jitter_s: set one of them (the other to null when patching)",
+        ));
     }
     if !doc.depends_on.is_empty() {
-        if doc.schedule.is_some() {
-            return Err(ValidationError::new(
-                "schedule",
-                "a job with depends_on runs at its parents' instants and has no schedule of its own",
-            ));
-        }
-        if doc.depends_on.len() > crate::workflow::MAX_PARENTS {
-            let reason = crate::workflow::GraphError::TooMany(doc.depends_on.len());
-            return Err(ValidationError::new("depends_on", reason.to_string()));
-        }
+        return Err(ValidationError::new(
+            "flexible_window_s",
+            "a job with depends_on starts when its parents end and has no window of its own",
+        ));
     }
-    let Some(schedule_doc) = &doc.schedule else {
-        return Ok(None);
-    };
+    Ok(())
+}
+
+/// `group`: a concurrency group's name.
+fn validate_group(group: &str) -> Result<()> {
+    if !crate::group::valid_name(group) {
+        return Err(ValidationError::new(
+            "group",
+            format!(
+                "must be 1-{} characters of letters, digits, '-', '_' and '.'",
+                crate::group::MAX_NAME_LEN
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `depends_on`: no schedule beside it, and no more parents than a job may have.
+fn validate_parents(doc: &JobDocument) -> Result<()> {
+    if doc.depends_on.is_empty() {
+        return Ok(());
+    }
+    if doc.schedule.is_some() {
+        return Err(ValidationError::new(
+            "schedule",
+            "a job with depends_on runs at its parents' instants and has no schedule of its own",
+        ));
+    }
+    if doc.depends_on.len() > crate::workflow::MAX_PARENTS {
+        let reason = crate::workflow::GraphError::TooMany(doc.depends_on.len());
+        return Err(ValidationError::new("depends_on", reason.to_string()));
+    }
+    Ok(())
+}
+
+/// `schedule`: parsed, its instants no closer than the minimum interval, and one of them still
+/// ahead of `now`.
+fn validate_schedule(
+    schedule_doc: &ScheduleDocument,
+    rules: &Rules<'_>,
+    created_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Schedule> {
     let schedule = parse_schedule(schedule_doc, created_at)?;
     if let Some(gap) = schedule.min_interval_seconds() {
         if gap < rules.limits.min_interval_s {
@@ -161,7 +179,7 @@ pub fn validate(
         };
         return Err(ValidationError::new(field, "the schedule has no instant in the future"));
     }
-    Ok(Some(schedule))
+    Ok(schedule)
 }
 
 /// A stored job's schedule (`None`: run once), as its document was validated when written.
@@ -240,148 +258,6 @@ fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// `text` parsed as an http(s) URL with a host, or why it is not one.
-fn http_url(field: &str, text: &str, https_only: bool) -> Result<url::Url> {
-    let want = if https_only { "an https" } else { "an http or https" };
-    // A URI is printable ASCII (RFC 3986): an IDN host in punycode, other bytes percent-encoded;
-    // a backslash is not a URI character at all (WHATWG parsers read it as `/`, others as part
-    // of a user name: `http://a.example\@10.0.0.1/` must not mean two hosts).
-    if !text.bytes().all(|b| b.is_ascii_graphic() && b != b'\\') {
-        return Err(ValidationError::new(
-            field,
-            format!(
-                "`{text}` is not {want} URL: only printable ASCII without spaces or backslashes (percent-encode the rest)"
-            ),
-        ));
-    }
-    let url = url::Url::parse(text)
-        .map_err(|e| ValidationError::new(field, format!("`{text}` is not {want} URL: {e}")))?;
-    let scheme_ok = url.scheme() == "https" || (url.scheme() == "http" && !https_only);
-    if !scheme_ok {
-        return Err(ValidationError::new(field, format!("`{text}` is not {want} URL")));
-    }
-    if url.host_str().is_none_or(str::is_empty) || text.len() > 2048 {
-        return Err(ValidationError::new(field, format!("`{text}` has no valid host")));
-    }
-    if url.port() == Some(0) {
-        return Err(ValidationError::new(
-            field,
-            format!("`{text}` names port 0, which no server listens on"),
-        ));
-    }
-    // Credentials in a URL would be shown in every response and log line that shows the URL.
-    // The written authority is checked too: an `@` there is userinfo to some parser.
-    let authority =
-        text.split_once("://").map_or("", |(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""));
-    if !url.username().is_empty() || url.password().is_some() || authority.contains('@') {
-        return Err(ValidationError::new(
-            field,
-            "must not carry credentials (user:password@); send them in a secret header instead",
-        ));
-    }
-    Ok(url)
-}
-
-/// `text` as an http(s) URL a job may call: parsed, and not an address the deployment refuses.
-fn reachable_url(field: &str, text: &str, https_only: bool, network: &crate::egress::Egress) -> Result<()> {
-    let url = http_url(field, text, https_only)?;
-    network.check_url(&url).map_err(|refused| ValidationError::new(field, refused.to_string()))
-}
-
-fn allowed(list: &TargetAllowList, patterns: &[String], field: &str, id: &str, variable: &str) -> Result<()> {
-    if id.trim().is_empty() {
-        return Err(ValidationError::new(field, "must not be empty"));
-    }
-    list.check(patterns, id).map_err(|refusal| refused(field, id, refusal, variable))
-}
-
-fn refused(field: &str, id: &str, refusal: Refusal, variable: &str) -> ValidationError {
-    match refusal {
-        Refusal::OwnResource => {
-            ValidationError::new(field, format!("`{id}` is one of Sundial's own resources"))
-        }
-        Refusal::NotAllowed => {
-            ValidationError::new(field, format!("`{id}` does not match the allow-list ({variable})"))
-        }
-    }
-}
-
-fn validate_target(target: &mut TargetDocument, list: &TargetAllowList) -> Result<()> {
-    match target {
-        TargetDocument::Http { url, method, headers } => {
-            reachable_url("target.url", url, false, &list.network)?;
-            *method = method.to_ascii_uppercase();
-            if !HTTP_METHODS.contains(&method.as_str()) {
-                return Err(ValidationError::new(
-                    "target.method",
-                    format!("`{method}` is not one of {}", HTTP_METHODS.join(", ")),
-                ));
-            }
-            if headers.len() > MAX_TARGET_HEADERS {
-                return Err(ValidationError::new(
-                    "target.headers",
-                    format!("has {} headers; at most {MAX_TARGET_HEADERS}", headers.len()),
-                ));
-            }
-            for (name, value) in headers.iter() {
-                let field = format!("target.headers.{name}");
-                let token = !name.is_empty()
-                    && name.len() <= MAX_HEADER_NAME_BYTES
-                    && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-                if !token {
-                    return Err(ValidationError::new(
-                        field,
-                        format!("is not a header name (1-{MAX_HEADER_NAME_BYTES} token characters)"),
-                    ));
-                }
-                let lower = name.to_ascii_lowercase();
-                if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with(RESERVED_HEADER_PREFIX) {
-                    return Err(ValidationError::new(field, "is set by Sundial and cannot be overridden"));
-                }
-                let text = match value {
-                    HeaderValue::Plain(text) => text,
-                    HeaderValue::Secret(secret) => {
-                        if !secret.secret {
-                            return Err(ValidationError::new(
-                                field,
-                                "an object value must be {\"value\": \"...\", \"secret\": true}",
-                            ));
-                        }
-                        secret.value.as_ref().ok_or_else(|| {
-                            ValidationError::new(field.clone(), "a secret header needs a value")
-                        })?
-                    }
-                };
-                // Visible ASCII, spaces and tabs: what an HTTP client sends as it is (RFC 9110 leaves
-                // other bytes to each client; the worker's refuses them, so every run would fail).
-                let sendable = text.bytes().all(|b| b == b'\t' || (0x20..=0x7e).contains(&b));
-                if text.len() > MAX_HEADER_VALUE_BYTES || !sendable {
-                    return Err(ValidationError::new(
-                        format!("target.headers.{name}"),
-                        format!(
-                            "value must be at most {MAX_HEADER_VALUE_BYTES} bytes of visible ASCII, spaces and tabs"
-                        ),
-                    ));
-                }
-            }
-            Ok(())
-        }
-        TargetDocument::Lambda { function } => {
-            allowed(list, &list.lambda, "target.function", function, "SUNDIAL_ALLOWED_LAMBDA")
-        }
-        TargetDocument::Sqs { queue_url } => {
-            http_url("target.queue_url", queue_url, false)?;
-            allowed(list, &list.sqs, "target.queue_url", queue_url, "SUNDIAL_ALLOWED_SQS")
-        }
-        TargetDocument::Sns { topic_arn } => {
-            if !topic_arn.starts_with("arn:") {
-                return Err(ValidationError::new("target.topic_arn", format!("`{topic_arn}` is not an ARN")));
-            }
-            allowed(list, &list.sns, "target.topic_arn", topic_arn, "SUNDIAL_ALLOWED_SNS")
-        }
-    }
-}
-
 fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()> {
     let kinds: [(&str, &Vec<String>); 4] =
         [("email", &notify.email), ("sms", &notify.sms), ("https", &notify.https), ("sqs", &notify.sqs)];
@@ -409,7 +285,7 @@ fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()
                         && !digits.starts_with('0')
                 }),
                 // A URL SNS will call: a refused destination is named as such.
-                "https" => match http_url(&field, endpoint, true) {
+                "https" => match target::http_url(&field, endpoint, true) {
                     Ok(url) => {
                         list.network
                             .check_url(&url)
@@ -422,8 +298,9 @@ fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()
                     let is_arn = limits::QueueArn::parse(endpoint).is_some();
                     if is_arn {
                         // SNS delivers into the queue: the same rules as an SQS target.
-                        list.check_queue_arn(endpoint)
-                            .map_err(|refusal| refused(&field, endpoint, refusal, "SUNDIAL_ALLOWED_SQS"))?;
+                        list.check_queue_arn(endpoint).map_err(|refusal| {
+                            target::refused(&field, endpoint, refusal, "SUNDIAL_ALLOWED_SQS")
+                        })?;
                     }
                     is_arn
                 }
