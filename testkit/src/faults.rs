@@ -15,11 +15,12 @@ use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use sundial_domain::fence::Fence;
+use sundial_domain::group::{Group, Links};
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{
-    Catalogue, DueIndex, FenceStore, InFlightIndex, Inserted, Page, RunHistory, RunOutbox, RunWrites,
-    StoreError, StoreResult,
+    Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page, RunHistory, RunOutbox,
+    RunWrites, StoreError, StoreResult,
 };
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
 use sundial_domain::run_queue::Dispatch;
@@ -27,6 +28,14 @@ use sundial_domain::run_queue::Dispatch;
 /// Something a test does in the middle of a call: `Fn`, so a rule that fires on every call can
 /// run it each time.
 pub type Action = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// An [`Action`] that does `f` at once (moves a manual clock, say).
+pub fn at_once(f: impl Fn() + Send + Sync + 'static) -> Action {
+    Arc::new(move || {
+        f();
+        Box::pin(async {})
+    })
+}
 
 /// What a rule injects: a storage error, or a queue error for the runs queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,11 +106,15 @@ impl std::fmt::Debug for Rule {
 
 impl Rule {
     fn new(op: &'static str, left: Option<usize>) -> Self {
-        assert!(OPS.contains(&op), "no port operation is called `{op}`: one of {OPS:?}");
+        let known = match op.strip_suffix('*') {
+            Some(role) => OPS.iter().any(|o| o.starts_with(role)),
+            None => OPS.contains(&op),
+        };
+        assert!(known, "no port operation is called `{op}`: one of {OPS:?}, or `Role::*`");
         Rule { op, left, before: None, refuse: None, after: None, answer: None, jobs: Vec::new() }
     }
 
-    /// A rule for the next call of `op`.
+    /// A rule for the next call of `op` (`Role::method`, or `Role::*` for any method of the role).
     pub fn once(op: &'static str) -> Self {
         Rule::new(op, Some(1))
     }
@@ -164,7 +177,7 @@ impl Script {
     fn take(&self, op: &str, job: Option<&str>) -> Option<Rule> {
         let mut rules = self.rules.lock().unwrap();
         let rule = rules.iter_mut().find(|r| {
-            r.op == op
+            (r.op == op || r.op.strip_suffix('*').is_some_and(|role| op.starts_with(role)))
                 && r.left != Some(0)
                 && (r.jobs.is_empty() || job.is_some_and(|j| r.jobs.iter().any(|x| x == j)))
         })?;
@@ -274,6 +287,12 @@ const OPS: &[&str] = &[
     "RunOutbox::take_event",
     "RunOutbox::mark_events_sent",
     "InFlightIndex::in_flight",
+    "GroupStore::get",
+    "GroupStore::put",
+    "GroupStore::delete",
+    "GroupStore::links",
+    "GroupStore::link",
+    "GroupStore::unlink",
     "FenceStore::get",
     "FenceStore::take",
     "FenceStore::remove",
@@ -340,6 +359,15 @@ faulty!(RunOutbox {
 faulty!(InFlightIndex {
     fn shards(&self) -> u16;
     async fn in_flight(&self, until: DateTime<Utc>, shards: u16) -> StoreResult<Vec<RunId>>;
+});
+
+faulty!(GroupStore {
+    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<Group>>;
+    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()>;
+    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()>;
+    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
+    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
+    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()>;
 });
 
 faulty!(FenceStore {

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use http::StatusCode;
 use sundial_app::ports::Ports;
-use sundial_app::use_cases::UseCases;
+use sundial_app::use_cases::{self, UseCases};
 use sundial_app::worker::Worker;
 use sundial_app::worker::poll::consume_one;
 use sundial_domain::job::{Job, JobId};
@@ -49,6 +49,11 @@ pub trait Harness: Send + Sync + Sized {
 
     /// The ports the use cases run over, for a use case built with a port swapped (a fault).
     fn ports(&self) -> &Ports;
+
+    /// The use cases over `ports` (these, with one swapped), configured as this deployment's
+    /// are, then as `change` says.
+    fn use_cases_over(&self, ports: &Ports, change: impl FnOnce(&mut use_cases::Settings) + Send)
+    -> UseCases;
 
     /// Writes `jobs` into the jobs store as they are, as a restore would: no API, no claim.
     async fn import_jobs(&self, jobs: &[Job]);
@@ -123,6 +128,14 @@ impl Harness for World {
     /// On a clock standing at the wall clock's present, as a client reads it.
     async fn deploy(vars: &[(&'static str, &str)]) -> Self {
         World::configured(&Utc::now().to_rfc3339(), vars, Settings::of(config(vars)))
+    }
+
+    fn use_cases_over(
+        &self,
+        ports: &Ports,
+        change: impl FnOnce(&mut use_cases::Settings) + Send,
+    ) -> UseCases {
+        self.rewired(ports, change)
     }
 
     fn api(&self) -> &Api {

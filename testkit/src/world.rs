@@ -185,7 +185,8 @@ pub struct World {
     pub idempotency: Arc<MemoryIdempotencyStore>,
     /// The API over this deployment's use cases.
     pub api: Api,
-    worker_settings: WorkerSettings,
+    /// What the use cases are configured with, for use cases rebuilt over other ports.
+    use_case_settings: use_cases::Settings,
 }
 
 impl World {
@@ -232,16 +233,14 @@ impl World {
         let config = config(vars);
         let worker_settings =
             WorkerSettings { heartbeat_window: settings.heartbeat_window, ..WorkerSettings::default() };
-        let use_cases = UseCases::new(
-            &ports,
-            use_cases::Settings {
-                claim: settings.claim.clone(),
-                tick: settings.tick,
-                worker: worker_settings.clone(),
-                watchdog: settings.watchdog,
-                ..config.use_case_settings()
-            },
-        );
+        let use_case_settings = use_cases::Settings {
+            claim: settings.claim.clone(),
+            tick: settings.tick,
+            worker: worker_settings,
+            watchdog: settings.watchdog,
+            ..config.use_case_settings()
+        };
+        let use_cases = UseCases::new(&ports, use_case_settings.clone());
         let idempotency = Arc::new(MemoryIdempotencyStore::new());
         let api =
             Api::new(AppState::over(&ports, &use_cases, idempotency.clone(), ApiSettings::from(&config)));
@@ -259,7 +258,7 @@ impl World {
             use_cases,
             idempotency,
             api,
-            worker_settings,
+            use_case_settings,
         }
     }
 
@@ -278,8 +277,16 @@ impl World {
 
     /// A worker of this deployment whose targets are called through `caller`.
     pub fn worker_calling(&self, caller: Arc<dyn Caller>) -> Worker {
-        let ports = Ports { caller, ..self.ports.clone() };
-        Worker::new(&ports, self.use_cases.recorder.clone(), self.worker_settings.clone())
+        self.rewired(&Ports { caller, ..self.ports.clone() }, |_| {}).worker
+    }
+
+    /// The use cases over `ports` (this deployment's, with one swapped: a fault, a recorder),
+    /// configured as this deployment's are, then as `change` says: built by `UseCases::new`, as
+    /// every process builds them.
+    pub fn rewired(&self, ports: &Ports, change: impl FnOnce(&mut use_cases::Settings)) -> UseCases {
+        let mut settings = self.use_case_settings.clone();
+        change(&mut settings);
+        UseCases::new(ports, settings)
     }
 
     /// Creates a job as [`OWNER`] through the job use cases (which claim it when due soon).

@@ -113,6 +113,19 @@ impl Stack {
         .await
     }
 
+    /// The use cases over `ports` (this stack's, with one swapped: a fault, a recorder),
+    /// configured as this stack's are, then as `change` says: built by `UseCases::new`, as every
+    /// process builds them.
+    pub fn rewired(
+        &self,
+        ports: &sundial_app::ports::Ports,
+        change: impl FnOnce(&mut sundial_app::use_cases::Settings),
+    ) -> sundial_app::use_cases::UseCases {
+        let mut settings = self.config.use_case_settings();
+        change(&mut settings);
+        sundial_app::use_cases::UseCases::new(ports, settings)
+    }
+
     /// A worker over this stack's stores and recorder, on the real clock, calling targets
     /// through `caller`.
     pub fn worker_with(
@@ -120,9 +133,9 @@ impl Stack {
         caller: Arc<dyn sundial_domain::ports::targets::Caller>,
         settings: sundial_app::worker::WorkerSettings,
     ) -> sundial_app::worker::Worker {
-        let s = &self.services;
-        let ports = sundial_app::ports::Ports { caller, clock: Arc::new(SystemClock), ..s.ports.clone() };
-        sundial_app::worker::Worker::new(&ports, s.use_cases.recorder.clone(), settings)
+        let ports =
+            sundial_app::ports::Ports { caller, clock: Arc::new(SystemClock), ..self.services.ports.clone() };
+        self.rewired(&ports, |s| s.worker = settings).worker
     }
 
     /// Every notification the shared topic has told this stack's inbox so far (the messages'
@@ -325,6 +338,14 @@ impl Harness for Stack {
     async fn deploy(vars: &[(&'static str, &str)]) -> Self {
         let vars = vars.iter().map(|(k, v)| (*k, v.to_string())).collect();
         Stack::with(Options { vars, clock: None }).await.watching_events().await
+    }
+
+    fn use_cases_over(
+        &self,
+        ports: &sundial_app::ports::Ports,
+        change: impl FnOnce(&mut sundial_app::use_cases::Settings) + Send,
+    ) -> sundial_app::use_cases::UseCases {
+        self.rewired(ports, change)
     }
 
     fn api(&self) -> &Api {

@@ -9,11 +9,7 @@ use chrono::{DateTime, Duration, Utc};
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use sundial_app::announce::Announcer;
 use sundial_app::ports::Ports;
-use sundial_app::record::Recorder;
-use sundial_app::tick::Tick;
-use sundial_app::tick::claim::Claimer;
 use sundial_app::watchdog::Watchdog;
 use sundial_app::worker::poll::poll_once;
 use sundial_aws::metrics::{Clients, Ledger};
@@ -242,7 +238,7 @@ async fn a_tick_that_dies_inside_a_gap_leaves_the_gap_missed() {
     let script = Script::new();
     script.add(Rule::every("DueIndex::due_ids").refuse(unavailable("the tick dies here")));
     let ports = Ports { jobs: Faulty::new(s.ports.jobs.clone(), &script), ..s.ports.clone() };
-    let dying = Tick::new(&ports, s.use_cases.claimer.clone(), s.config.tick.clone());
+    let dying = stack.rewired(&ports, |_| {}).tick;
     let _ = dying.run().await;
     clock.set(t("2030-01-01T12:11:00Z"));
     stack.services.use_cases.tick.run().await.unwrap();
@@ -431,19 +427,7 @@ async fn a_trigger_retried_after_a_5xx_lands_on_the_same_run() {
     let script = Script::new();
     script.add(Rule::once("RunWrites::insert").answer(lost()));
     let runs = faulty_runs(&stack, &script);
-    let ports = Ports { runs, ..services.ports.clone() };
-    services.use_cases.claimer = Claimer::new(&ports, services.config.claim.clone());
-    let settings = sundial_app::jobs::JobsSettings {
-        limits: services.config.limits.clone(),
-        targets: services.config.targets.clone(),
-        page_tokens: services.config.page_tokens.clone(),
-    };
-    services.use_cases.jobs = sundial_app::jobs::Jobs::new(
-        &ports,
-        services.use_cases.claimer.clone(),
-        services.use_cases.groups.clone(),
-        settings,
-    );
+    services.use_cases = stack.rewired(&Ports { runs, ..services.ports.clone() }, |_| {});
     let api = sundial_tests::Api::over(&services);
     let call = || {
         Call::new(Method::POST, format!("/v1/jobs/{id}/trigger"))
@@ -605,7 +589,7 @@ async fn message_delays_count_from_the_send() {
     let queue = Arc::new(RecordingQueue::default());
     let s = &stack.services;
     let ports = Ports { queue: queue.clone(), clock: clock.clone(), ..s.ports.clone() };
-    let claimer = Claimer::new(&ports, s.config.claim.clone());
+    let claimer = stack.rewired(&ports, |_| {}).claimer;
     // The pass started at 12:00:45 - 45 s; its sends happen at 12:00:45.
     clock.set(t("2030-01-01T12:00:45Z"));
     claimer.claim(vec![job], None, t("2030-01-01T12:00:00Z")).await;
@@ -830,13 +814,8 @@ fn watchdog_of(
     bus: Arc<dyn EventBus>,
     settings: WatchdogSettings,
 ) -> Watchdog {
-    let s = &stack.services;
-    let ports = Ports { runs: runs.clone(), ..s.ports.clone() };
-    let claimer = sundial_app::tick::claim::Claimer::new(&ports, stack.config.claim.clone());
-    let cascade = sundial_app::workflow::cascade::Cascade::new(&ports, claimer);
-    let recorder =
-        Recorder::new(runs.clone(), Announcer::new(bus, runs, None, cascade), s.ports.timer.clone());
-    Watchdog::new(&ports, recorder, settings)
+    let ports = Ports { runs, bus, ..stack.services.ports.clone() };
+    stack.rewired(&ports, |s| s.watchdog = settings).watchdog
 }
 
 /// The stack's watchdog, publishing through `bus`.
@@ -1240,14 +1219,8 @@ async fn one_hanging_target_holds_one_slot_not_the_poller() {
 fn worker_over(stack: &Stack, runs: Arc<dyn RunStore>) -> sundial_app::worker::Worker {
     use sundial_aws::targets::Targets;
     use sundial_domain::ports::targets::Caller;
-    let s = &stack.services;
-    let caller: Arc<dyn Caller> = Arc::new(Targets::new(stack.targets.clone(), s.config.targets.clone()));
-    let recorder = Recorder::new(runs.clone(), s.use_cases.announcer.clone(), s.ports.timer.clone());
-    let settings = sundial_app::worker::WorkerSettings {
-        heartbeat_window: s.config.heartbeat_window,
-        ..Default::default()
-    };
-    sundial_app::worker::Worker::new(&Ports { runs, caller, ..s.ports.clone() }, recorder, settings)
+    let caller: Arc<dyn Caller> = Arc::new(Targets::new(stack.targets.clone(), stack.config.targets.clone()));
+    stack.rewired(&Ports { runs, caller, ..stack.services.ports.clone() }, |_| {}).worker
 }
 
 /// A run's first attempt, handled by a worker whose first transition meets `fault`: the target

@@ -12,13 +12,13 @@ use sundial_app::groups::GroupsError;
 use sundial_app::jobs::{EditTerms, JobsError};
 use sundial_app::run_control::Completion;
 use sundial_app::worker::Disposition;
-use sundial_domain::group::{Group, GroupDocument, Links};
+use sundial_domain::group::GroupDocument;
 use sundial_domain::job::Job;
 use sundial_domain::ports::queue::RunInbox;
-use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::{Outcome, RunId, RunState};
 use sundial_domain::waiting::Wait;
+use sundial_testkit::faults::{Faulty, Rule, Script, unavailable};
 use sundial_testkit::world::{Hanging, OWNER, Settings, World, job};
 
 const START: &str = "2030-01-01T12:00:00Z";
@@ -209,32 +209,6 @@ async fn a_freed_slot_starts_the_oldest_waiter_at_once() {
     assert!(receives.iter().all(|&n| n <= 1), "receives {receives:?}");
 }
 
-/// A group store that is throttled: every read refused, as DynamoDB refuses a hot item's.
-#[derive(Debug)]
-struct Throttled;
-
-#[async_trait::async_trait]
-impl GroupStore for Throttled {
-    async fn get(&self, _: &str, _: &str) -> StoreResult<Option<Group>> {
-        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
-    }
-    async fn put(&self, _: &Group, _: Option<u64>) -> StoreResult<()> {
-        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
-    }
-    async fn delete(&self, _: &str, _: &str, _: u64, _: u64) -> StoreResult<()> {
-        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
-    }
-    async fn links(&self, _: &str, _: &str) -> StoreResult<Links> {
-        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
-    }
-    async fn link(&self, _: &str, _: &str, _: &str, _: chrono::DateTime<chrono::Utc>) -> StoreResult<()> {
-        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
-    }
-    async fn unlink(&self, _: &str, _: &str, _: &str) -> StoreResult<()> {
-        Err(StoreError::Unavailable("ProvisionedThroughputExceededException".into()))
-    }
-}
-
 /// A throttled group makes its runs wait as a full one does: the message is replaced (no
 /// receive spent, so throttling never walks a run to the dead-letter queue), nothing starts.
 #[tokio::test]
@@ -242,12 +216,12 @@ async fn a_throttled_admission_waits_without_spending_a_receive() {
     let world = World::at(START);
     group(&world, "etl", 1).await;
     let (_, ids) = triggered_in_group(&world, 1).await;
-    let ports = sundial_app::ports::Ports { groups: Arc::new(Throttled), ..world.ports.clone() };
-    let worker = sundial_app::worker::Worker::new(
-        &ports,
-        world.use_cases.recorder.clone(),
-        sundial_app::worker::WorkerSettings::default(),
-    );
+    // Every call of the group store is refused, as DynamoDB refuses a hot item's.
+    let script = Script::new();
+    script.add(Rule::every("GroupStore::*").refuse(unavailable("ProvisionedThroughputExceededException")));
+    let throttled = Faulty::new(world.ports.groups.clone(), &script);
+    let ports = sundial_app::ports::Ports { groups: throttled, ..world.ports.clone() };
+    let worker = world.rewired(&ports, |_| {}).worker;
     let message = world.queue.receive(1, 0).await.unwrap().remove(0);
     let disposition = worker.handle(&message.body, sundial_testkit::world::WORKER).await;
     assert!(matches!(disposition, Disposition::Replace(_)), "{disposition:?}");

@@ -6,26 +6,26 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
 use serde_json::json;
 use std::sync::Arc;
 use sundial_app::jobs::EditTerms;
 use sundial_app::ports::Ports;
 use sundial_app::run_control::CallbackError;
-use sundial_app::tick::claim::{ClaimSettings, Claimer};
-use sundial_app::tick::{Tick, TickSettings};
+use sundial_app::tick::TickSettings;
+use sundial_app::tick::claim::ClaimSettings;
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
-use sundial_domain::group::{Group, GroupDocument, Links};
+use sundial_domain::group::GroupDocument;
 use sundial_domain::job::{EventKind, Job};
 use sundial_domain::ports::queue::{QueueError, RunInbox, RunQueue};
-use sundial_domain::ports::store::{GroupStore, StoreResult, TickStateStore};
+use sundial_domain::ports::store::TickStateStore;
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_domain::run_queue::Dispatch;
 use sundial_domain::watchdog::rules::WatchdogSettings;
 use sundial_memory::bus::Destination;
-use sundial_testkit::faults::{Faulty, Rule, Script};
+use sundial_testkit::faults::{Faulty, Rule, Script, at_once};
 use sundial_testkit::world::{Hanging, OWNER, Settings, WORKER, World, instants, job, t};
 
 const START: &str = "2030-01-01T12:00:00Z";
@@ -98,12 +98,15 @@ async fn the_budget_is_read_on_the_clock() {
     let world = World::with("2030-01-01T11:50:00Z", Settings::default().pauses_move_clock());
     let jobs = one_time_jobs(&world, 120, "2030-01-01T12:00:30Z").await;
     world.set("2030-01-01T12:00:00.500Z");
-    let settings = TickSettings {
-        batch_jobs: 25,
-        budget: std::time::Duration::from_millis(500),
-        ..TickSettings::default()
-    };
-    let tick = Tick::new(&world.ports, world.use_cases.claimer.clone().aligning_sends(), settings);
+    let tick = world
+        .rewired(&world.ports, |s| {
+            s.tick = TickSettings {
+                batch_jobs: 25,
+                budget: std::time::Duration::from_millis(500),
+                ..TickSettings::default()
+            }
+        })
+        .tick;
     let first = tick.run().await.unwrap();
     assert!(first.unfinished, "the waits ran the budget out: {first:?}");
     assert!(first.claims.claimed < 120, "{first:?}");
@@ -229,7 +232,7 @@ async fn an_aligned_send_answers_for_each_run_in_its_place() {
     script
         .add(Rule::every("RunQueue::send").for_jobs(&refused).refuse(QueueError::Refused("refused".into())));
     let ports = Ports { queue: Faulty::new(world.ports.queue.clone(), &script), ..world.ports.clone() };
-    let claimer = Claimer::new(&ports, ClaimSettings::default()).aligning_sends();
+    let claimer = world.rewired(&ports, |_| {}).claimer.aligning_sends();
     let later = t("2030-01-01T12:01:00Z");
     let runs: Vec<Run> = jobs
         .iter()
@@ -305,37 +308,6 @@ async fn a_run_from_before_forbid_still_holds_the_fence() {
     assert_eq!(world.caller.calls().len(), 1);
 }
 
-/// A group store whose reads take `delay` of the clock: an admission slowed by storage.
-#[derive(Debug)]
-struct SlowGroups {
-    inner: Arc<dyn GroupStore>,
-    clock: Arc<sundial_domain::clock::ManualClock>,
-    delay: std::sync::Mutex<Duration>,
-}
-
-#[async_trait::async_trait]
-impl GroupStore for SlowGroups {
-    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<Group>> {
-        self.clock.advance(*self.delay.lock().unwrap());
-        self.inner.get(owner, name).await
-    }
-    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()> {
-        self.inner.put(group, expected).await
-    }
-    async fn delete(&self, owner: &str, name: &str, version: u64, links: u64) -> StoreResult<()> {
-        self.inner.delete(owner, name, version, links).await
-    }
-    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links> {
-        self.inner.links(owner, name).await
-    }
-    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
-        self.inner.link(owner, name, job, at).await
-    }
-    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
-        self.inner.unlink(owner, name, job).await
-    }
-}
-
 /// The worker times an attempt's start (its lease, its late start) from the start write, not
 /// from the message's read; an admission by the group that ran past its bound (here the group's
 /// read took 15 s) starts nothing: its slot is given back, the message is replaced and the run
@@ -345,16 +317,14 @@ async fn a_start_is_timed_from_its_write_and_a_long_admission_starts_nothing() {
     let world = World::at(START);
     world.use_cases.groups.put(&owner(), "etl", &GroupDocument { max_running: 1 }).await.unwrap();
     let job = world.create(yearly("slow-start", json!({"group": "etl", "timeout_s": 60}))).await;
-    let slow = Arc::new(SlowGroups {
-        inner: world.ports.groups.clone(),
-        clock: world.clock.clone(),
-        delay: std::sync::Mutex::new(Duration::seconds(15)),
-    });
-    let worker = sundial_app::worker::Worker::new(
-        &Ports { groups: slow.clone(), ..world.ports.clone() },
-        world.use_cases.recorder.clone(),
-        sundial_app::worker::WorkerSettings::default(),
-    );
+    // The group's reads take `delay` of the clock: an admission slowed by storage.
+    let delay = Arc::new(std::sync::Mutex::new(Duration::seconds(15)));
+    let (clock, slowed) = (world.clock.clone(), delay.clone());
+    let script = Script::new();
+    script
+        .add(Rule::every("GroupStore::get").before(at_once(move || clock.advance(*slowed.lock().unwrap()))));
+    let slow = Faulty::new(world.ports.groups.clone(), &script);
+    let worker = world.rewired(&Ports { groups: slow, ..world.ports.clone() }, |_| {}).worker;
     let id = world.trigger(&job).await;
     let message = world.queue.receive(1, 0).await.unwrap().remove(0);
 
@@ -369,7 +339,7 @@ async fn a_start_is_timed_from_its_write_and_a_long_admission_starts_nothing() {
         "the slot is given back"
     );
 
-    *slow.delay.lock().unwrap() = Duration::seconds(5);
+    *delay.lock().unwrap() = Duration::seconds(5);
     let read_at = world.now();
     assert_eq!(worker.handle(&message.body, WORKER).await, Disposition::Delete);
     let run = world.run(&id).await;

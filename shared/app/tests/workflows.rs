@@ -10,12 +10,10 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use sundial_app::announce::Announcer;
 use sundial_app::jobs::{EditTerms, JobsError};
 use sundial_app::ports::Ports;
 use sundial_app::worker::Worker;
 use sundial_app::worker::poll::{Settled, handle_message};
-use sundial_app::workflow::cascade::Cascade;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox};
 use sundial_domain::ports::store::RunHistory;
@@ -389,8 +387,7 @@ async fn a_slow_hand_over_does_not_make_the_watchdog_tell_an_event_twice() {
     let (script, gate) = (Script::new(), Gate::new());
     script.add(Rule::every("Catalogue::get_many").before(gate.wait()));
     let gated = Faulty::new(w.ports.jobs.clone(), &script);
-    let cascade = Cascade::new(&Ports { jobs: gated, ..w.ports.clone() }, w.use_cases.claimer.clone());
-    let slow = Announcer::new(w.bus.clone(), w.runs.clone(), None, cascade);
+    let slow = w.rewired(&Ports { jobs: gated, ..w.ports.clone() }, |_| {}).announcer;
     let announcing = {
         // As stored: linked to its child.
         let (job, run) = (w.stored_job(&parent.id).await.unwrap(), run.clone());

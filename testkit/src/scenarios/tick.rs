@@ -10,8 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 use http::StatusCode;
 use serde_json::{Value, json};
 use sundial_app::ports::Ports;
-use sundial_app::tick::claim::{ClaimSettings, Claimer};
-use sundial_app::tick::{Tick, TickSettings};
+use sundial_app::tick::TickSettings;
 use sundial_domain::due_index::format_instant;
 use sundial_domain::job::CatchupPolicy;
 use sundial_domain::job::{Job, JobId};
@@ -166,9 +165,12 @@ pub async fn a_burst_is_continued_by_the_next_invocation<H: Harness>() {
     deployment.import_jobs(&jobs).await;
     // A budget of zero: each invocation does one step (a minute, or the two batches of 25 jobs
     // of a busy minute it has in flight when the budget is checked), then hands over.
-    let settings =
-        TickSettings { batch_jobs: 25, budget: std::time::Duration::ZERO, ..TickSettings::default() };
-    let tick = Tick::new(deployment.ports(), deployment.use_cases().claimer.clone(), settings);
+    let tick = deployment
+        .use_cases_over(deployment.ports(), |s| {
+            s.tick =
+                TickSettings { batch_jobs: 25, budget: std::time::Duration::ZERO, ..TickSettings::default() }
+        })
+        .tick;
     let (mut invocations, mut claimed, mut now) = (0, 0, t("2030-01-01T12:00:00Z"));
     while claimed < 120 && invocations <= 40 {
         let report = tick.run().await.unwrap();
@@ -236,8 +238,7 @@ pub async fn a_crash_between_claim_and_send_heals_at_the_next_tick<H: Harness>()
     );
     let down =
         Ports { queue: Faulty::new(deployment.ports().queue.clone(), &script), ..deployment.ports().clone() };
-    let crashed = Tick::new(&down, Claimer::new(&down, ClaimSettings::default()), TickSettings::default());
-    let crashed = crashed.run().await.unwrap();
+    let crashed = deployment.use_cases_over(&down, |_| {}).tick.run().await.unwrap();
     assert_eq!((crashed.claims.claimed, crashed.claims.send_failures, crashed.claims.failed), (20, 20, 20));
     for job in &jobs {
         assert_eq!(deployment.runs_of(&job.id.to_string()).await.len(), 1, "the crashed tick wrote its run");

@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use sundial_app::ports::Ports;
 use sundial_app::worker::Disposition;
-use sundial_app::worker::{Worker, WorkerSettings};
 use sundial_domain::job::EventKind;
 use sundial_domain::run::{Outcome, Run, RunId, RunState};
 use sundial_domain::target::headers::CALLBACK_TOKEN;
@@ -319,7 +318,7 @@ pub async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease<H: Harness>
 
     let hanging = Arc::new(Hanging::default());
     let ports = Ports { caller: hanging.clone(), ..deployment.ports().clone() };
-    let doomed = Worker::new(&ports, deployment.use_cases().recorder.clone(), WorkerSettings::default());
+    let doomed = deployment.use_cases_over(&ports, |_| {}).worker;
     tokio::select! {
         _ = doomed.handle(&body, "doomed") => panic!("a hanging call never returns"),
         () = hanging.called.notified() => {}
