@@ -331,54 +331,60 @@ impl Worker {
         run: &Run,
         now: DateTime<Utc>,
     ) -> Result<Option<Disposition>, StoreError> {
-        for _ in 0..FENCE_RACES {
-            let fence = self.fences.get(&job.id).await?;
-            let holder_run = match &fence {
-                Some(f) if f.holder != run.key => self.history.get(&job.id, &f.holder).await?,
-                Some(_) => None,
-                // Never taken (a job just made `forbid` or `replace`, or runs from before the
-                // fence): an active run that never took it still holds it.
-                None => self.active_unfenced(job, run).await?,
-            };
-            let holder = fence
-                .as_ref()
-                .map(|f| f.holder.clone())
-                .or_else(|| holder_run.as_ref().map(|r| r.key.clone()));
-            let before_it = fence.as_ref().and_then(|f| f.previous.as_ref());
-            let previous =
-                match fence::decide(job.document.concurrency, run, holder.as_ref(), holder_run.as_ref()) {
-                    Verdict::Held => {
-                        // Passed before: this message is handled again, or its run waits for the
-                        // call before it.
-                        return self.after_previous_call(job, run, before_it, now).await;
-                    }
-                    Verdict::Skip(reason) => return self.skip(job, run, reason, now).await.map(Some),
-                    Verdict::Take { .. } => {
-                        fence::previous_for(holder.as_ref(), before_it, holder_run.as_ref())
-                    }
-                    Verdict::Replace { holder } => {
-                        let cancel = Step::Cancel {
-                            reason: format!("concurrency replace: replaced by run {}", run.id()),
-                        };
-                        let Some(ended) = self.cancel_to_make_way(job, &holder, &cancel, now).await? else {
-                            // It kept moving under every cancel: decide again when the message returns.
-                            return Ok(Some(Disposition::Retry));
-                        };
-                        // As it ended, not as read: it may have started its call meanwhile.
-                        fence::previous_for(Some(&holder.key), before_it, Some(&ended))
-                    }
-                };
-            let expected = fence.as_ref().map(|f| &f.holder);
-            let taken = self.fences.take(&job.id, expected, &run.key, previous.as_ref()).await;
-            match taken.raced()? {
-                Race::Won(()) => return self.after_previous_call(job, run, previous.as_ref(), now).await,
-                // Another run took it first, or this run did and the answer was lost: decide
-                // again on the fence as it is now.
-                Race::Lost => continue,
-            }
-        }
+        let passed = until_won(FENCE_RACES, || self.fence_once(job, run, now)).await?;
         // Contended throughout: decide again when the message returns.
-        Ok(Some(Disposition::Retry))
+        Ok(passed.unwrap_or(Some(Disposition::Retry)))
+    }
+
+    /// One read of the fence, decision and conditional take of [`Worker::pass_fence`]: `Lost`
+    /// when another run took the fence under it.
+    async fn fence_once(
+        &self,
+        job: &Job,
+        run: &Run,
+        now: DateTime<Utc>,
+    ) -> Result<Race<Option<Disposition>>, StoreError> {
+        let fence = self.fences.get(&job.id).await?;
+        let holder_run = match &fence {
+            Some(f) if f.holder != run.key => self.history.get(&job.id, &f.holder).await?,
+            Some(_) => None,
+            // Never taken (a job just made `forbid` or `replace`, or runs from before the
+            // fence): an active run that never took it still holds it.
+            None => self.active_unfenced(job, run).await?,
+        };
+        let holder =
+            fence.as_ref().map(|f| f.holder.clone()).or_else(|| holder_run.as_ref().map(|r| r.key.clone()));
+        let before_it = fence.as_ref().and_then(|f| f.previous.as_ref());
+        let previous =
+            match fence::decide(job.document.concurrency, run, holder.as_ref(), holder_run.as_ref()) {
+                Verdict::Held => {
+                    // Passed before: this message is handled again, or its run waits for the
+                    // call before it.
+                    return self.after_previous_call(job, run, before_it, now).await.map(Race::Won);
+                }
+                Verdict::Skip(reason) => {
+                    return self.skip(job, run, reason, now).await.map(|d| Race::Won(Some(d)));
+                }
+                Verdict::Take { .. } => fence::previous_for(holder.as_ref(), before_it, holder_run.as_ref()),
+                Verdict::Replace { holder } => {
+                    let cancel =
+                        Step::Cancel { reason: format!("concurrency replace: replaced by run {}", run.id()) };
+                    let Some(ended) = self.cancel_to_make_way(job, &holder, &cancel, now).await? else {
+                        // It kept moving under every cancel: decide again when the message returns.
+                        return Ok(Race::Won(Some(Disposition::Retry)));
+                    };
+                    // As it ended, not as read: it may have started its call meanwhile.
+                    fence::previous_for(Some(&holder.key), before_it, Some(&ended))
+                }
+            };
+        let expected = fence.as_ref().map(|f| &f.holder);
+        let taken = self.fences.take(&job.id, expected, &run.key, previous.as_ref()).await;
+        match taken.raced()? {
+            Race::Won(()) => self.after_previous_call(job, run, previous.as_ref(), now).await.map(Race::Won),
+            // Another run took it first, or this run did and the answer was lost: decide again
+            // on the fence as it is now.
+            Race::Lost => Ok(Race::Lost),
+        }
     }
 
     /// An active run (RUNNING, RETRYING) of a job that has no fence yet: read once, at the
