@@ -72,10 +72,10 @@ impl Client {
 
     /// A job by name or id.
     pub async fn find_job(&self, name_or_id: &str) -> Result<Value, CliError> {
-        if sundial_domain::job::JobId::parse(name_or_id).is_some() {
-            if let Ok(job) = self.get(&format!("/v1/jobs/{name_or_id}")).await {
-                return Ok(job);
-            }
+        if sundial_domain::job::JobId::parse(name_or_id).is_some()
+            && let Ok(job) = self.get(&format!("/v1/jobs/{name_or_id}")).await
+        {
+            return Ok(job);
         }
         self.jobs()
             .await?

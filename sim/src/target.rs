@@ -225,10 +225,10 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         let mut observed = self.ledger.get();
-        if let Some(calls) = observed.group_calls.get_mut(&self.group) {
-            if let Some(i) = calls.iter().position(|c| *c == self.call) {
-                calls.swap_remove(i);
-            }
+        if let Some(calls) = observed.group_calls.get_mut(&self.group)
+            && let Some(i) = calls.iter().position(|c| *c == self.call)
+        {
+            calls.swap_remove(i);
         }
     }
 }

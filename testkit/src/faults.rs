@@ -167,8 +167,19 @@ impl Script {
         Arc::new(Script::default())
     }
 
-    /// Adds `rule` after the others.
+    /// Adds `rule` after the others. A rule the layer could not carry out is refused here, so a
+    /// test never passes without its fault: the runs queue refuses messages (before, refuse, for
+    /// some jobs); a store's call may also take effect and then be answered, but is not a job's
+    /// message to pick out.
     pub fn add(&self, rule: Rule) -> &Self {
+        if rule.op.starts_with("RunQueue::") {
+            assert!(
+                rule.after.is_none() && rule.answer.is_none(),
+                "the runs queue refuses; it does not answer late"
+            );
+        } else {
+            assert!(rule.jobs.is_empty(), "only the runs queue's rules pick out jobs");
+        }
         self.rules.lock().unwrap().push(rule);
         self
     }
@@ -459,6 +470,12 @@ mod tests {
         assert!(!held.is_finished());
         gate.open();
         assert_eq!(held.await.unwrap(), Ok(Vec::new()));
+    }
+
+    #[test]
+    #[should_panic(expected = "the runs queue refuses")]
+    fn a_rule_the_layer_cannot_carry_out_is_refused() {
+        Script::new().add(Rule::once("RunQueue::send").answer(unavailable("late")));
     }
 
     #[test]

@@ -905,6 +905,12 @@ async fn run_history_reads_in_key_order(store: &dyn RunStore) {
     assert_eq!(store.list(&job_id, 10, Some("garbage!"), None).await, Err(StoreError::BadCursor));
     let not_a_key = base64_url("2031-08-01T00:00:00Z#x");
     assert_eq!(store.list(&job_id, 10, Some(&not_a_key), None).await, Err(StoreError::BadCursor));
+    let of_this_job = store.list(&job_id, 3, None, None).await.unwrap().next.unwrap();
+    assert_eq!(
+        store.list(&JobId::generate(), 10, Some(&of_this_job), None).await,
+        Err(StoreError::BadCursor),
+        "another job's cursor is refused"
+    );
 
     assert_eq!(
         keys(&store.before(&job_id, &k(3), 2).await.unwrap()),

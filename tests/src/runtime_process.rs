@@ -179,10 +179,10 @@ pub fn listener_pid(port: u16) -> Result<u32, String> {
         let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
         let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
         for fd in fds.flatten() {
-            if let Ok(target) = std::fs::read_link(fd.path()) {
-                if inodes.iter().any(|i| target.as_os_str() == i.as_str()) {
-                    return Ok(pid);
-                }
+            if let Ok(target) = std::fs::read_link(fd.path())
+                && inodes.iter().any(|i| target.as_os_str() == i.as_str())
+            {
+                return Ok(pid);
             }
         }
     }

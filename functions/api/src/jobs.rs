@@ -54,10 +54,10 @@ fn job_response_with(status: StatusCode, job: &Job, view: JobView) -> Response {
     if let Ok(etag) = HeaderValue::from_str(&format!("\"{}\"", job.version)) {
         headers.insert(header::ETAG, etag);
     }
-    if status == StatusCode::CREATED {
-        if let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id)) {
-            headers.insert(header::LOCATION, location);
-        }
+    if status == StatusCode::CREATED
+        && let Ok(location) = HeaderValue::from_str(&format!("/v1/jobs/{}", job.id))
+    {
+        headers.insert(header::LOCATION, location);
     }
     (status, headers, Json(view)).into_response()
 }

@@ -163,12 +163,11 @@ fn constrain_parameters(doc: &mut Value) {
         };
         for parameter in parameters {
             for (name, bound) in &bounds {
-                if parameter["name"] == *name {
-                    if let (Some(schema), Some(bound)) =
+                if parameter["name"] == *name
+                    && let (Some(schema), Some(bound)) =
                         (parameter["schema"].as_object_mut(), bound.as_object())
-                    {
-                        schema.extend(bound.clone());
-                    }
+                {
+                    schema.extend(bound.clone());
                 }
             }
         }

@@ -109,22 +109,21 @@ impl Announcer {
     /// Publishes one event where it goes, noting in `published` how far it got.
     async fn publish(&self, job: Option<&Job>, run: &Run, event: &RunEvent, published: &mut Published) {
         let notification = Notification::new(job, run, event, self.public_url.as_deref());
-        if !event.shared_sent {
-            if let Err(e) = self.bus.publish(&notification).await {
-                tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent");
-                return;
-            }
+        if !event.shared_sent
+            && let Err(e) = self.bus.publish(&notification).await
+        {
+            tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent");
+            return;
         }
         if let Some(kind) = event.kind.told()
             && job.is_some_and(|j| wants(j, kind))
+            && let Err(e) = self.bus.publish_to_job(&notification).await
         {
-            if let Err(e) = self.bus.publish_to_job(&notification).await {
-                tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent to the job's topic");
-                if !event.shared_sent {
-                    published.shared_only.push(event.id.clone());
-                }
-                return;
+            tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent to the job's topic");
+            if !event.shared_sent {
+                published.shared_only.push(event.id.clone());
             }
+            return;
         }
         published.sent.push(event.id.clone());
     }

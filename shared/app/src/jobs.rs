@@ -484,10 +484,8 @@ impl Jobs {
         }
         let updated = self.catalogue.update(before, after).await.raced();
         if !matches!(updated, Ok(Race::Won(()))) {
-            if notify_changed {
-                if let Err(e) = self.topics.sync(before).await {
-                    tracing::warn!(job_id = %before.id, error = %e, "could not restore the job's subscriptions");
-                }
+            if notify_changed && let Err(e) = self.topics.sync(before).await {
+                tracing::warn!(job_id = %before.id, error = %e, "could not restore the job's subscriptions");
             }
             return Ok(updated?);
         }
@@ -598,10 +596,10 @@ impl Jobs {
         };
         if job.document.paused {
             // A retry of a trigger that wrote its run before the pause gets that run.
-            if request.is_some() {
-                if let Some(run) = self.history.get(&job.id, &key).await? {
-                    return Ok(run);
-                }
+            if request.is_some()
+                && let Some(run) = self.history.get(&job.id, &key).await?
+            {
+                return Ok(run);
             }
             return Err(JobsError::Paused);
         }

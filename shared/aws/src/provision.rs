@@ -132,10 +132,10 @@ fn keys(value: Option<&Value>) -> Vec<KeyDef> {
 fn parameters(doc: &Value, stack: &str) -> BTreeMap<String, String> {
     let mut params = BTreeMap::new();
     for (name, param) in doc.get("Parameters").and_then(Value::as_mapping).into_iter().flatten() {
-        if let (Some(name), Some(default)) = (name.as_str(), param.get("Default")) {
-            if let Some(v) = scalar(default, stack, &BTreeMap::new()) {
-                params.insert(name.to_string(), v);
-            }
+        if let (Some(name), Some(default)) = (name.as_str(), param.get("Default"))
+            && let Some(v) = scalar(default, stack, &BTreeMap::new())
+        {
+            params.insert(name.to_string(), v);
         }
     }
     params

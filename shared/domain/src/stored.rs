@@ -44,10 +44,11 @@ fn unknown_field(text: &str) -> Option<&str> {
 fn remove(value: &mut Value, path: &[String], field: &str) -> bool {
     let mut at = value;
     for segment in path {
-        if let Some(object) = at.as_object_mut() {
-            if segment == field && object.contains_key(field) {
-                break;
-            }
+        if let Some(object) = at.as_object_mut()
+            && segment == field
+            && object.contains_key(field)
+        {
+            break;
         }
         at = match at {
             Value::Object(map) => match map.get_mut(segment.as_str()) {

@@ -95,10 +95,10 @@ impl GroupStore for MemoryGroupStore {
 
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
         let mut groups = lock(&self.groups);
-        if let Some((_, links)) = groups.get_mut(&(owner.to_string(), name.to_string())) {
-            if links.jobs.remove(job).is_some() {
-                links.version += 1;
-            }
+        if let Some((_, links)) = groups.get_mut(&(owner.to_string(), name.to_string()))
+            && links.jobs.remove(job).is_some()
+        {
+            links.version += 1;
         }
         Ok(())
     }

@@ -215,10 +215,15 @@ impl RunHistory for MemoryRunStore {
         let start = match cursor {
             None => None,
             Some(c) => {
+                // `<job id>\n<run key>`: a cursor continues the listing of its own job only.
                 let bytes = URL_SAFE_NO_PAD.decode(c).map_err(|_| StoreError::BadCursor)?;
-                let key = String::from_utf8(bytes).map_err(|_| StoreError::BadCursor)?;
-                RunKey::decode(&key).ok_or(StoreError::BadCursor)?;
-                Some(key)
+                let text = String::from_utf8(bytes).map_err(|_| StoreError::BadCursor)?;
+                let (job, key) = text.split_once('\n').ok_or(StoreError::BadCursor)?;
+                if job != job_id.as_str() {
+                    return Err(StoreError::BadCursor);
+                }
+                RunKey::decode(key).ok_or(StoreError::BadCursor)?;
+                Some(key.to_string())
             }
         };
         let mut runs = self.runs_where(
@@ -231,7 +236,7 @@ impl RunHistory for MemoryRunStore {
         runs.truncate(limit + 1);
         let next = if runs.len() > limit {
             runs.truncate(limit);
-            runs.last().map(|r| URL_SAFE_NO_PAD.encode(r.key.encode()))
+            runs.last().map(|r| URL_SAFE_NO_PAD.encode(format!("{job_id}\n{}", r.key.encode())))
         } else {
             None
         };

@@ -167,10 +167,10 @@ impl Claimer {
             groups.entry(at).or_default().push(i);
         }
         let sends = groups.into_iter().map(|(at, indices)| async move {
-            if let Ok(wait) = (at - now).to_std() {
-                if !wait.is_zero() {
-                    self.timer.sleep(wait).await;
-                }
+            if let Ok(wait) = (at - now).to_std()
+                && !wait.is_zero()
+            {
+                self.timer.sleep(wait).await;
             }
             let now = self.clock.now();
             let batch: Vec<Dispatch> =

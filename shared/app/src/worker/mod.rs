@@ -206,10 +206,11 @@ impl Worker {
         if let Some(reason) = self.not_after_parents(&job, &run).await? {
             return self.skip(&job, &run, reason, now).await;
         }
-        if run.attempt == 0 && job.document.concurrency != ConcurrencyPolicy::Allow {
-            if let Some(disposition) = self.pass_fence(&job, &run, now).await? {
-                return Ok(disposition);
-            }
+        if run.attempt == 0
+            && job.document.concurrency != ConcurrencyPolicy::Allow
+            && let Some(disposition) = self.pass_fence(&job, &run, now).await?
+        {
+            return Ok(disposition);
         }
         match self.admit(&job, &run, now).await? {
             ControlFlow::Continue(start_at) => self.attempt(&job, run, worker, start_at).await,
@@ -442,10 +443,10 @@ impl Worker {
     /// Notes, at most every [`WAIT_NOTED_EVERY`], that a waiting run's message is alive, so that
     /// the watchdog need not send another (each would start a second chain of looks).
     async fn note_waiting(&self, run: &Run, now: DateTime<Utc>) {
-        if run.resent_at.is_none_or(|at| now - at > WAIT_NOTED_EVERY) {
-            if let Err(e) = self.writes.mark_resent(run, now).await {
-                tracing::warn!(error = %e, "the wait was not noted; the watchdog may send another message");
-            }
+        if run.resent_at.is_none_or(|at| now - at > WAIT_NOTED_EVERY)
+            && let Err(e) = self.writes.mark_resent(run, now).await
+        {
+            tracing::warn!(error = %e, "the wait was not noted; the watchdog may send another message");
         }
     }
 

@@ -117,11 +117,11 @@ pub async fn consume_one(
     id: &str,
 ) {
     let settled = Hold::new(vec![m.clone()]).over(inbox, handle_message(worker, queue, inbox, m, id)).await;
-    if settled == Settled::Done {
-        if let Err(e) = inbox.delete(&m.receipt).await {
-            // It comes back after its hold and is recognised as handled.
-            tracing::warn!(message_id = %m.message_id, error = %e, "could not delete a handled message");
-        }
+    if settled == Settled::Done
+        && let Err(e) = inbox.delete(&m.receipt).await
+    {
+        // It comes back after its hold and is recognised as handled.
+        tracing::warn!(message_id = %m.message_id, error = %e, "could not delete a handled message");
     }
 }
 

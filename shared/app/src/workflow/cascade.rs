@@ -140,8 +140,9 @@ impl Cascade {
         let mut new = self.claimer.new_run(child, key.clone(), parent_run.due_at, now);
         new.workflow = parent_run.workflow.clone();
         if let Some(reason) = skip {
+            // A run just made is QUEUED, which a skip always applies to: a refusal is a defect.
             new = transition::apply(child, &new, &Step::Skip { reason }, now)
-                .map_err(|_| StoreError::Conflict)?
+                .map_err(|refused| StoreError::Rejected(format!("a new run cannot be skipped: {refused}")))?
                 .run;
         }
         Ok(match self.writes.insert(&new).await? {

@@ -158,17 +158,17 @@ fn validate_schedule(
     now: DateTime<Utc>,
 ) -> Result<Schedule> {
     let schedule = parse_schedule(schedule_doc, created_at)?;
-    if let Some(gap) = schedule.min_interval_seconds() {
-        if gap < rules.limits.min_interval_s {
-            let field = if schedule_doc.cron.is_some() { "schedule.cron" } else { "schedule.rate" };
-            return Err(ValidationError::new(
-                field,
-                format!(
-                    "instants can be {gap} s apart; the minimum interval is {} s",
-                    rules.limits.min_interval_s
-                ),
-            ));
-        }
+    if let Some(gap) = schedule.min_interval_seconds()
+        && gap < rules.limits.min_interval_s
+    {
+        let field = if schedule_doc.cron.is_some() { "schedule.cron" } else { "schedule.rate" };
+        return Err(ValidationError::new(
+            field,
+            format!(
+                "instants can be {gap} s apart; the minimum interval is {} s",
+                rules.limits.min_interval_s
+            ),
+        ));
     }
     if schedule.first_at_or_after(now).is_none() {
         let field = match (&schedule.recurrence, schedule.end_at) {
@@ -197,10 +197,10 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
     };
     let start_at = doc.start_at.as_deref().map(|s| instant("schedule.start_at", s)).transpose()?;
     let end_at = doc.end_at.as_deref().map(|s| instant("schedule.end_at", s)).transpose()?;
-    if let (Some(start), Some(end)) = (start_at, end_at) {
-        if end <= start {
-            return Err(ValidationError::new("schedule.end_at", "must be later than start_at"));
-        }
+    if let (Some(start), Some(end)) = (start_at, end_at)
+        && end <= start
+    {
+        return Err(ValidationError::new("schedule.end_at", "must be later than start_at"));
     }
     if let Some(jitter) = doc.jitter_s {
         in_range("schedule.jitter_s", jitter, 0, limits::MAX_JITTER_S)?;
