@@ -591,6 +591,9 @@ impl Checker {
                             && p.to.is_none_or(|to| to + skew >= run.scheduled_at())
                     })
                 })
+            } else if reason.starts_with("catchup ") {
+                // Late past its window: only a job that does not run every late run skips one.
+                job.is_none_or(|j| j.document.catchup != CatchupPolicy::All)
             } else {
                 reason.starts_with("concurrency forbid") || reason.starts_with("concurrency replace")
             };

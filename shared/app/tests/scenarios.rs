@@ -653,3 +653,42 @@ async fn the_recorder_tells_a_refusal_from_a_lost_race() {
     let refused = recorder.apply(&job, &ended, &skip(), world.now()).await.unwrap();
     assert!(matches!(refused, Recorded::Refused(_)), "an ended run cannot be skipped: {refused:?}");
 }
+
+/// Catch-up governs every late run, not only the instants no tick had claimed: a `catchup: skip`
+/// job every minute whose runs were claimed minutes ahead, and whose workers were down for four
+/// minutes, runs none of the instants it missed; each is SKIPPED, saying how late it was, and
+/// the run due now runs. Under `latest`, only the latest of the late ones runs; under `all`,
+/// each runs.
+#[tokio::test]
+async fn catch_up_governs_runs_claimed_ahead_that_start_late() {
+    for (policy, ran) in [("skip", 1), ("latest", 2), ("all", 5)] {
+        let world = World::at("2030-01-01T11:59:30Z");
+        let job =
+            world.create(job("minutely", json!({"cron": "* * * * *"}), json!({"catchup": policy}))).await;
+        world.use_cases.tick.run().await.unwrap();
+        let claimed = world.runs_of(&job.id);
+        assert!(claimed.len() >= 5, "claimed minutes ahead: {}", claimed.len());
+        // The workers come back at 12:04:10: the runs of 12:00 to 12:03 are minutes late, the one
+        // of 12:04 on time.
+        world.set("2030-01-01T12:04:10Z");
+        world.deliver().await;
+        let runs = world.runs_of(&job.id);
+        let at = |hh_mm: &str| {
+            runs.iter().find(|r| r.scheduled_at() == t(&format!("2030-01-01T{hh_mm}:00Z"))).unwrap()
+        };
+        let states: Vec<RunState> =
+            ["12:00", "12:01", "12:02", "12:03", "12:04"].iter().map(|m| at(m).state).collect();
+        let succeeded = states.iter().filter(|s| **s == RunState::Succeeded).count();
+        assert_eq!(succeeded, ran, "{policy}: {states:?}");
+        assert_eq!(at("12:04").state, RunState::Succeeded, "{policy}: the run due now runs");
+        if policy == "latest" {
+            assert_eq!(at("12:03").state, RunState::Succeeded, "the latest late one runs");
+        }
+        if policy != "all" {
+            let reason = at("12:00").reason.clone().unwrap_or_default();
+            assert_eq!(at("12:00").state, RunState::Skipped);
+            assert!(reason.starts_with(&format!("catchup {policy}:")), "{reason}");
+        }
+        assert_eq!(world.caller.calls().len(), ran, "{policy}: no call for a skipped instant");
+    }
+}

@@ -98,6 +98,13 @@ pub struct JobDocument {
     pub group: Option<String>,
     #[serde(default)]
     pub catchup: CatchupPolicy,
+    /// How long after its due time a scheduled run may still start on time (default
+    /// [`DEFAULT_CATCHUP_WINDOW_S`]). A run that would start later (its workers were down, its
+    /// message was late) is decided by `catchup` at its start: `skip` skips it, `latest` runs it
+    /// only if no later instant of the schedule is due too, `all` runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000, default = 60))]
+    pub catchup_window_s: Option<u32>,
     /// Publish `failing` after this many failed runs in a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
@@ -306,6 +313,10 @@ impl TriggerRule {
         *self == TriggerRule::AllSuccess
     }
 }
+
+/// How long after its due time a scheduled run may still start on time, when the job does not
+/// say (`catchup_window_s`): a minute.
+pub const DEFAULT_CATCHUP_WINDOW_S: u32 = 60;
 
 /// Which instants missed while the scheduler was down are run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -33,9 +33,12 @@ use sundial_domain::ports::store::{
     Catalogue, FenceStore, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
 };
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
-use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
+use sundial_domain::run::transition::{
+    self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, late_reason, paused_reason,
+};
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_domain::run_queue::Dispatch;
+use sundial_domain::validation::stored_schedule;
 use sundial_domain::workflow::Readiness;
 use tracing::Instrument;
 
@@ -201,6 +204,10 @@ impl Worker {
             return self.cancel_for_deleted_job(&run, now).await;
         };
         if let Some(reason) = paused_reason(&job, &run) {
+            return self.skip(&job, &run, reason, now).await;
+        }
+        let schedule = stored_schedule(&job).ok().flatten();
+        if let Some(reason) = late_reason(&job, &run, schedule.as_ref(), now) {
             return self.skip(&job, &run, reason, now).await;
         }
         if let Some(reason) = self.not_after_parents(&job, &run).await? {

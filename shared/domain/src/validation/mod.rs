@@ -93,6 +93,9 @@ fn validate_durations(doc: &JobDocument, rules: &Rules<'_>) -> Result<()> {
     if let Some(deadline) = doc.start_deadline_s {
         in_range("start_deadline_s", deadline, 1, limits::MAX_DEADLINE_S)?;
     }
+    if let Some(window) = doc.catchup_window_s {
+        in_range("catchup_window_s", window, 1, limits::MAX_DEADLINE_S)?;
+    }
     Ok(())
 }
 
@@ -487,6 +490,8 @@ mod tests {
             (job(json!({"timeout_s": 604_801})), "timeout_s"),
             (job(json!({"sla_s": 0})), "sla_s"),
             (job(json!({"start_deadline_s": 0})), "start_deadline_s"),
+            (job(json!({"catchup_window_s": 0})), "catchup_window_s"),
+            (job(json!({"catchup_window_s": 2_592_001})), "catchup_window_s"),
             (job(json!({"flexible_window_s": 901})), "flexible_window_s"),
             (
                 job(json!({"flexible_window_s": 60, "schedule": {"cron": "@daily", "jitter_s": 30}})),
