@@ -7,7 +7,10 @@
 //!   one run, and an acknowledged request makes one;
 //! - `no lost instant`: every instant the job's schedule had while it was active has a run,
 //!   unless the scheduler missed its minute and the job's catch-up policy drops it;
-//! - `skips as policy says`: a SKIPPED run names a pause or a concurrency policy that applies;
+//! - `skips as policy says`: a SKIPPED run names a pause, a concurrency policy or a catch-up
+//!   policy that applies;
+//! - `late runs follow the catch-up policy`: a scheduled run of a `catchup: skip` job never
+//!   starts past its catch-up window;
 //! - `every run ends`: once faults stop, every run is terminal within the quiet period;
 //! - `state moves forward`: a run's attempt never goes down, an ended run never changes nor
 //!   leaves an attempt open, a run never goes back to QUEUED;
@@ -352,6 +355,7 @@ impl Checker {
         self.one_run_per_instant(&runs, &observed);
         summary.expected_instants = self.no_lost_instant(world, &runs, &observed);
         self.skips(&runs, &observed);
+        self.late_starts(&runs, &observed);
         self.calls(&runs, &observed);
         let (events, twice) = self.events(world, &runs, &observed);
         summary.events = events;
@@ -543,6 +547,43 @@ impl Checker {
             }
         }
         expected
+    }
+
+    /// A scheduled run of a `catchup: skip` job never starts past its catch-up window (the
+    /// policy in force from its due time to its start; an allowance for the actors' clocks).
+    fn late_starts(&mut self, runs: &[Run], observed: &Observed) {
+        let skew = Duration::seconds(61);
+        for run in runs.iter().filter(|r| r.key.manual.is_none()) {
+            let Some(started) = run.attempts.first().map(|a| a.started_at) else { continue };
+            let Some(versions) = observed.versions.get(&run.job_id) else { continue };
+            let from = run.due_at - skew;
+            let in_force = versions.iter().rev().find(|(at, _)| *at <= from).into_iter();
+            let during = versions.iter().filter(|(at, _)| *at > from && *at <= started);
+            let mut policies = in_force.chain(during).map(|(_, job)| job.as_ref());
+            let window = |job: &Job| {
+                Duration::seconds(i64::from(
+                    job.document.catchup_window_s.unwrap_or(sundial_domain::job::DEFAULT_CATCHUP_WINDOW_S),
+                ))
+            };
+            let skipping = policies.all(|job| {
+                job.is_some_and(|j| {
+                    j.document.catchup == CatchupPolicy::Skip
+                        && run.created_at <= run.scheduled_at() + window(j)
+                        && started - run.due_at > window(j) + skew
+                })
+            });
+            if skipping && versions.iter().any(|(at, _)| *at <= from) {
+                self.violations.push(violation(
+                    "late runs follow the catch-up policy",
+                    format!(
+                        "run {} of a catchup: skip job started at {started}, {} s after it was due",
+                        run.id(),
+                        (started - run.due_at).num_seconds()
+                    ),
+                    Some(run),
+                ));
+            }
+        }
     }
 
     fn skips(&mut self, runs: &[Run], observed: &Observed) {
