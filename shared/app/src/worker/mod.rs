@@ -38,7 +38,6 @@ use sundial_domain::run::transition::{
 };
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_domain::run_queue::Dispatch;
-use sundial_domain::validation::stored_schedule;
 use sundial_domain::workflow::Readiness;
 use tracing::Instrument;
 
@@ -206,8 +205,7 @@ impl Worker {
         if let Some(reason) = paused_reason(&job, &run) {
             return self.skip(&job, &run, reason, now).await;
         }
-        let schedule = stored_schedule(&job).ok().flatten();
-        if let Some(reason) = late_reason(&job, &run, schedule.as_ref(), now) {
+        if let Some(reason) = late_reason(&job, &run, now) {
             return self.skip(&job, &run, reason, now).await;
         }
         if let Some(reason) = self.not_after_parents(&job, &run).await? {

@@ -18,7 +18,6 @@
 use super::{Attempt, Outcome, Run, RunEvent, RunEventKind, RunKey, RunState};
 use crate::job::{CatchupPolicy, Delivery, EventKind, Job};
 use crate::retry;
-use crate::schedule::Schedule;
 use chrono::{DateTime, Duration, Utc};
 
 /// How long a heartbeat (or a 202) keeps an attempt's lease alive, by default.
@@ -436,10 +435,10 @@ pub fn paused_reason(job: &Job, run: &Run) -> Option<String> {
 /// Why a scheduled run whose first attempt would start at `now` does not: it is past its job's
 /// catch-up window (`catchup_window_s` after it was due), and the job's `catchup` policy does
 /// not run it: `skip` runs no late run, `latest` only the latest of them (one whose next
-/// instant of `schedule` is late too is superseded), `all` every one.
+/// instant of its schedule is late too is superseded), `all` every one.
 /// Runs made after their instant's window on purpose are not judged again: manual runs,
 /// backfills, the instants a tick's catch-up decided, and children's runs handed down.
-pub fn late_reason(job: &Job, run: &Run, schedule: Option<&Schedule>, now: DateTime<Utc>) -> Option<String> {
+pub fn late_reason(job: &Job, run: &Run, now: DateTime<Utc>) -> Option<String> {
     let window = Duration::seconds(i64::from(
         job.document.catchup_window_s.unwrap_or(crate::job::DEFAULT_CATCHUP_WINDOW_S),
     ));
@@ -462,7 +461,9 @@ pub fn late_reason(job: &Job, run: &Run, schedule: Option<&Schedule>, now: DateT
             // Superseded by the next instant if that one's run is late too: of the runs that
             // start late, the latest runs (as the tick's catch-up runs the latest missed
             // instant), and so does every run on time.
-            let later = schedule?.next_after(run.scheduled_at())?;
+            // Read only here: most runs are on time, and only `latest` needs the schedule.
+            let schedule = crate::validation::stored_schedule(job).ok().flatten()?;
+            let later = schedule.next_after(run.scheduled_at())?;
             let later_due = later + job.start_offset(later);
             (now - later_due > window).then(|| {
                 format!(
@@ -519,8 +520,7 @@ mod tests {
         let minutely = |policy: &str| job(json!({"schedule": {"cron": "* * * * *"}, "catchup": policy}));
         let late = |policy: &str, now: &str| {
             let job = minutely(policy);
-            let schedule = crate::validation::stored_schedule(&job).unwrap();
-            late_reason(&job, &queued(&job), schedule.as_ref(), at(now))
+            late_reason(&job, &queued(&job), at(now))
         };
         // Due at 10:00:00 with the default window of 60 s.
         assert_eq!(late("skip", "2026-11-22T10:01:00Z"), None, "within its window: on time");
@@ -536,15 +536,15 @@ mod tests {
 
         let job = job(json!({"schedule": {"cron": "* * * * *"}, "catchup": "skip", "catchup_window_s": 600}));
         let run = queued(&job);
-        assert_eq!(late_reason(&job, &run, None, at("2026-11-22T10:09:00Z")), None, "its own window");
-        assert!(late_reason(&job, &run, None, at("2026-11-22T10:10:01Z")).is_some());
+        assert_eq!(late_reason(&job, &run, at("2026-11-22T10:09:00Z")), None, "its own window");
+        assert!(late_reason(&job, &run, at("2026-11-22T10:10:01Z")).is_some());
         let now = at("2026-11-22T11:00:00Z");
         let started = Run { attempt: 1, ..run.clone() };
-        assert_eq!(late_reason(&job, &started, None, now), None, "a retry is not a start");
+        assert_eq!(late_reason(&job, &started, now), None, "a retry is not a start");
         let backfilled = Run { created_at: at("2026-11-22T10:30:00Z"), ..run.clone() };
-        assert_eq!(late_reason(&job, &backfilled, None, now), None, "made after its instant on purpose");
+        assert_eq!(late_reason(&job, &backfilled, now), None, "made after its instant on purpose");
         let manual = Run { key: RunKey::manual(at(DUE)), ..run };
-        assert_eq!(late_reason(&job, &manual, None, now), None, "a trigger is asked for now");
+        assert_eq!(late_reason(&job, &manual, now), None, "a trigger is asked for now");
     }
 
     fn queued(job: &Job) -> Run {
