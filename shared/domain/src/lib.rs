@@ -9,6 +9,7 @@
 //! - [`run`]: runs, their states, keys and ids, and the events recorded on them;
 //! - [`tick`]: what the tick decides: the minutes a pass walks, the instants it claims (with
 //!   catch-up);
+//! - [`catchup`]: how a job's catch-up policy decides a run that would start late;
 //! - [`run_queue`]: run messages and how long each stays invisible in the queue;
 //! - [`target`]: what a target receives, how deliveries are signed, what an answer means;
 //! - [`retry`]: exponential backoff with full jitter; [`due_index`]: due-index bucket and shard
@@ -28,6 +29,7 @@
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
 pub mod auth;
+pub mod catchup;
 pub mod clock;
 pub mod due_index;
 pub mod egress;

@@ -25,6 +25,7 @@ use crate::workflow::cascade::parents_readiness;
 use chrono::{DateTime, Duration, Utc};
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use sundial_domain::catchup::late_reason;
 use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::fence::{self, Verdict};
@@ -33,9 +34,7 @@ use sundial_domain::ports::store::{
     Catalogue, FenceStore, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
 };
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
-use sundial_domain::run::transition::{
-    self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, late_reason, paused_reason,
-};
+use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_domain::run_queue::Dispatch;
 use sundial_domain::workflow::Readiness;
