@@ -109,6 +109,7 @@ pub fn job(
         signing_secret: "bench-secret".into(),
         pauses: Vec::new(),
         children: Vec::new(),
+        gaps: Vec::new(),
     })
 }
 

@@ -10,10 +10,10 @@ use chrono::{DateTime, Duration, Utc};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use sundial_domain::events::{Notification, SchedulerAlert};
+use sundial_domain::events::{JobNotice, Notification, SchedulerAlert};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
-use sundial_domain::job::{Job, JobId};
+use sundial_domain::job::{Gap, Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
@@ -325,13 +325,13 @@ impl DueIndex for FaultyJobs {
             .await
     }
 
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()> {
         self.faults
             .call(
                 "jobs.advance",
                 Subject::job(&job.id),
                 true,
-                self.inner.advance(job, next),
+                self.inner.advance(job, next, gaps),
                 StoreError::Unavailable,
             )
             .await
@@ -1109,6 +1109,20 @@ impl EventBus for FaultyBus {
                 Subject::NONE,
                 true,
                 self.inner.publish_to_job(notification),
+                PublishError::Unavailable,
+            )
+            .await
+    }
+
+    async fn publish_notice(&self, notice: &JobNotice, to_job: bool) -> Result<(), PublishError> {
+        let id = JobId::parse(&notice.job_id);
+        let subject = id.as_ref().map_or(Subject::NONE, Subject::job);
+        self.faults
+            .call(
+                "bus.publish_notice",
+                subject,
+                true,
+                self.inner.publish_notice(notice, to_job),
                 PublishError::Unavailable,
             )
             .await

@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
-use sundial_domain::job::{Job, JobId};
+use sundial_domain::job::{Gap, Job, JobId};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{
     Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page, RunHistory, RunOutbox,
@@ -341,7 +341,7 @@ faulty!(Catalogue {
 faulty!(DueIndex {
     fn shards(&self) -> u16;
     async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>>;
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()>;
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()>;
 });
 
 faulty!(RunHistory {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::due_index::{bucket, due_bucket, shard_of};
 use sundial_domain::fence::Fence;
-use sundial_domain::job::{EventKind, Job, JobDocument, JobId};
+use sundial_domain::job::{CatchupPolicy, EventKind, Gap, GapCause, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
     Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore, StoreError,
@@ -63,6 +63,7 @@ fn job(owner: &str, name: &str, next: Option<DateTime<Utc>>) -> Job {
         signing_secret: "secret".into(),
         pauses: Vec::new(),
         children: Vec::new(),
+        gaps: Vec::new(),
     }
 }
 
@@ -201,7 +202,7 @@ async fn job_writes_are_fenced(store: &dyn JobStore) {
         "an update from a stale version loses"
     );
 
-    store.advance(&v2, Some(at("2031-02-01T00:05:00Z"))).await.unwrap();
+    store.advance(&v2, Some(at("2031-02-01T00:05:00Z")), None).await.unwrap();
     assert_eq!(
         store.update(&v2, &v3).await,
         Err(StoreError::Conflict),
@@ -363,35 +364,48 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
     }
     assert!(!due_in(store, next_minute, shards).await.contains(&later.id), "nor in another minute");
 
-    // The tick advances a job without touching its version.
+    // The tick advances a job without touching its version, recording what it passed.
     let then = next_minute + Duration::seconds(5);
-    store.advance(&later, Some(then)).await.unwrap();
+    let gap = Gap {
+        from: minute - Duration::minutes(3),
+        to: minute - Duration::minutes(1),
+        instants: 3,
+        cause: GapCause::CatchupDropped {
+            policy: CatchupPolicy::Skip,
+            outage_from: minute - Duration::minutes(3),
+            outage_to: minute,
+        },
+        at: minute,
+        told: true,
+    };
+    store.advance(&later, Some(then), Some(std::slice::from_ref(&gap))).await.unwrap();
     let advanced = store.get(&later.id).await.unwrap().unwrap();
     assert_eq!(
-        (advanced.version, advanced.next_run_at),
-        (1, Some(then)),
-        "an advance moves next_run_at only"
+        (advanced.version, advanced.next_run_at, advanced.gaps.clone()),
+        (1, Some(then), vec![gap.clone()]),
+        "an advance moves next_run_at, and records the gaps given"
     );
     assert!(!due_in(store, minute, shards).await.contains(&later.id), "an advanced job leaves its minute");
     assert!(due_in(store, next_minute, shards).await.contains(&later.id), "and is due in the next");
     assert_eq!(
-        store.advance(&later, Some(then + Duration::minutes(1))).await,
+        store.advance(&later, Some(then + Duration::minutes(1)), None).await,
         Err(StoreError::Conflict),
         "an advance from a stale next_run_at loses (another tick advanced it)"
     );
     let v2 = edited(&advanced, |d| d.payload = json!({"edited": true}));
     store.update(&advanced, &v2).await.unwrap();
     assert_eq!(
-        store.advance(&advanced, Some(then + Duration::minutes(1))).await,
+        store.advance(&advanced, Some(then + Duration::minutes(1)), None).await,
         Err(StoreError::Conflict),
         "an advance from a stale version loses: an edited job is not re-armed"
     );
     assert_eq!(store.get(&later.id).await.unwrap(), Some(v2.clone()));
-    store.advance(&v2, None).await.unwrap();
-    assert_eq!(store.get(&later.id).await.unwrap().unwrap().next_run_at, None);
+    store.advance(&v2, None, None).await.unwrap();
+    let ended = store.get(&later.id).await.unwrap().unwrap();
+    assert_eq!((ended.next_run_at, ended.gaps), (None, vec![gap]), "no gaps given: they stay as they are");
     assert!(!due_in(store, next_minute, shards).await.contains(&later.id), "a job with no next run leaves");
 
-    store.advance(&paused, Some(then)).await.unwrap();
+    store.advance(&paused, Some(then), None).await.unwrap();
     let paused_read = store.get(&paused.id).await.unwrap().unwrap();
     assert_eq!(paused_read.next_run_at, Some(then), "a paused job keeps its next run");
     assert!(
@@ -408,7 +422,7 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
     store.delete(&sooner).await.unwrap();
     assert!(!due_in(store, minute, shards).await.contains(&sooner.id), "a deleted job leaves the index");
     assert_eq!(
-        store.advance(&sooner, Some(then)).await,
+        store.advance(&sooner, Some(then), None).await,
         Err(StoreError::Conflict),
         "a deleted job is not re-armed"
     );

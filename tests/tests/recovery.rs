@@ -14,7 +14,7 @@ use sundial_app::watchdog::Watchdog;
 use sundial_app::worker::poll::poll_once;
 use sundial_aws::metrics::{Clients, Ledger};
 use sundial_domain::clock::{Clock, ManualClock};
-use sundial_domain::events::{Notification, SchedulerAlert};
+use sundial_domain::events::{JobNotice, Notification, SchedulerAlert};
 use sundial_domain::job::{EventKind, Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
@@ -801,6 +801,9 @@ impl EventBus for TestBus {
     }
     async fn publish_to_job(&self, n: &Notification) -> Result<(), PublishError> {
         self.deliver("job", n.event).await
+    }
+    async fn publish_notice(&self, notice: &JobNotice, _to_job: bool) -> Result<(), PublishError> {
+        self.deliver("notice", notice.event).await
     }
     async fn alert(&self, alert: &SchedulerAlert) -> Result<(), PublishError> {
         self.deliver("alert", alert.event).await

@@ -77,6 +77,7 @@ fn job(target: serde_json::Value) -> Job {
         signing_secret: "secret".into(),
         pauses: Vec::new(),
         children: Vec::new(),
+        gaps: Vec::new(),
     }
 }
 

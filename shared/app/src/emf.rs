@@ -35,6 +35,8 @@ pub mod names {
     pub const RUN_DURATION: &str = "RunDuration";
     pub const TICK_DURATION: &str = "TickDuration";
     pub const JOBS_PER_TICK: &str = "JobsPerTick";
+    /// Instants the tick's catch-up dropped (missed during an outage, not run by the policy).
+    pub const INSTANTS_MISSED: &str = "InstantsMissed";
     /// Instants passed because their run item does not decode.
     pub const INSTANTS_UNCLAIMABLE: &str = "InstantsUnclaimable";
     /// Minutes the tick's watermark is behind the clock (0 when healthy).

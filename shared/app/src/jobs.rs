@@ -19,7 +19,7 @@ use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::events::has_endpoints;
 use sundial_domain::fence;
-use sundial_domain::job::{ConcurrencyPolicy, Job, JobDocument, JobId, Owner};
+use sundial_domain::job::{ConcurrencyPolicy, Gap, GapCause, Job, JobDocument, JobId, Owner};
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::store::{
@@ -263,6 +263,7 @@ impl Jobs {
             signing_secret: sundial_domain::job::new_signing_secret(self.entropy.as_ref()),
             pauses: Vec::new(),
             children: Vec::new(),
+            gaps: Vec::new(),
         };
         job.record_pause_change(false, now);
         // The topic first: an endpoint SNS refuses fails the request before anything is saved.
@@ -462,6 +463,19 @@ impl Jobs {
         let mut after =
             Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
         after.record_pause_change(before.document.paused, now);
+        if schedule_changed && before.document.schedule.is_some() {
+            // Instants of the new schedule before now were not instants of the job's: the
+            // ledger says so instead of calling them missed.
+            let edit = Gap {
+                from: before.created_at,
+                to: now,
+                instants: 0,
+                cause: GapCause::Edited,
+                at: now,
+                told: true,
+            };
+            after.gaps = before.gaps_with(edit);
+        }
         Ok(after)
     }
 

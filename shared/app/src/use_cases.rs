@@ -45,7 +45,7 @@ pub struct UseCases {
 
 impl UseCases {
     pub fn new(ports: &Ports, settings: Settings) -> Self {
-        let claimer = Claimer::new(ports, settings.claim);
+        let claimer = Claimer::new(ports, settings.claim, settings.public_url.clone());
         let cascade = Cascade::new(ports, claimer.clone());
         let announcer = Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url, cascade);
         let recorder = Recorder::new(ports.runs.clone(), announcer.clone(), ports.timer.clone());

@@ -147,6 +147,99 @@ fn truncate_chars(text: &mut String, max: usize) {
     }
 }
 
+/// One message about a job as a whole rather than one of its runs: instants of its schedule
+/// passed without a run (`missed`). Published to the shared events topic, and to the job's own
+/// topic when it asked for the event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobNotice {
+    pub event: &'static str,
+    pub job_id: String,
+    pub job_name: String,
+    pub owner: String,
+    pub at: DateTime<Utc>,
+    /// What happened, with the numbers that made it worth telling.
+    #[serde(flatten)]
+    pub about: NoticeAbout,
+    /// The job's page in the dashboard, when a public URL is configured.
+    pub link: Option<String>,
+}
+
+/// What a [`JobNotice`] tells.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum NoticeAbout {
+    /// Instants from `from` to `to` (`instants` of them) were passed without a run, for
+    /// `reason` (`catchup_dropped`), as `detail` says.
+    Missed { from: DateTime<Utc>, to: DateTime<Utc>, instants: u64, reason: &'static str, detail: String },
+}
+
+impl JobNotice {
+    pub const MISSED: &'static str = "missed";
+
+    /// The `missed` notice of `gap` of `job`.
+    pub fn missed(job: &Job, gap: &crate::job::Gap, public_url: Option<&str>) -> Self {
+        JobNotice {
+            event: Self::MISSED,
+            job_id: job.id.to_string(),
+            job_name: job.document.name.clone(),
+            owner: job.owner.clone(),
+            at: gap.at,
+            about: NoticeAbout::Missed {
+                from: gap.from,
+                to: gap.to,
+                instants: gap.instants,
+                reason: "catchup_dropped",
+                detail: gap.explain(),
+            },
+            link: public_url.map(|base| job_link(base, job.id.as_str())),
+        }
+    }
+
+    /// The subject line of an email: `nightly-report: missed 180 instants`.
+    pub fn subject(&self) -> String {
+        let mut line = match &self.about {
+            NoticeAbout::Missed { instants, .. } => {
+                format!("{}: missed {instants} instant(s)", self.job_name)
+            }
+        };
+        truncate_chars(&mut line, 100);
+        line
+    }
+
+    /// The body for people (email).
+    pub fn text(&self) -> String {
+        let mut text = match &self.about {
+            NoticeAbout::Missed { from, to, instants, detail, .. } => format!(
+                "Job {} ({}): {instants} instant(s) from {} to {} did not run.\n{detail}.",
+                self.job_name,
+                self.job_id,
+                from.to_rfc3339(),
+                to.to_rfc3339()
+            ),
+        };
+        if let Some(link) = &self.link {
+            text.push_str(&format!("\n{link}"));
+        }
+        text
+    }
+
+    /// The body for a phone (SMS): one short line.
+    pub fn short_text(&self) -> String {
+        let mut line = format!("Sundial {}", self.subject());
+        if let Some(link) = &self.link {
+            line.push(' ');
+            line.push_str(link);
+        }
+        truncate_chars(&mut line, 140);
+        line
+    }
+}
+
+/// The dashboard's page of a job.
+pub fn job_link(base: &str, job_id: &str) -> String {
+    format!("{}/ui/index.html#/jobs/{job_id}", base.trim_end_matches('/'))
+}
+
 /// The scheduler's own health, told to operators on the shared topic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SchedulerAlert {

@@ -28,5 +28,6 @@ pub fn job(extra: serde_json::Value) -> Job {
         signing_secret: "s".into(),
         pauses: Vec::new(),
         children: Vec::new(),
+        gaps: Vec::new(),
     }
 }

@@ -332,6 +332,17 @@ pub enum CatchupPolicy {
     All,
 }
 
+impl CatchupPolicy {
+    /// The wire name (`latest`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatchupPolicy::Skip => "skip",
+            CatchupPolicy::Latest => "latest",
+            CatchupPolicy::All => "all",
+        }
+    }
+}
+
 /// Events a person can be told about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -345,6 +356,9 @@ pub enum EventKind {
     LateStart,
     Skipped,
     Failing,
+    /// Instants of the schedule passed without a run (the tick's catch-up dropped them): told
+    /// once per gap, not once per instant.
+    Missed,
 }
 
 impl EventKind {
@@ -359,6 +373,7 @@ impl EventKind {
             EventKind::LateStart => "late_start",
             EventKind::Skipped => "skipped",
             EventKind::Failing => "failing",
+            EventKind::Missed => "missed",
         }
     }
 }
@@ -368,7 +383,7 @@ impl EventKind {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NotifySettings {
-    /// The events to send; default `failed`, `timed_out`, `sla_missed`, `failing`.
+    /// The events to send; default `failed`, `timed_out`, `sla_missed`, `failing`, `missed`.
     #[serde(default = "default_notify_on")]
     #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub on: Vec<EventKind>,
@@ -390,7 +405,7 @@ pub struct NotifySettings {
 }
 
 fn default_notify_on() -> Vec<EventKind> {
-    vec![EventKind::Failed, EventKind::TimedOut, EventKind::SlaMissed, EventKind::Failing]
+    vec![EventKind::Failed, EventKind::TimedOut, EventKind::SlaMissed, EventKind::Failing, EventKind::Missed]
 }
 
 impl JobDocument {
@@ -430,6 +445,9 @@ pub struct Job {
     /// Jobs that named this one in `depends_on`, linked before they were written: a link may
     /// outlive its child (a crash, a deletion), so each child is checked to still depend on it.
     pub children: Vec<JobId>,
+    /// The instants of its schedule passed without a run, as recorded when they were passed,
+    /// newest last (at most [`GAPS_KEPT`]): what the instant ledger explains them by.
+    pub gaps: Vec<Gap>,
 }
 
 /// One pause of a job: from when it was paused to when it was resumed (`None`: still paused).
@@ -442,6 +460,61 @@ pub struct Pause {
 
 /// Pauses kept on a job at most; older ones are older than any run still waiting to start.
 pub const PAUSES_KEPT: usize = 10;
+
+/// Instants of a job's schedule passed without a run, recorded by whoever passed them: the
+/// tick's catch-up dropping instants missed during an outage, or an edit of the schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    /// The first and last instant passed (for an edit: the span the old schedule covered).
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// How many instants of the schedule were passed (0 for an edit: not counted).
+    pub instants: u64,
+    pub cause: GapCause,
+    /// When it was recorded.
+    pub at: DateTime<Utc>,
+    /// Whether the `missed` event about it was published (an edit is never told).
+    #[serde(default)]
+    pub told: bool,
+}
+
+/// Why instants were passed without a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GapCause {
+    /// The scheduler did not reach the minutes from `outage_from` to `outage_to` in time (it was
+    /// down, or stalled), and the job's `catchup` policy did not run these instants.
+    CatchupDropped { policy: CatchupPolicy, outage_from: DateTime<Utc>, outage_to: DateTime<Utc> },
+    /// The schedule was changed at `at`: instants of the new schedule before it were not
+    /// instants then.
+    Edited,
+}
+
+/// Gaps kept on a job at most (each a few hundred bytes of its item).
+pub const GAPS_KEPT: usize = 20;
+
+impl Gap {
+    /// What the gap says about one instant in it, for people.
+    pub fn explain(&self) -> String {
+        match &self.cause {
+            GapCause::CatchupDropped { policy, outage_from, outage_to } => format!(
+                "the scheduler did not reach {} to {} in time; `catchup: {}` dropped {} instant(s) from {} to {}",
+                outage_from.to_rfc3339(),
+                outage_to.to_rfc3339(),
+                policy.as_str(),
+                self.instants,
+                self.from.to_rfc3339(),
+                self.to.to_rfc3339()
+            ),
+            GapCause::Edited => {
+                format!(
+                    "the schedule was changed at {}; this instant was not on it before",
+                    self.at.to_rfc3339()
+                )
+            }
+        }
+    }
+}
 
 impl Job {
     /// Records a change of the paused flag at `now` in the pause history.
@@ -465,6 +538,20 @@ impl Job {
         let retry = &self.document.retry;
         let per_attempt = i64::from(self.document.timeout_s) + i64::from(retry.max_backoff_s);
         chrono::Duration::seconds(i64::from(retry.max_attempts) * per_attempt) + chrono::Duration::hours(1)
+    }
+
+    /// The job's gaps with `gap` recorded as the newest, the oldest beyond [`GAPS_KEPT`] let go.
+    pub fn gaps_with(&self, gap: Gap) -> Vec<Gap> {
+        let mut gaps = self.gaps.clone();
+        gaps.push(gap);
+        let excess = gaps.len().saturating_sub(GAPS_KEPT);
+        gaps.drain(..excess);
+        gaps
+    }
+
+    /// The newest gap that passed `instant`, if any.
+    pub fn gap_at(&self, instant: DateTime<Utc>) -> Option<&Gap> {
+        self.gaps.iter().rev().find(|g| g.from <= instant && instant <= g.to)
     }
 
     /// The pause `instant` fell in, if any.
@@ -525,7 +612,7 @@ mod tests {
     #[test]
     fn an_event_kinds_name_is_its_wire_name() {
         use EventKind::*;
-        for kind in [Succeeded, Failed, Retrying, TimedOut, SlaMissed, LateStart, Skipped, Failing] {
+        for kind in [Succeeded, Failed, Retrying, TimedOut, SlaMissed, LateStart, Skipped, Failing, Missed] {
             assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.as_str()));
         }
     }

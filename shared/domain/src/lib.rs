@@ -24,6 +24,8 @@
 //! - [`fence`]: the per-job start fence that decides `forbid` and `replace` at the start;
 //! - [`group`]: concurrency groups: one owner's limit on running attempts, across workers;
 //! - [`offset`]: when a run may first start after its instant (jitter, flexible window);
+//! - [`ledger`]: every instant of a job in a range and what became of it (ran, skipped, missed
+//!   and why, pending);
 //! - [`forecast`]: runs per minute over a window, from the schedules, with the peaks;
 //! - [`stored`]: stored documents decoded leniently (a newer version's fields dropped);
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
@@ -41,6 +43,7 @@ mod fixtures;
 pub mod forecast;
 pub mod group;
 pub mod job;
+pub mod ledger;
 pub mod limits;
 pub mod merge_patch;
 pub mod offset;

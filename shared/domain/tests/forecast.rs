@@ -43,6 +43,7 @@ fn job(k: u64, extra: Value) -> Job {
         signing_secret: "s".into(),
         pauses: Vec::new(),
         children: Vec::new(),
+        gaps: Vec::new(),
     }
 }
 

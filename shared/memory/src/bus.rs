@@ -5,7 +5,7 @@
 use crate::guard::lock;
 use async_trait::async_trait;
 use std::sync::Mutex;
-use sundial_domain::events::{Notification, SchedulerAlert};
+use sundial_domain::events::{JobNotice, Notification, SchedulerAlert};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 
 /// Where a message goes.
@@ -24,6 +24,8 @@ struct State {
     shared: Vec<Notification>,
     to_jobs: Vec<Notification>,
     alerts: Vec<SchedulerAlert>,
+    /// Job notices, each with whether it also went to the job's topic.
+    notices: Vec<(JobNotice, bool)>,
     failing: Vec<Destination>,
 }
 
@@ -55,6 +57,11 @@ impl MemoryEventBus {
     /// What was published to jobs' topics, in order.
     pub fn published_to_jobs(&self) -> Vec<Notification> {
         lock(&self.state).to_jobs.clone()
+    }
+
+    /// The job notices published (each with whether it reached the job's topic too), in order.
+    pub fn notices(&self) -> Vec<(JobNotice, bool)> {
+        lock(&self.state).notices.clone()
     }
 
     /// The scheduler alerts published, in order.
@@ -89,6 +96,15 @@ impl EventBus for MemoryEventBus {
 
     async fn publish_to_job(&self, notification: &Notification) -> Result<(), PublishError> {
         self.record(Destination::Job, notification, |s| &mut s.to_jobs)
+    }
+
+    async fn publish_notice(&self, notice: &JobNotice, to_job: bool) -> Result<(), PublishError> {
+        let item = (notice.clone(), to_job);
+        self.record(Destination::Shared, &item, |s| &mut s.notices)?;
+        if to_job && lock(&self.state).failing.contains(&Destination::Job) {
+            return Err(PublishError::Unavailable("injected failure publishing to Job".into()));
+        }
+        Ok(())
     }
 
     async fn alert(&self, alert: &SchedulerAlert) -> Result<(), PublishError> {

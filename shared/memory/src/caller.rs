@@ -104,6 +104,7 @@ mod tests {
             signing_secret: String::new(),
             pauses: Vec::new(),
             children: Vec::new(),
+            gaps: Vec::new(),
         };
         let caller = ScriptedCaller::succeeding().then(Answer::TimedOut);
         let call = |attempt| Invocation {

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
-use sundial_domain::job::{Job, JobDocument, JobId};
+use sundial_domain::job::{Gap, Job, JobDocument, JobId};
 use sundial_domain::ports::store::{Catalogue, DueIndex, Page, StoreError, StoreResult};
 
 /// A job as stored, with its place in the due index.
@@ -305,7 +305,7 @@ impl DueIndex for MemoryJobStore {
         Ok(due.into_iter().map(|(_, job)| job.id.clone()).collect())
     }
 
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()> {
         let mut state = lock(&self.state);
         let Some(stored) = state.jobs.get_mut(job.id.as_str()) else { return Err(StoreError::Conflict) };
         if !unchanged_since(&stored.job, job) {
@@ -314,6 +314,9 @@ impl DueIndex for MemoryJobStore {
         // Whether the job is active is the read's: its version is the stored one.
         let active = !job.document.paused;
         stored.job.next_run_at = next.map(whole_second);
+        if let Some(gaps) = gaps {
+            stored.job.gaps = gaps.to_vec();
+        }
         stored.due = match next {
             Some(next) if active => {
                 Some((due_bucket(job.id.as_str(), next, self.shards), format_instant(next)))

@@ -179,6 +179,7 @@ mod tests {
             signing_secret: String::new(),
             pauses: Vec::new(),
             children: Vec::new(),
+            gaps: Vec::new(),
         }
     }
 

@@ -112,6 +112,7 @@ pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
             signing_secret: "test-secret".into(),
             pauses: Vec::new(),
             children: Vec::new(),
+            gaps: Vec::new(),
         })
         .collect()
 }

@@ -9,6 +9,11 @@
 //! attempt starts only under its fence. A job whose send or write failed is not advanced, and the report
 //! names its due minute so that the tick comes back to it.
 //!
+//! Missed instants the job's catch-up policy drops are recorded on the job (a [`Gap`]) by the
+//! advance that passes them, so that a gap is recorded exactly when the job moved past it, and
+//! told (`missed`, once per gap) just before that advance; a gap whose telling failed is told
+//! again before the job's next advance.
+//!
 //! Concurrency policies are not decided here: whether an earlier run is still active is known
 //! only when a run is about to start, and the worker decides it then (invariant: policies decided under the start fence).
 
@@ -19,7 +24,9 @@ use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::job::Job;
+use sundial_domain::events::{self, JobNotice};
+use sundial_domain::job::{EventKind, Gap, GapCause, Job};
+use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{DueIndex, Inserted, RunWrites, StoreError};
 use sundial_domain::run::transition;
@@ -115,6 +122,8 @@ struct Prepared {
     /// The runs whose first-attempt messages are to be sent.
     messages: Vec<Run>,
     next_run_at: Option<DateTime<Utc>>,
+    /// The job's gaps to write with its advance, when this pass recorded one.
+    gaps: Option<Vec<Gap>>,
     report: ClaimReport,
 }
 
@@ -124,6 +133,10 @@ pub struct Claimer {
     due: Arc<dyn DueIndex>,
     writes: Arc<dyn RunWrites>,
     queue: Arc<dyn RunQueue>,
+    /// Where `missed` is told.
+    bus: Arc<dyn EventBus>,
+    /// Where links in notices point (the dashboard), if anywhere.
+    public_url: Option<String>,
     /// Read just before each send: a delay counts from the send, not from the pass's start.
     clock: Arc<dyn Clock>,
     /// Waits for the instant an aligned send is made at.
@@ -134,9 +147,9 @@ pub struct Claimer {
 }
 
 impl Claimer {
-    pub fn new(ports: &Ports, settings: ClaimSettings) -> Self {
-        let Ports { jobs, runs, queue, clock, timer, .. } = ports.clone();
-        Claimer { due: jobs, writes: runs, queue, clock, timer, aligned: false, settings }
+    pub fn new(ports: &Ports, settings: ClaimSettings, public_url: Option<String>) -> Self {
+        let Ports { jobs, runs, queue, bus, clock, timer, .. } = ports.clone();
+        Claimer { due: jobs, writes: runs, queue, bus, public_url, clock, timer, aligned: false, settings }
     }
 
     /// The same claimer, sending the messages of runs due later just after a whole second, so
@@ -276,7 +289,8 @@ impl Claimer {
             return p.report;
         }
         let span = tracing::info_span!("advance", job_id = %p.job.id);
-        match self.due.advance(&p.job, p.next_run_at).instrument(span).await {
+        let gaps = self.tell_gaps(&p.job, p.gaps.take()).instrument(span.clone()).await;
+        match self.due.advance(&p.job, p.next_run_at, gaps.as_deref()).instrument(span).await {
             Ok(()) => p.report.advanced += 1,
             Err(StoreError::Conflict) => {
                 // Changed since read (edited, paused, advanced by another claimer): the next pass
@@ -294,6 +308,28 @@ impl Claimer {
         p.report
     }
 
+    /// Tells each gap of the job not yet told (`gaps`: the job's with this pass's new one, if
+    /// any), marking those told; the gaps to write with the advance (`None`: nothing changed). A
+    /// gap whose publish failed stays untold, to be told before the job's next advance.
+    async fn tell_gaps(&self, job: &Job, gaps: Option<Vec<Gap>>) -> Option<Vec<Gap>> {
+        let changed = gaps.is_some();
+        let mut gaps = gaps.unwrap_or_else(|| job.gaps.clone());
+        let mut told_any = false;
+        for gap in gaps.iter_mut().filter(|g| !g.told && matches!(g.cause, GapCause::CatchupDropped { .. })) {
+            let notice = JobNotice::missed(job, gap, self.public_url.as_deref());
+            match self.bus.publish_notice(&notice, events::wants(job, EventKind::Missed)).await {
+                Ok(()) => {
+                    gap.told = true;
+                    told_any = true;
+                }
+                Err(e) => {
+                    tracing::warn!(job_id = %job.id, error = %e, "`missed` not published; told again at the job's next advance");
+                }
+            }
+        }
+        (changed || told_any).then_some(gaps)
+    }
+
     async fn prepare(
         &self,
         job: &Job,
@@ -304,6 +340,7 @@ impl Claimer {
             job: job.clone(),
             messages: Vec::new(),
             next_run_at: job.next_run_at,
+            gaps: None,
             report: ClaimReport::default(),
         };
         let Some(first) = job.next_run_at else { return Ok(prepared) };
@@ -331,6 +368,16 @@ impl Claimer {
         .within_delay(now, max_delay, |instant| job.start_offset(instant));
         prepared.report.missed_dropped = plan.skipped_missed;
         prepared.next_run_at = plan.next_run_at;
+        if let (Some((from, to)), Some(reached)) = (plan.dropped, reached) {
+            let cause = GapCause::CatchupDropped {
+                policy: job.document.catchup,
+                outage_from: reached + Duration::minutes(1),
+                outage_to: now,
+            };
+            let gap = Gap { from, to, instants: plan.skipped_missed as u64, cause, at: now, told: false };
+            tracing::info!(job_id = %job.id, from = %from, to = %to, instants = gap.instants, "missed instants dropped by the catch-up policy");
+            prepared.gaps = Some(job.gaps_with(gap));
+        }
 
         for instant in plan.claim {
             let due = instant + job.start_offset(instant);

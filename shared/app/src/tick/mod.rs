@@ -97,6 +97,7 @@ impl TickReport {
             .count(names::RUNS_CLAIMED, self.claims.claimed)
             .count(names::RUNS_DISPATCHED, self.claims.dispatched)
             .count(names::JOBS_PER_TICK, self.jobs)
+            .count(names::INSTANTS_MISSED, self.claims.missed_dropped)
             .count(names::INSTANTS_UNCLAIMABLE, self.claims.unclaimable)
             .values(names::TICK_DURATION, Unit::Milliseconds, vec![took.as_secs_f64() * 1000.0])
     }

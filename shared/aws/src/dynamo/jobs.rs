@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
-use sundial_domain::job::{Job, JobDocument, JobId};
+use sundial_domain::job::{Gap, Job, JobDocument, JobId};
 use sundial_domain::ports::store::{Catalogue, DueIndex, Page, StoreError, StoreResult};
 use sundial_domain::stored::decode_lenient;
 
@@ -112,6 +112,9 @@ impl DynamoJobStore {
             let pauses =
                 serde_json::to_string(&job.pauses).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             item.insert("pauses".into(), s(pauses));
+        }
+        if !job.gaps.is_empty() {
+            item.insert("gaps".into(), s(encode_gaps(&job.gaps)?));
         }
         if !job.children.is_empty() {
             let children = job.children.iter().map(|c| c.to_string()).collect();
@@ -208,6 +211,12 @@ fn from_item(item: &Item) -> StoreResult<Job> {
         pauses: match get_opt_s(item, "pauses") {
             Some(text) => {
                 serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("pauses: {e}")))?
+            }
+            None => Vec::new(),
+        },
+        gaps: match get_opt_s(item, "gaps") {
+            Some(text) => {
+                serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("gaps: {e}")))?
             }
             None => Vec::new(),
         },
@@ -476,7 +485,7 @@ impl DueIndex for DynamoJobStore {
         Ok(ids.iter().filter_map(|id| JobId::parse(id)).collect())
     }
 
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()> {
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()> {
         let active = !job.document.paused;
         let mut update = match next {
             Some(next) if active => Update::new()
@@ -489,6 +498,9 @@ impl DueIndex for DynamoJobStore {
                 .remove("due_at"),
             None => Update::new().remove("next_run_at").remove("due_bucket").remove("due_at"),
         };
+        if let Some(gaps) = gaps {
+            update = update.set("gaps", ":gaps", s(encode_gaps(gaps)?));
+        }
         update = update.value(":v", n(job.version));
         let mut condition = "attribute_exists(job_id) AND version = :v".to_string();
         match job.next_run_at {
@@ -509,6 +521,11 @@ impl DueIndex for DynamoJobStore {
         }
         Ok(())
     }
+}
+
+/// The job's gaps as stored: a JSON list (a few hundred bytes each, at most `GAPS_KEPT`).
+fn encode_gaps(gaps: &[Gap]) -> StoreResult<String> {
+    serde_json::to_string(gaps).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// A job item of a batch read, decoded; one that does not decode (a manual edit, a defect) is

@@ -5,7 +5,7 @@
 use super::topics::TopicNames;
 use crate::errors::publish_error;
 use async_trait::async_trait;
-use sundial_domain::events::{Notification, SchedulerAlert};
+use sundial_domain::events::{JobNotice, Notification, SchedulerAlert};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 
 /// SNS: the shared events topic, and the per-job topics named by [`TopicNames`].
@@ -79,6 +79,22 @@ impl EventBus for SnsEventBus {
 
     async fn publish_to_job(&self, n: &Notification) -> Result<(), PublishError> {
         self.publish_at(&self.names.arn(&n.job_id), n).await
+    }
+
+    async fn publish_notice(&self, notice: &JobNotice, to_job: bool) -> Result<(), PublishError> {
+        let json = serde_json::to_string(notice).map_err(|e| PublishError::Refused(e.to_string()))?;
+        let bodies = protocol_bodies(&json, &notice.text(), &notice.short_text());
+        let attributes = [
+            ("event", notice.event),
+            ("job_id", &notice.job_id),
+            ("job_name", &notice.job_name),
+            ("owner", &notice.owner),
+        ];
+        self.send(&self.topic_arn, notice.subject(), bodies.clone(), &attributes).await?;
+        if to_job {
+            self.send(&self.names.arn(&notice.job_id), notice.subject(), bodies, &attributes).await?;
+        }
+        Ok(())
     }
 
     async fn alert(&self, alert: &SchedulerAlert) -> Result<(), PublishError> {

@@ -1,6 +1,6 @@
 //! The event bus port: where notifications and scheduler alerts are published.
 
-use crate::events::{Notification, SchedulerAlert};
+use crate::events::{JobNotice, Notification, SchedulerAlert};
 use async_trait::async_trait;
 
 /// Why a message was not published, and whether trying again can help.
@@ -29,6 +29,10 @@ pub trait EventBus: Send + Sync + std::fmt::Debug {
     async fn publish(&self, notification: &Notification) -> Result<(), PublishError>;
     /// To the topic of the job `notification` is about (the people its settings name).
     async fn publish_to_job(&self, notification: &Notification) -> Result<(), PublishError>;
+    /// A notice about a job as a whole: to the shared events topic, then, when `to_job`, to the
+    /// job's own topic (an error: one of them was not reached; publishing again may repeat the
+    /// other).
+    async fn publish_notice(&self, notice: &JobNotice, to_job: bool) -> Result<(), PublishError>;
     /// A scheduler alert, to the shared events topic.
     async fn alert(&self, alert: &SchedulerAlert) -> Result<(), PublishError>;
 }

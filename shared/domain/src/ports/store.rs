@@ -5,7 +5,7 @@
 
 use crate::fence::Fence;
 use crate::group::{Group, Links};
-use crate::job::{Job, JobId};
+use crate::job::{Gap, Job, JobId};
 use crate::run::{Published, RunEvent};
 use crate::run::{Run, RunId, RunKey, RunState};
 use async_trait::async_trait;
@@ -165,8 +165,10 @@ pub trait DueIndex: Send + Sync + std::fmt::Debug {
 
     /// Moves `job` from its `next_run_at` to `next` without touching its version, if it still
     /// exists with the version and `next_run_at` it was read with (`Conflict` otherwise): a job
-    /// paused, edited or deleted since it was read is not re-armed.
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>) -> StoreResult<()>;
+    /// paused, edited or deleted since it was read is not re-armed. `gaps`, when given, replace
+    /// the job's gaps in the same write: what the pass passed without a run is recorded if and
+    /// only if the pass moved the job.
+    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()>;
 }
 
 /// Concurrency groups, each one record written under its version.

@@ -23,6 +23,9 @@ pub struct Plan {
     pub claim: Vec<DateTime<Utc>>,
     /// Missed instants the catch-up policy drops.
     pub skipped_missed: usize,
+    /// The first and the last of them (they are the oldest missed instants, one after another
+    /// on the schedule).
+    pub dropped: Option<(DateTime<Utc>, DateTime<Utc>)>,
     /// The job's next instant after this pass (`None`: no more instants).
     pub next_run_at: Option<DateTime<Utc>>,
 }
@@ -54,7 +57,7 @@ pub fn plan(
     };
     let mut missed = Vec::new();
     let mut claim = Vec::new();
-    let mut skipped = 0usize;
+    let mut dropped = Dropped::default();
     let mut cursor = Some(next_run_at);
     let mut enumerated = 0usize;
     while let Some(t) = cursor {
@@ -65,10 +68,15 @@ pub fn plan(
         if enumerated > MAX_ENUMERATED && is_missed(t) {
             // A very long outage: drop what was collected and restart close enough to now that
             // the newest missed instants are the ones enumerated.
-            skipped += missed.len();
-            missed.clear();
+            let all = missed.len();
+            dropped.oldest(&mut missed, all);
             enumerated = 0;
             cursor = schedule.and_then(|s| restart_point(s, t, current_minute, keep.max(1)));
+            // The instants jumped over are dropped too: the gap reaches to just before the
+            // restart (no instant lies between the last of them and that second).
+            if let Some(restart) = cursor {
+                dropped.through(t, restart - Duration::seconds(1));
+            }
             continue;
         }
         if is_missed(t) {
@@ -76,8 +84,7 @@ pub fn plan(
             // Only the newest `keep` can run: bound the memory of a long outage.
             if missed.len() > 2 * keep.max(1) {
                 let drop = missed.len() - keep;
-                missed.drain(..drop);
-                skipped += drop;
+                dropped.oldest(&mut missed, drop);
             }
         } else {
             claim.push(t);
@@ -85,10 +92,38 @@ pub fn plan(
         cursor = schedule.and_then(|s| s.next_after(t));
     }
     let keep = keep.min(missed.len());
-    skipped += missed.len() - keep;
-    let mut instants: Vec<DateTime<Utc>> = missed.split_off(missed.len() - keep);
+    let drop = missed.len() - keep;
+    dropped.oldest(&mut missed, drop);
+    let mut instants = missed;
     instants.extend(claim);
-    Plan { claim: instants, skipped_missed: skipped, next_run_at: cursor }
+    Plan { claim: instants, skipped_missed: dropped.count, dropped: dropped.range, next_run_at: cursor }
+}
+
+/// The missed instants a plan drops: how many, and the first and last of them.
+#[derive(Debug, Default)]
+struct Dropped {
+    count: usize,
+    range: Option<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+impl Dropped {
+    /// Drops the `count` oldest of `missed`.
+    fn oldest(&mut self, missed: &mut Vec<DateTime<Utc>>, count: usize) {
+        if let (Some(first), Some(last)) = (missed.first(), count.checked_sub(1).and_then(|i| missed.get(i)))
+        {
+            self.through(*first, *last);
+        }
+        missed.drain(..count);
+        self.count += count;
+    }
+
+    /// Widens the range to hold `first` to `last`.
+    fn through(&mut self, first: DateTime<Utc>, last: DateTime<Utc>) {
+        self.range = Some(match self.range {
+            Some((from, to)) => (from.min(first), to.max(last)),
+            None => (first, last),
+        });
+    }
 }
 
 /// The first instant of the shortest window ending at `end` that holds at least `want` instants
@@ -173,6 +208,7 @@ mod tests {
         let p = after_outage(CatchupPolicy::Skip);
         assert_eq!(p.claim, [t("2026-01-01T12:06:00Z"), t("2026-01-01T12:07:00Z")]);
         assert_eq!(p.skipped_missed, 4);
+        assert_eq!(p.dropped, Some((t("2026-01-01T12:02:00Z"), t("2026-01-01T12:05:00Z"))));
         assert_eq!(p.next_run_at, Some(t("2026-01-01T12:08:00Z")));
     }
 
@@ -184,6 +220,7 @@ mod tests {
             [t("2026-01-01T12:05:00Z"), t("2026-01-01T12:06:00Z"), t("2026-01-01T12:07:00Z")]
         );
         assert_eq!(p.skipped_missed, 3);
+        assert_eq!(p.dropped, Some((t("2026-01-01T12:02:00Z"), t("2026-01-01T12:04:00Z"))));
     }
 
     #[test]
@@ -191,6 +228,7 @@ mod tests {
         let p = after_outage(CatchupPolicy::All);
         assert_eq!(p.claim.len(), 6);
         assert_eq!(p.skipped_missed, 0);
+        assert_eq!(p.dropped, None);
         let now = t("2026-01-01T12:06:00Z");
         let capped = plan(
             t("2026-01-01T12:02:00Z"),
@@ -203,6 +241,7 @@ mod tests {
         );
         assert_eq!(capped.claim, [t("2026-01-01T12:04:00Z"), t("2026-01-01T12:05:00Z"), now]);
         assert_eq!(capped.skipped_missed, 2);
+        assert_eq!(capped.dropped, Some((t("2026-01-01T12:02:00Z"), t("2026-01-01T12:03:00Z"))));
     }
 
     #[test]
@@ -298,6 +337,10 @@ mod tests {
         assert_eq!(p.claim[0], now - Duration::seconds(50));
         assert_eq!(*p.claim.last().unwrap(), now);
         assert!(p.skipped_missed > 90_000, "{}", p.skipped_missed);
+        let (from, to) = p.dropped.unwrap();
+        assert!(from < p.claim[0] - Duration::days(10), "the gap starts where the outage began: {from}");
+        assert!(to >= p.claim[0] - Duration::seconds(10), "it holds the last instant dropped: {to}");
+        assert!(to < p.claim[0], "and ends before the first kept: {to}");
     }
 
     #[test]
@@ -307,6 +350,7 @@ mod tests {
         let plan = Plan {
             claim: vec![minutes(1), minutes(2), minutes(3)],
             skipped_missed: 0,
+            dropped: None,
             next_run_at: Some(minutes(4)),
         };
         // Offsets of 10, 14 and 1 minutes: the second would wait 16 minutes, past 15.

@@ -1,0 +1,359 @@
+//! The instant ledger: every scheduled instant of a job in a range, and what became of it: it
+//! ran, it was skipped, it was missed (and why), or it is still pending. Computed from the
+//! schedule, the job's recorded pauses and gaps, and its runs, never guessed: an instant no
+//! record explains is reported as unrecorded.
+//!
+//! The order of explanations: a run at the instant says what happened to it; an instant before
+//! the job (or its schedule) began or after it ended was never due; a gap the tick or an edit
+//! recorded, then a pause it fell in, explains an instant passed without a run; an instant at or
+//! after the job's next instant, or still ahead, is pending.
+
+use crate::job::Job;
+use crate::run::{Run, RunState};
+use crate::schedule::Schedule;
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+/// The range asked for when none is: the last day.
+pub const DEFAULT_RANGE: Duration = Duration::hours(24);
+/// The widest range one request may ask for.
+pub const MAX_RANGE: Duration = Duration::days(7);
+/// Instants listed per page unless asked for fewer, and at most.
+pub const DEFAULT_LIMIT: usize = 500;
+pub const MAX_LIMIT: usize = 1000;
+
+/// What became of one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A run exists for it (queued, running or ended), and was not skipped.
+    Ran,
+    /// Its run was skipped: the run's reason says why.
+    Skipped,
+    /// No run exists for it, and the reason says why.
+    Missed,
+    /// Not yet due, or not yet claimed.
+    Pending,
+}
+
+/// Why an instant has no run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum MissedReason {
+    /// The scheduler did not reach it in time and the job's catch-up policy dropped it.
+    CatchupDropped,
+    /// The job was paused at the instant.
+    Paused,
+    /// Before the job was created, or before its schedule's `start_at`.
+    BeforeStart,
+    /// After its schedule's `end_at`.
+    AfterEnd,
+    /// Not on the job's schedule then: the schedule was changed since.
+    Edited,
+    /// No record explains it (the job keeps its latest pauses and gaps only).
+    Unrecorded,
+}
+
+/// One instant and its outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Entry {
+    pub at: DateTime<Utc>,
+    pub outcome: Outcome,
+    /// The run of the instant, where one exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<RunState>,
+    /// Why it was missed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<MissedReason>,
+    /// What the records say, in words: the run's reason for a skipped run, the gap or pause
+    /// for a missed instant, when a run was made after its instant.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// One page of a job's ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ledger {
+    /// The scheduled instants, oldest first.
+    pub instants: Vec<Entry>,
+    /// Manual runs (triggers, reruns) in the range, oldest first: asked for, not scheduled.
+    pub manual: Vec<Entry>,
+    /// Where the next page starts, when there is one.
+    pub next: Option<DateTime<Utc>>,
+}
+
+/// The instants of `schedule`'s recurrence in `[from, to]`, oldest first, at most `limit`, with
+/// whether more follow: its `start_at` and `end_at` are not applied, so that the ledger can say
+/// an instant fell before or after them.
+pub fn instants_in(
+    schedule: &Schedule,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    limit: usize,
+) -> (Vec<DateTime<Utc>>, bool) {
+    let unbounded = Schedule { start_at: None, end_at: None, ..schedule.clone() };
+    let mut out = Vec::new();
+    let mut cursor = unbounded.first_at_or_after(from);
+    while let Some(t) = cursor.filter(|t| *t <= to) {
+        if out.len() == limit {
+            return (out, true);
+        }
+        out.push(t);
+        cursor = unbounded.next_after(t);
+    }
+    (out, false)
+}
+
+/// The ledger of `job` over the `instants` of its schedule (from [`instants_in`]; `more`: more
+/// follow them), with `runs` every run of the job from the first instant to `until` (the end of
+/// the page: the last instant when more follow, else the range's end), as of `now`.
+pub fn account(
+    job: &Job,
+    schedule: Option<&Schedule>,
+    instants: &[DateTime<Utc>],
+    more: bool,
+    runs: &[Run],
+    until: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Ledger {
+    let window = Duration::seconds(i64::from(
+        job.document.catchup_window_s.unwrap_or(crate::job::DEFAULT_CATCHUP_WINDOW_S),
+    ));
+    let mut scheduled: Vec<Entry> = Vec::new();
+    let mut manual = Vec::new();
+    let mut runs: Vec<&Run> = runs.iter().filter(|r| r.key.instant <= until).collect();
+    runs.sort_by(|a, b| a.key.cmp(&b.key));
+    for run in &runs {
+        if run.key.manual.is_some() {
+            manual.push(of_run(run, window));
+        }
+    }
+    let mut at_instants = runs.iter().filter(|r| r.key.manual.is_none()).peekable();
+    for &t in instants.iter().filter(|t| **t <= until) {
+        // Scheduled runs before this instant that are not on the schedule now (an old
+        // schedule's, a child's handed down) are listed at their own instants.
+        while let Some(run) = at_instants.next_if(|r| r.key.instant < t) {
+            scheduled.push(of_run(run, window));
+        }
+        match at_instants.next_if(|r| r.key.instant == t) {
+            Some(run) => scheduled.push(of_run(run, window)),
+            None => scheduled.push(without_run(job, schedule, t, now)),
+        }
+    }
+    scheduled.extend(at_instants.map(|run| of_run(run, window)));
+    Ledger { instants: scheduled, manual, next: more.then(|| until + Duration::seconds(1)) }
+}
+
+/// The entry of an instant that has a run.
+fn of_run(run: &Run, window: Duration) -> Entry {
+    let skipped = run.state == RunState::Skipped;
+    let late = run.key.manual.is_none() && run.created_at > run.key.instant + window;
+    let detail = if skipped {
+        run.reason.clone()
+    } else if late {
+        Some(format!(
+            "claimed at {}, after its instant: a backfill or the tick's catch-up",
+            run.created_at.to_rfc3339()
+        ))
+    } else {
+        None
+    };
+    Entry {
+        at: run.key.instant,
+        outcome: if skipped { Outcome::Skipped } else { Outcome::Ran },
+        run_id: Some(run.id().to_string()),
+        state: Some(run.state),
+        reason: None,
+        detail,
+    }
+}
+
+/// The entry of an instant without a run: why, from the records.
+fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: DateTime<Utc>) -> Entry {
+    let missed = |reason: MissedReason, detail: String| Entry {
+        at: t,
+        outcome: Outcome::Missed,
+        run_id: None,
+        state: None,
+        reason: Some(reason),
+        detail: Some(detail),
+    };
+    let start = schedule.and_then(|s| s.start_at);
+    if t < job.created_at || start.is_some_and(|s| t < s) {
+        let began = start.map_or(job.created_at, |s| s.max(job.created_at));
+        return missed(
+            MissedReason::BeforeStart,
+            format!("the job's schedule began at {}", began.to_rfc3339()),
+        );
+    }
+    if let Some(end) = schedule.and_then(|s| s.end_at).filter(|end| t > *end) {
+        return missed(MissedReason::AfterEnd, format!("the job's schedule ended at {}", end.to_rfc3339()));
+    }
+    if let Some(gap) = job.gap_at(t) {
+        let reason = match gap.cause {
+            crate::job::GapCause::CatchupDropped { .. } => MissedReason::CatchupDropped,
+            crate::job::GapCause::Edited => MissedReason::Edited,
+        };
+        return missed(reason, gap.explain());
+    }
+    if let Some(pause) = job.pause_at(t).filter(|_| t <= now) {
+        let until = pause.to.map_or_else(|| "now".to_string(), |to| to.to_rfc3339());
+        return missed(
+            MissedReason::Paused,
+            format!("the job was paused from {} to {until}", pause.from.to_rfc3339()),
+        );
+    }
+    if job.next_run_at.is_some_and(|next| t >= next) || t > now {
+        let detail =
+            job.document.paused.then(|| "the job is paused: it will not run unless resumed first".into());
+        return Entry { at: t, outcome: Outcome::Pending, run_id: None, state: None, reason: None, detail };
+    }
+    missed(
+        MissedReason::Unrecorded,
+        "no run and no record of why: the job keeps only its latest pauses and gaps".into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::at;
+    use crate::job::{CatchupPolicy, Gap, GapCause, Pause};
+    use crate::run::RunKey;
+    use crate::run::transition::claim;
+    use serde_json::json;
+
+    fn minutely() -> (Job, Schedule) {
+        let job = crate::fixtures::job(json!({"schedule": {"cron": "* * * * *"}, "catchup": "skip"}));
+        let schedule = crate::validation::stored_schedule(&job).unwrap().unwrap();
+        (job, schedule)
+    }
+
+    fn run_at(job: &Job, instant: &str, created: &str) -> Run {
+        claim(job, RunKey::scheduled(at(instant)), at(instant), at(created), Duration::days(30))
+    }
+
+    fn ledger(job: &Job, schedule: &Schedule, runs: &[Run], from: &str, to: &str, now: &str) -> Ledger {
+        let (instants, more) = instants_in(schedule, at(from), at(to), MAX_LIMIT);
+        account(job, Some(schedule), &instants, more, runs, at(to), at(now))
+    }
+
+    fn outcomes(ledger: &Ledger) -> Vec<(String, Outcome, Option<MissedReason>)> {
+        ledger.instants.iter().map(|e| (e.at.format("%H:%M").to_string(), e.outcome, e.reason)).collect()
+    }
+
+    #[test]
+    fn every_instant_is_explained_by_its_run_a_gap_a_pause_or_the_cursor() {
+        let (mut job, schedule) = minutely();
+        job.gaps.push(Gap {
+            from: at("2026-11-22T10:02:00Z"),
+            to: at("2026-11-22T10:03:00Z"),
+            instants: 2,
+            cause: GapCause::CatchupDropped {
+                policy: CatchupPolicy::Skip,
+                outage_from: at("2026-11-22T10:02:00Z"),
+                outage_to: at("2026-11-22T10:04:10Z"),
+            },
+            at: at("2026-11-22T10:04:10Z"),
+            told: true,
+        });
+        job.pauses.push(Pause { from: at("2026-11-22T10:05:30Z"), to: Some(at("2026-11-22T10:07:30Z")) });
+        job.next_run_at = Some(at("2026-11-22T10:09:00Z"));
+        let mut skipped = run_at(&job, "2026-11-22T10:04:00Z", "2026-11-22T10:03:00Z");
+        skipped.state = RunState::Skipped;
+        skipped.reason = Some("catchup skip: started 70 s after it was due".into());
+        let runs = [
+            run_at(&job, "2026-11-22T10:01:00Z", "2026-11-22T10:00:00Z"),
+            skipped,
+            run_at(&job, "2026-11-22T10:05:00Z", "2026-11-22T10:04:10Z"),
+            run_at(&job, "2026-11-22T10:08:00Z", "2026-11-22T10:07:31Z"),
+        ];
+        let got = ledger(
+            &job,
+            &schedule,
+            &runs,
+            "2026-11-21T23:59:00Z",
+            "2026-11-22T10:10:00Z",
+            "2026-11-22T10:08:30Z",
+        );
+        use MissedReason::*;
+        use Outcome::*;
+        let tail: Vec<_> = outcomes(&got).into_iter().skip_while(|(t, ..)| t != "10:00").collect();
+        assert_eq!(
+            tail,
+            [
+                ("10:00".into(), Missed, Some(Unrecorded)),
+                ("10:01".into(), Ran, None),
+                ("10:02".into(), Missed, Some(CatchupDropped)),
+                ("10:03".into(), Missed, Some(CatchupDropped)),
+                ("10:04".into(), Skipped, None),
+                ("10:05".into(), Ran, None),
+                ("10:06".into(), Missed, Some(Paused)),
+                ("10:07".into(), Missed, Some(Paused)),
+                ("10:08".into(), Ran, None),
+                ("10:09".into(), Pending, None),
+                ("10:10".into(), Pending, None),
+            ]
+        );
+        assert_eq!(
+            outcomes(&got)[0],
+            ("23:59".into(), Missed, Some(BeforeStart)),
+            "before the job was created"
+        );
+        let detail = |hhmm: &str| {
+            let entry = got.instants.iter().find(|e| e.at == at(&format!("2026-11-22T{hhmm}:00Z"))).unwrap();
+            entry.detail.clone().unwrap_or_default()
+        };
+        assert!(detail("10:04").starts_with("catchup skip"), "a skip says why");
+        assert!(detail("10:02").contains("`catchup: skip` dropped 2 instant(s)"), "{}", detail("10:02"));
+        assert!(detail("10:06").contains("paused from 2026-11-22T10:05:30"), "{}", detail("10:06"));
+        assert_eq!(got.next, None);
+    }
+
+    #[test]
+    fn runs_off_the_schedule_and_manual_runs_are_listed_too() {
+        let (job, schedule) = minutely();
+        let mut off = run_at(&job, "2026-11-22T10:00:30Z", "2026-11-22T10:00:00Z");
+        off.key = RunKey::scheduled(at("2026-11-22T10:00:30Z"));
+        let manual = claim(
+            &job,
+            RunKey::manual(at("2026-11-22T10:00:40Z")),
+            at("2026-11-22T10:00:40Z"),
+            at("2026-11-22T10:00:40Z"),
+            Duration::days(30),
+        );
+        let late = run_at(&job, "2026-11-22T10:01:00Z", "2026-11-22T11:00:00Z");
+        let got = ledger(
+            &job,
+            &schedule,
+            &[manual, late, off],
+            "2026-11-22T10:00:00Z",
+            "2026-11-22T10:01:00Z",
+            "2026-11-22T12:00:00Z",
+        );
+        let at_: Vec<_> = got.instants.iter().map(|e| e.at.format("%H:%M:%S").to_string()).collect();
+        assert_eq!(at_, ["10:00:00", "10:00:30", "10:01:00"], "oldest first, each once");
+        assert_eq!(got.manual.len(), 1, "a trigger is listed apart");
+        assert!(
+            got.instants[2].detail.as_deref().unwrap().contains("after its instant"),
+            "a late claim says so"
+        );
+    }
+
+    #[test]
+    fn a_page_ends_where_its_instants_do() {
+        let (job, schedule) = minutely();
+        let (instants, more) =
+            instants_in(&schedule, at("2026-11-22T10:00:00Z"), at("2026-11-22T11:00:00Z"), 10);
+        assert!(more);
+        let until = *instants.last().unwrap();
+        let got = account(&job, Some(&schedule), &instants, more, &[], until, at("2026-11-22T12:00:00Z"));
+        assert_eq!(got.instants.len(), 10);
+        assert_eq!(got.next, Some(at("2026-11-22T10:09:01Z")));
+    }
+}
