@@ -114,6 +114,10 @@ pub trait Harness: Send + Sync + Sized {
     /// The events told on the shared topic about `run`, in the order they were published.
     async fn told_about(&self, run: &RunId) -> Vec<String>;
 
+    /// The notices told on the shared topic about job `job_id` as a whole (`missed`), as their
+    /// JSON bodies, in the order they were published.
+    async fn told_about_job(&self, job_id: &str) -> Vec<serde_json::Value>;
+
     /// Triggers a run of `job_id` through the API as Alice; panics unless it is accepted.
     async fn trigger(&self, job_id: &str) -> RunId {
         let reply =
@@ -233,6 +237,11 @@ impl Harness for World {
 
     async fn told_about(&self, run: &RunId) -> Vec<String> {
         World::told_about(self, run).into_iter().map(str::to_string).collect()
+    }
+
+    async fn told_about_job(&self, job_id: &str) -> Vec<serde_json::Value> {
+        let notices = self.bus.notices().into_iter().filter(|(n, _)| n.job_id == job_id);
+        notices.map(|(n, _)| serde_json::to_value(n).unwrap_or_default()).collect()
     }
 
     async fn stores_nothing(&self) -> bool {

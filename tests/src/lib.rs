@@ -432,9 +432,14 @@ impl Harness for Stack {
         let bodies = self.told().await;
         bodies
             .iter()
-            .filter(|b| b.get("run_id").is_none())
+            .filter(|b| b.get("run_id").is_none() && b.get("job_id").is_none())
             .map(|b| b["event"].as_str().unwrap().to_string())
             .collect()
+    }
+
+    async fn told_about_job(&self, job_id: &str) -> Vec<serde_json::Value> {
+        let bodies = self.told().await;
+        bodies.into_iter().filter(|b| b.get("run_id").is_none() && b["job_id"] == job_id).collect()
     }
 
     async fn told_about(&self, run: &sundial_domain::run::RunId) -> Vec<String> {

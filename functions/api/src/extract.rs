@@ -1,13 +1,15 @@
 //! Request extractors that fail with the API's JSON errors: the caller's identity, JSON bodies
 //! (size-limited, one value per key, field-named errors), job ids from the path, `If-Match`, and
-//! the origin a request came in on.
+//! the origin a request came in on; query parameters, each checked and named when wrong.
 
 use crate::error::ApiError;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
+use chrono::{DateTime, Utc};
 use serde::de::DeserializeOwned;
+use std::collections::HashMap;
 use sundial_domain::job::{JobId, Owner};
 use sundial_domain::validation::ValidationError;
 
@@ -143,4 +145,37 @@ impl<S: Send + Sync> FromRequestParts<S> for Origin {
         let host = parts.headers.get(header::HOST).and_then(|v| v.to_str().ok()).filter(|h| !h.is_empty());
         Ok(Origin(host.map(|host| format!("https://{host}"))))
     }
+}
+
+/// A whole number from 1 to `max` in the query (`default` when absent).
+pub fn query_number(
+    query: &HashMap<String, String>,
+    name: &str,
+    default: u32,
+    max: u32,
+) -> Result<u32, ApiError> {
+    match query.get(name) {
+        None => Ok(default),
+        Some(text) => text.parse::<u32>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+            ApiError::bad_request(ValidationError::new(
+                name,
+                format!("must be a whole number from 1 to {max}"),
+            ))
+        }),
+    }
+}
+
+/// An RFC 3339 instant in the query, if given.
+pub fn query_instant(query: &HashMap<String, String>, name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
+    query
+        .get(name)
+        .map(|text| {
+            DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)).map_err(|_| {
+                ApiError::bad_request(ValidationError::new(
+                    name,
+                    format!("`{text}` is not an RFC 3339 instant such as 2026-05-01T09:30:00Z"),
+                ))
+            })
+        })
+        .transpose()
 }

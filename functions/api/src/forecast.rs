@@ -2,7 +2,7 @@
 //! schedules (or, for an operator with `scope=stack`, every owner's), with the peak minutes.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::Caller;
+use crate::extract::{Caller, query_instant};
 use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Query, State};
@@ -104,20 +104,6 @@ impl ForecastView {
             counts: f.counts,
         }
     }
-}
-
-fn query_instant(query: &HashMap<String, String>, name: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
-    query
-        .get(name)
-        .map(|text| {
-            DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)).map_err(|_| {
-                ApiError::bad_request(ValidationError::new(
-                    name,
-                    format!("`{text}` is not an RFC 3339 instant such as 2026-05-01T09:30:00Z"),
-                ))
-            })
-        })
-        .transpose()
 }
 
 /// Runs due per minute (at most 7 days), with the peak minutes and their top jobs; computed

@@ -2,7 +2,7 @@
 //! result with its `ETag`.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, IfMatch, JobPath, JsonBody, JsonObject, Origin};
+use crate::extract::{Caller, IfMatch, JobPath, JsonBody, JsonObject, Origin, query_number};
 use crate::paging;
 use crate::state::AppState;
 use crate::view::{
@@ -60,24 +60,6 @@ fn job_response_with(status: StatusCode, job: &Job, view: JobView) -> Response {
         headers.insert(header::LOCATION, location);
     }
     (status, headers, Json(view)).into_response()
-}
-
-/// Parses a numeric query parameter within bounds.
-fn query_number(
-    query: &HashMap<String, String>,
-    name: &str,
-    default: u32,
-    max: u32,
-) -> Result<u32, ApiError> {
-    match query.get(name) {
-        None => Ok(default),
-        Some(text) => text.parse::<u32>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
-            ApiError::bad_request(ValidationError::new(
-                name,
-                format!("must be a whole number from 1 to {max}"),
-            ))
-        }),
-    }
 }
 
 /// A `true` or `false` query parameter; absent is `false`.

@@ -3,7 +3,8 @@
 //!
 //! - [`jobs`]: the `/v1/jobs` handlers; [`runs`]: run history, control and target callbacks;
 //!   [`groups`]: the owner's concurrency groups;
-//!   [`forecast`]: runs due per minute, from the schedules;
+//!   [`forecast`]: runs due per minute, from the schedules; [`instants`]: a job's instant
+//!   ledger;
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
 //! - [`extract`]: request decoding with field-named errors, through [`strict_json`] (no repeated
 //!   keys); [`error`]: error responses;
@@ -24,6 +25,7 @@ pub mod extract;
 pub mod forecast;
 pub mod groups;
 pub mod idempotency;
+pub mod instants;
 pub mod jobs;
 pub mod observe;
 pub mod openapi;
@@ -52,6 +54,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/backfill", post(jobs::backfill))
         .route("/v1/jobs/{id}/rotate-secret", post(jobs::rotate_secret))
         .route("/v1/jobs/{id}/runs", get(runs::list))
+        .route("/v1/jobs/{id}/instants", get(instants::list))
         .route("/v1/groups/{name}", get(groups::get).put(groups::put).delete(groups::delete))
         .route("/v1/runs/{id}", get(runs::get))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))

@@ -23,6 +23,7 @@ use utoipa::{Modify, OpenApi};
         crate::jobs::trigger,
         crate::jobs::backfill,
         crate::jobs::rotate_secret,
+        crate::instants::list,
         crate::runs::list,
         crate::observe::run_logs,
         crate::runs::get,

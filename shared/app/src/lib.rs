@@ -10,6 +10,7 @@
 //! - [`workflow`]: jobs that run after other jobs: the graph kept sound, and each run's end
 //!   handed over to the children ([`workflow::cascade`]);
 //! - [`groups`]: concurrency groups: their limits, and the slots runs take ([`groups::slots`]);
+//! - [`ledger`]: a job's instants in a range and what became of each;
 //! - [`forecast`]: the load forecast of an owner's jobs, or of the whole stack;
 //! - [`meter`]: the process's series, served as Prometheus text and written as [`emf`] lines;
 //! - [`ports`]: the bundle of ports every use case is built from; [`use_cases`]: all of them,
@@ -20,6 +21,7 @@ pub mod emf;
 pub mod forecast;
 pub mod groups;
 pub mod jobs;
+pub mod ledger;
 pub mod meter;
 pub mod ports;
 pub mod record;

@@ -6,6 +6,7 @@ use crate::announce::Announcer;
 use crate::forecast::Forecasts;
 use crate::groups::Groups;
 use crate::jobs::{Jobs, JobsSettings};
+use crate::ledger::Ledgers;
 use crate::ports::Ports;
 use crate::record::Recorder;
 use crate::run_control::RunControl;
@@ -41,6 +42,7 @@ pub struct UseCases {
     pub worker: Worker,
     pub watchdog: Watchdog,
     pub forecasts: Forecasts,
+    pub ledgers: Ledgers,
 }
 
 impl UseCases {
@@ -59,6 +61,7 @@ impl UseCases {
         let run_control = RunControl::new(ports, jobs.clone(), recorder.clone(), heartbeat_window);
         let watchdog = Watchdog::new(ports, recorder.clone(), settings.watchdog);
         let forecasts = Forecasts::new(ports.jobs.clone());
+        let ledgers = Ledgers::new(ports.jobs.clone(), ports.runs.clone(), ports.clock.clone());
         UseCases {
             announcer,
             recorder,
@@ -70,6 +73,7 @@ impl UseCases {
             worker,
             watchdog,
             forecasts,
+            ledgers,
         }
     }
 }

@@ -209,6 +209,13 @@ fn rows(w: &Resources, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
         ),
         Row::new(
             M::GET,
+            "/v1/jobs/{id}/instants",
+            format!("/v1/jobs/{main}/instants"),
+            owned(format!("/v1/jobs/{ghost_job}/instants")),
+            S::OK,
+        ),
+        Row::new(
+            M::GET,
             "/v1/jobs/{id}/graph",
             format!("/v1/jobs/{main}/graph"),
             owned(format!("/v1/jobs/{ghost_job}/graph")),

@@ -302,6 +302,32 @@ pub async fn bad_forecast_windows_name_the_field<H: Harness>() {
     }
 }
 
+/// A ledger's range: malformed or out-of-range `from`, `to` and `limit`, and parameters it does
+/// not read, are 400 naming them.
+pub async fn bad_ledger_ranges_name_the_field<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let id = deployment.api().create_job(ALICE, &job("ledger")).await;
+    for (query, field) in [
+        ("from=yesterday", "from"),
+        ("from=2026-03-01T00:00:00Z&to=2026-03-01", "to"),
+        ("from=2026-03-02T00:00:00Z&to=2026-03-01T00:00:00Z", "to"),
+        ("from=2026-03-01T00:00:00Z&to=2026-03-08T00:00:01Z", "to"),
+        ("from=1969-12-31T00:00:00Z&to=1970-01-01T00:00:00Z", "from"),
+        ("limit=0", "limit"),
+        ("limit=1001", "limit"),
+        ("since=2026-03-01T00:00:00Z", "since"),
+    ] {
+        let reply = deployment.api().get(ALICE, &format!("/v1/jobs/{id}/instants?{query}")).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{query}: {}", reply.body);
+        assert_eq!(reply.error_field(), field, "{query}");
+    }
+    let reply = deployment
+        .api()
+        .get(ALICE, &format!("/v1/jobs/{id}/instants?from=2026-03-01T00:00:00Z&to=2026-03-08T00:00:00Z"))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "seven days exactly: {}", reply.body);
+}
+
 /// A key named twice is refused, at any depth, where a JSON parser that keeps the last value
 /// and a proxy that keeps the first would disagree about what was asked.
 pub async fn a_key_named_twice_is_refused<H: Harness>() {
@@ -493,6 +519,6 @@ pub async fn a_backfill_from_before_the_epoch_is_refused<H: Harness>() {
 #[macro_export]
 macro_rules! bad_input_scenarios {
     ($harness:ty) => {
-        $crate::instantiate!($harness => bad_input { bad_documents_are_rejected_with_the_field_and_nothing_is_written, bad_groups_are_rejected_with_the_field, malformed_bodies_are_rejected, bad_patches_change_nothing, unknown_ids_are_not_found, bad_forecast_windows_name_the_field, a_key_named_twice_is_refused, the_routers_own_refusals_are_json, a_paused_job_cannot_be_triggered, a_retried_trigger_finds_its_run_after_a_pause, forged_page_tokens_are_refused, a_backfill_from_before_the_epoch_is_refused });
+        $crate::instantiate!($harness => bad_input { bad_documents_are_rejected_with_the_field_and_nothing_is_written, bad_groups_are_rejected_with_the_field, malformed_bodies_are_rejected, bad_patches_change_nothing, unknown_ids_are_not_found, bad_forecast_windows_name_the_field, bad_ledger_ranges_name_the_field, a_key_named_twice_is_refused, the_routers_own_refusals_are_json, a_paused_job_cannot_be_triggered, a_retried_trigger_finds_its_run_after_a_pause, forged_page_tokens_are_refused, a_backfill_from_before_the_epoch_is_refused });
     };
 }

@@ -59,6 +59,62 @@ pub async fn catchup_policies_after_downtime<H: Harness>() {
     assert_eq!(instants(&deployment.runs_of(&ids[0]).await), expect(&[]), "skip");
     assert_eq!(instants(&deployment.runs_of(&ids[1]).await), expect(&missed[3..]), "latest");
     assert_eq!(instants(&deployment.runs_of(&ids[2]).await), expect(&missed), "all");
+
+    // The ledger accounts for every instant, the dropped ones with the catch-up's reason.
+    let dropped = |n: usize| -> Vec<(String, String)> {
+        let mut want: Vec<(String, String)> =
+            before_outage.iter().map(|t| (t.to_string(), "ran".into())).collect();
+        want.extend(missed.iter().take(n).map(|t| (t.to_string(), "missed catchup_dropped".into())));
+        want.extend(missed.iter().skip(n).map(|t| (t.to_string(), "ran".into())));
+        want.extend(after.iter().map(|t| (t.to_string(), "ran".into())));
+        want
+    };
+    assert_eq!(ledger(&deployment, &ids[0]).await, dropped(4), "skip");
+    assert_eq!(ledger(&deployment, &ids[1]).await, dropped(3), "latest");
+    assert_eq!(ledger(&deployment, &ids[2]).await, dropped(0), "all");
+
+    // Told once per outage, not once per instant, with the numbers; and not again by a later pass.
+    deployment.set_clock(t("2030-01-01T12:07:00Z"));
+    deployment.use_cases().tick.run().await.unwrap();
+    let told = deployment.told_about_job(&ids[0]).await;
+    assert_eq!(told.len(), 1, "one `missed` for the outage: {told:?}");
+    let notice = &told[0];
+    assert_eq!(
+        (&notice["event"], &notice["instants"], &notice["from"], &notice["to"], &notice["reason"]),
+        (
+            &json!("missed"),
+            &json!(4),
+            &json!("2030-01-01T12:02:00Z"),
+            &json!("2030-01-01T12:05:00Z"),
+            &json!("catchup_dropped")
+        ),
+        "{notice}"
+    );
+    assert!(
+        notice["detail"].as_str().unwrap_or("").contains("`catchup: skip` dropped 4 instant(s)"),
+        "{notice}"
+    );
+    assert_eq!(deployment.told_about_job(&ids[1]).await.len(), 1, "latest dropped three: one `missed`");
+    assert!(deployment.told_about_job(&ids[2]).await.is_empty(), "all dropped none: nothing to tell");
+}
+
+/// The job's ledger from 11:58 to 12:07 through the API: each instant and its outcome (with
+/// the reason where it was missed).
+async fn ledger<H: Harness>(deployment: &H, id: &str) -> Vec<(String, String)> {
+    let path = format!("/v1/jobs/{id}/instants?from=2030-01-01T11:58:00Z&to=2030-01-01T12:07:00Z");
+    let reply = deployment.api().get(ALICE, &path).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let entries = reply.body["instants"].as_array().cloned().unwrap_or_default();
+    entries
+        .iter()
+        .map(|e| {
+            let outcome = match e["reason"].as_str() {
+                Some(reason) => format!("{} {reason}", e["outcome"].as_str().unwrap_or("")),
+                None => e["outcome"].as_str().unwrap_or("").to_string(),
+            };
+            (e["at"].as_str().unwrap_or("").to_string(), outcome)
+        })
+        .collect()
 }
 
 /// A paused job is not claimed; resumed, it is, from now on. `end_at` ends a job: it leaves the
