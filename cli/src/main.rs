@@ -115,6 +115,17 @@ enum Command {
         #[arg(long)]
         stack: bool,
     },
+    /// Every scheduled instant of a job in a range (at most 7 days) and what became of it: ran,
+    /// skipped, missed (and why) or pending; manual runs after them.
+    Instants {
+        job: String,
+        /// RFC 3339; default 24 hours before `to`.
+        #[arg(long)]
+        from: Option<String>,
+        /// RFC 3339; default 24 hours after `from`, or now.
+        #[arg(long)]
+        to: Option<String>,
+    },
     /// Follow a job's runs, printing each state change (Ctrl-C stops).
     Tail {
         job: String,
@@ -237,6 +248,7 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Preview { job, count } => preview(&client, &job, count, json_output).await?,
         Command::Tail { job, seconds } => tail(&client, &job, seconds, json_output).await?,
         Command::Forecast { from, to, stack } => forecast(&client, from, to, stack, json_output).await?,
+        Command::Instants { job, from, to } => instants(&client, &job, from, to, json_output).await?,
     }
     Ok(())
 }
@@ -346,6 +358,60 @@ async fn preview(client: &Client, job: &str, count: u32, json_output: bool) -> R
             .map(|i| vec![text(&i["utc"]), text(&i["local"])])
             .collect();
         table(&["UTC", &format!("LOCAL ({})", text(&preview["timezone"]))], &rows)
+    });
+    Ok(())
+}
+
+/// `sundial instants JOB`: the job's instant ledger, every page of it.
+async fn instants(
+    client: &Client,
+    job: &str,
+    from: Option<String>,
+    to: Option<String>,
+    json_output: bool,
+) -> Result<(), CliError> {
+    let job = client.find_job(job).await?;
+    let (mut entries, mut manual) = (Vec::new(), Vec::new());
+    // Pages continue from `next` to the same end: settle the default end before the first.
+    let to = to.or_else(|| match &from {
+        None => Some(chrono::Utc::now().to_rfc3339()),
+        Some(from) => chrono::DateTime::parse_from_rfc3339(from)
+            .ok()
+            .map(|f| (f + chrono::Duration::hours(24)).to_rfc3339()),
+    });
+    let mut from = from;
+    loop {
+        let query: Vec<String> = [("from", &from), ("to", &to)]
+            .into_iter()
+            .filter_map(|(name, value)| value.as_ref().map(|v| format!("{name}={}", v.replace('+', "%2B"))))
+            .collect();
+        let page = client.get(&format!("/v1/jobs/{}/instants?{}", text(&job["id"]), query.join("&"))).await?;
+        entries.extend(page["instants"].as_array().cloned().unwrap_or_default());
+        manual.extend(page["manual"].as_array().cloned().unwrap_or_default());
+        match page["next"].as_str() {
+            Some(next) => from = Some(next.to_string()),
+            None => break,
+        }
+    }
+    let ledger = json!({"job_id": job["id"], "instants": entries, "manual": manual});
+    print(json_output, &ledger, || {
+        let rows = |list: &[Value]| -> Vec<Vec<String>> {
+            list.iter()
+                .map(|e| {
+                    let outcome = match e["reason"].as_str() {
+                        Some(reason) => format!("{} ({reason})", text(&e["outcome"])),
+                        None => text(&e["outcome"]),
+                    };
+                    vec![text(&e["at"]), outcome, text(&e["run_id"]), text(&e["detail"])]
+                })
+                .collect()
+        };
+        let mut out = table(&["INSTANT", "OUTCOME", "RUN", "DETAIL"], &rows(&entries));
+        if !manual.is_empty() {
+            out.push_str("\n\nmanual runs\n");
+            out.push_str(&table(&["ASKED AT", "OUTCOME", "RUN", "DETAIL"], &rows(&manual)));
+        }
+        out
     });
     Ok(())
 }

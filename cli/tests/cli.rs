@@ -272,6 +272,41 @@ async fn json_output_parses_and_exit_codes_say_what_went_wrong() {
     let refused = sundial(&url, &["forecast", "--stack"]).await;
     assert_eq!(refused.status.code(), Some(3), "{}", String::from_utf8_lossy(&refused.stderr));
 
+    // The ledger over a week, read across its pages (500 instants each): every instant once, in
+    // order, the first ran and the rest pending (the job is paused). A rate has no instants before its job; a cron does,
+    // and those were never due.
+    let now = chrono::Utc::now();
+    let (from, to) =
+        ((now - chrono::Duration::days(1)).to_rfc3339(), (now + chrono::Duration::days(6)).to_rfc3339());
+    let ledger =
+        json(&sundial(&url, &["instants", "heartbeat", "--from", &from, "--to", &to, "--json"]).await);
+    let instants = ledger["instants"].as_array().unwrap();
+    assert!((863..=865).contains(&instants.len()), "six days every 10 minutes: {}", instants.len());
+    let mut at: Vec<&str> = instants.iter().map(|e| e["at"].as_str().unwrap()).collect();
+    at.dedup();
+    assert_eq!(at.len(), instants.len(), "each instant once");
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "oldest first");
+    assert_eq!(instants[0]["outcome"], "ran", "its first instant, claimed at its creation");
+    let pending = instants[1..].iter().filter(|e| e["outcome"] == "pending").count();
+    assert_eq!(pending, instants.len() - 1, "the rest wait: the job is paused");
+    let before =
+        json(&sundial(&url, &["instants", "nightly-report", "--to", &now.to_rfc3339(), "--json"]).await);
+    let outcomes: Vec<(&str, &str)> = before["instants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["outcome"].as_str().unwrap(), e["reason"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(outcomes, [("missed", "before_start")], "the last day's 02:30, before the job existed");
+    assert!(ledger["manual"].as_array().unwrap().iter().any(|m| m["run_id"] == run["id"]), "{ledger}");
+    let soon = (now + chrono::Duration::hours(1)).to_rfc3339();
+    let human = sundial(&url, &["instants", "heartbeat", "--to", &soon]).await;
+    let printed = String::from_utf8_lossy(&human.stdout);
+    assert!(printed.starts_with("INSTANT") && printed.contains("manual runs"), "{printed}");
+    let refused = sundial(&url, &["instants", "heartbeat", "--from", &to, "--to", &from]).await;
+    assert_eq!(refused.status.code(), Some(3), "a range upside down");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("to: must not be before from"));
+
     let human = sundial(&url, &["jobs", "ls"]).await;
     let table = String::from_utf8_lossy(&human.stdout);
     assert!(table.starts_with("NAME") && table.contains("every day at 02:30 America/New_York"), "{table}");
