@@ -11,6 +11,10 @@
 //!   policy that applies;
 //! - `late runs follow the catch-up policy`: a scheduled run of a `catchup: skip` job never
 //!   starts past its catch-up window;
+//! - `every instant accounted once`: each job's instant ledger, from its creation to the end,
+//!   lists every instant of its schedule and every scheduled run once, in order, and explains
+//!   each instant it calls missed; no instant the tick recorded as dropped by the catch-up had a
+//!   run already when the drop was recorded (an instant both run and told missed);
 //! - `every run ends`: once faults stop, every run is terminal within the quiet period;
 //! - `state moves forward`: a run's attempt never goes down, an ended run never changes nor
 //!   leaves an attempt open, a run never goes back to QUEUED;
@@ -356,6 +360,7 @@ impl Checker {
         summary.expected_instants = self.no_lost_instant(world, &runs, &observed);
         self.skips(&runs, &observed);
         self.late_starts(&runs, &observed);
+        self.instants_accounted(world, &runs);
         self.calls(&runs, &observed);
         let (events, twice) = self.events(world, &runs, &observed);
         summary.events = events;
@@ -547,6 +552,71 @@ impl Checker {
             }
         }
         expected
+    }
+
+    /// Every job's ledger accounts for each instant once, and no dropped instant had a run when
+    /// its drop was recorded (an allowance for the actors' clocks).
+    fn instants_accounted(&mut self, world: &Simulation, runs: &[Run]) {
+        use sundial_domain::ledger::{self, Outcome as Seen};
+        let skew = Duration::seconds(61);
+        let now = world.sim.now();
+        for job in world.stores.jobs.all() {
+            let Ok(schedule) = sundial_domain::validation::stored_schedule(&job) else { continue };
+            let own: Vec<Run> = runs.iter().filter(|r| r.job_id == job.id).cloned().collect();
+            let wrong = |detail: String| Violation {
+                invariant: "every instant accounted once",
+                detail: format!("job {} ({}): {detail}", job.id, job.document.name),
+                job: Some(job.id.to_string()),
+                run: None,
+            };
+            let (from, to) = (job.created_at - Duration::hours(1), now);
+            let (instants, more) = match &schedule {
+                Some(s) => ledger::instants_in(s, from, to, usize::MAX),
+                None => (Vec::new(), false),
+            };
+            let page = ledger::account(&job, schedule.as_ref(), &instants, more, &own, to, now);
+            let listed: Vec<DateTime<Utc>> = page.instants.iter().map(|e| e.at).collect();
+            let mut want: BTreeSet<DateTime<Utc>> = instants.iter().copied().collect();
+            want.extend(
+                own.iter().filter(|r| r.key.manual.is_none() && r.key.instant >= from).map(|r| r.key.instant),
+            );
+            if listed.windows(2).any(|w| w[0] >= w[1])
+                || listed.iter().copied().collect::<BTreeSet<_>>() != want
+            {
+                self.violations.push(wrong(format!(
+                    "the ledger lists {} instants, not each of the {} once in order",
+                    listed.len(),
+                    want.len()
+                )));
+            }
+            for entry in &page.instants {
+                let has_run = own.iter().any(|r| r.key.manual.is_none() && r.key.instant == entry.at);
+                let unexplained = entry.outcome == Seen::Missed && (has_run || entry.reason.is_none());
+                if unexplained {
+                    self.violations.push(wrong(format!("{} is missed with a run or no reason", entry.at)));
+                }
+            }
+            for gap in &job.gaps {
+                if !matches!(gap.cause, sundial_domain::job::GapCause::CatchupDropped { .. }) {
+                    continue;
+                }
+                let ran = own.iter().find(|r| {
+                    r.key.manual.is_none()
+                        && (gap.from..=gap.to).contains(&r.key.instant)
+                        && r.created_at + skew < gap.at
+                });
+                if let Some(run) = ran {
+                    self.violations.push(wrong(format!(
+                        "run {} (claimed {}) is in the instants the catch-up dropped at {}, from {} to {}",
+                        run.id(),
+                        run.created_at,
+                        gap.at,
+                        gap.from,
+                        gap.to
+                    )));
+                }
+            }
+        }
     }
 
     /// A scheduled run of a `catchup: skip` job never starts past its catch-up window (the

@@ -19,7 +19,7 @@ use sundial_app::worker::Disposition;
 use sundial_domain::group::GroupDocument;
 use sundial_domain::job::{EventKind, Job};
 use sundial_domain::ports::queue::{QueueError, RunInbox, RunQueue};
-use sundial_domain::ports::store::TickStateStore;
+use sundial_domain::ports::store::{StoreError, TickStateStore};
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_domain::run_queue::Dispatch;
@@ -691,4 +691,39 @@ async fn catch_up_governs_runs_claimed_ahead_that_start_late() {
         }
         assert_eq!(world.caller.calls().len(), ran, "{policy}: no call for a skipped instant");
     }
+}
+
+/// An instant is never both run and told missed: a pass that claimed five minutes ahead and
+/// never advanced the job (its advance lost) left runs for them; after an outage, the pass whose
+/// `catchup: skip` drops the missed minutes records only those without a run, and the ledger
+/// and the `missed` notice agree.
+#[tokio::test]
+async fn instants_claimed_by_a_pass_that_never_advanced_are_not_told_missed() {
+    let world = World::at("2030-01-01T11:59:30Z");
+    // Every advance is lost: the creation's claim and the tick's claim five minutes ahead.
+    let script = Script::new();
+    script.add(Rule::every("DueIndex::advance").refuse(StoreError::Unavailable("lost".into())));
+    let ports = Ports { jobs: Faulty::new(world.ports.jobs.clone(), &script), ..world.ports.clone() };
+    let losing = world.rewired(&ports, |_| {});
+    let document = job("minutely", json!({"cron": "* * * * *"}), json!({"catchup": "skip"}));
+    let job =
+        losing.jobs.create(&OWNER.to_string(), serde_json::from_value(document).unwrap()).await.unwrap();
+    losing.tick.run().await.unwrap();
+    let stored = |world: &World| world.job_store.all().into_iter().find(|j| j.id == job.id).unwrap();
+    assert_eq!(stored(&world).next_run_at, Some(t("2030-01-01T12:00:00Z")), "never advanced");
+    let claimed: Vec<String> =
+        world.runs_of(&job.id).iter().map(|r| r.scheduled_at().format("%H:%M").to_string()).collect();
+    assert_eq!(claimed, ["12:00", "12:01", "12:02", "12:03", "12:04"], "claimed ahead");
+
+    world.set("2030-01-01T12:10:10Z");
+    world.use_cases.tick.run().await.unwrap();
+    let recorded: Vec<(String, String, u64)> = stored(&world)
+        .gaps
+        .iter()
+        .map(|g| (g.from.format("%H:%M").to_string(), g.to.format("%H:%M").to_string(), g.instants))
+        .collect();
+    assert_eq!(recorded, [("12:05".to_string(), "12:09".to_string(), 5)], "only the instants without a run");
+    let notices = world.bus.notices();
+    assert_eq!(notices.len(), 1);
+    assert_eq!(serde_json::to_value(&notices[0].0).unwrap()["instants"], 5);
 }

@@ -28,12 +28,17 @@ use sundial_domain::events::{self, JobNotice};
 use sundial_domain::job::{EventKind, Gap, GapCause, Job};
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
-use sundial_domain::ports::store::{DueIndex, Inserted, RunWrites, StoreError};
+use sundial_domain::ports::store::{DueIndex, Inserted, RunHistory, RunWrites, StoreError};
 use sundial_domain::run::transition;
 use sundial_domain::run::{Run, RunKey};
 use sundial_domain::run_queue::{Dispatch, MAX_DELAY_S, aligned_send};
+use sundial_domain::schedule::Schedule;
 use sundial_domain::tick::plan::plan;
 use tracing::Instrument;
+
+/// The most runs one pass may find already claimed among the instants it drops: a claim ahead
+/// spans at most 15 minutes (SQS's longest delay), 900 instants of a job every second.
+const MAX_CLAIMED_AHEAD: u32 = 1000;
 
 /// How claiming behaves; defaults from the design.
 #[derive(Debug, Clone)]
@@ -132,6 +137,8 @@ struct Prepared {
 pub struct Claimer {
     due: Arc<dyn DueIndex>,
     writes: Arc<dyn RunWrites>,
+    /// Read when instants are dropped: those an earlier pass claimed are not recorded dropped.
+    history: Arc<dyn RunHistory>,
     queue: Arc<dyn RunQueue>,
     /// Where `missed` is told.
     bus: Arc<dyn EventBus>,
@@ -149,7 +156,8 @@ pub struct Claimer {
 impl Claimer {
     pub fn new(ports: &Ports, settings: ClaimSettings, public_url: Option<String>) -> Self {
         let Ports { jobs, runs, queue, bus, clock, timer, .. } = ports.clone();
-        Claimer { due: jobs, writes: runs, queue, bus, public_url, clock, timer, aligned: false, settings }
+        let (writes, history) = (runs.clone(), runs);
+        Claimer { due: jobs, writes, history, queue, bus, public_url, clock, timer, aligned: false, settings }
     }
 
     /// The same claimer, sending the messages of runs due later just after a whole second, so
@@ -308,6 +316,27 @@ impl Claimer {
         p.report
     }
 
+    /// Of the `count` instants from `from` to `to` a plan drops, those no earlier pass claimed:
+    /// a pass that claimed ahead and never advanced the job (a crash, a lost advance) left runs
+    /// for the first of them, which run (or are judged late by the worker), so they are not
+    /// dropped. Those runs are the first instants from the job's cursor; the rest of the range
+    /// follows the last of them (`None`: every instant has a run).
+    async fn unclaimed(
+        &self,
+        job: &Job,
+        schedule: &Schedule,
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+        count: u64,
+    ) -> Result<Option<(DateTime<Utc>, DateTime<Utc>, u64)>, StoreError> {
+        let before = RunKey::scheduled(from - Duration::seconds(1));
+        let runs = self.history.after(&job.id, &before, to, MAX_CLAIMED_AHEAD).await?;
+        let claimed: Vec<DateTime<Utc>> =
+            runs.iter().filter(|r| r.key.manual.is_none()).map(|r| r.key.instant).collect();
+        let Some(last) = claimed.last() else { return Ok(Some((from, to, count))) };
+        let rest = count.saturating_sub(claimed.len() as u64);
+        Ok(schedule.next_after(*last).filter(|first| *first <= to && rest > 0).map(|first| (first, to, rest)))
+    }
+
     /// Tells each gap of the job not yet told (`gaps`: the job's with this pass's new one, if
     /// any), marking those told; the gaps to write with the advance (`None`: nothing changed). A
     /// gap whose publish failed stays untold, to be told before the job's next advance.
@@ -368,15 +397,18 @@ impl Claimer {
         .within_delay(now, max_delay, |instant| job.start_offset(instant));
         prepared.report.missed_dropped = plan.skipped_missed;
         prepared.next_run_at = plan.next_run_at;
-        if let (Some((from, to)), Some(reached)) = (plan.dropped, reached) {
-            let cause = GapCause::CatchupDropped {
-                policy: job.document.catchup,
-                outage_from: reached + Duration::minutes(1),
-                outage_to: now,
-            };
-            let gap = Gap { from, to, instants: plan.skipped_missed as u64, cause, at: now, told: false };
-            tracing::info!(job_id = %job.id, from = %from, to = %to, instants = gap.instants, "missed instants dropped by the catch-up policy");
-            prepared.gaps = Some(job.gaps_with(gap));
+        if let (Some(dropped), Some(reached), Some(schedule)) = (plan.dropped, reached, schedule.as_ref()) {
+            let unclaimed = self.unclaimed(job, schedule, dropped, plan.skipped_missed as u64).await?;
+            if let Some((from, to, instants)) = unclaimed {
+                let cause = GapCause::CatchupDropped {
+                    policy: job.document.catchup,
+                    outage_from: reached + Duration::minutes(1),
+                    outage_to: now,
+                };
+                let gap = Gap { from, to, instants, cause, at: now, told: false };
+                tracing::info!(job_id = %job.id, from = %from, to = %to, instants, "missed instants dropped by the catch-up policy");
+                prepared.gaps = Some(job.gaps_with(gap));
+            }
         }
 
         for instant in plan.claim {
