@@ -47,7 +47,8 @@ pub enum Action {
     Create(usize),
     /// A merge patch of job `n`.
     Patch(usize, Value),
-    Pause(usize),
+    /// Pauses job n, until the instant given (it resumes by itself then: the tick wakes it).
+    Pause(usize, Option<DateTime<Utc>>),
     Resume(usize),
     /// Run job `n` now (with an idempotency key: a retry lands on the same run).
     Trigger(usize),
@@ -169,8 +170,13 @@ impl Workload {
                 }
                 8..=11 => {
                     let resume = at + Duration::seconds(core.between(20, 240));
-                    ops.push(Op { at: resume, action: Action::Resume(n) });
-                    Action::Pause(n)
+                    // Half the pauses end by themselves (no draw: the stream stays the same).
+                    if resume.timestamp() % 2 == 0 {
+                        Action::Pause(n, Some(resume))
+                    } else {
+                        ops.push(Op { at: resume, action: Action::Resume(n) });
+                        Action::Pause(n, None)
+                    }
                 }
                 12..=14 => {
                     let from = start - Duration::minutes(core.between(0, 5));
@@ -183,7 +189,7 @@ impl Workload {
             // so that an edit's read and write can straddle the tick's advance of the same job.
             // No extra draw: the second drawn spreads them over those 3 s.
             let at = match action {
-                Action::Patch(..) | Action::Pause(_) => {
+                Action::Patch(..) | Action::Pause(..) => {
                     sundial_domain::due_index::minute_of(at)
                         + Duration::milliseconds(i64::from(at.second()) * 50)
                 }
@@ -299,7 +305,7 @@ fn diamond(
         ops.push(Op { at, action: Action::Trigger(first) });
     }
     let pause = start + Duration::seconds(core.between(60, (minutes - 4) * 60));
-    ops.push(Op { at: pause, action: Action::Pause(first + 1) });
+    ops.push(Op { at: pause, action: Action::Pause(first + 1, None) });
     ops.push(Op { at: pause + Duration::seconds(core.between(30, 150)), action: Action::Resume(first + 1) });
 }
 

@@ -26,7 +26,7 @@ use sundial_app::worker::WorkerSettings;
 use sundial_app::worker::poll::{Settled, handle_message};
 use sundial_domain::egress::Egress;
 use sundial_domain::group::GroupDocument;
-use sundial_domain::job::JobId;
+use sundial_domain::job::{CatchupPolicy, JobId, PauseNote};
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::queue::{RunInbox, RunQueue};
@@ -587,12 +587,16 @@ fn request(world: &Simulation, n: usize) -> Work {
                     Some(id) => jobs.patch(&owner, &id, patch, EditTerms::default()).await.is_ok(),
                     None => true,
                 },
-                Action::Pause(j) => match job(*j) {
-                    Some(id) => jobs.pause(&owner, &id).await.is_ok(),
+                Action::Pause(j, until) => match job(*j) {
+                    Some(id) => {
+                        let note =
+                            PauseNote { reason: Some("sim".into()), by: Some(owner.clone()), until: *until };
+                        jobs.pause(&owner, &id, note).await.is_ok()
+                    }
                     None => true,
                 },
                 Action::Resume(j) => match job(*j) {
-                    Some(id) => jobs.resume(&owner, &id).await.is_ok(),
+                    Some(id) => jobs.resume(&owner, &id, CatchupPolicy::Skip).await.is_ok(),
                     None => true,
                 },
                 Action::Trigger(j) => match job(*j) {

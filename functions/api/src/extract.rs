@@ -72,6 +72,34 @@ impl<T: DeserializeOwned> JsonBody<T> {
     }
 }
 
+/// A JSON body decoded into `T`, or `None` when the request has no body at all (an empty POST);
+/// a body that is there is checked as [`JsonBody`]'s is.
+#[derive(Debug)]
+pub struct OptionalJsonBody<T>(pub Option<T>);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json = has_media_type(&req, &["application/json"]);
+        let (parts, body) = req.into_parts();
+        let bytes = Bytes::from_request(Request::from_parts(parts.clone(), body), state).await.map_err(
+            |rejection| {
+                ApiError::new(rejection.status(), "body_rejected", rejection.body_text()).with_field("body")
+            },
+        )?;
+        if bytes.is_empty() {
+            return Ok(OptionalJsonBody(None));
+        }
+        let req = Request::from_parts(parts, axum::body::Body::from(bytes));
+        if !json {
+            require_media_type(&req, &["application/json"])?;
+        }
+        let JsonBody(decoded) = JsonBody::decoded(req, state).await?;
+        Ok(OptionalJsonBody(Some(decoded)))
+    }
+}
+
 /// A JSON merge patch body (RFC 7396): an object, sent as `application/merge-patch+json`
 /// (its registered media type) or `application/json`.
 #[derive(Debug)]

@@ -2,7 +2,9 @@
 //! result with its `ETag`.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, IfMatch, JobPath, JsonBody, JsonObject, Origin, query_number};
+use crate::extract::{
+    Caller, IfMatch, JobPath, JsonBody, JsonObject, OptionalJsonBody, Origin, query_number,
+};
 use crate::paging;
 use crate::state::AppState;
 use crate::view::{
@@ -12,9 +14,10 @@ use axum::Json;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use sundial_app::jobs::{EditTerms, MAX_PAGE, MAX_PREVIEW};
-use sundial_domain::job::{Job, JobDocument};
+use sundial_domain::job::{CatchupPolicy, Job, JobDocument, PauseNote};
 use sundial_domain::validation::ValidationError;
 
 /// The view of a job with its newest run.
@@ -164,7 +167,7 @@ pub async fn patch(
     origin: Origin,
     JsonObject(patch): JsonObject,
 ) -> Result<Response, ApiError> {
-    let terms = EditTerms { if_match, break_joins: query_flag(&query, "break_joins")? };
+    let terms = EditTerms { if_match, break_joins: query_flag(&query, "break_joins")?, pause: None };
     let job = state.jobs_at(&origin).patch(&owner, &id, &patch, terms).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
@@ -183,29 +186,60 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Pause a job: it leaves the due index and nothing new is claimed.
+/// What a pause says; every field optional (so is the body).
+#[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRequest {
+    /// Why (at most 500 characters); shown with the pause and in the instant ledger.
+    pub reason: Option<String>,
+    /// RFC 3339: the job resumes by itself then (in the future, at most 366 days ahead).
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// How a resume treats the instants the pause covered; the body is optional.
+#[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    /// `skip` (default): none of them run; `latest`: the latest runs now; `all`: each runs now,
+    /// as a backfill (at most 1,000).
+    pub catchup: Option<CatchupPolicy>,
+}
+
+/// Pause a job: it leaves the due index and nothing new is claimed. With `until`, it resumes by
+/// itself then; `reason` and who paused it are kept with the pause. Pausing a paused job again
+/// replaces what its pause says.
 #[utoipa::path(post, path = "/v1/jobs/{id}/pause", operation_id = "pauseJob", tag = "jobs", params(("id" = String, Path)),
-    responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    request_body(content = Option<PauseRequest>, content_type = "application/json"),
+    responses((status = 200, body = JobView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, description = "A reason too long, or an until not ahead", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn pause(
     State(state): State<AppState>,
     Caller(owner): Caller,
     JobPath(id): JobPath,
+    OptionalJsonBody(request): OptionalJsonBody<PauseRequest>,
 ) -> Result<Response, ApiError> {
-    let job = state.use_cases.jobs.pause(&owner, &id).await?;
+    let request = request.unwrap_or_default();
+    let note = PauseNote { reason: request.reason, by: Some(owner.clone()), until: request.until };
+    let job = state.use_cases.jobs.pause(&owner, &id, note).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 
-/// Resume a job from now: instants missed while paused are skipped.
+/// Resume a job from now. The instants missed while paused are skipped, unless `catchup` asks
+/// for the latest of them or all of them to run now.
 #[utoipa::path(post, path = "/v1/jobs/{id}/resume", operation_id = "resumeJob", tag = "jobs", params(("id" = String, Path)),
-    responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    request_body(content = Option<ResumeRequest>, content_type = "application/json"),
+    responses((status = 200, body = JobView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, description = "catchup all over more than 1,000 instants", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn resume(
     State(state): State<AppState>,
     Caller(owner): Caller,
     JobPath(id): JobPath,
+    OptionalJsonBody(request): OptionalJsonBody<ResumeRequest>,
 ) -> Result<Response, ApiError> {
-    let job = state.use_cases.jobs.resume(&owner, &id).await?;
+    let catchup = request.and_then(|r| r.catchup).unwrap_or(CatchupPolicy::Skip);
+    let job = state.use_cases.jobs.resume(&owner, &id, catchup).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 

@@ -3,7 +3,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
-use sundial_domain::job::{Job, JobDocument};
+use sundial_domain::job::{Job, JobDocument, Pause};
 use sundial_domain::ports::topics::Subscription;
 use sundial_domain::run::{Attempt, Run, RunKind, RunState};
 use sundial_domain::waiting::Wait;
@@ -27,6 +27,10 @@ pub struct JobView {
     pub next_run_at: Option<DateTime<Utc>>,
     /// The newest run, read from the runs table; null before the first run.
     pub last_run: Option<LastRun>,
+    /// The pause the job is in: since when, by whom, why, and until when (it resumes by
+    /// itself then); absent while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause: Option<Pause>,
     /// The key HTTP targets' bodies are signed with: present only in the response that creates
     /// the job (and its idempotent replay) and in the one that rotates it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +96,7 @@ impl From<&Job> for JobView {
             updated_at: job.updated_at,
             next_run_at: job.due_at(),
             last_run: None,
+            pause: job.open_pause().cloned(),
             signing_secret: None,
             webhook_secret: None,
             subscriptions: None,

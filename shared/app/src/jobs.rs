@@ -19,7 +19,10 @@ use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::events::has_endpoints;
 use sundial_domain::fence;
-use sundial_domain::job::{ConcurrencyPolicy, Gap, GapCause, Job, JobDocument, JobId, Owner};
+use sundial_domain::job::{
+    CatchupPolicy, ConcurrencyPolicy, Gap, GapCause, Job, JobDocument, JobId, MAX_PAUSE_DAYS,
+    MAX_PAUSE_REASON_CHARS, Owner, PauseNote,
+};
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::store::{
@@ -156,13 +159,16 @@ pub const MAX_PAGE: u32 = 100;
 const EDIT_ATTEMPTS: usize = 3;
 
 /// What an edit of a job is conditional on, and what it accepts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EditTerms {
     /// The version the edit is based on (`If-Match`): another is 412.
     pub if_match: Option<u64>,
     /// Make the edit even though a join below the job would stop running (its parents' instants
     /// no longer coincide); refused otherwise.
     pub break_joins: bool,
+    /// What a pause says (why, who, until when): written on the pause the edit leaves the job
+    /// in, even when it was paused already.
+    pub pause: Option<PauseNote>,
 }
 
 /// What the job use cases are configured with.
@@ -364,20 +370,91 @@ impl Jobs {
         .await
     }
 
-    pub async fn pause(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
-        self.edit(owner, id, EditTerms::default(), |document| {
+    /// Pauses the job, with why, who and until when (`until`: it resumes by itself then). A
+    /// paused job is paused again with the new note. A reason too long or an `until` not ahead
+    /// (at most [`MAX_PAUSE_DAYS`]) is `Invalid`, naming it, and changes nothing.
+    pub async fn pause(&self, owner: &Owner, id: &JobId, note: PauseNote) -> JobsResult<Job> {
+        if note.reason.as_ref().is_some_and(|r| r.chars().count() > MAX_PAUSE_REASON_CHARS) {
+            let reason = format!("at most {MAX_PAUSE_REASON_CHARS} characters");
+            return Err(ValidationError::new("reason", reason).into());
+        }
+        if let Some(until) = note.until {
+            let now = self.clock.now();
+            if until <= now {
+                return Err(ValidationError::new("until", "must be in the future").into());
+            }
+            if until > now + chrono::Duration::days(MAX_PAUSE_DAYS) {
+                let reason = format!("must be at most {MAX_PAUSE_DAYS} days ahead");
+                return Err(ValidationError::new("until", reason).into());
+            }
+        }
+        let terms = EditTerms { pause: Some(note), ..EditTerms::default() };
+        self.edit(owner, id, terms, |document| {
             document.paused = true;
             Ok(())
         })
         .await
     }
 
-    pub async fn resume(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
-        self.edit(owner, id, EditTerms::default(), |document| {
+    /// Resumes the job from now on. The instants it missed while paused are skipped, or, as
+    /// `catchup` says, the latest of them or all of them (at most [`MAX_BACKFILL`]: more is
+    /// `Invalid`, naming `catchup`, and the job stays paused) are run now, as a backfill.
+    pub async fn resume(&self, owner: &Owner, id: &JobId, catchup: CatchupPolicy) -> JobsResult<Job> {
+        let paused = self.get(owner, id).await?;
+        let missed = self.paused_instants(&paused, catchup)?;
+        let resumed = self
+            .edit(owner, id, EditTerms::default(), |document| {
+                document.paused = false;
+                Ok(())
+            })
+            .await?;
+        if let (Some(first), Some(last)) = (missed.first(), missed.last()) {
+            self.backfill(owner, id, *first, *last).await?;
+        }
+        Ok(resumed)
+    }
+
+    /// The instants of `job`'s open pause (up to now) a resume with `catchup` runs.
+    fn paused_instants(&self, job: &Job, catchup: CatchupPolicy) -> JobsResult<Vec<DateTime<Utc>>> {
+        let (Some(pause), Some(schedule)) = (job.open_pause(), validation::stored_schedule(job)?) else {
+            return Ok(Vec::new());
+        };
+        if catchup == CatchupPolicy::Skip {
+            return Ok(Vec::new());
+        }
+        let now = self.clock.now();
+        let mut instants = Vec::new();
+        let mut cursor = schedule.first_at_or_after(pause.from);
+        while let Some(t) = cursor.filter(|t| *t < now) {
+            if catchup == CatchupPolicy::All && instants.len() == MAX_BACKFILL {
+                let reason = format!(
+                    "the pause holds more than {MAX_BACKFILL} instants: resume with latest or skip, then backfill in parts"
+                );
+                return Err(ValidationError::new("catchup", reason).into());
+            }
+            if catchup == CatchupPolicy::Latest {
+                instants.clear();
+            }
+            instants.push(t);
+            cursor = schedule.next_after(t);
+        }
+        Ok(instants)
+    }
+
+    /// Resumes a job whose pause ran to its `until`, as the tick finds it: only if it is still
+    /// at the version read (a resume, a new pause or an edit since wins). The job as resumed,
+    /// or `None` when it was not.
+    pub async fn wake(&self, job: &Job) -> JobsResult<Option<Job>> {
+        let terms = EditTerms { if_match: Some(job.version), ..EditTerms::default() };
+        let resumed = self.edit(&job.owner, &job.id, terms, |document| {
             document.paused = false;
             Ok(())
-        })
-        .await
+        });
+        match resumed.await {
+            Ok(job) => Ok(Some(job)),
+            Err(JobsError::VersionMismatch { .. } | JobsError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Read, change, validate and write under the version check; without `If-Match` a lost race
@@ -420,10 +497,17 @@ impl Jobs {
         if !terms.break_joins {
             self.workflows.check_joins_below(&before, &document).await?;
         }
-        if document == before.document {
+        let noted = terms
+            .pause
+            .as_ref()
+            .filter(|note| document.paused && before.open_pause().is_none_or(|p| !p.says(note)));
+        if document == before.document && noted.is_none() {
             return Ok(Race::Won(before));
         }
-        let after = self.revised(&before, document, &parents)?;
+        let mut after = self.revised(&before, document, &parents)?;
+        if let Some(note) = &terms.pause {
+            after.note_pause(note);
+        }
         let resumed = before.document.paused && !after.document.paused;
         match self.write_edit(&before, &after, &parents).await? {
             Race::Won(()) if after.next_run_at != before.next_run_at || resumed => {

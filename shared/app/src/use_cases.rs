@@ -55,7 +55,7 @@ impl UseCases {
             Groups::new(ports.groups.clone(), ports.jobs.clone(), ports.runs.clone(), ports.clock.clone());
         let jobs = Jobs::new(ports, claimer.clone(), groups.clone(), settings.jobs);
         // The tick's passes send runs due later: just after a whole second, to start on time.
-        let tick = Tick::new(ports, claimer.clone().aligning_sends(), settings.tick);
+        let tick = Tick::new(ports, claimer.clone().aligning_sends(), jobs.clone(), settings.tick);
         let heartbeat_window = settings.worker.heartbeat_window;
         let worker = Worker::new(ports, recorder.clone(), settings.worker);
         let run_control = RunControl::new(ports, jobs.clone(), recorder.clone(), heartbeat_window);

@@ -14,7 +14,7 @@ use sundial_app::jobs::{EditTerms, JobsError};
 use sundial_app::ports::Ports;
 use sundial_app::worker::Worker;
 use sundial_app::worker::poll::{Settled, handle_message};
-use sundial_domain::job::{Job, JobId};
+use sundial_domain::job::{Job, JobId, PauseNote};
 use sundial_domain::ports::queue::{Received, RunInbox};
 use sundial_domain::ports::store::RunHistory;
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
@@ -312,7 +312,7 @@ async fn runs_claimed_before_a_job_got_parents_never_run_before_them() {
 async fn a_paused_parent_skips_its_runs_and_fails_its_children_upstream() {
     let flow = Flow::at("2030-01-01T11:58:00Z");
     let [_, b, c, d] = flow.diamond(json!({})).await;
-    flow.world.use_cases.jobs.pause(&owner(), &b.id).await.unwrap();
+    flow.world.use_cases.jobs.pause(&owner(), &b.id, PauseNote::default()).await.unwrap();
     flow.world.set("2030-01-01T12:00:00Z");
     flow.world.use_cases.tick.run().await.unwrap();
     flow.run_for(30).await;
@@ -335,7 +335,7 @@ async fn a_join_whose_other_parent_never_runs_the_instant_ends_skipped_upstream_
     let left = w.create(job("left", json!({"cron": "0 * * * *"}), json!({}))).await;
     let right = w.create(job("right", json!({"cron": "0 * * * *"}), json!({}))).await;
     let join = w.create(after("join", &["left", "right"], json!({}))).await;
-    w.use_cases.jobs.pause(&owner(), &right.id).await.unwrap();
+    w.use_cases.jobs.pause(&owner(), &right.id, PauseNote::default()).await.unwrap();
     w.set("2030-01-01T12:00:00Z");
     w.use_cases.tick.run().await.unwrap();
     flow.run_for(30).await;
@@ -574,7 +574,7 @@ async fn an_edit_that_would_stop_a_join_is_refused_naming_it() {
     // A pause, a jitter or a payload edit keeps the instants; so does moving both roots together.
     let jitter = json!({"schedule": {"cron": "0 * * * *", "jitter_s": 30}});
     w.use_cases.jobs.patch(&owner(), &right.id, &jitter, EditTerms::default()).await.unwrap();
-    w.use_cases.jobs.pause(&owner(), &right.id).await.unwrap();
+    w.use_cases.jobs.pause(&owner(), &right.id, PauseNote::default()).await.unwrap();
     w.use_cases
         .jobs
         .patch(&owner(), &right.id, &json!({"payload": {"a": 1}}), EditTerms::default())

@@ -450,13 +450,44 @@ pub struct Job {
     pub gaps: Vec<Gap>,
 }
 
-/// One pause of a job: from when it was paused to when it was resumed (`None`: still paused).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// One pause of a job: from when it was paused to when it was resumed (`None`: still paused),
+/// with what the person who paused it said.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Pause {
     pub from: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<DateTime<Utc>>,
+    /// Why, as the person who paused it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who paused it (the owner of the API key used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// When the job resumes by itself (the tick resumes it in that minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
 }
+
+impl Pause {
+    /// Whether the pause already says what `note` says.
+    pub fn says(&self, note: &PauseNote) -> bool {
+        self.reason == note.reason && self.by == note.by && self.until == note.until
+    }
+}
+
+/// What a pause request says besides pausing: why, who, and until when.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PauseNote {
+    pub reason: Option<String>,
+    pub by: Option<String>,
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// The longest pause reason kept, in characters.
+pub const MAX_PAUSE_REASON_CHARS: usize = 500;
+/// How far ahead a pause may be set to end by itself.
+pub const MAX_PAUSE_DAYS: i64 = 366;
 
 /// Pauses kept on a job at most; older ones are older than any run still waiting to start.
 pub const PAUSES_KEPT: usize = 10;
@@ -520,7 +551,9 @@ impl Job {
     /// Records a change of the paused flag at `now` in the pause history.
     pub fn record_pause_change(&mut self, was_paused: bool, now: DateTime<Utc>) {
         match (was_paused, self.document.paused) {
-            (false, true) => self.pauses.push(Pause { from: now, to: None }),
+            (false, true) => {
+                self.pauses.push(Pause { from: now, to: None, reason: None, by: None, until: None })
+            }
             (true, false) => match self.pauses.last_mut() {
                 Some(open) if open.to.is_none() => open.to = Some(now),
                 // Paused before pauses were recorded: the start of the pause is unknown.
@@ -552,6 +585,30 @@ impl Job {
     /// The newest gap that passed `instant`, if any.
     pub fn gap_at(&self, instant: DateTime<Utc>) -> Option<&Gap> {
         self.gaps.iter().rev().find(|g| g.from <= instant && instant <= g.to)
+    }
+
+    /// The pause the job is in now, if it is paused (and the pause was recorded).
+    pub fn open_pause(&self) -> Option<&Pause> {
+        self.pauses.last().filter(|p| self.document.paused && p.to.is_none())
+    }
+
+    /// Writes `note` on the pause the job is in now; nothing if it is not paused.
+    pub fn note_pause(&mut self, note: &PauseNote) {
+        if !self.document.paused {
+            return;
+        }
+        if let Some(open) = self.pauses.last_mut().filter(|p| p.to.is_none()) {
+            open.reason = note.reason.clone();
+            open.by = note.by.clone();
+            open.until = note.until;
+        }
+    }
+
+    /// The minute the due index files the job under: its next instant while it is active, the
+    /// end of its pause while it is paused until a set time (the tick resumes it then), else
+    /// none.
+    pub fn index_at(&self) -> Option<DateTime<Utc>> {
+        if self.document.paused { self.open_pause().and_then(|p| p.until) } else { self.next_run_at }
     }
 
     /// The pause `instant` fell in, if any.

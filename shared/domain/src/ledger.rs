@@ -203,10 +203,14 @@ fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: Da
     }
     if let Some(pause) = job.pause_at(t).filter(|_| t <= now) {
         let until = pause.to.map_or_else(|| "now".to_string(), |to| to.to_rfc3339());
-        return missed(
-            MissedReason::Paused,
-            format!("the job was paused from {} to {until}", pause.from.to_rfc3339()),
-        );
+        let mut detail = format!("the job was paused from {} to {until}", pause.from.to_rfc3339());
+        if let Some(by) = &pause.by {
+            detail.push_str(&format!(" by {by}"));
+        }
+        if let Some(reason) = &pause.reason {
+            detail.push_str(&format!(": {reason}"));
+        }
+        return missed(MissedReason::Paused, detail);
     }
     if job.next_run_at.is_some_and(|next| t >= next) || t > now {
         let detail =
@@ -262,7 +266,13 @@ mod tests {
             at: at("2026-11-22T10:04:10Z"),
             told: true,
         });
-        job.pauses.push(Pause { from: at("2026-11-22T10:05:30Z"), to: Some(at("2026-11-22T10:07:30Z")) });
+        job.pauses.push(Pause {
+            from: at("2026-11-22T10:05:30Z"),
+            to: Some(at("2026-11-22T10:07:30Z")),
+            reason: Some("maintenance".into()),
+            by: Some("alice".into()),
+            until: None,
+        });
         job.next_run_at = Some(at("2026-11-22T10:09:00Z"));
         let mut skipped = run_at(&job, "2026-11-22T10:04:00Z", "2026-11-22T10:03:00Z");
         skipped.state = RunState::Skipped;
@@ -312,6 +322,7 @@ mod tests {
         assert!(detail("10:04").starts_with("catchup skip"), "a skip says why");
         assert!(detail("10:02").contains("`catchup: skip` dropped 2 instant(s)"), "{}", detail("10:02"));
         assert!(detail("10:06").contains("paused from 2026-11-22T10:05:30"), "{}", detail("10:06"));
+        assert!(detail("10:06").ends_with("by alice: maintenance"), "{}", detail("10:06"));
         assert_eq!(got.next, None);
     }
 

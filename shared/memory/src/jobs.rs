@@ -90,7 +90,7 @@ impl MemoryJobStore {
         let document: JobDocument =
             serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("document: {e}")))?;
         let due =
-            job.due_at().map(|due| (due_bucket(job.id.as_str(), due, self.shards), format_instant(due)));
+            job.index_at().map(|due| (due_bucket(job.id.as_str(), due, self.shards), format_instant(due)));
         Ok(Stored {
             job: Job { document, next_run_at: job.next_run_at.map(whole_second), ..job.clone() },
             due,

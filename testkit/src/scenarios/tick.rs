@@ -153,6 +153,80 @@ pub async fn pause_resume_and_end_at<H: Harness>() {
     );
 }
 
+/// A pause with `until` ends by itself: the job shows its pause (why, who, until when), the
+/// tick resumes it in that minute, and the ledger says the instants it covered were paused, with
+/// the reason. A resume may run the latest or all of the instants a pause covered.
+pub async fn pauses_end_by_themselves_and_resumes_catch_up_as_asked<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T11:58:30Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let api = deployment.api();
+    let minutely = |name: &str| job(name, json!({"cron": "* * * * *"}));
+    let until = api.create_job(ALICE, &minutely("until")).await;
+    let latest = api.create_job(ALICE, &minutely("latest")).await;
+    let all = api.create_job(ALICE, &minutely("all")).await;
+    deployment.set_clock(t("2030-01-01T11:59:10Z"));
+    let body = json!({"reason": "database maintenance", "until": "2030-01-01T12:02:00Z"});
+    let paused = api.post(ALICE, &format!("/v1/jobs/{until}/pause"), &body).await;
+    assert_eq!(paused.status, StatusCode::OK, "{}", paused.body);
+    assert_eq!(
+        (&paused.body["pause"]["reason"], &paused.body["pause"]["until"], &paused.body["pause"]["by"]),
+        (&json!("database maintenance"), &json!("2030-01-01T12:02:00Z"), &json!(crate::world::OWNER)),
+        "{}",
+        paused.body
+    );
+    for id in [&latest, &all] {
+        assert_eq!(api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await.status, StatusCode::OK);
+    }
+
+    for minute in ["2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"] {
+        deployment.set_clock(t(minute));
+        deployment.use_cases().tick.run().await.unwrap();
+    }
+    let view = api.get(ALICE, &format!("/v1/jobs/{until}")).await.body;
+    assert_eq!((&view["paused"], view.get("pause")), (&json!(false), None), "resumed by itself: {view}");
+    assert_eq!(view["next_run_at"], "2030-01-01T12:04:00Z", "claimed a minute ahead as it resumed: {view}");
+    let ran = instants(&deployment.runs_of(&until).await);
+    assert!(ran.contains(&"2030-01-01T12:02:00Z".to_string()), "the instant it resumed at runs: {ran:?}");
+    let ledger = api
+        .get(ALICE, &format!("/v1/jobs/{until}/instants?from=2030-01-01T12:01:00Z&to=2030-01-01T12:02:00Z"))
+        .await;
+    let entries = ledger.body["instants"].as_array().cloned().unwrap_or_default();
+    assert_eq!(entries.len(), 2, "{}", ledger.body);
+    assert_eq!((&entries[0]["outcome"], &entries[0]["reason"]), (&json!("missed"), &json!("paused")));
+    let detail = entries[0]["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.ends_with("database maintenance") && detail.contains("to 2030-01-01T12:02:00"),
+        "{detail}"
+    );
+    assert_eq!(entries[1]["outcome"], "ran");
+
+    // Resumed at 12:03:10, asking for the paused instants: the latest of them, or each.
+    deployment.set_clock(t("2030-01-01T12:03:10Z"));
+    for (id, catchup) in [(&latest, "latest"), (&all, "all")] {
+        let reply = api.post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({"catchup": catchup})).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    let paused_minutes = ["2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z", "2030-01-01T12:03:00Z"];
+    let has = |runs: &[String], t: &str| runs.iter().any(|r| r == t);
+    let latest_runs = instants(&deployment.runs_of(&latest).await);
+    let all_runs = instants(&deployment.runs_of(&all).await);
+    assert!(has(&latest_runs, paused_minutes[2]) && !has(&latest_runs, paused_minutes[1]), "{latest_runs:?}");
+    assert!(paused_minutes.iter().all(|t| has(&all_runs, t)), "{all_runs:?}");
+
+    // Bad pauses change nothing.
+    for (body, status, field) in [
+        (json!({"until": "2030-01-01T12:00:00Z"}), StatusCode::UNPROCESSABLE_ENTITY, "until"),
+        (json!({"reason": "r".repeat(501)}), StatusCode::UNPROCESSABLE_ENTITY, "reason"),
+        (json!({"until": "soon"}), StatusCode::BAD_REQUEST, "until"),
+        (json!({"for": "ever"}), StatusCode::BAD_REQUEST, "for"),
+    ] {
+        let reply = api.post(ALICE, &format!("/v1/jobs/{until}/pause"), &body).await;
+        assert_eq!((reply.status, reply.error_field()), (status, field), "{body}: {}", reply.body);
+    }
+    let reply = api.post(ALICE, &format!("/v1/jobs/{until}/resume"), &json!({"catchup": "some"})).await;
+    assert_eq!((reply.status, reply.error_field()), (StatusCode::BAD_REQUEST, "catchup"));
+    assert_eq!(api.get(ALICE, &format!("/v1/jobs/{until}")).await.body["paused"], false, "still running");
+}
+
 /// `n` one-time jobs due at `at`, as stored an hour before (imported: no API, no claim).
 pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
     (0..n)
@@ -373,6 +447,7 @@ macro_rules! tick_scenarios {
         $crate::instantiate!($harness => tick {
             catchup_policies_after_downtime,
             pause_resume_and_end_at,
+            pauses_end_by_themselves_and_resumes_catch_up_as_asked,
             racing_ticks_claim_each_instant_once,
             a_burst_is_continued_by_the_next_invocation,
             a_crash_between_claim_and_send_heals_at_the_next_tick,

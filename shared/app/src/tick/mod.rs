@@ -27,6 +27,7 @@
 
 pub mod claim;
 
+use crate::jobs::Jobs;
 use crate::ports::Ports;
 use chrono::{DateTime, Duration, Utc};
 use claim::{ClaimReport, Claimer};
@@ -156,15 +157,40 @@ pub struct Tick {
     due: Arc<dyn DueIndex>,
     state: Arc<dyn TickStateStore>,
     claimer: Claimer,
+    /// Resumes the jobs whose pause has run to its end.
+    jobs: Jobs,
     clock: Arc<dyn Clock>,
     meter: Arc<crate::meter::Meter>,
     settings: TickSettings,
 }
 
 impl Tick {
-    pub fn new(ports: &Ports, claimer: Claimer, settings: TickSettings) -> Self {
-        let Ports { jobs, tick_state: state, clock, meter, .. } = ports.clone();
-        Tick { catalogue: jobs.clone(), due: jobs, state, claimer, clock, meter, settings }
+    pub fn new(ports: &Ports, claimer: Claimer, jobs: Jobs, settings: TickSettings) -> Self {
+        let Ports { jobs: store, tick_state: state, clock, meter, .. } = ports.clone();
+        Tick { catalogue: store.clone(), due: store, state, claimer, jobs, clock, meter, settings }
+    }
+
+    /// Resumes those of `paused` (filed in the due index under the end of their pause) whose
+    /// pause has run to its end by `now`; those read ahead of it wait for their minute. A job
+    /// changed since read stays as it was changed; one that could not be resumed is reported
+    /// failed, holding the watermark before `minute`.
+    async fn wake(&self, paused: Vec<Job>, minute: DateTime<Utc>, now: DateTime<Utc>) -> ClaimReport {
+        let mut report = ClaimReport::default();
+        for job in paused.iter().filter(|j| j.open_pause().and_then(|p| p.until).is_some_and(|u| u <= now)) {
+            match self.jobs.wake(job).await {
+                Ok(Some(_)) => tracing::info!(job_id = %job.id, "the job's pause ended: resumed by itself"),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(job_id = %job.id, error = %e, "a pause that ended was not resumed; tried again next tick");
+                    report.add(ClaimReport {
+                        failed: 1,
+                        earliest_failure: Some(minute),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        report
     }
 
     /// The ids of the jobs due in one minute: every one of `shards` partitions, in parallel.
@@ -210,7 +236,13 @@ impl Tick {
             let batch = batch.to_vec();
             async move {
                 match self.catalogue.get_many(&batch).await {
-                    Ok(jobs) => claimer.claim(in_order_due(jobs, &batch), reached_before, now).await,
+                    Ok(jobs) => {
+                        let (paused, active): (Vec<Job>, Vec<Job>) =
+                            in_order_due(jobs, &batch).into_iter().partition(|j| j.document.paused);
+                        let mut report = self.wake(paused, minute, now).await;
+                        report.add(claimer.claim(active, reached_before, now).await);
+                        report
+                    }
                     Err(e) => {
                         tracing::warn!(minute = %minute, error = %e, "due jobs not read; the minute is read again next tick");
                         ClaimReport {
@@ -418,6 +450,6 @@ fn unseen(due: Vec<JobId>, seen: &mut HashSet<String>) -> Vec<JobId> {
 /// next run since it was read is not), in the order of `ids` (the index's due order).
 fn in_order_due(read: Vec<Job>, ids: &[JobId]) -> Vec<Job> {
     let mut by_id: std::collections::HashMap<JobId, Job> =
-        read.into_iter().filter(|job| job.due_at().is_some()).map(|job| (job.id.clone(), job)).collect();
+        read.into_iter().filter(|job| job.index_at().is_some()).map(|job| (job.id.clone(), job)).collect();
     ids.iter().filter_map(|id| by_id.remove(id)).collect()
 }

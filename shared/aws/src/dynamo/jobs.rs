@@ -120,7 +120,7 @@ impl DynamoJobStore {
             let children = job.children.iter().map(|c| c.to_string()).collect();
             item.insert("children".into(), AttributeValue::Ss(children));
         }
-        if let Some(due) = job.due_at() {
+        if let Some(due) = job.index_at() {
             item.insert("due_bucket".into(), s(due_bucket(job.id.as_str(), due, self.shards)));
             item.insert("due_at".into(), s(format_instant(due)));
         }
@@ -513,7 +513,7 @@ impl DueIndex for DynamoJobStore {
         let request = self.client.update_item().table_name(&self.table).key("job_id", s(job.id.as_str()));
         update.apply(request).condition_expression(condition).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
-        if job.due_at().is_some() {
+        if job.index_at().is_some() {
             self.ledger.add(writes::INDEX_REMOVE, 1);
         }
         if next.is_some() && active {
