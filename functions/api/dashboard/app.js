@@ -205,7 +205,90 @@ function graphSvg(graph, current) {
     markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>${edges}${nodes}</svg>`;
 }
 
-async function jobPage(id) {
+// The job's instant ledger (GET /v1/jobs/{id}/instants) for the last 24 hours as a day strip: one
+// cell per scheduled instant, oldest first, coloured by outcome, a cell with a run linking to it;
+// every page of the day is read, at most LEDGER_PAGES. Below, the missed and skipped instants,
+// newest first, consecutive ones with the same explanation in one row (a new minutely job's day
+// before it began is one row, not 1440). The panel's last answer is kept, so that the job page's
+// refresh while runs are in flight neither blanks it nor reads the day again every 2 s (only
+// every 30 s); opening the page reads it afresh.
+const OUTCOMES = ["ran", "skipped", "missed", "pending"];
+const LEDGER_PAGES = 5;
+const REASONS = { catchup_dropped: "dropped by the catch-up policy", paused: "the job was paused", before_start: "before the schedule began",
+  after_end: "after the schedule ended", edited: "not on the schedule then: edited since", unrecorded: "no record of why" };
+const rfc3339 = (t) => t.toISOString().replace(/\.\d{3}Z$/, "Z");
+const ledgerShown = { id: null, html: "", at: 0, reading: null };
+
+async function ledgerDay(id) {
+  const to = new Date(), from = new Date(to.getTime() - 24 * 3600_000);
+  let instants = [], manual = [], next = rfc3339(from), pages = 0;
+  do {
+    const page = await api("GET", `/v1/jobs/${id}/instants?from=${encodeURIComponent(next)}&to=${encodeURIComponent(rfc3339(to))}&limit=1000`);
+    instants = instants.concat(page.instants); manual = manual.concat(page.manual); next = page.next; pages += 1;
+  } while (next && pages < LEDGER_PAGES);
+  return { from, to, instants, manual, more: Boolean(next) };
+}
+
+const why = (e) => REASONS[e.reason] || e.reason || "";
+// A detail's sentence with its RFC 3339 instants in local time, as the rest of the page shows them.
+const said = (detail) => String(detail ?? "").replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)/g, (t) => when(t));
+
+function ledgerCell(e) {
+  const failed = e.outcome === "ran" && ["FAILED", "TIMED_OUT"].includes(e.state);
+  const flying = e.outcome === "ran" && IN_FLIGHT.includes(e.state);
+  const cls = `${e.outcome}${failed ? " failed" : ""}${flying ? " flying" : ""}${e.reason ? ` ${e.reason}` : ""}`;
+  const title = [when(e.at), `${e.outcome}${e.outcome === "ran" && e.state ? ` (${e.state})` : ""}${e.reason ? `: ${why(e)}` : ""}`, said(e.detail)].filter(Boolean).join(" · ");
+  const attrs = `class="${esc(cls)}" data-outcome="${esc(e.outcome)}" data-at="${esc(e.at)}" title="${esc(title)}"`;
+  return e.run_id ? `<a href="#/runs/${esc(e.run_id)}" ${attrs}></a>` : `<span ${attrs}></span>`;
+}
+
+function ledgerHtml({ from, to, instants, manual, more }) {
+  if (!instants.length) return `<p class="muted">No scheduled instant in the last 24 hours.${manual.length ? ` ${manual.length} manual run(s): see Recent runs.` : ""}</p>`;
+  const counts = Object.fromEntries(OUTCOMES.map((o) => [o, 0]));
+  instants.forEach((e) => { counts[e.outcome] = (counts[e.outcome] || 0) + 1; });
+  const failed = instants.filter((e) => e.outcome === "ran" && ["FAILED", "TIMED_OUT"].includes(e.state)).length;
+  const flying = instants.filter((e) => e.outcome === "ran" && IN_FLIGHT.includes(e.state)).length;
+  const notDue = instants.filter((e) => e.reason === "before_start" || e.reason === "after_end").length;
+  const notes = {
+    ran: [failed && `<i class="ran failed"></i>${failed} failed`, flying && `<i class="ran flying"></i>${flying} in flight`].filter(Boolean).join(", "),
+    missed: notDue ? `<i class="missed before_start"></i>${notDue} outside the schedule's dates` : "",
+  };
+  const legend = OUTCOMES.map((o) => `<span><i class="${o}"></i>${o} <strong data-count="${o}">${counts[o]}</strong>${notes[o] ? ` <span class="muted">(${notes[o]})</span>` : ""}</span>`)
+    .join('<span class="muted">·</span>');
+  // Runs of missed or skipped instants with nothing else between them and the same explanation.
+  const rows = [];
+  instants.forEach((e, i) => {
+    if (e.outcome !== "missed" && e.outcome !== "skipped") return;
+    const last = rows[rows.length - 1];
+    if (last && last.end === i - 1 && last.outcome === e.outcome && last.reason === e.reason && last.detail === e.detail) Object.assign(last, { end: i, to: e.at, n: last.n + 1, run: null });
+    else rows.push({ outcome: e.outcome, reason: e.reason, detail: e.detail, from: e.at, to: e.at, end: i, n: 1, run: e.run_id });
+  });
+  const shown = rows.slice().reverse().slice(0, 20);
+  const table = shown.length ? `<table class="why"><thead><tr><th>Instant</th><th>Outcome</th><th>Why</th></tr></thead><tbody>
+    ${shown.map((r) => `<tr data-outcome="${esc(r.outcome)}"><td>${r.n === 1 ? (r.run ? `<a href="#/runs/${esc(r.run)}">${when(r.from)}</a>` : when(r.from))
+      : `${when(r.from)} – ${when(r.to)} <span class="muted">(${r.n} instants)</span>`}</td>
+      <td><i class="${esc(r.outcome)}${r.reason ? ` ${esc(r.reason)}` : ""}"></i>${esc(r.outcome)}</td>
+      <td>${r.reason ? `${esc(why(r))}${r.detail ? `<div class="muted">${esc(said(r.detail))}</div>` : ""}` : esc(said(r.detail))}</td></tr>`).join("")}</tbody></table>
+    ${rows.length > shown.length ? `<p class="muted">${rows.length - shown.length} older row(s) not shown.</p>` : ""}`
+    : '<p class="muted">No instant missed or skipped.</p>';
+  return `<p class="legend">${legend}</p>
+    <div class="strip${instants.length > 300 ? " dense" : ""}" aria-label="${instants.length} instants, oldest first">${instants.map(ledgerCell).join("")}</div>
+    <p class="range muted"><span>${when(from)}</span><span>${when(to)}</span></p>
+    ${more ? `<p class="muted">The first ${instants.length} instants only: the day has more than ${LEDGER_PAGES} pages.</p>` : ""}
+    ${manual.length ? `<p class="muted">And ${manual.length} manual run(s) (triggers, reruns), not on the schedule: see Recent runs.</p>` : ""}
+    ${table}`;
+}
+
+async function ledgerPanel(id) {
+  ledgerShown.reading = id;
+  let html;
+  try { html = ledgerHtml(await ledgerDay(id)); } catch (err) { html = `<p class="error">${esc(err.message)}</p>`; }
+  Object.assign(ledgerShown, { id, html, at: Date.now(), reading: ledgerShown.reading === id ? null : ledgerShown.reading });
+  const panel = document.getElementById("ledger");
+  if (panel?.dataset.job === id) panel.innerHTML = html;
+}
+
+async function jobPage(id, refreshing = false) {
   const [job, runs, preview, graph] = await Promise.all([
     api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/runs?limit=50`), api("GET", `/v1/jobs/${id}/preview?count=5`),
     api("GET", `/v1/jobs/${id}/graph`).catch(() => null),
@@ -229,6 +312,8 @@ async function jobPage(id) {
       <div><span>Delivery</span>${job.delivery === "at_most_once" ? "at most once" : "at least once"}${job.group ? ` · group <code>${esc(job.group)}</code>` : ""}${job.flexible_window_s ? ` · flexible window ${job.flexible_window_s} s` : ""}</div></div>
     ${workflow ? `<h2>Workflow <span class="muted">(parents left of their children; colour: latest run)</span></h2>
       <div class="graph card" id="graph">${graphSvg(graph, job.id)}</div>` : ""}
+    <h2>Instants <span class="muted">(the last 24 hours, oldest to newest; hover a cell for what became of it)</span></h2>
+    <div class="ledger card" id="ledger" data-job="${esc(job.id)}">${refreshing && ledgerShown.id === job.id ? ledgerShown.html : '<p class="muted">Reading the ledger…</p>'}</div>
     <h2>Recent runs <span class="muted">(oldest to newest; height: duration; outlined: SLA missed)</span></h2>
     <div class="timeline" id="timeline">${timeline || '<span class="muted">No runs yet.</span>'}</div>
     <table style="margin-top:.8rem"><thead><tr><th>Run</th><th>State</th><th class="hide-narrow">Scheduled</th><th>Duration</th><th class="hide-narrow">Attempts</th></tr></thead><tbody>
@@ -238,7 +323,8 @@ async function jobPage(id) {
     ${subscriptions ? `<h2>Notifications</h2><table><tbody>${subscriptions.map((s) => `<tr><td>${esc(s.protocol)}</td><td>${esc(s.endpoint)}</td><td>${esc(s.status)}</td></tr>`).join("")}</tbody></table>` : ""}
     <h2>Definition</h2><pre>${esc(JSON.stringify(definition, null, 2))}</pre>`;
   main.querySelectorAll("button[data-act]").forEach((b) => (b.onclick = () => act(job, b.dataset.act)));
-  schedule(() => jobPage(id), runs.runs.some((r) => IN_FLIGHT.includes(r.state))
+  if (ledgerShown.reading !== job.id && (!refreshing || ledgerShown.id !== job.id || Date.now() - ledgerShown.at > 30_000)) ledgerPanel(job.id);
+  schedule(() => jobPage(id, true), runs.runs.some((r) => IN_FLIGHT.includes(r.state))
     || (workflow && graph.nodes.some((n) => IN_FLIGHT.includes(n.latest_run?.state))));
 }
 
