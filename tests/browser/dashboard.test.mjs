@@ -2,7 +2,9 @@
 // through the API, see it listed, trigger it with the page's button, see the run reach SUCCEEDED
 // and its attempt detail. Then a workflow (a diamond: extract → transform, aggregate → report):
 // trigger its root, wait for the last job's run, see the graph on the job page and the run page's
-// links to its parents' runs for the same instant. Screenshots go to $SCREENSHOTS. Usage:
+// links to its parents' runs for the same instant. Last, the job page's instant ledger of a job due
+// every minute: a cell per instant of the last 24 hours, the legend counting them, the instant
+// the tick ran linking to its run. Screenshots go to $SCREENSHOTS. Usage:
 //   node dashboard.test.mjs <sundial base URL> <api key>
 // Exits non-zero (with the reason) on the first failed expectation; bounded by a global timeout.
 import { chromium } from "playwright-core";
@@ -33,6 +35,9 @@ let hits = 0;
 const target = http.createServer((req, res) => { hits += 1; req.resume(); req.on("end", () => { res.writeHead(200, { "Content-Type": "application/json" }); res.end('{"ok":true}'); }); });
 await new Promise((resolve) => target.listen(0, "127.0.0.1", resolve));
 const targetUrl = `http://127.0.0.1:${target.address().port}/hook`;
+// The minutely job's target, apart: its runs never count as the first job's calls.
+const ticking = http.createServer((req, res) => { req.resume(); req.on("end", () => { res.writeHead(200); res.end("{}"); }); });
+await new Promise((resolve) => ticking.listen(0, "127.0.0.1", resolve));
 
 const browser = await chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
 try {
@@ -55,6 +60,12 @@ try {
   });
   if (created.status !== 201) fail(`creating the job: HTTP ${created.status} ${await created.text()}`);
   const job = await created.json();
+  // A job due every minute, created now so that the tick has run one of its instants by the
+  // ledger's turn at the end.
+  const minutelyFrom = new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
+  const minutely = await call("POST", "/v1/jobs", { name: `minutely-${Date.now()}`, schedule: { cron: "* * * * *" }, catchup: "skip",
+    target: { type: "http", url: `http://127.0.0.1:${ticking.address().port}/tick` } });
+  if (minutely.status !== 201) fail(`creating the minutely job: HTTP ${minutely.status} ${JSON.stringify(minutely.body)}`);
 
   await page.reload();
   const row = page.locator(`tr[data-job="${job.id}"]`);
@@ -200,9 +211,53 @@ try {
   await page.locator("#waiting", { hasText: `its group ${pool} is full: 1 of 1 running` }).waitFor({ timeout: 15_000 });
   await shot("09-run-waiting-for-group");
   slow.close();
+
+  // The instant ledger of the minutely job: wait (bounded) until one of its instants has come
+  // and has a run (the tick claims a minute's instants ahead of it), then read the day strip on
+  // its job page, which ends now.
+  const outcomes = ["ran", "skipped", "missed", "pending"];
+  const ranBy = Date.now() + 90_000;
+  let ran = null;
+  while (!ran) {
+    if (Date.now() > ranBy) fail("no instant of the minutely job ran within 90 s");
+    const now = new Date().toISOString().replace(/\.\d{3}Z$/, "Z");
+    const r = await call("GET", `/v1/jobs/${minutely.body.id}/instants?from=${minutelyFrom}&to=${now}`);
+    if (r.status !== 200) fail(`reading the minutely job's ledger: HTTP ${r.status} ${JSON.stringify(r.body)}`);
+    ran = r.body.instants.find((e) => e.outcome === "ran" && e.run_id);
+    if (!ran) await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  await page.goto(`${base}/ui/index.html#/jobs/${minutely.body.id}`);
+  await page.waitForSelector("#ledger .legend", { timeout: 30_000 });
+  const cells = await page.locator("#ledger .strip [data-outcome]").evaluateAll((cs) => cs.map((c) => ({
+    outcome: c.dataset.outcome, at: c.dataset.at, href: c.getAttribute("href"), title: c.getAttribute("title") })));
+  if (cells.length < 1) fail("the ledger shows a cell per instant");
+  const strange = cells.find((c) => !outcomes.includes(c.outcome) || Number.isNaN(Date.parse(c.at)));
+  if (strange) fail(`every cell has an outcome and an instant: ${JSON.stringify(strange)}`);
+  // Every minute of the last 24 hours, read over more than one page, in time order.
+  if (cells.length < 1439 || cells.length > 1441) fail(`the strip of a minutely job has a cell per minute of the day: ${cells.length}`);
+  if (cells.some((c, i) => i > 0 && Date.parse(c.at) <= Date.parse(cells[i - 1].at))) fail("the cells are in time order");
+  const legend = Object.fromEntries(await page.locator("#ledger .legend [data-count]").evaluateAll((ns) => ns.map((n) => [n.dataset.count, Number(n.textContent)])));
+  for (const outcome of outcomes) {
+    const n = cells.filter((c) => c.outcome === outcome).length;
+    if (legend[outcome] !== n) fail(`the legend counts ${legend[outcome]} ${outcome}, the strip ${n}: ${JSON.stringify(legend)}`);
+  }
+  if (Object.values(legend).reduce((a, b) => a + b, 0) !== cells.length) fail(`the legend counts every cell: ${JSON.stringify(legend)}`);
+  const ranCell = cells.find((c) => c.at === ran.at);
+  if (!ranCell || ranCell.outcome !== "ran" || ranCell.href !== `#/runs/${ran.run_id}`) fail(`the instant that ran links to its run: ${JSON.stringify(ranCell)} ${JSON.stringify(ran)}`);
+  // The day before the job began: missed, said so on hover and in the table below.
+  const before = cells.find((c) => c.outcome === "missed");
+  if (!before || !before.title.includes("before the schedule began")) fail(`a cell before the job began says why: ${JSON.stringify(before)}`);
+  const why = await page.locator("#ledger table.why").innerText();
+  if (!why.includes("before the schedule began") || !/\(14\d\d instants\)/.test(why)) fail(`the table says why the day before the job did not run: ${why}`);
+  await page.locator("#ledger").scrollIntoViewIfNeeded();
+  await shot("job-ledger");
+  await page.click(`#ledger .strip a[href="#/runs/${ran.run_id}"]`);
+  await page.locator("h1 .state").waitFor({ timeout: 15_000 });
+  if (!page.url().endsWith(`#/runs/${ran.run_id}`)) fail(`a cell opens its run's page: ${page.url()}`);
   console.log(`browser test passed; screenshots in ${shots}`);
 } finally {
   await browser.close();
   target.close();
+  ticking.close();
   clearTimeout(deadline);
 }
