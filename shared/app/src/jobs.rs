@@ -547,17 +547,17 @@ impl Jobs {
         let mut after =
             Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
         after.record_pause_change(before.document.paused, now);
-        if schedule_changed && before.document.schedule.is_some() {
-            // Instants of the new schedule before now were not instants of the job's: the
-            // ledger says so instead of calling them missed.
-            let edit = Gap {
-                from: before.created_at,
-                to: now,
-                instants: 0,
-                cause: GapCause::Edited,
-                at: now,
-                told: true,
-            };
+        let moved = match (&before.document.schedule, &after.document.schedule) {
+            (Some(old), Some(new)) => !old.same_instants(new),
+            (old, new) => old != new,
+        };
+        if moved {
+            // Instants of the new schedule since the last change that were not instants of the
+            // old one were not the job's: the ledger says so instead of calling them missed.
+            let cause = GapCause::Edited { previous: before.document.schedule.clone() };
+            // The new schedule's instants start at the whole second after now.
+            let to = ceil_second(now) - chrono::Duration::seconds(1);
+            let edit = Gap { from: before.schedule_since(), to, instants: 0, cause, at: now, told: true };
             after.gaps = before.gaps_with(edit);
         }
         Ok(after)

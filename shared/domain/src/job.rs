@@ -130,7 +130,7 @@ fn default_timeout_s() -> u32 {
 }
 
 /// When a job fires: exactly one of `cron`, `rate`, `at`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleDocument {
@@ -516,9 +516,18 @@ pub enum GapCause {
     /// The scheduler did not reach the minutes from `outage_from` to `outage_to` in time (it was
     /// down, or stalled), and the job's `catchup` policy did not run these instants.
     CatchupDropped { policy: CatchupPolicy, outage_from: DateTime<Utc>, outage_to: DateTime<Utc> },
-    /// The schedule was changed at `at`: instants of the new schedule before it were not
-    /// instants then.
-    Edited,
+    /// The schedule was changed at the gap's `at`: from `from` to then, the job ran on
+    /// `previous` (`None`: it had none), so an instant of the new schedule in that span that
+    /// was not one of `previous`'s was not an instant then.
+    Edited { previous: Option<ScheduleDocument> },
+}
+
+impl ScheduleDocument {
+    /// Whether `other` has the same instants (what jitter does not move).
+    pub fn same_instants(&self, other: &ScheduleDocument) -> bool {
+        ScheduleDocument { jitter_s: None, ..self.clone() }
+            == ScheduleDocument { jitter_s: None, ..other.clone() }
+    }
 }
 
 /// Gaps kept on a job at most (each a few hundred bytes of its item).
@@ -537,7 +546,7 @@ impl Gap {
                 self.from.to_rfc3339(),
                 self.to.to_rfc3339()
             ),
-            GapCause::Edited => {
+            GapCause::Edited { .. } => {
                 format!(
                     "the schedule was changed at {}; this instant was not on it before",
                     self.at.to_rfc3339()
@@ -582,9 +591,16 @@ impl Job {
         gaps
     }
 
-    /// The newest gap that passed `instant`, if any.
-    pub fn gap_at(&self, instant: DateTime<Utc>) -> Option<&Gap> {
-        self.gaps.iter().rev().find(|g| g.from <= instant && instant <= g.to)
+    /// The gaps that span `instant`, newest first.
+    pub fn gaps_at(&self, instant: DateTime<Utc>) -> impl Iterator<Item = &Gap> {
+        self.gaps.iter().rev().filter(move |g| g.from <= instant && instant <= g.to)
+    }
+
+    /// When the job's schedule last changed its instants: the end of its newest `edited` gap,
+    /// or its creation.
+    pub fn schedule_since(&self) -> DateTime<Utc> {
+        let edited = self.gaps.iter().rev().find(|g| matches!(g.cause, GapCause::Edited { .. }));
+        edited.map_or(self.created_at, |g| g.at)
     }
 
     /// The pause the job is in now, if it is paused (and the pause was recorded).

@@ -8,7 +8,7 @@
 //! recorded, then a pause it fell in, explains an instant passed without a run; an instant at or
 //! after the job's next instant, or still ahead, is pending.
 
-use crate::job::Job;
+use crate::job::{GapCause, Job, ScheduleDocument};
 use crate::run::{Run, RunState};
 use crate::schedule::Schedule;
 use chrono::{DateTime, Duration, Utc};
@@ -173,6 +173,13 @@ fn of_run(run: &Run, window: Duration) -> Entry {
     }
 }
 
+/// Whether `t` was an instant of the schedule `previous` (of `job`).
+fn was_instant_of(previous: Option<&ScheduleDocument>, job: &Job, t: DateTime<Utc>) -> bool {
+    let schedule = previous.and_then(|doc| crate::validation::parse_schedule(doc, job.created_at).ok());
+    let second = t - Duration::seconds(1);
+    schedule.is_some_and(|s| s.next_after(second) == Some(t))
+}
+
 /// The entry of an instant without a run: why, from the records.
 fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: DateTime<Utc>) -> Entry {
     let missed = |reason: MissedReason, detail: String| Entry {
@@ -194,12 +201,15 @@ fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: Da
     if let Some(end) = schedule.and_then(|s| s.end_at).filter(|end| t > *end) {
         return missed(MissedReason::AfterEnd, format!("the job's schedule ended at {}", end.to_rfc3339()));
     }
-    if let Some(gap) = job.gap_at(t) {
-        let reason = match gap.cause {
-            crate::job::GapCause::CatchupDropped { .. } => MissedReason::CatchupDropped,
-            crate::job::GapCause::Edited => MissedReason::Edited,
-        };
-        return missed(reason, gap.explain());
+    for gap in job.gaps_at(t) {
+        match &gap.cause {
+            GapCause::CatchupDropped { .. } => return missed(MissedReason::CatchupDropped, gap.explain()),
+            // An instant the schedule before the edit had too is explained otherwise.
+            GapCause::Edited { previous } if !was_instant_of(previous.as_ref(), job, t) => {
+                return missed(MissedReason::Edited, gap.explain());
+            }
+            GapCause::Edited { .. } => {}
+        }
     }
     if let Some(pause) = job.pause_at(t).filter(|_| t <= now) {
         let until = pause.to.map_or_else(|| "now".to_string(), |to| to.to_rfc3339());
@@ -227,7 +237,7 @@ fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: Da
 mod tests {
     use super::*;
     use crate::fixtures::at;
-    use crate::job::{CatchupPolicy, Gap, GapCause, Pause};
+    use crate::job::{CatchupPolicy, Gap, Pause};
     use crate::run::RunKey;
     use crate::run::transition::claim;
     use serde_json::json;
@@ -353,6 +363,56 @@ mod tests {
         assert!(
             got.instants[2].detail.as_deref().unwrap().contains("after its instant"),
             "a late claim says so"
+        );
+    }
+
+    #[test]
+    fn an_edit_explains_only_the_instants_the_old_schedule_did_not_have() {
+        // Every two minutes from 10:00, every minute since the edit at 10:05; paused 10:01-10:03.
+        let (mut job, _) = minutely();
+        job.created_at = at("2026-11-22T10:00:00Z");
+        let previous = ScheduleDocument { cron: Some("*/2 * * * *".into()), ..ScheduleDocument::default() };
+        job.gaps.push(Gap {
+            from: job.created_at,
+            to: at("2026-11-22T10:04:59Z"),
+            instants: 0,
+            cause: GapCause::Edited { previous: Some(previous) },
+            at: at("2026-11-22T10:05:00Z"),
+            told: true,
+        });
+        job.pauses.push(Pause {
+            from: at("2026-11-22T10:01:30Z"),
+            to: Some(at("2026-11-22T10:03:30Z")),
+            reason: None,
+            by: None,
+            until: None,
+        });
+        job.next_run_at = Some(at("2026-11-22T10:06:00Z"));
+        let schedule = crate::validation::stored_schedule(&job).unwrap().unwrap();
+        let runs = [
+            run_at(&job, "2026-11-22T10:00:00Z", "2026-11-22T09:59:00Z"),
+            run_at(&job, "2026-11-22T10:04:00Z", "2026-11-22T10:03:30Z"),
+        ];
+        let got = ledger(
+            &job,
+            &schedule,
+            &runs,
+            "2026-11-22T10:00:00Z",
+            "2026-11-22T10:05:00Z",
+            "2026-11-22T10:05:30Z",
+        );
+        use MissedReason::*;
+        use Outcome::*;
+        assert_eq!(
+            outcomes(&got),
+            [
+                ("10:00".into(), Ran, None),
+                ("10:01".into(), Missed, Some(Edited)),
+                ("10:02".into(), Missed, Some(Paused)),
+                ("10:03".into(), Missed, Some(Edited)),
+                ("10:04".into(), Ran, None),
+                ("10:05".into(), Missed, Some(Unrecorded)),
+            ]
         );
     }
 
