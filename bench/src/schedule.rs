@@ -42,6 +42,7 @@ pub fn next_instants(iterations: usize) -> anyhow::Result<Value> {
             pauses: Vec::new(),
             children: Vec::new(),
             gaps: Vec::new(),
+            skips: Vec::new(),
         };
         let schedule = stored_schedule(&job)?.ok_or_else(|| anyhow::anyhow!("{label}: no schedule"))?;
         let began = std::time::Instant::now();

@@ -110,6 +110,7 @@ pub fn job(
         pauses: Vec::new(),
         children: Vec::new(),
         gaps: Vec::new(),
+        skips: Vec::new(),
     })
 }
 

@@ -7,14 +7,15 @@
 //!   one run, and an acknowledged request makes one;
 //! - `no lost instant`: every instant the job's schedule had while it was active has a run,
 //!   unless the scheduler missed its minute and the job's catch-up policy drops it;
-//! - `skips as policy says`: a SKIPPED run names a pause, a concurrency policy or a catch-up
-//!   policy that applies;
+//! - `skips as policy says`: a SKIPPED run names a pause, a concurrency policy, a catch-up
+//!   policy or a skip asked for that applies;
 //! - `late runs follow the catch-up policy`: a scheduled run of a `catchup: skip` job never
 //!   starts past its catch-up window;
 //! - `every instant accounted once`: each job's instant ledger, from its creation to the end,
 //!   lists every instant of its schedule and every scheduled run once, in order, and explains
 //!   each instant it calls missed; no instant the tick recorded as dropped by the catch-up had a
-//!   run already when the drop was recorded (an instant both run and told missed);
+//!   run already when the drop was recorded (an instant both run and told missed); an instant
+//!   asked to be skipped, or that fell in a pause, never starts a run after it was asked;
 //! - `every run ends`: once faults stop, every run is terminal within the quiet period;
 //! - `state moves forward`: a run's attempt never goes down, an ended run never changes nor
 //!   leaves an attempt open, a run never goes back to QUEUED;
@@ -596,6 +597,36 @@ impl Checker {
                     self.violations.push(wrong(format!("{} is missed with a run or no reason", entry.at)));
                 }
             }
+            let first_start = |at: DateTime<Utc>| {
+                let run = own.iter().find(|r| r.key.manual.is_none() && r.key.instant == at)?;
+                Some((run, run.attempts.first()?.started_at))
+            };
+            for skip in &job.skips {
+                if let Some((run, started)) = first_start(skip.at).filter(|(_, s)| *s > skip.asked_at + skew) {
+                    self.violations.push(wrong(format!(
+                        "run {} started at {started}, though its instant was asked to be skipped at {}",
+                        run.id(),
+                        skip.asked_at
+                    )));
+                }
+            }
+            for pause in &job.pauses {
+                let during = |r: &Run| {
+                    r.key.manual.is_none()
+                        && r.key.instant > pause.from + skew
+                        && pause.to.is_none_or(|to| r.key.instant + skew < to && r.created_at < to)
+                };
+                let started = own.iter().filter(|r| during(r)).find_map(|r| {
+                    r.attempts.first().map(|a| (r, a.started_at)).filter(|(_, s)| *s > pause.from + skew)
+                });
+                if let Some((run, at)) = started {
+                    self.violations.push(wrong(format!(
+                        "run {} of an instant in the pause from {} started at {at}",
+                        run.id(),
+                        pause.from
+                    )));
+                }
+            }
             for gap in &job.gaps {
                 if !matches!(gap.cause, sundial_domain::job::GapCause::CatchupDropped { .. }) {
                     continue;
@@ -702,6 +733,11 @@ impl Checker {
                             && p.to.is_none_or(|to| to + skew >= run.scheduled_at())
                     })
                 })
+            } else if reason.starts_with("skipped on request") {
+                // Asked for: some version of the job holds the skip of this instant.
+                let versions = observed.versions.get(&run.job_id).into_iter().flatten();
+                let mut jobs = versions.filter_map(|(_, j)| j.as_ref());
+                jobs.any(|j| j.skip_at(run.scheduled_at()).is_some())
             } else if reason.starts_with("catchup ") {
                 // Late past its window: only a job that does not run every late run skips one.
                 job.is_none_or(|j| j.document.catchup != CatchupPolicy::All)

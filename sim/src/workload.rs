@@ -50,6 +50,8 @@ pub enum Action {
     /// Pauses job n, until the instant given (it resumes by itself then: the tick wakes it).
     Pause(usize, Option<DateTime<Utc>>),
     Resume(usize),
+    /// Skips job n's next `k` instants without pausing it.
+    Skip(usize, usize),
     /// Run job `n` now (with an idempotency key: a retry lands on the same run).
     Trigger(usize),
     /// Claim job `n`'s instants in `[from, to]` that have no run.
@@ -170,8 +172,11 @@ impl Workload {
                 }
                 8..=11 => {
                     let resume = at + Duration::seconds(core.between(20, 240));
-                    // Half the pauses end by themselves (no draw: the stream stays the same).
-                    if resume.timestamp() % 2 == 0 {
+                    // A third skip the next instants instead, half the pauses end by themselves
+                    // (no draw: the stream stays the same).
+                    if resume.timestamp() % 3 == 0 {
+                        Action::Skip(n, 1 + (resume.timestamp() % 2) as usize)
+                    } else if resume.timestamp() % 2 == 0 {
                         Action::Pause(n, Some(resume))
                     } else {
                         ops.push(Op { at: resume, action: Action::Resume(n) });

@@ -26,6 +26,7 @@ use sundial_app::worker::WorkerSettings;
 use sundial_app::worker::poll::{Settled, handle_message};
 use sundial_domain::egress::Egress;
 use sundial_domain::group::GroupDocument;
+use sundial_app::skips::SkipAsk;
 use sundial_domain::job::{CatchupPolicy, JobId, PauseNote};
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::page_token::PageTokens;
@@ -564,6 +565,7 @@ fn request(world: &Simulation, n: usize) -> Work {
     let op = world.workload.ops[n].clone();
     let (sim, ledger, ids, jobs) =
         (world.sim.clone(), world.ledger.clone(), world.ids.clone(), world.api.jobs.clone());
+    let skips = world.api.skips.clone();
     let document = match op.action {
         Action::Create(j) => world.workload.documents.get(j).cloned(),
         _ => None,
@@ -597,6 +599,10 @@ fn request(world: &Simulation, n: usize) -> Work {
                 },
                 Action::Resume(j) => match job(*j) {
                     Some(id) => jobs.resume(&owner, &id, CatchupPolicy::Skip).await.is_ok(),
+                    None => true,
+                },
+                Action::Skip(j, k) => match job(*j) {
+                    Some(id) => skips.skip(&owner, &id, &SkipAsk::Next(*k), &owner).await.is_ok(),
                     None => true,
                 },
                 Action::Trigger(j) => match job(*j) {

@@ -64,6 +64,7 @@ fn job(owner: &str, name: &str, next: Option<DateTime<Utc>>) -> Job {
         pauses: Vec::new(),
         children: Vec::new(),
         gaps: Vec::new(),
+        skips: Vec::new(),
     }
 }
 

@@ -78,6 +78,7 @@ fn job(target: serde_json::Value) -> Job {
         pauses: Vec::new(),
         children: Vec::new(),
         gaps: Vec::new(),
+        skips: Vec::new(),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{
-    Caller, IfMatch, JobPath, JsonBody, JsonObject, OptionalJsonBody, Origin, query_number,
+    Caller, IfMatch, JobPath, JsonBody, JsonObject, OptionalJsonBody, Origin, query_instant, query_number,
 };
 use crate::paging;
 use crate::state::AppState;
@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use sundial_app::jobs::{EditTerms, MAX_PAGE, MAX_PREVIEW};
+use sundial_app::skips::SkipAsk;
 use sundial_domain::job::{CatchupPolicy, Job, JobDocument, PauseNote};
 use sundial_domain::validation::ValidationError;
 
@@ -240,6 +241,63 @@ pub async fn resume(
 ) -> Result<Response, ApiError> {
     let catchup = request.and_then(|r| r.catchup).unwrap_or(CatchupPolicy::Skip);
     let job = state.use_cases.jobs.resume(&owner, &id, catchup).await?;
+    job_response(&state, StatusCode::OK, &job).await
+}
+
+/// Which instants to skip: exactly one of `next` and `instants`.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SkipRequest {
+    /// The next N instants from now (1-100).
+    pub next: Option<usize>,
+    /// These instants of the schedule (RFC 3339), each still ahead (1-100).
+    pub instants: Option<Vec<DateTime<Utc>>>,
+}
+
+/// Skip instants of a job's schedule without pausing it: the next N, or the ones listed. Their
+/// runs are SKIPPED at their start, saying who asked; the preview and the instant ledger show
+/// them. A skip can be taken back until its instant is due.
+#[utoipa::path(post, path = "/v1/jobs/{id}/skip", operation_id = "skipJobInstants", tag = "jobs", params(("id" = String, Path)),
+    request_body = SkipRequest,
+    responses((status = 200, body = JobView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 422, description = "An instant not of the schedule or already due, a count out of bounds, a job without a schedule", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn skip(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+    JsonBody(request): JsonBody<SkipRequest>,
+) -> Result<Response, ApiError> {
+    let ask = match (request.next, request.instants) {
+        (Some(n), None) => SkipAsk::Next(n),
+        (None, Some(instants)) => SkipAsk::Instants(instants),
+        _ => return Err(ApiError::bad_request(ValidationError::new("next", "give either next or instants"))),
+    };
+    let job = state.use_cases.skips.skip(&owner, &id, &ask, &owner).await?;
+    job_response(&state, StatusCode::OK, &job).await
+}
+
+/// Take back skips before their instants are due: the one `instant` names, or every one.
+#[utoipa::path(delete, path = "/v1/jobs/{id}/skip", operation_id = "unskipJobInstants", tag = "jobs",
+    params(("id" = String, Path), ("instant" = Option<String>, Query, description = "RFC 3339; default every skip ahead")),
+    responses((status = 200, body = JobView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, description = "The instant is already due, or not skipped", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn unskip(
+    State(state): State<AppState>,
+    Caller(owner): Caller,
+    JobPath(id): JobPath,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    if let Some(unknown) = query.keys().find(|k| k.as_str() != "instant") {
+        return Err(ApiError::bad_request(ValidationError::new(
+            unknown,
+            "is not a parameter of this endpoint (instant)",
+        )));
+    }
+    let instant = query_instant(&query, "instant")?;
+    let job = state.use_cases.skips.unskip(&owner, &id, instant).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 

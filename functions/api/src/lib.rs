@@ -49,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/pause", post(jobs::pause))
         .route("/v1/jobs/{id}/resume", post(jobs::resume))
         .route("/v1/jobs/{id}/preview", get(jobs::preview))
+        .route("/v1/jobs/{id}/skip", post(jobs::skip).delete(jobs::unskip))
         .route("/v1/jobs/{id}/graph", get(jobs::graph))
         .route("/v1/jobs/{id}/trigger", post(jobs::trigger))
         .route("/v1/jobs/{id}/backfill", post(jobs::backfill))

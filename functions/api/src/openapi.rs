@@ -19,6 +19,8 @@ use utoipa::{Modify, OpenApi};
         crate::jobs::pause,
         crate::jobs::resume,
         crate::jobs::preview,
+        crate::jobs::skip,
+        crate::jobs::unskip,
         crate::jobs::graph,
         crate::jobs::trigger,
         crate::jobs::backfill,

@@ -3,7 +3,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
-use sundial_domain::job::{Job, JobDocument, Pause};
+use sundial_domain::job::{Job, JobDocument, Pause, Skip};
 use sundial_domain::ports::topics::Subscription;
 use sundial_domain::run::{Attempt, Run, RunKind, RunState};
 use sundial_domain::waiting::Wait;
@@ -31,6 +31,9 @@ pub struct JobView {
     /// itself then); absent while it runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pause: Option<Pause>,
+    /// Instants asked to be skipped (those of the last day among them), oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skips: Vec<Skip>,
     /// The key HTTP targets' bodies are signed with: present only in the response that creates
     /// the job (and its idempotent replay) and in the one that rotates it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -97,6 +100,7 @@ impl From<&Job> for JobView {
             next_run_at: job.due_at(),
             last_run: None,
             pause: job.open_pause().cloned(),
+            skips: job.skips.clone(),
             signing_secret: None,
             webhook_secret: None,
             subscriptions: None,
@@ -117,6 +121,9 @@ pub struct JobList {
 pub struct PreviewInstant {
     pub utc: String,
     pub local: String,
+    /// Asked to be skipped: its run will not start.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
 }
 
 /// The next instants of a job.
@@ -142,6 +149,7 @@ impl Preview {
                 .map(|t| PreviewInstant {
                     utc: t.to_rfc3339_opts(SecondsFormat::Secs, true),
                     local: t.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, false),
+                    skipped: job.skip_at(*t).is_some(),
                 })
                 .collect(),
         }

@@ -270,6 +270,7 @@ impl Jobs {
             pauses: Vec::new(),
             children: Vec::new(),
             gaps: Vec::new(),
+            skips: Vec::new(),
         };
         job.record_pause_change(false, now);
         // The topic first: an endpoint SNS refuses fails the request before anything is saved.

@@ -11,6 +11,7 @@
 //!   handed over to the children ([`workflow::cascade`]);
 //! - [`groups`]: concurrency groups: their limits, and the slots runs take ([`groups::slots`]);
 //! - [`ledger`]: a job's instants in a range and what became of each;
+//! - [`skips`]: instants skipped on request, without pausing, and taken back before they are due;
 //! - [`forecast`]: the load forecast of an owner's jobs, or of the whole stack;
 //! - [`meter`]: the process's series, served as Prometheus text and written as [`emf`] lines;
 //! - [`ports`]: the bundle of ports every use case is built from; [`use_cases`]: all of them,
@@ -26,6 +27,7 @@ pub mod meter;
 pub mod ports;
 pub mod record;
 pub mod run_control;
+pub mod skips;
 pub mod tick;
 pub mod timer;
 pub mod use_cases;

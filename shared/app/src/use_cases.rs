@@ -10,6 +10,7 @@ use crate::ledger::Ledgers;
 use crate::ports::Ports;
 use crate::record::Recorder;
 use crate::run_control::RunControl;
+use crate::skips::Skips;
 use crate::tick::claim::{ClaimSettings, Claimer};
 use crate::tick::{Tick, TickSettings};
 use crate::watchdog::Watchdog;
@@ -43,6 +44,7 @@ pub struct UseCases {
     pub watchdog: Watchdog,
     pub forecasts: Forecasts,
     pub ledgers: Ledgers,
+    pub skips: Skips,
 }
 
 impl UseCases {
@@ -62,6 +64,7 @@ impl UseCases {
         let watchdog = Watchdog::new(ports, recorder.clone(), settings.watchdog);
         let forecasts = Forecasts::new(ports.jobs.clone());
         let ledgers = Ledgers::new(ports.jobs.clone(), ports.runs.clone(), ports.clock.clone());
+        let skips = Skips::new(ports.jobs.clone(), ports.clock.clone());
         UseCases {
             announcer,
             recorder,
@@ -74,6 +77,7 @@ impl UseCases {
             watchdog,
             forecasts,
             ledgers,
+            skips,
         }
     }
 }

@@ -29,5 +29,6 @@ pub fn job(extra: serde_json::Value) -> Job {
         pauses: Vec::new(),
         children: Vec::new(),
         gaps: Vec::new(),
+        skips: Vec::new(),
     }
 }

@@ -448,6 +448,35 @@ pub struct Job {
     /// The instants of its schedule passed without a run, as recorded when they were passed,
     /// newest last (at most [`GAPS_KEPT`]): what the instant ledger explains them by.
     pub gaps: Vec<Gap>,
+    /// Instants to skip, asked for before they were due, oldest first (at most [`MAX_SKIPS`]).
+    pub skips: Vec<Skip>,
+}
+
+/// An instant of a job's schedule to skip without pausing, asked for before it was due.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Skip {
+    /// The instant.
+    pub at: DateTime<Utc>,
+    /// Who asked (the owner of the API key used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// When it was asked for.
+    pub asked_at: DateTime<Utc>,
+}
+
+/// Instants a job may have asked to skip at once.
+pub const MAX_SKIPS: usize = 100;
+
+/// How long a skip is kept after its instant: its run (SKIPPED, with the reason) says the rest.
+pub const SKIPS_KEPT_FOR: chrono::Duration = chrono::Duration::days(1);
+
+impl Skip {
+    /// Why its instant's run does not start.
+    pub fn explain(&self) -> String {
+        let by = self.by.as_deref().map(|b| format!(" by {b}")).unwrap_or_default();
+        format!("skipped on request{by} at {}", self.asked_at.to_rfc3339())
+    }
 }
 
 /// One pause of a job: from when it was paused to when it was resumed (`None`: still paused),
@@ -589,6 +618,11 @@ impl Job {
         let excess = gaps.len().saturating_sub(GAPS_KEPT);
         gaps.drain(..excess);
         gaps
+    }
+
+    /// The skip asked for `instant`, if any.
+    pub fn skip_at(&self, instant: DateTime<Utc>) -> Option<&Skip> {
+        self.skips.iter().find(|s| s.at == instant)
     }
 
     /// The gaps that span `instant`, newest first.

@@ -141,6 +141,12 @@ pub fn account(
             scheduled.push(of_run(run, window));
         }
         match at_instants.next_if(|r| r.key.instant == t) {
+            // A run not started yet of an instant asked to be skipped will be skipped.
+            Some(run) if run.is_unstarted() && job.skip_at(t).is_some() => scheduled.push(Entry {
+                outcome: Outcome::Skipped,
+                detail: job.skip_at(t).map(|s| s.explain()),
+                ..of_run(run, window)
+            }),
             Some(run) => scheduled.push(of_run(run, window)),
             None => scheduled.push(without_run(job, schedule, t, now)),
         }
@@ -221,6 +227,10 @@ fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: Da
             detail.push_str(&format!(": {reason}"));
         }
         return missed(MissedReason::Paused, detail);
+    }
+    if let Some(skip) = job.skip_at(t) {
+        let detail = Some(skip.explain());
+        return Entry { at: t, outcome: Outcome::Skipped, run_id: None, state: None, reason: None, detail };
     }
     if job.next_run_at.is_some_and(|next| t >= next) || t > now {
         let detail =

@@ -44,6 +44,7 @@ fn job(k: u64, extra: Value) -> Job {
         pauses: Vec::new(),
         children: Vec::new(),
         gaps: Vec::new(),
+        skips: Vec::new(),
     }
 }
 

@@ -105,6 +105,7 @@ mod tests {
             pauses: Vec::new(),
             children: Vec::new(),
             gaps: Vec::new(),
+            skips: Vec::new(),
         };
         let caller = ScriptedCaller::succeeding().then(Answer::TimedOut);
         let call = |attempt| Invocation {

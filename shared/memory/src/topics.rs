@@ -180,6 +180,7 @@ mod tests {
             pauses: Vec::new(),
             children: Vec::new(),
             gaps: Vec::new(),
+            skips: Vec::new(),
         }
     }
 

@@ -227,6 +227,82 @@ pub async fn pauses_end_by_themselves_and_resumes_catch_up_as_asked<H: Harness>(
     assert_eq!(api.get(ALICE, &format!("/v1/jobs/{until}")).await.body["paused"], false, "still running");
 }
 
+/// Skipping the next two instants without pausing: the job shows the skips and its preview
+/// marks them; their runs (claimed ahead or not) are SKIPPED at their start, saying who asked,
+/// and the target is never called for them; the ledger shows them skipped. A skip is taken back
+/// before its instant is due, and bad skips change nothing.
+pub async fn skipped_instants_never_run_and_can_be_taken_back<H: Harness>() {
+    // Created ten minutes before its schedule starts: nothing is claimed ahead until the tick
+    // finds it, and the runs it claims then are sent at once (no real wait on the emulator).
+    let deployment = H::deploy_at("2030-01-01T11:50:00Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let api = deployment.api();
+    let mut document = job("skipping", json!({"cron": "* * * * *", "start_at": "2030-01-01T12:00:00Z"}));
+    document["target"]["url"] = json!(deployment.target_url());
+    let id = api.create_job(ALICE, &document).await;
+    let path = format!("/v1/jobs/{id}/skip");
+    let skipped = api.post(ALICE, &path, &json!({"next": 2})).await;
+    assert_eq!(skipped.status, StatusCode::OK, "{}", skipped.body);
+    let skips: Vec<&str> =
+        skipped.body["skips"].as_array().into_iter().flatten().filter_map(|s| s["at"].as_str()).collect();
+    assert_eq!(skips, ["2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z"], "{}", skipped.body);
+    let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=3")).await.body;
+    let marks: Vec<bool> =
+        preview["instants"].as_array().into_iter().flatten().map(|i| i["skipped"] == true).collect();
+    assert_eq!(marks, [true, true, false], "{preview}");
+
+    // Another skip, taken back before it is due.
+    let later = api.post(ALICE, &path, &json!({"instants": ["2030-01-01T12:03:00Z"]})).await;
+    assert_eq!(later.body["skips"].as_array().map(Vec::len), Some(3), "{}", later.body);
+    let back = api.delete(ALICE, &format!("{path}?instant=2030-01-01T12:03:00Z")).await;
+    assert_eq!(back.status, StatusCode::OK, "{}", back.body);
+    assert_eq!(back.body["skips"].as_array().map(Vec::len), Some(2), "{}", back.body);
+
+    // Bad skips name the field and change nothing.
+    for (body, status, field) in [
+        (json!({"next": 0}), StatusCode::UNPROCESSABLE_ENTITY, "next"),
+        (json!({"next": 101}), StatusCode::UNPROCESSABLE_ENTITY, "next"),
+        (json!({"instants": ["2030-01-01T12:03:30Z"]}), StatusCode::UNPROCESSABLE_ENTITY, "instants[0]"),
+        (json!({"instants": ["2030-01-01T11:00:00Z"]}), StatusCode::UNPROCESSABLE_ENTITY, "instants[0]"),
+        (json!({}), StatusCode::BAD_REQUEST, "next"),
+        (json!({"next": 1, "instants": []}), StatusCode::BAD_REQUEST, "next"),
+        (json!({"skip": 1}), StatusCode::BAD_REQUEST, "skip"),
+    ] {
+        let reply = api.post(ALICE, &path, &body).await;
+        assert_eq!((reply.status, reply.error_field()), (status, field), "{body}: {}", reply.body);
+    }
+    let reply = api.delete(ALICE, &format!("{path}?instant=2030-01-01T11:00:00Z")).await;
+    assert_eq!((reply.status, reply.error_field()), (StatusCode::UNPROCESSABLE_ENTITY, "instant"));
+    assert_eq!(
+        api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["skips"].as_array().map(Vec::len),
+        Some(2)
+    );
+
+    deployment.set_clock(t("2030-01-01T12:02:10Z"));
+    deployment.use_cases().tick.run().await.unwrap();
+    let runs = deployment.runs_of(&id).await;
+    let run_at = |minute: &str| runs.iter().find(|r| format_instant(r.scheduled_at()) == minute).map(Run::id);
+    for minute in ["2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z"] {
+        let run = run_at(minute).unwrap_or_else(|| panic!("{minute} claimed"));
+        let done = deployment.drive(&run, 30).await;
+        assert_eq!(done.state, RunState::Skipped, "{minute}");
+        let reason = done.reason.unwrap_or_default();
+        assert!(reason.starts_with(&format!("skipped on request by {}", crate::world::OWNER)), "{reason}");
+    }
+    let ran = run_at("2030-01-01T12:02:00Z").expect("12:02 claimed");
+    assert_eq!(deployment.drive(&ran, 30).await.state, RunState::Succeeded);
+    let called: Vec<String> = deployment.target_calls().into_iter().map(|c| c.run_id).collect();
+    assert_eq!(called, [ran.to_string()], "the target is called for the instant not skipped only");
+    let range = "from=2030-01-01T12:00:00Z&to=2030-01-01T12:02:00Z";
+    let ledger = api.get(ALICE, &format!("/v1/jobs/{id}/instants?{range}")).await;
+    let outcomes: Vec<&str> = ledger.body["instants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["outcome"].as_str())
+        .collect();
+    assert_eq!(outcomes, ["skipped", "skipped", "ran"], "{}", ledger.body);
+}
+
 /// `n` one-time jobs due at `at`, as stored an hour before (imported: no API, no claim).
 pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
     (0..n)
@@ -243,6 +319,7 @@ pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
             pauses: Vec::new(),
             children: Vec::new(),
             gaps: Vec::new(),
+            skips: Vec::new(),
         })
         .collect()
 }
@@ -448,6 +525,7 @@ macro_rules! tick_scenarios {
             catchup_policies_after_downtime,
             pause_resume_and_end_at,
             pauses_end_by_themselves_and_resumes_catch_up_as_asked,
+            skipped_instants_never_run_and_can_be_taken_back,
             racing_ticks_claim_each_instant_once,
             a_burst_is_continued_by_the_next_invocation,
             a_crash_between_claim_and_send_heals_at_the_next_tick,

@@ -34,7 +34,9 @@ use sundial_domain::ports::store::{
     Catalogue, FenceStore, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
 };
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
-use sundial_domain::run::transition::{self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason};
+use sundial_domain::run::transition::{
+    self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason, skip_reason,
+};
 use sundial_domain::run::{Outcome, Run, RunKey, RunMessage, RunState};
 use sundial_domain::run_queue::Dispatch;
 use sundial_domain::workflow::Readiness;
@@ -201,7 +203,7 @@ impl Worker {
         let Some(job) = self.catalogue.get(&run.job_id).await? else {
             return self.cancel_for_deleted_job(&run, now).await;
         };
-        if let Some(reason) = paused_reason(&job, &run) {
+        if let Some(reason) = paused_reason(&job, &run).or_else(|| skip_reason(&job, &run)) {
             return self.skip(&job, &run, reason, now).await;
         }
         if let Some(reason) = late_reason(&job, &run, now) {

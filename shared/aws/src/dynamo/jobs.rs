@@ -116,6 +116,10 @@ impl DynamoJobStore {
         if !job.gaps.is_empty() {
             item.insert("gaps".into(), s(encode_gaps(&job.gaps)?));
         }
+        if !job.skips.is_empty() {
+            let skips = serde_json::to_string(&job.skips).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            item.insert("skips".into(), s(skips));
+        }
         if !job.children.is_empty() {
             let children = job.children.iter().map(|c| c.to_string()).collect();
             item.insert("children".into(), AttributeValue::Ss(children));
@@ -217,6 +221,12 @@ fn from_item(item: &Item) -> StoreResult<Job> {
         gaps: match get_opt_s(item, "gaps") {
             Some(text) => {
                 serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("gaps: {e}")))?
+            }
+            None => Vec::new(),
+        },
+        skips: match get_opt_s(item, "skips") {
+            Some(text) => {
+                serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("skips: {e}")))?
             }
             None => Vec::new(),
         },

@@ -413,6 +413,15 @@ pub fn finished(job: &Job, run: &Run, ending: Ending, now: DateTime<Utc>, unit: 
     Run { state, attempts, lease_until: None, retry_at, reason, updated_at: now, ..run.clone() }
 }
 
+/// Why a scheduled run may not start because its instant was asked to be skipped; only a first
+/// start is judged.
+pub fn skip_reason(job: &Job, run: &Run) -> Option<String> {
+    if run.attempt > 0 || run.key.manual.is_some() {
+        return None;
+    }
+    job.skip_at(run.scheduled_at()).map(crate::job::Skip::explain)
+}
+
 /// Why `run` may not start because of its job's pauses: the job is paused now, or the run's
 /// instant fell while it was paused (instants missed while paused are skipped, even when a
 /// worker reaches them after the resume), unless the run was created after that pause ended (a
