@@ -111,6 +111,7 @@ pub fn job(
         children: Vec::new(),
         gaps: Vec::new(),
         skips: Vec::new(),
+        scheduled_runs: 0,
     })
 }
 

@@ -602,7 +602,8 @@ impl Checker {
                 Some((run, run.attempts.first()?.started_at))
             };
             for skip in &job.skips {
-                if let Some((run, started)) = first_start(skip.at).filter(|(_, s)| *s > skip.asked_at + skew) {
+                if let Some((run, started)) = first_start(skip.at).filter(|(_, s)| *s > skip.asked_at + skew)
+                {
                     self.violations.push(wrong(format!(
                         "run {} started at {started}, though its instant was asked to be skipped at {}",
                         run.id(),

@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sundial_domain::events::{JobNotice, Notification, SchedulerAlert};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
-use sundial_domain::job::{Gap, Job, JobId};
+use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page, RunHistory, RunOutbox,
-    RunWrites, StoreError, StoreResult, TickState, TickStateStore,
+    Advance, Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page, RunHistory,
+    RunOutbox, RunWrites, StoreError, StoreResult, TickState, TickStateStore,
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
@@ -325,13 +325,13 @@ impl DueIndex for FaultyJobs {
             .await
     }
 
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()> {
+    async fn advance(&self, job: &Job, to: &Advance) -> StoreResult<()> {
         self.faults
             .call(
                 "jobs.advance",
                 Subject::job(&job.id),
                 true,
-                self.inner.advance(job, next, gaps),
+                self.inner.advance(job, to),
                 StoreError::Unavailable,
             )
             .await

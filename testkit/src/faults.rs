@@ -16,11 +16,11 @@ use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
-use sundial_domain::job::{Gap, Job, JobId};
+use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{
-    Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page, RunHistory, RunOutbox,
-    RunWrites, StoreError, StoreResult,
+    Advance, Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page, RunHistory,
+    RunOutbox, RunWrites, StoreError, StoreResult,
 };
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
 use sundial_domain::run_queue::Dispatch;
@@ -341,7 +341,7 @@ faulty!(Catalogue {
 faulty!(DueIndex {
     fn shards(&self) -> u16;
     async fn due_ids(&self, bucket: &str) -> StoreResult<Vec<JobId>>;
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()>;
+    async fn advance(&self, job: &Job, to: &Advance) -> StoreResult<()>;
 });
 
 faulty!(RunHistory {

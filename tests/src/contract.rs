@@ -22,7 +22,7 @@ use sundial_domain::fence::Fence;
 use sundial_domain::job::{CatchupPolicy, EventKind, Gap, GapCause, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore, StoreError,
+    Advance, Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore, StoreError,
     StoredResponse, TickState, TickStateStore,
 };
 use sundial_domain::run::{Attempt, Published, Run, RunEvent, RunId, RunKey, RunMessage, RunState};
@@ -65,6 +65,7 @@ fn job(owner: &str, name: &str, next: Option<DateTime<Utc>>) -> Job {
         children: Vec::new(),
         gaps: Vec::new(),
         skips: Vec::new(),
+        scheduled_runs: 0,
     }
 }
 
@@ -203,7 +204,7 @@ async fn job_writes_are_fenced(store: &dyn JobStore) {
         "an update from a stale version loses"
     );
 
-    store.advance(&v2, Some(at("2031-02-01T00:05:00Z")), None).await.unwrap();
+    store.advance(&v2, &Advance::to(Some(at("2031-02-01T00:05:00Z")))).await.unwrap();
     assert_eq!(
         store.update(&v2, &v3).await,
         Err(StoreError::Conflict),
@@ -379,34 +380,39 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
         at: minute,
         told: true,
     };
-    store.advance(&later, Some(then), Some(std::slice::from_ref(&gap))).await.unwrap();
+    let to = Advance { next: Some(then), gaps: Some(vec![gap.clone()]), scheduled_runs: Some(7) };
+    store.advance(&later, &to).await.unwrap();
     let advanced = store.get(&later.id).await.unwrap().unwrap();
     assert_eq!(
-        (advanced.version, advanced.next_run_at, advanced.gaps.clone()),
-        (1, Some(then), vec![gap.clone()]),
-        "an advance moves next_run_at, and records the gaps given"
+        (advanced.version, advanced.next_run_at, advanced.gaps.clone(), advanced.scheduled_runs),
+        (1, Some(then), vec![gap.clone()], 7),
+        "an advance moves next_run_at, and records the gaps and the count given"
     );
     assert!(!due_in(store, minute, shards).await.contains(&later.id), "an advanced job leaves its minute");
     assert!(due_in(store, next_minute, shards).await.contains(&later.id), "and is due in the next");
     assert_eq!(
-        store.advance(&later, Some(then + Duration::minutes(1)), None).await,
+        store.advance(&later, &Advance::to(Some(then + Duration::minutes(1)))).await,
         Err(StoreError::Conflict),
         "an advance from a stale next_run_at loses (another tick advanced it)"
     );
     let v2 = edited(&advanced, |d| d.payload = json!({"edited": true}));
     store.update(&advanced, &v2).await.unwrap();
     assert_eq!(
-        store.advance(&advanced, Some(then + Duration::minutes(1)), None).await,
+        store.advance(&advanced, &Advance::to(Some(then + Duration::minutes(1)))).await,
         Err(StoreError::Conflict),
         "an advance from a stale version loses: an edited job is not re-armed"
     );
     assert_eq!(store.get(&later.id).await.unwrap(), Some(v2.clone()));
-    store.advance(&v2, None, None).await.unwrap();
+    store.advance(&v2, &Advance::to(None)).await.unwrap();
     let ended = store.get(&later.id).await.unwrap().unwrap();
-    assert_eq!((ended.next_run_at, ended.gaps), (None, vec![gap]), "no gaps given: they stay as they are");
+    assert_eq!(
+        (ended.next_run_at, ended.gaps, ended.scheduled_runs),
+        (None, vec![gap], 7),
+        "nothing else given: the gaps and the count stay as they are"
+    );
     assert!(!due_in(store, next_minute, shards).await.contains(&later.id), "a job with no next run leaves");
 
-    store.advance(&paused, Some(then), None).await.unwrap();
+    store.advance(&paused, &Advance::to(Some(then))).await.unwrap();
     let paused_read = store.get(&paused.id).await.unwrap().unwrap();
     assert_eq!(paused_read.next_run_at, Some(then), "a paused job keeps its next run");
     assert!(
@@ -423,7 +429,7 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
     store.delete(&sooner).await.unwrap();
     assert!(!due_in(store, minute, shards).await.contains(&sooner.id), "a deleted job leaves the index");
     assert_eq!(
-        store.advance(&sooner, Some(then), None).await,
+        store.advance(&sooner, &Advance::to(Some(then))).await,
         Err(StoreError::Conflict),
         "a deleted job is not re-armed"
     );

@@ -79,6 +79,7 @@ fn job(target: serde_json::Value) -> Job {
         children: Vec::new(),
         gaps: Vec::new(),
         skips: Vec::new(),
+        scheduled_runs: 0,
     }
 }
 

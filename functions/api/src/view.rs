@@ -31,6 +31,9 @@ pub struct JobView {
     /// itself then); absent while it runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pause: Option<Pause>,
+    /// How many scheduled runs the job may still make, when its schedule sets `max_runs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remaining_runs: Option<u64>,
     /// Instants asked to be skipped (those of the last day among them), oldest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skips: Vec<Skip>,
@@ -101,6 +104,7 @@ impl From<&Job> for JobView {
             last_run: None,
             pause: job.open_pause().cloned(),
             skips: job.skips.clone(),
+            remaining_runs: job.remaining_runs(),
             signing_secret: None,
             webhook_secret: None,
             subscriptions: None,

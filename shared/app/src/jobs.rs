@@ -271,6 +271,7 @@ impl Jobs {
             children: Vec::new(),
             gaps: Vec::new(),
             skips: Vec::new(),
+            scheduled_runs: 0,
         };
         job.record_pause_change(false, now);
         // The topic first: an endpoint SNS refuses fails the request before anything is saved.

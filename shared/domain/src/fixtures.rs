@@ -30,5 +30,6 @@ pub fn job(extra: serde_json::Value) -> Job {
         children: Vec::new(),
         gaps: Vec::new(),
         skips: Vec::new(),
+        scheduled_runs: 0,
     }
 }

@@ -156,6 +156,10 @@ pub struct ScheduleDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 900))]
     pub jitter_s: Option<u32>,
+    /// End the schedule after this many scheduled runs (1-1,000,000); not with `at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000))]
+    pub max_runs: Option<u64>,
 }
 
 /// What a run calls.
@@ -450,6 +454,9 @@ pub struct Job {
     pub gaps: Vec<Gap>,
     /// Instants to skip, asked for before they were due, oldest first (at most [`MAX_SKIPS`]).
     pub skips: Vec<Skip>,
+    /// Scheduled runs claimed so far (what `schedule.max_runs` counts), written with each
+    /// advance that claimed some.
+    pub scheduled_runs: u64,
 }
 
 /// An instant of a job's schedule to skip without pausing, asked for before it was due.
@@ -552,10 +559,11 @@ pub enum GapCause {
 }
 
 impl ScheduleDocument {
-    /// Whether `other` has the same instants (what jitter does not move).
+    /// Whether `other` has the same instants (what jitter and a run limit do not move).
     pub fn same_instants(&self, other: &ScheduleDocument) -> bool {
-        ScheduleDocument { jitter_s: None, ..self.clone() }
-            == ScheduleDocument { jitter_s: None, ..other.clone() }
+        let instants =
+            |s: &ScheduleDocument| ScheduleDocument { jitter_s: None, max_runs: None, ..s.clone() };
+        instants(self) == instants(other)
     }
 }
 
@@ -618,6 +626,12 @@ impl Job {
         let excess = gaps.len().saturating_sub(GAPS_KEPT);
         gaps.drain(..excess);
         gaps
+    }
+
+    /// How many scheduled runs the job may still make, when its schedule sets `max_runs`.
+    pub fn remaining_runs(&self) -> Option<u64> {
+        let max = self.document.schedule.as_ref()?.max_runs?;
+        Some(max.saturating_sub(self.scheduled_runs))
     }
 
     /// The skip asked for `instant`, if any.

@@ -35,6 +35,8 @@ pub const MAX_TIMEOUT_S: u32 = 7 * 86_400;
 pub const MAX_BACKOFF_S: u32 = 12 * 3_600;
 /// Largest `jitter_s`: SQS's longest message delay (15 minutes).
 pub const MAX_JITTER_S: u32 = 900;
+/// The most runs `schedule.max_runs` may allow.
+pub const MAX_RUNS: u64 = 1_000_000;
 /// Largest `flexible_window_s`: SQS's longest message delay (15 minutes), as for the jitter.
 pub const MAX_FLEXIBLE_WINDOW_S: u32 = 900;
 /// Largest `sla_s` and `start_deadline_s`: 30 days.

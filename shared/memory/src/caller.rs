@@ -106,6 +106,7 @@ mod tests {
             children: Vec::new(),
             gaps: Vec::new(),
             skips: Vec::new(),
+            scheduled_runs: 0,
         };
         let caller = ScriptedCaller::succeeding().then(Answer::TimedOut);
         let call = |attempt| Invocation {

@@ -15,8 +15,8 @@ use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
-use sundial_domain::job::{Gap, Job, JobDocument, JobId};
-use sundial_domain::ports::store::{Catalogue, DueIndex, Page, StoreError, StoreResult};
+use sundial_domain::job::{Job, JobDocument, JobId};
+use sundial_domain::ports::store::{Advance, Catalogue, DueIndex, Page, StoreError, StoreResult};
 
 /// A job as stored, with its place in the due index.
 #[derive(Debug, Clone)]
@@ -305,7 +305,8 @@ impl DueIndex for MemoryJobStore {
         Ok(due.into_iter().map(|(_, job)| job.id.clone()).collect())
     }
 
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()> {
+    async fn advance(&self, job: &Job, to: &Advance) -> StoreResult<()> {
+        let next = to.next;
         let mut state = lock(&self.state);
         let Some(stored) = state.jobs.get_mut(job.id.as_str()) else { return Err(StoreError::Conflict) };
         if !unchanged_since(&stored.job, job) {
@@ -314,8 +315,11 @@ impl DueIndex for MemoryJobStore {
         // Whether the job is active is the read's: its version is the stored one.
         let active = !job.document.paused;
         stored.job.next_run_at = next.map(whole_second);
-        if let Some(gaps) = gaps {
-            stored.job.gaps = gaps.to_vec();
+        if let Some(gaps) = &to.gaps {
+            stored.job.gaps = gaps.clone();
+        }
+        if let Some(count) = to.scheduled_runs {
+            stored.job.scheduled_runs = count;
         }
         stored.due = match next {
             Some(next) if active => {

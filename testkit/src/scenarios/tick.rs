@@ -303,6 +303,50 @@ pub async fn skipped_instants_never_run_and_can_be_taken_back<H: Harness>() {
     assert_eq!(outcomes, ["skipped", "skipped", "ran"], "{}", ledger.body);
 }
 
+/// `schedule.max_runs: 3`: three scheduled runs, then no more; the view says how many remain,
+/// and raising the limit starts the schedule again. A limit out of bounds, or on a one-time
+/// schedule, is refused naming it.
+pub async fn a_run_limit_ends_the_schedule<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T11:50:00Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let api = deployment.api();
+    let schedule = json!({"cron": "* * * * *", "start_at": "2030-01-01T12:00:00Z", "max_runs": 3});
+    let id = api.create_job(ALICE, &job("three", schedule)).await;
+    assert_eq!(api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["remaining_runs"], 3);
+    for minute in 0..6 {
+        deployment.set_clock(t("2030-01-01T12:00:00Z") + Duration::minutes(minute));
+        deployment.use_cases().tick.run().await.unwrap();
+    }
+    let runs = instants(&deployment.runs_of(&id).await);
+    assert_eq!(runs, ["2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z"]);
+    let view = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body;
+    assert_eq!((&view["remaining_runs"], &view["next_run_at"]), (&json!(0), &json!(null)), "{view}");
+    assert!(!deployment.due_job_ids().await.contains(&id), "it left the due index");
+
+    let raised =
+        json!({"schedule": {"cron": "* * * * *", "start_at": "2030-01-01T12:00:00Z", "max_runs": 4}});
+    let reply = api.patch(ALICE, &format!("/v1/jobs/{id}"), &raised).await;
+    // Due at once: the edit itself claims the one more run it allows.
+    assert_eq!((reply.status, &reply.body["remaining_runs"]), (StatusCode::OK, &json!(0)), "{}", reply.body);
+    deployment.set_clock(t("2030-01-01T12:07:00Z"));
+    deployment.use_cases().tick.run().await.unwrap();
+    let runs = instants(&deployment.runs_of(&id).await);
+    assert_eq!(runs.len(), 4, "one more run, then none: {runs:?}");
+
+    for (schedule, message) in [
+        (json!({"cron": "* * * * *", "max_runs": 0}), "0 is outside"),
+        (json!({"cron": "* * * * *", "max_runs": 1_000_001}), "outside"),
+        (json!({"at": "2030-02-01T00:00:00Z", "max_runs": 2}), "one-time"),
+    ] {
+        let reply = api.post(ALICE, "/v1/jobs", &job("bad-limit", schedule.clone())).await;
+        assert_eq!(
+            (reply.status, reply.error_field()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "schedule.max_runs"),
+            "{schedule}"
+        );
+        assert!(reply.body["error"]["message"].as_str().unwrap_or("").contains(message), "{}", reply.body);
+    }
+}
+
 /// `n` one-time jobs due at `at`, as stored an hour before (imported: no API, no claim).
 pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
     (0..n)
@@ -320,6 +364,7 @@ pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
             children: Vec::new(),
             gaps: Vec::new(),
             skips: Vec::new(),
+            scheduled_runs: 0,
         })
         .collect()
 }
@@ -526,6 +571,7 @@ macro_rules! tick_scenarios {
             pause_resume_and_end_at,
             pauses_end_by_themselves_and_resumes_catch_up_as_asked,
             skipped_instants_never_run_and_can_be_taken_back,
+            a_run_limit_ends_the_schedule,
             racing_ticks_claim_each_instant_once,
             a_burst_is_continued_by_the_next_invocation,
             a_crash_between_claim_and_send_heals_at_the_next_tick,

@@ -28,7 +28,7 @@ use sundial_domain::events::{self, JobNotice};
 use sundial_domain::job::{EventKind, Gap, GapCause, Job};
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
-use sundial_domain::ports::store::{DueIndex, Inserted, RunHistory, RunWrites, StoreError};
+use sundial_domain::ports::store::{Advance, DueIndex, Inserted, RunHistory, RunWrites, StoreError};
 use sundial_domain::run::transition;
 use sundial_domain::run::{Run, RunKey};
 use sundial_domain::run_queue::{Dispatch, MAX_DELAY_S, aligned_send};
@@ -129,6 +129,8 @@ struct Prepared {
     next_run_at: Option<DateTime<Utc>>,
     /// The job's gaps to write with its advance, when this pass recorded one.
     gaps: Option<Vec<Gap>>,
+    /// The job's count of scheduled runs, when this pass claimed some.
+    scheduled_runs: Option<u64>,
     report: ClaimReport,
 }
 
@@ -298,7 +300,8 @@ impl Claimer {
         }
         let span = tracing::info_span!("advance", job_id = %p.job.id);
         let gaps = self.tell_gaps(&p.job, p.gaps.take()).instrument(span.clone()).await;
-        match self.due.advance(&p.job, p.next_run_at, gaps.as_deref()).instrument(span).await {
+        let to = Advance { next: p.next_run_at, gaps, scheduled_runs: p.scheduled_runs };
+        match self.due.advance(&p.job, &to).instrument(span).await {
             Ok(()) => p.report.advanced += 1,
             Err(StoreError::Conflict) => {
                 // Changed since read (edited, paused, advanced by another claimer): the next pass
@@ -370,6 +373,7 @@ impl Claimer {
             messages: Vec::new(),
             next_run_at: job.next_run_at,
             gaps: None,
+            scheduled_runs: None,
             report: ClaimReport::default(),
         };
         let Some(first) = job.next_run_at else { return Ok(prepared) };
@@ -394,7 +398,10 @@ impl Claimer {
             reached,
             self.settings.catchup_max,
         )
-        .within_delay(now, max_delay, |instant| job.start_offset(instant));
+        .within_delay(now, max_delay, |instant| job.start_offset(instant))
+        .within_runs(job.remaining_runs());
+        let claimed = plan.claim.len() as u64;
+        prepared.scheduled_runs = (claimed > 0).then_some(job.scheduled_runs + claimed);
         prepared.report.missed_dropped = plan.skipped_missed;
         prepared.next_run_at = plan.next_run_at;
         if let (Some(dropped), Some(reached), Some(schedule)) = (plan.dropped, reached, schedule.as_ref()) {

@@ -18,12 +18,11 @@ use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update as TransactUpdate};
-use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
 use sundial_domain::job::{Gap, Job, JobDocument, JobId};
-use sundial_domain::ports::store::{Catalogue, DueIndex, Page, StoreError, StoreResult};
+use sundial_domain::ports::store::{Advance, Catalogue, DueIndex, Page, StoreError, StoreResult};
 use sundial_domain::stored::decode_lenient;
 
 /// Index of an owner's jobs, sorted by name.
@@ -115,6 +114,9 @@ impl DynamoJobStore {
         }
         if !job.gaps.is_empty() {
             item.insert("gaps".into(), s(encode_gaps(&job.gaps)?));
+        }
+        if job.scheduled_runs > 0 {
+            item.insert("scheduled_runs".into(), n(job.scheduled_runs));
         }
         if !job.skips.is_empty() {
             let skips = serde_json::to_string(&job.skips).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -224,6 +226,7 @@ fn from_item(item: &Item) -> StoreResult<Job> {
             }
             None => Vec::new(),
         },
+        scheduled_runs: if item.contains_key("scheduled_runs") { get_n(item, "scheduled_runs")? } else { 0 },
         skips: match get_opt_s(item, "skips") {
             Some(text) => {
                 serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("skips: {e}")))?
@@ -495,7 +498,8 @@ impl DueIndex for DynamoJobStore {
         Ok(ids.iter().filter_map(|id| JobId::parse(id)).collect())
     }
 
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()> {
+    async fn advance(&self, job: &Job, to: &Advance) -> StoreResult<()> {
+        let next = to.next;
         let active = !job.document.paused;
         let mut update = match next {
             Some(next) if active => Update::new()
@@ -508,8 +512,11 @@ impl DueIndex for DynamoJobStore {
                 .remove("due_at"),
             None => Update::new().remove("next_run_at").remove("due_bucket").remove("due_at"),
         };
-        if let Some(gaps) = gaps {
+        if let Some(gaps) = &to.gaps {
             update = update.set("gaps", ":gaps", s(encode_gaps(gaps)?));
+        }
+        if let Some(count) = to.scheduled_runs {
+            update = update.set("scheduled_runs", ":runs", n(count));
         }
         update = update.value(":v", n(job.version));
         let mut condition = "attribute_exists(job_id) AND version = :v".to_string();

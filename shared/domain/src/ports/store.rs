@@ -165,10 +165,27 @@ pub trait DueIndex: Send + Sync + std::fmt::Debug {
 
     /// Moves `job` from its `next_run_at` to `next` without touching its version, if it still
     /// exists with the version and `next_run_at` it was read with (`Conflict` otherwise): a job
-    /// paused, edited or deleted since it was read is not re-armed. `gaps`, when given, replace
-    /// the job's gaps in the same write: what the pass passed without a run is recorded if and
-    /// only if the pass moved the job.
-    async fn advance(&self, job: &Job, next: Option<DateTime<Utc>>, gaps: Option<&[Gap]>) -> StoreResult<()>;
+    /// paused, edited or deleted since it was read is not re-armed. What `to` records besides
+    /// is written in the same write: it holds if and only if the pass moved the job.
+    async fn advance(&self, job: &Job, to: &Advance) -> StoreResult<()>;
+}
+
+/// Where an advance moves a job, and what it records with the move.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Advance {
+    /// The job's next instant (`None`: no more).
+    pub next: Option<DateTime<Utc>>,
+    /// The job's gaps, when the pass recorded or told one (`None`: as they are).
+    pub gaps: Option<Vec<Gap>>,
+    /// The job's count of scheduled runs claimed, when the pass claimed some (`None`: as it is).
+    pub scheduled_runs: Option<u64>,
+}
+
+impl Advance {
+    /// A move to `next` that records nothing else.
+    pub fn to(next: Option<DateTime<Utc>>) -> Self {
+        Advance { next, ..Advance::default() }
+    }
 }
 
 /// Concurrency groups, each one record written under its version.

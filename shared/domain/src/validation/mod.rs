@@ -208,6 +208,20 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
     if let Some(jitter) = doc.jitter_s {
         in_range("schedule.jitter_s", jitter, 0, limits::MAX_JITTER_S)?;
     }
+    if let Some(max_runs) = doc.max_runs {
+        if !(1..=limits::MAX_RUNS).contains(&max_runs) {
+            return Err(ValidationError::new(
+                "schedule.max_runs",
+                format!("{max_runs} is outside 1..={}", limits::MAX_RUNS),
+            ));
+        }
+        if doc.at.is_some() {
+            return Err(ValidationError::new(
+                "schedule.max_runs",
+                "a one-time schedule runs once: leave it out",
+            ));
+        }
+    }
     let recurrence = match (&doc.cron, &doc.rate, &doc.at) {
         (Some(expr), None, None) => {
             Recurrence::Cron(expr.parse().map_err(|e| ValidationError::new("schedule.cron", format!("{e}")))?)
