@@ -93,9 +93,38 @@ enum Command {
     /// Run a job now.
     Trigger { job: String },
     /// Stop scheduling a job.
-    Pause { job: String },
+    Pause {
+        job: String,
+        /// Why (kept with the pause, shown in the ledger).
+        #[arg(long)]
+        reason: Option<String>,
+        /// RFC 3339: resume by itself then.
+        #[arg(long)]
+        until: Option<String>,
+    },
     /// Schedule a paused job again.
-    Resume { job: String },
+    Resume {
+        job: String,
+        /// The instants the pause covered: `skip` (default), `latest` or `all` run now.
+        #[arg(long)]
+        catchup: Option<String>,
+    },
+    /// Skip instants without pausing: the next N, or the ones given; `--undo` takes skips back.
+    Skip {
+        job: String,
+        /// The next N instants.
+        #[arg(long, conflicts_with_all = ["instants", "undo"])]
+        next: Option<usize>,
+        /// These instants (RFC 3339), comma-separated.
+        #[arg(long, value_delimiter = ',', conflicts_with = "undo")]
+        instants: Vec<String>,
+        /// Take back the skip of `--instant`, or every skip not yet due.
+        #[arg(long)]
+        undo: bool,
+        /// With `--undo`: the one instant to take back.
+        #[arg(long, requires = "undo")]
+        instant: Option<String>,
+    },
     /// A job's next instants.
     Preview {
         job: String,
@@ -243,8 +272,17 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
                 format!("triggered run {} ({})", text(&run["id"]), text(&run["state"]))
             });
         }
-        Command::Pause { job } => state_change(&client, &job, "pause", json_output).await?,
-        Command::Resume { job } => state_change(&client, &job, "resume", json_output).await?,
+        Command::Pause { job, reason, until } => {
+            let body = json!({"reason": reason, "until": until});
+            state_change(&client, &job, "pause", without_nulls(body), json_output).await?
+        }
+        Command::Resume { job, catchup } => {
+            state_change(&client, &job, "resume", without_nulls(json!({"catchup": catchup})), json_output)
+                .await?
+        }
+        Command::Skip { job, next, instants, undo, instant } => {
+            skip(&client, &job, SkipArgs { next, instants, undo, instant }, json_output).await?
+        }
         Command::Preview { job, count } => preview(&client, &job, count, json_output).await?,
         Command::Tail { job, seconds } => tail(&client, &job, seconds, json_output).await?,
         Command::Forecast { from, to, stack } => forecast(&client, from, to, stack, json_output).await?,
@@ -500,14 +538,68 @@ fn forecast_text(forecast: &Value) -> String {
     out
 }
 
-async fn state_change(client: &Client, job: &str, action: &str, json_output: bool) -> Result<(), CliError> {
+async fn state_change(
+    client: &Client,
+    job: &str,
+    action: &str,
+    body: Value,
+    json_output: bool,
+) -> Result<(), CliError> {
     let job = client.find_job(job).await?;
-    let after = client
-        .call(Method::POST, &format!("/v1/jobs/{}/{action}", text(&job["id"])), Some(&json!({})))
-        .await?;
+    let after =
+        client.call(Method::POST, &format!("/v1/jobs/{}/{action}", text(&job["id"])), Some(&body)).await?;
     print(json_output, &after, || {
-        let state = if after["paused"] == true { "paused" } else { "active" };
-        format!("{} is {state}; next run {}", text(&after["name"]), text(&after["next_run_at"]))
+        let mut line = match after["paused"] == true {
+            true => format!("{} is paused", text(&after["name"])),
+            false => format!("{} is active; next run {}", text(&after["name"]), text(&after["next_run_at"])),
+        };
+        if let Some(until) = after["pause"]["until"].as_str() {
+            line.push_str(&format!(" until {until}"));
+        }
+        line
+    });
+    Ok(())
+}
+
+/// An object without its null members: options not given are not sent.
+fn without_nulls(mut value: Value) -> Value {
+    if let Some(map) = value.as_object_mut() {
+        map.retain(|_, v| !v.is_null());
+    }
+    value
+}
+
+/// What `sundial skip` was asked.
+struct SkipArgs {
+    next: Option<usize>,
+    instants: Vec<String>,
+    undo: bool,
+    instant: Option<String>,
+}
+
+/// `sundial skip JOB`: skips instants, or takes skips back; prints the job's skips.
+async fn skip(client: &Client, job: &str, args: SkipArgs, json_output: bool) -> Result<(), CliError> {
+    let job = client.find_job(job).await?;
+    let path = format!("/v1/jobs/{}/skip", text(&job["id"]));
+    let after = match (args.undo, args.next, args.instants.is_empty()) {
+        (true, ..) => {
+            let query =
+                args.instant.map(|i| format!("?instant={}", i.replace('+', "%2B"))).unwrap_or_default();
+            client.call(Method::DELETE, &format!("{path}{query}"), None).await?
+        }
+        (false, Some(next), true) => client.call(Method::POST, &path, Some(&json!({"next": next}))).await?,
+        (false, None, false) => {
+            client.call(Method::POST, &path, Some(&json!({"instants": args.instants}))).await?
+        }
+        _ => return Err(CliError::Usage("give --next N, --instants A,B or --undo".into())),
+    };
+    print(json_output, &after, || {
+        let skips: Vec<String> =
+            after["skips"].as_array().into_iter().flatten().map(|s| text(&s["at"])).collect();
+        match skips.is_empty() {
+            true => format!("{} skips no instant", text(&after["name"])),
+            false => format!("{} skips {}", text(&after["name"]), skips.join(", ")),
+        }
     });
     Ok(())
 }

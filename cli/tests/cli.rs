@@ -254,6 +254,25 @@ async fn json_output_parses_and_exit_codes_say_what_went_wrong() {
     assert_eq!(one["id"], run["id"]);
     let paused = json(&sundial(&url, &["pause", "heartbeat", "--json"]).await);
     assert_eq!(paused["paused"], true);
+    let until = (chrono::Utc::now() + chrono::Duration::days(30)).to_rfc3339();
+    let noted = json(
+        &sundial(&url, &["pause", "heartbeat", "--reason", "maintenance", "--until", &until, "--json"]).await,
+    );
+    assert_eq!(noted["pause"]["reason"], "maintenance", "{noted}");
+    let human = sundial(&url, &["pause", "heartbeat", "--reason", "maintenance", "--until", &until]).await;
+    assert!(String::from_utf8_lossy(&human.stdout).contains("is paused until"), "{human:?}");
+    let skipped = json(&sundial(&url, &["skip", "nightly-report", "--next", "2", "--json"]).await);
+    assert_eq!(skipped["skips"].as_array().map(Vec::len), Some(2), "{skipped}");
+    let undone = json(&sundial(&url, &["skip", "nightly-report", "--undo", "--json"]).await);
+    assert!(undone.get("skips").is_none(), "{undone}");
+    assert_eq!(
+        sundial(&url, &["skip", "nightly-report"]).await.status.code(),
+        Some(2),
+        "nothing to skip: usage"
+    );
+    let refused = sundial(&url, &["skip", "nightly-report", "--instants", "2031-01-01T00:00:00Z"]).await;
+    assert_eq!(refused.status.code(), Some(3), "not an instant of the schedule");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("instants[0]"), "{refused:?}");
     let tail = sundial(&url, &["tail", "heartbeat", "--seconds", "0", "--json"]).await;
     let lines: Vec<Value> =
         String::from_utf8_lossy(&tail.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
