@@ -208,6 +208,21 @@ fn rows(w: &Resources, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
             S::OK,
         ),
         Row::new(
+            M::POST,
+            "/v1/jobs/{id}/skip",
+            format!("/v1/jobs/{main}/skip"),
+            owned(format!("/v1/jobs/{ghost_job}/skip")),
+            S::OK,
+        )
+        .body(json!({"next": 1})),
+        Row::new(
+            M::DELETE,
+            "/v1/jobs/{id}/skip",
+            format!("/v1/jobs/{main}/skip"),
+            owned(format!("/v1/jobs/{ghost_job}/skip")),
+            S::OK,
+        ),
+        Row::new(
             M::GET,
             "/v1/jobs/{id}/instants",
             format!("/v1/jobs/{main}/instants"),
