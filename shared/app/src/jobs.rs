@@ -9,9 +9,9 @@
 //! - resuming skips the instants missed while paused, like a suspended CronJob;
 //! - the `version` (the ETag) changes with every edit of the document.
 
+use crate::claim::Claimer;
 use crate::groups::{Groups, GroupsError};
 use crate::ports::Ports;
-use crate::tick::claim::Claimer;
 use crate::workflow::{GraphView, WorkflowError, Workflows};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;

@@ -2,6 +2,7 @@
 //!
 //! - [`jobs`]: the job lifecycle (create, patch, pause, resume, trigger, backfill, delete);
 //! - [`run_control`]: run history, cancel, re-run, and the target callbacks (heartbeat, complete);
+//! - [`claim`]: claiming instants once and dispatching them, for the tick and the API;
 //! - [`tick`]: the scheduler: which instants are due, claimed once, dispatched to the second;
 //! - [`worker`]: one message in, at most one attempt out; [`worker::poll`] drives a queue;
 //! - [`watchdog`]: leases, time-outs, re-dispatch, unsent events, SLA and late-start flags, stalls;
@@ -18,6 +19,7 @@
 //!   built from one bundle; [`timer`]: waiting, as a port.
 
 pub mod announce;
+pub mod claim;
 pub mod emf;
 pub mod forecast;
 pub mod groups;

@@ -3,6 +3,7 @@
 //! way.
 
 use crate::announce::Announcer;
+use crate::claim::{ClaimSettings, Claimer};
 use crate::forecast::Forecasts;
 use crate::groups::Groups;
 use crate::jobs::{Jobs, JobsSettings};
@@ -11,7 +12,6 @@ use crate::ports::Ports;
 use crate::record::Recorder;
 use crate::run_control::RunControl;
 use crate::skips::Skips;
-use crate::tick::claim::{ClaimSettings, Claimer};
 use crate::tick::{Tick, TickSettings};
 use crate::watchdog::Watchdog;
 use crate::worker::{Worker, WorkerSettings};

@@ -9,11 +9,11 @@
 use chrono::Duration;
 use serde_json::json;
 use std::sync::Arc;
+use sundial_app::claim::ClaimSettings;
 use sundial_app::jobs::EditTerms;
 use sundial_app::ports::Ports;
 use sundial_app::run_control::CallbackError;
 use sundial_app::tick::TickSettings;
-use sundial_app::tick::claim::ClaimSettings;
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
 use sundial_domain::group::GroupDocument;

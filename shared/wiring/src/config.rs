@@ -3,8 +3,8 @@
 
 use chrono::Duration;
 use std::collections::HashMap;
+use sundial_app::claim::ClaimSettings;
 use sundial_app::tick::TickSettings;
-use sundial_app::tick::claim::ClaimSettings;
 use sundial_aws::provision::Resources;
 use sundial_domain::auth::ApiKeys;
 use sundial_domain::limits::{Limits, TargetAllowList};

@@ -3,7 +3,7 @@
 //! Each invocation reads the watermark (the last minute fully processed), then processes the
 //! minute buckets from a trailing window behind it up to now + the lookahead: all shards of a
 //! minute are queried in parallel (bounded), following pagination, and every job found is
-//! claimed through [`claim::Claimer`]. Claims are idempotent, so re-querying processed minutes
+//! claimed through [`crate::claim::Claimer`]. Claims are idempotent, so re-querying processed minutes
 //! is safe, and it is what catches a job created, resumed or edited into a minute already
 //! processed. The watermark only advances past minutes that are entirely in the past and were
 //! processed, and never past the minute of a job whose claim failed (a write or a send), so the
@@ -25,12 +25,10 @@
 //! through the watermark, once every job in them has been claimed, so a tick that dies halfway
 //! through a gap leaves the rest of it missed for the next one.
 
-pub mod claim;
-
+use crate::claim::{ClaimReport, Claimer};
 use crate::jobs::Jobs;
 use crate::ports::Ports;
 use chrono::{DateTime, Duration, Utc};
-use claim::{ClaimReport, Claimer};
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 use std::collections::HashSet;

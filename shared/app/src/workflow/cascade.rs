@@ -14,8 +14,8 @@
 //! `upstream_missing` ([`sundial_domain::workflow::UPSTREAM_WAIT`]).
 
 use super::children_of;
+use crate::claim::Claimer;
 use crate::ports::Ports;
-use crate::tick::claim::Claimer;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 use std::sync::Arc;
