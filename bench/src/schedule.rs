@@ -44,6 +44,7 @@ pub fn next_instants(iterations: usize) -> anyhow::Result<Value> {
             gaps: Vec::new(),
             skips: Vec::new(),
             scheduled_runs: 0,
+            baseline: None,
         };
         let schedule = stored_schedule(&job)?.ok_or_else(|| anyhow::anyhow!("{label}: no schedule"))?;
         let began = std::time::Instant::now();

@@ -112,6 +112,7 @@ pub fn job(
         gaps: Vec::new(),
         skips: Vec::new(),
         scheduled_runs: 0,
+        baseline: None,
     })
 }
 

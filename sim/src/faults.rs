@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sundial_domain::events::{JobNotice, Notification, SchedulerAlert};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
+use sundial_domain::health::Baseline;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
@@ -304,6 +305,11 @@ impl Catalogue for FaultyJobs {
             out
         };
         self.faults.call("jobs.delete", Subject::job(&job.id), true, delete, StoreError::Unavailable).await
+    }
+
+    async fn set_baseline(&self, id: &JobId, baseline: &Baseline) -> StoreResult<()> {
+        let set = self.inner.set_baseline(id, baseline);
+        self.faults.call("jobs.set_baseline", Subject::job(id), true, set, StoreError::Unavailable).await
     }
 }
 

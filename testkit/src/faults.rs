@@ -16,6 +16,7 @@ use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
+use sundial_domain::health::Baseline;
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{
@@ -336,6 +337,7 @@ faulty!(Catalogue {
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
     async fn delete(&self, job: &Job) -> StoreResult<()>;
+    async fn set_baseline(&self, id: &JobId, baseline: &Baseline) -> StoreResult<()>;
 });
 
 faulty!(DueIndex {

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::due_index::{bucket, due_bucket, shard_of};
 use sundial_domain::fence::Fence;
+use sundial_domain::health::Baseline;
 use sundial_domain::job::{CatchupPolicy, EventKind, Gap, GapCause, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
@@ -66,6 +67,7 @@ fn job(owner: &str, name: &str, next: Option<DateTime<Utc>>) -> Job {
         gaps: Vec::new(),
         skips: Vec::new(),
         scheduled_runs: 0,
+        baseline: None,
     }
 }
 
@@ -103,6 +105,24 @@ pub async fn job_store_keeps_its_promises(store: &dyn JobStore, shards: u16) {
     jobs_list_by_name_in_pages(store).await;
     all_jobs_list_in_pages(store).await;
     the_due_index_is_sparse_and_advances_are_fenced(store, shards).await;
+    a_baseline_is_kept_whatever_the_version(store).await;
+}
+
+/// A learned baseline is written over any version, kept by later edits of what was read with
+/// it, and refused for a job that is gone.
+async fn a_baseline_is_kept_whatever_the_version(store: &dyn JobStore) {
+    let owner = unique("owner");
+    let v1 = job(&owner, "learning", None);
+    store.create(&v1, 100).await.unwrap();
+    let baseline = Baseline { typical_ms: 10_000, p95_ms: 12_500, runs: 5, at: at("2031-02-01T00:00:00Z") };
+    store.set_baseline(&v1.id, &baseline).await.unwrap();
+    let read = store.get(&v1.id).await.unwrap().unwrap();
+    assert_eq!((read.baseline, read.version), (Some(baseline), 1), "kept, the version untouched");
+    let v2 = edited(&read, |d| d.payload = json!({"n": 2}));
+    store.update(&read, &v2).await.unwrap();
+    assert_eq!(store.get(&v1.id).await.unwrap().unwrap().baseline, Some(baseline), "an edit keeps it");
+    store.delete(&v2).await.unwrap();
+    assert_eq!(store.set_baseline(&v1.id, &baseline).await, Err(StoreError::NotFound));
 }
 
 async fn jobs_are_created_all_or_nothing(store: &dyn JobStore) {

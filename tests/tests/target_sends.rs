@@ -80,6 +80,7 @@ fn job(target: serde_json::Value) -> Job {
         gaps: Vec::new(),
         skips: Vec::new(),
         scheduled_runs: 0,
+        baseline: None,
     }
 }
 

@@ -3,6 +3,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
+use sundial_domain::health::Baseline;
 use sundial_domain::job::{Job, JobDocument, Pause, Skip};
 use sundial_domain::ports::topics::Subscription;
 use sundial_domain::run::{Attempt, Run, RunKind, RunState};
@@ -31,6 +32,10 @@ pub struct JobView {
     /// itself then); absent while it runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pause: Option<Pause>,
+    /// Its normal duration, learned from its latest successful runs (typical, p95, and how many
+    /// runs it is based on); absent until it has enough of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
     /// How many scheduled runs the job may still make, when its schedule sets `max_runs`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remaining_runs: Option<u64>,
@@ -105,6 +110,7 @@ impl From<&Job> for JobView {
             pause: job.open_pause().cloned(),
             skips: job.skips.clone(),
             remaining_runs: job.remaining_runs(),
+            baseline: job.baseline,
             signing_secret: None,
             webhook_secret: None,
             subscriptions: None,

@@ -24,6 +24,8 @@ pub mod names {
     pub const RUNS_TIMED_OUT: &str = "RunsTimedOut";
     pub const SLA_MISSED: &str = "SlaMissed";
     pub const LATE_STARTS: &str = "LateStarts";
+    /// Runs still running far longer than their job's learned baseline.
+    pub const DURATION_ANOMALIES: &str = "DurationAnomalies";
     pub const ATTEMPTS_LOST: &str = "AttemptsLost";
     pub const RUNS_REDISPATCHED: &str = "RunsRedispatched";
     pub const EVENTS_REPUBLISHED: &str = "EventsRepublished";

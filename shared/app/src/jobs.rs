@@ -272,6 +272,7 @@ impl Jobs {
             gaps: Vec::new(),
             skips: Vec::new(),
             scheduled_runs: 0,
+            baseline: None,
         };
         job.record_pause_change(false, now);
         // The topic first: an endpoint SNS refuses fails the request before anything is saved.

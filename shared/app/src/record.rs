@@ -16,8 +16,9 @@ use crate::timer::Timer;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::events::failing_streak;
+use sundial_domain::health;
 use sundial_domain::job::{EventKind, Job};
-use sundial_domain::ports::store::{Race, RunHistory, RunOutbox, RunStore, RunWrites, StoreError};
+use sundial_domain::ports::store::{Catalogue, Race, RunHistory, RunOutbox, RunStore, RunWrites, StoreError};
 use sundial_domain::run::transition::{self, Change, Fence, Refused, Step};
 use sundial_domain::run::{Run, RunEvent, RunState};
 
@@ -58,6 +59,8 @@ impl Recorded {
 /// Writes state changes and announces their events.
 #[derive(Debug, Clone)]
 pub struct Recorder {
+    /// Where a job's learned baseline is kept.
+    catalogue: Arc<dyn Catalogue>,
     history: Arc<dyn RunHistory>,
     writes: Arc<dyn RunWrites>,
     outbox: Arc<dyn RunOutbox>,
@@ -76,8 +79,13 @@ const STORAGE_RETRIES: [std::time::Duration; 3] = [
 ];
 
 impl Recorder {
-    pub fn new(runs: Arc<dyn RunStore>, announcer: Announcer, timer: Arc<dyn Timer>) -> Self {
-        Recorder { history: runs.clone(), writes: runs.clone(), outbox: runs, announcer, timer }
+    pub fn new(
+        catalogue: Arc<dyn Catalogue>,
+        runs: Arc<dyn RunStore>,
+        announcer: Announcer,
+        timer: Arc<dyn Timer>,
+    ) -> Self {
+        Recorder { catalogue, history: runs.clone(), writes: runs.clone(), outbox: runs, announcer, timer }
     }
 
     pub fn announcer(&self) -> &Announcer {
@@ -157,10 +165,56 @@ impl Recorder {
             candidate.events.push(failing.clone());
             new.push(failing);
         }
+        if candidate.state == RunState::Succeeded && !before.state.is_terminal() {
+            if let Some(fast) = self.flag_too_fast(job, &candidate, now).await {
+                candidate.events.push(fast.clone());
+                new.push(fast);
+            }
+            self.learn(job, now).await;
+        }
         if !new.is_empty() {
             self.announcer.announce(Some(job), &candidate, &new).await;
         }
         candidate
+    }
+
+    /// When `run` just succeeded in a small fraction of its job's usual time: the `too_fast`
+    /// event, recorded on the run (once: its conditional flag). A failure to record it is
+    /// logged.
+    async fn flag_too_fast(&self, job: &Job, run: &Run, now: DateTime<Utc>) -> Option<RunEvent> {
+        if !job.judged_by().is_some_and(|b| health::too_fast(b, run)) {
+            return None;
+        }
+        let event = RunEvent::new(EventKind::TooFast, run.attempt, now);
+        match self.outbox.record_event(run, &event).await {
+            Ok(()) => Some(event),
+            Err(e) => {
+                tracing::warn!(run_id = %run.id(), error = %e, "too_fast not told");
+                None
+            }
+        }
+    }
+
+    /// Learns the job's baseline again from its latest successful runs and keeps it when it
+    /// moved. A failure is logged: the next success learns it again.
+    async fn learn(&self, job: &Job, now: DateTime<Utc>) {
+        let learned = async {
+            let latest =
+                self.history.list(&job.id, health::HISTORY as u32, None, Some(RunState::Succeeded)).await?;
+            let baseline = health::learn(&latest.items, now);
+            let moved = |b: &health::Baseline| {
+                job.baseline.is_none_or(|old| {
+                    (old.typical_ms, old.p95_ms, old.runs) != (b.typical_ms, b.p95_ms, b.runs)
+                })
+            };
+            match baseline.filter(moved) {
+                Some(baseline) => self.catalogue.set_baseline(&job.id, &baseline).await,
+                None => Ok(()),
+            }
+        };
+        if let Err(e) = learned.await {
+            tracing::warn!(job_id = %job.id, error = %e, "baseline not learned; learned at the next success");
+        }
     }
 
     /// When `after` ended the run as a failure that makes `alert_after_failures` failed runs in

@@ -52,7 +52,8 @@ impl UseCases {
         let claimer = Claimer::new(ports, settings.claim, settings.public_url.clone());
         let cascade = Cascade::new(ports, claimer.clone());
         let announcer = Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url, cascade);
-        let recorder = Recorder::new(ports.runs.clone(), announcer.clone(), ports.timer.clone());
+        let recorder =
+            Recorder::new(ports.jobs.clone(), ports.runs.clone(), announcer.clone(), ports.timer.clone());
         let groups =
             Groups::new(ports.groups.clone(), ports.jobs.clone(), ports.runs.clone(), ports.clock.clone());
         let jobs = Jobs::new(ports, claimer.clone(), groups.clone(), settings.jobs);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sundial_app::claim::ClaimSettings;
 use sundial_app::jobs::EditTerms;
 use sundial_app::ports::Ports;
-use sundial_app::run_control::CallbackError;
+use sundial_app::run_control::{CallbackError, Completion};
 use sundial_app::tick::TickSettings;
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
@@ -726,4 +726,70 @@ async fn instants_claimed_by_a_pass_that_never_advanced_are_not_told_missed() {
     let notices = world.bus.notices();
     assert_eq!(notices.len(), 1);
     assert_eq!(serde_json::to_value(&notices[0].0).unwrap()["instants"], 5);
+}
+
+/// Health learned from history: a job whose runs take 10 s learns that baseline after five of
+/// them; a run still going well past it is told `duration_anomaly` once (with the numbers), a
+/// success in half a second is told `too_fast`; as its runs drift to 60 s the baseline follows,
+/// and a 90 s run is no longer an anomaly.
+#[tokio::test]
+async fn the_baseline_follows_the_runs_and_the_events_follow_the_baseline() {
+    let world = World::with(START, Settings::default().answer(accepted()));
+    let job = world.create(yearly("drifting", json!({"timeout_s": 600}))).await;
+    // Runs one triggered run taking `seconds`, completed through its callback; the run id.
+    let run_for = |seconds: f64| {
+        let world = &world;
+        let job = &job;
+        async move {
+            let id = world.trigger(job).await;
+            world.deliver().await;
+            let token = world.caller.calls().last().map(|c| c.callback_token.clone()).unwrap_or_default();
+            world.clock.advance(Duration::milliseconds((seconds * 1000.0) as i64));
+            let done = Completion { succeeded: true, output: None, error: None, permanent: false };
+            world.use_cases.run_control.complete(&id, &token, done).await.unwrap();
+            world.pass(5);
+            id
+        }
+    };
+    let baseline =
+        |world: &World| world.job_store.all().into_iter().find(|j| j.id == job.id).and_then(|j| j.baseline);
+    for _ in 0..4 {
+        run_for(10.0).await;
+    }
+    assert_eq!(baseline(&world), None, "four runs: nothing learned yet");
+    run_for(10.0).await;
+    let learned = baseline(&world).unwrap();
+    assert_eq!((learned.typical_ms, learned.p95_ms, learned.runs), (10_000, 10_000, 5));
+
+    // A run still going 71 s in is usual enough (p95 + 60 s); at 75 s it is told, once.
+    let slow = world.trigger(&job).await;
+    world.deliver().await;
+    world.pass(71);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().duration_anomalies, 0);
+    world.pass(4);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().duration_anomalies, 1);
+    world.pass(30);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().duration_anomalies, 0, "once per run");
+    let told =
+        world.bus.published().into_iter().filter(|n| n.event == "duration_anomaly").collect::<Vec<_>>();
+    assert_eq!(told.len(), 1);
+    assert_eq!(told[0].run_id, slow.to_string());
+    assert_eq!(told[0].baseline.map(|b| b.p95_ms), Some(10_000), "the numbers it was judged by");
+    let token = world.caller.calls().last().map(|c| c.callback_token.clone()).unwrap_or_default();
+    let done = Completion { succeeded: true, output: None, error: None, permanent: false };
+    world.use_cases.run_control.complete(&slow, &token, done).await.unwrap();
+
+    let fast = run_for(0.5).await;
+    assert!(world.told_about(&fast).contains(&"too_fast"), "{:?}", world.told_about(&fast));
+
+    // Twenty runs of 60 s: the baseline moves, and a 90 s run is usual now.
+    for _ in 0..20 {
+        run_for(60.0).await;
+    }
+    let moved = baseline(&world).unwrap();
+    assert_eq!((moved.typical_ms, moved.p95_ms, moved.runs), (60_000, 60_000, 20));
+    world.trigger(&job).await;
+    world.deliver().await;
+    world.pass(90);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().duration_anomalies, 0, "within p95 + 60 s");
 }

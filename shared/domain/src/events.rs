@@ -63,6 +63,10 @@ pub struct Notification {
     pub error: Option<String>,
     /// The run's page in the dashboard, when a public URL is configured.
     pub link: Option<String>,
+    /// The job's learned baseline, with `duration_anomaly` and `too_fast`: the numbers the run
+    /// was judged by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<crate::health::Baseline>,
 }
 
 impl Notification {
@@ -82,6 +86,9 @@ impl Notification {
             duration_ms: started.map(|s| (ended - s).num_milliseconds().max(0)),
             error: run.attempts.last().and_then(|a| a.error.clone()),
             link: public_url.map(|base| dashboard_link(base, &run.id().to_string())),
+            baseline: job.and_then(|j| j.baseline).filter(|_| {
+                matches!(event.kind.told(), Some(EventKind::DurationAnomaly | EventKind::TooFast))
+            }),
         }
     }
 

@@ -31,5 +31,6 @@ pub fn job(extra: serde_json::Value) -> Job {
         gaps: Vec::new(),
         skips: Vec::new(),
         scheduled_runs: 0,
+        baseline: None,
     }
 }

@@ -105,6 +105,9 @@ pub struct JobDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000, default = 60))]
     pub catchup_window_s: Option<u32>,
+    /// Tell `duration_anomaly` and `too_fast` from the job's learned baseline (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_alerts: Option<bool>,
     /// Publish `failing` after this many failed runs in a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
@@ -363,6 +366,10 @@ pub enum EventKind {
     /// Instants of the schedule passed without a run (the tick's catch-up dropped them): told
     /// once per gap, not once per instant.
     Missed,
+    /// A run still running far longer than its job's learned baseline: told once per run.
+    DurationAnomaly,
+    /// A run that succeeded in a small fraction of its job's usual time.
+    TooFast,
 }
 
 impl EventKind {
@@ -378,6 +385,8 @@ impl EventKind {
             EventKind::Skipped => "skipped",
             EventKind::Failing => "failing",
             EventKind::Missed => "missed",
+            EventKind::DurationAnomaly => "duration_anomaly",
+            EventKind::TooFast => "too_fast",
         }
     }
 }
@@ -387,7 +396,8 @@ impl EventKind {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NotifySettings {
-    /// The events to send; default `failed`, `timed_out`, `sla_missed`, `failing`, `missed`.
+    /// The events to send; default `failed`, `timed_out`, `sla_missed`, `failing`, `missed`,
+    /// `duration_anomaly`, `too_fast`.
     #[serde(default = "default_notify_on")]
     #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub on: Vec<EventKind>,
@@ -409,7 +419,15 @@ pub struct NotifySettings {
 }
 
 fn default_notify_on() -> Vec<EventKind> {
-    vec![EventKind::Failed, EventKind::TimedOut, EventKind::SlaMissed, EventKind::Failing, EventKind::Missed]
+    vec![
+        EventKind::Failed,
+        EventKind::TimedOut,
+        EventKind::SlaMissed,
+        EventKind::Failing,
+        EventKind::Missed,
+        EventKind::DurationAnomaly,
+        EventKind::TooFast,
+    ]
 }
 
 impl JobDocument {
@@ -457,6 +475,9 @@ pub struct Job {
     /// Scheduled runs claimed so far (what `schedule.max_runs` counts), written with each
     /// advance that claimed some.
     pub scheduled_runs: u64,
+    /// Its normal duration, learned from its latest successful runs (`None` until it has
+    /// enough of them).
+    pub baseline: Option<crate::health::Baseline>,
 }
 
 /// An instant of a job's schedule to skip without pausing, asked for before it was due.
@@ -628,6 +649,11 @@ impl Job {
         gaps
     }
 
+    /// The baseline runs are judged against, unless the job opted out of health alerts.
+    pub fn judged_by(&self) -> Option<&crate::health::Baseline> {
+        self.baseline.as_ref().filter(|_| self.document.health_alerts != Some(false))
+    }
+
     /// How many scheduled runs the job may still make, when its schedule sets `max_runs`.
     pub fn remaining_runs(&self) -> Option<u64> {
         let max = self.document.schedule.as_ref()?.max_runs?;
@@ -733,7 +759,19 @@ mod tests {
     #[test]
     fn an_event_kinds_name_is_its_wire_name() {
         use EventKind::*;
-        for kind in [Succeeded, Failed, Retrying, TimedOut, SlaMissed, LateStart, Skipped, Failing, Missed] {
+        for kind in [
+            Succeeded,
+            Failed,
+            Retrying,
+            TimedOut,
+            SlaMissed,
+            LateStart,
+            Skipped,
+            Failing,
+            Missed,
+            DurationAnomaly,
+            TooFast,
+        ] {
             assert_eq!(serde_json::to_value(kind).unwrap(), json!(kind.as_str()));
         }
     }

@@ -26,6 +26,7 @@
 //! - [`offset`]: when a run may first start after its instant (jitter, flexible window);
 //! - [`ledger`]: every instant of a job in a range and what became of it (ran, skipped, missed
 //!   and why, pending);
+//! - [`health`]: a job's normal duration learned from its runs, and the runs that depart from it;
 //! - [`forecast`]: runs per minute over a window, from the schedules, with the peaks;
 //! - [`stored`]: stored documents decoded leniently (a newer version's fields dropped);
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
@@ -42,6 +43,7 @@ pub mod fence;
 mod fixtures;
 pub mod forecast;
 pub mod group;
+pub mod health;
 pub mod job;
 pub mod ledger;
 pub mod limits;

@@ -46,6 +46,7 @@ fn job(k: u64, extra: Value) -> Job {
         gaps: Vec::new(),
         skips: Vec::new(),
         scheduled_runs: 0,
+        baseline: None,
     }
 }
 

@@ -107,6 +107,7 @@ mod tests {
             gaps: Vec::new(),
             skips: Vec::new(),
             scheduled_runs: 0,
+            baseline: None,
         };
         let caller = ScriptedCaller::succeeding().then(Answer::TimedOut);
         let call = |attempt| Invocation {

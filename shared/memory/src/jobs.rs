@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
+use sundial_domain::health::Baseline;
 use sundial_domain::job::{Job, JobDocument, JobId};
 use sundial_domain::ports::store::{Advance, Catalogue, DueIndex, Page, StoreError, StoreResult};
 
@@ -278,6 +279,13 @@ impl Catalogue for MemoryJobStore {
         state.jobs.remove(job.id.as_str());
         state.names.remove(&name);
         *state.counts.entry(job.owner.clone()).or_insert(0) -= 1;
+        Ok(())
+    }
+
+    async fn set_baseline(&self, id: &JobId, baseline: &Baseline) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let stored = state.jobs.get_mut(id.as_str()).ok_or(StoreError::NotFound)?;
+        stored.job.baseline = Some(*baseline);
         Ok(())
     }
 }

@@ -182,6 +182,7 @@ mod tests {
             gaps: Vec::new(),
             skips: Vec::new(),
             scheduled_runs: 0,
+            baseline: None,
         }
     }
 

@@ -365,6 +365,7 @@ pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
             gaps: Vec::new(),
             skips: Vec::new(),
             scheduled_runs: 0,
+            baseline: None,
         })
         .collect()
 }

@@ -26,6 +26,7 @@ impl Watchdog {
                     self.recorder.announcer().announce(Some(job), run, &[event]).await;
                     match kind {
                         EventKind::SlaMissed => report.sla_missed += 1,
+                        EventKind::DurationAnomaly => report.duration_anomalies += 1,
                         _ => report.late_start += 1,
                     }
                 }

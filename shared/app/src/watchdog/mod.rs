@@ -45,6 +45,8 @@ pub struct WatchdogReport {
     pub settled: usize,
     pub sla_missed: usize,
     pub late_start: usize,
+    /// Runs flagged running far longer than their job's baseline.
+    pub duration_anomalies: usize,
     /// Attempts ended as `timed_out` past their timeout.
     pub timed_out: usize,
     /// Attempts ended as `lost` (lease expired).
@@ -71,6 +73,7 @@ impl WatchdogReport {
         Record::new("watchdog", at)
             .count(names::SLA_MISSED, self.sla_missed)
             .count(names::LATE_STARTS, self.late_start)
+            .count(names::DURATION_ANOMALIES, self.duration_anomalies)
             .count(names::RUNS_TIMED_OUT, self.timed_out)
             .count(names::ATTEMPTS_LOST, self.lost)
             .count(names::RUNS_REDISPATCHED, self.dispatched)
@@ -83,6 +86,7 @@ impl WatchdogReport {
         self.settled += other.settled;
         self.sla_missed += other.sla_missed;
         self.late_start += other.late_start;
+        self.duration_anomalies += other.duration_anomalies;
         self.timed_out += other.timed_out;
         self.lost += other.lost;
         self.dispatched += other.dispatched;

@@ -21,6 +21,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Up
 use std::collections::HashMap;
 use std::sync::Arc;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
+use sundial_domain::health::Baseline;
 use sundial_domain::job::{Gap, Job, JobDocument, JobId};
 use sundial_domain::ports::store::{Advance, Catalogue, DueIndex, Page, StoreError, StoreResult};
 use sundial_domain::stored::decode_lenient;
@@ -114,6 +115,10 @@ impl DynamoJobStore {
         }
         if !job.gaps.is_empty() {
             item.insert("gaps".into(), s(encode_gaps(&job.gaps)?));
+        }
+        if let Some(baseline) = &job.baseline {
+            let text = serde_json::to_string(baseline).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            item.insert("baseline".into(), s(text));
         }
         if job.scheduled_runs > 0 {
             item.insert("scheduled_runs".into(), n(job.scheduled_runs));
@@ -227,6 +232,12 @@ fn from_item(item: &Item) -> StoreResult<Job> {
             None => Vec::new(),
         },
         scheduled_runs: if item.contains_key("scheduled_runs") { get_n(item, "scheduled_runs")? } else { 0 },
+        baseline: match get_opt_s(item, "baseline") {
+            Some(text) => {
+                Some(serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("baseline: {e}")))?)
+            }
+            None => None,
+        },
         skips: match get_opt_s(item, "skips") {
             Some(text) => {
                 serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("skips: {e}")))?
@@ -475,6 +486,22 @@ impl Catalogue for DynamoJobStore {
                 Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")))
             }
             Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+
+    async fn set_baseline(&self, id: &JobId, baseline: &Baseline) -> StoreResult<()> {
+        let text = serde_json::to_string(baseline).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let request = self.client.update_item().table_name(&self.table).key("job_id", s(id.as_str()));
+        let update = Update::new().set("baseline", ":baseline", s(text));
+        match update.apply(request).condition_expression("attribute_exists(job_id)").send().await {
+            Ok(_) => {
+                self.ledger.add(writes::ITEM, 1);
+                Ok(())
+            }
+            Err(e) => match store_error(e) {
+                StoreError::Conflict => Err(StoreError::NotFound),
+                other => Err(other),
+            },
         }
     }
 }

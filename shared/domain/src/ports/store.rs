@@ -5,6 +5,7 @@
 
 use crate::fence::Fence;
 use crate::group::{Group, Links};
+use crate::health::Baseline;
 use crate::job::{Gap, Job, JobId};
 use crate::run::{Published, RunEvent};
 use crate::run::{Run, RunId, RunKey, RunState};
@@ -147,6 +148,11 @@ pub trait Catalogue: Send + Sync + std::fmt::Debug {
     /// Deletes the job and frees its name, fenced by the version read (`Conflict` if the job
     /// was edited since, or linked to a new child: the caller reads it again and re-decides).
     async fn delete(&self, job: &Job) -> StoreResult<()>;
+
+    /// Records the job's learned baseline, whatever its version: it is learned again at its
+    /// next run's end, so an edit in flight that writes the one it read loses nothing for long
+    /// (`NotFound` if the job is gone).
+    async fn set_baseline(&self, id: &JobId, baseline: &Baseline) -> StoreResult<()>;
 }
 
 /// The `by-due` index: which jobs fall due in each minute, and the tick's advance of a job to

@@ -75,6 +75,10 @@ pub fn flags_due(job: &Job, run: &Run, now: DateTime<Utc>) -> Vec<EventKind> {
     if run.is_unstarted() && past(start_deadline(job, run)) && !has(EventKind::LateStart) {
         due.push(EventKind::LateStart);
     }
+    let anomalous = job.judged_by().is_some_and(|b| crate::health::running_too_long(b, run, now));
+    if anomalous && !has(EventKind::DurationAnomaly) {
+        due.push(EventKind::DurationAnomaly);
+    }
     due
 }
 
@@ -157,6 +161,27 @@ mod tests {
         r.state = RunState::Running;
         r.attempt = 1;
         assert_eq!(flags_due(&j, &r, at("2026-11-22T10:05:00Z")), vec![EventKind::SlaMissed]);
+    }
+
+    #[test]
+    fn a_run_far_longer_than_usual_is_flagged_once_unless_its_job_opted_out() {
+        let mut j = job(serde_json::json!({}));
+        j.baseline = Some(crate::health::Baseline { typical_ms: 10_000, p95_ms: 12_000, runs: 5, at: at(T) });
+        let mut r = run(&j, RunKey::scheduled(at(T)), RunState::Running);
+        r.attempt = 1;
+        r.attempts.push(
+            serde_json::from_value(serde_json::json!({"n": 1, "started_at": T, "worker": "w"})).unwrap(),
+        );
+        assert!(flags_due(&j, &r, at("2026-11-22T10:01:12Z")).is_empty(), "p95 + 60 s: still usual");
+        assert_eq!(flags_due(&j, &r, at("2026-11-22T10:01:13Z")), vec![EventKind::DurationAnomaly]);
+        r.events.push(RunEvent::new(EventKind::DurationAnomaly, 1, at("2026-11-22T10:01:13Z")));
+        assert!(flags_due(&j, &r, at("2026-11-22T10:30:00Z")).is_empty(), "once per run");
+        r.events.clear();
+        j.document.health_alerts = Some(false);
+        assert!(flags_due(&j, &r, at("2026-11-22T10:30:00Z")).is_empty(), "opted out");
+        j.document.health_alerts = None;
+        j.baseline = None;
+        assert!(flags_due(&j, &r, at("2026-11-22T10:30:00Z")).is_empty(), "nothing learned yet");
     }
 
     #[test]
