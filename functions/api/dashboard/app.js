@@ -23,9 +23,12 @@ async function api(method, path, body) {
   if (response.status === 401) { sessionStorage.removeItem(KEY); route(); throw new Error("the API key was refused"); }
   const text = await response.text();
   const data = text ? JSON.parse(text) : null;
-  if (!response.ok) throw Object.assign(new Error(data?.error?.message || `${response.status}`), { status: response.status });
+  if (!response.ok) throw Object.assign(new Error(data?.error?.message || `${response.status}`), { status: response.status, field: data?.error?.field });
   return data;
 }
+
+// An error as the page says it: the API's message, after the field it blames when it names one.
+const failure = (err) => (err.field ? `${err.field}: ${err.message}` : err.message);
 
 function login(message) {
   document.getElementById("signout").hidden = true;
@@ -288,26 +291,128 @@ async function ledgerPanel(id) {
   if (panel?.dataset.job === id) panel.innerHTML = html;
 }
 
+// The job's one-off exceptions (README, "One-off exceptions"): the pause it is in, said in a
+// banner with Resume and its catch-up choice; the pause form (why, and until when: entered in the
+// browser's time, sent in UTC); the skips of its instants, each taken back alone or all at once;
+// and what is left of its schedule's max_runs.
+const CATCHUP = [["skip", "skip the instants the pause covered"], ["latest", "run the latest of them now"], ["all", "run each of them now"]];
+// An instant as a datetime-local input's value, in the browser's time zone ("2025-03-01T14:30").
+const localInput = (t) => { const d = new Date(t); d.setMinutes(d.getMinutes() - d.getTimezoneOffset()); return d.toISOString().slice(0, 16); };
+
+function pauseBanner(job) {
+  const p = job.pause;
+  const said = p ? `Paused since <strong>${when(p.from)}</strong>${p.by ? ` by <strong>${esc(p.by)}</strong>` : ""}${p.reason ? `: <q>${esc(p.reason)}</q>` : ""}${p.until ? ` — resumes by itself at <strong>${when(p.until)}</strong>` : ""}`
+    : "Paused";
+  return `<div class="banner" id="pause-banner" role="status"><p>${said}</p><div class="actions">
+    <label>Catch up <select id="resume-catchup">${CATCHUP.map(([v, text]) => `<option value="${v}"${v === "skip" ? " selected" : ""}>${esc(text)}</option>`).join("")}</select></label>
+    <button data-act="resume">Resume</button><button data-act="pause" aria-controls="pause-form">Change the pause…</button></div></div>`;
+}
+
+function pauseForm(job) {
+  const p = job.paused ? job.pause : null;
+  return `<form class="card exception" id="pause-form" hidden>
+    <label>Reason <small>optional, shown with the pause</small><input type="text" id="pause-reason" maxlength="500" placeholder="e.g. maintenance window" value="${esc(p?.reason || "")}"></label>
+    <label>Resume by itself at <small>optional, your time</small><input type="datetime-local" id="pause-until" value="${p?.until ? esc(localInput(p.until)) : ""}"></label>
+    <div class="actions"><button type="submit">${job.paused ? "Change the pause" : "Pause the job"}</button><button type="button" id="pause-cancel">Cancel</button></div></form>`;
+}
+
+function skipsPanel(job) {
+  const skips = job.skips || [];
+  if (!skips.length) return "";
+  const now = Date.now();
+  const ahead = skips.filter((s) => Date.parse(s.at) > now).length;
+  return `<div id="skips-panel"><span>Skipped instants</span><ul class="plain" id="skips">${skips.map((s) => `<li data-skip="${esc(s.at)}">${when(s.at)}
+      <small class="muted">${s.by ? `by ${esc(s.by)}` : ""}</small>
+      ${Date.parse(s.at) > now ? `<button type="button" class="link" data-unskip="${esc(s.at)}">take back</button>` : '<small class="muted">(passed)</small>'}</li>`).join("")}</ul>
+    ${ahead ? `<button type="button" class="link" id="unskip-all">take back all</button>` : ""}</div>`;
+}
+
+const nextRuns = (preview) => `<ul class="plain" id="next-runs">${preview.instants.map((i) => (i.skipped
+  ? `<li data-at="${esc(i.utc)}" data-skipped="true" title="skipped on request: it will not run"><s>${esc(i.local)}</s> <small class="tag">skipped</small></li>`
+  : `<li data-at="${esc(i.utc)}">${esc(i.local)}</li>`)).join("")}</ul>`;
+
+function remainingRuns(job) {
+  const n = job.remaining_runs, max = job.schedule?.max_runs;
+  return `<div id="remaining"><span>Runs left</span>${n} ${n === 1 ? "run remains" : "runs remain"}${max != null ? ` (max_runs ${esc(max)})` : ""}</div>`;
+}
+
+// What was typed into the job page's forms, kept over its refresh while runs are in flight.
+const FORM_FIELDS = ["pause-reason", "pause-until", "skip-next", "resume-catchup"];
+function formsTyped() {
+  const typed = Object.fromEntries(FORM_FIELDS.map((f) => [f, document.getElementById(f)?.value]));
+  return { typed, open: document.getElementById("pause-form")?.hidden === false, focus: document.activeElement?.id };
+}
+function formsRetyped({ typed, open, focus }) {
+  FORM_FIELDS.forEach((f) => { const input = document.getElementById(f); if (input && typed[f] !== undefined) input.value = typed[f]; });
+  if (open) document.getElementById("pause-form").hidden = false;
+  if (focus) document.getElementById(focus)?.focus();
+}
+
+function togglePauseForm() {
+  const form = document.getElementById("pause-form");
+  form.hidden = !form.hidden;
+  main.querySelectorAll('button[data-act="pause"]').forEach((b) => b.setAttribute("aria-expanded", String(!form.hidden)));
+  if (!form.hidden) { document.getElementById("pause-until").min = localInput(Date.now()); document.getElementById("pause-reason").focus(); }
+}
+
+// The pause form's body: the reason when there is one, and the until as RFC 3339 UTC.
+function pauseBody() {
+  const reason = document.getElementById("pause-reason").value.trim(), until = document.getElementById("pause-until").value;
+  const body = {};
+  if (reason) body.reason = reason;
+  if (until) {
+    const t = new Date(until);
+    if (Number.isNaN(t.getTime())) throw Object.assign(new Error("is not a date and time"), { field: "until" });
+    body.until = rfc3339(t);
+  }
+  return body;
+}
+
+function wireExceptions(job) {
+  const form = document.getElementById("pause-form");
+  form.onsubmit = (e) => {
+    e.preventDefault();
+    let body;
+    try { body = pauseBody(); } catch (err) { say(err); return; }
+    act(job, "pause", body);
+  };
+  document.getElementById("pause-cancel").onclick = () => { form.reset(); togglePauseForm(); };
+  document.getElementById("skip-form")?.addEventListener("submit", (e) => {
+    e.preventDefault();
+    act(job, "skip", { next: Number(document.getElementById("skip-next").value) });
+  });
+  main.querySelectorAll("button[data-unskip]").forEach((b) => (b.onclick = () => unskip(job, b.dataset.unskip)));
+  const all = document.getElementById("unskip-all");
+  if (all) all.onclick = () => unskip(job, null);
+}
+
 async function jobPage(id, refreshing = false) {
   const [job, runs, preview, graph] = await Promise.all([
     api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/runs?limit=50`), api("GET", `/v1/jobs/${id}/preview?count=5`),
     api("GET", `/v1/jobs/${id}/graph`).catch(() => null),
   ]);
   const workflow = graph && graph.nodes.length > 1;
-  const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, ...definition } = job;
+  const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, pause, skips, remaining_runs, ...definition } = job;
   const timeline = runs.runs.slice().reverse().map((r) => {
     const d = ms(r.attempts[0]?.started_at, r.attempts[r.attempts.length - 1]?.finished_at);
     const h = Math.max(6, Math.min(48, d == null ? 6 : 6 + Math.log10(1 + d) * 8));
     return `<a href="#/runs/${esc(r.id)}" class="${esc(r.state)}${r.sla_missed ? " sla" : ""}" style="height:${h}px"
       title="${esc(r.state)} · ${when(r.scheduled_at)} · ${duration(d)}${r.sla_missed ? " · SLA missed" : ""}"></a>`;
   }).join("");
+  const typed = refreshing ? formsTyped() : null;
   main.innerHTML = `<p><a href="#/">← Jobs</a></p><h1>${esc(job.name)} ${job.paused ? '<span class="paused">paused</span>' : ""}</h1>
+    ${job.paused ? pauseBanner(job) : ""}
     <div class="toolbar">
-      ${job.paused ? '<button data-act="resume">Resume</button>' : '<button data-act="pause">Pause</button>'}
-      <button data-act="trigger">Trigger now</button><button data-act="delete" class="danger">Delete</button>
+      ${job.paused ? "" : '<button data-act="pause" aria-controls="pause-form" aria-expanded="false">Pause…</button>'}
+      <button data-act="trigger">Trigger now</button>
+      ${job.schedule && !job.depends_on?.length ? `<form class="inline" id="skip-form"><label>Skip next <input type="number" id="skip-next" min="1" max="100" value="1" required></label>
+        <button type="submit" id="skip-button">Skip</button></form>` : ""}
+      <button data-act="delete" class="danger">Delete</button>
       <span id="action" class="muted"></span></div>
+    ${pauseForm(job)}
     <div class="grid card"><div><span>Schedule</span>${esc(schedule_description)}</div>
-      <div><span>Next runs</span>${preview.instants.map((i) => esc(i.local)).join("<br>") || (job.depends_on?.length ? "with its parents' runs" : "—")}</div>
+      <div><span>Next runs</span>${preview.instants.length ? nextRuns(preview) : job.depends_on?.length ? "with its parents' runs" : "—"}</div>
+      ${skipsPanel(job)}${job.remaining_runs != null ? remainingRuns(job) : ""}
       <div><span>Version</span>${version} · updated ${when(updated_at)}</div>
       <div><span>Delivery</span>${job.delivery === "at_most_once" ? "at most once" : "at least once"}${job.group ? ` · group <code>${esc(job.group)}</code>` : ""}${job.flexible_window_s ? ` · flexible window ${job.flexible_window_s} s` : ""}</div></div>
     ${workflow ? `<h2>Workflow <span class="muted">(parents left of their children; colour: latest run)</span></h2>
@@ -322,14 +427,27 @@ async function jobPage(id, refreshing = false) {
       <td class="hide-narrow">${r.attempts.length}</td></tr>`).join("")}</tbody></table>
     ${subscriptions ? `<h2>Notifications</h2><table><tbody>${subscriptions.map((s) => `<tr><td>${esc(s.protocol)}</td><td>${esc(s.endpoint)}</td><td>${esc(s.status)}</td></tr>`).join("")}</tbody></table>` : ""}
     <h2>Definition</h2><pre>${esc(JSON.stringify(definition, null, 2))}</pre>`;
-  main.querySelectorAll("button[data-act]").forEach((b) => (b.onclick = () => act(job, b.dataset.act)));
+  main.querySelectorAll("button[data-act]").forEach((b) => (b.onclick = () => {
+    if (b.dataset.act === "pause") togglePauseForm();
+    else if (b.dataset.act === "resume") act(job, "resume", { catchup: document.getElementById("resume-catchup").value });
+    else act(job, b.dataset.act);
+  }));
+  wireExceptions(job);
+  if (typed) formsRetyped(typed);
   if (ledgerShown.reading !== job.id && (!refreshing || ledgerShown.id !== job.id || Date.now() - ledgerShown.at > 30_000)) ledgerPanel(job.id);
   schedule(() => jobPage(id, true), runs.runs.some((r) => IN_FLIGHT.includes(r.state))
     || (workflow && graph.nodes.some((n) => IN_FLIGHT.includes(n.latest_run?.state))));
 }
 
-async function act(job, action) {
+// Says on the job page what an action's API call refused (the field to blame first).
+function say(err) {
   const note = document.getElementById("action");
+  if (note) { note.textContent = failure(err); note.className = "error"; }
+}
+
+// A job page action: POST /v1/jobs/{id}/<action> with `body` (trigger, pause, resume, skip), or
+// the delete; then the page as the job is now. A refusal is said, and what was typed is kept.
+async function act(job, action, body = {}) {
   try {
     if (action === "delete") {
       if (!confirm(`Delete ${job.name}? Its run history is kept until it expires.`)) return;
@@ -337,10 +455,18 @@ async function act(job, action) {
       location.hash = "#/";
       return;
     }
-    const result = await api("POST", `/v1/jobs/${job.id}/${action}`, {});
+    const result = await api("POST", `/v1/jobs/${job.id}/${action}`, body);
     if (action === "trigger") { location.hash = `#/runs/${result.id}`; return; }
     await jobPage(job.id);
-  } catch (err) { note.textContent = err.message; note.className = "error"; }
+  } catch (err) { say(err); }
+}
+
+// Takes back the skip of one instant (its RFC 3339 as the API gave it), or of every one ahead.
+async function unskip(job, instant) {
+  try {
+    await api("DELETE", `/v1/jobs/${job.id}/skip${instant ? `?instant=${encodeURIComponent(instant)}` : ""}`);
+    await jobPage(job.id);
+  } catch (err) { say(err); }
 }
 
 // The runs of a run's parents and children for the same instant (same key), each with its state,
