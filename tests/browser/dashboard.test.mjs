@@ -4,7 +4,9 @@
 // trigger its root, wait for the last job's run, see the graph on the job page and the run page's
 // links to its parents' runs for the same instant. Last, the job page's instant ledger of a job due
 // every minute: a cell per instant of the last 24 hours, the legend counting them, the instant
-// the tick ran linking to its run. Screenshots go to $SCREENSHOTS. Usage:
+// the tick ran linking to its run. Between, the one-off exceptions on a job page: skips of
+// instants (listed, marked in the next runs, taken back), a pause with a reason and an until (its
+// banner) and the resume with its catch-up. Screenshots go to $SCREENSHOTS. Usage:
 //   node dashboard.test.mjs <sundial base URL> <api key>
 // Exits non-zero (with the reason) on the first failed expectation; bounded by a global timeout.
 import { chromium } from "playwright-core";
@@ -211,6 +213,94 @@ try {
   await page.locator("#waiting", { hasText: `its group ${pool} is full: 1 of 1 running` }).waitFor({ timeout: 15_000 });
   await shot("09-run-waiting-for-group");
   slow.close();
+
+  // One-off exceptions on the page of a job due every hour: skip its next two instants (the list
+  // of skips and the next runs show them), take one back, pause it with a reason until an hour
+  // ahead (a refused pause says why, naming the field; the banner says the pause), and resume it
+  // skipping what the pause covered. Not within 20 s of the hour, so that no instant skipped or
+  // listed comes due meanwhile.
+  const toHour = 3600_000 - (Date.now() % 3600_000);
+  if (toHour < 20_000) await new Promise((resolve) => setTimeout(resolve, toHour + 2000));
+  const hourly = await create({ name: `exceptions-${suffix}`, schedule: { cron: "0 * * * *" } });
+  await page.goto(`${base}/ui/index.html#/jobs/${hourly.id}`);
+  await page.waitForSelector("#skip-form");
+  if (await page.locator("#pause-banner").count()) fail("a job that runs shows no pause banner");
+  if (await page.locator("#skips").count()) fail("a job without skips lists none");
+  if (await page.locator("#remaining").count()) fail("a job without max_runs says nothing of runs remaining");
+  if (await page.locator("#pause-form").isVisible()) fail("the pause form stays closed until Pause is pressed");
+  if ((await page.inputValue("#skip-next")) !== "1") fail("Skip next asks for 1 instant unless told");
+  await page.fill("#skip-next", "2");
+  await page.click("#skip-button");
+  await page.locator("#skips [data-skip]").nth(1).waitFor({ timeout: 15_000 });
+  const skipItems = page.locator("#skips [data-skip]");
+  const skipped = await skipItems.evaluateAll((ls) => ls.map((l) => l.dataset.skip));
+  if (skipped.length !== 2) fail(`the summary lists the 2 skips: ${JSON.stringify(skipped)}`);
+  const viewed = (await call("GET", `/v1/jobs/${hourly.id}`)).body;
+  if (JSON.stringify((viewed.skips || []).map((k) => k.at)) !== JSON.stringify(skipped)) fail(`the skips listed are the job's: ${JSON.stringify(viewed.skips)}`);
+  if (Date.parse(skipped[1]) - Date.parse(skipped[0]) !== 3600_000 || Date.parse(skipped[0]) - Date.now() > 3600_000) fail(`the skips are the next two hours: ${skipped}`);
+  const nextRuns = () => page.locator("#next-runs li").evaluateAll((ls) => ls.map((l) => ({ at: l.dataset.at, skipped: l.dataset.skipped ?? null, text: l.textContent })));
+  let next = await nextRuns();
+  if (next.length !== 5 || next[0].skipped !== "true" || next[1].skipped !== "true" || next.slice(2).some((n) => n.skipped !== null)) fail(`the next runs mark the first two skipped: ${JSON.stringify(next)}`);
+  if (!next[0].text.includes("skipped") || Date.parse(next[0].at) !== Date.parse(skipped[0])) fail(`a skipped next run says so: ${JSON.stringify(next[0])}`);
+  if ((await page.locator("#next-runs [data-skipped] s").count()) !== 2) fail("the skipped next runs are struck through");
+  // Take back the second: the first stays skipped.
+  await page.click(`#skips [data-skip="${skipped[1]}"] button[data-unskip]`);
+  await skipItems.nth(1).waitFor({ state: "detached", timeout: 15_000 });
+  if ((await skipItems.count()) !== 1) fail(`taking back one skip leaves one: ${await skipItems.count()}`);
+  if ((await skipItems.getAttribute("data-skip")) !== skipped[0]) fail("taking back one skip leaves the other");
+  if (JSON.stringify((await call("GET", `/v1/jobs/${hourly.id}`)).body.skips.map((k) => k.at)) !== JSON.stringify([skipped[0]])) fail("the API took the skip back");
+  next = await nextRuns();
+  if (next[0].skipped !== "true" || next[1].skipped !== null) fail(`the next runs after taking one back: ${JSON.stringify(next)}`);
+  if (!(await page.locator("#unskip-all").isVisible())) fail("the skips have a take back all");
+
+  // The pause form: a reason and an until typed in the browser's time, sent in UTC.
+  await page.click('button[data-act="pause"]');
+  await page.waitForSelector("#pause-form", { state: "visible" });
+  const localAhead = (hours) => page.evaluate((h) => {
+    const d = new Date(Date.now() + h * 3600_000);
+    d.setMinutes(d.getMinutes() - d.getTimezoneOffset());
+    return d.toISOString().slice(0, 16);
+  }, hours);
+  await page.fill("#pause-reason", "maintenance window");
+  // Past the 366 days a pause may last: the API refuses it, and the page says so naming `until`.
+  await page.fill("#pause-until", await localAhead(400 * 24));
+  await page.click('#pause-form button[type="submit"]');
+  await page.locator("#action.error", { hasText: "until:" }).waitFor({ timeout: 15_000 });
+  if (!/366 days/.test(await page.locator("#action").innerText())) fail(`a refused pause says why: ${await page.locator("#action").innerText()}`);
+  if ((await call("GET", `/v1/jobs/${hourly.id}`)).body.paused) fail("a refused pause pauses nothing");
+  if ((await page.inputValue("#pause-reason")) !== "maintenance window") fail("a refused pause keeps what was typed");
+  await page.fill("#pause-until", await localAhead(1));
+  const pausedAt = Date.now();
+  await page.click('#pause-form button[type="submit"]');
+  await page.waitForSelector("#pause-banner", { timeout: 15_000 });
+  const banner = await page.locator("#pause-banner").innerText();
+  if (!banner.includes("maintenance window") || !banner.includes("Paused since") || !banner.includes("by browser") || !banner.includes("resumes by itself at")) fail(`the pause banner: ${banner}`);
+  const paused = (await call("GET", `/v1/jobs/${hourly.id}`)).body;
+  if (!paused.paused || paused.pause?.reason !== "maintenance window" || paused.pause?.by !== "browser") fail(`the job's pause: ${JSON.stringify(paused.pause)}`);
+  // The until typed is the minute an hour ahead, in the browser's time zone.
+  const lasts = Date.parse(paused.pause.until) - pausedAt;
+  if (!(lasts > 3500_000 && lasts <= 3600_000)) fail(`the pause lasts until an hour ahead: ${paused.pause.until} (${lasts} ms)`);
+  if (await page.locator("#pause-form").isVisible()) fail("the pause form closes once the job is paused");
+  if ((await page.locator("#skips [data-skip]").count()) !== 1) fail("the skip stays through the pause");
+  await shot("job-exceptions");
+
+  // Resume, skipping the instants the pause covered.
+  if ((await page.inputValue("#resume-catchup")) !== "skip") fail("resume skips what the pause covered unless told");
+  const [resumed] = await Promise.all([
+    page.waitForRequest((r) => r.url().endsWith(`/v1/jobs/${hourly.id}/resume`) && r.method() === "POST"),
+    page.click('#pause-banner button[data-act="resume"]'),
+  ]);
+  if (JSON.stringify(resumed.postDataJSON()) !== JSON.stringify({ catchup: "skip" })) fail(`the resume's body: ${resumed.postData()}`);
+  await page.locator("#pause-banner").waitFor({ state: "detached", timeout: 15_000 });
+  if ((await call("GET", `/v1/jobs/${hourly.id}`)).body.paused) fail("the job runs again after Resume");
+  await page.waitForSelector('button[data-act="pause"]');
+
+  // A schedule with max_runs says how many runs remain.
+  const limited = await create({ name: `limited-${suffix}`, schedule: { cron: "0 0 1 1 *", max_runs: 3 } });
+  if (limited.remaining_runs !== 3) fail(`the view's remaining_runs: ${JSON.stringify(limited)}`);
+  await page.goto(`${base}/ui/index.html#/jobs/${limited.id}`);
+  const remaining = await page.locator("#remaining").innerText({ timeout: 15_000 });
+  if (!remaining.includes("3 runs remain (max_runs 3)")) fail(`the summary says the runs that remain: ${remaining}`);
 
   // The instant ledger of the minutely job: wait (bounded) until one of its instants has come
   // and has a run (the tick claims a minute's instants ahead of it), then read the day strip on
