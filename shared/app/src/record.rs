@@ -166,10 +166,6 @@ impl Recorder {
             new.push(failing);
         }
         if candidate.state == RunState::Succeeded && !before.state.is_terminal() {
-            if let Some(fast) = self.flag_too_fast(job, &candidate, now).await {
-                candidate.events.push(fast.clone());
-                new.push(fast);
-            }
             self.learn(job, now).await;
         }
         if !new.is_empty() {
@@ -178,30 +174,14 @@ impl Recorder {
         candidate
     }
 
-    /// When `run` just succeeded in a small fraction of its job's usual time: the `too_fast`
-    /// event, recorded on the run (once: its conditional flag). A failure to record it is
-    /// logged.
-    async fn flag_too_fast(&self, job: &Job, run: &Run, now: DateTime<Utc>) -> Option<RunEvent> {
-        if !job.judged_by().is_some_and(|b| health::too_fast(b, run)) {
-            return None;
-        }
-        let event = RunEvent::new(EventKind::TooFast, run.attempt, now);
-        match self.outbox.record_event(run, &event).await {
-            Ok(()) => Some(event),
-            Err(e) => {
-                tracing::warn!(run_id = %run.id(), error = %e, "too_fast not told");
-                None
-            }
-        }
-    }
-
     /// Learns the job's baseline again from its latest successful runs and keeps it when it
     /// moved. A failure is logged: the next success learns it again.
     async fn learn(&self, job: &Job, now: DateTime<Utc>) {
         let learned = async {
             let latest =
                 self.history.list(&job.id, health::HISTORY as u32, None, Some(RunState::Succeeded)).await?;
-            let baseline = health::learn(&latest.items, now);
+            let durations: Vec<chrono::Duration> = latest.items.iter().filter_map(Run::duration).collect();
+            let baseline = health::learn(&durations, now);
             let moved = |b: &health::Baseline| {
                 job.baseline.is_none_or(|old| {
                     (old.typical_ms, old.p95_ms, old.runs) != (b.typical_ms, b.p95_ms, b.runs)

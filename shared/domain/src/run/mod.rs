@@ -329,6 +329,14 @@ impl Run {
 
     /// Whether no attempt of the run was ever started: QUEUED, attempt 0. Claiming its instant
     /// again re-sends its message instead of making a new run.
+    /// How long it took: from its first attempt's start to its last attempt's end (`None`
+    /// before it has one that ended).
+    pub fn duration(&self) -> Option<chrono::Duration> {
+        let started = self.attempts.first()?.started_at;
+        let ended = self.attempts.last()?.finished_at?;
+        Some(ended - started)
+    }
+
     pub fn is_unstarted(&self) -> bool {
         self.state == RunState::Queued && self.attempt == 0
     }

@@ -228,8 +228,9 @@ fn accepted(run: &Run, status: u16, lease: DateTime<Utc>, now: DateTime<Utc>) ->
 /// The events a change of `before` into `after` causes, `now` being when it happens.
 /// `succeeded` only when the job's notification settings ask for it; `sla_missed` when the run
 /// ends past its SLA and nobody recorded it yet; `downstream` when a run of a job with children
-/// ends (its end is passed on to them, see [`crate::workflow`]). Deadlines count from the run's
-/// due time (see [`crate::watchdog::rules::flags_due`]).
+/// ends (its end is passed on to them, see [`crate::workflow`]); `too_fast` when it succeeds in a
+/// small fraction of its job's learned time ([`crate::health::too_fast`]). Deadlines count from
+/// the run's due time (see [`crate::watchdog::rules::flags_due`]).
 pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<RunEvent> {
     let mut events = Vec::new();
     if after.state != before.state || after.attempt != before.attempt {
@@ -260,6 +261,12 @@ pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<R
         && sla_deadline(job, after).is_some_and(|d| now > d)
     {
         events.push(RunEvent::new(EventKind::SlaMissed, after.attempt, now));
+    }
+    let took = after.duration().filter(|_| after.state == RunState::Succeeded && !before.state.is_terminal());
+    let fast =
+        job.judged_by().zip(took).is_some_and(|(baseline, took)| crate::health::too_fast(baseline, took));
+    if fast && !already(EventKind::TooFast) {
+        events.push(RunEvent::new(EventKind::TooFast, after.attempt, now));
     }
     events
 }

@@ -75,7 +75,11 @@ pub fn flags_due(job: &Job, run: &Run, now: DateTime<Utc>) -> Vec<EventKind> {
     if run.is_unstarted() && past(start_deadline(job, run)) && !has(EventKind::LateStart) {
         due.push(EventKind::LateStart);
     }
-    let anomalous = job.judged_by().is_some_and(|b| crate::health::running_too_long(b, run, now));
+    let since = run.attempts.first().map(|a| a.started_at).filter(|_| run.state == RunState::Running);
+    let anomalous = match (job.judged_by(), since) {
+        (Some(baseline), Some(since)) => crate::health::running_too_long(baseline, since, now),
+        _ => false,
+    };
     if anomalous && !has(EventKind::DurationAnomaly) {
         due.push(EventKind::DurationAnomaly);
     }
