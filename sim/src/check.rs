@@ -489,18 +489,24 @@ impl Checker {
         let mut expected = 0;
         for (job_id, versions) in &observed.versions {
             let last = versions.iter().rev().find_map(|(_, job)| job.as_ref());
+            // Where the window of the version before began: a version that changes no instants
+            // (a skip, a retry setting) keeps the allowance the change before it was given.
+            let mut window_from: Option<DateTime<Utc>> = None;
             for (i, (written, job)) in versions.iter().enumerate() {
                 let Some(job) = job else { continue };
-                if job.document.paused {
-                    continue;
-                }
                 let previous = i.checked_sub(1).and_then(|p| versions[p].1.as_ref());
                 let from = match previous {
                     None => job.created_at,
                     // No instant before the job's creation, as its own (skewed) clock read it.
-                    Some(before) if !changes_instants(before, job) => (*written).max(job.created_at),
+                    Some(before) if !changes_instants(before, job) => {
+                        (*written).max(job.created_at).max(window_from.unwrap_or(job.created_at))
+                    }
                     Some(_) => *written + Duration::seconds(60),
                 };
+                window_from = Some(from);
+                if job.document.paused {
+                    continue;
+                }
                 let next = versions.get(i + 1);
                 let until = match next {
                     Some((at, Some(after))) if !changes_instants(job, after) => *at,
