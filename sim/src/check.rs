@@ -564,7 +564,7 @@ impl Checker {
     /// Every job's ledger accounts for each instant once, and no dropped instant had a run when
     /// its drop was recorded (an allowance for the actors' clocks).
     fn instants_accounted(&mut self, world: &Simulation, runs: &[Run]) {
-        use sundial_domain::ledger::{self, Outcome as Seen};
+        use sundial_domain::ledger::{self, InstantOutcome as Seen};
         let skew = Duration::seconds(61);
         let now = world.sim.now();
         for job in world.stores.jobs.all() {

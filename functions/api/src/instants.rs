@@ -11,7 +11,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use std::collections::HashMap;
 use sundial_app::ledger::LedgerQuery;
-use sundial_domain::ledger::{Entry, Ledger, MAX_LIMIT};
+use sundial_domain::ledger::{InstantEntry, Ledger, MAX_LIMIT};
 use sundial_domain::validation::ValidationError;
 use utoipa::ToSchema;
 
@@ -26,9 +26,9 @@ pub struct LedgerView {
     /// state), `skipped` (the run's reason in `detail`), `missed` (`reason` says why:
     /// `catchup_dropped`, `paused`, `before_start`, `after_end`, `edited`, `unrecorded`) or
     /// `pending`.
-    pub instants: Vec<Entry>,
+    pub instants: Vec<InstantEntry>,
     /// Manual runs (triggers, reruns) in the range, listed apart: asked for, not scheduled.
-    pub manual: Vec<Entry>,
+    pub manual: Vec<InstantEntry>,
     /// Pass as `from` (with the same `to`) for the next page; absent on the last.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
@@ -38,7 +38,7 @@ impl LedgerView {
     /// The view of `ledger`, cut where its bytes would cross a page's budget (half each for
     /// the instants and the manual runs); the cut becomes `next`.
     fn new(job_id: String, mut ledger: Ledger) -> Self {
-        let cut_at = |entries: &[Entry]| {
+        let cut_at = |entries: &[InstantEntry]| {
             let sizes: Vec<usize> =
                 entries.iter().map(|e| serde_json::to_vec(e).map_or(0, |b| b.len())).collect();
             let fit = fitting(&sizes, MAX_PAGE_BYTES / 2);

@@ -503,7 +503,10 @@ impl Skip {
     /// Why its instant's run does not start.
     pub fn explain(&self) -> String {
         let by = self.by.as_deref().map(|b| format!(" by {b}")).unwrap_or_default();
-        format!("skipped on request{by} at {}", self.asked_at.to_rfc3339())
+        format!(
+            "skipped on request{by} at {}",
+            self.asked_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
     }
 }
 
@@ -594,21 +597,19 @@ pub const GAPS_KEPT: usize = 20;
 impl Gap {
     /// What the gap says about one instant in it, for people.
     pub fn explain(&self) -> String {
+        let text = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         match &self.cause {
             GapCause::CatchupDropped { policy, outage_from, outage_to } => format!(
                 "the scheduler did not reach {} to {} in time; `catchup: {}` dropped {} instant(s) from {} to {}",
-                outage_from.to_rfc3339(),
-                outage_to.to_rfc3339(),
+                text(*outage_from),
+                text(*outage_to),
                 policy.as_str(),
                 self.instants,
-                self.from.to_rfc3339(),
-                self.to.to_rfc3339()
+                text(self.from),
+                text(self.to)
             ),
             GapCause::Edited { .. } => {
-                format!(
-                    "the schedule was changed at {}; this instant was not on it before",
-                    self.at.to_rfc3339()
-                )
+                format!("the schedule was changed at {}; this instant was not on it before", text(self.at))
             }
         }
     }
@@ -755,6 +756,46 @@ impl Job {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// What a job keeps besides its document (gaps, skips, pauses, its baseline), each at its
+    /// most and largest, leaves the item room under DynamoDB's 400 KB for the largest document a
+    /// deployment allows (a 200 KiB payload, `SUNDIAL_MAX_PAYLOAD_BYTES` at most).
+    #[test]
+    fn the_records_a_job_keeps_fit_its_item_beside_the_largest_payload() {
+        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        let long = || Some("x".repeat(200));
+        let previous = ScheduleDocument {
+            cron: Some("0,5,10,15,20,25,30,35,40,45,50,55 0-23 1-31 1-12 MON-SUN".into()),
+            timezone: Some("America/Argentina/ComodRivadavia".into()),
+            start_at: Some("2026-01-01T00:00:00.123456789+00:00".into()),
+            end_at: Some("2036-01-01T00:00:00.123456789+00:00".into()),
+            ..ScheduleDocument::default()
+        };
+        let gap = Gap {
+            from: t("2026-01-01T00:00:00Z"),
+            to: t("2026-01-01T00:00:00Z"),
+            instants: u64::MAX,
+            cause: GapCause::Edited { previous: Some(previous) },
+            at: t("2026-01-01T00:00:00Z"),
+            told: true,
+        };
+        let skip = Skip { at: t("2026-01-01T00:00:00Z"), by: long(), asked_at: t("2026-01-01T00:00:00Z") };
+        let pause = Pause {
+            from: t("2026-01-01T00:00:00Z"),
+            to: Some(t("2026-01-01T00:00:00Z")),
+            reason: Some("é".repeat(MAX_PAUSE_REASON_CHARS)),
+            by: long(),
+            until: Some(t("2026-01-01T00:00:00Z")),
+        };
+        let bytes = |v: serde_json::Value| v.to_string().len();
+        let kept = bytes(json!(vec![gap; GAPS_KEPT]))
+            + bytes(json!(vec![skip; MAX_SKIPS]))
+            + bytes(json!(vec![pause; PAUSES_KEPT]))
+            + 200;
+        assert!(kept < 64 * 1024, "{kept} bytes of records");
+        let room = 400 * 1024 - 200 * 1024 - kept;
+        assert!(room > 100 * 1024, "{room} bytes left for the rest of the document");
+    }
 
     #[test]
     fn an_event_kinds_name_is_its_wire_name() {

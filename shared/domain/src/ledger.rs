@@ -11,7 +11,7 @@
 use crate::job::{GapCause, Job, ScheduleDocument};
 use crate::run::{Run, RunState};
 use crate::schedule::Schedule;
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use serde::Serialize;
 
 /// The range asked for when none is: the last day.
@@ -26,7 +26,7 @@ pub const MAX_LIMIT: usize = 1000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum InstantOutcome {
     /// A run exists for it (queued, running or ended), and was not skipped.
     Ran,
     /// Its run was skipped: the run's reason says why.
@@ -59,9 +59,9 @@ pub enum MissedReason {
 /// One instant and its outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Entry {
+pub struct InstantEntry {
     pub at: DateTime<Utc>,
-    pub outcome: Outcome,
+    pub outcome: InstantOutcome,
     /// The run of the instant, where one exists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
@@ -80,9 +80,9 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Ledger {
     /// The scheduled instants, oldest first.
-    pub instants: Vec<Entry>,
+    pub instants: Vec<InstantEntry>,
     /// Manual runs (triggers, reruns) in the range, oldest first: asked for, not scheduled.
-    pub manual: Vec<Entry>,
+    pub manual: Vec<InstantEntry>,
     /// Where the next page starts, when there is one.
     pub next: Option<DateTime<Utc>>,
 }
@@ -124,7 +124,7 @@ pub fn account(
     let window = Duration::seconds(i64::from(
         job.document.catchup_window_s.unwrap_or(crate::job::DEFAULT_CATCHUP_WINDOW_S),
     ));
-    let mut scheduled: Vec<Entry> = Vec::new();
+    let mut scheduled: Vec<InstantEntry> = Vec::new();
     let mut manual = Vec::new();
     let mut runs: Vec<&Run> = runs.iter().filter(|r| r.key.instant <= until).collect();
     runs.sort_by(|a, b| a.key.cmp(&b.key));
@@ -142,8 +142,8 @@ pub fn account(
         }
         match at_instants.next_if(|r| r.key.instant == t) {
             // A run not started yet of an instant asked to be skipped will be skipped.
-            Some(run) if run.is_unstarted() && job.skip_at(t).is_some() => scheduled.push(Entry {
-                outcome: Outcome::Skipped,
+            Some(run) if run.is_unstarted() && job.skip_at(t).is_some() => scheduled.push(InstantEntry {
+                outcome: InstantOutcome::Skipped,
                 detail: job.skip_at(t).map(|s| s.explain()),
                 ..of_run(run, window)
             }),
@@ -156,7 +156,7 @@ pub fn account(
 }
 
 /// The entry of an instant that has a run.
-fn of_run(run: &Run, window: Duration) -> Entry {
+fn of_run(run: &Run, window: Duration) -> InstantEntry {
     let skipped = run.state == RunState::Skipped;
     let late = run.key.manual.is_none() && run.created_at > run.key.instant + window;
     let detail = if skipped {
@@ -164,19 +164,24 @@ fn of_run(run: &Run, window: Duration) -> Entry {
     } else if late {
         Some(format!(
             "claimed at {}, after its instant: a backfill or the tick's catch-up",
-            run.created_at.to_rfc3339()
+            text(run.created_at)
         ))
     } else {
         None
     };
-    Entry {
+    InstantEntry {
         at: run.key.instant,
-        outcome: if skipped { Outcome::Skipped } else { Outcome::Ran },
+        outcome: if skipped { InstantOutcome::Skipped } else { InstantOutcome::Ran },
         run_id: Some(run.id().to_string()),
         state: Some(run.state),
         reason: None,
         detail,
     }
+}
+
+/// An instant as the ledger's sentences write it: to the second, in UTC.
+fn text(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// Whether `t` was an instant of the schedule `previous` (of `job`).
@@ -187,10 +192,10 @@ fn was_instant_of(previous: Option<&ScheduleDocument>, job: &Job, t: DateTime<Ut
 }
 
 /// The entry of an instant without a run: why, from the records.
-fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: DateTime<Utc>) -> Entry {
-    let missed = |reason: MissedReason, detail: String| Entry {
+fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: DateTime<Utc>) -> InstantEntry {
+    let missed = |reason: MissedReason, detail: String| InstantEntry {
         at: t,
-        outcome: Outcome::Missed,
+        outcome: InstantOutcome::Missed,
         run_id: None,
         state: None,
         reason: Some(reason),
@@ -199,13 +204,10 @@ fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: Da
     let start = schedule.and_then(|s| s.start_at);
     if t < job.created_at || start.is_some_and(|s| t < s) {
         let began = start.map_or(job.created_at, |s| s.max(job.created_at));
-        return missed(
-            MissedReason::BeforeStart,
-            format!("the job's schedule began at {}", began.to_rfc3339()),
-        );
+        return missed(MissedReason::BeforeStart, format!("the job's schedule began at {}", text(began)));
     }
     if let Some(end) = schedule.and_then(|s| s.end_at).filter(|end| t > *end) {
-        return missed(MissedReason::AfterEnd, format!("the job's schedule ended at {}", end.to_rfc3339()));
+        return missed(MissedReason::AfterEnd, format!("the job's schedule ended at {}", text(end)));
     }
     for gap in job.gaps_at(t) {
         match &gap.cause {
@@ -218,8 +220,8 @@ fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: Da
         }
     }
     if let Some(pause) = job.pause_at(t).filter(|_| t <= now) {
-        let until = pause.to.map_or_else(|| "now".to_string(), |to| to.to_rfc3339());
-        let mut detail = format!("the job was paused from {} to {until}", pause.from.to_rfc3339());
+        let until = pause.to.map_or_else(|| "now".to_string(), text);
+        let mut detail = format!("the job was paused from {} to {until}", text(pause.from));
         if let Some(by) = &pause.by {
             detail.push_str(&format!(" by {by}"));
         }
@@ -230,12 +232,26 @@ fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: Da
     }
     if let Some(skip) = job.skip_at(t) {
         let detail = Some(skip.explain());
-        return Entry { at: t, outcome: Outcome::Skipped, run_id: None, state: None, reason: None, detail };
+        return InstantEntry {
+            at: t,
+            outcome: InstantOutcome::Skipped,
+            run_id: None,
+            state: None,
+            reason: None,
+            detail,
+        };
     }
     if job.next_run_at.is_some_and(|next| t >= next) || t > now {
         let detail =
             job.document.paused.then(|| "the job is paused: it will not run unless resumed first".into());
-        return Entry { at: t, outcome: Outcome::Pending, run_id: None, state: None, reason: None, detail };
+        return InstantEntry {
+            at: t,
+            outcome: InstantOutcome::Pending,
+            run_id: None,
+            state: None,
+            reason: None,
+            detail,
+        };
     }
     missed(
         MissedReason::Unrecorded,
@@ -267,7 +283,7 @@ mod tests {
         account(job, Some(schedule), &instants, more, runs, at(to), at(now))
     }
 
-    fn outcomes(ledger: &Ledger) -> Vec<(String, Outcome, Option<MissedReason>)> {
+    fn outcomes(ledger: &Ledger) -> Vec<(String, InstantOutcome, Option<MissedReason>)> {
         ledger.instants.iter().map(|e| (e.at.format("%H:%M").to_string(), e.outcome, e.reason)).collect()
     }
 
@@ -311,8 +327,8 @@ mod tests {
             "2026-11-22T10:10:00Z",
             "2026-11-22T10:08:30Z",
         );
+        use InstantOutcome::*;
         use MissedReason::*;
-        use Outcome::*;
         let tail: Vec<_> = outcomes(&got).into_iter().skip_while(|(t, ..)| t != "10:00").collect();
         assert_eq!(
             tail,
@@ -411,8 +427,8 @@ mod tests {
             "2026-11-22T10:05:00Z",
             "2026-11-22T10:05:30Z",
         );
+        use InstantOutcome::*;
         use MissedReason::*;
-        use Outcome::*;
         assert_eq!(
             outcomes(&got),
             [
