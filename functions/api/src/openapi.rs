@@ -159,18 +159,27 @@ fn constrain_parameters(doc: &mut Value) {
         ("scope", json!({"enum": ["owner", "stack"]})),
         ("Idempotency-Key", json!({"minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7E]+$"})),
     ];
+    // The instant ledger pages by instants, up to its own limit.
+    let ledger_limit = json!({"minimum": 1, "maximum": sundial_domain::ledger::MAX_LIMIT});
     let Some(paths) = doc["paths"].as_object_mut() else { return };
-    for operation in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|item| item.values_mut()) {
-        let Some(parameters) = operation.get_mut("parameters").and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for parameter in parameters {
-            for (name, bound) in &bounds {
-                if parameter["name"] == *name
-                    && let (Some(schema), Some(bound)) =
-                        (parameter["schema"].as_object_mut(), bound.as_object())
-                {
-                    schema.extend(bound.clone());
+    for (path, item) in paths.iter_mut() {
+        let operations = item.as_object_mut().into_iter().flat_map(|item| item.values_mut());
+        for operation in operations {
+            let Some(parameters) = operation.get_mut("parameters").and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for parameter in parameters {
+                for (name, bound) in &bounds {
+                    let bound = match *name {
+                        "limit" if path == "/v1/jobs/{id}/instants" => &ledger_limit,
+                        _ => bound,
+                    };
+                    if parameter["name"] == *name
+                        && let (Some(schema), Some(bound)) =
+                            (parameter["schema"].as_object_mut(), bound.as_object())
+                    {
+                        schema.extend(bound.clone());
+                    }
                 }
             }
         }
