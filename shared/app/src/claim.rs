@@ -354,6 +354,12 @@ impl Claimer {
                     gap.told = true;
                     told_any = true;
                 }
+                // Refused for good (a topic gone, a message it cannot take): not tried again.
+                Err(e) if !e.is_retryable() => {
+                    tracing::error!(job_id = %job.id, error = %e, "`missed` refused by the bus; not told");
+                    gap.told = true;
+                    told_any = true;
+                }
                 Err(e) => {
                     tracing::warn!(job_id = %job.id, error = %e, "`missed` not published; told again at the job's next advance");
                 }

@@ -14,8 +14,10 @@ use sundial_domain::validation::{ValidationError, stored_schedule};
 /// Runs read per query of the history.
 const RUNS_PER_READ: u32 = 500;
 
-/// The most runs one page reads: its scheduled instants' runs, and manual runs besides.
-const MAX_RUNS_READ: usize = 4 * MAX_LIMIT;
+/// The most runs one page reads: its scheduled instants' runs, and manual runs besides. A run
+/// item holds up to ten attempts' outputs and errors (about 50 KB): 1,500 of them stay near
+/// 75 MB in a 256 MB function.
+const MAX_RUNS_READ: usize = MAX_LIMIT + RUNS_PER_READ as usize;
 
 /// What a ledger request asks for; each bound optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

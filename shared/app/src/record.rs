@@ -165,7 +165,10 @@ impl Recorder {
             candidate.events.push(failing.clone());
             new.push(failing);
         }
-        if candidate.state == RunState::Succeeded && !before.state.is_terminal() {
+        if candidate.state == RunState::Succeeded
+            && !before.state.is_terminal()
+            && health::due(job.baseline.as_ref(), now)
+        {
             self.learn(job, now).await;
         }
         if !new.is_empty() {

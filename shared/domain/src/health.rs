@@ -22,6 +22,9 @@ pub const MIN_HISTORY: usize = 5;
 pub const ANOMALY_FACTOR: i32 = 2;
 /// ...and past the p95 plus this, so that short jobs' jitter is not an anomaly.
 pub const ANOMALY_FLOOR: Duration = Duration::seconds(60);
+/// A baseline learned from its full history is learned again at most this often: one history
+/// query per job per interval, not one per run.
+pub const LEARN_EVERY: Duration = Duration::minutes(10);
 /// A success under this share of the typical duration (in tenths: 1 = 10 %) is too fast...
 pub const TOO_FAST_TENTHS: i32 = 1;
 /// ...for jobs whose typical run takes at least this.
@@ -65,6 +68,12 @@ pub fn learn(durations: &[Duration], now: DateTime<Utc>) -> Option<Baseline> {
     ms.sort_unstable();
     let rank = |p: usize| ms[(ms.len() * p).div_ceil(100).max(1) - 1];
     Some(Baseline { typical_ms: rank(50), p95_ms: rank(95), runs: ms.len() as u32, at: now })
+}
+
+/// Whether a success at `now` should learn the job's baseline again: none yet, one learned from
+/// fewer runs than [`HISTORY`], or one older than [`LEARN_EVERY`].
+pub fn due(baseline: Option<&Baseline>, now: DateTime<Utc>) -> bool {
+    baseline.is_none_or(|b| (b.runs as usize) < HISTORY || now - b.at >= LEARN_EVERY)
 }
 
 /// Whether a run running since `since` has run past `baseline`'s anomaly threshold at `now`.
@@ -124,6 +133,16 @@ mod tests {
         assert!(too_fast(&b(10_000, 12_000), Duration::milliseconds(500)));
         assert!(!too_fast(&b(10_000, 12_000), Duration::milliseconds(1500)));
         assert!(!too_fast(&b(2_000, 3_000), Duration::milliseconds(10)));
+    }
+
+    #[test]
+    fn a_full_baseline_is_learned_again_at_most_every_ten_minutes() {
+        let now = at("2026-11-22T12:00:00Z");
+        let b = |runs, at| Baseline { typical_ms: 1, p95_ms: 1, runs, at };
+        assert!(due(None, now), "nothing learned yet");
+        assert!(due(Some(&b(19, now)), now), "fewer runs than its history: every success");
+        assert!(!due(Some(&b(20, now - Duration::minutes(9))), now), "full and fresh");
+        assert!(due(Some(&b(20, now - Duration::minutes(10))), now), "full and ten minutes old");
     }
 
     proptest! {
