@@ -17,7 +17,7 @@ use sundial_app::tick::TickSettings;
 use sundial_app::watchdog::WatchdogReport;
 use sundial_app::worker::Disposition;
 use sundial_domain::group::GroupDocument;
-use sundial_domain::job::{EventKind, Job};
+use sundial_domain::job::{EventKind, Job, PauseNote};
 use sundial_domain::ports::queue::{QueueError, RunInbox, RunQueue};
 use sundial_domain::ports::store::{StoreError, TickStateStore};
 use sundial_domain::ports::targets::Answer;
@@ -810,4 +810,27 @@ async fn anomalies(world: &World) -> usize {
             world.use_cases.watchdog.run().await.map(|r| r.duration_anomalies).unwrap_or(usize::MAX / 4);
     }
     flagged
+}
+
+/// A pause that ended on a job its own resume now refuses (a document stored before a limit
+/// tightened) leaves that job paused and holds no other job back: the tick's watermark moves on.
+#[tokio::test]
+async fn a_pause_its_resume_refuses_holds_nothing_back() {
+    let world = World::at("2030-01-01T11:58:00Z");
+    let job = world.create(job("stale", json!({"cron": "* * * * *"}), json!({}))).await;
+    let note = PauseNote { reason: None, by: None, until: Some(t("2030-01-01T12:00:00Z")) };
+    let paused = world.use_cases.jobs.pause(&owner(), &job.id, note).await.unwrap();
+    // Stored as an older version allowed it: a timeout this deployment refuses.
+    let mut stale = paused.clone();
+    stale.document.timeout_s = 0;
+    world.job_store.import(&[stale]).unwrap();
+
+    world.set("2030-01-01T12:00:30Z");
+    let report = world.use_cases.tick.run().await.unwrap();
+    assert_eq!(report.claims.failed, 0, "{report:?}");
+    world.set("2030-01-01T12:02:30Z");
+    let report = world.use_cases.tick.run().await.unwrap();
+    assert!(report.watermark >= Some(t("2030-01-01T12:01:00Z")), "the watermark moves on: {report:?}");
+    let stored = world.job_store.all().into_iter().find(|j| j.id == job.id).unwrap();
+    assert!(stored.document.paused, "it stays paused for its owner to mend");
 }

@@ -26,7 +26,7 @@
 //! through a gap leaves the rest of it missed for the next one.
 
 use crate::claim::{ClaimReport, Claimer};
-use crate::jobs::Jobs;
+use crate::jobs::{Jobs, JobsError};
 use crate::ports::Ports;
 use chrono::{DateTime, Duration, Utc};
 use futures::StreamExt;
@@ -170,14 +170,21 @@ impl Tick {
 
     /// Resumes those of `paused` (filed in the due index under the end of their pause) whose
     /// pause has run to its end by `now`; those read ahead of it wait for their minute. A job
-    /// changed since read stays as it was changed; one that could not be resumed is reported
-    /// failed, holding the watermark before `minute`.
+    /// changed since read stays as it was changed; one that storage could not resume is reported
+    /// failed, holding the watermark before `minute`; one its resume refuses stays paused.
     async fn wake(&self, paused: Vec<Job>, minute: DateTime<Utc>, now: DateTime<Utc>) -> ClaimReport {
         let mut report = ClaimReport::default();
         for job in paused.iter().filter(|j| j.open_pause().and_then(|p| p.until).is_some_and(|u| u <= now)) {
             match self.jobs.wake(job).await {
                 Ok(Some(_)) => tracing::info!(job_id = %job.id, "the job's pause ended: resumed by itself"),
                 Ok(None) => {}
+                // A job its own resume refuses (a document this deployment no longer accepts)
+                // stays paused for its owner to mend: it must not hold every other job back.
+                Err(e)
+                    if !matches!(&e, JobsError::Contended | JobsError::Store(StoreError::Unavailable(_))) =>
+                {
+                    tracing::error!(job_id = %job.id, error = %e, "a pause that ended could not be resumed; the job stays paused");
+                }
                 Err(e) => {
                     tracing::warn!(job_id = %job.id, error = %e, "a pause that ended was not resumed; tried again next tick");
                     report.add(ClaimReport {
