@@ -387,6 +387,16 @@ impl Worker {
         let expected = fence.as_ref().map(|f| &f.holder);
         let taken = self.fences.take(&job.id, expected, &run.key, previous.as_ref()).await;
         match taken.raced()? {
+            // Taken over no fence: the job may have been deleted since this run read it, and its
+            // fence with it (a delete removes the job, then its fence), while a run that held
+            // that fence still calls. The job read again says so: this run is cancelled, and the
+            // fence it took goes with the job.
+            Race::Won(()) if expected.is_none() && self.catalogue.get(&job.id).await?.is_none() => {
+                if let Err(e) = self.fences.remove(&job.id).await {
+                    tracing::warn!(job_id = %job.id, error = %e, "the fence of a deleted job was left");
+                }
+                self.cancel_for_deleted_job(run, now).await.map(|d| Race::Won(Some(d)))
+            }
             Race::Won(()) => self.after_previous_call(job, run, previous.as_ref(), now).await.map(Race::Won),
             // Another run took it first, or this run did and the answer was lost: decide again
             // on the fence as it is now.
