@@ -175,6 +175,17 @@ impl<S: Send + Sync> FromRequestParts<S> for Origin {
     }
 }
 
+/// Refuses a query naming a parameter other than `known`: 400 naming it and listing them.
+pub fn only_parameters(query: &HashMap<String, String>, known: &[&str]) -> Result<(), ApiError> {
+    match query.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(unknown) => Err(ApiError::bad_request(ValidationError::new(
+            unknown,
+            format!("is not a parameter of this endpoint ({})", known.join(", ")),
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A whole number from 1 to `max` in the query (`default` when absent).
 pub fn query_number(
     query: &HashMap<String, String>,

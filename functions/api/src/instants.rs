@@ -2,7 +2,7 @@
 //! and what became of it, a page at a time.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, JobPath, query_instant, query_number};
+use crate::extract::{Caller, JobPath, only_parameters, query_instant, query_number};
 use crate::paging::{MAX_PAGE_BYTES, fitting};
 use crate::state::AppState;
 use axum::Json;
@@ -12,7 +12,6 @@ use serde::Serialize;
 use std::collections::HashMap;
 use sundial_app::ledger::LedgerQuery;
 use sundial_domain::ledger::{InstantEntry, Ledger, MAX_LIMIT};
-use sundial_domain::validation::ValidationError;
 use utoipa::ToSchema;
 
 /// The query parameters this endpoint reads.
@@ -82,12 +81,7 @@ pub async fn list(
     JobPath(id): JobPath,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<LedgerView>, ApiError> {
-    if let Some(unknown) = query.keys().find(|k| !PARAMETERS.contains(&k.as_str())) {
-        return Err(ApiError::bad_request(ValidationError::new(
-            unknown,
-            "is not a parameter of this endpoint (from, to, limit)",
-        )));
-    }
+    only_parameters(&query, &PARAMETERS)?;
     let limit = match query.contains_key("limit") {
         true => Some(query_number(&query, "limit", 0, MAX_LIMIT as u32)? as usize),
         false => None,

@@ -3,7 +3,8 @@
 
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{
-    Caller, IfMatch, JobPath, JsonBody, JsonObject, OptionalJsonBody, Origin, query_instant, query_number,
+    Caller, IfMatch, JobPath, JsonBody, JsonObject, OptionalJsonBody, Origin, only_parameters, query_instant,
+    query_number,
 };
 use crate::paging;
 use crate::state::AppState;
@@ -290,12 +291,7 @@ pub async fn unskip(
     JobPath(id): JobPath,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    if let Some(unknown) = query.keys().find(|k| k.as_str() != "instant") {
-        return Err(ApiError::bad_request(ValidationError::new(
-            unknown,
-            "is not a parameter of this endpoint (instant)",
-        )));
-    }
+    only_parameters(&query, &["instant"])?;
     let instant = query_instant(&query, "instant")?;
     let job = state.use_cases.skips.unskip(&owner, &id, instant).await?;
     job_response(&state, StatusCode::OK, &job).await
