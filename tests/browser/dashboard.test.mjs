@@ -4,7 +4,8 @@
 // trigger its root, wait for the last job's run, see the graph on the job page and the run page's
 // links to its parents' runs for the same instant. Last, the job page's instant ledger of a job due
 // every minute: a cell per instant of the last 24 hours, the legend counting them, the instant
-// the tick ran linking to its run. Between, the one-off exceptions on a job page: skips of
+// the tick ran linking to its run. A job's normal band (the baseline five runs teach it) behind
+// its recent runs' bars, and the note of a job without one. Between, the one-off exceptions on a job page: skips of
 // instants (listed, marked in the next runs, taken back), a pause with a reason and an until (its
 // banner) and the resume with its catch-up. Screenshots go to $SCREENSHOTS. Usage:
 //   node dashboard.test.mjs <sundial base URL> <api key>
@@ -97,11 +98,67 @@ try {
   await page.setViewportSize({ width: 390, height: 800 });
   await page.goto(`${base}/ui/index.html#/jobs/${job.id}`);
   await page.waitForSelector("#timeline a.SUCCEEDED");
+  // One run is no baseline: the bars alone, and a note saying when the normal band comes.
+  if (await page.locator("#band").count()) fail("a job with one run shows no normal band");
+  const noBand = await page.locator("#band-key").innerText();
+  if (!noBand.includes("no baseline yet (learned after 5 successful runs)")) fail(`a job without a baseline says so: ${noBand}`);
   await shot("05-job-page-phone");
+
+  // A job's normal band: five successful runs of a target that takes 0.8 to 1.3 s learn its
+  // baseline (the recorder learns it at the fifth success); its page draws the band behind the
+  // bars, scaled like them, with the baseline's numbers in its caption.
+  await page.setViewportSize({ width: 1280, height: 800 });
+  const delays = [800, 900, 1000, 1100, 1300];
+  let paced = 0;
+  const measured = http.createServer((req, res) => {
+    const delay = delays[paced++ % delays.length];
+    req.resume();
+    req.on("end", () => setTimeout(() => { res.writeHead(200); res.end("{}"); }, delay));
+  });
+  await new Promise((resolve) => measured.listen(0, "127.0.0.1", resolve));
+  try {
+    const timed = await call("POST", "/v1/jobs", { name: `baseline-${Date.now()}`, schedule: { cron: "0 0 1 1 *" },
+      target: { type: "http", url: `http://127.0.0.1:${measured.address().port}/hook` } });
+    if (timed.status !== 201) fail(`creating the timed job: HTTP ${timed.status} ${JSON.stringify(timed.body)}`);
+    for (const _ of delays) {
+      const t = await call("POST", `/v1/jobs/${timed.body.id}/trigger`, {});
+      if (t.status !== 202) fail(`triggering the timed job: HTTP ${t.status} ${JSON.stringify(t.body)}`);
+    }
+    const learnedBy = Date.now() + 60_000;
+    let baseline = null;
+    while (!baseline) {
+      if (Date.now() > learnedBy) fail("no baseline learned within 60 s of five triggers");
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      baseline = (await call("GET", `/v1/jobs/${timed.body.id}`)).body.baseline;
+    }
+    if (baseline.runs !== 5 || baseline.typical_ms < 1000 || baseline.p95_ms < 1300 || baseline.typical_ms > baseline.p95_ms) fail(`the baseline of the five runs: ${JSON.stringify(baseline)}`);
+    await page.goto(`${base}/ui/index.html#/jobs/${timed.body.id}`);
+    await page.waitForSelector("#band", { timeout: 15_000 });
+    const band = await page.locator("#band").evaluate((b) => ({ ...b.dataset, label: b.getAttribute("aria-label"), title: b.title, height: b.getBoundingClientRect().height }));
+    if (Number(band.typicalMs) !== baseline.typical_ms || Number(band.p95Ms) !== baseline.p95_ms || Number(band.runs) !== 5) fail(`the band is the job's baseline: ${JSON.stringify(band)} ${JSON.stringify(baseline)}`);
+    // The dashboard's duration(): 1000 ms and over to the tenth of a second.
+    const said = (m) => (m < 1000 ? `${m} ms` : m < 60000 ? `${(m / 1000).toFixed(1)} s` : `${Math.floor(m / 60000)} min ${Math.round((m % 60000) / 1000)} s`);
+    const normal = `normal: typical ${said(baseline.typical_ms)}, p95 ${said(baseline.p95_ms)}, from 5 runs`;
+    const caption = await page.locator("#band-key").innerText();
+    if (!caption.includes(normal)) fail(`the caption says the band's numbers (${normal}): ${caption}`);
+    if (!band.label.includes(normal) || !band.title.includes(normal)) fail(`the band says its numbers to a screen reader and on hover: ${JSON.stringify(band)}`);
+    // Scaled like the bars: the band reaches the p95 run's height, and every bar is drawn over it.
+    const bars = await page.locator("#timeline a").evaluateAll((as) => as.map((a) => {
+      const r = a.getBoundingClientRect();
+      return { height: r.height, top: document.elementFromPoint(r.x + r.width / 2, r.bottom - 2) === a };
+    }));
+    if (bars.length !== 5 || bars.some((b) => !b.top)) fail(`the five bars are drawn over the band: ${JSON.stringify(bars)}`);
+    const tallest = Math.max(...bars.map((b) => b.height));
+    if (Math.abs(tallest - band.height) > 2) fail(`the band reaches the longest run of five, its p95: band ${band.height} px, bars ${JSON.stringify(bars)}`);
+    if (await page.locator("#threshold").count()) fail("the anomaly threshold, a minute past a 1.3 s p95, is not drawn on a chart that ends near 1.4 s");
+    await page.locator("#timeline").scrollIntoViewIfNeeded();
+    await shot("job-baseline");
+  } finally {
+    measured.close();
+  }
 
   // A diamond: transform and aggregate after extract (by id and by name), report after both (by
   // name). Extract's schedule never comes due during the test: the trigger alone runs the diamond.
-  await page.setViewportSize({ width: 1280, height: 800 });
   const suffix = Date.now().toString(36);
   const create = async (body) => {
     const r = await call("POST", "/v1/jobs", { ...body, target: { type: "http", url: targetUrl } });

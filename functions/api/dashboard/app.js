@@ -386,19 +386,43 @@ function wireExceptions(job) {
   if (all) all.onclick = () => unskip(job, null);
 }
 
+// The job page's recent runs as bars, oldest first, each as tall as its run took, on one linear
+// scale from 0 to a little over the longest run or the baseline's p95, whichever is longer.
+// Behind them, the job's normal band (its `baseline`, README "Health learned from history"):
+// shaded from 0 to its p95, a line at its typical duration, and the anomaly threshold dashed when
+// a run came near it (drawn always, it would flatten a short job's band: the threshold is at
+// least a minute past the p95). A job without a baseline yet says when it gets one.
+const PLOT_PX = 64;
+const anomalyAfter = (b) => Math.max(2 * b.p95_ms, b.p95_ms + 60_000); // health::Baseline::anomaly_after
+function runsChart(runs, baseline) {
+  const note = `<p class="band-key muted" id="band-key">no baseline yet (learned after 5 successful runs)</p>`;
+  if (!runs.length && !baseline) return `<div class="timeline" id="timeline"><span class="muted">No runs yet.</span></div>${note}`;
+  const took = runs.slice().reverse().map((r) => ({ r, d: ms(r.attempts[0]?.started_at, r.attempts[r.attempts.length - 1]?.finished_at) }));
+  const top = 1.1 * Math.max(1, baseline?.p95_ms ?? 0, ...took.map(({ d }) => d ?? 0));
+  const y = (m) => Math.round((m / top) * PLOT_PX);
+  const bars = took.map(({ r, d }) => `<a href="#/runs/${esc(r.id)}" class="${esc(r.state)}${r.sla_missed ? " sla" : ""}" style="height:${Math.max(6, y(d ?? 0))}px"
+      title="${esc(r.state)} · ${when(r.scheduled_at)} · ${duration(d)}${r.sla_missed ? " · SLA missed" : ""}"></a>`).join("");
+  if (!baseline) return `<div class="timeline" id="timeline"><div class="plot" style="height:${PLOT_PX}px">${bars}</div></div>${note}`;
+  const { typical_ms: typical, p95_ms: p95, runs: n, at } = baseline;
+  const normal = `normal: typical ${duration(typical)}, p95 ${duration(p95)}, from ${n} runs`;
+  const anomaly = anomalyAfter(baseline), marked = anomaly <= top;
+  return `<div class="timeline" id="timeline"><div class="plot" style="height:${PLOT_PX}px">
+      <div class="band" id="band" role="img" style="height:${y(p95)}px" data-typical-ms="${esc(typical)}" data-p95-ms="${esc(p95)}" data-runs="${esc(n)}"
+        title="${esc(normal)}" aria-label="${esc(`The ${normal}`)}"></div>
+      <div class="typical" style="bottom:${y(typical)}px" aria-hidden="true"></div>
+      ${marked ? `<div class="threshold" id="threshold" style="bottom:${y(anomaly)}px" title="anomaly past ${esc(duration(anomaly))}" aria-hidden="true"></div>` : ""}
+      ${bars}</div></div>
+    <p class="band-key" id="band-key"><span><i class="band"></i>${esc(normal)}</span> <span><i class="typical"></i>typical</span>
+      ${marked ? `<span><i class="threshold"></i>anomaly past ${esc(duration(anomaly))}</span>` : ""} <span class="muted">learned ${when(at)}</span></p>`;
+}
+
 async function jobPage(id, refreshing = false) {
   const [job, runs, preview, graph] = await Promise.all([
     api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/runs?limit=50`), api("GET", `/v1/jobs/${id}/preview?count=5`),
     api("GET", `/v1/jobs/${id}/graph`).catch(() => null),
   ]);
   const workflow = graph && graph.nodes.length > 1;
-  const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, pause, skips, remaining_runs, ...definition } = job;
-  const timeline = runs.runs.slice().reverse().map((r) => {
-    const d = ms(r.attempts[0]?.started_at, r.attempts[r.attempts.length - 1]?.finished_at);
-    const h = Math.max(6, Math.min(48, d == null ? 6 : 6 + Math.log10(1 + d) * 8));
-    return `<a href="#/runs/${esc(r.id)}" class="${esc(r.state)}${r.sla_missed ? " sla" : ""}" style="height:${h}px"
-      title="${esc(r.state)} · ${when(r.scheduled_at)} · ${duration(d)}${r.sla_missed ? " · SLA missed" : ""}"></a>`;
-  }).join("");
+  const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, pause, skips, remaining_runs, baseline, ...definition } = job;
   const typed = refreshing ? formsTyped() : null;
   main.innerHTML = `<p><a href="#/">← Jobs</a></p><h1>${esc(job.name)} ${job.paused ? '<span class="paused">paused</span>' : ""}</h1>
     ${job.paused ? pauseBanner(job) : ""}
@@ -420,7 +444,7 @@ async function jobPage(id, refreshing = false) {
     <h2>Instants <span class="muted">(the last 24 hours, oldest to newest; hover a cell for what became of it)</span></h2>
     <div class="ledger card" id="ledger" data-job="${esc(job.id)}">${refreshing && ledgerShown.id === job.id ? ledgerShown.html : '<p class="muted">Reading the ledger…</p>'}</div>
     <h2>Recent runs <span class="muted">(oldest to newest; height: duration; outlined: SLA missed)</span></h2>
-    <div class="timeline" id="timeline">${timeline || '<span class="muted">No runs yet.</span>'}</div>
+    ${runsChart(runs.runs, job.baseline)}
     <table style="margin-top:.8rem"><thead><tr><th>Run</th><th>State</th><th class="hide-narrow">Scheduled</th><th>Duration</th><th class="hide-narrow">Attempts</th></tr></thead><tbody>
     ${runs.runs.map((r) => `<tr><td><a href="#/runs/${esc(r.id)}">${esc(r.kind)} ${when(r.scheduled_at)}</a></td><td>${badge(r.state)}${r.sla_missed ? ' <span class="paused">SLA</span>' : ""}</td>
       <td class="hide-narrow">${when(r.scheduled_at)}</td><td>${duration(ms(r.attempts[0]?.started_at, r.attempts[r.attempts.length - 1]?.finished_at))}</td>
