@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sundial_domain::events::{JobNotice, Notification, SchedulerAlert};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
-use sundial_domain::health::Baseline;
+use sundial_domain::health::{Baseline, Trouble, TroubleMark, Troubles};
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
@@ -519,14 +519,50 @@ impl RunWrites for FaultyRuns {
         &self,
         job_id: &JobId,
         after: Option<&RunKey>,
-        now: DateTime<Utc>,
+        mark: &TroubleMark,
     ) -> StoreResult<()> {
         self.faults
             .call(
                 "runs.flag_failing",
                 Subject::job(job_id),
                 true,
-                self.inner.flag_failing(job_id, after, now),
+                self.inner.flag_failing(job_id, after, mark),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
+    async fn troubles(&self, job_id: &JobId) -> StoreResult<Troubles> {
+        self.faults
+            .call(
+                "runs.troubles",
+                Subject::job(job_id),
+                false,
+                self.inner.troubles(job_id),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
+    async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()> {
+        self.faults
+            .call(
+                "runs.open_trouble",
+                Subject::job(job_id),
+                true,
+                self.inner.open_trouble(job_id, trouble, mark),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()> {
+        self.faults
+            .call(
+                "runs.close_troubles",
+                Subject::job(job_id),
+                true,
+                self.inner.close_troubles(job_id, ended),
                 StoreError::Unavailable,
             )
             .await

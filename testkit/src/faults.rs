@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
-use sundial_domain::health::Baseline;
+use sundial_domain::health::{Baseline, Trouble, TroubleMark, Troubles};
 use sundial_domain::job::{Job, JobId};
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{
@@ -358,7 +358,10 @@ faulty!(RunWrites {
     async fn insert(&self, run: &Run) -> StoreResult<Inserted>;
     async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()>;
-    async fn flag_failing(&self, job_id: &JobId, after: Option<&RunKey>, now: DateTime<Utc>) -> StoreResult<()>;
+    async fn flag_failing(&self, job_id: &JobId, after: Option<&RunKey>, mark: &TroubleMark) -> StoreResult<()>;
+    async fn troubles(&self, job_id: &JobId) -> StoreResult<Troubles>;
+    async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()>;
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()>;
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
     async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()>;
 });

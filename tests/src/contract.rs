@@ -19,13 +19,14 @@ use std::sync::Arc;
 use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::due_index::{bucket, due_bucket, shard_of};
 use sundial_domain::fence::Fence;
-use sundial_domain::health::Baseline;
+use sundial_domain::health::{Baseline, FailureRate, Trouble, TroubleMark, Troubles};
 use sundial_domain::job::{CatchupPolicy, EventKind, Gap, GapCause, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
     Advance, Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore, StoreError,
     StoredResponse, TickState, TickStateStore,
 };
+use sundial_domain::run::event::EventDetail;
 use sundial_domain::run::{Attempt, Published, Run, RunEvent, RunId, RunKey, RunMessage, RunState};
 use sundial_domain::run_queue::{Dispatch, HOLD_S, MAX_DELAY_S};
 
@@ -547,6 +548,7 @@ pub async fn run_store_keeps_its_promises(store: &dyn RunStore, shards: u16) {
     an_event_recorded_since_the_read_keeps_the_run_in_flight(store, shards).await;
     events_are_recorded_taken_and_marked_once(store).await;
     failing_streaks_are_told_once(store).await;
+    troubles_open_once_and_close_as_read(store).await;
     run_history_reads_in_key_order(store).await;
 }
 
@@ -827,6 +829,12 @@ async fn events_are_recorded_taken_and_marked_once(store: &dyn RunStore) {
         ["late_start", "sla_missed"],
         "events read in time order"
     );
+    let rate = FailureRate { failed: 6, ended: 20, percent: 30, threshold_percent: 30 };
+    let told = event(EventKind::FailureRate, 1, t + Duration::seconds(11))
+        .with_detail(EventDetail::FailureRate(rate));
+    store.record_event(&running, &told).await.unwrap();
+    let read = stored(store, &running).await.events.into_iter().find(|e| e.id == told.id);
+    assert_eq!(read, Some(told), "an event's numbers read back with it");
 
     let first = t + Duration::seconds(20) + Duration::nanoseconds(123_456_789);
     store.take_event(&running, &sla, first).await.unwrap();
@@ -878,22 +886,60 @@ async fn events_are_recorded_taken_and_marked_once(store: &dyn RunStore) {
 async fn failing_streaks_are_told_once(store: &dyn RunStore) {
     let (job_id, other) = (JobId::generate(), JobId::generate());
     let now = at("2031-07-01T00:00:00Z");
+    let mark = TroubleMark { as_of: at("2031-06-30T02:00:00Z"), told_at: now };
     let (k0, k1) =
         (RunKey::scheduled(at("2031-06-30T00:00:00Z")), RunKey::scheduled(at("2031-06-30T01:00:00Z")));
-    store.flag_failing(&job_id, None, now).await.unwrap();
+    store.flag_failing(&job_id, None, &mark).await.unwrap();
     assert_eq!(
-        store.flag_failing(&job_id, None, now).await,
+        store.flag_failing(&job_id, None, &mark).await,
         Err(StoreError::Conflict),
         "a streak is told once"
     );
-    store.flag_failing(&job_id, Some(&k1), now).await.expect("a later streak is told");
-    assert_eq!(store.flag_failing(&job_id, Some(&k1), now).await, Err(StoreError::Conflict));
+    store.flag_failing(&job_id, Some(&k1), &mark).await.expect("a later streak is told");
+    assert_eq!(store.flag_failing(&job_id, Some(&k1), &mark).await, Err(StoreError::Conflict));
     assert_eq!(
-        store.flag_failing(&job_id, Some(&k0), now).await,
+        store.flag_failing(&job_id, Some(&k0), &mark).await,
         Err(StoreError::Conflict),
         "an earlier streak than one told is not told"
     );
-    store.flag_failing(&other, Some(&k0), now).await.expect("streaks are per job");
+    store.flag_failing(&other, Some(&k0), &mark).await.expect("streaks are per job");
+    assert_eq!(
+        store.troubles(&job_id).await.unwrap().failing,
+        Some(mark),
+        "a told streak is an open trouble"
+    );
+}
+
+async fn troubles_open_once_and_close_as_read(store: &dyn RunStore) {
+    let job_id = JobId::generate();
+    assert!(store.troubles(&job_id).await.unwrap().is_empty(), "a job with none");
+    let mark = |m: u32| TroubleMark {
+        as_of: at("2031-07-02T00:00:00Z") + Duration::minutes(i64::from(m)),
+        told_at: at("2031-07-02T00:00:00.123456789Z") + Duration::minutes(i64::from(m)),
+    };
+    store.open_trouble(&job_id, Trouble::FailureRate, &mark(1)).await.unwrap();
+    assert_eq!(
+        store.open_trouble(&job_id, Trouble::FailureRate, &mark(2)).await,
+        Err(StoreError::Conflict),
+        "open until closed"
+    );
+    store.open_trouble(&job_id, Trouble::Missed, &mark(3)).await.unwrap();
+    store.flag_failing(&job_id, None, &mark(4)).await.unwrap();
+    let open = store.troubles(&job_id).await.unwrap();
+    assert_eq!(open, Troubles { failing: Some(mark(4)), failure_rate: Some(mark(1)), missed: Some(mark(3)) });
+
+    // A close names the marks it read: one that moved since fails it whole.
+    let stale = Troubles { failing: Some(mark(0)), missed: Some(mark(3)), ..Troubles::default() };
+    assert_eq!(store.close_troubles(&job_id, &stale).await, Err(StoreError::Conflict));
+    assert_eq!(store.troubles(&job_id).await.unwrap(), open, "nothing closed");
+    let two = Troubles { failing: Some(mark(4)), missed: Some(mark(3)), ..Troubles::default() };
+    store.close_troubles(&job_id, &two).await.unwrap();
+    assert_eq!(store.close_troubles(&job_id, &two).await, Err(StoreError::Conflict), "closed once");
+    let left = store.troubles(&job_id).await.unwrap();
+    assert_eq!(left, Troubles { failure_rate: Some(mark(1)), ..Troubles::default() });
+    store.close_troubles(&job_id, &Troubles::default()).await.expect("closing none is a no-op");
+    store.close_troubles(&job_id, &left).await.unwrap();
+    store.open_trouble(&job_id, Trouble::FailureRate, &mark(5)).await.expect("opens again once closed");
 }
 
 async fn run_history_reads_in_key_order(store: &dyn RunStore) {

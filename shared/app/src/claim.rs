@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::events::{self, JobNotice};
+use sundial_domain::health::{Trouble, TroubleMark};
 use sundial_domain::job::{EventKind, Gap, GapCause, Job};
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
@@ -348,6 +349,16 @@ impl Claimer {
         let mut gaps = gaps.unwrap_or_else(|| job.gaps.clone());
         let mut told_any = false;
         for gap in gaps.iter_mut().filter(|g| !g.told && matches!(g.cause, GapCause::CatchupDropped { .. })) {
+            // Open first, then tell: the job's next success after the gap tells `recovered`.
+            let mark = TroubleMark { as_of: gap.to, told_at: self.clock.now() };
+            match self.writes.open_trouble(&job.id, Trouble::Missed, &mark).await {
+                // Open already, since an earlier gap: the next success ends both.
+                Ok(()) | Err(StoreError::Conflict) => {}
+                Err(e) => {
+                    tracing::warn!(job_id = %job.id, error = %e, "`missed` not opened; told at the job's next advance");
+                    continue;
+                }
+            }
             let notice = JobNotice::missed(job, gap, self.public_url.as_deref());
             match self.bus.publish_notice(&notice, events::wants(job, EventKind::Missed)).await {
                 Ok(()) => {

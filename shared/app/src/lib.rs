@@ -7,6 +7,7 @@
 //! - [`worker`]: one message in, at most one attempt out; [`worker::poll`] drives a queue;
 //! - [`watchdog`]: leases, time-outs, re-dispatch, unsent events, SLA and late-start flags, stalls;
 //! - [`record`]: a run's change written together with the events it causes;
+//! - [`health`]: what a run's end says of its job: failing streaks, failure rates, recovery;
 //! - [`announce`]: publishing a run's events once and marking them sent;
 //! - [`workflow`]: jobs that run after other jobs: the graph kept sound, and each run's end
 //!   handed over to the children ([`workflow::cascade`]);
@@ -23,6 +24,7 @@ pub mod claim;
 pub mod emf;
 pub mod forecast;
 pub mod groups;
+pub mod health;
 pub mod jobs;
 pub mod ledger;
 pub mod meter;

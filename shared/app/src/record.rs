@@ -5,22 +5,18 @@
 //! without a state change (the watchdog's `sla_missed` or `late_start`) fails the write; the
 //! change is then recomputed on the fresh run, so such an event is recorded, and told, once.
 //!
-//! `failing` is decided after the write, from a consistent read of the job's runs on both sides
-//! of this one (runs end out of order): of two runs ending at once, at least the later reader
-//! sees both. Whoever sees the streak at or
-//! past the threshold sets the streak's conditional flag; the one that sets it records `failing`
-//! on its run (still in the in-flight index until its events are published) and tells it.
+//! What a run's end says of its job (`failing`, `failure_rate`, `recovered`, the learned
+//! baseline) is decided after the write, by [`crate::health`], and told with the change's events.
 
 use crate::announce::Announcer;
+use crate::health::Health;
 use crate::timer::Timer;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
-use sundial_domain::events::failing_streak;
-use sundial_domain::health;
-use sundial_domain::job::{EventKind, Job};
-use sundial_domain::ports::store::{Catalogue, Race, RunHistory, RunOutbox, RunStore, RunWrites, StoreError};
+use sundial_domain::job::Job;
+use sundial_domain::ports::store::{Catalogue, Race, RunHistory, RunStore, RunWrites, StoreError};
 use sundial_domain::run::transition::{self, Change, Fence, Refused, Step};
-use sundial_domain::run::{Run, RunEvent, RunState};
+use sundial_domain::run::{Run, RunEvent};
 
 /// What became of a step the [`Recorder`] was asked to record.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,11 +55,10 @@ impl Recorded {
 /// Writes state changes and announces their events.
 #[derive(Debug, Clone)]
 pub struct Recorder {
-    /// Where a job's learned baseline is kept.
-    catalogue: Arc<dyn Catalogue>,
     history: Arc<dyn RunHistory>,
     writes: Arc<dyn RunWrites>,
-    outbox: Arc<dyn RunOutbox>,
+    /// What a run's end says of its job.
+    health: Health,
     announcer: Announcer,
     timer: Arc<dyn Timer>,
 }
@@ -85,7 +80,8 @@ impl Recorder {
         announcer: Announcer,
         timer: Arc<dyn Timer>,
     ) -> Self {
-        Recorder { catalogue, history: runs.clone(), writes: runs.clone(), outbox: runs, announcer, timer }
+        let health = Health::new(catalogue, runs.clone());
+        Recorder { history: runs.clone(), writes: runs, health, announcer, timer }
     }
 
     pub fn announcer(&self) -> &Announcer {
@@ -151,8 +147,8 @@ impl Recorder {
         }
     }
 
-    /// After `candidate` was written over `before`: tells a failing streak it completes, and
-    /// announces the change's events.
+    /// After `candidate` was written over `before`: tells what its end says of the job's health
+    /// ([`Health::judge`]), and announces the change's events.
     async fn written(
         &self,
         job: &Job,
@@ -161,86 +157,13 @@ impl Recorder {
         mut new: Vec<RunEvent>,
         now: DateTime<Utc>,
     ) -> Run {
-        if let Some(failing) = self.flag_failing(job, before, &candidate, now).await {
-            candidate.events.push(failing.clone());
-            new.push(failing);
-        }
-        if candidate.state == RunState::Succeeded
-            && !before.state.is_terminal()
-            && health::due(job.baseline.as_ref(), now)
-        {
-            self.learn(job, now).await;
-        }
+        let judged = self.health.judge(job, before, &candidate, now).await;
+        candidate.events.extend(judged.iter().cloned());
+        new.extend(judged);
         if !new.is_empty() {
             self.announcer.announce(Some(job), &candidate, &new).await;
         }
         candidate
-    }
-
-    /// Learns the job's baseline again from its latest successful runs and keeps it when it
-    /// moved. A failure is logged: the next success learns it again.
-    async fn learn(&self, job: &Job, now: DateTime<Utc>) {
-        let learned = async {
-            let latest =
-                self.history.list(&job.id, health::HISTORY as u32, None, Some(RunState::Succeeded)).await?;
-            let durations: Vec<chrono::Duration> = latest.items.iter().filter_map(Run::duration).collect();
-            let baseline = health::learn(&durations, now);
-            let moved = |b: &health::Baseline| {
-                job.baseline.is_none_or(|old| {
-                    (old.typical_ms, old.p95_ms, old.runs) != (b.typical_ms, b.p95_ms, b.runs)
-                })
-            };
-            match baseline.filter(moved) {
-                Some(baseline) => self.catalogue.set_baseline(&job.id, &baseline).await,
-                None => Ok(()),
-            }
-        };
-        if let Err(e) = learned.await {
-            tracing::warn!(job_id = %job.id, error = %e, "baseline not learned; learned at the next success");
-        }
-    }
-
-    /// When `after` ended the run as a failure that makes `alert_after_failures` failed runs in
-    /// a row, and no one told this streak yet: the `failing` event, recorded on the run. A
-    /// failure here is logged and leaves the streak to the next failed run, which sees it too.
-    async fn flag_failing(
-        &self,
-        job: &Job,
-        before: &Run,
-        after: &Run,
-        now: DateTime<Utc>,
-    ) -> Option<RunEvent> {
-        let threshold = job.document.alert_after_failures?;
-        let ends_failed = matches!(after.state, RunState::Failed | RunState::TimedOut);
-        if !ends_failed || before.state.is_terminal() {
-            return None;
-        }
-        let told = async {
-            // Enough history to see the streak through interleaved skipped or cancelled runs; the
-            // later side stops near now, so a frequent job's runs claimed ahead do not fill it.
-            let limit = (threshold * 2 + 10).min(crate::jobs::MAX_PAGE);
-            let earlier = self.history.before(&job.id, &after.key, limit).await?;
-            // Up to a minute ahead: a triggered run is keyed at the next whole second.
-            let later =
-                self.history.after(&job.id, &after.key, now + chrono::Duration::minutes(1), limit).await?;
-            let streak = failing_streak(&earlier, &later);
-            if streak.failures < threshold as usize {
-                return Ok(None);
-            }
-            match self.writes.flag_failing(&job.id, streak.after.as_ref(), now).await {
-                Ok(()) => {}
-                // Told by a run of the same streak.
-                Err(StoreError::Conflict) => return Ok(None),
-                Err(e) => return Err(e),
-            }
-            let event = RunEvent::new(EventKind::Failing, after.attempt, now);
-            self.outbox.record_event(after, &event).await?;
-            Ok(Some(event))
-        };
-        told.await.unwrap_or_else(|e: StoreError| {
-            tracing::warn!(run_id = %after.id(), error = %e, "failing streak not told");
-            None
-        })
     }
 }
 

@@ -728,6 +728,161 @@ async fn instants_claimed_by_a_pass_that_never_advanced_are_not_told_missed() {
     assert_eq!(serde_json::to_value(&notices[0].0).unwrap()["instants"], 5);
 }
 
+/// Runs one triggered run of `job` per answer, in order (one attempt each), a second apart; the
+/// runs' ids.
+async fn runs_answering(world: &World, job: &Job, answers: &str) -> Vec<sundial_domain::run::RunId> {
+    let mut ids = Vec::new();
+    for answer in answers.chars() {
+        world.caller.push(match answer {
+            'F' => failed(500),
+            _ => Answer::Succeeded { status: Some(200), output: None },
+        });
+        let id = world.trigger(job).await;
+        world.deliver().await;
+        world.pass(1);
+        ids.push(id);
+    }
+    ids
+}
+
+/// A flaky job that never fails twice in a row until late: `failure_rate` is told once, at the
+/// tenth run (4 of 10 failed), with its numbers; the streak of two that follows is told
+/// `failing`, and the next success `recovered` from it; the failure rate is recovered from only
+/// once a success brings it down to 15 % (3 of the latest 20), and then once.
+#[tokio::test]
+async fn a_flaky_job_is_told_its_failure_rate_once_and_recovers_once_per_trouble() {
+    let world = World::at(START);
+    let extra = json!({"alert_after_failures": 2, "retry": {"max_attempts": 1}});
+    let job = world.create(yearly("flaky", extra)).await;
+    //                   runs:  1234567890123456789012345
+    let ids = runs_answering(&world, &job, "SFSSFSSFSFFSSSSSSSSSSSSSS").await;
+    let told_at = |event: &str| -> Vec<usize> {
+        let told = world.bus.published();
+        let on = |id: &sundial_domain::run::RunId| {
+            told.iter().any(|n| n.event == event && n.run_id == id.to_string())
+        };
+        ids.iter().enumerate().filter(|(_, id)| on(id)).map(|(n, _)| n + 1).collect()
+    };
+    assert_eq!(told_at("failure_rate"), [10]);
+    assert_eq!(told_at("failing"), [11]);
+    assert_eq!(told_at("recovered"), [12, 25]);
+
+    let told = world.bus.published();
+    let detail = |event: &str| {
+        let notification = told.iter().find(|n| n.event == event).unwrap();
+        serde_json::to_value(notification).unwrap()
+    };
+    let rate = detail("failure_rate");
+    assert_eq!(
+        rate["failure_rate"],
+        json!({"failed": 4, "ended": 10, "percent": 40, "threshold_percent": 30})
+    );
+    let recovered: Vec<serde_json::Value> = told
+        .iter()
+        .filter(|n| n.event == "recovered")
+        .map(|n| serde_json::to_value(n).unwrap()["recovered"]["from"].clone())
+        .collect();
+    let kinds = |from: &serde_json::Value| from.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(kinds(&recovered[0]), ["failing"]);
+    assert_eq!(kinds(&recovered[1]), ["failure_rate"]);
+    assert!(recovered[1]["failure_rate"]["told_at"].is_string(), "when it was told: {recovered:?}");
+    assert_eq!(told.iter().filter(|n| n.event == "recovered").count(), 2, "recovered once per trouble");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+    /// Whatever a job's runs answer, one after another, what is told follows the rules: `failing`
+    /// once per streak of two, `failure_rate` once until recovered from, and `recovered` by the
+    /// first success that ends an open trouble, once per trouble told (a model of the rules in a
+    /// few lines, against the use cases over memory).
+    #[test]
+    fn health_events_follow_the_rules_for_any_outcomes(answers in "[SF]{1,45}") {
+        use sundial_domain::health::{Ended, FailureRate};
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (told, expected) = runtime.block_on(async {
+            let world = World::at(START);
+            let extra = json!({"alert_after_failures": 2, "retry": {"max_attempts": 1}});
+            let job = world.create(yearly("random", extra)).await;
+            let ids = runs_answering(&world, &job, &answers).await;
+            let published = world.bus.published();
+            let told: Vec<Vec<&str>> = ids
+                .iter()
+                .map(|id| {
+                    let mut on: Vec<&str> = published
+                        .iter()
+                        .filter(|n| n.run_id == id.to_string() && !matches!(n.event, "failed" | "succeeded"))
+                        .map(|n| n.event)
+                        .collect();
+                    on.sort_unstable();
+                    on
+                })
+                .collect();
+            // The model.
+            let (mut streak, mut streak_told, mut failing, mut rate_open) = (0, false, false, false);
+            let mut ended = Vec::new();
+            let mut expected = Vec::new();
+            for answer in answers.chars() {
+                let mut now = Vec::new();
+                ended.insert(0, if answer == 'F' { Ended::Failed } else { Ended::Succeeded });
+                let rate = FailureRate::of(ended.iter().copied());
+                if answer == 'F' {
+                    streak += 1;
+                    if streak >= 2 && !streak_told {
+                        (streak_told, failing) = (true, true);
+                        now.push("failing");
+                    }
+                    if rate.is_some_and(|r| r.alarming()) && !rate_open {
+                        rate_open = true;
+                        now.push("failure_rate");
+                    }
+                } else {
+                    (streak, streak_told) = (0, false);
+                    let rate_ends = rate_open && rate.is_some_and(|r| r.recovered());
+                    if failing || rate_ends {
+                        now.push("recovered");
+                        failing = false;
+                        rate_open &= !rate_ends;
+                    }
+                }
+                now.sort_unstable();
+                expected.push(now);
+            }
+            (told, expected)
+        });
+        proptest::prop_assert_eq!(told, expected);
+    }
+}
+
+/// A job whose instants were dropped after an outage is told `missed`, and its next successful
+/// run `recovered`, once; a success scheduled before the gap recovers nothing.
+#[tokio::test]
+async fn a_success_after_missed_instants_tells_recovered_once() {
+    let world = World::at("2030-01-01T11:59:30Z");
+    let job = world.create(job("minutely", json!({"cron": "* * * * *"}), json!({"catchup": "skip"}))).await;
+    world.use_cases.tick.run().await.unwrap();
+    world.set("2030-01-01T12:00:05Z");
+    world.deliver().await;
+    assert!(!world.told().contains(&"recovered"), "nothing to recover from");
+
+    // The tick is down until 12:10: the instants it never claimed are dropped and told missed.
+    world.set("2030-01-01T12:10:10Z");
+    world.use_cases.tick.run().await.unwrap();
+    assert_eq!(world.bus.notices().len(), 1, "one missed notice");
+    world.deliver().await;
+    world.set("2030-01-01T12:11:05Z");
+    world.use_cases.tick.run().await.unwrap();
+    world.deliver().await;
+    let recovered: Vec<Run> = world
+        .runs_of(&job.id)
+        .into_iter()
+        .filter(|r| r.events.iter().any(|e| e.kind == EventKind::Recovered))
+        .collect();
+    assert_eq!(recovered.len(), 1, "{:?}", world.told());
+    let gap_end = world.job_store.all()[0].gaps[0].to;
+    assert!(recovered[0].scheduled_at() > gap_end, "told by a run after the gap");
+    assert_eq!(world.told().iter().filter(|e| **e == "recovered").count(), 1);
+}
+
 /// Health learned from history: a job whose runs take 10 s learns that baseline after five of
 /// them; a run still going well past it is told `duration_anomaly` once (with the numbers), a
 /// success in half a second is told `too_fast`; as its runs drift to 60 s the baseline follows,

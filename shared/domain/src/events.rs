@@ -6,6 +6,7 @@
 //! endpoint and ask for the event ([`wants`]).
 
 use crate::job::{EventKind, Job, NotifySettings};
+use crate::run::event::EventDetail;
 use crate::run::{Run, RunEvent, RunState};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -67,6 +68,10 @@ pub struct Notification {
     /// was judged by.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<crate::health::Baseline>,
+    /// With `failure_rate` and `recovered`: the numbers the event was decided on, as
+    /// `"failure_rate": {...}` or `"recovered": {...}`.
+    #[serde(flatten)]
+    pub detail: Option<EventDetail>,
 }
 
 impl Notification {
@@ -89,6 +94,7 @@ impl Notification {
             baseline: job.and_then(|j| j.baseline).filter(|_| {
                 matches!(event.kind.told(), Some(EventKind::DurationAnomaly | EventKind::TooFast))
             }),
+            detail: event.detail,
         }
     }
 
@@ -116,6 +122,23 @@ impl Notification {
         }
         if let Some(error) = &self.error {
             text.push_str(&format!("\nError: {error}"));
+        }
+        match &self.detail {
+            Some(EventDetail::FailureRate(rate)) => text.push_str(&format!(
+                "\nFailure rate: {} of the latest {} ended runs failed ({} %; told at {} %).",
+                rate.failed, rate.ended, rate.percent, rate.threshold_percent
+            )),
+            Some(EventDetail::Recovered(recovery)) => {
+                let from: Vec<String> = recovery
+                    .from
+                    .open()
+                    .map(|(trouble, mark)| {
+                        format!("{} (told {})", trouble.as_str(), mark.told_at.to_rfc3339())
+                    })
+                    .collect();
+                text.push_str(&format!("\nRecovered from: {}.", from.join(", ")));
+            }
+            None => {}
         }
         if let Some(link) = &self.link {
             text.push_str(&format!("\n{link}"));

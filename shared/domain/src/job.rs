@@ -105,7 +105,8 @@ pub struct JobDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000, default = 60))]
     pub catchup_window_s: Option<u32>,
-    /// Tell `duration_anomaly` and `too_fast` from the job's learned baseline (default true).
+    /// Tell `duration_anomaly` and `too_fast` from the job's learned baseline, and `failure_rate`
+    /// from its latest outcomes (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_alerts: Option<bool>,
     /// Publish `failing` after this many failed runs in a row.
@@ -370,6 +371,11 @@ pub enum EventKind {
     DurationAnomaly,
     /// A run that succeeded in a small fraction of its job's usual time.
     TooFast,
+    /// Too many of the job's latest ended runs failed ([`crate::health::FailureRate`]): told once
+    /// until the job recovers from it.
+    FailureRate,
+    /// A success after `failing`, `failure_rate` or `missed` was told: once per trouble told.
+    Recovered,
 }
 
 impl EventKind {
@@ -387,6 +393,8 @@ impl EventKind {
             EventKind::Missed => "missed",
             EventKind::DurationAnomaly => "duration_anomaly",
             EventKind::TooFast => "too_fast",
+            EventKind::FailureRate => "failure_rate",
+            EventKind::Recovered => "recovered",
         }
     }
 }
@@ -397,7 +405,7 @@ impl EventKind {
 #[serde(deny_unknown_fields)]
 pub struct NotifySettings {
     /// The events to send; default `failed`, `timed_out`, `sla_missed`, `failing`, `missed`,
-    /// `duration_anomaly`, `too_fast`.
+    /// `duration_anomaly`, `too_fast`, `failure_rate`, `recovered`.
     #[serde(default = "default_notify_on")]
     #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub on: Vec<EventKind>,
@@ -427,6 +435,8 @@ fn default_notify_on() -> Vec<EventKind> {
         EventKind::Missed,
         EventKind::DurationAnomaly,
         EventKind::TooFast,
+        EventKind::FailureRate,
+        EventKind::Recovered,
     ]
 }
 

@@ -6,7 +6,7 @@
 //! `#s`); instants as the table keeps them (key instant and `due_at` to the whole second,
 //! `expires_at` in epoch seconds, events ordered by time then id); the sparse in-flight index (a
 //! partition per run, set when the run is written whole and removed only where the adapter
-//! removes it); and each job's told failing streak. Every write checks what the table's
+//! removes it); and each job's told failing streak and open troubles. Every write checks what the table's
 //! condition checks and fails with the same error: a lost condition is `Conflict`, a request
 //! DynamoDB refuses as such (a document path to an event that is not there, a key range upside
 //! down, a batch naming a key twice) is `Rejected`.
@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use sundial_domain::due_index::{format_instant, parse_instant};
+use sundial_domain::health::{Trouble, TroubleMark, Troubles};
 use sundial_domain::job::JobId;
 use sundial_domain::ports::store::{
     InFlightIndex, Inserted, Page, RunHistory, RunOutbox, RunWrites, StoreError, StoreResult,
@@ -41,6 +42,8 @@ struct State {
     runs: BTreeMap<Key, Stored>,
     /// Per job, the key of the success before the last failing streak told (`-`: none).
     failing: HashMap<String, String>,
+    /// Per job, the troubles told and not recovered from.
+    troubles: HashMap<String, Troubles>,
     /// A job whose run inserts fail as throttled (a test's outage).
     failing_inserts: Option<JobId>,
 }
@@ -307,7 +310,7 @@ impl RunWrites for MemoryRunStore {
         &self,
         job_id: &JobId,
         after: Option<&RunKey>,
-        _now: DateTime<Utc>,
+        mark: &TroubleMark,
     ) -> StoreResult<()> {
         // A streak is named by the key of the success before it, and keys only grow.
         let after = after.map_or_else(|| NO_SUCCESS.to_string(), RunKey::encode);
@@ -316,9 +319,36 @@ impl RunWrites for MemoryRunStore {
             Some(told) if *told >= after => Err(StoreError::Conflict),
             _ => {
                 state.failing.insert(job_id.to_string(), after);
+                state.troubles.entry(job_id.to_string()).or_default().failing = Some(*mark);
                 Ok(())
             }
         }
+    }
+
+    async fn troubles(&self, job_id: &JobId) -> StoreResult<Troubles> {
+        Ok(lock(&self.state).troubles.get(job_id.as_str()).copied().unwrap_or_default())
+    }
+
+    async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let troubles = state.troubles.entry(job_id.to_string()).or_default();
+        if troubles.get(trouble).is_some() {
+            return Err(StoreError::Conflict);
+        }
+        troubles.set(trouble, Some(*mark));
+        Ok(())
+    }
+
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()> {
+        let mut state = lock(&self.state);
+        let troubles = state.troubles.entry(job_id.to_string()).or_default();
+        if ended.open().any(|(trouble, mark)| troubles.get(trouble) != Some(mark)) {
+            return Err(StoreError::Conflict);
+        }
+        for (trouble, _) in ended.open() {
+            troubles.set(trouble, None);
+        }
+        Ok(())
     }
 
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {

@@ -20,6 +20,7 @@ use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
 use sundial_domain::due_index::{format_instant, parse_instant};
+use sundial_domain::health::{Trouble, TroubleMark, Troubles};
 use sundial_domain::job::JobId;
 use sundial_domain::ports::store::{
     InFlightIndex, Inserted, Page, RunHistory, RunOutbox, RunWrites, StoreError, StoreResult,
@@ -49,6 +50,13 @@ impl DynamoRunStore {
     fn update_of(&self, run: &Run) -> UpdateItemFluentBuilder {
         let request = self.client.update_item().table_name(&self.table).key("job_id", s(run.job_id.as_str()));
         request.key("run_key", s(run.key.encode()))
+    }
+
+    /// An update of the job's flags item.
+    fn update_of_flags(&self, job_id: &JobId) -> UpdateItemFluentBuilder {
+        let request =
+            self.client.update_item().table_name(&self.table).key("job_id", s(flags_partition(job_id)));
+        request.key("run_key", s(FLAGS_KEY))
     }
 
     /// The conditional write behind both transitions; with `unchanged`, also fenced by the
@@ -213,6 +221,10 @@ fn event_value(event: &RunEvent) -> AttributeValue {
     if let Some(at) = event.taken_at {
         fields.insert("taken_at".to_string(), s(at.to_rfc3339()));
     }
+    // The numbers are the domain's own shape, kept as its JSON text.
+    if let Some(detail) = event.detail.and_then(|d| serde_json::to_string(&d).ok()) {
+        fields.insert("detail".to_string(), s(detail));
+    }
     AttributeValue::M(fields)
 }
 
@@ -233,6 +245,10 @@ fn events_of(item: &Item) -> StoreResult<Vec<RunEvent>> {
             sent: matches!(fields.get("sent"), Some(AttributeValue::Bool(true))),
             shared_sent: matches!(fields.get("shared_sent"), Some(AttributeValue::Bool(true))),
             taken_at: get_opt_s(fields, "taken_at").and_then(parse_instant),
+            detail: get_opt_s(fields, "detail")
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("event {id} detail: {e}")))?,
         });
     }
     events.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));
@@ -298,8 +314,37 @@ fn of_job(job_id: &JobId) -> [Part<'_>; 2] {
 /// The `after_run` of a streak with no success in view: sorts before every run key.
 const NO_SUCCESS: &str = "-";
 
-/// How long a told streak is remembered after it was told (runs themselves expire sooner).
+/// How long a told streak or trouble is remembered after it was told (runs themselves expire
+/// sooner).
 const FLAG_DAYS: i64 = 400;
+
+/// A job's flags (its told failing streak, its open troubles) are one item in a partition of its
+/// own (`failing#<job>`), so that the job's run queries never meet it.
+fn flags_partition(job_id: &JobId) -> String {
+    format!("failing#{job_id}")
+}
+
+/// The sort key of a job's flags item.
+const FLAGS_KEY: &str = "streak";
+
+fn flag_expiry(told_at: DateTime<Utc>) -> i64 {
+    (told_at + chrono::Duration::days(FLAG_DAYS)).timestamp()
+}
+
+/// The attribute of the flags item an open trouble is kept in, as its mark's JSON text.
+fn trouble_attribute(trouble: Trouble) -> &'static str {
+    match trouble {
+        Trouble::Failing => "trouble_failing",
+        Trouble::FailureRate => "trouble_failure_rate",
+        Trouble::Missed => "trouble_missed",
+    }
+}
+
+/// A trouble's mark as stored; the same mark always makes the same text, which the close's
+/// condition compares.
+fn mark_value(mark: &TroubleMark) -> StoreResult<AttributeValue> {
+    serde_json::to_string(mark).map(s).map_err(|e| StoreError::Corrupt(format!("trouble mark: {e}")))
+}
 
 #[async_trait]
 impl RunHistory for DynamoRunStore {
@@ -442,23 +487,73 @@ impl RunWrites for DynamoRunStore {
         &self,
         job_id: &JobId,
         after: Option<&RunKey>,
-        now: DateTime<Utc>,
+        mark: &TroubleMark,
     ) -> StoreResult<()> {
-        // A partition of its own (`failing#<job>`), so the job's run queries never meet it; a
-        // streak is named by the key of the success before it, and keys only grow.
+        // A streak is named by the key of the success before it, and keys only grow.
         let after = after.map_or_else(|| NO_SUCCESS.to_string(), RunKey::encode);
         let update = Update::new()
             .set("after_run", ":after", s(after))
-            .set("told_at", ":now", s(now.to_rfc3339()))
-            .set("expires_at", ":expires", n((now + chrono::Duration::days(FLAG_DAYS)).timestamp()));
-        let request = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("job_id", s(format!("failing#{job_id}")))
-            .key("run_key", s("streak"));
+            .set("told_at", ":now", s(mark.told_at.to_rfc3339()))
+            .set(trouble_attribute(Trouble::Failing), ":mark", mark_value(mark)?)
+            .set("expires_at", ":expires", n(flag_expiry(mark.told_at)));
         let condition = "attribute_not_exists(after_run) OR after_run < :after";
-        update.apply(request).condition_expression(condition).send().await.map_err(store_error)?;
+        let request = update.apply(self.update_of_flags(job_id)).condition_expression(condition);
+        request.send().await.map_err(store_error)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+
+    async fn troubles(&self, job_id: &JobId) -> StoreResult<Troubles> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(flags_partition(job_id)))
+            .key("run_key", s(FLAGS_KEY))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(store_error)?;
+        let mut troubles = Troubles::default();
+        let Some(item) = out.item else { return Ok(troubles) };
+        for trouble in [Trouble::Failing, Trouble::FailureRate, Trouble::Missed] {
+            if let Some(text) = get_opt_s(&item, trouble_attribute(trouble)) {
+                let mark = serde_json::from_str(text)
+                    .map_err(|e| StoreError::Corrupt(format!("{} of job {job_id}: {e}", trouble.as_str())))?;
+                troubles.set(trouble, Some(mark));
+            }
+        }
+        Ok(troubles)
+    }
+
+    async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()> {
+        let attribute = trouble_attribute(trouble);
+        let update = Update::new().set(attribute, ":mark", mark_value(mark)?).set(
+            "expires_at",
+            ":expires",
+            n(flag_expiry(mark.told_at)),
+        );
+        let request = update.apply(self.update_of_flags(job_id));
+        let request = request.condition_expression(format!("attribute_not_exists({attribute})"));
+        request.send().await.map_err(store_error)?;
+        self.ledger.add(writes::ITEM, 1);
+        Ok(())
+    }
+
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()> {
+        let mut update = Update::new();
+        let mut condition = Vec::new();
+        for (trouble, mark) in ended.open() {
+            let (attribute, placeholder) = (trouble_attribute(trouble), format!(":{}", trouble.as_str()));
+            condition.push(format!("{attribute} = {placeholder}"));
+            update = update.remove(attribute).value(&placeholder, mark_value(&mark)?);
+        }
+        if condition.is_empty() {
+            return Ok(());
+        }
+        let request =
+            update.apply(self.update_of_flags(job_id)).condition_expression(condition.join(" AND "));
+        request.send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
         Ok(())
     }

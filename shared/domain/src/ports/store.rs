@@ -5,7 +5,7 @@
 
 use crate::fence::Fence;
 use crate::group::{Group, Links};
-use crate::health::Baseline;
+use crate::health::{Baseline, Trouble, TroubleMark, Troubles};
 use crate::job::{Gap, Job, JobId};
 use crate::run::{Published, RunEvent};
 use crate::run::{Run, RunId, RunKey, RunState};
@@ -310,13 +310,26 @@ pub trait RunWrites: Send + Sync + std::fmt::Debug {
 
     /// Records that the job's failing streak following the succeeded run `after` (`None`: no
     /// success in view) has been told, unless that streak or a later one already was
-    /// (`Conflict`): the conditional flag that tells `failing` once per streak.
+    /// (`Conflict`): the conditional flag that tells `failing` once per streak. In the same
+    /// write, `failing` becomes the job's open trouble as of `mark` (replacing an older one).
     async fn flag_failing(
         &self,
         job_id: &JobId,
         after: Option<&RunKey>,
-        now: DateTime<Utc>,
+        mark: &TroubleMark,
     ) -> StoreResult<()>;
+
+    /// The troubles told about the job and not recovered from, read consistently.
+    async fn troubles(&self, job_id: &JobId) -> StoreResult<Troubles>;
+
+    /// Opens `trouble` on the job as of `mark`, unless it is open already (`Conflict`): the
+    /// conditional flag that tells `failure_rate` once until the job recovers from it.
+    async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()>;
+
+    /// Closes the troubles `ended` holds if each is still open with the mark it holds
+    /// (`Conflict` otherwise, and nothing is closed): the conditional flag that tells
+    /// `recovered` once per trouble told.
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()>;
 
     /// Records that the run's message was sent (manual and backfilled runs).
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;

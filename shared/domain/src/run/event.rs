@@ -70,6 +70,20 @@ pub struct RunEvent {
     /// When a watchdog pass last took the publishing of the event over (`None`: only its
     /// recorder, at `at`, has).
     pub taken_at: Option<DateTime<Utc>>,
+    /// The numbers the event was decided on, where they are not the run's own: kept with it, so
+    /// that a later publish tells what its recorder saw.
+    pub detail: Option<EventDetail>,
+}
+
+/// The numbers an event was decided on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum EventDetail {
+    /// `failure_rate`: the rate told.
+    FailureRate(crate::health::FailureRate),
+    /// `recovered`: what the job recovered from.
+    Recovered(crate::health::Recovery),
 }
 
 impl RunEvent {
@@ -80,7 +94,12 @@ impl RunEvent {
             RunEventKind::Told(EventKind::Retrying) => format!("{name}#{attempt}"),
             _ => name.to_string(),
         };
-        RunEvent { id, kind, at, sent: false, shared_sent: false, taken_at: None }
+        RunEvent { id, kind, at, sent: false, shared_sent: false, taken_at: None, detail: None }
+    }
+
+    /// The event with the numbers it was decided on.
+    pub fn with_detail(self, detail: EventDetail) -> Self {
+        RunEvent { detail: Some(detail), ..self }
     }
 
     /// When its publisher last took it on: a publisher has that long (the watchdog's
