@@ -581,7 +581,16 @@ impl Checker {
                 Some(s) => ledger::instants_in(s, from, to, usize::MAX),
                 None => (Vec::new(), false),
             };
-            let page = ledger::account(&job, schedule.as_ref(), &instants, more, &own, to, now);
+            let page = ledger::account(
+                &job,
+                schedule.as_ref(),
+                &instants,
+                more,
+                &own,
+                &ledger::UpstreamAt::new(),
+                to,
+                now,
+            );
             let listed: Vec<DateTime<Utc>> = page.instants.iter().map(|e| e.at).collect();
             let mut want: BTreeSet<DateTime<Utc>> = instants.iter().copied().collect();
             want.extend(

@@ -3,12 +3,16 @@
 
 use crate::jobs::{JobsError, JobsResult};
 use chrono::{DateTime, Duration, Utc};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
-use sundial_domain::job::{JobId, Owner};
-use sundial_domain::ledger::{self, DEFAULT_LIMIT, DEFAULT_RANGE, Ledger, MAX_LIMIT, MAX_RANGE};
+use sundial_domain::job::{Job, JobId, Owner};
+use sundial_domain::ledger::{
+    self, DEFAULT_LIMIT, DEFAULT_RANGE, Ledger, MAX_LIMIT, MAX_RANGE, Upstream, UpstreamAt,
+};
 use sundial_domain::ports::store::{Catalogue, RunHistory};
-use sundial_domain::run::{Run, RunKey};
+use sundial_domain::run::{Run, RunId, RunKey, RunState};
+use sundial_domain::schedule::Schedule;
 use sundial_domain::validation::{ValidationError, stored_schedule};
 
 /// Runs read per query of the history.
@@ -18,6 +22,14 @@ const RUNS_PER_READ: u32 = 500;
 /// item holds up to ten attempts' outputs and errors (about 50 KB): 1,500 of them stay near
 /// 75 MB in a 256 MB function.
 const MAX_RUNS_READ: usize = MAX_LIMIT + RUNS_PER_READ as usize;
+
+/// The most parents' runs one page of a child job's ledger reads by key (each is a run item,
+/// like those above).
+const MAX_UPSTREAM_READS: usize = 500;
+
+/// The most jobs above a child its schedule is looked for through: a workflow deeper than this
+/// has no ledger of instants (its runs are still listed).
+const MAX_ANCESTORS: usize = 20;
 
 /// What a ledger request asks for; each bound optional.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,7 +67,7 @@ impl Ledgers {
             Some(job) if &job.owner == owner => job,
             _ => return Err(JobsError::NotFound),
         };
-        let schedule = stored_schedule(&job)?;
+        let schedule = self.schedule_of(&job).await?;
         let (instants, more) = match &schedule {
             Some(schedule) => ledger::instants_in(schedule, from, to, limit),
             None => (Vec::new(), false),
@@ -63,8 +75,88 @@ impl Ledgers {
         let page_end = if more { instants.last().copied().unwrap_or(to) } else { to };
         let (runs, complete_until) = self.runs(&job.id, from, page_end).await?;
         let more = more || complete_until < page_end;
-        let instants: Vec<_> = instants.into_iter().filter(|t| *t <= complete_until).collect();
-        Ok(ledger::account(&job, schedule.as_ref(), &instants, more, &runs, complete_until, now))
+        let mut instants: Vec<_> = instants.into_iter().filter(|t| *t <= complete_until).collect();
+        let (upstream, until) = self.upstream(&job, &mut instants, &runs, complete_until, now).await?;
+        let more = more || until < complete_until;
+        Ok(ledger::account(&job, schedule.as_ref(), &instants, more, &runs, &upstream, until, now))
+    }
+
+    /// The schedule a job's instants come from: its own, or for a job run after others, its
+    /// workflow root's (a child's instants are its parents', and its parents' roots share their
+    /// schedule), found up the first parent of each job. `None` if the chain breaks (a parent
+    /// deleted) or is longer than a workflow may be.
+    async fn schedule_of(&self, job: &Job) -> JobsResult<Option<Schedule>> {
+        let mut current = job.clone();
+        for _ in 0..=MAX_ANCESTORS {
+            if let Some(schedule) = stored_schedule(&current)? {
+                return Ok(Some(schedule));
+            }
+            let Some(parent) = current.parents().into_iter().next() else { return Ok(None) };
+            match self.catalogue.get(&parent).await? {
+                Some(parent) => current = parent,
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
+    /// For a job run after others: its parents' runs at the past instants it has no run for,
+    /// read by key, at most [`MAX_UPSTREAM_READS`] a page; `instants` is cut where they run out,
+    /// and the instant the page is complete to is returned with them.
+    async fn upstream(
+        &self,
+        job: &Job,
+        instants: &mut Vec<DateTime<Utc>>,
+        runs: &[Run],
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> JobsResult<(UpstreamAt, DateTime<Utc>)> {
+        let parents = job.parents();
+        if parents.is_empty() {
+            return Ok((UpstreamAt::new(), until));
+        }
+        let names: BTreeMap<JobId, String> = self
+            .catalogue
+            .get_many(&parents)
+            .await?
+            .into_iter()
+            .map(|p| (p.id.clone(), p.document.name))
+            .collect();
+        let has_run: BTreeSet<DateTime<Utc>> =
+            runs.iter().filter(|r| r.key.manual.is_none()).map(|r| r.key.instant).collect();
+        let lacking: Vec<DateTime<Utc>> =
+            instants.iter().copied().filter(|t| *t <= now && !has_run.contains(t)).collect();
+        let per_page = MAX_UPSTREAM_READS / parents.len();
+        let mut until = until;
+        if let Some(&cut) = lacking.get(per_page) {
+            // The first lacking instant past the reads' bound starts the next page.
+            until = cut - Duration::seconds(1);
+            instants.retain(|t| *t <= until);
+        }
+        let read: Vec<RunId> = lacking
+            .iter()
+            .take(per_page)
+            .flat_map(|t| parents.iter().map(|p| RunId::new(p.clone(), RunKey::scheduled(*t))))
+            .collect();
+        let found: BTreeMap<(JobId, DateTime<Utc>), RunState> = self
+            .history
+            .get_many(&read)
+            .await?
+            .into_iter()
+            .map(|r| ((r.job_id.clone(), r.key.instant), r.state))
+            .collect();
+        let upstream = lacking
+            .iter()
+            .take(per_page)
+            .map(|t| {
+                let at = parents.iter().map(|p| Upstream {
+                    parent: names.get(p).cloned().unwrap_or_else(|| p.to_string()),
+                    state: found.get(&(p.clone(), *t)).copied(),
+                });
+                (*t, at.collect())
+            })
+            .collect();
+        Ok((upstream, until))
     }
 
     /// The job's runs keyed from `from` to `until`, oldest first, and the instant up to which

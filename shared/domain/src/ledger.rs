@@ -6,7 +6,10 @@
 //! The order of explanations: a run at the instant says what happened to it; an instant before
 //! the job (or its schedule) began or after it ended was never due; a gap the tick or an edit
 //! recorded, then a pause it fell in, explains an instant passed without a run; an instant at or
-//! after the job's next instant, or still ahead, is pending.
+//! after the job's next instant, or still ahead, is pending. A job run after others has its
+//! parents' instants (those of its workflow's root schedule); one without a run is explained by
+//! its parents' runs at that instant ([`Upstream`]): a parent without one (`upstream_missing`), or
+//! one still going (pending).
 
 use crate::job::{GapCause, Job, ScheduleDocument};
 use crate::run::{Run, RunState};
@@ -52,6 +55,8 @@ pub enum MissedReason {
     AfterEnd,
     /// Not on the job's schedule then: the schedule was changed since.
     Edited,
+    /// A job run after others: a parent has no run at the instant, so it was never handed on.
+    UpstreamMissing,
     /// No record explains it (the job keeps its latest pauses and gaps only).
     Unrecorded,
 }
@@ -87,6 +92,17 @@ pub struct Ledger {
     pub next: Option<DateTime<Utc>>,
 }
 
+/// A parent's run at an instant its child has no run for, as read: its name, and its run's
+/// state (`None`: it has no run there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    pub parent: String,
+    pub state: Option<RunState>,
+}
+
+/// The parents' runs at each instant a child job has no run for.
+pub type UpstreamAt = std::collections::BTreeMap<DateTime<Utc>, Vec<Upstream>>;
+
 /// The instants of `schedule`'s recurrence in `[from, to]`, oldest first, at most `limit`, with
 /// whether more follow: its `start_at` and `end_at` are not applied, so that the ledger can say
 /// an instant fell before or after them.
@@ -111,13 +127,17 @@ pub fn instants_in(
 
 /// The ledger of `job` over the `instants` of its schedule (from [`instants_in`]; `more`: more
 /// follow them), with `runs` every run of the job from the first instant to `until` (the end of
-/// the page: the last instant when more follow, else the range's end), as of `now`.
+/// the page: the last instant when more follow, else the range's end), as of `now`. A job run
+/// after others is accounted over its root's schedule, with its parents' runs at the instants it
+/// has none for (`upstream`).
+#[allow(clippy::too_many_arguments, reason = "the records one page is computed from, each read once")]
 pub fn account(
     job: &Job,
     schedule: Option<&Schedule>,
     instants: &[DateTime<Utc>],
     more: bool,
     runs: &[Run],
+    upstream: &UpstreamAt,
     until: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Ledger {
@@ -148,7 +168,7 @@ pub fn account(
                 ..of_run(run, window)
             }),
             Some(run) => scheduled.push(of_run(run, window)),
-            None => scheduled.push(without_run(job, schedule, t, now)),
+            None => scheduled.push(without_run(job, schedule, upstream.get(&t), t, now)),
         }
     }
     scheduled.extend(at_instants.map(|run| of_run(run, window)));
@@ -191,8 +211,15 @@ fn was_instant_of(previous: Option<&ScheduleDocument>, job: &Job, t: DateTime<Ut
     schedule.is_some_and(|s| s.next_after(second) == Some(t))
 }
 
-/// The entry of an instant without a run: why, from the records.
-fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: DateTime<Utc>) -> InstantEntry {
+/// The entry of an instant without a run: why, from the records (`upstream`: the parents' runs
+/// at it, for a job run after others).
+fn without_run(
+    job: &Job,
+    schedule: Option<&Schedule>,
+    upstream: Option<&Vec<Upstream>>,
+    t: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> InstantEntry {
     let missed = |reason: MissedReason, detail: String| InstantEntry {
         at: t,
         outcome: InstantOutcome::Missed,
@@ -241,6 +268,26 @@ fn without_run(job: &Job, schedule: Option<&Schedule>, t: DateTime<Utc>, now: Da
             detail,
         };
     }
+    if let Some(parents) = upstream {
+        if let Some(missing) = parents.iter().find(|p| p.state.is_none()) {
+            let detail =
+                format!("parent {} has no run at {}, so none was handed on", missing.parent, text(t));
+            return missed(MissedReason::UpstreamMissing, detail);
+        }
+        let waiting = parents.iter().find(|p| p.state.is_some_and(|s| !s.is_terminal()));
+        let detail = match waiting {
+            Some(p) => format!("waiting for parent {} ({})", p.parent, p.state.map_or("", |s| s.as_str())),
+            None => "every parent's run has ended: being handed on".to_string(),
+        };
+        return InstantEntry {
+            at: t,
+            outcome: InstantOutcome::Pending,
+            run_id: None,
+            state: None,
+            reason: None,
+            detail: Some(detail),
+        };
+    }
     if job.next_run_at.is_some_and(|next| t >= next) || t > now {
         let detail =
             job.document.paused.then(|| "the job is paused: it will not run unless resumed first".into());
@@ -280,7 +327,7 @@ mod tests {
 
     fn ledger(job: &Job, schedule: &Schedule, runs: &[Run], from: &str, to: &str, now: &str) -> Ledger {
         let (instants, more) = instants_in(schedule, at(from), at(to), MAX_LIMIT);
-        account(job, Some(schedule), &instants, more, runs, at(to), at(now))
+        account(job, Some(schedule), &instants, more, runs, &UpstreamAt::new(), at(to), at(now))
     }
 
     fn outcomes(ledger: &Ledger) -> Vec<(String, InstantOutcome, Option<MissedReason>)> {
@@ -443,13 +490,65 @@ mod tests {
     }
 
     #[test]
+    fn a_child_instant_without_a_run_is_explained_by_its_parents_runs() {
+        let (_, schedule) = minutely();
+        let mut child = crate::fixtures::job(json!({"depends_on": ["01J00000000000000000000000"]}));
+        child.created_at = at("2026-11-22T09:00:00Z");
+        let (instants, more) =
+            instants_in(&schedule, at("2026-11-22T10:00:00Z"), at("2026-11-22T10:02:00Z"), 10);
+        let parent = |state: Option<RunState>| Upstream { parent: "extract".into(), state };
+        let upstream = UpstreamAt::from([
+            (at("2026-11-22T10:00:00Z"), vec![parent(Some(RunState::Succeeded)), parent(None)]),
+            (at("2026-11-22T10:01:00Z"), vec![parent(Some(RunState::Running))]),
+            (at("2026-11-22T10:02:00Z"), vec![parent(Some(RunState::Failed))]),
+        ]);
+        let now = at("2026-11-22T10:05:00Z");
+        let got = account(
+            &child,
+            Some(&schedule),
+            &instants,
+            more,
+            &[],
+            &upstream,
+            at("2026-11-22T10:02:00Z"),
+            now,
+        );
+        let seen: Vec<_> = got
+            .instants
+            .iter()
+            .map(|e| (e.outcome, e.reason, e.detail.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (
+                    InstantOutcome::Missed,
+                    Some(MissedReason::UpstreamMissing),
+                    "parent extract has no run at 2026-11-22T10:00:00Z, so none was handed on".to_string()
+                ),
+                (InstantOutcome::Pending, None, "waiting for parent extract (RUNNING)".to_string()),
+                (InstantOutcome::Pending, None, "every parent's run has ended: being handed on".to_string()),
+            ]
+        );
+    }
+
+    #[test]
     fn a_page_ends_where_its_instants_do() {
         let (job, schedule) = minutely();
         let (instants, more) =
             instants_in(&schedule, at("2026-11-22T10:00:00Z"), at("2026-11-22T11:00:00Z"), 10);
         assert!(more);
         let until = *instants.last().unwrap();
-        let got = account(&job, Some(&schedule), &instants, more, &[], until, at("2026-11-22T12:00:00Z"));
+        let got = account(
+            &job,
+            Some(&schedule),
+            &instants,
+            more,
+            &[],
+            &UpstreamAt::new(),
+            until,
+            at("2026-11-22T12:00:00Z"),
+        );
         assert_eq!(got.instants.len(), 10);
         assert_eq!(got.next, Some(at("2026-11-22T10:09:01Z")));
     }

@@ -32,7 +32,8 @@ fn instants(runs: &[Run]) -> Vec<String> {
 }
 
 /// A job every minute, the tick down for five minutes: `skip` runs none of the missed
-/// instants, `latest` the latest one, `all` every one.
+/// instants, `latest` the latest one, `all` every one; the ledger says so, and a job run after
+/// `skip` accounts for the instants its parent missed as `upstream_missing`.
 pub async fn catchup_policies_after_downtime<H: Harness>() {
     let deployment = H::deploy_at("2030-01-01T11:58:00Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
     let mut ids = Vec::new();
@@ -41,6 +42,9 @@ pub async fn catchup_policies_after_downtime<H: Harness>() {
         job["catchup"] = json!(policy);
         ids.push(deployment.api().create_job(ALICE, &job).await);
     }
+    // A job run after `skip`: its instants are its parent's.
+    let child_document = json!({"name": "after-skip", "depends_on": [ids[0]], "target": {"type": "http", "url": "http://127.0.0.1:9/"}});
+    let child = deployment.api().create_job(ALICE, &child_document).await;
     // Ticks run normally until 12:00, then nothing until 12:06.
     for minute in ["2030-01-01T11:59:00Z", "2030-01-01T12:00:00Z", "2030-01-01T12:06:00Z"] {
         deployment.set_clock(t(minute));
@@ -72,6 +76,13 @@ pub async fn catchup_policies_after_downtime<H: Harness>() {
     assert_eq!(ledger(&deployment, &ids[0]).await, dropped(4), "skip");
     assert_eq!(ledger(&deployment, &ids[1]).await, dropped(3), "latest");
     assert_eq!(ledger(&deployment, &ids[2]).await, dropped(0), "all");
+    // The child's instants: those its parent has a run for wait for that run to end (none ran
+    // here); those its parent missed were never handed on.
+    let mut want: Vec<(String, String)> =
+        before_outage.iter().map(|t| (t.to_string(), "pending".into())).collect();
+    want.extend(missed.iter().map(|t| (t.to_string(), "missed upstream_missing".into())));
+    want.extend(after.iter().map(|t| (t.to_string(), "pending".into())));
+    assert_eq!(ledger(&deployment, &child).await, want, "the child of skip");
 
     // Told once per outage, not once per instant, with the numbers; and not again by a later pass.
     deployment.set_clock(t("2030-01-01T12:07:00Z"));
