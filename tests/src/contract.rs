@@ -546,6 +546,7 @@ pub async fn run_store_keeps_its_promises(store: &dyn RunStore, shards: u16) {
     run_transitions_are_fenced(store).await;
     the_in_flight_index_holds_runs_until_their_events_are_sent(store, shards).await;
     an_event_recorded_since_the_read_keeps_the_run_in_flight(store, shards).await;
+    an_event_recorded_after_the_end_puts_the_run_back_in_flight(store, shards).await;
     events_are_recorded_taken_and_marked_once(store).await;
     failing_streaks_are_told_once(store).await;
     troubles_open_once_and_close_as_read(store).await;
@@ -691,6 +692,29 @@ async fn an_event_recorded_since_the_read_keeps_the_run_in_flight(store: &dyn Ru
         [queued.id()],
         "decided again with the event, the ended run stays until the event is sent"
     );
+}
+
+/// A run that ended with nothing to tell leaves the index; an event recorded on it afterwards
+/// (`recovered`, decided after the end) puts it back, so the watchdog publishes it if its
+/// recorder does not; marked sent and settled, it leaves again.
+async fn an_event_recorded_after_the_end_puts_the_run_back_in_flight(store: &dyn RunStore, shards: u16) {
+    let job = JobId::generate();
+    let t = at("2031-05-08T07:08:09Z");
+    let queued = run(&job, RunKey::scheduled(t), RunState::Queued);
+    store.insert(&queued).await.unwrap();
+    let running = started(&queued, t);
+    store.transition(&queued, &running).await.unwrap();
+    let succeeded = moved(&running, RunState::Succeeded, t + Duration::seconds(5));
+    store.transition(&running, &succeeded).await.unwrap();
+    assert_eq!(in_flight_of(store, t, shards, &[&job]).await, [], "ended with nothing to tell");
+
+    let recovered = event(EventKind::Recovered, 1, t + Duration::seconds(6));
+    store.record_event(&succeeded, &recovered).await.unwrap();
+    assert_eq!(in_flight_of(store, t, shards, &[&job]).await, [queued.id()], "back until it is told");
+    let fresh = stored(store, &succeeded).await;
+    let published = Published { sent: vec![recovered.id.clone()], shared_only: Vec::new() };
+    store.mark_events_sent(&fresh, &published, true).await.unwrap();
+    assert_eq!(in_flight_of(store, t, shards, &[&job]).await, [], "told and settled");
 }
 
 async fn the_in_flight_index_holds_runs_until_their_events_are_sent(store: &dyn RunStore, shards: u16) {

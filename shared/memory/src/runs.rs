@@ -372,16 +372,20 @@ impl RunWrites for MemoryRunStore {
 #[async_trait]
 impl RunOutbox for MemoryRunStore {
     async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
+        let shards = self.shards;
         let mut state = lock(&self.state);
         let stored = state
             .runs
             .get_mut(&key_of(&run.job_id, &run.key))
-            .map(|s| &mut s.run)
-            .filter(|s| s.state == run.state && s.attempt == run.attempt)
-            .filter(|s| !s.events.iter().any(|e| e.id == event.id))
+            .filter(|s| s.run.state == run.state && s.run.attempt == run.attempt)
+            .filter(|s| !s.run.events.iter().any(|e| e.id == event.id))
             .ok_or(StoreError::Conflict)?;
-        stored.events.push(event.clone());
-        sort_events(&mut stored.events);
+        stored.run.events.push(event.clone());
+        sort_events(&mut stored.run.events);
+        // An unsent event on an ended run puts it back in the index, as the table's write does.
+        if run.state.is_terminal() && !event.sent {
+            stored.in_flight = Some(in_flight_shard(&run.job_id, &run.key, shards));
+        }
         Ok(())
     }
 

@@ -3,7 +3,8 @@
 //! One item per run, keyed (`job_id`, `run_key`). The sparse, keys-only `in-flight` index
 //! (`inflight_shard`, `inflight_at`) is written once at claim and removed at the terminal state
 //! (once the run's events are published), so starting an attempt, heartbeats and retries never
-//! touch an index. Every state change is a
+//! touch an index; an event recorded unsent on an ended run (a health event decided after the
+//! end) writes it again. Every state change is a
 //! conditional write from the expected state and attempt number (the fencing token).
 
 use super::batch;
@@ -577,17 +578,31 @@ impl RunWrites for DynamoRunStore {
 #[async_trait]
 impl RunOutbox for DynamoRunStore {
     async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()> {
-        let update = Update::new()
+        let mut update = Update::new()
             .set("events.#id", ":event", event_value(event))
             .name("#id", &event.id)
             .name("#st", "state")
             .value(":state", s(run.state.as_str()))
             .value(":attempt", n(run.attempt));
+        // An unsent event on an ended run (which may have left the index) puts it back, so that
+        // the watchdog publishes what its recorder did not; an in-flight run is there already.
+        let reindexed = run.state.is_terminal() && !event.sent;
+        if reindexed {
+            let shard = in_flight_shard(&run.job_id, &run.key, self.shards);
+            update = update.set("inflight_shard", ":shard", s(format!("{shard:02}"))).set(
+                "inflight_at",
+                ":inflight_at",
+                s(format!("{}#{}", format_instant(run.key.instant), run.job_id)),
+            );
+        }
         let request = self
             .update_of(run)
             .condition_expression("#st = :state AND attempt = :attempt AND attribute_not_exists(events.#id)");
         update.apply(request).send().await.map_err(store_error)?;
         self.ledger.add(writes::ITEM, 1);
+        if reindexed {
+            self.ledger.add(writes::INDEX_PUT, 1);
+        }
         Ok(())
     }
 

@@ -343,7 +343,10 @@ pub trait RunWrites: Send + Sync + std::fmt::Debug {
 #[async_trait]
 pub trait RunOutbox: Send + Sync + std::fmt::Debug {
     /// Records `event` on `run` if the run is still in the state and attempt it was read in and
-    /// has no event of that id: the conditional flag behind `sla_missed` and `late_start`.
+    /// has no event of that id: the conditional flag behind `sla_missed` and `late_start`. An
+    /// unsent event recorded on an ended run puts the run back in the in-flight index (a run that
+    /// ended with nothing to tell has left it), so that the watchdog publishes what its recorder
+    /// did not (`failing`, `failure_rate`, `recovered`, decided after the end is written).
     async fn record_event(&self, run: &Run, event: &RunEvent) -> StoreResult<()>;
 
     /// Takes the publishing of `event`, left unsent, over at `now`, if it is still unsent and
