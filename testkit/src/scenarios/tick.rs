@@ -109,6 +109,84 @@ pub async fn catchup_policies_after_downtime<H: Harness>() {
     assert!(deployment.told_about_job(&ids[2]).await.is_empty(), "all dropped none: nothing to tell");
 }
 
+/// A job every minute with `catchup: skip`, and the whole runtime (tick and workers) stopped
+/// from just after 12:01 to 12:06:30: the run claimed ahead for 12:01 starts six minutes late and
+/// is skipped as too late, 12:02 to 12:05 (never claimed) are dropped and told `missed` once, and
+/// the runs around the outage (12:00, 12:06) call the target, no other does. The ledger, read
+/// through the HTTP API, accounts for each.
+pub async fn the_runtime_stopped_for_five_minutes<H: Harness>() {
+    // Created ten minutes before its schedule starts, so that the runs claimed are sent when due
+    // (the emulator's queue delays are real).
+    let deployment = H::deploy_at("2030-01-01T11:50:00Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let api = deployment.api();
+    let schedule =
+        json!({"cron": "* * * * *", "start_at": "2030-01-01T12:00:00Z", "end_at": "2030-01-01T12:06:00Z"});
+    let mut document = job("minutely", schedule);
+    document["catchup"] = json!("skip");
+    document["target"]["url"] = json!(deployment.target_url());
+    let id = api.create_job(ALICE, &document).await;
+    let run_at = |runs: &[Run], minute: &str| {
+        runs.iter().find(|r| format_instant(r.scheduled_at()) == minute).map(Run::id)
+    };
+
+    // The last tick before the outage, within 12:00's window: it claims 12:00 and, ahead, 12:01.
+    deployment.set_clock(t("2030-01-01T12:00:59.5Z"));
+    deployment.use_cases().tick.run().await.unwrap();
+    let runs = deployment.runs_of(&id).await;
+    assert_eq!(instants(&runs), ["2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z"]);
+    let first = run_at(&runs, "2030-01-01T12:00:00Z").unwrap();
+    assert_eq!(deployment.drive(&first, 30).await.state, RunState::Succeeded);
+
+    // Nothing runs until 12:06:30: then the tick, then the workers.
+    deployment.set_clock(t("2030-01-01T12:06:30Z"));
+    deployment.use_cases().tick.run().await.unwrap();
+    let runs = deployment.runs_of(&id).await;
+    let claimed_ahead = run_at(&runs, "2030-01-01T12:01:00Z").unwrap();
+    let late = deployment.drive(&claimed_ahead, 30).await;
+    assert_eq!(late.state, RunState::Skipped, "started six minutes after its instant");
+    let reason = late.reason.unwrap_or_default();
+    assert!(reason.contains("past its catch-up window"), "{reason}");
+    let last = run_at(&runs, "2030-01-01T12:06:00Z").expect("12:06 claimed, within its window");
+    assert_eq!(deployment.drive(&last, 30).await.state, RunState::Succeeded);
+    let called: Vec<String> = deployment.target_calls().into_iter().map(|c| c.run_id).collect();
+    assert_eq!(
+        called,
+        [first.to_string(), last.to_string()],
+        "only the runs around the outage call the target"
+    );
+
+    let path = format!("/v1/jobs/{id}/instants?from=2030-01-01T12:00:00Z&to=2030-01-01T12:06:00Z");
+    let reply = api.get(ALICE, &path).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let entries: Vec<(String, String, String)> = reply.body["instants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let field = |name: &str| e[name].as_str().unwrap_or("").to_string();
+            (field("at")[11..16].to_string(), field("outcome"), field("reason"))
+        })
+        .collect();
+    let want: Vec<(String, String, String)> = [
+        ("12:00", "ran", ""),
+        ("12:01", "skipped", ""),
+        ("12:02", "missed", "catchup_dropped"),
+        ("12:03", "missed", "catchup_dropped"),
+        ("12:04", "missed", "catchup_dropped"),
+        ("12:05", "missed", "catchup_dropped"),
+        ("12:06", "ran", ""),
+    ]
+    .iter()
+    .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+    .collect();
+    assert_eq!(entries, want, "{}", reply.body);
+
+    let told = deployment.told_about_job(&id).await;
+    let missed: Vec<&serde_json::Value> = told.iter().filter(|n| n["event"] == "missed").collect();
+    assert_eq!(missed.len(), 1, "one `missed` for the outage: {told:?}");
+    assert_eq!((&missed[0]["instants"], &missed[0]["from"]), (&json!(4), &json!("2030-01-01T12:02:00Z")));
+}
+
 /// The job's ledger from 11:58 to 12:07 through the API: each instant and its outcome (with
 /// the reason where it was missed).
 async fn ledger<H: Harness>(deployment: &H, id: &str) -> Vec<(String, String)> {
@@ -580,6 +658,7 @@ macro_rules! tick_scenarios {
     ($harness:ty) => {
         $crate::instantiate!($harness => tick {
             catchup_policies_after_downtime,
+            the_runtime_stopped_for_five_minutes,
             pause_resume_and_end_at,
             pauses_end_by_themselves_and_resumes_catch_up_as_asked,
             skipped_instants_never_run_and_can_be_taken_back,
