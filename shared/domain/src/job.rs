@@ -133,11 +133,20 @@ fn default_timeout_s() -> u32 {
     DEFAULT_TIMEOUT_S
 }
 
-/// When a job fires: exactly one of `cron`, `rate`, `at`.
+/// When a job fires: exactly one of `cron`, `rate`, `at`, or `any`: a union of up to 10 of
+/// them, each with its own `timezone`, `start_at` and `end_at` (an instant two of them yield runs
+/// once).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleDocument {
+    /// The schedules whose instants this one has, 1 to 10 of them, each `cron`, `rate` or `at`
+    /// (with its own `timezone`, `start_at`, `end_at`; no `any`, `jitter_s` or `max_runs`). Not
+    /// with `cron`, `rate`, `at` or `timezone` beside it; `start_at`, `end_at`, `jitter_s` and
+    /// `max_runs` beside it apply to the whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(no_recursion, min_items = 1, max_items = 10))]
+    pub any: Option<Vec<ScheduleDocument>>,
     /// 5 fields, or 6 with a leading seconds field; macros such as `@daily`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,

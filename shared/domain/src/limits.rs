@@ -37,6 +37,8 @@ pub const MAX_BACKOFF_S: u32 = 12 * 3_600;
 pub const MAX_JITTER_S: u32 = 900;
 /// The most runs `schedule.max_runs` may allow.
 pub const MAX_RUNS: u64 = 1_000_000;
+/// The most schedules one union (`schedule.any`) holds.
+pub const MAX_SCHEDULES: usize = 10;
 /// Largest `flexible_window_s`: SQS's longest message delay (15 minutes), as for the jitter.
 pub const MAX_FLEXIBLE_WINDOW_S: u32 = 900;
 /// Largest `sla_s` and `start_deadline_s`: 30 days.

@@ -212,10 +212,13 @@ impl<'a> Graph<'a> {
     fn timing(&self, id: &JobId) -> String {
         let Some(job) = self.job(id) else { return id.to_string() };
         let instants = job.document.schedule.clone().map(|s| ScheduleDocument { jitter_s: None, ..s });
+        // A rate (alone or in a union) without `start_at` is anchored at the job's creation.
+        let anchored_at_creation = |s: &ScheduleDocument| {
+            let unanchored = |e: &ScheduleDocument| e.rate.is_some() && e.start_at.is_none();
+            unanchored(s) || s.any.iter().flatten().any(unanchored)
+        };
         match &instants {
-            Some(s) if s.rate.is_some() && s.start_at.is_none() => {
-                format!("{s:?} from {}", job.created_at.timestamp())
-            }
+            Some(s) if anchored_at_creation(s) => format!("{s:?} from {}", job.created_at.timestamp()),
             Some(s) => format!("{s:?}"),
             // Run-once jobs: their one instant is their creation (a trigger has its own key).
             None => format!("once at {:?}", job.next_run_at),

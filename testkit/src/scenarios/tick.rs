@@ -187,6 +187,47 @@ pub async fn the_runtime_stopped_for_five_minutes<H: Harness>() {
     assert_eq!((&missed[0]["instants"], &missed[0]["from"]), (&json!(4), &json!("2030-01-01T12:02:00Z")));
 }
 
+/// A union of schedules (`schedule.any`): 07:00 New York and 12:00 UTC coincide in January, so
+/// that instant runs once, beside the union's other instants; the preview and the description
+/// show the union, and a bad entry is refused naming it.
+pub async fn a_union_runs_once_where_its_schedules_coincide<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T11:50:00Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let api = deployment.api();
+    let any = json!([
+        {"cron": "0 7 * * *", "timezone": "America/New_York"},
+        {"cron": "0 12 * * *"},
+        {"cron": "30 12 * * *"}
+    ]);
+    let id = api.create_job(ALICE, &job("union", json!({"any": any}))).await;
+    let view = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body;
+    let described = view["schedule_description"].as_str().unwrap_or("");
+    let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=3")).await.body;
+    let utc: Vec<&str> =
+        preview["instants"].as_array().into_iter().flatten().filter_map(|i| i["utc"].as_str()).collect();
+    assert_eq!(utc, ["2030-01-01T12:00:00Z", "2030-01-01T12:30:00Z", "2030-01-02T12:00:00Z"], "{preview}");
+    assert_eq!(
+        described, "every day at 07:00 America/New_York, every day at 12:00 UTC, and every day at 12:30 UTC",
+        "{view}"
+    );
+
+    for minute in ["2030-01-01T12:00:30Z", "2030-01-01T12:30:30Z"] {
+        deployment.set_clock(t(minute));
+        deployment.use_cases().tick.run().await.unwrap();
+    }
+    assert_eq!(
+        instants(&deployment.runs_of(&id).await),
+        ["2030-01-01T12:00:00Z", "2030-01-01T12:30:00Z"],
+        "the coinciding instant runs once"
+    );
+
+    let bad = json!({"any": [{"cron": "0 7 * * *"}, {"cron": "0 7 * * *", "timezone": "Mars/Olympus"}]});
+    let reply = api.post(ALICE, "/v1/jobs", &job("bad-union", bad)).await;
+    assert_eq!(
+        (reply.status, reply.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "schedule.any[1].timezone")
+    );
+}
+
 /// The job's ledger from 11:58 to 12:07 through the API: each instant and its outcome (with
 /// the reason where it was missed).
 async fn ledger<H: Harness>(deployment: &H, id: &str) -> Vec<(String, String)> {
@@ -659,6 +700,7 @@ macro_rules! tick_scenarios {
         $crate::instantiate!($harness => tick {
             catchup_policies_after_downtime,
             the_runtime_stopped_for_five_minutes,
+            a_union_runs_once_where_its_schedules_coincide,
             pause_resume_and_end_at,
             pauses_end_by_themselves_and_resumes_catch_up_as_asked,
             skipped_instants_never_run_and_can_be_taken_back,

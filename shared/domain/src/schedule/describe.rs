@@ -9,6 +9,14 @@ const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday",
 /// Describes a job's schedule (`None`: a job that runs once, when created).
 pub fn describe(schedule: Option<&ScheduleDocument>) -> String {
     let Some(s) = schedule else { return "once, when created".into() };
+    if let Some(entries) = &s.any {
+        let parts: Vec<String> = entries.iter().map(|e| describe(Some(e))).collect();
+        return match parts.as_slice() {
+            [] => "never".into(),
+            [one] => one.clone(),
+            [rest @ .., last] => format!("{}, and {last}", rest.join(", ")),
+        };
+    }
     let zone = s.timezone.as_deref().unwrap_or("UTC");
     if let Some(at) = &s.at {
         return format!("once at {at}");
@@ -114,6 +122,23 @@ mod tests {
         assert_eq!(cron("0 0 1 1 *", None), "on cron `0 0 1 1 *` UTC");
         assert_eq!(cron("5-10 2 * * *", None), "on cron `5-10 2 * * *` UTC");
         assert_eq!(cron("15 30 2 * * *", None), "on cron `15 30 2 * * *` UTC");
+    }
+
+    #[test]
+    fn a_union_reads_as_its_schedules_joined() {
+        let entry = |cron: &str, zone: &str| ScheduleDocument {
+            cron: Some(cron.into()),
+            timezone: Some(zone.into()),
+            ..Default::default()
+        };
+        let union = ScheduleDocument {
+            any: Some(vec![entry("0 9 * * 1-5", "America/New_York"), entry("0 13 1 * *", "UTC")]),
+            ..Default::default()
+        };
+        assert_eq!(
+            describe(Some(&union)),
+            "every Monday to Friday at 09:00 America/New_York, and on day 1 of every month at 13:00 UTC"
+        );
     }
 
     #[test]

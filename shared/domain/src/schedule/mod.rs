@@ -1,9 +1,11 @@
 //! Schedules: when a job fires.
 //!
 //! A [`Schedule`] is a validated, pure value: cron in a time zone, a rate anchored at a start
-//! instant, one instant (`at`), or once now; bounded by `start_at`/`end_at`. Its only question is
-//! [`Schedule::next_after`], a pure function of an instant. All instants are whole UTC seconds:
-//! a run never starts before its instant, so anything finer is rounded up.
+//! instant, one instant (`at`), or a union of those ([`Recurrence::Any`], each with its own zone
+//! and bounds); bounded by `start_at`/`end_at`. Its only question is [`Schedule::next_after`], a
+//! pure function of an instant. All instants are whole UTC seconds: a run never starts before its
+//! instant, so anything finer is rounded up. An instant two entries of a union both yield is one
+//! instant.
 
 pub mod cron;
 pub mod describe;
@@ -25,6 +27,9 @@ pub enum Recurrence {
     Rate { rate: Rate, anchor: DateTime<Utc> },
     /// Exactly one instant.
     At(DateTime<Utc>),
+    /// The instants of any of these schedules (each with its own zone and bounds; none a union
+    /// itself), each instant once.
+    Any(Vec<Schedule>),
 }
 
 /// A job's schedule: recurrence, zone and bounds.
@@ -68,6 +73,7 @@ impl Schedule {
             Recurrence::Cron(expr) => zoned::next_after(expr, self.timezone, from),
             Recurrence::Rate { rate, anchor } => rate.next_after(*anchor, from),
             Recurrence::At(at) => (*at > from).then_some(*at),
+            Recurrence::Any(entries) => entries.iter().filter_map(|e| e.next_after(from)).min(),
         }?;
         match self.end_at {
             Some(end) if next > end => None,
@@ -110,16 +116,24 @@ impl Schedule {
         match &self.recurrence {
             // A span touches at most its whole days plus two partial ones.
             Recurrence::Cron(expr) => by_gap.min((seconds / 86_400 + 2) * expr.max_per_day()),
+            // No more than its entries' together (fewer where they coincide).
+            Recurrence::Any(entries) => {
+                entries.iter().map(|e| e.max_instants_in(seconds)).sum::<u64>().max(1)
+            }
             _ => by_gap,
         }
     }
 
-    /// The shortest gap between two consecutive instants, in seconds, if the schedule repeats.
+    /// The shortest gap between two consecutive instants of one entry, in seconds, if the
+    /// schedule repeats. For a union, the shortest of its entries': two entries' instants may
+    /// fall closer together, so a union's rate is bounded by its entries' sum
+    /// ([`Schedule::max_instants_in`]), not by this gap.
     pub fn min_interval_seconds(&self) -> Option<u64> {
         match &self.recurrence {
             Recurrence::Cron(expr) => Some(u64::from(expr.min_gap_seconds())),
             Recurrence::Rate { rate, .. } => Some(rate.seconds()),
             Recurrence::At(_) => None,
+            Recurrence::Any(entries) => entries.iter().filter_map(Schedule::min_interval_seconds).min(),
         }
     }
 }
@@ -190,6 +204,60 @@ mod tests {
         assert_eq!(s.first_at_or_after(utc("2026-05-01T10:00:00Z")), Some(utc("2026-05-01T10:00:00Z")));
     }
 
+    fn entry(recurrence: Recurrence, zone: &str) -> Schedule {
+        Schedule { recurrence, timezone: zone.parse().unwrap(), start_at: None, end_at: None }
+    }
+
+    fn any(entries: Vec<Schedule>) -> Schedule {
+        Schedule { recurrence: Recurrence::Any(entries), timezone: Tz::UTC, start_at: None, end_at: None }
+    }
+
+    /// The union's oracle: each case's instants, worked out by hand from the entries' own.
+    #[test]
+    fn a_union_has_each_instant_of_its_schedules_once() {
+        let nine_new_york = || entry(Recurrence::Cron("0 9 * * *".parse().unwrap()), "America/New_York");
+        let fourteen_utc = || entry(Recurrence::Cron("0 14 * * *".parse().unwrap()), "UTC");
+        // In January 09:00 New York is 14:00 UTC: the two coincide, one instant a day.
+        assert_eq!(
+            any(vec![nine_new_york(), fourteen_utc()]).upcoming(utc("2027-01-10T00:00:00Z"), 2),
+            [utc("2027-01-10T14:00:00Z"), utc("2027-01-11T14:00:00Z")]
+        );
+        // In July (EDT) they are an hour apart: two a day.
+        assert_eq!(
+            any(vec![nine_new_york(), fourteen_utc()]).upcoming(utc("2027-07-10T00:00:00Z"), 3),
+            [utc("2027-07-10T13:00:00Z"), utc("2027-07-10T14:00:00Z"), utc("2027-07-11T13:00:00Z")]
+        );
+        // A cron, an `at` between two of its instants, and a rate with its own bounds.
+        let mut rate = entry(
+            Recurrence::Rate { rate: Rate::from_seconds(3_600), anchor: utc("2027-03-01T00:30:00Z") },
+            "UTC",
+        );
+        rate.end_at = Some(utc("2027-03-01T01:30:00Z"));
+        let union = any(vec![
+            entry(Recurrence::Cron("0 0 * * *".parse().unwrap()), "UTC"),
+            entry(Recurrence::At(utc("2027-03-01T12:00:00Z")), "UTC"),
+            rate,
+        ]);
+        assert_eq!(
+            union.upcoming(utc("2027-02-28T23:00:00Z"), 5),
+            [
+                utc("2027-03-01T00:00:00Z"),
+                utc("2027-03-01T00:30:00Z"),
+                utc("2027-03-01T01:30:00Z"),
+                utc("2027-03-01T12:00:00Z"),
+                utc("2027-03-02T00:00:00Z"),
+            ]
+        );
+        // The whole's bounds hold over every entry.
+        let mut bounded = any(vec![nine_new_york(), fourteen_utc()]);
+        bounded.end_at = Some(utc("2027-07-10T13:30:00Z"));
+        assert_eq!(bounded.upcoming(utc("2027-07-10T00:00:00Z"), 3), [utc("2027-07-10T13:00:00Z")]);
+        assert_eq!(
+            any(vec![fourteen_utc(), fourteen_utc()]).max_instants_in(86_400),
+            2 * fourteen_utc().max_instants_in(86_400)
+        );
+    }
+
     const EXPRS: &[&str] = &[
         "* * * * *",
         "*/7 * * * *",
@@ -245,6 +313,23 @@ mod tests {
                 let mid = t + Duration::seconds(k);
                 prop_assert!(!expr.matches(mid.naive_utc()), "{} matched {} before {}", EXPRS[e], mid, next);
             }
+        }
+
+        /// A union's next instant is the earliest of its entries', strictly later, and no
+        /// instant is yielded twice.
+        #[test]
+        fn a_union_is_the_earliest_of_its_entries(
+            picks in proptest::collection::vec((0..EXPRS.len(), 0..ZONES.len()), 1..4),
+            secs in 1_700_000_000i64..1_900_000_000i64,
+        ) {
+            let entries: Vec<Schedule> =
+                picks.iter().map(|(e, z)| cron(EXPRS[*e], ZONES[*z].parse().unwrap_or(Tz::UTC))).collect();
+            let union = any(entries.clone());
+            let t = DateTime::from_timestamp(secs, 0).unwrap_or_default();
+            let expected = entries.iter().filter_map(|e| e.next_after(t)).min();
+            prop_assert_eq!(union.next_after(t), expected);
+            let upcoming = union.upcoming(t, 20);
+            prop_assert!(upcoming.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {:?}", upcoming);
         }
 
         /// Rates never drift: every instant is anchor + k × rate.

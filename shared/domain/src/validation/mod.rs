@@ -161,23 +161,37 @@ fn validate_schedule(
     now: DateTime<Utc>,
 ) -> Result<Schedule> {
     let schedule = parse_schedule(schedule_doc, created_at)?;
-    if let Some(gap) = schedule.min_interval_seconds()
-        && gap < rules.limits.min_interval_s
+    // Each schedule of a union on its own: the union's rate is bounded by its entries' sum.
+    let entries: Vec<(String, &ScheduleDocument, &Schedule)> = match (&schedule.recurrence, &schedule_doc.any)
     {
-        let field = if schedule_doc.cron.is_some() { "schedule.cron" } else { "schedule.rate" };
-        return Err(ValidationError::new(
-            field,
-            format!(
-                "instants can be {gap} s apart; the minimum interval is {} s",
-                rules.limits.min_interval_s
-            ),
-        ));
+        (Recurrence::Any(parsed), Some(docs)) => docs
+            .iter()
+            .zip(parsed)
+            .enumerate()
+            .map(|(i, (doc, entry))| (format!("schedule.any[{i}]"), doc, entry))
+            .collect(),
+        _ => vec![("schedule".to_string(), schedule_doc, &schedule)],
+    };
+    for (prefix, doc, entry) in &entries {
+        if let Some(gap) = entry.min_interval_seconds()
+            && gap < rules.limits.min_interval_s
+        {
+            let field = if doc.cron.is_some() { "cron" } else { "rate" };
+            return Err(ValidationError::new(
+                format!("{prefix}.{field}"),
+                format!(
+                    "instants can be {gap} s apart; the minimum interval is {} s",
+                    rules.limits.min_interval_s
+                ),
+            ));
+        }
     }
     if schedule.first_at_or_after(now).is_none() {
         let field = match (&schedule.recurrence, schedule.end_at) {
             (_, Some(end)) if end <= now => "schedule.end_at",
             (Recurrence::At(_), _) => "schedule.at",
             (Recurrence::Cron(_), _) => "schedule.cron",
+            (Recurrence::Any(_), _) => "schedule.any",
             _ => "schedule",
         };
         return Err(ValidationError::new(field, "the schedule has no instant in the future"));
@@ -192,22 +206,6 @@ pub fn stored_schedule(job: &crate::job::Job) -> Result<Option<Schedule>> {
 
 /// Builds the [`Schedule`] a (syntactically valid) schedule document stands for.
 pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Result<Schedule> {
-    let timezone = match &doc.timezone {
-        None => Tz::UTC,
-        Some(name) => name.parse::<Tz>().map_err(|_| {
-            ValidationError::new("schedule.timezone", format!("`{name}` is not an IANA time zone name"))
-        })?,
-    };
-    let start_at = doc.start_at.as_deref().map(|s| instant("schedule.start_at", s)).transpose()?;
-    let end_at = doc.end_at.as_deref().map(|s| instant("schedule.end_at", s)).transpose()?;
-    if let (Some(start), Some(end)) = (start_at, end_at)
-        && end <= start
-    {
-        return Err(ValidationError::new("schedule.end_at", "must be later than start_at"));
-    }
-    if let Some(jitter) = doc.jitter_s {
-        in_range("schedule.jitter_s", jitter, 0, limits::MAX_JITTER_S)?;
-    }
     if let Some(max_runs) = doc.max_runs {
         if !(1..=limits::MAX_RUNS).contains(&max_runs) {
             return Err(ValidationError::new(
@@ -222,24 +220,84 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
             ));
         }
     }
+    if let Some(jitter) = doc.jitter_s {
+        in_range("schedule.jitter_s", jitter, 0, limits::MAX_JITTER_S)?;
+    }
+    let Some(entries) = &doc.any else { return parse_entry(doc, created_at, "schedule") };
+    let beside = [("cron", doc.cron.is_some()), ("rate", doc.rate.is_some()), ("at", doc.at.is_some())];
+    let beside = beside.into_iter().chain([("timezone", doc.timezone.is_some())]);
+    if let Some((name, _)) = beside.into_iter().find(|(_, set)| *set) {
+        return Err(ValidationError::new(
+            format!("schedule.{name}"),
+            "not beside `any`: each of its schedules has its own (set it to null when patching)",
+        ));
+    }
+    if entries.is_empty() || entries.len() > limits::MAX_SCHEDULES {
+        return Err(ValidationError::new(
+            "schedule.any",
+            format!("holds 1 to {} schedules, not {}", limits::MAX_SCHEDULES, entries.len()),
+        ));
+    }
+    let (start_at, end_at) = bounds(doc, "schedule")?;
+    let mut parsed = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let prefix = format!("schedule.any[{i}]");
+        let refused = [("any", entry.any.is_some()), ("jitter_s", entry.jitter_s.is_some())];
+        let refused = refused.into_iter().chain([("max_runs", entry.max_runs.is_some())]);
+        if let Some((name, _)) = refused.into_iter().find(|(_, set)| *set) {
+            return Err(ValidationError::new(
+                format!("{prefix}.{name}"),
+                "belongs to the whole schedule, beside `any`",
+            ));
+        }
+        parsed.push(parse_entry(entry, created_at, &prefix)?);
+    }
+    Ok(Schedule { recurrence: Recurrence::Any(parsed), timezone: Tz::UTC, start_at, end_at })
+}
+
+/// A schedule's `start_at` and `end_at`, each optional.
+type Bounds = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// `start_at` and `end_at` of the schedule document at `prefix`, the end after the start.
+fn bounds(doc: &ScheduleDocument, prefix: &str) -> Result<Bounds> {
+    let start_at = doc.start_at.as_deref().map(|s| instant(&format!("{prefix}.start_at"), s)).transpose()?;
+    let end_at = doc.end_at.as_deref().map(|s| instant(&format!("{prefix}.end_at"), s)).transpose()?;
+    if let (Some(start), Some(end)) = (start_at, end_at)
+        && end <= start
+    {
+        return Err(ValidationError::new(format!("{prefix}.end_at"), "must be later than start_at"));
+    }
+    Ok((start_at, end_at))
+}
+
+/// One `cron`, `rate` or `at` schedule, its fields named under `prefix`.
+fn parse_entry(doc: &ScheduleDocument, created_at: DateTime<Utc>, prefix: &str) -> Result<Schedule> {
+    let field = |name: &str| format!("{prefix}.{name}");
+    let timezone = match &doc.timezone {
+        None => Tz::UTC,
+        Some(name) => name.parse::<Tz>().map_err(|_| {
+            ValidationError::new(field("timezone"), format!("`{name}` is not an IANA time zone name"))
+        })?,
+    };
+    let (start_at, end_at) = bounds(doc, prefix)?;
     let recurrence = match (&doc.cron, &doc.rate, &doc.at) {
         (Some(expr), None, None) => {
-            Recurrence::Cron(expr.parse().map_err(|e| ValidationError::new("schedule.cron", format!("{e}")))?)
+            Recurrence::Cron(expr.parse().map_err(|e| ValidationError::new(field("cron"), format!("{e}")))?)
         }
         (None, Some(rate), None) => Recurrence::Rate {
-            rate: rate.parse().map_err(|e| ValidationError::new("schedule.rate", format!("{e}")))?,
+            rate: rate.parse().map_err(|e| ValidationError::new(field("rate"), format!("{e}")))?,
             anchor: start_at.unwrap_or_else(|| ceil_second(created_at)),
         },
-        (None, None, Some(at)) => Recurrence::At(instant("schedule.at", at)?),
+        (None, None, Some(at)) => Recurrence::At(instant(&field("at"), at)?),
         (None, None, None) => {
             return Err(ValidationError::new(
-                "schedule",
+                prefix,
                 "needs one of cron, rate or at (omit schedule to run once, now)",
             ));
         }
         _ => {
             return Err(ValidationError::new(
-                "schedule",
+                prefix,
                 "takes only one of cron, rate or at (set the others to null when patching)",
             ));
         }
@@ -404,6 +462,56 @@ mod tests {
         assert!(
             url("https://a.example:8443/hook?next=@later").is_none(),
             "an @ after the authority is a path's"
+        );
+    }
+
+    /// A union's faults are named by the entry and field at fault; nothing else is allowed
+    /// beside `any`, nor inside an entry what belongs to the whole.
+    #[test]
+    fn a_union_names_the_entry_at_fault() {
+        let union = |any: serde_json::Value, extra: serde_json::Value| {
+            let mut schedule = json!({"any": any});
+            if let (Some(schedule), Some(extra)) = (schedule.as_object_mut(), extra.as_object()) {
+                schedule.extend(extra.clone());
+            }
+            field_of(job(json!({"schedule": schedule})))
+        };
+        let daily = json!({"cron": "0 9 * * *", "timezone": "America/New_York"});
+        let monthly = json!({"cron": "0 13 1 * *"});
+        assert_eq!(union(json!([daily, monthly]), json!({"jitter_s": 60, "max_runs": 5})), "<accepted>");
+        assert_eq!(union(json!([]), json!({})), "schedule.any");
+        assert_eq!(union(json!(vec![daily.clone(); 11]), json!({})), "schedule.any");
+        assert_eq!(union(json!([daily]), json!({"cron": "* * * * *"})), "schedule.cron");
+        assert_eq!(union(json!([daily]), json!({"timezone": "UTC"})), "schedule.timezone");
+        assert_eq!(union(json!([daily, {"cron": "61 * * * *"}]), json!({})), "schedule.any[1].cron");
+        assert_eq!(
+            union(json!([daily, {"cron": "0 9 * * *", "timezone": "Mars/Olympus"}]), json!({})),
+            "schedule.any[1].timezone"
+        );
+        assert_eq!(union(json!([{"rate": "1 hour", "jitter_s": 5}]), json!({})), "schedule.any[0].jitter_s");
+        assert_eq!(union(json!([{"any": [daily]}]), json!({})), "schedule.any[0].any");
+        assert_eq!(
+            union(json!([{"at": "2030-01-01T00:00:00Z", "max_runs": 1}]), json!({})),
+            "schedule.any[0].max_runs"
+        );
+        assert_eq!(union(json!([{}]), json!({})), "schedule.any[0]");
+        assert_eq!(union(json!([{"cron": "* * * * *", "rate": "1 hour"}]), json!({})), "schedule.any[0]");
+        assert_eq!(
+            union(json!([{"rate": "5 seconds"}]), json!({})),
+            "schedule.any[0].rate",
+            "each entry keeps the minimum interval"
+        );
+        assert_eq!(
+            union(
+                json!([{"at": "2030-01-01T00:00:00Z", "start_at": "2030-01-02T00:00:00Z", "end_at": "2030-01-01T00:00:00Z"}]),
+                json!({})
+            ),
+            "schedule.any[0].end_at"
+        );
+        assert_eq!(
+            union(json!([{"at": "2020-01-01T00:00:00Z"}]), json!({})),
+            "schedule.any",
+            "no instant ahead"
         );
     }
 
