@@ -27,6 +27,7 @@ async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
     let last = state.use_cases.jobs.last_run(job).await?;
     let mut view = JobView::from(job).with_last_run(last.as_ref());
     view.subscriptions = subscriptions(state, job).await;
+    view.warnings = state.use_cases.jobs.warnings(job);
     if job.has_parents() {
         view.schedule_description = after_parents(&state.use_cases.jobs.parent_names(job).await?);
     }
@@ -100,6 +101,7 @@ pub async fn create(
     let last = state.use_cases.jobs.last_run(&job).await?;
     let mut view = JobView::with_secret(&job).with_last_run(last.as_ref());
     view.subscriptions = subscriptions(&state, &job).await;
+    view.warnings = state.use_cases.jobs.warnings(&job);
     Ok(job_response_with(StatusCode::CREATED, &job, view))
 }
 
@@ -309,8 +311,8 @@ pub async fn preview(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<Preview>, ApiError> {
     let count = query_number(&query, "count", 10, MAX_PREVIEW as u32)?;
-    let (job, instants) = state.use_cases.jobs.preview(&owner, &id, count as usize).await?;
-    Ok(Json(Preview::new(&job, &instants)))
+    let preview = state.use_cases.jobs.preview(&owner, &id, count as usize).await?;
+    Ok(Json(Preview::new(&preview.job, &preview.instants, preview.dst)))
 }
 
 /// Start a manual run now; obeys the concurrency policy (409 naming the active run under `forbid`).

@@ -1,12 +1,13 @@
 //! Response bodies: how jobs and previews look on the wire. Secret header values never appear.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, LocalResult, SecondsFormat, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
 use sundial_domain::health::Baseline;
 use sundial_domain::job::{Job, JobDocument, Pause, Skip};
 use sundial_domain::ports::topics::Subscription;
 use sundial_domain::run::{Attempt, Run, RunKind, RunState};
+use sundial_domain::schedule::{DstEffectKind, DstNote};
 use sundial_domain::waiting::Wait;
 use sundial_wiring::logs::{LogLocation, LogsLink};
 use utoipa::ToSchema;
@@ -55,6 +56,12 @@ pub struct JobView {
     /// with endpoints.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subscriptions: Option<Vec<Subscription>>,
+    /// What the owner should know of the schedule before it bites: each DST change in the next
+    /// year that moves, skips or doubles an instant ("DST: 2027-03-14: 02:30 does not exist in
+    /// America/New_York; runs at 03:00"). Shown on single-job responses, creation and edits
+    /// among them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The newest run of a job, in brief.
@@ -114,6 +121,7 @@ impl From<&Job> for JobView {
             signing_secret: None,
             webhook_secret: None,
             subscriptions: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -134,6 +142,10 @@ pub struct PreviewInstant {
     /// Asked to be skipped: its run will not start.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub skipped: bool,
+    /// A DST change touched it: `moved` (its local time did not exist; it runs at the end of
+    /// the gap), `doubled` or `first_only` (its local time occurs twice); `dst` says more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dst: Option<DstEffectKind>,
 }
 
 /// The next instants of a job.
@@ -143,10 +155,31 @@ pub struct Preview {
     pub timezone: String,
     pub paused: bool,
     pub instants: Vec<PreviewInstant>,
+    /// The DST changes from now to the last instant that move, skip or double an instant of the
+    /// schedule, in order, with the rule that applied.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dst: Vec<DstNote>,
+}
+
+/// How a DST change touched `instant`: it is where moved local times run, or one pass of a
+/// repeated local time the change covers.
+fn dst_mark(notes: &[DstNote], instant: DateTime<Utc>, tz: Tz) -> Option<DstEffectKind> {
+    let local = instant.with_timezone(&tz).naive_local();
+    notes.iter().find_map(|n| match n.effect {
+        DstEffectKind::Moved if n.runs_at == Some(instant) => Some(n.effect),
+        // A local time the zone writes twice, near the change.
+        DstEffectKind::Doubled | DstEffectKind::FirstOnly
+            if matches!(tz.from_local_datetime(&local), LocalResult::Ambiguous(..))
+                && (instant - n.at).num_hours().abs() < 3 =>
+        {
+            Some(n.effect)
+        }
+        _ => None,
+    })
 }
 
 impl Preview {
-    pub fn new(job: &Job, instants: &[DateTime<Utc>]) -> Self {
+    pub fn new(job: &Job, instants: &[DateTime<Utc>], dst: Vec<DstNote>) -> Self {
         let zone =
             job.document.schedule.as_ref().and_then(|s| s.timezone.clone()).unwrap_or_else(|| "UTC".into());
         let tz: Tz = zone.parse().unwrap_or(Tz::UTC);
@@ -160,8 +193,10 @@ impl Preview {
                     utc: t.to_rfc3339_opts(SecondsFormat::Secs, true),
                     local: t.with_timezone(&tz).to_rfc3339_opts(SecondsFormat::Secs, false),
                     skipped: job.skip_at(*t).is_some(),
+                    dst: dst_mark(&dst, *t, tz),
                 })
                 .collect(),
+            dst,
         }
     }
 }

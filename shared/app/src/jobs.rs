@@ -30,7 +30,7 @@ use sundial_domain::ports::store::{
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Run, RunId, RunKey};
-use sundial_domain::schedule::{Schedule, ceil_second};
+use sundial_domain::schedule::{DstNote, Schedule, ceil_second};
 use sundial_domain::validation::{self, Rules, ValidationError};
 
 /// Why a job operation failed.
@@ -814,21 +814,43 @@ impl Jobs {
     }
 
     /// The next `count` instants of the job, paused or not.
-    pub async fn preview(
-        &self,
-        owner: &Owner,
-        id: &JobId,
-        count: usize,
-    ) -> JobsResult<(Job, Vec<DateTime<Utc>>)> {
+    pub async fn preview(&self, owner: &Owner, id: &JobId, count: usize) -> JobsResult<Preview> {
         let job = self.get(owner, id).await?;
         let now = self.clock.now();
         let count = count.min(MAX_PREVIEW);
-        let instants = match validation::stored_schedule(&job)? {
-            Some(schedule) => schedule.upcoming(now - chrono::Duration::seconds(1), count),
-            None => job.next_run_at.into_iter().take(count).collect(),
+        let (instants, dst) = match validation::stored_schedule(&job)? {
+            Some(schedule) => {
+                let instants = schedule.upcoming(now - chrono::Duration::seconds(1), count);
+                let last = instants.last().copied().unwrap_or(now);
+                (instants, schedule.dst_notes(now, last))
+            }
+            None => (job.next_run_at.into_iter().take(count).collect(), Vec::new()),
         };
-        Ok((job, instants))
+        Ok(Preview { job, instants, dst })
     }
+
+    /// What a job's owner should know of its schedule before it bites: each DST change in the
+    /// next year that moves, skips or doubles one of its instants, in words. Returned with the
+    /// job by the API (on create and edit too), so a schedule written in a zone with DST says
+    /// what its rule will do and when.
+    pub fn warnings(&self, job: &Job) -> Vec<String> {
+        let now = self.clock.now();
+        let Ok(Some(schedule)) = validation::stored_schedule(job) else { return Vec::new() };
+        let notes = schedule.dst_notes(now, now + chrono::Duration::days(DST_WARNING_DAYS));
+        notes.into_iter().map(|n| format!("DST: {}", n.detail)).collect()
+    }
+}
+
+/// How far ahead a job's DST warnings look.
+const DST_WARNING_DAYS: i64 = 366;
+
+/// A job's next instants, and the DST changes among them.
+#[derive(Debug, Clone)]
+pub struct Preview {
+    pub job: Job,
+    pub instants: Vec<DateTime<Utc>>,
+    /// The DST changes from now to the last instant that touch the schedule.
+    pub dst: Vec<DstNote>,
 }
 
 /// The last instant of `schedule` in `[from, now)`, found by looking back over windows that

@@ -159,6 +159,12 @@ pub struct ScheduleDocument {
     /// IANA zone name; default UTC.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+    /// What a `cron` does at a DST change in its zone: `gap` (a local time that does not exist)
+    /// `shift` (fire at the end of the gap) or `skip`; `fold` (a local time that occurs twice)
+    /// `first` or `both`. Each left out keeps the default rule: `shift`/`first` for a fixed hour,
+    /// `skip`/`both` for a cron whose hour field is `*` or a step over all hours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<crate::schedule::DstPolicy>,
     /// No instant before this RFC 3339 instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<String>,

@@ -118,7 +118,13 @@ fn check_instants(schedule: &Schedule, t: DateTime<Utc>) -> Result<(), TestCaseE
 }
 
 fn cron_schedule(expr: CronExpr, timezone: Tz) -> Schedule {
-    Schedule { recurrence: Recurrence::Cron(expr), timezone, start_at: None, end_at: None }
+    Schedule {
+        recurrence: Recurrence::Cron(expr),
+        timezone,
+        dst: Default::default(),
+        start_at: None,
+        end_at: None,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -845,6 +851,7 @@ proptest! {
                 let schedule = Schedule {
                     recurrence: Recurrence::Rate { rate, anchor },
                     timezone: Tz::UTC,
+                    dst: Default::default(),
                     start_at: None,
                     end_at: None,
                 };
@@ -866,7 +873,7 @@ proptest! {
     fn any_rate_instants_increase(seconds in any::<u64>(), anchor in whole_second(), t in instant()) {
         let rate = Rate::from_seconds(seconds);
         let recurrence = Recurrence::Rate { rate, anchor };
-        let schedule = Schedule { recurrence, timezone: Tz::UTC, start_at: None, end_at: None };
+        let schedule = Schedule { recurrence, timezone: Tz::UTC, dst: Default::default(), start_at: None, end_at: None };
         check_instants(&schedule, t)?;
     }
 
@@ -1035,6 +1042,7 @@ fn regression_no_panic_at_the_ends_of_time() {
             anchor: utc("2026-03-06T07:00:00Z"),
         },
         timezone: Tz::UTC,
+        dst: Default::default(),
         start_at: None,
         end_at: None,
     };
@@ -1052,6 +1060,7 @@ fn regression_rate_from_any_seconds() {
         let s = Schedule {
             recurrence: Recurrence::Rate { rate, anchor: utc("2026-03-06T07:00:00Z") },
             timezone: Tz::UTC,
+            dst: Default::default(),
             start_at: None,
             end_at: None,
         };

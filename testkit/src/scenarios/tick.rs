@@ -228,6 +228,67 @@ pub async fn a_union_runs_once_where_its_schedules_coincide<H: Harness>() {
     );
 }
 
+/// A job at 02:30 New York meets the spring-forward night of 2030-03-10: creating it warns of
+/// that night, its preview marks the moved instant (03:00) and says why; with `dst.gap: skip` the
+/// instant is left out and the note says so; `dst` on a rate is refused naming it.
+pub async fn dst_changes_are_warned_of_and_previewed<H: Harness>() {
+    let deployment = H::deploy_at("2030-03-01T00:00:00Z", &[]).await;
+    let api = deployment.api();
+    let schedule = json!({"cron": "30 2 * * *", "timezone": "America/New_York"});
+    let created = api.post(ALICE, "/v1/jobs", &job("half-past-two", schedule.clone())).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(
+        created.body["warnings"],
+        json!(["DST: 2030-03-10: 02:30 does not exist in America/New_York; runs at 03:00"]),
+        "{}",
+        created.body
+    );
+    let id = created.body["id"].as_str().unwrap_or_default().to_string();
+    let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=11")).await.body;
+    let marked: Vec<(&str, &str)> = preview["instants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["dst"].is_string())
+        .map(|i| (i["local"].as_str().unwrap_or(""), i["dst"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(marked, [("2030-03-10T03:00:00-04:00", "moved")], "{preview}");
+    assert_eq!(preview["dst"][0]["effect"], "moved", "{preview}");
+
+    let mut skipping = schedule.clone();
+    skipping["dst"] = json!({"gap": "skip"});
+    let skip_id = api.create_job(ALICE, &job("skips-the-gap", skipping)).await;
+    let preview = api.get(ALICE, &format!("/v1/jobs/{skip_id}/preview?count=10")).await.body;
+    let days: Vec<String> = preview["instants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["local"].as_str().map(|l| l[..10].to_string()))
+        .collect();
+    assert!(
+        !days.contains(&"2030-03-10".to_string()) && days.contains(&"2030-03-11".to_string()),
+        "{preview}"
+    );
+    assert_eq!(
+        preview["dst"][0]["detail"],
+        "2030-03-10: 02:30 does not exist in America/New_York; skipped (dst.gap: skip)",
+        "{preview}"
+    );
+
+    let refused = api
+        .post(ALICE, "/v1/jobs", &job("rate-dst", json!({"rate": "1 hour", "dst": {"fold": "both"}})))
+        .await;
+    assert_eq!((refused.status, refused.error_field()), (StatusCode::UNPROCESSABLE_ENTITY, "schedule.dst"));
+    let unknown = api
+        .post(ALICE, "/v1/jobs", &job("bad-dst", json!({"cron": "0 1 * * *", "dst": {"gap": "later"}})))
+        .await;
+    assert_eq!(unknown.status, StatusCode::BAD_REQUEST, "{}", unknown.body);
+    let noon = api
+        .post(ALICE, "/v1/jobs", &job("noon", json!({"cron": "0 12 * * *", "timezone": "America/New_York"})))
+        .await;
+    assert!(noon.body.get("warnings").is_none(), "noon never meets a change: {}", noon.body);
+}
+
 /// The job's ledger from 11:58 to 12:07 through the API: each instant and its outcome (with
 /// the reason where it was missed).
 async fn ledger<H: Harness>(deployment: &H, id: &str) -> Vec<(String, String)> {
@@ -701,6 +762,7 @@ macro_rules! tick_scenarios {
             catchup_policies_after_downtime,
             the_runtime_stopped_for_five_minutes,
             a_union_runs_once_where_its_schedules_coincide,
+            dst_changes_are_warned_of_and_previewed,
             pause_resume_and_end_at,
             pauses_end_by_themselves_and_resumes_catch_up_as_asked,
             skipped_instants_never_run_and_can_be_taken_back,

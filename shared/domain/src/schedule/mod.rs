@@ -14,6 +14,7 @@ pub mod zoned;
 
 pub use self::cron::{CronError, CronExpr};
 pub use self::rate::Rate;
+pub use self::zoned::{DstEffectKind, DstFold, DstGap, DstPolicy};
 
 use chrono::{DateTime, Duration, SubsecRound, Utc};
 use chrono_tz::Tz;
@@ -37,8 +38,26 @@ pub enum Recurrence {
 pub struct Schedule {
     pub recurrence: Recurrence,
     pub timezone: Tz,
+    /// What a cron does at a DST change in its zone.
+    pub dst: DstPolicy,
     pub start_at: Option<DateTime<Utc>>,
     pub end_at: Option<DateTime<Utc>>,
+}
+
+/// A DST change that touches a schedule's instants, and what its policy makes of it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DstNote {
+    /// The change: the first instant on the zone's new offset.
+    pub at: DateTime<Utc>,
+    pub effect: DstEffectKind,
+    /// In words: "2027-03-14: 02:30 does not exist in America/New_York; runs at 03:00".
+    pub detail: String,
+    /// The instant the moved local times fire at (`moved`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs_at: Option<DateTime<Utc>>,
+    /// The local times it touches, as the zone writes them (`2027-03-14T02:30:00`).
+    pub local_times: Vec<chrono::NaiveDateTime>,
 }
 
 /// Rounds an instant up to a whole second; `None` in chrono's last second, which has no whole
@@ -70,7 +89,7 @@ impl Schedule {
             _ => t,
         };
         let next = match &self.recurrence {
-            Recurrence::Cron(expr) => zoned::next_after(expr, self.timezone, from),
+            Recurrence::Cron(expr) => zoned::next_after(expr, self.timezone, self.dst, from),
             Recurrence::Rate { rate, anchor } => rate.next_after(*anchor, from),
             Recurrence::At(at) => (*at > from).then_some(*at),
             Recurrence::Any(entries) => entries.iter().filter_map(|e| e.next_after(from)).min(),
@@ -87,6 +106,29 @@ impl Schedule {
         let second = checked_ceil_second(t)?;
         // chrono's first instant has no second before it: search from the instant itself.
         self.next_after(second.checked_sub_signed(Duration::seconds(1)).unwrap_or(second))
+    }
+
+    /// The DST changes in `[from, to]` (and within the schedule's bounds) that touch its cron's
+    /// local times, or its crons' in a union, in order.
+    pub fn dst_notes(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DstNote> {
+        let from = self.start_at.map_or(from, |s| s.max(from));
+        let to = self.end_at.map_or(to, |e| e.min(to));
+        let mut notes = match &self.recurrence {
+            Recurrence::Cron(expr) => zoned::effects_between(expr, self.timezone, self.dst, from, to)
+                .into_iter()
+                .map(|e| DstNote {
+                    at: e.at,
+                    effect: e.kind,
+                    detail: e.explain(self.timezone),
+                    runs_at: e.to,
+                    local_times: e.locals,
+                })
+                .collect(),
+            Recurrence::Any(entries) => entries.iter().flat_map(|e| e.dst_notes(from, to)).collect(),
+            Recurrence::Rate { .. } | Recurrence::At(_) => Vec::new(),
+        };
+        notes.sort_by_key(|n| n.at);
+        notes
     }
 
     /// The next `n` instants strictly after `t`.
@@ -152,6 +194,7 @@ mod tests {
         Schedule {
             recurrence: Recurrence::Cron(expr.parse().unwrap()),
             timezone: tz,
+            dst: Default::default(),
             start_at: None,
             end_at: None,
         }
@@ -196,6 +239,7 @@ mod tests {
         let s = Schedule {
             recurrence: Recurrence::At(utc("2026-05-01T10:00:00Z")),
             timezone: Tz::UTC,
+            dst: Default::default(),
             start_at: None,
             end_at: None,
         };
@@ -205,11 +249,23 @@ mod tests {
     }
 
     fn entry(recurrence: Recurrence, zone: &str) -> Schedule {
-        Schedule { recurrence, timezone: zone.parse().unwrap(), start_at: None, end_at: None }
+        Schedule {
+            recurrence,
+            timezone: zone.parse().unwrap(),
+            dst: Default::default(),
+            start_at: None,
+            end_at: None,
+        }
     }
 
     fn any(entries: Vec<Schedule>) -> Schedule {
-        Schedule { recurrence: Recurrence::Any(entries), timezone: Tz::UTC, start_at: None, end_at: None }
+        Schedule {
+            recurrence: Recurrence::Any(entries),
+            timezone: Tz::UTC,
+            dst: Default::default(),
+            start_at: None,
+            end_at: None,
+        }
     }
 
     /// The union's oracle: each case's instants, worked out by hand from the entries' own.

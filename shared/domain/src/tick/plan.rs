@@ -199,6 +199,7 @@ mod tests {
         Schedule {
             recurrence: Recurrence::Cron("* * * * *".parse().unwrap()),
             timezone: Tz::UTC,
+            dst: Default::default(),
             start_at: None,
             end_at: None,
         }
@@ -298,6 +299,7 @@ mod tests {
         let every_15s = Schedule {
             recurrence: Recurrence::Rate { rate: Rate::from_seconds(15), anchor: now },
             timezone: Tz::UTC,
+            dst: Default::default(),
             start_at: None,
             end_at: None,
         };
@@ -336,6 +338,7 @@ mod tests {
         let every_10s = Schedule {
             recurrence: Recurrence::Rate { rate: Rate::from_seconds(10), anchor: t("2026-01-01T00:00:00Z") },
             timezone: Tz::UTC,
+            dst: Default::default(),
             start_at: None,
             end_at: None,
         };

@@ -9,7 +9,7 @@ pub use target::{HTTP_METHODS, MAX_TARGET_HEADERS};
 
 use crate::job::{JobDocument, NotifySettings, ScheduleDocument};
 use crate::limits::{self, Limits, TargetAllowList};
-use crate::schedule::{Recurrence, Schedule, ceil_second};
+use crate::schedule::{DstPolicy, Recurrence, Schedule, ceil_second};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::de::DeserializeOwned;
@@ -225,7 +225,7 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
     }
     let Some(entries) = &doc.any else { return parse_entry(doc, created_at, "schedule") };
     let beside = [("cron", doc.cron.is_some()), ("rate", doc.rate.is_some()), ("at", doc.at.is_some())];
-    let beside = beside.into_iter().chain([("timezone", doc.timezone.is_some())]);
+    let beside = beside.into_iter().chain([("timezone", doc.timezone.is_some()), ("dst", doc.dst.is_some())]);
     if let Some((name, _)) = beside.into_iter().find(|(_, set)| *set) {
         return Err(ValidationError::new(
             format!("schedule.{name}"),
@@ -252,7 +252,13 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
         }
         parsed.push(parse_entry(entry, created_at, &prefix)?);
     }
-    Ok(Schedule { recurrence: Recurrence::Any(parsed), timezone: Tz::UTC, start_at, end_at })
+    Ok(Schedule {
+        recurrence: Recurrence::Any(parsed),
+        timezone: Tz::UTC,
+        dst: DstPolicy::default(),
+        start_at,
+        end_at,
+    })
 }
 
 /// A schedule's `start_at` and `end_at`, each optional.
@@ -302,7 +308,13 @@ fn parse_entry(doc: &ScheduleDocument, created_at: DateTime<Utc>, prefix: &str) 
             ));
         }
     };
-    Ok(Schedule { recurrence, timezone, start_at, end_at })
+    if doc.dst.is_some() && !matches!(recurrence, Recurrence::Cron(_)) {
+        return Err(ValidationError::new(
+            field("dst"),
+            "only a cron meets DST changes: a rate and an instant are fixed in real time",
+        ));
+    }
+    Ok(Schedule { recurrence, timezone, dst: doc.dst.unwrap_or_default(), start_at, end_at })
 }
 
 /// Parses an RFC 3339 instant, rounding fractions of a second up: a run never starts early.
