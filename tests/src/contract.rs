@@ -107,6 +107,34 @@ pub async fn job_store_keeps_its_promises(store: &dyn JobStore, shards: u16) {
     all_jobs_list_in_pages(store).await;
     the_due_index_is_sparse_and_advances_are_fenced(store, shards).await;
     a_baseline_is_kept_whatever_the_version(store).await;
+    a_long_window_is_filed_for_its_start(store, shards).await;
+}
+
+/// A job whose start lies further into its flexible window than a message can wait is filed
+/// for the minute its start comes within reach, on creation and on an advance alike.
+async fn a_long_window_is_filed_for_its_start(store: &dyn JobStore, shards: u16) {
+    let owner = unique("owner");
+    let instant = at("2031-03-05T12:00:00Z");
+    let mut wide = job(&owner, "wide", Some(instant));
+    wide.document.flexible_window_s = Some(14_400);
+    // An id whose offsets today and tomorrow reach past the 15 minutes a message can wait.
+    let tomorrow = instant + Duration::days(1);
+    while wide.start_offset(instant).min(wide.start_offset(tomorrow)) <= Duration::minutes(30) {
+        wide.id = JobId::generate();
+    }
+    let filed = instant + wide.start_offset(instant) - Duration::minutes(15);
+    assert_eq!(wide.index_at(), Some(filed));
+    store.create(&wide, 100).await.unwrap();
+    let minute = |t: DateTime<Utc>| t - Duration::seconds(i64::from(t.timestamp().rem_euclid(60) as u32));
+    assert!(!due_in(store, instant, shards).await.contains(&wide.id), "not in its instant's minute");
+    assert!(due_in(store, minute(filed), shards).await.contains(&wide.id), "in its start's reach");
+
+    store.advance(&wide, &Advance::to(Some(tomorrow))).await.unwrap();
+    let advanced = store.get(&wide.id).await.unwrap().unwrap();
+    let filed = advanced.claimable_from(tomorrow);
+    assert!(filed > tomorrow, "tomorrow's start is out of reach at its instant too");
+    assert!(due_in(store, minute(filed), shards).await.contains(&wide.id), "advanced: filed for its start");
+    assert!(!due_in(store, minute(tomorrow), shards).await.contains(&wide.id));
 }
 
 /// A learned baseline is written over any version, kept by later edits of what was read with

@@ -632,6 +632,70 @@ async fn a_wide_flexible_window_claims_each_instant_by_its_own_start() {
     assert!(first_claims.values().any(|at| *at < instant), "claimed ahead of the instant: {first_claims:?}");
 }
 
+/// Windows of hours (`flexible_window_s: 7200`): twenty daily jobs at 12:00 spread their starts
+/// over two hours. A run starting further into its window than a message can wait (15 minutes) is
+/// claimed once its start comes within reach, and starts on time: every run is claimed once, no
+/// earlier than 15 minutes before its start, and starts inside its window; the next day's instant
+/// is filed for its own start.
+#[tokio::test]
+async fn windows_of_hours_claim_each_run_within_reach_of_its_start() {
+    let world = World::at("2030-01-01T11:50:00Z");
+    let mut jobs = Vec::new();
+    for n in 0..20 {
+        let document =
+            job(&format!("wide-{n}"), json!({"cron": "0 12 * * *"}), json!({"flexible_window_s": 7_200}));
+        jobs.push(world.create(document).await);
+    }
+    let instant = t("2030-01-01T12:00:00Z");
+    let reach = Duration::seconds(900);
+    assert!(
+        jobs.iter().any(|j| j.start_offset(instant) > Duration::hours(1)),
+        "some start more than an hour in"
+    );
+    for minute in 0..=135 {
+        world.set(&(t("2030-01-01T11:50:00Z") + Duration::minutes(minute)).to_rfc3339());
+        world.use_cases.tick.run().await.unwrap();
+        world.deliver().await;
+        let now = world.now();
+        for job in &jobs {
+            let start = instant + job.start_offset(instant);
+            let runs = world.runs_of(&job.id);
+            assert!(runs.len() <= 1, "{}: claimed once", job.document.name);
+            if start - now > reach {
+                assert!(
+                    runs.is_empty(),
+                    "{} claimed at {now}, its start {start} out of reach",
+                    job.document.name
+                );
+            }
+        }
+    }
+    for job in &jobs {
+        let start = instant + job.start_offset(instant);
+        let runs = world.runs_of(&job.id);
+        assert_eq!(runs.len(), 1, "{}", job.document.name);
+        let run = &runs[0];
+        assert_eq!(run.state, RunState::Succeeded, "{}: {:?}", job.document.name, run.reason);
+        assert!(
+            run.created_at >= start - reach - Duration::minutes(1),
+            "{} claimed at {}",
+            job.document.name,
+            run.created_at
+        );
+        let started = run.attempts[0].started_at;
+        assert!(
+            started >= start && started < start + Duration::minutes(2),
+            "{}: started {started}, due {start}",
+            job.document.name
+        );
+        assert!(started <= instant + Duration::seconds(7_200) + Duration::minutes(2));
+        let stored = world.job_store.all().into_iter().find(|j| j.id == job.id).unwrap();
+        let tomorrow = t("2030-01-02T12:00:00Z");
+        assert_eq!(stored.next_run_at, Some(tomorrow));
+        assert_eq!(stored.index_at(), Some(stored.claimable_from(tomorrow)));
+    }
+}
+
 /// The recorder says which of its outcomes a step met: written; lost to another writer (the
 /// run moved on under a stale read); refused by the domain (the step does not apply to the run
 /// as it stands), which is not a storage conflict.

@@ -19,7 +19,9 @@ pub fn late_reason(job: &Job, run: &Run, now: DateTime<Utc>) -> Option<String> {
         Duration::seconds(i64::from(job.document.catchup_window_s.unwrap_or(DEFAULT_CATCHUP_WINDOW_S)));
     // Claimed ahead or on time by a tick; a backfill, a tick's catch-up of missed instants or a
     // child's run handed down by its parents is made long after its instant.
-    let claimed_on_time = run.created_at <= run.scheduled_at() + window;
+    // Measured from its start (its instant plus its offset): a run far into a long flexible
+    // window is claimed hours after its instant, on time for its start.
+    let claimed_on_time = run.created_at <= run.due_at + window;
     let late = now - run.due_at;
     if run.attempt > 0 || run.key.manual.is_some() || !claimed_on_time || late <= window {
         return None;

@@ -724,7 +724,19 @@ impl Job {
     /// end of its pause while it is paused until a set time (the tick resumes it then), else
     /// none.
     pub fn index_at(&self) -> Option<DateTime<Utc>> {
-        if self.document.paused { self.open_pause().and_then(|p| p.until) } else { self.next_run_at }
+        if self.document.paused {
+            self.open_pause().and_then(|p| p.until)
+        } else {
+            self.next_run_at.map(|n| self.claimable_from(n))
+        }
+    }
+
+    /// When the run of `instant` can first be claimed: its instant, or for a start further
+    /// into its flexible window than a message can wait, the minute its start comes within
+    /// reach (the due index files the job then, so no tick reads it sooner for nothing).
+    pub fn claimable_from(&self, instant: DateTime<Utc>) -> DateTime<Utc> {
+        let reach = chrono::Duration::seconds(i64::from(crate::limits::MAX_MESSAGE_DELAY_S));
+        instant.max(instant + self.start_offset(instant) - reach)
     }
 
     /// The pause `instant` fell in, if any.

@@ -39,8 +39,11 @@ pub const MAX_JITTER_S: u32 = 900;
 pub const MAX_RUNS: u64 = 1_000_000;
 /// The most schedules one union (`schedule.any`) holds.
 pub const MAX_SCHEDULES: usize = 10;
-/// Largest `flexible_window_s`: SQS's longest message delay (15 minutes), as for the jitter.
-pub const MAX_FLEXIBLE_WINDOW_S: u32 = 900;
+/// Largest `flexible_window_s`: four hours. A run starting later in its window than SQS's
+/// longest message delay (15 minutes) is claimed later, once its start is within reach.
+pub const MAX_FLEXIBLE_WINDOW_S: u32 = 14_400;
+/// SQS's longest message delay: a run whose start lies further ahead is not claimed yet.
+pub const MAX_MESSAGE_DELAY_S: u32 = 900;
 /// Largest `sla_s` and `start_deadline_s`: 30 days.
 pub const MAX_DEADLINE_S: u32 = 30 * 86_400;
 /// Largest `alert_after_failures`.

@@ -13,7 +13,7 @@ use crate::run::{Run, RunId, RunMessage};
 use chrono::{DateTime, Utc};
 
 /// SQS's longest message delay.
-pub const MAX_DELAY_S: u32 = 900;
+pub const MAX_DELAY_S: u32 = crate::limits::MAX_MESSAGE_DELAY_S;
 /// SQS's largest batch.
 pub const BATCH: usize = 10;
 

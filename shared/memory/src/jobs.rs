@@ -331,7 +331,8 @@ impl DueIndex for MemoryJobStore {
         }
         stored.due = match next {
             Some(next) if active => {
-                Some((due_bucket(job.id.as_str(), next, self.shards), format_instant(next)))
+                let filed = job.claimable_from(next);
+                Some((due_bucket(job.id.as_str(), filed, self.shards), format_instant(filed)))
             }
             _ => None,
         };

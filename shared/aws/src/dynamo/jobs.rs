@@ -529,10 +529,13 @@ impl DueIndex for DynamoJobStore {
         let next = to.next;
         let active = !job.document.paused;
         let mut update = match next {
-            Some(next) if active => Update::new()
-                .set("next_run_at", ":next", s(format_instant(next)))
-                .set("due_bucket", ":bucket", s(due_bucket(job.id.as_str(), next, self.shards)))
-                .set("due_at", ":next", s(format_instant(next))),
+            Some(next) if active => {
+                let filed = job.claimable_from(next);
+                Update::new()
+                    .set("next_run_at", ":next", s(format_instant(next)))
+                    .set("due_bucket", ":bucket", s(due_bucket(job.id.as_str(), filed, self.shards)))
+                    .set("due_at", ":filed", s(format_instant(filed)))
+            }
             Some(next) => Update::new()
                 .set("next_run_at", ":next", s(format_instant(next)))
                 .remove("due_bucket")

@@ -60,6 +60,9 @@ pub struct DstNote {
     pub local_times: Vec<chrono::NaiveDateTime>,
 }
 
+/// The most instants [`Schedule::gap_shorter_than`] walks.
+pub const GAP_WALK: usize = 3_000;
+
 /// Rounds an instant up to a whole second; `None` in chrono's last second, which has no whole
 /// second after it.
 pub fn checked_ceil_second(t: DateTime<Utc>) -> Option<DateTime<Utc>> {
@@ -129,6 +132,24 @@ impl Schedule {
         };
         notes.sort_by_key(|n| n.at);
         notes
+    }
+
+    /// A gap shorter than `span` between two consecutive instants in the year after `now`, if
+    /// there is one (the first found): a year holds every pattern of days and both DST changes.
+    /// Walks at most [`GAP_WALK`] instants, a year of any schedule whose gaps are 3 hours or
+    /// more (longer than any span asked for is a window of at most 4 hours: every gap of such a
+    /// schedule is seen).
+    pub fn gap_shorter_than(&self, span: Duration, now: DateTime<Utc>) -> Option<Duration> {
+        let end = now + Duration::days(366);
+        let mut previous = self.first_at_or_after(now)?;
+        for _ in 0..GAP_WALK {
+            let next = self.next_after(previous).filter(|n| *n <= end)?;
+            if next - previous < span {
+                return Some(next - previous);
+            }
+            previous = next;
+        }
+        None
     }
 
     /// The next `n` instants strictly after `t`.

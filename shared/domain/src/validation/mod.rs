@@ -51,7 +51,7 @@ pub fn validate(
     target::validate_target(&mut doc.target, rules.targets)?;
     validate_payload(&doc.payload, rules)?;
     validate_durations(doc, rules)?;
-    validate_window(doc)?;
+    validate_window(doc, created_at, now)?;
     if let Some(n) = doc.alert_after_failures {
         in_range("alert_after_failures", n, 1, limits::MAX_ALERT_AFTER_FAILURES)?;
     }
@@ -100,7 +100,7 @@ fn validate_durations(doc: &JobDocument, rules: &Rules<'_>) -> Result<()> {
 }
 
 /// `flexible_window_s`: in range, and only on a job that has no jitter and no parents.
-fn validate_window(doc: &JobDocument) -> Result<()> {
+fn validate_window(doc: &JobDocument, created_at: DateTime<Utc>, now: DateTime<Utc>) -> Result<()> {
     let Some(window) = doc.flexible_window_s else {
         return Ok(());
     };
@@ -116,6 +116,34 @@ fn validate_window(doc: &JobDocument) -> Result<()> {
             "flexible_window_s",
             "a job with depends_on starts when its parents end and has no window of its own",
         ));
+    }
+    // Past SQS's longest delay a run is claimed when its start comes within reach; the job's
+    // instants are claimed in order, so windows must not overlap (as EventBridge Scheduler asks
+    // a window to be shorter than the schedule's interval).
+    if window > limits::MAX_MESSAGE_DELAY_S
+        && let Some(schedule) = &doc.schedule
+    {
+        if schedule.any.is_some() {
+            return Err(ValidationError::new(
+                "flexible_window_s",
+                format!(
+                    "over {} s, a window needs one schedule, not a union (its instants may fall closer)",
+                    limits::MAX_MESSAGE_DELAY_S
+                ),
+            ));
+        }
+        let shorter = parse_schedule(schedule, created_at)
+            .ok()
+            .and_then(|s| s.gap_shorter_than(chrono::Duration::seconds(i64::from(window)), now));
+        if let Some(interval) = shorter.map(|gap| gap.num_seconds()) {
+            return Err(ValidationError::new(
+                "flexible_window_s",
+                format!(
+                    "over {} s, a window must not be longer than the time between two instants ({interval} s apart in the next year)",
+                    limits::MAX_MESSAGE_DELAY_S
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -626,7 +654,15 @@ mod tests {
             (job(json!({"start_deadline_s": 0})), "start_deadline_s"),
             (job(json!({"catchup_window_s": 0})), "catchup_window_s"),
             (job(json!({"catchup_window_s": 2_592_001})), "catchup_window_s"),
-            (job(json!({"flexible_window_s": 901})), "flexible_window_s"),
+            (job(json!({"flexible_window_s": 14_401})), "flexible_window_s"),
+            (
+                job(json!({"flexible_window_s": 7_200, "schedule": {"cron": "0 * * * *"}})),
+                "flexible_window_s",
+            ),
+            (
+                job(json!({"flexible_window_s": 7_200, "schedule": {"any": [{"cron": "0 0 * * *"}]}})),
+                "flexible_window_s",
+            ),
             (
                 job(json!({"flexible_window_s": 60, "schedule": {"cron": "@daily", "jitter_s": 30}})),
                 "flexible_window_s",
