@@ -80,10 +80,11 @@ pub struct JobDocument {
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 2_592_000))]
     pub start_deadline_s: Option<u32>,
     /// Lets Sundial start each scheduled run anywhere in [T, T + flexible_window_s] to flatten
-    /// peaks; the offset is a pure function of the job and the instant. Not with
+    /// peaks; the offset is a pure function of the job and the instant. Up to 4 hours; over 900 s
+    /// shorter than the time between two instants, and not on a union. Not with
     /// `schedule.jitter_s`, nor on a job with `depends_on`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 900))]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 14_400))]
     pub flexible_window_s: Option<u32>,
     #[serde(default)]
     pub concurrency: ConcurrencyPolicy,
