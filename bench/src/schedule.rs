@@ -19,6 +19,22 @@ fn cases() -> Vec<(&'static str, Value)> {
             json!({"cron": "30 1 1 * *", "timezone": "Australia/Lord_Howe"}),
         ),
         ("rate 5 minutes", json!({"rate": "5 minutes"})),
+        (
+            "union of 3: weekdays 09:00 New York, 13:00 on the 1st UTC, every 6 h",
+            json!({"any": [
+                {"cron": "0 9 * * 1-5", "timezone": "America/New_York"},
+                {"cron": "0 13 1 * *"},
+                {"rate": "6 hours"}
+            ]}),
+        ),
+        (
+            "02:30 daily, New York, dst gap skip and fold both",
+            json!({"cron": "30 2 * * *", "timezone": "America/New_York", "dst": {"gap": "skip", "fold": "both"}}),
+        ),
+        (
+            "every 15 min, New York, dst gap shift (real-time cron moved)",
+            json!({"cron": "*/15 * * * *", "timezone": "America/New_York", "dst": {"gap": "shift"}}),
+        ),
     ]
 }
 
