@@ -12,6 +12,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use sundial_app::forecast::Scope;
 use sundial_domain::forecast::Forecast;
+use sundial_domain::schedule::DstNote;
 use sundial_domain::validation::ValidationError;
 use utoipa::ToSchema;
 
@@ -62,6 +63,19 @@ pub struct ForecastView {
     /// Runs of jobs with `depends_on` whose instants fall in the window: they start when their
     /// parents' runs end, so no minute counts them.
     pub after_parents: u64,
+    /// The DST changes in the window that move, skip or double a job's instants, in order (at
+    /// most 100), with the rule that applied; the counts already place each run where it falls.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dst: Vec<ForecastDst>,
+}
+
+/// A DST change that touches one job's instants in the window.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ForecastDst {
+    pub job_id: String,
+    pub name: String,
+    #[serde(flatten)]
+    pub note: DstNote,
 }
 
 fn instant(t: DateTime<Utc>) -> String {
@@ -101,6 +115,11 @@ impl ForecastView {
                 })
                 .collect(),
             after_parents: f.after_parents,
+            dst: f
+                .dst
+                .into_iter()
+                .map(|d| ForecastDst { job_id: d.job_id, name: d.name, note: d.note })
+                .collect(),
             counts: f.counts,
         }
     }

@@ -112,6 +112,37 @@ pub struct Forecast {
     /// Runs of jobs with parents whose instants fall in the window: they start when their
     /// parents' runs end, so no minute holds them.
     pub after_parents: u64,
+    /// The DST changes in the window that move, skip or double a job's instants, in order (at
+    /// most [`LISTED_DST`]), each with the rule that applied.
+    pub dst: Vec<JobDst>,
+}
+
+/// A DST change that touches one job's instants in a forecast's window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobDst {
+    pub job_id: String,
+    pub name: String,
+    pub note: crate::schedule::DstNote,
+}
+
+/// The most DST changes a forecast lists.
+pub const LISTED_DST: usize = 100;
+
+/// The DST changes in `window` that touch the placed jobs' instants, in order.
+fn dst_in(placed: &[Placed<'_>], window: &Window) -> Vec<JobDst> {
+    let mut listed: Vec<JobDst> = placed
+        .iter()
+        .flat_map(|p| {
+            p.schedule.dst_notes(window.start, window.end()).into_iter().map(|note| JobDst {
+                job_id: p.job.id.to_string(),
+                name: p.job.document.name.clone(),
+                note,
+            })
+        })
+        .collect();
+    listed.sort_by(|a, b| a.note.at.cmp(&b.note.at).then_with(|| a.name.cmp(&b.name)));
+    listed.truncate(LISTED_DST);
+    listed
 }
 
 /// A job the forecast places: its schedule parsed once.
@@ -223,6 +254,7 @@ pub fn forecast(jobs: &[Job], window: &Window) -> Result<Forecast, ValidationErr
         peak_minutes,
         peaks,
         after_parents: after_parents(jobs, window),
+        dst: dst_in(&placed, window),
     })
 }
 

@@ -202,3 +202,24 @@ fn a_flexible_window_flattens_the_top_of_the_hour() {
 
 /// The busiest minute of the day after flattening, as measured (docs/decisions.md).
 const FLATTENED_BUSIEST: u32 = 238;
+
+/// The forecast lists the DST changes in its window that touch a job's instants, with the rule
+/// that applied, and places the moved run where it falls (03:00 EDT, 07:00 UTC).
+#[test]
+fn a_forecast_says_which_dst_changes_touch_its_jobs() {
+    let half_past_two = job(1, json!({"schedule": {"cron": "30 2 * * *", "timezone": "America/New_York"}}));
+    let noon = job(2, json!({"schedule": {"cron": "0 12 * * *", "timezone": "America/New_York"}}));
+    let window = Window::new(utc("2026-03-08T00:00:00Z"), utc("2026-03-09T00:00:00Z")).unwrap();
+    let f = forecast(&[half_past_two.clone(), noon], &window).unwrap();
+    let listed: Vec<(String, String)> =
+        f.dst.iter().map(|d| (d.name.clone(), d.note.detail.clone())).collect();
+    assert_eq!(
+        listed,
+        [(
+            "job-1".to_string(),
+            "2026-03-08: 02:30 does not exist in America/New_York; runs at 03:00".to_string()
+        )]
+    );
+    let moved = (utc("2026-03-08T07:00:00Z") - window.start).num_minutes() as usize;
+    assert_eq!(f.counts[moved], 1, "the moved run counts at 03:00 EDT");
+}
