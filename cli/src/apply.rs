@@ -116,7 +116,9 @@ pub fn read(file: &str, text: &str) -> Result<Vec<Desired>, CliError> {
 }
 
 /// The document part of a job as the API shows it (what Sundial adds taken away), normalised
-/// through the document type so that defaults compare equal.
+/// through the document type so that defaults compare equal. Every member the API's job view
+/// adds is listed: one left (`warnings`, say) fails the document's decoding, and the job would
+/// differ from its file at every apply.
 fn current_document(job: &Value) -> Value {
     let mut document = job.clone();
     if let Some(map) = document.as_object_mut() {
@@ -128,9 +130,15 @@ fn current_document(job: &Value) -> Value {
             "updated_at",
             "next_run_at",
             "last_run",
+            "pause",
+            "baseline",
+            "remaining_runs",
+            "skips",
             "signing_secret",
+            "webhook_secret",
             "subscriptions",
             "schedule_description",
+            "warnings",
         ] {
             map.remove(added);
         }
@@ -594,6 +602,24 @@ mod tests {
         assert!(plan.is_empty(), "{}", plan.describe());
         assert_eq!(plan.unchanged, ["report", "right", "left", "extract"]);
         assert_eq!(plan.describe(), "no changes\n");
+    }
+
+    #[test]
+    fn what_the_view_adds_to_a_job_is_no_change() {
+        let mut current = existing(&[("nightly", &[])]);
+        let added = json!({
+            "pause": {"from": "2030-01-01T00:00:00Z", "by": "alice"},
+            "baseline": {"typical_ms": 900, "p95_ms": 1300, "runs": 5, "at": "2030-01-01T00:00:00Z"},
+            "remaining_runs": 3,
+            "skips": [{"at": "2030-01-02T00:00:00Z", "by": "alice"}],
+            "webhook_secret": "whsec_c2VjcmV0",
+            "warnings": ["DST: 2030-03-10: 02:30 does not exist in America/New_York; runs at 03:00"],
+        });
+        for (member, value) in added.as_object().unwrap() {
+            current[0][member] = value.clone();
+        }
+        let plan = plan(desired(&file(&[("nightly", &[])])), &current, false).unwrap();
+        assert!(plan.is_empty(), "{}", plan.describe());
     }
 
     #[test]
