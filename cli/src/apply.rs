@@ -387,7 +387,8 @@ impl Plan {
         })
     }
 
-    /// Carries the plan out, reporting progress on stderr (`[3/120] create nightly`). An error
+    /// Carries the plan out, reporting progress on stderr (`[3/120] create nightly`) with the
+    /// warnings the API gives a job written (`  warning: DST: …`), unless quiet. An error
     /// the API returns for one job names the file's line; later jobs are not attempted.
     pub async fn execute(
         &self,
@@ -431,7 +432,12 @@ impl Plan {
                     (desired, client.call(Method::PATCH, &format!("/v1/jobs/{id}"), Some(patch)).await)
                 }
             };
-            result.map_err(|e| located(&d.path, e))?;
+            let written = result.map_err(|e| located(&d.path, e))?;
+            if !quiet {
+                for warning in written["warnings"].as_array().into_iter().flatten() {
+                    eprintln!("  warning: {}", warning.as_str().unwrap_or_default());
+                }
+            }
         }
         for (id, name) in &self.delete {
             progress("delete", name);

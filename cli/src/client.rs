@@ -70,17 +70,37 @@ impl Client {
         }
     }
 
-    /// A job by name or id.
+    /// A job by name or id: as `GET /v1/jobs/{id}` shows it when given an id, as the list does
+    /// when given a name.
     pub async fn find_job(&self, name_or_id: &str) -> Result<Value, CliError> {
-        if sundial_domain::job::JobId::parse(name_or_id).is_some()
-            && let Ok(job) = self.get(&format!("/v1/jobs/{name_or_id}")).await
-        {
+        if let Some(job) = self.job_by_id(name_or_id).await {
             return Ok(job);
         }
+        self.named(name_or_id).await
+    }
+
+    /// A job by name or id, always as `GET /v1/jobs/{id}` shows it: with what only a single job's
+    /// response carries (its `warnings`, its `subscriptions`).
+    pub async fn job(&self, name_or_id: &str) -> Result<Value, CliError> {
+        if let Some(job) = self.job_by_id(name_or_id).await {
+            return Ok(job);
+        }
+        let listed = self.named(name_or_id).await?;
+        self.get(&format!("/v1/jobs/{}", listed["id"].as_str().unwrap_or_default())).await
+    }
+
+    /// The job whose id this is, if it is one.
+    async fn job_by_id(&self, name_or_id: &str) -> Option<Value> {
+        sundial_domain::job::JobId::parse(name_or_id)?;
+        self.get(&format!("/v1/jobs/{name_or_id}")).await.ok()
+    }
+
+    /// The caller's job of this name, from the list.
+    async fn named(&self, name: &str) -> Result<Value, CliError> {
         self.jobs()
             .await?
             .into_iter()
-            .find(|j| j["name"] == name_or_id)
-            .ok_or_else(|| CliError::NotFound(format!("no job named `{name_or_id}`")))
+            .find(|j| j["name"] == name)
+            .ok_or_else(|| CliError::NotFound(format!("no job named `{name}`")))
     }
 }

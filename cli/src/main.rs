@@ -248,10 +248,7 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
             apply_file(&client, &file, prune, dry_run, json_output).await?
         }
         Command::Jobs { command: JobsCommand::Ls } => list_jobs(&client, json_output).await?,
-        Command::Jobs { command: JobsCommand::Get { job } } => {
-            let job = client.find_job(&job).await?;
-            print(json_output, &job, || serde_yaml::to_string(&job).unwrap_or_default());
-        }
+        Command::Jobs { command: JobsCommand::Get { job } } => show_job(&client, &job, json_output).await?,
         Command::Runs { job, limit } => {
             let job = client.find_job(&job).await?;
             let page = client
@@ -384,20 +381,57 @@ async fn show_run(client: &Client, id: &str, json_output: bool) -> Result<(), Cl
     Ok(())
 }
 
-/// `sundial preview JOB`: its next instants, in UTC and in its zone.
+/// `sundial jobs get JOB`: the job as YAML (JSON with `--json`). Its warnings (the DST changes
+/// of the next year that move, skip or double an instant) go to stderr, one `warning:` line
+/// each, so that the YAML on stdout stays the job's; the JSON keeps them in `warnings`.
+async fn show_job(client: &Client, job: &str, json_output: bool) -> Result<(), CliError> {
+    let job = client.job(job).await?;
+    let mut shown = job.clone();
+    let warnings = shown.as_object_mut().and_then(|j| j.remove("warnings"));
+    print(json_output, &job, || serde_yaml::to_string(&shown).unwrap_or_default());
+    if !json_output {
+        for warning in warnings.as_ref().and_then(Value::as_array).into_iter().flatten() {
+            eprintln!("warning: {}", text(warning));
+        }
+    }
+    Ok(())
+}
+
+/// `sundial preview JOB`: its next instants, in UTC and in its zone, each marked when it is
+/// skipped or a DST change touched it; then the DST changes in the span, in words.
 async fn preview(client: &Client, job: &str, count: u32, json_output: bool) -> Result<(), CliError> {
     let job = client.find_job(job).await?;
     let preview = client.get(&format!("/v1/jobs/{}/preview?count={count}", text(&job["id"]))).await?;
-    print(json_output, &preview, || {
-        let rows: Vec<Vec<String>> = preview["instants"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|i| vec![text(&i["utc"]), text(&i["local"])])
-            .collect();
-        table(&["UTC", &format!("LOCAL ({})", text(&preview["timezone"]))], &rows)
-    });
+    print(json_output, &preview, || preview_text(&preview));
     Ok(())
+}
+
+/// A preview for people: a table of its instants, with a last column saying `skipped` or
+/// `DST moved`/`doubled`/`first_only`, and under it a `DST:` line per note of the preview.
+fn preview_text(preview: &Value) -> String {
+    let rows: Vec<Vec<String>> = preview["instants"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| {
+            let skipped = (i["skipped"] == true).then(|| "skipped".to_string());
+            let dst = i["dst"].as_str().map(|kind| format!("DST {kind}"));
+            let marks: Vec<String> = skipped.into_iter().chain(dst).collect();
+            vec![text(&i["utc"]), text(&i["local"]), marks.join(", ")]
+        })
+        .collect();
+    let mut out = table(&["UTC", &format!("LOCAL ({})", text(&preview["timezone"])), ""], &rows);
+    let notes: Vec<String> = preview["dst"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| format!("DST: {}", text(&n["detail"])))
+        .collect();
+    if !notes.is_empty() {
+        out.push_str("\n\n");
+        out.push_str(&notes.join("\n"));
+    }
+    out
 }
 
 /// `sundial instants JOB`: the job's instant ledger, every page of it.

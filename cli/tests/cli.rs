@@ -341,3 +341,48 @@ async fn json_output_parses_and_exit_codes_say_what_went_wrong() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(1), "unreachable API");
 }
+
+/// A cron at 02:30 in New York, on a clock two days before the 2031 spring change (02:00 jumps
+/// to 03:00 on March 9; the next is 371 days later, past the year the warnings look ahead):
+/// `apply` prints the job's DST warning as it creates it, `preview` marks
+/// the instant the gap moved to 03:00 and says why under the list, and `jobs get` prints the
+/// warning on stderr (the YAML on stdout stays the job's; `--json` keeps it in `warnings`).
+#[tokio::test]
+async fn preview_and_get_say_what_dst_does_to_a_new_york_0230_job() {
+    let clock =
+        std::sync::Arc::new(sundial_domain::clock::ManualClock::new("2031-03-07T12:00:00Z".parse().unwrap()));
+    let stack = Stack::at(&clock, &[]).await;
+    let url = stack.serve().await;
+    let warning = "DST: 2031-03-09: 02:30 does not exist in America/New_York; runs at 03:00";
+    let jobs = file(
+        "- name: early\n  schedule: {cron: \"30 2 * * *\", timezone: America/New_York}\n  target: {type: http, url: \"https://early.example.test/\"}\n",
+    );
+    let applied = sundial(&url, &["apply", "-f", jobs.as_str()]).await;
+    assert!(applied.status.success(), "{applied:?}");
+    let progress = String::from_utf8_lossy(&applied.stderr);
+    assert!(progress.contains(&format!("[1/1] create early\n  warning: {warning}\n")), "{progress}");
+
+    let preview = sundial(&url, &["preview", "early", "-n", "4"]).await;
+    assert!(preview.status.success(), "{preview:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&preview.stdout),
+        "UTC                   LOCAL (America/New_York)\n\
+         2031-03-08T07:30:00Z  2031-03-08T02:30:00-05:00\n\
+         2031-03-09T07:00:00Z  2031-03-09T03:00:00-04:00  DST moved\n\
+         2031-03-10T06:30:00Z  2031-03-10T02:30:00-04:00\n\
+         2031-03-11T06:30:00Z  2031-03-11T02:30:00-04:00\n\
+         \n\
+         DST: 2031-03-09: 02:30 does not exist in America/New_York; runs at 03:00\n"
+    );
+    let marked = json(&sundial(&url, &["preview", "early", "-n", "4", "--json"]).await);
+    assert_eq!(marked["instants"][1]["dst"], "moved", "{marked}");
+    assert_eq!(marked["dst"][0]["runs_at"], "2031-03-09T07:00:00Z", "{marked}");
+
+    let got = sundial(&url, &["jobs", "get", "early"]).await;
+    assert!(got.status.success(), "{got:?}");
+    assert_eq!(String::from_utf8_lossy(&got.stderr), format!("warning: {warning}\n"));
+    let yaml = String::from_utf8_lossy(&got.stdout);
+    assert!(yaml.contains("name: early") && !yaml.contains("warnings"), "{yaml}");
+    let viewed = json(&sundial(&url, &["jobs", "get", "early", "--json"]).await);
+    assert_eq!(viewed["warnings"], serde_json::json!([warning]), "{viewed}");
+}
