@@ -7,7 +7,10 @@
 // the tick ran linking to its run. A job's normal band (the baseline five runs teach it) behind
 // its recent runs' bars, and the note of a job without one. Between, the one-off exceptions on a job page: skips of
 // instants (listed, marked in the next runs, taken back), a pause with a reason and an until (its
-// banner) and the resume with its catch-up. Screenshots go to $SCREENSHOTS. Usage:
+// banner) and the resume with its catch-up. And DST: a job at 02:30 New York time lists the API's
+// warning of the next spring change under its schedule, and one that starts two days before that
+// change badges the instant the gap moves; a union schedule (`any`) shows its description.
+// Screenshots go to $SCREENSHOTS. Usage:
 //   node dashboard.test.mjs <sundial base URL> <api key>
 // Exits non-zero (with the reason) on the first failed expectation; bounded by a global timeout.
 import { chromium } from "playwright-core";
@@ -358,6 +361,48 @@ try {
   await page.goto(`${base}/ui/index.html#/jobs/${limited.id}`);
   const remaining = await page.locator("#remaining").innerText({ timeout: 15_000 });
   if (!remaining.includes("3 runs remain (max_runs 3)")) fail(`the summary says the runs that remain: ${remaining}`);
+
+  // DST, on the real clock: the next spring change in New York (within the year ahead, whatever
+  // the day) has no 02:30, so a job at 02:30 there is warned of it, and its page lists the
+  // warning under the schedule. A job on the same cron that starts two days before that change
+  // has the moved instant (03:00, the gap's end) among its next runs, badged, the change's words
+  // on hover.
+  const pageErrors = [];
+  page.on("pageerror", (e) => pageErrors.push(e.message));
+  const newYork = { cron: "30 2 * * *", timezone: "America/New_York" };
+  const dst = await create({ name: `dst-${suffix}`, schedule: newYork });
+  const gap = (dst.warnings || []).find((w) => /^DST: \d{4}-\d\d-\d\d: 02:30 does not exist in America\/New_York; runs at 03:00$/.test(w));
+  if (!gap) fail(`the view warns of the next spring change: ${JSON.stringify(dst.warnings)}`);
+  await page.goto(`${base}/ui/index.html#/jobs/${dst.id}`);
+  const warned = await page.locator("#schedule #schedule-warnings").innerText({ timeout: 15_000 });
+  if (!warned.includes("does not exist in America/New_York") || !warned.includes(gap)) fail(`the job page lists the warning under the schedule: ${warned}`);
+  if ((await page.locator("#schedule-warnings").getAttribute("aria-label")) !== "Schedule warnings") fail("the warnings are labelled for a screen reader");
+  if ((await page.locator("pre", { hasText: gap }).count()) !== 0) fail("the warnings are not part of the definition shown");
+  const changeDay = gap.slice("DST: ".length, "DST: ".length + 10);
+  const startAt = new Date(Date.parse(`${changeDay}T00:00:00Z`) - 2 * 86400_000).toISOString().replace(/\.\d{3}Z$/, "Z");
+  const soon = await create({ name: `dst-soon-${suffix}`, schedule: { ...newYork, start_at: startAt } });
+  await page.goto(`${base}/ui/index.html#/jobs/${soon.id}`);
+  await page.waitForSelector("#next-runs li", { timeout: 15_000 });
+  const upcoming = await page.locator("#next-runs li").evaluateAll((ls) => ls.map((l) => ({ at: l.dataset.at, dst: l.dataset.dst ?? null,
+    text: l.textContent, title: l.querySelector(".tag.dst")?.title ?? null })));
+  const moved = upcoming[2];
+  if (upcoming.length !== 5 || upcoming.filter((u) => u.dst).length !== 1 || moved.dst !== "moved") fail(`the third of the next runs is the moved one: ${JSON.stringify(upcoming)}`);
+  if (!moved.text.includes(`${changeDay}T03:00:00-04:00`) || !moved.text.includes("DST moved")) fail(`the moved instant runs at 03:00, badged: ${JSON.stringify(moved)}`);
+  if (moved.title !== gap.slice("DST: ".length)) fail(`the badge's title is the change's words: ${JSON.stringify(moved)}`);
+  if (!(await page.locator("#schedule-warnings").innerText()).includes(gap)) fail("the job starting before the change is warned of it too");
+  await page.locator("#schedule").scrollIntoViewIfNeeded();
+  await shot("job-dst-warning");
+
+  // A union schedule: its page says it in words and draws its next runs.
+  const union = await create({ name: `union-${suffix}`, schedule: { any: [{ cron: "0 9 * * 1-5", timezone: "America/New_York" }, { cron: "0 13 1 * *" }] } });
+  const described = "every Monday to Friday at 09:00 America/New_York, and on day 1 of every month at 13:00 UTC";
+  if (union.schedule_description !== described) fail(`the union's description: ${union.schedule_description}`);
+  await page.goto(`${base}/ui/index.html#/jobs/${union.id}`);
+  const unionSchedule = await page.locator("#schedule").innerText({ timeout: 15_000 });
+  if (!unionSchedule.includes(described)) fail(`the job page shows the union's description: ${unionSchedule}`);
+  if ((await page.locator("#next-runs li").count()) !== 5) fail("the union's next runs are listed");
+  await shot("job-union");
+  if (pageErrors.length) fail(`the DST and union pages raised: ${pageErrors.join("; ")}`);
 
   // The instant ledger of the minutely job: wait (bounded) until one of its instants has come
   // and has a run (the tick claims a minute's instants ahead of it), then read the day strip on

@@ -327,9 +327,40 @@ function skipsPanel(job) {
     ${ahead ? `<button type="button" class="link" id="unskip-all">take back all</button>` : ""}</div>`;
 }
 
-const nextRuns = (preview) => `<ul class="plain" id="next-runs">${preview.instants.map((i) => (i.skipped
-  ? `<li data-at="${esc(i.utc)}" data-skipped="true" title="skipped on request: it will not run"><s>${esc(i.local)}</s> <small class="tag">skipped</small></li>`
-  : `<li data-at="${esc(i.utc)}">${esc(i.local)}</li>`)).join("")}</ul>`;
+// The job's next instants (its preview): one skipped on request struck through, one a DST change
+// touched badged with what it did (its note's words on hover and for a screen reader). A change
+// that marks no instant (a local time the gap skips) gets a line of its own, in time order.
+const DST_MARKS = { moved: "DST moved", doubled: "DST doubled", first_only: "DST first only", skipped: "DST skipped" };
+function nextRuns(preview) {
+  const notes = preview.dst || [], used = new Set();
+  // The note that marks instant `i`: for `moved`, the one it runs the gap's times at; for a
+  // repeated local time, the nearest change of that effect.
+  const noteOf = (i) => {
+    const t = Date.parse(i.utc), same = notes.filter((n) => n.effect === i.dst);
+    const near = (n) => Math.abs(Date.parse(n.at) - t);
+    return same.find((n) => n.runs_at && Date.parse(n.runs_at) === t) || same.sort((a, b) => near(a) - near(b))[0];
+  };
+  const dstTag = (effect, detail) => (detail
+    ? `<small class="tag dst" title="${esc(detail)}">${esc(DST_MARKS[effect] || `DST ${effect}`)}</small><small class="sr-only">: ${esc(detail)}</small>`
+    : `<small class="tag dst">${esc(DST_MARKS[effect] || `DST ${effect}`)}</small>`);
+  const items = preview.instants.map((i) => {
+    const note = i.dst ? noteOf(i) : null;
+    if (note) used.add(note);
+    const dst = i.dst ? ` ${dstTag(i.dst, note?.detail)}` : "";
+    const html = i.skipped
+      ? `<li data-at="${esc(i.utc)}" data-skipped="true"${i.dst ? ` data-dst="${esc(i.dst)}"` : ""} title="skipped on request: it will not run"><s>${esc(i.local)}</s> <small class="tag">skipped</small>${dst}</li>`
+      : `<li data-at="${esc(i.utc)}"${i.dst ? ` data-dst="${esc(i.dst)}"` : ""}>${esc(i.local)}${dst}</li>`;
+    return { t: Date.parse(i.utc), html };
+  });
+  const alone = notes.filter((n) => !used.has(n)).map((n) => ({ t: Date.parse(n.at),
+    html: `<li class="dst-note" data-dst-note="${esc(n.effect)}">${dstTag(n.effect, "")} <small class="muted">${esc(n.detail)}</small></li>` }));
+  return `<ul class="plain" id="next-runs">${items.concat(alone).sort((a, b) => a.t - b.t).map((x) => x.html).join("")}</ul>`;
+}
+
+// What the API warns of the schedule (`warnings`: each DST change of the next year that moves,
+// skips or doubles an instant), listed under it.
+const scheduleWarnings = (warnings) => (warnings?.length
+  ? `<ul class="notice" id="schedule-warnings" aria-label="Schedule warnings">${warnings.map((w) => `<li>${esc(w)}</li>`).join("")}</ul>` : "");
 
 function remainingRuns(job) {
   const n = job.remaining_runs, max = job.schedule?.max_runs;
@@ -422,7 +453,7 @@ async function jobPage(id, refreshing = false) {
     api("GET", `/v1/jobs/${id}/graph`).catch(() => null),
   ]);
   const workflow = graph && graph.nodes.length > 1;
-  const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, pause, skips, remaining_runs, baseline, ...definition } = job;
+  const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, pause, skips, remaining_runs, baseline, warnings, ...definition } = job;
   const typed = refreshing ? formsTyped() : null;
   main.innerHTML = `<p><a href="#/">← Jobs</a></p><h1>${esc(job.name)} ${job.paused ? '<span class="paused">paused</span>' : ""}</h1>
     ${job.paused ? pauseBanner(job) : ""}
@@ -434,7 +465,7 @@ async function jobPage(id, refreshing = false) {
       <button data-act="delete" class="danger">Delete</button>
       <span id="action" class="muted"></span></div>
     ${pauseForm(job)}
-    <div class="grid card"><div><span>Schedule</span>${esc(schedule_description)}</div>
+    <div class="grid card"><div id="schedule"${warnings?.length ? ' class="wide"' : ""}><span>Schedule</span>${esc(schedule_description)}${scheduleWarnings(warnings)}</div>
       <div><span>Next runs</span>${preview.instants.length ? nextRuns(preview) : job.depends_on?.length ? "with its parents' runs" : "—"}</div>
       ${skipsPanel(job)}${job.remaining_runs != null ? remainingRuns(job) : ""}
       <div><span>Version</span>${version} · updated ${when(updated_at)}</div>
