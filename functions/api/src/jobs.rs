@@ -27,7 +27,6 @@ async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
     let last = state.use_cases.jobs.last_run(job).await?;
     let mut view = JobView::from(job).with_last_run(last.as_ref());
     view.subscriptions = subscriptions(state, job).await;
-    view.warnings = state.use_cases.jobs.warnings(job);
     if job.has_parents() {
         view.schedule_description = after_parents(&state.use_cases.jobs.parent_names(job).await?);
     }
@@ -50,9 +49,11 @@ async fn subscriptions(
     }
 }
 
-/// A job response (with its newest run) and its version as `ETag`.
+/// A job response (with its newest run and its schedule's warnings) and its version as `ETag`.
 async fn job_response(state: &AppState, status: StatusCode, job: &Job) -> Result<Response, ApiError> {
-    Ok(job_response_with(status, job, view(state, job).await?))
+    let mut view = view(state, job).await?;
+    view.warnings = state.use_cases.jobs.warnings(job);
+    Ok(job_response_with(status, job, view))
 }
 
 fn job_response_with(status: StatusCode, job: &Job, view: JobView) -> Response {

@@ -180,8 +180,15 @@ fn dst_mark(notes: &[DstNote], instant: DateTime<Utc>, tz: Tz) -> Option<DstEffe
 
 impl Preview {
     pub fn new(job: &Job, instants: &[DateTime<Utc>], dst: Vec<DstNote>) -> Self {
-        let zone =
-            job.document.schedule.as_ref().and_then(|s| s.timezone.clone()).unwrap_or_else(|| "UTC".into());
+        // A union has no zone of its own: its first schedule's zone is shown.
+        let zone = job
+            .document
+            .schedule
+            .as_ref()
+            .and_then(|s| {
+                s.timezone.clone().or_else(|| s.any.iter().flatten().find_map(|e| e.timezone.clone()))
+            })
+            .unwrap_or_else(|| "UTC".into());
         let tz: Tz = zone.parse().unwrap_or(Tz::UTC);
         Preview {
             job_id: job.id.to_string(),

@@ -205,6 +205,8 @@ pub async fn a_union_runs_once_where_its_schedules_coincide<H: Harness>() {
     let utc: Vec<&str> =
         preview["instants"].as_array().into_iter().flatten().filter_map(|i| i["utc"].as_str()).collect();
     assert_eq!(utc, ["2030-01-01T12:00:00Z", "2030-01-01T12:30:00Z", "2030-01-02T12:00:00Z"], "{preview}");
+    assert_eq!(preview["timezone"], "America/New_York", "a union's first zone: {preview}");
+    assert_eq!(preview["instants"][0]["local"], "2030-01-01T07:00:00-05:00", "{preview}");
     assert_eq!(
         described, "every day at 07:00 America/New_York, every day at 12:00 UTC, and every day at 12:30 UTC",
         "{view}"
@@ -287,6 +289,14 @@ pub async fn dst_changes_are_warned_of_and_previewed<H: Harness>() {
         .post(ALICE, "/v1/jobs", &job("noon", json!({"cron": "0 12 * * *", "timezone": "America/New_York"})))
         .await;
     assert!(noon.body.get("warnings").is_none(), "noon never meets a change: {}", noon.body);
+    let single = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body;
+    assert_eq!(single["warnings"].as_array().map(Vec::len), Some(1), "{single}");
+    let listed = api.get(ALICE, "/v1/jobs").await.body;
+    let jobs = listed["jobs"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !jobs.is_empty() && jobs.iter().all(|j| j.get("warnings").is_none()),
+        "a listing carries none: {listed}"
+    );
 }
 
 /// The job's ledger from 11:58 to 12:07 through the API: each instant and its outcome (with
