@@ -569,6 +569,9 @@ fn forecast_text(forecast: &Value) -> String {
             forecast["after_parents"]
         ));
     }
+    for change in forecast["dst"].as_array().into_iter().flatten() {
+        out.push_str(&format!("\nDST: {}: {}", text(&change["name"]), text(&change["detail"])));
+    }
     out
 }
 
@@ -683,5 +686,28 @@ async fn main() -> ExitCode {
             eprintln!("sundial: {e}");
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forecast_prints_the_dst_changes_it_lists() {
+        let forecast = serde_json::json!({
+            "from": "2030-03-10T00:00:00Z", "to": "2030-03-10T01:00:00Z", "scope": "owner",
+            "total": 0, "average": 0.0, "busiest": 0, "peak_minutes": 0, "peak_threshold": 2,
+            "counts": [0], "peaks": [], "after_parents": 0,
+            "dst": [{"job_id": "j", "name": "half-past-two", "effect": "moved",
+                     "detail": "2030-03-10: 02:30 does not exist in America/New_York; runs at 03:00"}]
+        });
+        assert!(
+            forecast_text(&forecast).ends_with(
+                "\nDST: half-past-two: 2030-03-10: 02:30 does not exist in America/New_York; runs at 03:00"
+            ),
+            "{}",
+            forecast_text(&forecast)
+        );
     }
 }
