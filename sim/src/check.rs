@@ -6,7 +6,8 @@
 //! - `one run per trigger request`: the tries of one trigger request (one idempotency key) make
 //!   one run, and an acknowledged request makes one;
 //! - `no lost instant`: every instant the job's schedule had while it was active has a run,
-//!   unless the scheduler missed its minute and the job's catch-up policy drops it;
+//!   unless the scheduler missed its minute and the job's catch-up policy drops it, or it came
+//!   after the scheduled runs the job's `max_runs` allowed;
 //! - `skips as policy says`: a SKIPPED run names a pause, a concurrency policy, a catch-up
 //!   policy or a skip asked for that applies;
 //! - `late runs follow the catch-up policy`: a scheduled run of a `catchup: skip` job never
@@ -45,9 +46,14 @@
 //!   answer, its 202, or its worker's crash; checked after every step);
 //! - `waits spend nothing`: every attempt a run of a group's job started was called, unless its
 //!   starter crashed or was told its start write failed: waiting for a slot never starts (and so
-//!   never spends) an attempt.
+//!   never spends) an attempt;
+//! - `scheduled runs within the limit`: a job's count of scheduled runs (what `schedule.max_runs`
+//!   counts: the runs each claim of the schedule wrote, counted by the advance that follows;
+//!   not manual or backfilled runs) grows by exactly those runs, never past the limit of the
+//!   version it was counted under, and a job that had a limit in every version has no more
+//!   counted runs than the largest.
 
-use crate::ledger::{Answered, Observed, Told};
+use crate::ledger::{Advanced, Answered, Observed, Told};
 use crate::world::Simulation;
 use chrono::{DateTime, Duration, Utc};
 use futures::FutureExt;
@@ -128,6 +134,8 @@ pub struct Summary {
     pub refused_calls: usize,
     /// Runs of `at_most_once` jobs, and how many of them ended `at_most_once:` (not repeated).
     pub at_most_once_runs: (usize, usize),
+    /// Jobs whose schedule an advance ended at their `max_runs`.
+    pub ended_at_limit: usize,
 }
 
 impl Checker {
@@ -370,6 +378,9 @@ impl Checker {
         self.workflows(world, &runs);
         self.at_most_once(&runs, &observed);
         self.waits_spend_nothing(&runs, &observed);
+        self.within_max_runs(&observed);
+        let ended = observed.advances.iter().filter(|a| a.ended_by_limit()).map(|a| &a.job_id);
+        summary.ended_at_limit = ended.collect::<BTreeSet<_>>().len();
         summary
     }
 
@@ -518,6 +529,9 @@ impl Checker {
                 while let Some(t) = cursor.filter(|t| *t <= until.min(horizon)) {
                     cursor = schedule.next_after(t);
                     if last.is_some_and(|j| paused_near(j, t)) {
+                        continue;
+                    }
+                    if past_limit(job, t, &observed.advances) {
                         continue;
                     }
                     expected += 1;
@@ -934,6 +948,71 @@ impl Checker {
         }
     }
 
+    /// A job never has more scheduled runs than its `schedule.max_runs`, counted as the claimer
+    /// counts them (`Job::scheduled_runs`): the instants a claim of the schedule wrote runs for,
+    /// counted by the advance that follows it (a claim whose advance is lost is claimed again,
+    /// and counted then); neither manual runs nor a backfill's. The count goes on across edits:
+    /// raising the limit allows the difference, lowering it below the count ends the schedule
+    /// (the runs already claimed stay). So every advance grows the count by the runs its claim
+    /// wrote, to no more than the limit of the version it read; and a job that had a limit in
+    /// every version has no more counted runs than the largest of them.
+    fn within_max_runs(&mut self, observed: &Observed) {
+        const NAME: &str = "scheduled runs within the limit";
+        let wrong = |job_id: &JobId, detail: String, run: Option<&RunKey>| Violation {
+            invariant: NAME,
+            detail,
+            job: Some(job_id.to_string()),
+            run: run.map(RunKey::encode),
+        };
+        let mut counted: BTreeMap<&JobId, BTreeSet<&RunKey>> = BTreeMap::new();
+        for a in &observed.advances {
+            let grew = a.count().checked_sub(a.scheduled_runs);
+            let over = a.max_runs.is_some_and(|max| a.counted.is_some_and(|c| c > max));
+            if over || grew != Some(a.claimed.len() as u64) {
+                self.violations.push(wrong(
+                    &a.job_id,
+                    format!(
+                        "job {} (version {}, max_runs {:?}) advanced at {} from {:?} to {:?}, its count of scheduled runs from {} to {:?}, having claimed {} runs",
+                        a.job_id,
+                        a.version,
+                        a.max_runs,
+                        a.at,
+                        a.from,
+                        a.next,
+                        a.scheduled_runs,
+                        a.counted,
+                        a.claimed.len()
+                    ),
+                    a.claimed.last(),
+                ));
+            }
+            counted.entry(&a.job_id).or_default().extend(&a.claimed);
+        }
+        for (job_id, versions) in &observed.versions {
+            let limits: Option<Vec<u64>> = versions
+                .iter()
+                .filter_map(|(_, job)| job.as_ref())
+                .map(|job| job.document.schedule.as_ref().and_then(|s| s.max_runs))
+                .collect();
+            let Some(max) = limits.as_ref().and_then(|l| l.iter().copied().max()) else { continue };
+            let Some(runs) = counted.get(job_id).filter(|runs| runs.len() as u64 > max) else { continue };
+            let instants: Vec<String> =
+                runs.iter().map(|k| k.instant.format("%H:%M:%S").to_string()).collect();
+            let name =
+                versions.iter().rev().find_map(|(_, job)| job.as_ref()).map(|j| j.document.name.clone());
+            self.violations.push(wrong(
+                job_id,
+                format!(
+                    "job {job_id} ({}) has {} scheduled runs, though no version allowed more than {max} (limits {limits:?}): {}",
+                    name.unwrap_or_default(),
+                    runs.len(),
+                    instants.join(", ")
+                ),
+                runs.iter().nth(max as usize).copied(),
+            ));
+        }
+    }
+
     fn triggers(&mut self, runs: &[Run], observed: &Observed) {
         let mut asked: BTreeMap<&JobId, (BTreeSet<usize>, BTreeSet<usize>)> = BTreeMap::new();
         for (op, job, acknowledged) in &observed.triggers {
@@ -970,6 +1049,23 @@ fn last_version<'a>(observed: &'a Observed, job: &JobId) -> Option<&'a Job> {
 /// run (a schedule edit, a pause, a resume, a deletion).
 fn changes_instants(before: &Job, after: &Job) -> bool {
     before.document.schedule != after.document.schedule || before.document.paused != after.document.paused
+}
+
+/// Whether `t`, an instant of `job`'s version, comes after the scheduled runs its
+/// `schedule.max_runs` allows, as the claimer counts them (`Job::scheduled_runs`): the version
+/// was written with none left (a limit lowered to the count or below, an edit after the last
+/// run), or an advance of this version or a later one ended the schedule at the limit, and `t`
+/// is at or after the instant that advance's claim began at (no claim that was counted had
+/// reached it, and none is after that advance until an edit re-arms the job, which is a version
+/// of its own).
+fn past_limit(job: &Job, t: DateTime<Utc>, advances: &[Advanced]) -> bool {
+    job.remaining_runs() == Some(0)
+        || advances.iter().any(|a| {
+            a.job_id == job.id
+                && a.version >= job.version
+                && a.ended_by_limit()
+                && a.from.is_some_and(|from| from <= t)
+        })
 }
 
 /// Whether a pause of the job (as last written) covers `t`, or begins or ends within a minute of it.

@@ -332,15 +332,27 @@ impl DueIndex for FaultyJobs {
     }
 
     async fn advance(&self, job: &Job, to: &Advance) -> StoreResult<()> {
-        self.faults
-            .call(
-                "jobs.advance",
-                Subject::job(&job.id),
-                true,
-                self.inner.advance(job, to),
-                StoreError::Unavailable,
-            )
-            .await
+        let advance = async {
+            let out = self.inner.advance(job, to).await;
+            if out.is_ok() {
+                let actor = self.sim.core().actor.clone();
+                let mut ledger = self.ledger.get();
+                let claimed = ledger.claiming.remove(&(actor, job.id.clone())).unwrap_or_default();
+                ledger.advances.push(crate::ledger::Advanced {
+                    at: self.sim.now(),
+                    job_id: job.id.clone(),
+                    version: job.version,
+                    from: job.next_run_at,
+                    max_runs: job.document.schedule.as_ref().and_then(|s| s.max_runs),
+                    scheduled_runs: job.scheduled_runs,
+                    next: to.next,
+                    counted: to.scheduled_runs,
+                    claimed,
+                });
+            }
+            out
+        };
+        self.faults.call("jobs.advance", Subject::job(&job.id), true, advance, StoreError::Unavailable).await
     }
 }
 
@@ -364,6 +376,20 @@ impl FaultyRuns {
         let out = write.await;
         self.touch(run);
         out
+    }
+
+    /// A scheduled run written (created or found) by the actor polled: a backfill's, or a claim
+    /// of the schedule, counted by the advance of its job that follows from the same actor (if
+    /// any).
+    fn claimed(&self, run: &Run) {
+        let actor = self.sim.core().actor.clone();
+        let mut ledger = self.ledger.get();
+        let key = (run.job_id.clone(), run.key.clone());
+        if ledger.backfillers.contains(&actor) {
+            ledger.backfilled.insert(key);
+        } else {
+            ledger.claiming.entry((actor, key.0)).or_default().insert(key.1);
+        }
     }
 
     async fn stored(&self, run: &Run) -> Option<Run> {
@@ -462,14 +488,15 @@ impl RunHistory for FaultyRuns {
 #[async_trait]
 impl RunWrites for FaultyRuns {
     async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+        let insert = async {
+            let out = self.inner.insert(run).await;
+            if out.is_ok() && run.key.manual.is_none() {
+                self.claimed(run);
+            }
+            out
+        };
         self.faults
-            .call(
-                "runs.insert",
-                Subject::of(run),
-                true,
-                self.write(run, self.inner.insert(run)),
-                StoreError::Unavailable,
-            )
+            .call("runs.insert", Subject::of(run), true, self.write(run, insert), StoreError::Unavailable)
             .await
     }
 

@@ -102,6 +102,51 @@ pub struct Observed {
     pub unanswered_starts: BTreeSet<(String, u32)>,
     /// The actors (incarnations) that crashed.
     pub crashed: BTreeSet<Arc<str>>,
+    /// Every advance of a job the store accepted, in order.
+    pub advances: Vec<Advanced>,
+    /// The actors (incarnations) that run a backfill request: their runs are not the schedule's
+    /// claims (`max_runs` does not count them).
+    pub backfillers: BTreeSet<Arc<str>>,
+    /// The scheduled runs each actor's claim of a job wrote (created or found), not yet counted
+    /// by an advance of that job by that actor: (actor, job) → run keys.
+    pub claiming: BTreeMap<(Arc<str>, JobId), BTreeSet<RunKey>>,
+    /// The scheduled runs backfills wrote (created or found).
+    pub backfilled: BTreeSet<(JobId, RunKey)>,
+}
+
+/// An advance of a job the store accepted: the job as its claimer read it, and what it wrote.
+#[derive(Debug, Clone)]
+pub struct Advanced {
+    /// Global time.
+    pub at: DateTime<Utc>,
+    pub job_id: JobId,
+    /// The version read (an advance keeps it).
+    pub version: u64,
+    /// The job's next instant as read: the claim started there.
+    pub from: Option<DateTime<Utc>>,
+    /// The limit of scheduled runs of the version read, and its count of them then.
+    pub max_runs: Option<u64>,
+    pub scheduled_runs: u64,
+    /// The next instant written (`None`: the schedule ended).
+    pub next: Option<DateTime<Utc>>,
+    /// The count of scheduled runs written, when the pass claimed some.
+    pub counted: Option<u64>,
+    /// The scheduled runs the advancing actor's claim of the job wrote before it (what the count
+    /// grew by).
+    pub claimed: BTreeSet<RunKey>,
+}
+
+impl Advanced {
+    /// The job's count of scheduled runs once written.
+    pub fn count(&self) -> u64 {
+        self.counted.unwrap_or(self.scheduled_runs)
+    }
+
+    /// Whether this advance ended the schedule at its limit of scheduled runs: no instant of the
+    /// version it read from its `from` on is claimed after it.
+    pub fn ended_by_limit(&self) -> bool {
+        self.next.is_none() && self.max_runs.is_some_and(|max| self.count() >= max)
+    }
 }
 
 /// The most calls of a group at the target at once.

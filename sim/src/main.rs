@@ -57,7 +57,7 @@ fn main() -> ExitCode {
     // Seeds with a group, those whose group was full at the target at least once; refused calls;
     // runs of at-most-once jobs, and those it ended.
     let (mut groups, mut full, mut refused, mut once, mut once_ended) = (0, 0, 0, 0, 0);
-    let mut out_of_budget = 0;
+    let (mut out_of_budget, mut ended_at_limit) = (0, 0);
     for seed in first..first + count {
         let mut options = Options::seed(seed);
         options.jobs = jobs.map_or(options.jobs, |j| j as usize);
@@ -74,6 +74,7 @@ fn main() -> ExitCode {
         refused += outcome.summary.refused_calls;
         once += outcome.summary.at_most_once_runs.0;
         once_ended += outcome.summary.at_most_once_runs.1;
+        ended_at_limit += outcome.summary.ended_at_limit;
         out_of_budget += outcome.faults.get(sundial_sim::world::OUT_OF_BUDGET).copied().unwrap_or(0);
         for line in &outcome.trace {
             println!("{line}");
@@ -93,6 +94,7 @@ fn main() -> ExitCode {
     println!(
         "groups in {groups} seeds, full at the target in {full}; {refused} calls refused; {once} runs at most once, {once_ended} of them ended rather than repeated"
     );
+    println!("{ended_at_limit} jobs ended at their max_runs");
     println!("{out_of_budget} tick passes stopped by their budget and continued by the next");
     if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

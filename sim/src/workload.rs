@@ -10,6 +10,9 @@
 //! before any job, named by about a third of the (non-workflow) jobs; in every seed about a
 //! quarter of the jobs `at_most_once`; and on every job a small chance that its target refuses
 //! the connection (the call never leaves).
+//!
+//! Drawn from what is already drawn (no new draw): which recurring jobs have `schedule.max_runs`,
+//! which edits set, raise, lower or remove it, which pauses are skips or end by themselves.
 
 use crate::executor::Sim;
 use crate::target::Profile;
@@ -146,6 +149,12 @@ impl Workload {
             if core.chance(0.2) {
                 document["alert_after_failures"] = json!(2);
             }
+            // A quarter of the recurring jobs end after a few scheduled runs (no draw: chosen from
+            // the time the target is busy, already drawn, so the stream stays the same).
+            let busy_ms = profile.busy_ms;
+            if busy_ms % 4 == 0 && document["schedule"].get("at").is_none() {
+                document["schedule"]["max_runs"] = json!([1, 2, 3, 5, 8, 20][(busy_ms / 4 % 6) as usize]);
+            }
             documents.push(document);
             // Most jobs exist from the start; some are created while the others run.
             let created = match core.chance(0.75) {
@@ -188,6 +197,15 @@ impl Workload {
                     Action::Backfill(n, from, at - Duration::minutes(1))
                 }
                 15 => Action::Delete(n),
+                // A third of these triggers set, raise, lower or remove the job's limit of
+                // scheduled runs instead (no draw: chosen from the instant already drawn). On a
+                // one-time job the limit is refused (422).
+                _ if at.timestamp() % 3 == 0 => {
+                    let max_runs = [Value::Null, json!(1), json!(2), json!(4), json!(8), json!(25)]
+                        [(at.timestamp() / 3 % 6) as usize]
+                        .clone();
+                    Action::Patch(n, json!({"schedule": {"max_runs": max_runs}}))
+                }
                 _ => Action::Trigger(n),
             };
             // Edits land while the minute's claim passes run (ticks fire 0-3 s past the minute),

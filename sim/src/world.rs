@@ -615,7 +615,12 @@ fn request(world: &Simulation, n: usize) -> Work {
                     None => true,
                 },
                 Action::Backfill(j, from, to) => match job(*j) {
-                    Some(id) => jobs.backfill(&owner, &id, *from, *to).await.is_ok(),
+                    Some(id) => {
+                        // The runs it creates are told apart from the schedule's.
+                        let actor = sim.core().actor.clone();
+                        ledger.get().backfillers.insert(actor);
+                        jobs.backfill(&owner, &id, *from, *to).await.is_ok()
+                    }
                     None => true,
                 },
                 Action::Delete(j) => match job(*j) {
