@@ -218,7 +218,7 @@ function graphSvg(graph, current) {
 const OUTCOMES = ["ran", "skipped", "missed", "pending"];
 const LEDGER_PAGES = 5;
 const REASONS = { catchup_dropped: "dropped by the catch-up policy", paused: "the job was paused", before_start: "before the schedule began",
-  after_end: "after the schedule ended", edited: "not on the schedule then: edited since", unrecorded: "no record of why" };
+  after_end: "after the schedule ended", edited: "not on the schedule then: edited since", upstream_missing: "a parent had no run at this instant", unrecorded: "no record of why" };
 const rfc3339 = (t) => t.toISOString().replace(/\.\d{3}Z$/, "Z");
 const ledgerShown = { id: null, html: "", at: 0, reading: null };
 

@@ -317,7 +317,8 @@ impl Jobs {
         let now = self.clock.now();
         let next_tick =
             sundial_domain::due_index::minute_of(now) + chrono::Duration::seconds(60) + DUE_SOON_MARGIN;
-        match job.due_at() {
+        // Where the due index files it: a start deep in a long window is claimed later.
+        match job.due_at().map(|next| job.claimable_from(next)) {
             Some(due) if due < next_tick => {
                 let report = self.claimer.claim(vec![job.clone()], None, now).await;
                 if report.failed > 0 || report.send_failures > 0 {
@@ -512,8 +513,11 @@ impl Jobs {
             after.note_pause(note);
         }
         let resumed = before.document.paused && !after.document.paused;
+        // An edit of the flexible window moves where the job is filed even when its next
+        // instant stays: a filing in a minute the tick has passed is claimed now.
+        let refiled = after.index_at() != before.index_at();
         match self.write_edit(&before, &after, &parents).await? {
-            Race::Won(()) if after.next_run_at != before.next_run_at || resumed => {
+            Race::Won(()) if after.next_run_at != before.next_run_at || resumed || refiled => {
                 self.claim_if_due_soon(after).await.map(Race::Won)
             }
             Race::Won(()) => Ok(Race::Won(after)),
@@ -543,6 +547,11 @@ impl Jobs {
             // A job that runs after others has no instants of its own.
             _ if !parents.is_empty() => None,
             (_, false) => before.next_run_at,
+            // An instant still waiting for its start (deep in a long window) keeps its run if
+            // the edited schedule has it too and its start is still ahead.
+            (Some(s), true) if !resumed && let Some(waiting) = waiting_instant(before, &document, s, now) => {
+                Some(waiting)
+            }
             (Some(s), true) => s.first_at_or_after(now),
             // Run-once jobs keep their pending run (or its absence, once it ran).
             (None, true) => before.next_run_at.map(|t| t.max(ceil_second(now))),
@@ -821,7 +830,12 @@ impl Jobs {
         let (instants, dst) = match validation::stored_schedule(&job)? {
             Some(schedule) => {
                 let instants = schedule.upcoming(now - chrono::Duration::seconds(1), count);
-                let last = instants.last().copied().unwrap_or(now);
+                // At most a year of DST changes: a rare schedule's 500 instants span centuries.
+                let last = instants
+                    .last()
+                    .copied()
+                    .unwrap_or(now)
+                    .min(now + chrono::Duration::days(DST_WARNING_DAYS));
                 (instants, schedule.dst_notes(now, last))
             }
             None => (job.next_run_at.into_iter().take(count).collect(), Vec::new()),
@@ -851,6 +865,21 @@ pub struct Preview {
     pub instants: Vec<DateTime<Utc>>,
     /// The DST changes from now to the last instant that touch the schedule.
     pub dst: Vec<DstNote>,
+}
+
+/// The job's next instant when it is past but its run has not been claimed because its start,
+/// deep in a long flexible window, is still ahead, and the edited `document`'s `schedule` has it
+/// too, with a start (under the edit) still ahead: an edit does not drop it.
+fn waiting_instant(
+    before: &Job,
+    document: &JobDocument,
+    schedule: &Schedule,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let waiting = before.next_run_at.filter(|next| *next < now)?;
+    let edited = Job { document: document.clone(), ..before.clone() };
+    let on_schedule = schedule.first_at_or_after(waiting) == Some(waiting);
+    (on_schedule && waiting + edited.start_offset(waiting) >= now).then_some(waiting)
 }
 
 /// The last instant of `schedule` in `[from, now)`, found by looking back over windows that

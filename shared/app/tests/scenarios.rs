@@ -696,6 +696,58 @@ async fn windows_of_hours_claim_each_run_within_reach_of_its_start() {
     }
 }
 
+/// An edit of a long window while an instant waits for its start: the job was filed for that
+/// start (hours after the instant); narrowed to 10 minutes, its instant's filing falls in a
+/// minute the tick has passed, so the edit claims it at once, and the next day runs as usual.
+#[tokio::test]
+async fn narrowing_a_long_window_while_an_instant_waits_claims_it() {
+    let world = World::at("2030-01-01T11:50:00Z");
+    let instant = t("2030-01-01T12:00:00Z");
+    let mut waiting = None;
+    for n in 0..10 {
+        let document =
+            job(&format!("wide-{n}"), json!({"cron": "0 12 * * *"}), json!({"flexible_window_s": 14_400}));
+        let created = world.create(document).await;
+        if created.start_offset(instant) > Duration::minutes(90) && waiting.is_none() {
+            waiting = Some(created);
+        }
+    }
+    let waiting = waiting.expect("one of ten starts more than 90 minutes in");
+    for minute in 0..=70 {
+        world.set(&(t("2030-01-01T11:50:00Z") + Duration::minutes(minute)).to_rfc3339());
+        world.use_cases.tick.run().await.unwrap();
+    }
+    assert!(world.runs_of(&waiting.id).is_empty(), "13:00: its start is still out of reach");
+    // An edit of its schedule that keeps the instant keeps it waiting.
+    let terms = EditTerms { if_match: None, break_joins: false, pause: None };
+    let limited = world
+        .use_cases
+        .jobs
+        .patch(&owner(), &waiting.id, &json!({"schedule": {"max_runs": 100}}), terms)
+        .await
+        .unwrap();
+    assert_eq!(limited.next_run_at, Some(instant), "the waiting instant is not dropped by the edit");
+    let terms = EditTerms { if_match: None, break_joins: false, pause: None };
+    let narrowed = world
+        .use_cases
+        .jobs
+        .patch(&owner(), &waiting.id, &json!({"flexible_window_s": 600}), terms)
+        .await
+        .unwrap();
+    assert_eq!(narrowed.next_run_at, Some(t("2030-01-02T12:00:00Z")), "its instant claimed by the edit");
+    let runs = world.runs_of(&waiting.id);
+    assert_eq!(runs.iter().map(|r| r.scheduled_at()).collect::<Vec<_>>(), [instant]);
+    world.deliver().await;
+    assert!(world.runs_of(&waiting.id)[0].state.is_terminal());
+
+    for minute in 0..=20 {
+        world.set(&(t("2030-01-02T11:55:00Z") + Duration::minutes(minute)).to_rfc3339());
+        world.use_cases.tick.run().await.unwrap();
+        world.deliver().await;
+    }
+    assert_eq!(world.runs_of(&waiting.id).len(), 2, "the next day runs as usual");
+}
+
 /// The recorder says which of its outcomes a step met: written; lost to another writer (the
 /// run moved on under a stale read); refused by the domain (the step does not apply to the run
 /// as it stands), which is not a storage conflict.

@@ -19,9 +19,11 @@ pub fn late_reason(job: &Job, run: &Run, now: DateTime<Utc>) -> Option<String> {
         Duration::seconds(i64::from(job.document.catchup_window_s.unwrap_or(DEFAULT_CATCHUP_WINDOW_S)));
     // Claimed ahead or on time by a tick; a backfill, a tick's catch-up of missed instants or a
     // child's run handed down by its parents is made long after its instant.
-    // Measured from its start (its instant plus its offset): a run far into a long flexible
-    // window is claimed hours after its instant, on time for its start.
-    let claimed_on_time = run.created_at <= run.due_at + window;
+    // Measured from the start its schedule gives it (its instant plus its offset): a run far
+    // into a long flexible window is claimed hours after its instant, on time for that start. Not
+    // from the run's own `due_at`: a backfill is due when it is made.
+    let scheduled_start = run.scheduled_at() + job.start_offset(run.scheduled_at());
+    let claimed_on_time = run.created_at <= scheduled_start + window;
     let late = now - run.due_at;
     if run.attempt > 0 || run.key.manual.is_some() || !claimed_on_time || late <= window {
         return None;
@@ -98,6 +100,28 @@ mod tests {
         assert_eq!(late_reason(&job, &started, now), None, "a retry is not a start");
         let backfilled = Run { created_at: at("2026-11-22T10:30:00Z"), ..run.clone() };
         assert_eq!(late_reason(&job, &backfilled, now), None, "made after its instant on purpose");
+        // As a backfill makes it: due when it is made, started long after (a backlog, a full group).
+        let paced =
+            Run { created_at: at("2026-11-22T10:30:00Z"), due_at: at("2026-11-22T10:30:00Z"), ..run.clone() };
+        assert_eq!(late_reason(&job, &paced, now), None, "a backfill is never judged late");
+        // A long window: claimed an hour after its instant, on time for its own start.
+        let wide = crate::fixtures::job(
+            json!({"schedule": {"cron": "0 10 * * *"}, "catchup": "skip", "flexible_window_s": 14_400}),
+        );
+        let start = at(DUE) + wide.start_offset(at(DUE));
+        let claimed = claim(
+            &wide,
+            RunKey::scheduled(at(DUE)),
+            start,
+            start - Duration::minutes(15),
+            Duration::days(30),
+        );
+        assert_eq!(
+            late_reason(&wide, &claimed, start + Duration::seconds(30)),
+            None,
+            "on time for its start"
+        );
+        assert!(late_reason(&wide, &claimed, start + Duration::minutes(5)).is_some(), "late for its start");
         let manual = Run { key: RunKey::manual(at(DUE)), ..run };
         assert_eq!(late_reason(&job, &manual, now), None, "a trigger is asked for now");
     }
