@@ -583,13 +583,25 @@ impl RunWrites for FaultyRuns {
             .await
     }
 
-    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()> {
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles, by: &str) -> StoreResult<()> {
         self.faults
             .call(
                 "runs.close_troubles",
                 Subject::job(job_id),
                 true,
-                self.inner.close_troubles(job_id, ended),
+                self.inner.close_troubles(job_id, ended, by),
+                StoreError::Unavailable,
+            )
+            .await
+    }
+
+    async fn troubles_closed_by(&self, job_id: &JobId) -> StoreResult<Option<String>> {
+        self.faults
+            .call(
+                "runs.troubles_closed_by",
+                Subject::job(job_id),
+                false,
+                self.inner.troubles_closed_by(job_id),
                 StoreError::Unavailable,
             )
             .await

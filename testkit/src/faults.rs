@@ -293,6 +293,10 @@ const OPS: &[&str] = &[
     "RunWrites::transition",
     "RunWrites::transition_unchanged",
     "RunWrites::flag_failing",
+    "RunWrites::troubles",
+    "RunWrites::open_trouble",
+    "RunWrites::close_troubles",
+    "RunWrites::troubles_closed_by",
     "RunWrites::mark_resent",
     "RunWrites::mark_call_ended",
     "RunOutbox::record_event",
@@ -361,7 +365,8 @@ faulty!(RunWrites {
     async fn flag_failing(&self, job_id: &JobId, after: Option<&RunKey>, mark: &TroubleMark) -> StoreResult<()>;
     async fn troubles(&self, job_id: &JobId) -> StoreResult<Troubles>;
     async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()>;
-    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()>;
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles, by: &str) -> StoreResult<()>;
+    async fn troubles_closed_by(&self, job_id: &JobId) -> StoreResult<Option<String>>;
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
     async fn mark_call_ended(&self, run: &Run, attempt: u32) -> StoreResult<()>;
 });

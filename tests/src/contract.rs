@@ -982,15 +982,26 @@ async fn troubles_open_once_and_close_as_read(store: &dyn RunStore) {
 
     // A close names the marks it read: one that moved since fails it whole.
     let stale = Troubles { failing: Some(mark(0)), missed: Some(mark(3)), ..Troubles::default() };
-    assert_eq!(store.close_troubles(&job_id, &stale).await, Err(StoreError::Conflict));
+    assert_eq!(store.close_troubles(&job_id, &stale, "run-a").await, Err(StoreError::Conflict));
+    assert_eq!(store.troubles_closed_by(&job_id).await.unwrap(), None, "a lost close records no closer");
     assert_eq!(store.troubles(&job_id).await.unwrap(), open, "nothing closed");
     let two = Troubles { failing: Some(mark(4)), missed: Some(mark(3)), ..Troubles::default() };
-    store.close_troubles(&job_id, &two).await.unwrap();
-    assert_eq!(store.close_troubles(&job_id, &two).await, Err(StoreError::Conflict), "closed once");
+    store.close_troubles(&job_id, &two, "run-b").await.unwrap();
+    assert_eq!(store.close_troubles(&job_id, &two, "run-c").await, Err(StoreError::Conflict), "closed once");
+    assert_eq!(
+        store.troubles_closed_by(&job_id).await.unwrap().as_deref(),
+        Some("run-b"),
+        "the closer is kept: a writer whose answer was lost knows its own close"
+    );
     let left = store.troubles(&job_id).await.unwrap();
     assert_eq!(left, Troubles { failure_rate: Some(mark(1)), ..Troubles::default() });
-    store.close_troubles(&job_id, &Troubles::default()).await.expect("closing none is a no-op");
-    store.close_troubles(&job_id, &left).await.unwrap();
+    store.close_troubles(&job_id, &Troubles::default(), "run-d").await.expect("closing none is a no-op");
+    assert_eq!(
+        store.troubles_closed_by(&job_id).await.unwrap().as_deref(),
+        Some("run-b"),
+        "and records nothing"
+    );
+    store.close_troubles(&job_id, &left, "run-e").await.unwrap();
     store.open_trouble(&job_id, Trouble::FailureRate, &mark(5)).await.expect("opens again once closed");
 }
 

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use sundial_domain::events::failing_streak;
 use sundial_domain::health::{self, Ended, FailureRate, Recovery, Trouble, TroubleMark};
-use sundial_domain::job::{EventKind, Job};
+use sundial_domain::job::{EventKind, Job, JobId};
 use sundial_domain::ports::store::{Catalogue, RunHistory, RunOutbox, RunStore, RunWrites, StoreError};
 use sundial_domain::run::event::EventDetail;
 use sundial_domain::run::{Run, RunEvent, RunState};
@@ -39,6 +39,12 @@ struct Neighbours {
 }
 
 impl Neighbours {
+    /// The newest instant among `run` and the failed runs keyed after it.
+    fn newest_failure(&self, run: &Run) -> DateTime<Utc> {
+        let failed = |r: &&Run| matches!(r.state, RunState::Failed | RunState::TimedOut);
+        self.later.iter().filter(failed).map(Run::scheduled_at).fold(run.scheduled_at(), DateTime::max)
+    }
+
     /// The job's failure rate over its latest ended runs, `run` among them.
     fn rate(&self, run: &Run) -> Option<FailureRate> {
         let ended = |r: &Run| match r.state {
@@ -102,11 +108,20 @@ impl Health {
         // rate's window.
         let limit = threshold.map_or(0, |t| t * 2 + 10).max(health::RATE_WINDOW as u32 * 2 + 10);
         let neighbours = self.neighbours(job, after, now, limit).await?;
-        let mark = TroubleMark { as_of: after.scheduled_at(), told_at: now };
+        // Told as of the newest failure it counts (runs end out of order): only a success
+        // scheduled after every one of them says the job works again.
+        let mark = TroubleMark { as_of: neighbours.newest_failure(after), told_at: now };
         if let Some(threshold) = threshold {
             let streak = failing_streak(&neighbours.earlier, &neighbours.later);
             if streak.failures >= threshold as usize
-                && flagged(self.flags.flag_failing(&job.id, streak.after.as_ref(), &mark).await)?
+                && self
+                    .won(
+                        &job.id,
+                        Trouble::Failing,
+                        &mark,
+                        self.flags.flag_failing(&job.id, streak.after.as_ref(), &mark).await,
+                    )
+                    .await?
             {
                 told.push(
                     self.record(after, told, RunEvent::new(EventKind::Failing, after.attempt, now)).await?,
@@ -114,7 +129,14 @@ impl Health {
             }
         }
         if let Some(rate) = neighbours.rate(after).filter(|r| rates && r.alarming())
-            && flagged(self.flags.open_trouble(&job.id, Trouble::FailureRate, &mark).await)?
+            && self
+                .won(
+                    &job.id,
+                    Trouble::FailureRate,
+                    &mark,
+                    self.flags.open_trouble(&job.id, Trouble::FailureRate, &mark).await,
+                )
+                .await?
         {
             let event = RunEvent::new(EventKind::FailureRate, after.attempt, now)
                 .with_detail(EventDetail::FailureRate(rate));
@@ -143,13 +165,43 @@ impl Health {
             None => None,
         };
         let ended = troubles.ended_by(after.scheduled_at(), rate.as_ref());
-        if ended.is_empty() || !flagged(self.flags.close_troubles(&job.id, &ended).await)? {
+        if ended.is_empty() {
+            return Ok(());
+        }
+        let by = after.id().to_string();
+        let closed = match self.flags.close_troubles(&job.id, &ended, &by).await {
+            Ok(()) => true,
+            // Another success closed them first, or this close was applied and its answer lost.
+            Err(StoreError::Conflict) => {
+                self.flags.troubles_closed_by(&job.id).await?.as_deref() == Some(by.as_str())
+            }
+            Err(e) => return Err(e),
+        };
+        if !closed {
             return Ok(());
         }
         let event = RunEvent::new(EventKind::Recovered, after.attempt, now)
             .with_detail(EventDetail::Recovered(Recovery { from: ended }));
         told.push(self.record(after, told, event).await?);
         Ok(())
+    }
+
+    /// Whether this writer set the trouble's flag: it did, or its write was applied and its
+    /// answer lost (the SDK's retry then meets its own write as a failed condition), which the
+    /// flag holding this very mark shows (its `told_at` is this writer's clock, to the
+    /// nanosecond).
+    async fn won(
+        &self,
+        job_id: &JobId,
+        trouble: Trouble,
+        mark: &TroubleMark,
+        written: Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        match written {
+            Ok(()) => Ok(true),
+            Err(StoreError::Conflict) => Ok(self.flags.troubles(job_id).await?.get(trouble) == Some(*mark)),
+            Err(e) => Err(e),
+        }
     }
 
     async fn neighbours(
@@ -196,14 +248,5 @@ impl Health {
         if let Err(e) = learned.await {
             tracing::warn!(job_id = %job.id, error = %e, "baseline not learned; learned at the next success");
         }
-    }
-}
-
-/// Whether a conditional flag was set by this write: `false` when another writer set it first.
-fn flagged(written: Result<(), StoreError>) -> Result<bool, StoreError> {
-    match written {
-        Ok(()) => Ok(true),
-        Err(StoreError::Conflict) => Ok(false),
-        Err(e) => Err(e),
     }
 }

@@ -969,6 +969,34 @@ proptest::proptest! {
     }
 }
 
+/// A flag write applied whose answer is lost (the SDK's retry meets the write as a failed
+/// condition) is recognised by its writer: `failing` is still told once, and so is the
+/// `recovered` whose close lost its answer.
+#[tokio::test]
+async fn a_flag_whose_answer_was_lost_still_tells_its_event() {
+    let world = World::at(START);
+    let script = Script::new();
+    script.add(Rule::once("RunWrites::flag_failing").answer(StoreError::Conflict));
+    script.add(Rule::once("RunWrites::close_troubles").answer(StoreError::Conflict));
+    let ports = Ports { runs: Faulty::new(world.ports.runs.clone(), &script), ..world.ports.clone() };
+    let losing = world.rewired(&ports, |_| {});
+    let extra = json!({"alert_after_failures": 2, "retry": {"max_attempts": 1}});
+    let job = world.create(yearly("unlucky", extra)).await;
+    for answer in ["F", "F", "S"] {
+        world.caller.push(match answer {
+            "F" => failed(500),
+            _ => Answer::Succeeded { status: Some(200), output: None },
+        });
+        world.trigger(&job).await;
+        let queue = world.queue.as_ref();
+        sundial_app::worker::poll::poll_once(&losing.worker, queue, queue, "worker", 0).await.unwrap();
+        world.pass(1);
+    }
+    let told = world.told();
+    assert_eq!(told.iter().filter(|e| **e == "failing").count(), 1, "{told:?}");
+    assert_eq!(told.iter().filter(|e| **e == "recovered").count(), 1, "{told:?}");
+}
+
 /// A job whose instants were dropped after an outage is told `missed`, and its next successful
 /// run `recovered`, once; a success scheduled before the gap recovers nothing.
 #[tokio::test]

@@ -44,6 +44,8 @@ struct State {
     failing: HashMap<String, String>,
     /// Per job, the troubles told and not recovered from.
     troubles: HashMap<String, Troubles>,
+    /// Per job, the run that last closed its troubles.
+    closed_by: HashMap<String, String>,
     /// A job whose run inserts fail as throttled (a test's outage).
     failing_inserts: Option<JobId>,
 }
@@ -339,16 +341,24 @@ impl RunWrites for MemoryRunStore {
         Ok(())
     }
 
-    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()> {
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles, by: &str) -> StoreResult<()> {
         let mut state = lock(&self.state);
         let troubles = state.troubles.entry(job_id.to_string()).or_default();
         if ended.open().any(|(trouble, mark)| troubles.get(trouble) != Some(mark)) {
             return Err(StoreError::Conflict);
         }
+        if ended.is_empty() {
+            return Ok(());
+        }
         for (trouble, _) in ended.open() {
             troubles.set(trouble, None);
         }
+        state.closed_by.insert(job_id.to_string(), by.to_string());
         Ok(())
+    }
+
+    async fn troubles_closed_by(&self, job_id: &JobId) -> StoreResult<Option<String>> {
+        Ok(lock(&self.state).closed_by.get(job_id.as_str()).cloned())
     }
 
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()> {

@@ -527,6 +527,21 @@ impl RunWrites for DynamoRunStore {
         Ok(troubles)
     }
 
+    async fn troubles_closed_by(&self, job_id: &JobId) -> StoreResult<Option<String>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(flags_partition(job_id)))
+            .key("run_key", s(FLAGS_KEY))
+            .consistent_read(true)
+            .projection_expression("closed_by")
+            .send()
+            .await
+            .map_err(store_error)?;
+        Ok(out.item.as_ref().and_then(|item| get_opt_s(item, "closed_by")).map(str::to_string))
+    }
+
     async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()> {
         let attribute = trouble_attribute(trouble);
         let update = Update::new().set(attribute, ":mark", mark_value(mark)?).set(
@@ -541,8 +556,8 @@ impl RunWrites for DynamoRunStore {
         Ok(())
     }
 
-    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()> {
-        let mut update = Update::new();
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles, by: &str) -> StoreResult<()> {
+        let mut update = Update::new().set("closed_by", ":by", s(by));
         let mut condition = Vec::new();
         for (trouble, mark) in ended.open() {
             let (attribute, placeholder) = (trouble_attribute(trouble), format!(":{}", trouble.as_str()));

@@ -327,9 +327,13 @@ pub trait RunWrites: Send + Sync + std::fmt::Debug {
     async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()>;
 
     /// Closes the troubles `ended` holds if each is still open with the mark it holds
-    /// (`Conflict` otherwise, and nothing is closed): the conditional flag that tells
-    /// `recovered` once per trouble told.
-    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles) -> StoreResult<()>;
+    /// (`Conflict` otherwise, and nothing is closed), recording `by` (the run that closes them)
+    /// with the close: the conditional flag that tells `recovered` once per trouble told.
+    async fn close_troubles(&self, job_id: &JobId, ended: &Troubles, by: &str) -> StoreResult<()>;
+
+    /// Who last closed the job's troubles (the `by` of the last close), read consistently: how a
+    /// closer whose answer was lost recognises its own write.
+    async fn troubles_closed_by(&self, job_id: &JobId) -> StoreResult<Option<String>>;
 
     /// Records that the run's message was sent (manual and backfilled runs).
     async fn mark_resent(&self, run: &Run, at: DateTime<Utc>) -> StoreResult<()>;
