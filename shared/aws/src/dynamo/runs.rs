@@ -246,10 +246,15 @@ fn events_of(item: &Item) -> StoreResult<Vec<RunEvent>> {
             sent: matches!(fields.get("sent"), Some(AttributeValue::Bool(true))),
             shared_sent: matches!(fields.get("shared_sent"), Some(AttributeValue::Bool(true))),
             taken_at: get_opt_s(fields, "taken_at").and_then(parse_instant),
-            detail: get_opt_s(fields, "detail")
-                .map(serde_json::from_str)
-                .transpose()
-                .map_err(|e| StoreError::Corrupt(format!("event {id} detail: {e}")))?,
+            // Numbers this build cannot read (written by a later one) leave the event without
+            // them rather than the run unreadable: its events are still published.
+            detail: get_opt_s(fields, "detail").and_then(|text| match serde_json::from_str(text) {
+                Ok(detail) => Some(detail),
+                Err(e) => {
+                    tracing::warn!(event = %id, error = %e, "an event's numbers do not decode; published without them");
+                    None
+                }
+            }),
         });
     }
     events.sort_by(|a, b| (a.at, &a.id).cmp(&(b.at, &b.id)));

@@ -136,20 +136,28 @@ impl Schedule {
 
     /// A gap shorter than `span` between two consecutive instants in the year after `now`, if
     /// there is one (the first found): a year holds every pattern of days and both DST changes.
-    /// Walks at most [`GAP_WALK`] instants, a year of any schedule whose gaps are 3 hours or
-    /// more (longer than any span asked for is a window of at most 4 hours: every gap of such a
-    /// schedule is seen).
+    /// Walks at most [`GAP_WALK`] instants from now, and the two days around each DST change of
+    /// the year, where a cron's gaps shrink (a restricted-hour cron's 02:30 shifted to 03:00).
     pub fn gap_shorter_than(&self, span: Duration, now: DateTime<Utc>) -> Option<Duration> {
         let end = now + Duration::days(366);
-        let mut previous = self.first_at_or_after(now)?;
-        for _ in 0..GAP_WALK {
-            let next = self.next_after(previous).filter(|n| *n <= end)?;
-            if next - previous < span {
-                return Some(next - previous);
+        let shorter_from = |from: DateTime<Utc>, until: DateTime<Utc>| {
+            let mut previous = self.first_at_or_after(from)?;
+            for _ in 0..GAP_WALK {
+                let next = self.next_after(previous).filter(|n| *n <= until)?;
+                if next - previous < span {
+                    return Some(next - previous);
+                }
+                previous = next;
             }
-            previous = next;
-        }
-        None
+            None
+        };
+        // The walk from now may stop short of the year for a frequent schedule: the days of the
+        // year's DST changes, where gaps shrink, are walked on their own.
+        shorter_from(now, end).or_else(|| {
+            self.dst_notes(now, end)
+                .iter()
+                .find_map(|n| shorter_from(n.at - Duration::days(1), n.at + Duration::days(1)))
+        })
     }
 
     /// The next `n` instants strictly after `t`.

@@ -214,6 +214,23 @@ fn validate_schedule(
             ));
         }
     }
+    // A union's entries may fall closer together than any one of them: its own instants keep
+    // the minimum interval too.
+    if matches!(schedule.recurrence, Recurrence::Any(_))
+        && let Some(gap) = schedule.gap_shorter_than(
+            chrono::Duration::seconds(i64::try_from(rules.limits.min_interval_s).unwrap_or(i64::MAX)),
+            now,
+        )
+    {
+        return Err(ValidationError::new(
+            "schedule.any",
+            format!(
+                "two of its schedules fall {} s apart; the minimum interval is {} s",
+                gap.num_seconds(),
+                rules.limits.min_interval_s
+            ),
+        ));
+    }
     if schedule.first_at_or_after(now).is_none() {
         let field = match (&schedule.recurrence, schedule.end_at) {
             (_, Some(end)) if end <= now => "schedule.end_at",
@@ -553,6 +570,14 @@ mod tests {
             "schedule.any",
             "no instant ahead"
         );
+        assert_eq!(
+            union(
+                json!([{"rate": "10 seconds", "start_at": "2026-07-01T00:00:00Z"}, {"rate": "10 seconds", "start_at": "2026-07-01T00:00:01Z"}]),
+                json!({})
+            ),
+            "schedule.any",
+            "each keeps the minimum interval, the two together do not"
+        );
     }
 
     fn job(extra: serde_json::Value) -> serde_json::Value {
@@ -657,6 +682,14 @@ mod tests {
             (job(json!({"flexible_window_s": 14_401})), "flexible_window_s"),
             (
                 job(json!({"flexible_window_s": 7_200, "schedule": {"cron": "0 * * * *"}})),
+                "flexible_window_s",
+            ),
+            // Hourly, but 02:30 New York moves to 03:00 on the spring night: 30 minutes apart,
+            // nine months ahead (past the walk from now of a schedule this frequent).
+            (
+                job(
+                    json!({"flexible_window_s": 2_700, "schedule": {"cron": "30 0-23 * * *", "timezone": "America/New_York"}}),
+                ),
                 "flexible_window_s",
             ),
             (
