@@ -117,7 +117,7 @@ impl ClaimReport {
     }
 
     fn failure(job: &Job) -> ClaimReport {
-        ClaimReport { failed: 1, earliest_failure: job.due_at(), ..Default::default() }
+        ClaimReport { failed: 1, earliest_failure: job.claimable_at(), ..Default::default() }
     }
 }
 
@@ -310,7 +310,7 @@ impl Claimer {
                 // was read in, which an edit of anything but the schedule keeps as its
                 // `next_run_at`.
                 p.report.advance_conflicts += 1;
-                p.report.earliest_failure = p.job.due_at();
+                p.report.earliest_failure = p.job.claimable_at();
             }
             Err(e) => {
                 tracing::warn!(job_id = %p.job.id, error = %e, "advance failed; healed by the next tick");

@@ -318,7 +318,7 @@ impl Jobs {
         let next_tick =
             sundial_domain::due_index::minute_of(now) + chrono::Duration::seconds(60) + DUE_SOON_MARGIN;
         // Where the due index files it: a start deep in a long window is claimed later.
-        match job.due_at().map(|next| job.claimable_from(next)) {
+        match job.claimable_at() {
             Some(due) if due < next_tick => {
                 let report = self.claimer.claim(vec![job.clone()], None, now).await;
                 if report.failed > 0 || report.send_failures > 0 {

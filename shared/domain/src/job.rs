@@ -788,6 +788,12 @@ impl Job {
     pub fn due_at(&self) -> Option<DateTime<Utc>> {
         if self.document.paused { None } else { self.next_run_at }
     }
+
+    /// When an active job's next instant can first be claimed ([`Job::claimable_from`]): the
+    /// minute a tick that failed to claim it must come back to.
+    pub fn claimable_at(&self) -> Option<DateTime<Utc>> {
+        self.due_at().map(|next| self.claimable_from(next))
+    }
 }
 
 #[cfg(test)]
