@@ -11,7 +11,8 @@
 //! - `skips as policy says`: a SKIPPED run names a pause, a concurrency policy, a catch-up
 //!   policy or a skip asked for that applies;
 //! - `late runs follow the catch-up policy`: a scheduled run of a `catchup: skip` job never
-//!   starts past its catch-up window;
+//!   starts past its catch-up window (a run claimed on time for the start its schedule gives it:
+//!   far into a long flexible window, hours after its instant);
 //! - `every instant accounted once`: each job's instant ledger, from its creation to the end,
 //!   lists every instant of its schedule and every scheduled run once, in order, and explains
 //!   each instant it calls missed; no instant the tick recorded as dropped by the catch-up had a
@@ -136,6 +137,14 @@ pub struct Summary {
     pub at_most_once_runs: (usize, usize),
     /// Jobs whose schedule an advance ended at their `max_runs`.
     pub ended_at_limit: usize,
+    /// The workload's jobs with a union (`schedule.any`), with a DST policy (on the cron or on a
+    /// cron of the union), and with a flexible window over 15 minutes, as created.
+    pub unions: usize,
+    pub dst_policies: usize,
+    pub long_windows: usize,
+    /// Scheduled runs due more than 15 minutes after their instant (far into a long window),
+    /// and how many of them started.
+    pub far_in_window: (usize, usize),
 }
 
 impl Checker {
@@ -245,7 +254,8 @@ impl Checker {
         }
         let reason = run.reason.as_deref().unwrap_or_default();
         let due = match run.state {
-            RunState::Skipped if reason.starts_with("concurrency ") => Some(run.scheduled_at()),
+            // Due at its start (its instant plus its window's or jitter's offset).
+            RunState::Skipped if reason.starts_with("concurrency ") => Some(run.due_at),
             RunState::Cancelled => reason
                 .strip_prefix("concurrency replace: replaced by run ")
                 .and_then(sundial_domain::run::RunId::parse)
@@ -379,6 +389,28 @@ impl Checker {
         self.at_most_once(&runs, &observed);
         self.waits_spend_nothing(&runs, &observed);
         self.within_max_runs(&observed);
+        for document in &world.workload.documents {
+            let schedule = &document["schedule"];
+            let entries = schedule.get("any").and_then(|a| a.as_array());
+            summary.unions += usize::from(entries.is_some());
+            let dst = schedule.get("dst").is_some()
+                || entries.is_some_and(|e| e.iter().any(|e| e.get("dst").is_some()));
+            summary.dst_policies += usize::from(dst);
+            let long = document.get("flexible_window_s").and_then(|w| w.as_u64()).is_some_and(|w| w > 900);
+            summary.long_windows += usize::from(long);
+        }
+        // Claimed ahead of a start far into its window (not a backfill's or a catch-up's run, due
+        // when made).
+        let reach = Duration::seconds(i64::from(sundial_domain::limits::MAX_MESSAGE_DELAY_S));
+        let far = |r: &&Run| {
+            r.key.manual.is_none()
+                && r.due_at - r.scheduled_at() > reach
+                && r.due_at - r.created_at > Duration::seconds(60)
+        };
+        for run in runs.iter().filter(far) {
+            summary.far_in_window.0 += 1;
+            summary.far_in_window.1 += usize::from(!run.attempts.is_empty());
+        }
         let ended = observed.advances.iter().filter(|a| a.ended_by_limit()).map(|a| &a.job_id);
         summary.ended_at_limit = ended.collect::<BTreeSet<_>>().len();
         summary
@@ -538,14 +570,17 @@ impl Checker {
                     if have.contains(&(job_id, t)) {
                         continue;
                     }
-                    // A change written before any tick had processed the instant's minute
-                    // governs it: an edit of the schedule, a pause or a deletion takes effect
-                    // when written, and a lagging tick's owed instants go with it.
+                    // A change written before any tick had processed the minute the instant could
+                    // first be claimed in (its own, or for a start far into a long flexible
+                    // window, the minute its start came within reach) governs it: an edit of
+                    // the schedule, a pause or a deletion takes effect when written, and a
+                    // lagging tick's owed instants go with it.
                     let change = versions[i + 1..]
                         .iter()
                         .find(|(_, after)| after.as_ref().is_none_or(|after| changes_instants(job, after)));
+                    let claimable = job.claimable_from(t);
                     let superseded = change.is_some_and(|(at, _)| {
-                        processed_at(observed, t).is_none_or(|processed| processed > *at)
+                        processed_at(observed, claimable).is_none_or(|processed| processed > *at)
                     });
                     if superseded {
                         continue;
@@ -696,10 +731,14 @@ impl Checker {
                     job.document.catchup_window_s.unwrap_or(sundial_domain::job::DEFAULT_CATCHUP_WINDOW_S),
                 ))
             };
+            // Claimed on time for the start its schedule gives it (its instant plus the offset of
+            // its window or jitter: a run far into a long window is claimed hours after its
+            // instant), not its own `due_at`, which a backfill sets when made.
+            let scheduled_start = |job: &Job| run.scheduled_at() + job.start_offset(run.scheduled_at());
             let skipping = policies.all(|job| {
                 job.is_some_and(|j| {
                     j.document.catchup == CatchupPolicy::Skip
-                        && run.created_at <= run.scheduled_at() + window(j)
+                        && run.created_at <= scheduled_start(j) + window(j)
                         && started - run.due_at > window(j) + skew
                 })
             });

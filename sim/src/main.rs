@@ -58,6 +58,7 @@ fn main() -> ExitCode {
     // runs of at-most-once jobs, and those it ended.
     let (mut groups, mut full, mut refused, mut once, mut once_ended) = (0, 0, 0, 0, 0);
     let (mut out_of_budget, mut ended_at_limit) = (0, 0);
+    let (mut unions, mut dst_policies, mut long_windows, mut far, mut far_started) = (0, 0, 0, 0, 0);
     for seed in first..first + count {
         let mut options = Options::seed(seed);
         options.jobs = jobs.map_or(options.jobs, |j| j as usize);
@@ -75,6 +76,11 @@ fn main() -> ExitCode {
         once += outcome.summary.at_most_once_runs.0;
         once_ended += outcome.summary.at_most_once_runs.1;
         ended_at_limit += outcome.summary.ended_at_limit;
+        unions += outcome.summary.unions;
+        dst_policies += outcome.summary.dst_policies;
+        long_windows += outcome.summary.long_windows;
+        far += outcome.summary.far_in_window.0;
+        far_started += outcome.summary.far_in_window.1;
         out_of_budget += outcome.faults.get(sundial_sim::world::OUT_OF_BUDGET).copied().unwrap_or(0);
         for line in &outcome.trace {
             println!("{line}");
@@ -95,6 +101,9 @@ fn main() -> ExitCode {
         "groups in {groups} seeds, full at the target in {full}; {refused} calls refused; {once} runs at most once, {once_ended} of them ended rather than repeated"
     );
     println!("{ended_at_limit} jobs ended at their max_runs");
+    println!(
+        "{unions} jobs with a union of schedules, {dst_policies} with a DST policy, {long_windows} with a flexible window over 15 minutes; {far} runs due over 15 minutes into their window, {far_started} of them started"
+    );
     println!("{out_of_budget} tick passes stopped by their budget and continued by the next");
     if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

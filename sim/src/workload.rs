@@ -13,6 +13,14 @@
 //!
 //! Drawn from what is already drawn (no new draw): which recurring jobs have `schedule.max_runs`,
 //! which edits set, raise, lower or remove it, which pauses are skips or end by themselves.
+//!
+//! Drawn apart too (a sub-stream of its own, [`schedules_people_have`]): schedules as people
+//! write them (#35) on some of the jobs: a union (`schedule.any`) of the job's schedule and one or
+//! two more, in other zones, some with bounds of their own and instants that coincide; a cron in
+//! a zone whose clocks change on the seed's night (a gap or a fold inside the workload's
+//! minutes where there is one), with a DST policy; an hourly, two-hourly or daily cron with a
+//! flexible window of 20 minutes to 4 hours (the seed's quiet period runs that much longer, so
+//! that every start in a window comes and its run ends).
 
 use crate::executor::Sim;
 use crate::target::Profile;
@@ -79,6 +87,15 @@ pub struct Workload {
     pub ops: Vec<Op>,
     /// The concurrency group the world creates before any job: (name, max_running).
     pub group: Option<(String, u32)>,
+}
+
+impl Workload {
+    /// The longest `flexible_window_s` of the workload's jobs: the quiet period is that much
+    /// longer, so that a run starting at the end of its window still ends in it.
+    pub fn longest_window(&self) -> Duration {
+        let windows = self.documents.iter().filter_map(|d| d.get("flexible_window_s")?.as_i64());
+        Duration::seconds(windows.max().unwrap_or(0))
+    }
 }
 
 impl Workload {
@@ -224,6 +241,7 @@ impl Workload {
             diamond(&mut core, start, minutes, &end_at, &mut documents, &mut ops);
         }
         ops.sort_by_key(|op| op.at);
+        schedules_people_have(seed, start, horizon, jobs, &mut documents);
         let group = delivery_and_groups(seed, jobs, &mut documents);
         // A group's job is never edited to a sub-minute rate: its group's load stays bounded.
         for op in &mut ops {
@@ -231,6 +249,16 @@ impl Workload {
                 let grouped = documents.get(*n).is_some_and(|d| d.get("group").is_some());
                 if grouped && patch.pointer("/schedule/rate") == Some(&json!("15 seconds")) {
                     patch["schedule"]["rate"] = json!("1 minute");
+                }
+                // An edit to a rate is an edit to one plain schedule: no union nor DST policy
+                // left beside it, and a window over 15 minutes (longer than the rate) dropped.
+                if patch.pointer("/schedule/rate").is_some() {
+                    patch["schedule"]["any"] = Value::Null;
+                    patch["schedule"]["dst"] = Value::Null;
+                    let long = documents.get(*n).and_then(|d| d.get("flexible_window_s")).is_some();
+                    if long {
+                        patch["flexible_window_s"] = Value::Null;
+                    }
                 }
             }
         }
@@ -334,6 +362,9 @@ fn diamond(
 
 /// How many times a minute a drawn schedule is due (a one-time or daily job: never, nearly).
 fn due_per_minute(schedule: &Value) -> f64 {
+    if let Some(entries) = schedule.get("any").and_then(Value::as_array) {
+        return entries.iter().map(due_per_minute).sum();
+    }
     let every_s = if let Some(rate) = schedule.get("rate").and_then(Value::as_str) {
         match rate.split_once(' ') {
             Some((n, unit)) => {
@@ -353,4 +384,253 @@ fn due_per_minute(schedule: &Value) -> f64 {
         f64::INFINITY
     };
     60.0 / every_s
+}
+
+/// Zones whose clocks change on some of the seed's nights, for the DST policies: besides those
+/// of the workload, Chisinau (falls back at 00:00 UTC on the European night: its repeated hour
+/// is the workload's) and Halifax (falls back at 05:00 UTC on the American night: the same).
+const DST_ZONES: [&str; 6] = [
+    "Europe/Berlin",
+    "Europe/London",
+    "Europe/Chisinau",
+    "America/New_York",
+    "America/Halifax",
+    "Australia/Lord_Howe",
+];
+
+/// Zones of a union's other schedules (Kolkata and Kathmandu half and three quarters of an hour
+/// off: a minute step of theirs meets a UTC one on some minutes only).
+const UNION_ZONES: [&str; 6] =
+    ["UTC", "Asia/Kolkata", "Asia/Kathmandu", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"];
+
+/// Schedules people have (#35), drawn from a sub-stream of `seed` (so that the rest of the
+/// workload is as it was) over the first `jobs` documents, the workflow's apart: about one job in
+/// six becomes a union of its schedule and one or two more, one in eight a cron with a DST policy
+/// in a zone whose clocks change that night, one in eight an hourly to daily cron with a long
+/// flexible window. Each keeps its `end_at` (the horizon) and its `max_runs`.
+fn schedules_people_have(
+    seed: u64,
+    start: DateTime<Utc>,
+    horizon: DateTime<Utc>,
+    jobs: usize,
+    documents: &mut [Value],
+) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x0035_a11d);
+    let span = (horizon - start).num_seconds().max(120);
+    for document in documents.iter_mut().take(jobs) {
+        let roll = rng.random_range(0..24u32);
+        let schedule = document["schedule"].clone();
+        let max_runs = schedule.get("max_runs").cloned();
+        let kind = match roll {
+            0..=3 => "union",
+            4..=6 => "dst",
+            7..=9 => "window",
+            _ => continue,
+        };
+        // The draws of each kind are made whatever the job, so that the stream stays put.
+        let new = match kind {
+            "union" => {
+                let mut first = schedule.clone();
+                for field in ["end_at", "max_runs"] {
+                    if let Some(object) = first.as_object_mut() {
+                        object.remove(field);
+                    }
+                }
+                // A rate anchored on a whole minute (not the job's creation): the union's
+                // instants keep 10 s apart, every rate and second step being a multiple of it.
+                if first.get("rate").is_some() {
+                    let anchor = sundial_domain::due_index::minute_of(start) - Duration::minutes(10);
+                    first["start_at"] = json!(anchor.to_rfc3339());
+                }
+                let more = rng.random_range(1..=2usize);
+                let mut entries = vec![first.clone()];
+                for _ in 0..more {
+                    entries.push(union_entry(&mut rng, &first, start, span));
+                }
+                // Sometimes a DST policy on each cron of the union that is in a changing zone.
+                if rng.random_bool(0.3) {
+                    let dst = dst_policy(&mut rng);
+                    for entry in &mut entries {
+                        let zoned = entry.get("timezone").and_then(Value::as_str).is_some_and(|z| z != "UTC");
+                        if entry.get("cron").is_some() && zoned {
+                            entry["dst"] = dst.clone();
+                        }
+                    }
+                }
+                json!({"any": entries, "end_at": horizon.to_rfc3339()})
+            }
+            "dst" => {
+                let zone = DST_ZONES[rng.random_range(0..DST_ZONES.len())];
+                let tz = zone.parse::<chrono_tz::Tz>().unwrap_or(chrono_tz::UTC);
+                let dst = dst_policy(&mut rng);
+                let at = start + Duration::seconds(rng.random_range(60..span));
+                let cron = match rng.random_range(0..3u32) {
+                    // Follows real time: every step of the repeated or skipped hour.
+                    0 => format!("*/{} * * * *", [1, 2, 5, 10][rng.random_range(0..4usize)]),
+                    // A local time the seed's window has (in a fold: its second pass).
+                    1 => {
+                        let local = at.with_timezone(&tz);
+                        format!("{} {} * * *", local.minute(), local.hour())
+                    }
+                    // A local time the night's gap skips, where it has one (else as above).
+                    _ => {
+                        let minutes = rng.random_range(0..60i64);
+                        let local = match gap_in(tz, start, horizon) {
+                            Some((change, before)) => {
+                                (change + before).naive_utc() + Duration::minutes(minutes)
+                            }
+                            None => at.with_timezone(&tz).naive_local(),
+                        };
+                        format!("{} {} * * *", local.minute(), local.hour())
+                    }
+                };
+                let mut new =
+                    json!({"cron": cron, "timezone": zone, "dst": dst, "end_at": horizon.to_rfc3339()});
+                // A local time the policy leaves no instant of (skipped in the gap, or only in
+                // the fold's second pass under `first`) is refused: every five minutes instead.
+                if !has_instant(&new, start, horizon) {
+                    new["cron"] = json!("*/5 * * * *");
+                }
+                new
+            }
+            _ => {
+                // One instant inside the minutes of the workload, the rest an hour or more apart.
+                let at = start + Duration::seconds(rng.random_range(60..span));
+                let daily = rng.random_bool(0.5);
+                let zone = if daily { ZONES[rng.random_range(0..ZONES.len())] } else { "UTC" };
+                let local = at.with_timezone(&zone.parse::<chrono_tz::Tz>().unwrap_or(chrono_tz::UTC));
+                let (cron, gap_s) = match (daily, rng.random_bool(0.5)) {
+                    (true, _) => (format!("{} {} * * *", local.minute(), local.hour()), 23 * 3600),
+                    (false, true) => (format!("{} * * * *", local.minute()), 3600),
+                    (false, false) => (format!("{} {}-23/2 * * *", local.minute(), local.hour() % 2), 7200),
+                };
+                let window = [1_200, 2_400, 3_600, 7_200, 14_400][rng.random_range(0..5usize)].min(gap_s);
+                let recurring = schedule.get("at").is_none();
+                if recurring {
+                    document["flexible_window_s"] = json!(window);
+                }
+                json!({"cron": cron, "timezone": zone, "end_at": horizon.to_rfc3339()})
+            }
+        };
+        // A one-time job stays one: a union, a DST policy and a long window are for recurring
+        // schedules (its draws are made all the same).
+        if schedule.get("at").is_some() {
+            continue;
+        }
+        let mut new = new;
+        if let Some(max_runs) = max_runs {
+            new["max_runs"] = max_runs;
+        }
+        document["schedule"] = new;
+    }
+}
+
+/// Whether `schedule` (a document) has an instant in `[from, to]`.
+fn has_instant(schedule: &Value, from: DateTime<Utc>, to: DateTime<Utc>) -> bool {
+    let parsed = serde_json::from_value(schedule.clone())
+        .ok()
+        .and_then(|doc| sundial_domain::validation::parse_schedule(&doc, from).ok());
+    parsed.and_then(|s| s.first_at_or_after(from)).is_some_and(|t| t <= to)
+}
+
+/// A DST policy: each rule set or left to its default.
+fn dst_policy(rng: &mut rand::rngs::StdRng) -> Value {
+    let mut dst = json!({});
+    match rng.random_range(0..4u32) {
+        0 => dst["gap"] = json!("shift"),
+        1 => dst["gap"] = json!("skip"),
+        _ => {}
+    }
+    match rng.random_range(0..4u32) {
+        0 => dst["fold"] = json!("first"),
+        1 => dst["fold"] = json!("both"),
+        _ => {}
+    }
+    dst
+}
+
+/// The change of `tz`'s clocks forward in `(from, to]`, if there is one: its instant and the
+/// offset before it.
+fn gap_in(tz: chrono_tz::Tz, from: DateTime<Utc>, to: DateTime<Utc>) -> Option<(DateTime<Utc>, Duration)> {
+    use chrono::{Offset, TimeZone};
+    let offset = |t: DateTime<Utc>| {
+        Duration::seconds(i64::from(tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc()))
+    };
+    let before = offset(from);
+    if offset(to) <= before {
+        return None;
+    }
+    let (mut lo, mut hi) = (from, to);
+    while hi - lo > Duration::seconds(1) {
+        let mid = lo + Duration::seconds((hi - lo).num_seconds() / 2);
+        if offset(mid) > before { hi = mid } else { lo = mid }
+    }
+    Some((hi, before))
+}
+
+/// Another schedule for a union whose first is `first`: the same cron in another zone (its
+/// instants coincide where the zones are whole hours apart), a minute step in another zone, one
+/// instant of the workload's on a whole minute, or a rate anchored on a whole minute with bounds
+/// of its own.
+fn union_entry(rng: &mut rand::rngs::StdRng, first: &Value, start: DateTime<Utc>, span: i64) -> Value {
+    let zone = UNION_ZONES[rng.random_range(0..UNION_ZONES.len())];
+    let step = [1, 2, 3, 5][rng.random_range(0..4usize)];
+    let minute = |rng: &mut rand::rngs::StdRng| {
+        sundial_domain::due_index::minute_of(start + Duration::seconds(rng.random_range(60..span)))
+    };
+    let at = minute(rng);
+    let until = minute(rng);
+    let rate = ["1 minute", "2 minutes", "30 seconds"][rng.random_range(0..3usize)];
+    match rng.random_range(0..4u32) {
+        0 => match first.get("cron") {
+            Some(cron) => json!({"cron": cron, "timezone": zone}),
+            None => json!({"cron": format!("*/{step} * * * *"), "timezone": zone}),
+        },
+        1 => json!({"cron": format!("*/{step} * * * *"), "timezone": zone}),
+        2 => json!({"at": at.to_rfc3339()}),
+        _ => {
+            let (from, to) = (at.min(until), at.max(until) + Duration::minutes(1));
+            json!({"rate": rate, "start_at": from.to_rfc3339(), "end_at": to.to_rfc3339()})
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sundial_domain::egress::Egress;
+    use sundial_domain::limits::{Limits, TargetAllowList};
+    use sundial_domain::validation::{Rules, validate};
+
+    /// Every schedule people have that the workload draws is one the API accepts (a refused
+    /// create would leave the job out without a word): the jobs of 300 seeds, each validated as
+    /// created before the start, off the whole second.
+    #[test]
+    fn drawn_schedules_are_accepted() {
+        let targets = TargetAllowList {
+            own_prefix: "sundial-".into(),
+            network: Egress::new(&[], &[]).expect("an empty egress allow-list is valid"),
+            ..TargetAllowList::default()
+        };
+        let limits = Limits::default();
+        let rules = Rules { limits: &limits, targets: &targets };
+        let (mut unions, mut dst, mut windows) = (0, 0, 0);
+        for seed in 0..300 {
+            let sim = Sim::new(seed, DateTime::UNIX_EPOCH);
+            let workload = Workload::draw(&sim, seed, 8, 20);
+            for document in &workload.documents {
+                let mut job: sundial_domain::job::JobDocument =
+                    serde_json::from_value(document.clone()).expect("a job document");
+                // Off the whole second, as the API's clock is: a rate is anchored there.
+                let created =
+                    workload.start - Duration::milliseconds(10_000 + (seed as i64 * 7_919) % 230_000);
+                let checked = validate(&mut job, &rules, created, created);
+                assert!(checked.is_ok(), "seed {seed}: {document}: {checked:?}");
+                unions += usize::from(document.pointer("/schedule/any").is_some());
+                dst += usize::from(document.pointer("/schedule/dst").is_some());
+                windows += usize::from(document.get("flexible_window_s").is_some());
+            }
+        }
+        assert!(unions > 100 && dst > 100 && windows > 100, "{unions} {dst} {windows}");
+    }
 }

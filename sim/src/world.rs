@@ -247,9 +247,11 @@ impl Simulation {
         world
     }
 
-    /// The end of the quiet period: every run must have ended by then.
+    /// The end of the quiet period: every run must have ended by then. It lasts as long again
+    /// as the workload's longest flexible window, so that a run starting at the end of its
+    /// window (its instant at the horizon) has the whole quiet period to end in.
     pub fn end(&self) -> DateTime<Utc> {
-        self.workload.horizon + Duration::minutes(self.options.quiet_minutes)
+        self.workload.horizon + self.workload.longest_window() + Duration::minutes(self.options.quiet_minutes)
     }
 
     fn at(&mut self, at: DateTime<Utc>, event: Event) {
