@@ -165,7 +165,7 @@ pub struct ScheduleDocument {
     /// `first` or `both`. Each left out keeps the default rule: `shift`/`first` for a fixed hour,
     /// `skip`/`both` for a cron whose hour field is `*` or a step over all hours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dst: Option<crate::schedule::DstPolicy>,
+    pub dst: Option<crate::dst::DstPolicy>,
     /// No instant before this RFC 3339 instant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<String>,

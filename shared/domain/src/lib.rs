@@ -3,7 +3,8 @@
 //! (the `openapi` feature adds schema derives for the API edge only).
 //!
 //! - [`job`]: the job document users write and the stored job around it;
-//! - [`schedule`]: cron, rate and one-off schedules, time zones and DST, `next_after`;
+//! - [`schedule`]: cron, rate and one-off schedules and their unions, time zones and DST, `next_after`;
+//!   [`dst`]: a schedule's DST policy;
 //! - [`validation`]: documents checked against [`limits`] (bounds and allow-lists), errors
 //!   naming the field; [`egress`]: where HTTP calls made for jobs may connect;
 //! - [`run`]: runs, their states, keys and ids, and the events recorded on them;
@@ -34,6 +35,7 @@
 pub mod auth;
 pub mod catchup;
 pub mod clock;
+pub mod dst;
 pub mod due_index;
 pub mod egress;
 pub mod entropy;

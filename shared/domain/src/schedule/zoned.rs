@@ -10,55 +10,10 @@
 //!   policy says otherwise.
 
 use super::cron::CronExpr;
+pub use crate::dst::{DstFold, DstGap, DstPolicy};
 use chrono::{DateTime, Datelike, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
-use serde::{Deserialize, Serialize};
-
-/// What a local time skipped by a DST change does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum DstGap {
-    /// Fires once, at the end of the gap (02:30 → 03:00).
-    Shift,
-    /// Does not fire that day.
-    Skip,
-}
-
-/// What a local time that occurs twice (a fall-back) does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum DstFold {
-    /// Fires once, at its first occurrence.
-    First,
-    /// Fires at both occurrences.
-    Both,
-}
-
-/// A schedule's DST policy (`schedule.dst`); each rule left out is the default rule: `shift` and
-/// `first` for a fixed hour, `skip` and `both` for an expression that follows real time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct DstPolicy {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gap: Option<DstGap>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fold: Option<DstFold>,
-}
-
-impl DstPolicy {
-    /// The gap rule for `expr`.
-    pub fn gap_for(&self, expr: &CronExpr) -> DstGap {
-        self.gap.unwrap_or(if expr.follows_real_time() { DstGap::Skip } else { DstGap::Shift })
-    }
-
-    /// The fold rule for `expr`.
-    pub fn fold_for(&self, expr: &CronExpr) -> DstFold {
-        self.fold.unwrap_or(if expr.follows_real_time() { DstFold::Both } else { DstFold::First })
-    }
-}
+use serde::Serialize;
 
 /// The largest DST shift looked for around an instant (real zones shift by at most 2 hours).
 const MAX_SHIFT: Duration = Duration::hours(3);
@@ -95,11 +50,11 @@ fn end_of_gap(tz: Tz, gap_time: NaiveDateTime) -> Option<DateTime<Utc>> {
 fn instants_of(expr: &CronExpr, tz: Tz, dst: DstPolicy, local: NaiveDateTime) -> Vec<DateTime<Utc>> {
     match tz.from_local_datetime(&local) {
         LocalResult::Single(t) => vec![t.with_timezone(&Utc)],
-        LocalResult::Ambiguous(first, second) => match dst.fold_for(expr) {
+        LocalResult::Ambiguous(first, second) => match dst.fold_for(expr.follows_real_time()) {
             DstFold::Both => vec![first.with_timezone(&Utc), second.with_timezone(&Utc)],
             DstFold::First => vec![first.with_timezone(&Utc)],
         },
-        LocalResult::None => match dst.gap_for(expr) {
+        LocalResult::None => match dst.gap_for(expr.follows_real_time()) {
             DstGap::Skip => vec![],
             DstGap::Shift => end_of_gap(tz, local).into_iter().collect(),
         },
@@ -276,12 +231,14 @@ fn effect_of(
     if count == 0 {
         return None;
     }
-    let kind = match (after > before, dst.gap_for(expr), dst.fold_for(expr)) {
-        (true, DstGap::Shift, _) => DstEffectKind::Moved,
-        (true, DstGap::Skip, _) => DstEffectKind::Skipped,
-        (false, _, DstFold::Both) => DstEffectKind::Doubled,
-        (false, _, DstFold::First) => DstEffectKind::FirstOnly,
-    };
+    let kind =
+        match (after > before, dst.gap_for(expr.follows_real_time()), dst.fold_for(expr.follows_real_time()))
+        {
+            (true, DstGap::Shift, _) => DstEffectKind::Moved,
+            (true, DstGap::Skip, _) => DstEffectKind::Skipped,
+            (false, _, DstFold::Both) => DstEffectKind::Doubled,
+            (false, _, DstFold::First) => DstEffectKind::FirstOnly,
+        };
     let to = (kind == DstEffectKind::Moved).then_some(change);
     Some(DstEffect { at: change, kind, locals, count, to })
 }
