@@ -938,7 +938,7 @@ async fn events_are_recorded_taken_and_marked_once(store: &dyn RunStore) {
 async fn failing_streaks_are_told_once(store: &dyn RunStore) {
     let (job_id, other) = (JobId::generate(), JobId::generate());
     let now = at("2031-07-01T00:00:00Z");
-    let mark = TroubleMark { as_of: at("2031-06-30T02:00:00Z"), told_at: now };
+    let mark = TroubleMark { as_of: at("2031-06-30T02:00:00Z"), told_at: now, told_by: "run-x".into() };
     let (k0, k1) =
         (RunKey::scheduled(at("2031-06-30T00:00:00Z")), RunKey::scheduled(at("2031-06-30T01:00:00Z")));
     store.flag_failing(&job_id, None, &mark).await.unwrap();
@@ -968,6 +968,7 @@ async fn troubles_open_once_and_close_as_read(store: &dyn RunStore) {
     let mark = |m: u32| TroubleMark {
         as_of: at("2031-07-02T00:00:00Z") + Duration::minutes(i64::from(m)),
         told_at: at("2031-07-02T00:00:00.123456789Z") + Duration::minutes(i64::from(m)),
+        told_by: format!("run-{m}"),
     };
     store.open_trouble(&job_id, Trouble::FailureRate, &mark(1)).await.unwrap();
     assert_eq!(

@@ -350,7 +350,11 @@ impl Claimer {
         let mut told_any = false;
         for gap in gaps.iter_mut().filter(|g| !g.told && matches!(g.cause, GapCause::CatchupDropped { .. })) {
             // Open first, then tell: the job's next success after the gap tells `recovered`.
-            let mark = TroubleMark { as_of: gap.to, told_at: self.clock.now() };
+            let mark = TroubleMark {
+                as_of: gap.to,
+                told_at: self.clock.now(),
+                told_by: format!("gap:{}", gap.from.to_rfc3339()),
+            };
             match self.writes.open_trouble(&job.id, Trouble::Missed, &mark).await {
                 // Open already, since an earlier gap: the next success ends both.
                 Ok(()) | Err(StoreError::Conflict) => {}

@@ -110,7 +110,11 @@ impl Health {
         let neighbours = self.neighbours(job, after, now, limit).await?;
         // Told as of the newest failure it counts (runs end out of order): only a success
         // scheduled after every one of them says the job works again.
-        let mark = TroubleMark { as_of: neighbours.newest_failure(after), told_at: now };
+        let mark = TroubleMark {
+            as_of: neighbours.newest_failure(after),
+            told_at: now,
+            told_by: after.id().to_string(),
+        };
         if let Some(threshold) = threshold {
             let streak = failing_streak(&neighbours.earlier, &neighbours.later);
             if streak.failures >= threshold as usize
@@ -188,8 +192,7 @@ impl Health {
 
     /// Whether this writer set the trouble's flag: it did, or its write was applied and its
     /// answer lost (the SDK's retry then meets its own write as a failed condition), which the
-    /// flag holding this very mark shows (its `told_at` is this writer's clock, to the
-    /// nanosecond).
+    /// flag holding this very mark shows (its `told_by` is this writer's run).
     async fn won(
         &self,
         job_id: &JobId,
@@ -199,7 +202,9 @@ impl Health {
     ) -> Result<bool, StoreError> {
         match written {
             Ok(()) => Ok(true),
-            Err(StoreError::Conflict) => Ok(self.flags.troubles(job_id).await?.get(trouble) == Some(*mark)),
+            Err(StoreError::Conflict) => {
+                Ok(self.flags.troubles(job_id).await?.get(trouble).as_ref() == Some(mark))
+            }
             Err(e) => Err(e),
         }
     }

@@ -94,7 +94,7 @@ impl Notification {
             baseline: job.and_then(|j| j.baseline).filter(|_| {
                 matches!(event.kind.told(), Some(EventKind::DurationAnomaly | EventKind::TooFast))
             }),
-            detail: event.detail,
+            detail: event.detail.clone(),
         }
     }
 

@@ -180,15 +180,17 @@ impl Trouble {
 /// `failing` and `failure_rate`) or the last dropped instant's (for `missed`). Only a success
 /// scheduled after that instant ends it: a run that began before the trouble and ends after it
 /// says nothing of the job as it is now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TroubleMark {
     pub as_of: DateTime<Utc>,
     pub told_at: DateTime<Utc>,
+    /// The run whose end told it: how a writer whose answer was lost knows its own flag.
+    pub told_by: String,
 }
 
 /// The troubles told about a job and not recovered from yet, each with its mark.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Troubles {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -203,9 +205,9 @@ impl Troubles {
     /// Each open trouble, with its mark, in a fixed order.
     pub fn open(&self) -> impl Iterator<Item = (Trouble, TroubleMark)> + '_ {
         [
-            (Trouble::Failing, self.failing),
-            (Trouble::FailureRate, self.failure_rate),
-            (Trouble::Missed, self.missed),
+            (Trouble::Failing, self.failing.clone()),
+            (Trouble::FailureRate, self.failure_rate.clone()),
+            (Trouble::Missed, self.missed.clone()),
         ]
         .into_iter()
         .filter_map(|(trouble, mark)| Some((trouble, mark?)))
@@ -217,9 +219,9 @@ impl Troubles {
 
     pub fn get(&self, trouble: Trouble) -> Option<TroubleMark> {
         match trouble {
-            Trouble::Failing => self.failing,
-            Trouble::FailureRate => self.failure_rate,
-            Trouble::Missed => self.missed,
+            Trouble::Failing => self.failing.clone(),
+            Trouble::FailureRate => self.failure_rate.clone(),
+            Trouble::Missed => self.missed.clone(),
         }
     }
 
@@ -251,7 +253,7 @@ impl Troubles {
 }
 
 /// What `recovered` tells: the troubles a success ended, each with when it was told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Recovery {
     pub from: Troubles,
@@ -337,7 +339,8 @@ mod tests {
 
     #[test]
     fn a_success_ends_the_troubles_told_before_its_instant() {
-        let told = |as_of: &str| Some(TroubleMark { as_of: at(as_of), told_at: at(as_of) });
+        let told =
+            |as_of: &str| Some(TroubleMark { as_of: at(as_of), told_at: at(as_of), told_by: "run".into() });
         let troubles = Troubles {
             failing: told("2026-11-22T12:05:00Z"),
             failure_rate: told("2026-11-22T12:05:00Z"),

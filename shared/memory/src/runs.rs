@@ -321,14 +321,14 @@ impl RunWrites for MemoryRunStore {
             Some(told) if *told >= after => Err(StoreError::Conflict),
             _ => {
                 state.failing.insert(job_id.to_string(), after);
-                state.troubles.entry(job_id.to_string()).or_default().failing = Some(*mark);
+                state.troubles.entry(job_id.to_string()).or_default().failing = Some(mark.clone());
                 Ok(())
             }
         }
     }
 
     async fn troubles(&self, job_id: &JobId) -> StoreResult<Troubles> {
-        Ok(lock(&self.state).troubles.get(job_id.as_str()).copied().unwrap_or_default())
+        Ok(lock(&self.state).troubles.get(job_id.as_str()).cloned().unwrap_or_default())
     }
 
     async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()> {
@@ -337,7 +337,7 @@ impl RunWrites for MemoryRunStore {
         if troubles.get(trouble).is_some() {
             return Err(StoreError::Conflict);
         }
-        troubles.set(trouble, Some(*mark));
+        troubles.set(trouble, Some(mark.clone()));
         Ok(())
     }
 

@@ -223,7 +223,7 @@ fn event_value(event: &RunEvent) -> AttributeValue {
         fields.insert("taken_at".to_string(), s(at.to_rfc3339()));
     }
     // The numbers are the domain's own shape, kept as its JSON text.
-    if let Some(detail) = event.detail.and_then(|d| serde_json::to_string(&d).ok()) {
+    if let Some(detail) = event.detail.as_ref().and_then(|d| serde_json::to_string(d).ok()) {
         fields.insert("detail".to_string(), s(detail));
     }
     AttributeValue::M(fields)
