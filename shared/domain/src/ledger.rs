@@ -220,6 +220,14 @@ fn without_run(
     t: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> InstantEntry {
+    let pending = |detail: Option<String>| InstantEntry {
+        at: t,
+        outcome: InstantOutcome::Pending,
+        run_id: None,
+        state: None,
+        reason: None,
+        detail,
+    };
     let missed = |reason: MissedReason, detail: String| InstantEntry {
         at: t,
         outcome: InstantOutcome::Missed,
@@ -279,26 +287,12 @@ fn without_run(
             Some(p) => format!("waiting for parent {} ({})", p.parent, p.state.map_or("", |s| s.as_str())),
             None => "every parent's run has ended: being handed on".to_string(),
         };
-        return InstantEntry {
-            at: t,
-            outcome: InstantOutcome::Pending,
-            run_id: None,
-            state: None,
-            reason: None,
-            detail: Some(detail),
-        };
+        return pending(Some(detail));
     }
     if job.next_run_at.is_some_and(|next| t >= next) || t > now {
-        let detail =
-            job.document.paused.then(|| "the job is paused: it will not run unless resumed first".into());
-        return InstantEntry {
-            at: t,
-            outcome: InstantOutcome::Pending,
-            run_id: None,
-            state: None,
-            reason: None,
-            detail,
-        };
+        return pending(
+            job.document.paused.then(|| "the job is paused: it will not run unless resumed first".into()),
+        );
     }
     missed(
         MissedReason::Unrecorded,

@@ -53,6 +53,21 @@ impl DynamoRunStore {
         request.key("run_key", s(run.key.encode()))
     }
 
+    /// The job's flags item, read consistently (`None`: nothing was ever flagged).
+    async fn flags_item(&self, job_id: &JobId) -> StoreResult<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(flags_partition(job_id)))
+            .key("run_key", s(FLAGS_KEY))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(store_error)?;
+        Ok(out.item)
+    }
+
     /// An update of the job's flags item.
     fn update_of_flags(&self, job_id: &JobId) -> UpdateItemFluentBuilder {
         let request =
@@ -510,18 +525,8 @@ impl RunWrites for DynamoRunStore {
     }
 
     async fn troubles(&self, job_id: &JobId) -> StoreResult<Troubles> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("job_id", s(flags_partition(job_id)))
-            .key("run_key", s(FLAGS_KEY))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(store_error)?;
         let mut troubles = Troubles::default();
-        let Some(item) = out.item else { return Ok(troubles) };
+        let Some(item) = self.flags_item(job_id).await? else { return Ok(troubles) };
         for trouble in [Trouble::Failing, Trouble::FailureRate, Trouble::Missed] {
             if let Some(text) = get_opt_s(&item, trouble_attribute(trouble)) {
                 let mark = serde_json::from_str(text)
@@ -533,18 +538,8 @@ impl RunWrites for DynamoRunStore {
     }
 
     async fn troubles_closed_by(&self, job_id: &JobId) -> StoreResult<Option<String>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("job_id", s(flags_partition(job_id)))
-            .key("run_key", s(FLAGS_KEY))
-            .consistent_read(true)
-            .projection_expression("closed_by")
-            .send()
-            .await
-            .map_err(store_error)?;
-        Ok(out.item.as_ref().and_then(|item| get_opt_s(item, "closed_by")).map(str::to_string))
+        let item = self.flags_item(job_id).await?;
+        Ok(item.as_ref().and_then(|item| get_opt_s(item, "closed_by")).map(str::to_string))
     }
 
     async fn open_trouble(&self, job_id: &JobId, trouble: Trouble, mark: &TroubleMark) -> StoreResult<()> {
