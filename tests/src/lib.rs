@@ -47,6 +47,28 @@ pub struct Stack {
     events: Option<(String, std::sync::Mutex<Vec<Value>>)>,
 }
 
+/// Turns off the TTL of the stack's tables. The emulator's reaper deletes, once a minute, every
+/// item whose expiry has passed by the real clock, while a stack on a clock of its own writes
+/// expiries by that clock: a run claimed on 2026-03-08 expires 30 days later, months before
+/// today, and the reaper took it halfway through a test whenever its minute came round (the
+/// DST scenarios lost a claimed run about one run in fifteen). Expiry is AWS's to do, by the
+/// real clock; what such a stack writes stays until the test ends.
+async fn keep_expired_items(dynamo: &aws_sdk_dynamodb::Client, resources: &Resources) {
+    use aws_sdk_dynamodb::types::{TimeToLiveSpecification, TimeToLiveStatus};
+    for table in [&resources.jobs_table, &resources.runs_table, &resources.idempotency_table] {
+        let described = dynamo.describe_time_to_live().table_name(table).send().await.unwrap();
+        let Some(ttl) = described.time_to_live_description() else { continue };
+        let (Some(TimeToLiveStatus::Enabled), Some(attribute)) =
+            (ttl.time_to_live_status(), ttl.attribute_name())
+        else {
+            continue;
+        };
+        let off =
+            TimeToLiveSpecification::builder().attribute_name(attribute).enabled(false).build().unwrap();
+        dynamo.update_time_to_live().table_name(table).time_to_live_specification(off).send().await.unwrap();
+    }
+}
+
 /// Settings a test may change before the stack is built.
 #[derive(Debug, Default)]
 pub struct Options {
@@ -85,6 +107,9 @@ impl Stack {
         }
         let config = Config::from_vars(&vars, Some(resources.clone())).expect("test configuration");
         let clients = Clients::with_capacity_log(&sdk, Ledger::new(), config.capacity_log);
+        if options.clock.is_some() {
+            keep_expired_items(&clients.dynamo, &resources).await;
+        }
         let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let services = Services::new(config.clone(), &clients, clock);
         let api = Api::over(&services);

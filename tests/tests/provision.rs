@@ -69,3 +69,25 @@ async fn provisioned_resources_match_the_template() {
     let again = sundial_aws::provision::provision(&sdk, &stack.name).await.unwrap();
     assert_eq!(again, stack.resources);
 }
+
+/// A stack on a manual clock keeps what it writes until its test ends: the emulator's TTL
+/// reaper deletes by the real clock, once a minute, items whose expiry the manual clock wrote
+/// (a run claimed on 2026-03-08 expires 30 days later, long past), which took a DST scenario's
+/// claimed run whenever the reaper's minute came round during the test. Its tables' TTL is off;
+/// a stack on the real clock keeps the template's.
+#[tokio::test]
+async fn a_stack_on_a_manual_clock_keeps_its_expired_items() {
+    let clock =
+        std::sync::Arc::new(sundial_domain::clock::ManualClock::new("2026-03-08T05:00:00Z".parse().unwrap()));
+    let stack = Stack::at(&clock, &[]).await;
+    let r = &stack.resources;
+    for table in [&r.jobs_table, &r.runs_table, &r.idempotency_table] {
+        let ttl = stack.dynamo.describe_time_to_live().table_name(table).send().await.unwrap();
+        let status = ttl.time_to_live_description().and_then(|d| d.time_to_live_status()).cloned();
+        assert_ne!(
+            status,
+            Some(aws_sdk_dynamodb::types::TimeToLiveStatus::Enabled),
+            "{table}: the reaper would take its items"
+        );
+    }
+}
