@@ -59,7 +59,7 @@ pub fn next_instants(iterations: usize) -> anyhow::Result<Value> {
             children: Vec::new(),
             gaps: Vec::new(),
             skips: Vec::new(),
-            scheduled_runs: 0,
+            counted: Default::default(),
             baseline: None,
         };
         let schedule = stored_schedule(&job)?.ok_or_else(|| anyhow::anyhow!("{label}: no schedule"))?;

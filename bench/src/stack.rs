@@ -111,7 +111,7 @@ pub fn job(
         children: Vec::new(),
         gaps: Vec::new(),
         skips: Vec::new(),
-        scheduled_runs: 0,
+        counted: Default::default(),
         baseline: None,
     })
 }

@@ -344,9 +344,9 @@ impl DueIndex for FaultyJobs {
                     version: job.version,
                     from: job.next_run_at,
                     max_runs: job.document.schedule.as_ref().and_then(|s| s.max_runs),
-                    scheduled_runs: job.scheduled_runs,
+                    scheduled_runs: job.counted.runs,
                     next: to.next,
-                    counted: to.scheduled_runs,
+                    counted: to.counted.as_ref().map(|c| c.runs),
                     claimed,
                 });
             }
@@ -492,6 +492,10 @@ impl RunWrites for FaultyRuns {
             let out = self.inner.insert(run).await;
             if out.is_ok() && run.key.manual.is_none() {
                 self.claimed(run);
+            }
+            if matches!(out, Ok(Inserted::Created)) {
+                let key = (run.job_id.clone(), run.key.clone());
+                self.ledger.get().created_at.insert(key, self.sim.now());
             }
             out
         };

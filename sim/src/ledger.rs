@@ -112,6 +112,8 @@ pub struct Observed {
     pub claiming: BTreeMap<(Arc<str>, JobId), BTreeSet<RunKey>>,
     /// The scheduled runs backfills wrote (created or found).
     pub backfilled: BTreeSet<(JobId, RunKey)>,
+    /// When (global time) each run was created.
+    pub created_at: BTreeMap<(JobId, RunKey), DateTime<Utc>>,
 }
 
 /// An advance of a job the store accepted: the job as its claimer read it, and what it wrote.

@@ -28,6 +28,7 @@ use sundial_domain::ports::store::{
 };
 use sundial_domain::run::event::EventDetail;
 use sundial_domain::run::{Attempt, Published, Run, RunEvent, RunId, RunKey, RunMessage, RunState};
+use sundial_domain::run_limit::{Mark, RunCount};
 use sundial_domain::run_queue::{Dispatch, HOLD_S, MAX_DELAY_S};
 
 fn at(text: &str) -> DateTime<Utc> {
@@ -67,7 +68,7 @@ fn job(owner: &str, name: &str, next: Option<DateTime<Utc>>) -> Job {
         children: Vec::new(),
         gaps: Vec::new(),
         skips: Vec::new(),
-        scheduled_runs: 0,
+        counted: Default::default(),
         baseline: None,
     }
 }
@@ -429,12 +430,19 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
         at: minute,
         told: true,
     };
-    let to = Advance { next: Some(then), gaps: Some(vec![gap.clone()]), scheduled_runs: Some(7) };
+    let count = RunCount {
+        runs: 7,
+        marks: vec![
+            Mark { until: then + Duration::minutes(5), version: 0 },
+            Mark { until: then, version: 1 },
+        ],
+    };
+    let to = Advance { next: Some(then), gaps: Some(vec![gap.clone()]), counted: Some(count.clone()) };
     store.advance(&later, &to).await.unwrap();
     let advanced = store.get(&later.id).await.unwrap().unwrap();
     assert_eq!(
-        (advanced.version, advanced.next_run_at, advanced.gaps.clone(), advanced.scheduled_runs),
-        (1, Some(then), vec![gap.clone()], 7),
+        (advanced.version, advanced.next_run_at, advanced.gaps.clone(), advanced.counted.clone()),
+        (1, Some(then), vec![gap.clone()], count.clone()),
         "an advance moves next_run_at, and records the gaps and the count given"
     );
     assert!(!due_in(store, minute, shards).await.contains(&later.id), "an advanced job leaves its minute");
@@ -455,8 +463,8 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
     store.advance(&v2, &Advance::to(None)).await.unwrap();
     let ended = store.get(&later.id).await.unwrap().unwrap();
     assert_eq!(
-        (ended.next_run_at, ended.gaps, ended.scheduled_runs),
-        (None, vec![gap], 7),
+        (ended.next_run_at, ended.gaps, ended.counted),
+        (None, vec![gap], count),
         "nothing else given: the gaps and the count stay as they are"
     );
     assert!(!due_in(store, next_minute, shards).await.contains(&later.id), "a job with no next run leaves");
@@ -512,6 +520,7 @@ fn run(job_id: &JobId, key: RunKey, state: RunState) -> Run {
         resent_at: None,
         call_ended: None,
         workflow: None,
+        backfill: false,
         expires_at: expiry(),
         events: Vec::new(),
     }
@@ -595,6 +604,16 @@ async fn a_run_is_inserted_once(store: &dyn RunStore) {
         store.insert(&second).await.unwrap(),
         Inserted::Exists(Box::new(first.clone())),
         "a second insert of one key finds the first run"
+    );
+    let backfilled = Run {
+        backfill: true,
+        ..run(&job_id, RunKey::scheduled(at("2031-03-01T00:00:00Z")), RunState::Queued)
+    };
+    store.insert(&backfilled).await.unwrap();
+    assert_eq!(
+        store.get(&job_id, &backfilled.key).await.unwrap(),
+        Some(backfilled),
+        "a backfill's run reads back as one"
     );
     assert_eq!(stored(store, &first).await, first, "and changes nothing");
     let manual = Run {

@@ -79,7 +79,7 @@ fn job(target: serde_json::Value) -> Job {
         children: Vec::new(),
         gaps: Vec::new(),
         skips: Vec::new(),
-        scheduled_runs: 0,
+        counted: Default::default(),
         baseline: None,
     }
 }

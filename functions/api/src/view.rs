@@ -230,6 +230,9 @@ pub struct RunView {
     /// children's runs for the same instant have this run's key (`GET /v1/jobs/{id}/graph`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workflow: Option<String>,
+    /// Whether a backfill wrote the run (`POST /v1/jobs/{id}/backfill`), rather than the schedule.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub backfill: bool,
     /// Where the run's logs are: the local log, or a CloudWatch Logs Insights query in AWS.
     pub logs: LogsLink,
     /// Why a waiting run has not started yet (its flexible offset, a backoff, its group being
@@ -264,6 +267,7 @@ impl RunView {
             updated_at: run.updated_at,
             sla_missed: run.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::SlaMissed),
             workflow: run.workflow.as_ref().map(|root| root.to_string()),
+            backfill: run.backfill,
             logs: logs.link(&run.id().to_string()),
             waiting: None,
         }

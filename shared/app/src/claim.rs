@@ -32,9 +32,10 @@ use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{Advance, DueIndex, Inserted, RunHistory, RunWrites, StoreError};
 use sundial_domain::run::transition;
 use sundial_domain::run::{Run, RunKey};
+use sundial_domain::run_limit::{RunCount, Tally};
 use sundial_domain::run_queue::{Dispatch, MAX_DELAY_S, aligned_send};
 use sundial_domain::schedule::Schedule;
-use sundial_domain::tick::plan::plan;
+use sundial_domain::tick::plan::{Plan, plan};
 use tracing::Instrument;
 
 /// The most runs one pass may find already claimed among the instants it drops: a claim ahead
@@ -130,8 +131,8 @@ struct Prepared {
     next_run_at: Option<DateTime<Utc>>,
     /// The job's gaps to write with its advance, when this pass recorded one.
     gaps: Option<Vec<Gap>>,
-    /// The job's count of scheduled runs, when this pass claimed some.
-    scheduled_runs: Option<u64>,
+    /// The job's count of scheduled runs, when this pass changed it.
+    counted: Option<RunCount>,
     report: ClaimReport,
 }
 
@@ -301,7 +302,7 @@ impl Claimer {
         }
         let span = tracing::info_span!("advance", job_id = %p.job.id);
         let gaps = self.tell_gaps(&p.job, p.gaps.take()).instrument(span.clone()).await;
-        let to = Advance { next: p.next_run_at, gaps, scheduled_runs: p.scheduled_runs };
+        let to = Advance { next: p.next_run_at, gaps, counted: p.counted };
         match self.due.advance(&p.job, &to).instrument(span).await {
             Ok(()) => p.report.advanced += 1,
             Err(StoreError::Conflict) => {
@@ -331,9 +332,12 @@ impl Claimer {
         schedule: &Schedule,
         (from, to): (DateTime<Utc>, DateTime<Utc>),
         count: u64,
+        tally: &mut Tally,
     ) -> Result<Option<(DateTime<Utc>, DateTime<Utc>, u64)>, StoreError> {
         let before = RunKey::scheduled(from - Duration::seconds(1));
         let runs = self.history.after(&job.id, &before, to, MAX_CLAIMED_AHEAD).await?;
+        // Their runs run: the count holds them.
+        tally.read(counted(&runs));
         let claimed: Vec<DateTime<Utc>> =
             runs.iter().filter(|r| r.key.manual.is_none()).map(|r| r.key.instant).collect();
         let Some(last) = claimed.last() else { return Ok(Some((from, to, count))) };
@@ -394,7 +398,7 @@ impl Claimer {
             messages: Vec::new(),
             next_run_at: job.next_run_at,
             gaps: None,
-            scheduled_runs: None,
+            counted: None,
             report: ClaimReport::default(),
         };
         let Some(first) = job.next_run_at else { return Ok(prepared) };
@@ -419,14 +423,13 @@ impl Claimer {
             reached,
             self.settings.catchup_max,
         )
-        .within_delay(now, max_delay, |instant| job.start_offset(instant))
-        .within_runs(job.remaining_runs());
-        let claimed = plan.claim.len() as u64;
-        prepared.scheduled_runs = (claimed > 0).then_some(job.scheduled_runs + claimed);
+        .within_delay(now, max_delay, |instant| job.start_offset(instant));
+        let mut tally = self.tally(job, first, &plan).await?;
         prepared.report.missed_dropped = plan.skipped_missed;
         prepared.next_run_at = plan.next_run_at;
         if let (Some(dropped), Some(reached), Some(schedule)) = (plan.dropped, reached, schedule.as_ref()) {
-            let unclaimed = self.unclaimed(job, schedule, dropped, plan.skipped_missed as u64).await?;
+            let unclaimed =
+                self.unclaimed(job, schedule, dropped, plan.skipped_missed as u64, &mut tally).await?;
             if let Some((from, to, instants)) = unclaimed {
                 let cause = GapCause::CatchupDropped {
                     policy: job.document.catchup,
@@ -440,6 +443,11 @@ impl Claimer {
         }
 
         for instant in plan.claim {
+            // The limit reached, the schedule ends: no instant after is claimed.
+            if !tally.has_room() {
+                prepared.next_run_at = None;
+                break;
+            }
             let due = instant + job.start_offset(instant);
             let run = self.new_run(job, RunKey::scheduled(instant), due, now);
             // Its log lines (the capacity of the insert among them) name the run.
@@ -456,10 +464,17 @@ impl Claimer {
             };
             match inserted {
                 Inserted::Created => {
+                    tally.claimed(instant, None);
                     prepared.report.claimed += 1;
                     prepared.messages.push(run);
                 }
                 Inserted::Exists(existing) => {
+                    // A backfill's run is not the schedule's: the limit does not count it.
+                    if existing.backfill {
+                        tally.passed(instant);
+                    } else {
+                        tally.claimed(instant, Some(existing.job_version));
+                    }
                     prepared.report.duplicates += 1;
                     let unstarted = existing.is_unstarted();
                     if unstarted {
@@ -469,6 +484,42 @@ impl Claimer {
                 }
             }
         }
+        if !tally.has_room() {
+            prepared.next_run_at = None;
+        }
+        let count = tally.into_count(prepared.next_run_at, job.version);
+        prepared.counted = (count != job.counted).then_some(count);
         Ok(prepared)
     }
+
+    /// The job's count of scheduled runs as the pass from `cursor` that claims by `plan` takes
+    /// it, against its `max_runs`: when the job was edited or its cursor moved since the count,
+    /// the runs written before its claims that its new mark will hold are read and counted first
+    /// (see [`sundial_domain::run_limit`]).
+    async fn tally(&self, job: &Job, cursor: DateTime<Utc>, plan: &Plan) -> Result<Tally, StoreError> {
+        let limit = job.document.schedule.as_ref().and_then(|s| s.max_runs);
+        let mut tally = Tally::new(limit, job.counted.clone());
+        // Kept exact without a limit too: an edit may add one.
+        let Some(from) = job.counted.read_from(cursor, job.version) else { return Ok(tally) };
+        // Up to where the new mark will reach: the next instant, or past the last claimed.
+        let reach =
+            [Some(cursor), plan.next_run_at, plan.claim.last().map(|last| *last + Duration::seconds(1))];
+        let through = reach.into_iter().flatten().max().unwrap_or(cursor) - Duration::seconds(1);
+        let mut after = RunKey::scheduled(from.unwrap_or(DateTime::UNIX_EPOCH) - Duration::seconds(1));
+        loop {
+            let page = self.history.after(&job.id, &after, through, MAX_CLAIMED_AHEAD).await?;
+            tally.read(counted(&page));
+            match page.last() {
+                Some(last) if page.len() == MAX_CLAIMED_AHEAD as usize => after = last.key.clone(),
+                _ => break,
+            }
+        }
+        Ok(tally)
+    }
+}
+
+/// Of `runs`, those `schedule.max_runs` counts (scheduled, not a backfill's): each one's instant
+/// and the job version it was claimed under.
+fn counted(runs: &[Run]) -> impl Iterator<Item = (DateTime<Utc>, u64)> + '_ {
+    runs.iter().filter(|r| r.key.manual.is_none() && !r.backfill).map(|r| (r.key.instant, r.job_version))
 }

@@ -271,7 +271,7 @@ impl Jobs {
             children: Vec::new(),
             gaps: Vec::new(),
             skips: Vec::new(),
-            scheduled_runs: 0,
+            counted: Default::default(),
             baseline: None,
         };
         job.record_pause_change(false, now);
@@ -780,7 +780,8 @@ impl Jobs {
         let mut existing = 0;
         for instant in instants {
             let due = now + chrono::Duration::seconds((created.len() / BACKFILL_PER_SECOND) as i64);
-            let run = self.claimer.new_run(&job, RunKey::scheduled(instant), due, now);
+            let run =
+                Run { backfill: true, ..self.claimer.new_run(&job, RunKey::scheduled(instant), due, now) };
             match self.writes.insert(&run).await? {
                 sundial_domain::ports::store::Inserted::Created => created.push(run),
                 sundial_domain::ports::store::Inserted::Exists(_) => existing += 1,

@@ -171,6 +171,7 @@ mod tests {
             resent_at: None,
             call_ended: None,
             workflow: None,
+            backfill: false,
             expires_at: at,
             events: Vec::new(),
         };

@@ -344,6 +344,7 @@ mod tests {
             resent_at: None,
             call_ended: None,
             workflow: None,
+            backfill: false,
             expires_at: t,
             events: Vec::new(),
         }

@@ -30,7 +30,7 @@ pub fn job(extra: serde_json::Value) -> Job {
         children: Vec::new(),
         gaps: Vec::new(),
         skips: Vec::new(),
-        scheduled_runs: 0,
+        counted: Default::default(),
         baseline: None,
     }
 }

@@ -499,8 +499,8 @@ pub struct Job {
     /// Instants to skip, asked for before they were due, oldest first (at most [`MAX_SKIPS`]).
     pub skips: Vec<Skip>,
     /// Scheduled runs claimed so far (what `schedule.max_runs` counts), written with each
-    /// advance that claimed some.
-    pub scheduled_runs: u64,
+    /// advance that counted some.
+    pub counted: crate::run_limit::RunCount,
     /// Its normal duration, learned from its latest successful runs (`None` until it has
     /// enough of them).
     pub baseline: Option<crate::health::Baseline>,
@@ -684,7 +684,7 @@ impl Job {
     /// How many scheduled runs the job may still make, when its schedule sets `max_runs`.
     pub fn remaining_runs(&self) -> Option<u64> {
         let max = self.document.schedule.as_ref()?.max_runs?;
-        Some(max.saturating_sub(self.scheduled_runs))
+        Some(max.saturating_sub(self.counted.runs))
     }
 
     /// The skip asked for `instant`, if any.

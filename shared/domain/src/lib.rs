@@ -11,6 +11,7 @@
 //! - [`tick`]: what the tick decides: the minutes a pass walks, the instants it claims (with
 //!   catch-up);
 //! - [`catchup`]: how a job's catch-up policy decides a run that would start late;
+//! - [`run_limit`]: what `schedule.max_runs` counts, and how a claim pass counts against it;
 //! - [`run_queue`]: run messages and how long each stays invisible in the queue;
 //! - [`target`]: what a target receives, how deliveries are signed, what an answer means;
 //! - [`retry`]: exponential backoff with full jitter; [`due_index`]: due-index bucket and shard
@@ -55,6 +56,7 @@ pub mod page_token;
 pub mod ports;
 pub mod retry;
 pub mod run;
+pub mod run_limit;
 pub mod run_queue;
 pub mod schedule;
 pub mod stored;

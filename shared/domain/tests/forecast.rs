@@ -45,7 +45,7 @@ fn job(k: u64, extra: Value) -> Job {
         children: Vec::new(),
         gaps: Vec::new(),
         skips: Vec::new(),
-        scheduled_runs: 0,
+        counted: Default::default(),
         baseline: None,
     }
 }

@@ -106,7 +106,7 @@ mod tests {
             children: Vec::new(),
             gaps: Vec::new(),
             skips: Vec::new(),
-            scheduled_runs: 0,
+            counted: Default::default(),
             baseline: None,
         };
         let caller = ScriptedCaller::succeeding().then(Answer::TimedOut);

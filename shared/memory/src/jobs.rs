@@ -326,8 +326,8 @@ impl DueIndex for MemoryJobStore {
         if let Some(gaps) = &to.gaps {
             stored.job.gaps = gaps.clone();
         }
-        if let Some(count) = to.scheduled_runs {
-            stored.job.scheduled_runs = count;
+        if let Some(count) = &to.counted {
+            stored.job.counted = count.clone();
         }
         stored.due = match next {
             Some(next) if active => {

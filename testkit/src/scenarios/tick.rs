@@ -548,6 +548,37 @@ pub async fn a_run_limit_ends_the_schedule<H: Harness>() {
     }
 }
 
+/// A resume re-arms a job before the instants it claimed ahead: their runs were counted once
+/// and are not counted again, so the job still makes all of its `max_runs`.
+pub async fn a_run_limit_counts_runs_claimed_ahead_once_across_a_resume<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T11:58:00Z", &[("SUNDIAL_CLAIM_AHEAD_S", "120")]).await;
+    let api = deployment.api();
+    let schedule = json!({"cron": "* * * * *", "start_at": "2030-01-01T12:00:00Z", "max_runs": 4});
+    let id = api.create_job(ALICE, &job("four", schedule)).await;
+    deployment.set_clock(t("2030-01-01T11:59:00Z"));
+    deployment.use_cases().tick.run().await.unwrap();
+    let ahead = instants(&deployment.runs_of(&id).await);
+    assert_eq!(ahead, ["2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z"], "claimed ahead");
+    assert_eq!(api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["remaining_runs"], 2);
+    deployment.set_clock(t("2030-01-01T11:59:10Z"));
+    assert_eq!(api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await.status, StatusCode::OK);
+    deployment.set_clock(t("2030-01-01T11:59:20Z"));
+    // The resume re-arms at 12:00 and claims at once what is in reach: 12:00 and 12:01 again.
+    let resumed = api.post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({})).await;
+    let after_resume = (&resumed.body["next_run_at"], &resumed.body["remaining_runs"]);
+    assert_eq!(after_resume, (&json!("2030-01-01T12:02:00Z"), &json!(2)), "counted once: {}", resumed.body);
+    for minute in 0..6 {
+        deployment.set_clock(t("2030-01-01T12:00:00Z") + Duration::minutes(minute));
+        deployment.use_cases().tick.run().await.unwrap();
+    }
+    let runs = instants(&deployment.runs_of(&id).await);
+    let want =
+        ["2030-01-01T12:00:00Z", "2030-01-01T12:01:00Z", "2030-01-01T12:02:00Z", "2030-01-01T12:03:00Z"];
+    assert_eq!(runs, want, "four runs, each counted once");
+    let view = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body;
+    assert_eq!((&view["remaining_runs"], &view["next_run_at"]), (&json!(0), &json!(null)), "{view}");
+}
+
 /// `n` one-time jobs due at `at`, as stored an hour before (imported: no API, no claim).
 pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
     (0..n)
@@ -565,7 +596,7 @@ pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
             children: Vec::new(),
             gaps: Vec::new(),
             skips: Vec::new(),
-            scheduled_runs: 0,
+            counted: Default::default(),
             baseline: None,
         })
         .collect()
@@ -777,6 +808,7 @@ macro_rules! tick_scenarios {
             pauses_end_by_themselves_and_resumes_catch_up_as_asked,
             skipped_instants_never_run_and_can_be_taken_back,
             a_run_limit_ends_the_schedule,
+            a_run_limit_counts_runs_claimed_ahead_once_across_a_resume,
             racing_ticks_claim_each_instant_once,
             a_burst_is_continued_by_the_next_invocation,
             a_crash_between_claim_and_send_heals_at_the_next_tick,

@@ -24,6 +24,7 @@ use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
 use sundial_domain::health::Baseline;
 use sundial_domain::job::{Gap, Job, JobDocument, JobId};
 use sundial_domain::ports::store::{Advance, Catalogue, DueIndex, Page, StoreError, StoreResult};
+use sundial_domain::run_limit::{Mark, RunCount};
 use sundial_domain::stored::decode_lenient;
 
 /// Index of an owner's jobs, sorted by name.
@@ -120,8 +121,11 @@ impl DynamoJobStore {
             let text = serde_json::to_string(baseline).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             item.insert("baseline".into(), s(text));
         }
-        if job.scheduled_runs > 0 {
-            item.insert("scheduled_runs".into(), n(job.scheduled_runs));
+        if job.counted.runs > 0 {
+            item.insert("scheduled_runs".into(), n(job.counted.runs));
+        }
+        if !job.counted.marks.is_empty() {
+            item.insert("counted_marks".into(), s(encode_marks(&job.counted.marks)?));
         }
         if !job.skips.is_empty() {
             let skips = serde_json::to_string(&job.skips).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -231,7 +235,14 @@ fn from_item(item: &Item) -> StoreResult<Job> {
             }
             None => Vec::new(),
         },
-        scheduled_runs: if item.contains_key("scheduled_runs") { get_n(item, "scheduled_runs")? } else { 0 },
+        counted: RunCount {
+            runs: if item.contains_key("scheduled_runs") { get_n(item, "scheduled_runs")? } else { 0 },
+            marks: match get_opt_s(item, "counted_marks") {
+                Some(text) => serde_json::from_str(text)
+                    .map_err(|e| StoreError::Corrupt(format!("counted_marks: {e}")))?,
+                None => Vec::new(),
+            },
+        },
         baseline: match get_opt_s(item, "baseline") {
             Some(text) => {
                 Some(serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("baseline: {e}")))?)
@@ -545,8 +556,12 @@ impl DueIndex for DynamoJobStore {
         if let Some(gaps) = &to.gaps {
             update = update.set("gaps", ":gaps", s(encode_gaps(gaps)?));
         }
-        if let Some(count) = to.scheduled_runs {
-            update = update.set("scheduled_runs", ":runs", n(count));
+        if let Some(count) = &to.counted {
+            update = update.set("scheduled_runs", ":runs", n(count.runs));
+            update = match count.marks.is_empty() {
+                true => update.remove("counted_marks"),
+                false => update.set("counted_marks", ":marks", s(encode_marks(&count.marks)?)),
+            };
         }
         update = update.value(":v", n(job.version));
         let mut condition = "attribute_exists(job_id) AND version = :v".to_string();
@@ -605,4 +620,9 @@ pub async fn raw_attribute(
         .await
         .map_err(store_error)?;
     Ok(out.item.and_then(|mut i| i.remove(name)))
+}
+
+/// A count's marks as kept in the job's item: JSON text.
+fn encode_marks(marks: &[Mark]) -> StoreResult<String> {
+    serde_json::to_string(marks).map_err(|e| StoreError::Corrupt(e.to_string()))
 }

@@ -188,6 +188,9 @@ impl DynamoRunStore {
         if let Some(reason) = &run.reason {
             item.insert("reason".into(), s(reason));
         }
+        if run.backfill {
+            item.insert("backfill".into(), AttributeValue::Bool(true));
+        }
         if let Some(root) = &run.workflow {
             item.insert("workflow".into(), s(root.as_str()));
         }
@@ -315,6 +318,7 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
         resent_at: get_opt_s(item, "resent_at").and_then(parse_instant),
         call_ended: get_n(item, "call_ended").ok(),
         workflow: get_opt_s(item, "workflow").and_then(JobId::parse),
+        backfill: matches!(item.get("backfill"), Some(AttributeValue::Bool(true))),
         lease_until: get_opt_s(item, "lease_until").and_then(parse_instant),
         retry_at: get_opt_s(item, "retry_at").and_then(parse_instant),
         expires_at: DateTime::from_timestamp(expires, 0).unwrap_or_default(),

@@ -183,8 +183,8 @@ pub struct Advance {
     pub next: Option<DateTime<Utc>>,
     /// The job's gaps, when the pass recorded or told one (`None`: as they are).
     pub gaps: Option<Vec<Gap>>,
-    /// The job's count of scheduled runs claimed, when the pass claimed some (`None`: as it is).
-    pub scheduled_runs: Option<u64>,
+    /// The job's count of scheduled runs, when the pass changed it (`None`: as it is).
+    pub counted: Option<crate::run_limit::RunCount>,
 }
 
 impl Advance {

@@ -297,6 +297,9 @@ pub struct Run {
     /// scheduled instant, or a trigger of a job without children). Its descendants follow it
     /// under the same key; a child waits only for the parents that descend from it.
     pub workflow: Option<JobId>,
+    /// Written by a backfill rather than by a claim of the schedule: not counted by
+    /// `schedule.max_runs`.
+    pub backfill: bool,
     /// When the row expires (DynamoDB TTL).
     pub expires_at: DateTime<Utc>,
     /// Events recorded on the run, each marked once published.

@@ -290,6 +290,7 @@ pub fn claim(job: &Job, key: RunKey, due_at: DateTime<Utc>, now: DateTime<Utc>, 
         resent_at: None,
         call_ended: None,
         workflow: None,
+        backfill: false,
         expires_at: now + retention,
         events: Vec::new(),
     }

@@ -149,21 +149,6 @@ fn restart_point(
 }
 
 impl Plan {
-    /// Claims at most `remaining` instants (a schedule's `max_runs` less the runs it made; `None`:
-    /// no limit): the job has no next instant once they are claimed.
-    pub fn within_runs(mut self, remaining: Option<u64>) -> Plan {
-        if let Some(remaining) = remaining.map(|r| usize::try_from(r).unwrap_or(usize::MAX))
-            && (self.claim.len() >= remaining || remaining == 0)
-        {
-            let ends = self.claim.len() >= remaining;
-            self.claim.truncate(remaining);
-            if ends {
-                self.next_run_at = None;
-            }
-        }
-        self
-    }
-
     /// Holds back, from the first on, the instants whose run starts (the instant plus its
     /// `offset`) more than `max_delay` after `now`: the message that carries a run waits at most
     /// that long. The first held back becomes the next instant, and those after it wait with it,
@@ -359,25 +344,6 @@ mod tests {
         assert!(from < p.claim[0] - Duration::days(10), "the gap starts where the outage began: {from}");
         assert!(to >= p.claim[0] - Duration::seconds(10), "it holds the last instant dropped: {to}");
         assert!(to < p.claim[0], "and ends before the first kept: {to}");
-    }
-
-    #[test]
-    fn a_run_limit_ends_the_schedule_once_its_runs_are_claimed() {
-        let now = t("2026-03-01T12:00:00Z");
-        let plan = || Plan {
-            claim: vec![now, now + Duration::minutes(1), now + Duration::minutes(2)],
-            skipped_missed: 0,
-            dropped: None,
-            next_run_at: Some(now + Duration::minutes(3)),
-        };
-        assert_eq!(plan().within_runs(None), plan(), "no limit");
-        assert_eq!(plan().within_runs(Some(5)), plan(), "room for more");
-        let ends = plan().within_runs(Some(3));
-        assert_eq!((ends.claim.len(), ends.next_run_at), (3, None), "the last runs end it");
-        let cut = plan().within_runs(Some(1));
-        assert_eq!((cut.claim, cut.next_run_at), (vec![now], None));
-        let done = plan().within_runs(Some(0));
-        assert_eq!((done.claim.len(), done.next_run_at), (0, None), "none left");
     }
 
     #[test]

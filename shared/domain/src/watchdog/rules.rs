@@ -139,6 +139,7 @@ mod tests {
             resent_at: None,
             call_ended: None,
             workflow: None,
+            backfill: false,
             expires_at: t + Duration::days(30),
             events: Vec::new(),
         }

@@ -1,0 +1,226 @@
+//! What `schedule.max_runs` counts, and how a claim pass counts against it: the scheduled runs
+//! a job's claims wrote (not manual runs, not a backfill's), each counted once, whichever pass
+//! wrote it and whatever moved the job's cursor since.
+//!
+//! A pass writes its runs before the advance that counts them, so a run can be written and not
+//! counted: the advance was lost (a crash, a conflict with an edit or another claimer). The count
+//! therefore says which runs it holds, by marks ([`RunCount::holds`]): each mark holds the runs of
+//! instants before the cursor a counting advance wrote, claimed under the version it read or an
+//! earlier one. Within a version the cursor only moves forward and every pass claims from it, so
+//! a run written after the count is never held by it: the pass that claims its instant again
+//! counts it. What moves the cursor otherwise bumps the version:
+//! - back (a resume re-arms before instants claimed ahead): the older mark is kept beside the new
+//!   one, so the runs claimed ahead stay held and are not counted twice;
+//! - forward (an edit, a resume that skips), or to instants of another schedule: the runs the new
+//!   mark comes to hold that the pass does not claim are read and counted first.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// How far before a count's mark a run written after the count can lie: a claim reaches at most
+/// a message's longest delay past its pass's clock (so the mark lies at most that far ahead of
+/// the count), and a cursor is moved back no further than the time of the move, with room for
+/// the skew between clocks.
+pub const WRITTEN_AFTER_WITHIN: Duration = Duration::minutes(20);
+
+/// The most marks a count keeps: one more for each move back of the cursor within a message's
+/// longest delay. Past it the oldest goes, and a run only it held could be counted again.
+pub const MAX_MARKS: usize = 8;
+
+/// A job's count of the scheduled runs its claims wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCount {
+    /// The runs counted.
+    pub runs: u64,
+    /// Which runs those are, oldest mark first. Empty: none counted yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<Mark>,
+}
+
+/// The runs of instants before `until`, claimed under job version `version` or an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    pub until: DateTime<Utc>,
+    pub version: u64,
+}
+
+impl RunCount {
+    /// Whether this count holds the run of `instant` claimed under job version `claimed_under`.
+    pub fn holds(&self, instant: DateTime<Utc>, claimed_under: u64) -> bool {
+        self.marks.iter().any(|m| instant < m.until && claimed_under <= m.version)
+    }
+
+    /// From which instant a pass of the job at `version` reads the runs written before its
+    /// claims, to count those its new mark will hold and the count does not: `None`, nothing
+    /// to read (the job not edited since the count, nor its cursor moved past the mark).
+    ///
+    /// - Moved forward since the count (an edit, a resume that skips): from the newest mark, to
+    ///   find what a lost advance left in the instants jumped over.
+    /// - Edited since: also the runs before the newest mark written under the newer versions,
+    ///   which lie no further back than [`WRITTEN_AFTER_WITHIN`].
+    /// - Never counted: from the beginning (`Some(None)`). A count of runs without a mark
+    ///   (written before marks were kept) is taken as exact.
+    pub fn read_from(&self, cursor: DateTime<Utc>, version: u64) -> Option<Option<DateTime<Utc>>> {
+        match self.marks.last() {
+            None if self.runs == 0 => Some(None),
+            None => None,
+            Some(m) if version > m.version => Some(Some(m.until - WRITTEN_AFTER_WITHIN)),
+            Some(m) => (m.until < cursor).then_some(Some(m.until)),
+        }
+    }
+}
+
+/// One pass's count of a job's scheduled runs against its limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tally {
+    limit: Option<u64>,
+    count: RunCount,
+    runs: u64,
+    /// The instants the pass accounted for (read or claimed), each once.
+    seen: BTreeSet<DateTime<Utc>>,
+}
+
+impl Tally {
+    /// The count as the job holds it, against `limit` (`None`: no limit).
+    pub fn new(limit: Option<u64>, count: RunCount) -> Self {
+        let runs = count.runs;
+        Tally { limit, count, runs, seen: BTreeSet::new() }
+    }
+
+    /// Counts the runs read (each: its instant and the version it was claimed under) that the
+    /// count does not hold.
+    pub fn read(&mut self, runs: impl IntoIterator<Item = (DateTime<Utc>, u64)>) {
+        for (instant, version) in runs {
+            self.account(instant, Some(version));
+        }
+    }
+
+    /// Whether the limit leaves room for another run.
+    pub fn has_room(&self) -> bool {
+        self.limit.is_none_or(|limit| self.runs < limit)
+    }
+
+    /// Counts the claim of `instant`: `found` is the version its run was claimed under when the
+    /// pass found it written already (`None`: the pass wrote it).
+    pub fn claimed(&mut self, instant: DateTime<Utc>, found: Option<u64>) {
+        self.account(instant, found);
+    }
+
+    /// Passes `instant` without counting it: its run is not one the limit counts (a backfill's).
+    pub fn passed(&mut self, instant: DateTime<Utc>) {
+        self.seen.insert(instant);
+    }
+
+    fn account(&mut self, instant: DateTime<Utc>, found: Option<u64>) {
+        let held = found.is_some_and(|version| self.count.holds(instant, version));
+        if self.seen.insert(instant) && !held {
+            self.runs += 1;
+        }
+    }
+
+    /// The count to write with the advance of the job at `version` to `next` (`None`: the
+    /// schedule ends). Its new mark holds every instant the pass accounted for; the older marks
+    /// that still hold more than it are kept.
+    pub fn into_count(self, next: Option<DateTime<Utc>>, version: u64) -> RunCount {
+        let after_last = self.seen.last().map(|last| *last + Duration::seconds(1));
+        let Some(until) = next.into_iter().chain(after_last).max() else {
+            return RunCount { runs: self.runs, marks: self.count.marks };
+        };
+        let mut marks: Vec<Mark> = self.count.marks.into_iter().filter(|m| m.until > until).collect();
+        marks.push(Mark { until, version });
+        if marks.len() > MAX_MARKS {
+            marks.drain(..marks.len() - MAX_MARKS);
+        }
+        RunCount { runs: self.runs, marks }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().expect("an RFC 3339 instant")
+    }
+
+    fn mark(until: &str, version: u64) -> Mark {
+        Mark { until: t(until), version }
+    }
+
+    fn count(runs: u64, marks: &[Mark]) -> RunCount {
+        RunCount { runs, marks: marks.to_vec() }
+    }
+
+    #[test]
+    fn each_new_run_is_counted_and_the_limit_is_reached() {
+        let mut tally = Tally::new(Some(2), RunCount::default());
+        assert!(tally.has_room());
+        tally.claimed(t("2030-01-01T00:00:00Z"), None);
+        tally.claimed(t("2030-01-01T00:01:00Z"), None);
+        assert!(!tally.has_room(), "two of two");
+        assert_eq!(tally.into_count(None, 1), count(2, &[mark("2030-01-01T00:01:01Z", 1)]));
+    }
+
+    #[test]
+    fn a_cursor_moved_back_keeps_the_runs_claimed_ahead_held() {
+        let ahead = mark("2030-01-01T00:05:00Z", 1);
+        // A resume (version 2) moved the cursor back to 00:04, claimed ahead and counted before
+        // the pause; 00:05 was written by a pass whose advance was lost.
+        let mut back = Tally::new(Some(9), count(3, &[ahead]));
+        back.claimed(t("2030-01-01T00:04:00Z"), Some(1));
+        let resumed = back.into_count(Some(t("2030-01-01T00:04:30Z")), 2);
+        assert_eq!(resumed, count(3, &[ahead, mark("2030-01-01T00:04:30Z", 2)]), "both marks kept");
+        // A run written since under version 2 before the old mark is not held by it.
+        assert!(resumed.holds(t("2030-01-01T00:04:00Z"), 1));
+        assert!(!resumed.holds(t("2030-01-01T00:04:40Z"), 2));
+        let mut on = Tally::new(Some(9), resumed);
+        on.claimed(t("2030-01-01T00:04:40Z"), Some(2));
+        on.claimed(t("2030-01-01T00:05:00Z"), Some(1));
+        let moved = on.into_count(Some(t("2030-01-01T00:06:00Z")), 2);
+        assert_eq!(moved, count(5, &[mark("2030-01-01T00:06:00Z", 2)]), "the old mark passed");
+    }
+
+    #[test]
+    fn a_pass_reads_only_where_the_count_may_miss_runs() {
+        let held = count(3, &[mark("2030-01-01T00:05:00Z", 1)]);
+        let until = t("2030-01-01T00:05:00Z");
+        assert_eq!(held.read_from(until, 1), None, "where the count left it");
+        assert_eq!(held.read_from(t("2030-01-01T00:09:00Z"), 1), Some(Some(until)), "moved forward");
+        assert_eq!(
+            held.read_from(t("2030-01-01T00:02:00Z"), 2),
+            Some(Some(until - WRITTEN_AFTER_WITHIN)),
+            "edited"
+        );
+        assert_eq!(RunCount::default().read_from(until, 1), Some(None), "never counted");
+        assert_eq!(count(4, &[]).read_from(until, 1), None, "an old count without marks");
+    }
+
+    #[test]
+    fn runs_read_are_counted_once_unless_held() {
+        let mut tally = Tally::new(Some(10), count(3, &[mark("2030-01-01T00:05:00Z", 1)]));
+        let read =
+            [(t("2030-01-01T00:04:00Z"), 1), (t("2030-01-01T00:06:00Z"), 1), (t("2030-01-01T00:07:00Z"), 1)];
+        tally.read(read);
+        tally.claimed(t("2030-01-01T00:07:00Z"), Some(1));
+        tally.claimed(t("2030-01-01T00:09:00Z"), None);
+        tally.passed(t("2030-01-01T00:09:30Z"));
+        let next = t("2030-01-01T00:10:00Z");
+        assert_eq!(tally.into_count(Some(next), 1), count(6, &[mark("2030-01-01T00:10:00Z", 1)]));
+    }
+
+    #[test]
+    fn a_read_alone_can_reach_the_limit_and_the_marks_are_bounded() {
+        let mut tally = Tally::new(Some(1), RunCount::default());
+        tally.read([(t("2030-01-01T00:03:00Z"), 1)]);
+        assert!(!tally.has_room());
+        assert_eq!(tally.into_count(None, 1), count(1, &[mark("2030-01-01T00:03:01Z", 1)]));
+
+        let many: Vec<Mark> = (0..MAX_MARKS as i64)
+            .map(|i| Mark { until: t("2030-01-01T01:00:00Z") - Duration::minutes(i), version: i as u64 })
+            .collect();
+        let next = Tally::new(None, count(0, &many)).into_count(Some(t("2030-01-01T00:00:00Z")), 99);
+        assert_eq!(next.marks.len(), MAX_MARKS);
+        assert_eq!(next.marks.last().map(|m| m.version), Some(99));
+    }
+}
