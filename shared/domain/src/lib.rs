@@ -4,7 +4,8 @@
 //!
 //! - [`job`]: the job document users write and the stored job around it;
 //! - [`schedule`]: cron, rate and one-off schedules and their unions, time zones and DST, `next_after`;
-//!   [`dst`]: a schedule's DST policy;
+//!   [`dst`]: a schedule's DST policy; [`calendar`]: business days, holidays and where a
+//!   holiday's instant moves;
 //! - [`validation`]: documents checked against [`limits`] (bounds and allow-lists), errors
 //!   naming the field; [`egress`]: where HTTP calls made for jobs may connect;
 //! - [`run`]: runs, their states, keys and ids, and the events recorded on them;
@@ -34,6 +35,7 @@
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
 pub mod auth;
+pub mod calendar;
 pub mod catchup;
 pub mod clock;
 pub mod dst;
