@@ -433,8 +433,8 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
     let count = RunCount {
         runs: 7,
         marks: vec![
-            Mark { until: then + Duration::minutes(5), version: 0 },
-            Mark { until: then, version: 1 },
+            Mark { until: then + Duration::minutes(5), version: 0, at: minute },
+            Mark { until: then, version: 1, at: minute },
         ],
     };
     let to = Advance { next: Some(then), gaps: Some(vec![gap.clone()]), counted: Some(count.clone()) };

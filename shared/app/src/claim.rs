@@ -42,6 +42,13 @@ use tracing::Instrument;
 /// spans at most 15 minutes (SQS's longest delay), 900 instants of a job every second.
 const MAX_CLAIMED_AHEAD: u32 = 1000;
 
+/// The runs one page of a count's read holds ([`Claimer::tally`]).
+const COUNT_PAGE: u32 = 1000;
+
+/// The most pages one pass reads to count runs: a job never counted reads its whole kept history
+/// once, and an edit about twenty minutes of runs.
+const MAX_COUNT_PAGES: usize = 20;
+
 /// How claiming behaves; defaults from the design.
 #[derive(Debug, Clone)]
 pub struct ClaimSettings {
@@ -336,7 +343,7 @@ impl Claimer {
     ) -> Result<Option<(DateTime<Utc>, DateTime<Utc>, u64)>, StoreError> {
         let before = RunKey::scheduled(from - Duration::seconds(1));
         let runs = self.history.after(&job.id, &before, to, MAX_CLAIMED_AHEAD).await?;
-        // Their runs run: the count holds them.
+        // Runs found here run, though their instants are dropped: counted.
         tally.read(counted(&runs));
         let claimed: Vec<DateTime<Utc>> =
             runs.iter().filter(|r| r.key.manual.is_none()).map(|r| r.key.instant).collect();
@@ -487,7 +494,7 @@ impl Claimer {
         if !tally.has_room() {
             prepared.next_run_at = None;
         }
-        let count = tally.into_count(prepared.next_run_at, job.version);
+        let count = tally.into_count(prepared.next_run_at, job.version, now);
         prepared.counted = (count != job.counted).then_some(count);
         Ok(prepared)
     }
@@ -505,15 +512,20 @@ impl Claimer {
         let reach =
             [Some(cursor), plan.next_run_at, plan.claim.last().map(|last| *last + Duration::seconds(1))];
         let through = reach.into_iter().flatten().max().unwrap_or(cursor) - Duration::seconds(1);
-        let mut after = RunKey::scheduled(from.unwrap_or(DateTime::UNIX_EPOCH) - Duration::seconds(1));
-        loop {
-            let page = self.history.after(&job.id, &after, through, MAX_CLAIMED_AHEAD).await?;
-            tally.read(counted(&page));
-            match page.last() {
-                Some(last) if page.len() == MAX_CLAIMED_AHEAD as usize => after = last.key.clone(),
-                _ => break,
-            }
+        let from = from.unwrap_or(DateTime::UNIX_EPOCH);
+        if from > through {
+            return Ok(tally);
         }
+        // A page may end short of its limit (a query stops at 1 MB): paged until one comes back
+        // empty, at most `MAX_COUNT_PAGES`.
+        let mut after = RunKey::scheduled(from - Duration::seconds(1));
+        for _ in 0..MAX_COUNT_PAGES {
+            let page = self.history.after(&job.id, &after, through, COUNT_PAGE).await?;
+            tally.read(counted(&page));
+            let Some(last) = page.last() else { return Ok(tally) };
+            after = last.key.clone();
+        }
+        tracing::warn!(job_id = %job.id, from = %from, through = %through, "more runs than a pass reads to count; the rest are taken as counted");
         Ok(tally)
     }
 }

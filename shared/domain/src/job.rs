@@ -498,8 +498,8 @@ pub struct Job {
     pub gaps: Vec<Gap>,
     /// Instants to skip, asked for before they were due, oldest first (at most [`MAX_SKIPS`]).
     pub skips: Vec<Skip>,
-    /// Scheduled runs claimed so far (what `schedule.max_runs` counts), written with each
-    /// advance that counted some.
+    /// Scheduled runs claimed so far (what `schedule.max_runs` counts) and which they are,
+    /// written with each advance that changed it.
     pub counted: crate::run_limit::RunCount,
     /// Its normal duration, learned from its latest successful runs (`None` until it has
     /// enough of them).

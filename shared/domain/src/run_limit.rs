@@ -18,10 +18,10 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-/// How far before a count's mark a run written after the count can lie: a claim reaches at most
-/// a message's longest delay past its pass's clock (so the mark lies at most that far ahead of
-/// the count), and a cursor is moved back no further than the time of the move, with room for
-/// the skew between clocks.
+/// How far before the pass that wrote a count a run written after it under a newer version can
+/// lie: an edit or a resume comes after that pass (the pass's advance was conditioned on the
+/// version the edit bumped), and moves the cursor back no further than its own time, with room
+/// for the skew between clocks and the pass's own length.
 pub const WRITTEN_AFTER_WITHIN: Duration = Duration::minutes(20);
 
 /// The most marks a count keeps: one more for each move back of the cursor within a message's
@@ -43,6 +43,8 @@ pub struct RunCount {
 pub struct Mark {
     pub until: DateTime<Utc>,
     pub version: u64,
+    /// When the pass that wrote it began (its clock).
+    pub at: DateTime<Utc>,
 }
 
 impl RunCount {
@@ -55,17 +57,18 @@ impl RunCount {
     /// claims, to count those its new mark will hold and the count does not: `None`, nothing
     /// to read (the job not edited since the count, nor its cursor moved past the mark).
     ///
-    /// - Moved forward since the count (an edit, a resume that skips): from the newest mark, to
-    ///   find what a lost advance left in the instants jumped over.
-    /// - Edited since: also the runs before the newest mark written under the newer versions,
-    ///   which lie no further back than [`WRITTEN_AFTER_WITHIN`].
+    /// - Edited (or paused, resumed) since: the runs written under the newer versions, which lie
+    ///   no further back than [`WRITTEN_AFTER_WITHIN`] before the pass that wrote the newest
+    ///   mark, and those the cursor may have been moved forward over, from the mark on.
+    /// - Moved past the newest mark in the same version (the catch-up dropped instants, a pass
+    ///   that claimed nothing advanced): from the mark, for what a lost advance left there.
     /// - Never counted: from the beginning (`Some(None)`). A count of runs without a mark
     ///   (written before marks were kept) is taken as exact.
     pub fn read_from(&self, cursor: DateTime<Utc>, version: u64) -> Option<Option<DateTime<Utc>>> {
         match self.marks.last() {
             None if self.runs == 0 => Some(None),
             None => None,
-            Some(m) if version > m.version => Some(Some(m.until - WRITTEN_AFTER_WITHIN)),
+            Some(m) if version > m.version => Some(Some(m.until.min(m.at - WRITTEN_AFTER_WITHIN))),
             Some(m) => (m.until < cursor).then_some(Some(m.until)),
         }
     }
@@ -120,15 +123,15 @@ impl Tally {
     }
 
     /// The count to write with the advance of the job at `version` to `next` (`None`: the
-    /// schedule ends). Its new mark holds every instant the pass accounted for; the older marks
-    /// that still hold more than it are kept.
-    pub fn into_count(self, next: Option<DateTime<Utc>>, version: u64) -> RunCount {
+    /// schedule ends), by the pass that began `at`. Its new mark holds every instant the pass
+    /// accounted for; the older marks that still hold more than it are kept.
+    pub fn into_count(self, next: Option<DateTime<Utc>>, version: u64, at: DateTime<Utc>) -> RunCount {
         let after_last = self.seen.last().map(|last| *last + Duration::seconds(1));
         let Some(until) = next.into_iter().chain(after_last).max() else {
             return RunCount { runs: self.runs, marks: self.count.marks };
         };
         let mut marks: Vec<Mark> = self.count.marks.into_iter().filter(|m| m.until > until).collect();
-        marks.push(Mark { until, version });
+        marks.push(Mark { until, version, at });
         if marks.len() > MAX_MARKS {
             marks.drain(..marks.len() - MAX_MARKS);
         }
@@ -144,8 +147,13 @@ mod tests {
         s.parse().expect("an RFC 3339 instant")
     }
 
+    /// The time the passes of these tests began.
+    fn now() -> DateTime<Utc> {
+        t("2030-01-01T00:00:00Z")
+    }
+
     fn mark(until: &str, version: u64) -> Mark {
-        Mark { until: t(until), version }
+        Mark { until: t(until), version, at: now() }
     }
 
     fn count(runs: u64, marks: &[Mark]) -> RunCount {
@@ -159,7 +167,7 @@ mod tests {
         tally.claimed(t("2030-01-01T00:00:00Z"), None);
         tally.claimed(t("2030-01-01T00:01:00Z"), None);
         assert!(!tally.has_room(), "two of two");
-        assert_eq!(tally.into_count(None, 1), count(2, &[mark("2030-01-01T00:01:01Z", 1)]));
+        assert_eq!(tally.into_count(None, 1, now()), count(2, &[mark("2030-01-01T00:01:01Z", 1)]));
     }
 
     #[test]
@@ -169,7 +177,7 @@ mod tests {
         // the pause; 00:05 was written by a pass whose advance was lost.
         let mut back = Tally::new(Some(9), count(3, &[ahead]));
         back.claimed(t("2030-01-01T00:04:00Z"), Some(1));
-        let resumed = back.into_count(Some(t("2030-01-01T00:04:30Z")), 2);
+        let resumed = back.into_count(Some(t("2030-01-01T00:04:30Z")), 2, now());
         assert_eq!(resumed, count(3, &[ahead, mark("2030-01-01T00:04:30Z", 2)]), "both marks kept");
         // A run written since under version 2 before the old mark is not held by it.
         assert!(resumed.holds(t("2030-01-01T00:04:00Z"), 1));
@@ -177,7 +185,7 @@ mod tests {
         let mut on = Tally::new(Some(9), resumed);
         on.claimed(t("2030-01-01T00:04:40Z"), Some(2));
         on.claimed(t("2030-01-01T00:05:00Z"), Some(1));
-        let moved = on.into_count(Some(t("2030-01-01T00:06:00Z")), 2);
+        let moved = on.into_count(Some(t("2030-01-01T00:06:00Z")), 2, now());
         assert_eq!(moved, count(5, &[mark("2030-01-01T00:06:00Z", 2)]), "the old mark passed");
     }
 
@@ -189,9 +197,13 @@ mod tests {
         assert_eq!(held.read_from(t("2030-01-01T00:09:00Z"), 1), Some(Some(until)), "moved forward");
         assert_eq!(
             held.read_from(t("2030-01-01T00:02:00Z"), 2),
-            Some(Some(until - WRITTEN_AFTER_WITHIN)),
-            "edited"
+            Some(Some(now() - WRITTEN_AFTER_WITHIN)),
+            "edited: from before the pass that counted"
         );
+        // A daily job's mark lies a day ahead of its pass: an edit reads from the pass.
+        let daily = count(1, &[mark("2030-01-02T00:00:00Z", 1)]);
+        let read = daily.read_from(t("2030-01-01T00:05:00Z"), 2);
+        assert_eq!(read, Some(Some(now() - WRITTEN_AFTER_WITHIN)));
         assert_eq!(RunCount::default().read_from(until, 1), Some(None), "never counted");
         assert_eq!(count(4, &[]).read_from(until, 1), None, "an old count without marks");
     }
@@ -206,7 +218,7 @@ mod tests {
         tally.claimed(t("2030-01-01T00:09:00Z"), None);
         tally.passed(t("2030-01-01T00:09:30Z"));
         let next = t("2030-01-01T00:10:00Z");
-        assert_eq!(tally.into_count(Some(next), 1), count(6, &[mark("2030-01-01T00:10:00Z", 1)]));
+        assert_eq!(tally.into_count(Some(next), 1, now()), count(6, &[mark("2030-01-01T00:10:00Z", 1)]));
     }
 
     #[test]
@@ -214,12 +226,16 @@ mod tests {
         let mut tally = Tally::new(Some(1), RunCount::default());
         tally.read([(t("2030-01-01T00:03:00Z"), 1)]);
         assert!(!tally.has_room());
-        assert_eq!(tally.into_count(None, 1), count(1, &[mark("2030-01-01T00:03:01Z", 1)]));
+        assert_eq!(tally.into_count(None, 1, now()), count(1, &[mark("2030-01-01T00:03:01Z", 1)]));
 
         let many: Vec<Mark> = (0..MAX_MARKS as i64)
-            .map(|i| Mark { until: t("2030-01-01T01:00:00Z") - Duration::minutes(i), version: i as u64 })
+            .map(|i| Mark {
+                until: t("2030-01-01T01:00:00Z") - Duration::minutes(i),
+                version: i as u64,
+                at: now(),
+            })
             .collect();
-        let next = Tally::new(None, count(0, &many)).into_count(Some(t("2030-01-01T00:00:00Z")), 99);
+        let next = Tally::new(None, count(0, &many)).into_count(Some(t("2030-01-01T00:00:00Z")), 99, now());
         assert_eq!(next.marks.len(), MAX_MARKS);
         assert_eq!(next.marks.last().map(|m| m.version), Some(99));
     }

@@ -579,6 +579,40 @@ pub async fn a_run_limit_counts_runs_claimed_ahead_once_across_a_resume<H: Harne
     assert_eq!((&view["remaining_runs"], &view["next_run_at"]), (&json!(0), &json!(null)), "{view}");
 }
 
+/// A daily job's count marks the day ahead; an edit to every five minutes claims from the
+/// edit on, with and without a limit (the count's read starts before the pass that counted, not
+/// before its mark, which lies a day ahead).
+pub async fn an_edit_from_daily_to_minutes_claims_at_once<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T08:58:00Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let api = deployment.api();
+    let limited = api.create_job(ALICE, &job("limited", json!({"cron": "0 9 * * *", "max_runs": 5}))).await;
+    let unlimited = api.create_job(ALICE, &job("unlimited", json!({"cron": "0 9 * * *"}))).await;
+    for minute in ["2030-01-01T08:59:00Z", "2030-01-01T09:00:00Z"] {
+        deployment.set_clock(t(minute));
+        deployment.use_cases().tick.run().await.unwrap();
+    }
+    deployment.set_clock(t("2030-01-01T10:00:30Z"));
+    for (id, schedule) in [
+        (&limited, json!({"cron": "*/5 * * * *", "max_runs": 5})),
+        (&unlimited, json!({"cron": "*/5 * * * *"})),
+    ] {
+        let reply = api.patch(ALICE, &format!("/v1/jobs/{id}"), &json!({"schedule": schedule})).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    for minute in 1..12 {
+        deployment.set_clock(t("2030-01-01T10:00:00Z") + Duration::minutes(minute));
+        let report = deployment.use_cases().tick.run().await.unwrap();
+        assert_eq!(report.claims.failed, 0, "no pass fails at 10:{minute:02}");
+    }
+    let want = ["2030-01-01T09:00:00Z", "2030-01-01T10:05:00Z", "2030-01-01T10:10:00Z"];
+    for id in [&limited, &unlimited] {
+        let runs = instants(&deployment.runs_of(id).await);
+        assert_eq!(runs[..3], want, "{runs:?}");
+    }
+    let view = api.get(ALICE, &format!("/v1/jobs/{limited}")).await.body;
+    assert_eq!(view["remaining_runs"], 5 - instants(&deployment.runs_of(&limited).await).len(), "{view}");
+}
+
 /// `n` one-time jobs due at `at`, as stored an hour before (imported: no API, no claim).
 pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
     (0..n)
@@ -809,6 +843,7 @@ macro_rules! tick_scenarios {
             skipped_instants_never_run_and_can_be_taken_back,
             a_run_limit_ends_the_schedule,
             a_run_limit_counts_runs_claimed_ahead_once_across_a_resume,
+            an_edit_from_daily_to_minutes_claims_at_once,
             racing_ticks_claim_each_instant_once,
             a_burst_is_continued_by_the_next_invocation,
             a_crash_between_claim_and_send_heals_at_the_next_tick,
