@@ -122,6 +122,7 @@ fn cron_schedule(expr: CronExpr, timezone: Tz) -> Schedule {
         recurrence: Recurrence::Cron(expr),
         timezone,
         dst: Default::default(),
+        days: None,
         start_at: None,
         end_at: None,
     }
@@ -852,6 +853,7 @@ proptest! {
                     recurrence: Recurrence::Rate { rate, anchor },
                     timezone: Tz::UTC,
                     dst: Default::default(),
+                    days: None,
                     start_at: None,
                     end_at: None,
                 };
@@ -873,7 +875,8 @@ proptest! {
     fn any_rate_instants_increase(seconds in any::<u64>(), anchor in whole_second(), t in instant()) {
         let rate = Rate::from_seconds(seconds);
         let recurrence = Recurrence::Rate { rate, anchor };
-        let schedule = Schedule { recurrence, timezone: Tz::UTC, dst: Default::default(), start_at: None, end_at: None };
+        let schedule =
+            Schedule { recurrence, timezone: Tz::UTC, dst: Default::default(), days: None, start_at: None, end_at: None };
         check_instants(&schedule, t)?;
     }
 
@@ -1043,6 +1046,7 @@ fn regression_no_panic_at_the_ends_of_time() {
         },
         timezone: Tz::UTC,
         dst: Default::default(),
+        days: None,
         start_at: None,
         end_at: None,
     };
@@ -1061,6 +1065,7 @@ fn regression_rate_from_any_seconds() {
             recurrence: Recurrence::Rate { rate, anchor: utc("2026-03-06T07:00:00Z") },
             timezone: Tz::UTC,
             dst: Default::default(),
+            days: None,
             start_at: None,
             end_at: None,
         };

@@ -8,6 +8,7 @@
 //! instant.
 
 pub mod cron;
+pub mod days;
 pub mod describe;
 pub mod rate;
 pub mod zoned;
@@ -40,6 +41,8 @@ pub struct Schedule {
     pub timezone: Tz,
     /// What a cron does at a DST change in its zone.
     pub dst: DstPolicy,
+    /// The dates a cron's instants may fall on, by a business calendar (`None`: any).
+    pub days: Option<days::DayRule>,
     pub start_at: Option<DateTime<Utc>>,
     pub end_at: Option<DateTime<Utc>>,
 }
@@ -92,7 +95,10 @@ impl Schedule {
             _ => t,
         };
         let next = match &self.recurrence {
-            Recurrence::Cron(expr) => zoned::next_after(expr, self.timezone, self.dst, from),
+            Recurrence::Cron(expr) => match &self.days {
+                Some(rule) => days::next_after(expr, self.timezone, self.dst, rule, from),
+                None => zoned::next_after(expr, self.timezone, self.dst, from),
+            },
             Recurrence::Rate { rate, anchor } => rate.next_after(*anchor, from),
             Recurrence::At(at) => (*at > from).then_some(*at),
             Recurrence::Any(entries) => entries.iter().filter_map(|e| e.next_after(from)).min(),
@@ -224,6 +230,7 @@ mod tests {
             recurrence: Recurrence::Cron(expr.parse().unwrap()),
             timezone: tz,
             dst: Default::default(),
+            days: None,
             start_at: None,
             end_at: None,
         }
@@ -269,6 +276,7 @@ mod tests {
             recurrence: Recurrence::At(utc("2026-05-01T10:00:00Z")),
             timezone: Tz::UTC,
             dst: Default::default(),
+            days: None,
             start_at: None,
             end_at: None,
         };
@@ -282,6 +290,7 @@ mod tests {
             recurrence,
             timezone: zone.parse().unwrap(),
             dst: Default::default(),
+            days: None,
             start_at: None,
             end_at: None,
         }
@@ -292,6 +301,7 @@ mod tests {
             recurrence: Recurrence::Any(entries),
             timezone: Tz::UTC,
             dst: Default::default(),
+            days: None,
             start_at: None,
             end_at: None,
         }

@@ -24,13 +24,13 @@ fn offset_at(tz: Tz, t: DateTime<Utc>) -> Duration {
 
 /// The local time of `t` in `tz`; `None` past either end of chrono's range (where
 /// `naive_local` would panic).
-fn local_time(tz: Tz, t: DateTime<Utc>) -> Option<NaiveDateTime> {
+pub(super) fn local_time(tz: Tz, t: DateTime<Utc>) -> Option<NaiveDateTime> {
     t.naive_utc().checked_add_offset(tz.offset_from_utc_datetime(&t.naive_utc()).fix())
 }
 
 /// The instant at which local wall-clock time jumps over `gap_time`, a local time that does not
 /// exist: the first instant whose local time is later than `gap_time`.
-fn end_of_gap(tz: Tz, gap_time: NaiveDateTime) -> Option<DateTime<Utc>> {
+pub(super) fn end_of_gap(tz: Tz, gap_time: NaiveDateTime) -> Option<DateTime<Utc>> {
     // Local time is monotone in real time around a gap, so bisect on whole seconds.
     let mut lo = gap_time.and_utc().checked_sub_signed(Duration::hours(15))?;
     let mut hi = gap_time.and_utc().checked_add_signed(Duration::hours(15))?;
@@ -47,7 +47,12 @@ fn end_of_gap(tz: Tz, gap_time: NaiveDateTime) -> Option<DateTime<Utc>> {
 }
 
 /// The real instants a matching local time stands for under the DST rule, earliest first.
-fn instants_of(expr: &CronExpr, tz: Tz, dst: DstPolicy, local: NaiveDateTime) -> Vec<DateTime<Utc>> {
+pub(super) fn instants_of(
+    expr: &CronExpr,
+    tz: Tz,
+    dst: DstPolicy,
+    local: NaiveDateTime,
+) -> Vec<DateTime<Utc>> {
     match tz.from_local_datetime(&local) {
         LocalResult::Single(t) => vec![t.with_timezone(&Utc)],
         LocalResult::Ambiguous(first, second) => match dst.fold_for(expr.follows_real_time()) {

@@ -185,6 +185,7 @@ mod tests {
             recurrence: Recurrence::Cron("* * * * *".parse().unwrap()),
             timezone: Tz::UTC,
             dst: Default::default(),
+            days: None,
             start_at: None,
             end_at: None,
         }
@@ -285,6 +286,7 @@ mod tests {
             recurrence: Recurrence::Rate { rate: Rate::from_seconds(15), anchor: now },
             timezone: Tz::UTC,
             dst: Default::default(),
+            days: None,
             start_at: None,
             end_at: None,
         };
@@ -324,6 +326,7 @@ mod tests {
             recurrence: Recurrence::Rate { rate: Rate::from_seconds(10), anchor: t("2026-01-01T00:00:00Z") },
             timezone: Tz::UTC,
             dst: Default::default(),
+            days: None,
             start_at: None,
             end_at: None,
         };

@@ -301,6 +301,7 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
         recurrence: Recurrence::Any(parsed),
         timezone: Tz::UTC,
         dst: DstPolicy::default(),
+        days: None,
         start_at,
         end_at,
     })
@@ -359,7 +360,7 @@ fn parse_entry(doc: &ScheduleDocument, created_at: DateTime<Utc>, prefix: &str) 
             "only a cron meets DST changes: a rate and an instant are fixed in real time",
         ));
     }
-    Ok(Schedule { recurrence, timezone, dst: doc.dst.unwrap_or_default(), start_at, end_at })
+    Ok(Schedule { recurrence, timezone, dst: doc.dst.unwrap_or_default(), days: None, start_at, end_at })
 }
 
 /// Parses an RFC 3339 instant, rounding fractions of a second up: a run never starts early.
