@@ -142,6 +142,8 @@ pub struct Summary {
     pub unions: usize,
     pub dst_policies: usize,
     pub long_windows: usize,
+    /// Jobs whose cron has a business calendar.
+    pub calendars: usize,
     /// Scheduled runs due more than 15 minutes after their instant (far into a long window),
     /// and how many of them started.
     pub far_in_window: (usize, usize),
@@ -398,6 +400,7 @@ impl Checker {
             summary.dst_policies += usize::from(dst);
             let long = document.get("flexible_window_s").and_then(|w| w.as_u64()).is_some_and(|w| w > 900);
             summary.long_windows += usize::from(long);
+            summary.calendars += usize::from(schedule.get("calendar").is_some());
         }
         // Claimed ahead of a start far into its window (not a backfill's or a catch-up's run, due
         // when made).

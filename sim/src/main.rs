@@ -59,6 +59,7 @@ fn main() -> ExitCode {
     let (mut groups, mut full, mut refused, mut once, mut once_ended) = (0, 0, 0, 0, 0);
     let (mut out_of_budget, mut ended_at_limit) = (0, 0);
     let (mut unions, mut dst_policies, mut long_windows, mut far, mut far_started) = (0, 0, 0, 0, 0);
+    let mut calendars = 0;
     for seed in first..first + count {
         let mut options = Options::seed(seed);
         options.jobs = jobs.map_or(options.jobs, |j| j as usize);
@@ -79,6 +80,7 @@ fn main() -> ExitCode {
         unions += outcome.summary.unions;
         dst_policies += outcome.summary.dst_policies;
         long_windows += outcome.summary.long_windows;
+        calendars += outcome.summary.calendars;
         far += outcome.summary.far_in_window.0;
         far_started += outcome.summary.far_in_window.1;
         out_of_budget += outcome.faults.get(sundial_sim::world::OUT_OF_BUDGET).copied().unwrap_or(0);
@@ -102,7 +104,7 @@ fn main() -> ExitCode {
     );
     println!("{ended_at_limit} jobs ended at their max_runs");
     println!(
-        "{unions} jobs with a union of schedules, {dst_policies} with a DST policy, {long_windows} with a flexible window over 15 minutes; {far} runs due over 15 minutes into their window, {far_started} of them started"
+        "{unions} jobs with a union of schedules, {dst_policies} with a DST policy, {long_windows} with a flexible window over 15 minutes, {calendars} with a business calendar; {far} runs due over 15 minutes into their window, {far_started} of them started"
     );
     println!("{out_of_budget} tick passes stopped by their budget and continued by the next");
     if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }

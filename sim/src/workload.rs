@@ -242,6 +242,7 @@ impl Workload {
         }
         ops.sort_by_key(|op| op.at);
         schedules_people_have(seed, start, horizon, jobs, &mut documents);
+        business_calendars(seed, start, horizon, jobs, &mut documents, &mut ops);
         let group = delivery_and_groups(seed, jobs, &mut documents);
         // A group's job is never edited to a sub-minute rate: its group's load stays bounded.
         for op in &mut ops {
@@ -255,6 +256,7 @@ impl Workload {
                 if patch.pointer("/schedule/rate").is_some() {
                     patch["schedule"]["any"] = Value::Null;
                     patch["schedule"]["dst"] = Value::Null;
+                    patch["schedule"]["calendar"] = Value::Null;
                     let long = documents.get(*n).and_then(|d| d.get("flexible_window_s")).is_some();
                     if long {
                         patch["flexible_window_s"] = Value::Null;
@@ -523,6 +525,58 @@ fn schedules_people_have(
         }
         document["schedule"] = new;
     }
+}
+
+/// Business calendars (#35), drawn from a sub-stream of `seed` of their own (so that the rest of
+/// the workload is as it was): about one plain cron in five of the first `jobs` gets a calendar
+/// whose holiday is today or tomorrow (in its zone), with a week of seven business days or of
+/// five, and a rule (skip, or move to the next or previous business day); and one or two edits
+/// while the workload runs that move the holiday between today and tomorrow, so that a day's
+/// instants go and come back while jobs run. The ops stay in time order.
+fn business_calendars(
+    seed: u64,
+    start: DateTime<Utc>,
+    horizon: DateTime<Utc>,
+    jobs: usize,
+    documents: &mut [Value],
+    ops: &mut Vec<Op>,
+) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x0035_ca1e);
+    let span = (horizon - start).num_seconds().max(120);
+    for (n, document) in documents.iter_mut().enumerate().take(jobs) {
+        let drawn = rng.random_range(0..5u32) == 0;
+        let holiday_today = rng.random_bool(0.5);
+        let all_week = rng.random_bool(0.7);
+        let rule = ["skip", "next_business_day", "previous_business_day"][rng.random_range(0..3usize)];
+        let edits: Vec<i64> = (0..rng.random_range(1..=2usize)).map(|_| rng.random_range(30..span)).collect();
+        let schedule = &document["schedule"];
+        let plain_cron = schedule.get("cron").is_some() && schedule.get("any").is_none();
+        if !drawn || !plain_cron {
+            continue;
+        }
+        let zone = schedule.get("timezone").and_then(Value::as_str).unwrap_or("UTC");
+        let tz = zone.parse::<chrono_tz::Tz>().unwrap_or(chrono_tz::UTC);
+        let today = start.with_timezone(&tz).date_naive();
+        let days = |holiday_today: bool| {
+            let day = if holiday_today { today } else { today + Duration::days(1) };
+            json!([day.format("%Y-%m-%d").to_string()])
+        };
+        let week = match all_week {
+            true => json!(["mon", "tue", "wed", "thu", "fri", "sat", "sun"]),
+            false => json!(["mon", "tue", "wed", "thu", "fri"]),
+        };
+        document["schedule"]["calendar"] =
+            json!({"business_days": week, "holidays": days(holiday_today), "on_holiday": rule});
+        let mut today_off = holiday_today;
+        let mut edits = edits;
+        edits.sort_unstable();
+        for seconds in edits {
+            today_off = !today_off;
+            let patch = json!({"schedule": {"calendar": {"holidays": days(today_off)}}});
+            ops.push(Op { at: start + Duration::seconds(seconds), action: Action::Patch(n, patch) });
+        }
+    }
+    ops.sort_by_key(|op| op.at);
 }
 
 /// Whether `schedule` (a document) has an instant in `[from, to]`.

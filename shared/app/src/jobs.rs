@@ -566,7 +566,7 @@ impl Jobs {
         if moved {
             // Instants of the new schedule since the last change that were not instants of the
             // old one were not the job's: the ledger says so instead of calling them missed.
-            let cause = GapCause::Edited { previous: before.document.schedule.clone() };
+            let cause = GapCause::Edited { previous: before.document.schedule.clone().map(Box::new) };
             // The new schedule's instants start at the whole second after now.
             let to = ceil_second(now) - chrono::Duration::seconds(1);
             let edit = Gap { from: before.schedule_since(), to, instants: 0, cause, at: now, told: true };

@@ -31,6 +31,36 @@ pub enum OnHoliday {
     PreviousBusinessDay,
 }
 
+/// A calendar as a schedule entry writes it: its business days and holidays, and what an
+/// instant on another date does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CalendarDocument {
+    /// The weekdays that are business days (`mon` … `sun`); default Monday to Friday.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub business_days: Option<Vec<String>>,
+    /// Days that are not business days: dates (`2027-12-24`) or ranges (`{"from": "2027-12-24",
+    /// "to": "2027-12-31"}`, at most a year), 1,000 dates at most in all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holidays: Vec<HolidayEntry>,
+    /// What an instant on a date that is not a business day does: `skip` (the default),
+    /// `next_business_day` or `previous_business_day` (the same local time that day).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_holiday: Option<OnHoliday>,
+}
+
+/// A holiday: one date, or a range of dates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged)]
+pub enum HolidayEntry {
+    /// `YYYY-MM-DD`.
+    Date(String),
+    /// From `from` through `to`, both `YYYY-MM-DD`.
+    Range { from: String, to: String },
+}
+
 /// A calendar's business days: the days of its week pattern that are not holidays.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Calendar {
@@ -54,6 +84,11 @@ impl Calendar {
             week[day.num_days_from_monday() as usize] = true;
         }
         Calendar { week, holidays: holidays.into_iter().collect() }
+    }
+
+    /// Whether its week has no business day (so neither has it).
+    pub fn is_empty_week(&self) -> bool {
+        !self.week.contains(&true)
     }
 
     /// Whether `date` is a business day.
@@ -112,6 +147,11 @@ impl Calendar {
     /// The dates from `from` through `to` that are holidays of this calendar.
     pub fn holidays_between(&self, from: NaiveDate, to: NaiveDate) -> impl Iterator<Item = &NaiveDate> {
         self.holidays.range(from..=to)
+    }
+
+    /// How many holiday dates it holds.
+    pub fn holiday_count(&self) -> usize {
+        self.holidays.len()
     }
 }
 

@@ -180,6 +180,18 @@ pub struct ScheduleDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000))]
     pub max_runs: Option<u64>,
+    /// A `cron`'s business calendar: its business days and holidays, and what an instant on
+    /// another date does (`on_holiday`). With it alone, the cron fires on business days only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<crate::calendar::CalendarDocument>,
+    /// A `cron` fires on business days only: Monday to Friday, or those of `calendar`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub business_days_only: Option<bool>,
+    /// A `cron` fires only on the N-th business day of each month: 1 the first, -1 the last (1 to
+    /// 23, -1 to -23); business days as `calendar` has them, or Monday to Friday.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(minimum = -23, maximum = 23))]
+    pub business_day: Option<i32>,
 }
 
 /// What a run calls.
@@ -605,7 +617,7 @@ pub enum GapCause {
     /// The schedule was changed at the gap's `at`: from `from` to then, the job ran on
     /// `previous` (`None`: it had none), so an instant of the new schedule in that span that
     /// was not one of `previous`'s was not an instant then.
-    Edited { previous: Option<ScheduleDocument> },
+    Edited { previous: Option<Box<ScheduleDocument>> },
 }
 
 impl ScheduleDocument {
@@ -619,6 +631,9 @@ impl ScheduleDocument {
 
 /// Gaps kept on a job at most (each a few hundred bytes of its item).
 pub const GAPS_KEPT: usize = 20;
+
+/// The most bytes of gaps a job keeps (as JSON), the newest gap whatever its size.
+pub const GAPS_BYTES: usize = 48 * 1024;
 
 impl Gap {
     /// What the gap says about one instant in it, for people.
@@ -667,12 +682,20 @@ impl Job {
         chrono::Duration::seconds(i64::from(retry.max_attempts) * per_attempt) + chrono::Duration::hours(1)
     }
 
-    /// The job's gaps with `gap` recorded as the newest, the oldest beyond [`GAPS_KEPT`] let go.
+    /// The job's gaps with `gap` recorded as the newest, the oldest beyond [`GAPS_KEPT`] or
+    /// beyond [`GAPS_BYTES`] let go (the newest is always kept: an edit's gap holds the schedule
+    /// before it, which a business calendar makes large).
     pub fn gaps_with(&self, gap: Gap) -> Vec<Gap> {
         let mut gaps = self.gaps.clone();
         gaps.push(gap);
         let excess = gaps.len().saturating_sub(GAPS_KEPT);
         gaps.drain(..excess);
+        let size = |g: &Gap| serde_json::to_string(g).map_or(0, |text| text.len() + 1);
+        let mut total: usize = gaps.iter().map(size).sum();
+        while gaps.len() > 1 && total > GAPS_BYTES {
+            total -= size(&gaps[0]);
+            gaps.remove(0);
+        }
         gaps
     }
 
@@ -819,7 +842,7 @@ mod tests {
             from: t("2026-01-01T00:00:00Z"),
             to: t("2026-01-01T00:00:00Z"),
             instants: u64::MAX,
-            cause: GapCause::Edited { previous: Some(previous) },
+            cause: GapCause::Edited { previous: Some(Box::new(previous)) },
             at: t("2026-01-01T00:00:00Z"),
             told: true,
         };
@@ -831,14 +854,34 @@ mod tests {
             by: long(),
             until: Some(t("2026-01-01T00:00:00Z")),
         };
+        // The largest schedule a gap can hold: a business calendar of 1,000 holiday ranges.
+        let range =
+            || crate::calendar::HolidayEntry::Range { from: "2026-01-01".into(), to: "2026-01-01".into() };
+        let calendar = crate::calendar::CalendarDocument {
+            business_days: Some(["mon", "tue", "wed", "thu", "fri", "sat", "sun"].map(String::from).to_vec()),
+            holidays: vec![range(); crate::calendar::MAX_HOLIDAYS],
+            on_holiday: Some(crate::calendar::OnHoliday::PreviousBusinessDay),
+        };
+        let with_calendar = ScheduleDocument { calendar: Some(calendar), ..ScheduleDocument::default() };
+        let big = Gap { cause: GapCause::Edited { previous: Some(Box::new(with_calendar)) }, ..gap.clone() };
+        let mut job = crate::fixtures::job(json!({"schedule": {"cron": "* * * * *"}}));
+        for _ in 0..GAPS_KEPT {
+            job.gaps = job.gaps_with(gap.clone());
+        }
+        for _ in 0..GAPS_KEPT {
+            job.gaps = job.gaps_with(big.clone());
+        }
         let bytes = |v: serde_json::Value| v.to_string().len();
-        let kept = bytes(json!(vec![gap; GAPS_KEPT]))
+        let largest_gap = bytes(json!(big));
+        assert!(bytes(json!(job.gaps)) <= GAPS_BYTES + largest_gap, "the gaps kept stay within their budget");
+        let kept = bytes(json!(job.gaps)).max(bytes(json!(vec![gap; GAPS_KEPT])))
             + bytes(json!(vec![skip; MAX_SKIPS]))
             + bytes(json!(vec![pause; PAUSES_KEPT]))
             + 200;
-        assert!(kept < 64 * 1024, "{kept} bytes of records");
-        let room = 400 * 1024 - 200 * 1024 - kept;
-        assert!(room > 100 * 1024, "{room} bytes left for the rest of the document");
+        assert!(kept < 128 * 1024, "{kept} bytes of records");
+        // The document's own calendar at its largest, beside the payload.
+        let room = 400 * 1024 - 200 * 1024 - kept - largest_gap;
+        assert!(room > 64 * 1024, "{room} bytes left for the rest of the document");
     }
 
     #[test]

@@ -248,7 +248,7 @@ fn without_run(
         match &gap.cause {
             GapCause::CatchupDropped { .. } => return missed(MissedReason::CatchupDropped, gap.explain()),
             // An instant the schedule before the edit had too is explained otherwise.
-            GapCause::Edited { previous } if !was_instant_of(previous.as_ref(), job, t) => {
+            GapCause::Edited { previous } if !was_instant_of(previous.as_deref(), job, t) => {
                 return missed(MissedReason::Edited, gap.explain());
             }
             GapCause::Edited { .. } => {}
@@ -443,7 +443,7 @@ mod tests {
             from: job.created_at,
             to: at("2026-11-22T10:04:59Z"),
             instants: 0,
-            cause: GapCause::Edited { previous: Some(previous) },
+            cause: GapCause::Edited { previous: Some(Box::new(previous)) },
             at: at("2026-11-22T10:05:00Z"),
             told: true,
         });

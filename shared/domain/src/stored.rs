@@ -76,7 +76,7 @@ mod tests {
     #[test]
     fn unknown_fields_of_another_version_are_dropped_and_named() {
         let stored = json!({
-            "name": "n", "schedule": {"cron": "0 * * * *", "calendar": "uk"},
+            "name": "n", "schedule": {"cron": "0 * * * *", "exchange": "uk"},
             "target": {"type": "http", "url": "https://example.com/", "mtls": true},
             "retry": {"max_attempts": 2, "strategy": "linear"},
             "owner_team": "data",
@@ -86,7 +86,7 @@ mod tests {
         assert_eq!(document.retry.max_attempts, 2);
         let mut dropped = dropped;
         dropped.sort();
-        assert_eq!(dropped, ["owner_team", "retry.strategy", "schedule.calendar", "target.mtls"]);
+        assert_eq!(dropped, ["owner_team", "retry.strategy", "schedule.exchange", "target.mtls"]);
     }
 
     #[test]

@@ -613,6 +613,67 @@ pub async fn an_edit_from_daily_to_minutes_claims_at_once<H: Harness>() {
     assert_eq!(view["remaining_runs"], 5 - instants(&deployment.runs_of(&limited).await).len(), "{view}");
 }
 
+/// A preview's instants as local dates (the first ten characters of `local`).
+fn preview_days(preview: &Value) -> Vec<String> {
+    let instants = preview["instants"].as_array().into_iter().flatten();
+    instants.filter_map(|i| i["local"].as_str().map(|l| l[..10].to_string())).collect()
+}
+
+/// Every day at 09:00 New York, holidays skipped: a holiday tomorrow leaves tomorrow out of the
+/// preview, and taking it out of the calendar brings it back; a job whose holiday instant moves
+/// to the next business day runs once there, with the business day's own instant.
+pub async fn a_business_calendar_skips_or_moves_a_holiday<H: Harness>() {
+    // Thursday 2030-12-19, 12:00 New York.
+    let deployment = H::deploy_at("2030-12-19T17:00:00Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
+    let api = deployment.api();
+    let tomorrow = "2030-12-20";
+    let schedule =
+        json!({"cron": "0 9 * * *", "timezone": "America/New_York", "calendar": {"holidays": [tomorrow]}});
+    let created = api.post(ALICE, "/v1/jobs", &job("nine-on-business-days", schedule)).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let description = created.body["schedule_description"].as_str().unwrap_or_default();
+    assert!(description.contains("business days only"), "{description}");
+    let id = created.body["id"].as_str().unwrap_or_default().to_string();
+    let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=3")).await.body;
+    // Friday the 20th a holiday, then the weekend.
+    assert_eq!(preview_days(&preview), ["2030-12-23", "2030-12-24", "2030-12-25"], "{preview}");
+
+    let dropped = json!({"schedule": {"cron": "0 9 * * *", "timezone": "America/New_York", "calendar": {"holidays": []}}});
+    let reply = api.patch(ALICE, &format!("/v1/jobs/{id}"), &dropped).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=2")).await.body;
+    assert_eq!(
+        preview_days(&preview),
+        [tomorrow, "2030-12-23"],
+        "the holiday gone, tomorrow is back: {preview}"
+    );
+
+    // Moved: Friday's 09:00 runs on Monday at 09:00, one run with Monday's own.
+    let moved = json!({"cron": "0 9 * * *", "timezone": "America/New_York",
+        "calendar": {"holidays": [tomorrow], "on_holiday": "next_business_day"}});
+    let moved_id = api.create_job(ALICE, &job("nine-moved", moved)).await;
+    let preview = api.get(ALICE, &format!("/v1/jobs/{moved_id}/preview?count=2")).await.body;
+    assert_eq!(preview_days(&preview), ["2030-12-23", "2030-12-24"], "{preview}");
+    let mut now = t("2030-12-19T17:00:00Z");
+    while now < t("2030-12-23T15:00:00Z") {
+        now += Duration::minutes(30);
+        deployment.set_clock(now);
+        deployment.use_cases().tick.run().await.unwrap();
+    }
+    let runs = instants(&deployment.runs_of(&moved_id).await);
+    assert_eq!(runs, ["2030-12-23T14:00:00Z"], "Friday's, Saturday's and Sunday's 09:00 are Monday's, once");
+    assert_eq!(instants(&deployment.runs_of(&id).await), ["2030-12-20T14:00:00Z", "2030-12-23T14:00:00Z"]);
+
+    let bad = json!({"cron": "0 9 * * *", "calendar": {"holidays": ["2030-02-30"]}});
+    let reply = api.post(ALICE, "/v1/jobs", &job("bad-holiday", bad)).await;
+    assert_eq!(
+        (reply.status, reply.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "schedule.calendar.holidays[0]"),
+        "{}",
+        reply.body
+    );
+}
+
 /// `n` one-time jobs due at `at`, as stored an hour before (imported: no API, no claim).
 pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
     (0..n)
@@ -837,6 +898,7 @@ macro_rules! tick_scenarios {
             catchup_policies_after_downtime,
             the_runtime_stopped_for_five_minutes,
             a_union_runs_once_where_its_schedules_coincide,
+            a_business_calendar_skips_or_moves_a_holiday,
             dst_changes_are_warned_of_and_previewed,
             pause_resume_and_end_at,
             pauses_end_by_themselves_and_resumes_catch_up_as_asked,

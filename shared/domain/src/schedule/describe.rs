@@ -2,6 +2,7 @@
 //! are spelled out; anything else is shown as the expression itself, so a description is never
 //! wrong, at worst literal.
 
+use crate::calendar::OnHoliday;
 use crate::job::ScheduleDocument;
 
 const DAYS: [&str; 7] = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
@@ -25,8 +26,35 @@ pub fn describe(schedule: Option<&ScheduleDocument>) -> String {
         return format!("every {}", rate.trim());
     }
     match &s.cron {
-        Some(expr) => format!("{} {zone}", cron_in_words(expr)),
+        Some(expr) => format!("{} {zone}{}", cron_in_words(expr), days_rule_in_words(s)),
         None => "never".into(),
+    }
+}
+
+/// What a cron's business calendar does to its dates, in words ("" without one).
+fn days_rule_in_words(s: &ScheduleDocument) -> String {
+    let holidays = s.calendar.as_ref().map_or(0, |c| c.holidays.len());
+    let calendar = match holidays {
+        0 => String::new(),
+        1 => " (1 holiday entry)".into(),
+        n => format!(" ({n} holiday entries)"),
+    };
+    if let Some(n) = s.business_day {
+        let which = match n {
+            -1 => "the last business day".to_string(),
+            n if n < 0 => format!("business day {} from the end", -n),
+            n => format!("business day {n}"),
+        };
+        return format!(", only on {which} of the month{calendar}");
+    }
+    let on_holiday = s.calendar.as_ref().and_then(|c| c.on_holiday).unwrap_or_default();
+    if s.calendar.is_none() && s.business_days_only != Some(true) {
+        return String::new();
+    }
+    match on_holiday {
+        OnHoliday::Skip => format!(", on business days only{calendar}"),
+        OnHoliday::NextBusinessDay => format!(", other days moved to the next business day{calendar}"),
+        OnHoliday::PreviousBusinessDay => format!(", other days moved to the business day before{calendar}"),
     }
 }
 

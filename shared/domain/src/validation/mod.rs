@@ -7,10 +7,12 @@ mod target;
 
 pub use target::{HTTP_METHODS, MAX_TARGET_HEADERS};
 
+use crate::calendar::{self, Calendar, CalendarDocument, HolidayEntry};
 use crate::job::{JobDocument, NotifySettings, ScheduleDocument};
 use crate::limits::{self, Limits, TargetAllowList};
+use crate::schedule::days::{DayRule, DaySelect};
 use crate::schedule::{DstPolicy, Recurrence, Schedule, ceil_second};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc, Weekday};
 use chrono_tz::Tz;
 use serde::de::DeserializeOwned;
 
@@ -271,6 +273,11 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
     let Some(entries) = &doc.any else { return parse_entry(doc, created_at, "schedule") };
     let beside = [("cron", doc.cron.is_some()), ("rate", doc.rate.is_some()), ("at", doc.at.is_some())];
     let beside = beside.into_iter().chain([("timezone", doc.timezone.is_some()), ("dst", doc.dst.is_some())]);
+    let beside = beside.chain([
+        ("calendar", doc.calendar.is_some()),
+        ("business_days_only", doc.business_days_only.is_some()),
+    ]);
+    let beside = beside.chain([("business_day", doc.business_day.is_some())]);
     if let Some((name, _)) = beside.into_iter().find(|(_, set)| *set) {
         return Err(ValidationError::new(
             format!("schedule.{name}"),
@@ -284,6 +291,17 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
         ));
     }
     let (start_at, end_at) = bounds(doc, "schedule")?;
+    // The job's item holds the document (and an edit's gap a copy): holidays are bounded in all.
+    let holidays: usize = entries.iter().filter_map(|e| e.calendar.as_ref()).map(|c| c.holidays.len()).sum();
+    if holidays > calendar::MAX_HOLIDAYS {
+        return Err(ValidationError::new(
+            "schedule.any",
+            format!(
+                "its calendars hold {holidays} holiday entries, more than {} in all",
+                calendar::MAX_HOLIDAYS
+            ),
+        ));
+    }
     let mut parsed = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
         let prefix = format!("schedule.any[{i}]");
@@ -360,7 +378,113 @@ fn parse_entry(doc: &ScheduleDocument, created_at: DateTime<Utc>, prefix: &str) 
             "only a cron meets DST changes: a rate and an instant are fixed in real time",
         ));
     }
-    Ok(Schedule { recurrence, timezone, dst: doc.dst.unwrap_or_default(), days: None, start_at, end_at })
+    let days = day_rule(doc, prefix)?;
+    if days.is_some() && !matches!(recurrence, Recurrence::Cron(_)) {
+        let name =
+            [("calendar", doc.calendar.is_some()), ("business_days_only", doc.business_days_only.is_some())]
+                .into_iter()
+                .find(|(_, set)| *set)
+                .map_or("business_day", |(name, _)| name);
+        return Err(ValidationError::new(
+            field(name),
+            "only a cron has dates to pick: a rate runs by elapsed time, and `at` names its one instant",
+        ));
+    }
+    Ok(Schedule { recurrence, timezone, dst: doc.dst.unwrap_or_default(), days, start_at, end_at })
+}
+
+/// The dates a schedule entry's cron fires on, from its `calendar`, `business_days_only` and
+/// `business_day` (`None`: every date its cron names).
+fn day_rule(doc: &ScheduleDocument, prefix: &str) -> Result<Option<DayRule>> {
+    let field = |name: &str| format!("{prefix}.{name}");
+    let only = doc.business_days_only.unwrap_or(false);
+    if doc.calendar.is_none() && !only && doc.business_day.is_none() {
+        return Ok(None);
+    }
+    let calendar = match &doc.calendar {
+        None => Calendar::default(),
+        Some(calendar) => business_calendar(calendar, &field("calendar"))?,
+    };
+    let on_holiday = doc.calendar.as_ref().and_then(|c| c.on_holiday);
+    let select = match doc.business_day {
+        Some(n) if n == 0 || !(-MAX_BUSINESS_DAY..=MAX_BUSINESS_DAY).contains(&n) => {
+            return Err(ValidationError::new(
+                field("business_day"),
+                format!(
+                    "{n} is not a business day of a month: 1 to {MAX_BUSINESS_DAY} from the first, -1 to -{MAX_BUSINESS_DAY} from the last"
+                ),
+            ));
+        }
+        Some(_) if on_holiday.is_some() => {
+            return Err(ValidationError::new(
+                field("calendar.on_holiday"),
+                "not with `business_day`: the N-th business day is one already",
+            ));
+        }
+        Some(n) => DaySelect::NthBusinessDay(n),
+        None => DaySelect::BusinessDays(on_holiday.unwrap_or_default()),
+    };
+    if calendar.is_empty_week() {
+        return Err(ValidationError::new(field("calendar.business_days"), "names no business day"));
+    }
+    Ok(Some(DayRule { calendar: std::sync::Arc::new(calendar), select }))
+}
+
+/// The most N of `business_day`: no month has more business days than 23.
+const MAX_BUSINESS_DAY: i32 = 23;
+
+/// A calendar document checked: weekday names, dates and ranges, at most
+/// [`calendar::MAX_HOLIDAYS`] dates.
+fn business_calendar(doc: &CalendarDocument, prefix: &str) -> Result<Calendar> {
+    let days = match &doc.business_days {
+        None => vec![Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri],
+        Some(names) => names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                name.parse::<Weekday>().map_err(|_| {
+                    ValidationError::new(
+                        format!("{prefix}.business_days[{i}]"),
+                        format!("`{name}` is not a weekday (mon … sun)"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?,
+    };
+    let date = |field: String, text: &str| {
+        NaiveDate::parse_from_str(text, "%Y-%m-%d")
+            .map_err(|_| ValidationError::new(field, format!("`{text}` is not a date (YYYY-MM-DD)")))
+    };
+    if doc.holidays.len() > calendar::MAX_HOLIDAYS {
+        return Err(ValidationError::new(
+            format!("{prefix}.holidays"),
+            format!("holds {} entries, more than {}", doc.holidays.len(), calendar::MAX_HOLIDAYS),
+        ));
+    }
+    let mut holidays = Vec::new();
+    for (i, entry) in doc.holidays.iter().enumerate() {
+        let field = format!("{prefix}.holidays[{i}]");
+        match entry {
+            HolidayEntry::Date(text) => holidays.push(date(field, text)?),
+            HolidayEntry::Range { from, to } => {
+                let (from, to) = (date(format!("{field}.from"), from)?, date(format!("{field}.to"), to)?);
+                let dates = calendar::range_dates(from, to).ok_or_else(|| {
+                    ValidationError::new(
+                        field.clone(),
+                        format!("runs from {from} to {to}: a range goes forward, a year at most"),
+                    )
+                })?;
+                holidays.extend(dates);
+            }
+        }
+        if holidays.len() > calendar::MAX_HOLIDAYS {
+            return Err(ValidationError::new(
+                format!("{prefix}.holidays"),
+                format!("holds more than {} dates", calendar::MAX_HOLIDAYS),
+            ));
+        }
+    }
+    Ok(Calendar::new(&days, holidays))
 }
 
 /// Parses an RFC 3339 instant, rounding fractions of a second up: a run never starts early.
@@ -579,6 +703,71 @@ mod tests {
             "schedule.any",
             "each keeps the minimum interval, the two together do not"
         );
+    }
+
+    /// A business calendar's faults are named down to the holiday at fault; its rules go with a
+    /// cron only, and not beside `any`.
+    #[test]
+    fn a_calendar_names_the_entry_at_fault() {
+        let cron = |extra: serde_json::Value| {
+            let mut schedule = json!({"cron": "0 9 * * *", "timezone": "America/New_York"});
+            if let (Some(schedule), Some(extra)) = (schedule.as_object_mut(), extra.as_object()) {
+                schedule.extend(extra.clone());
+            }
+            field_of(job(json!({"schedule": schedule})))
+        };
+        let holidays = json!(["2026-12-25", {"from": "2026-12-28", "to": "2026-12-31"}]);
+        let good = json!({"holidays": holidays, "on_holiday": "next_business_day", "business_days": ["sun", "mon", "tue", "wed", "thu"]});
+        assert_eq!(cron(json!({"calendar": good})), "<accepted>");
+        assert_eq!(cron(json!({"business_days_only": true})), "<accepted>");
+        assert_eq!(cron(json!({"business_day": -1, "calendar": {"holidays": ["2026-12-31"]}})), "<accepted>");
+        assert_eq!(
+            cron(json!({"calendar": {"holidays": ["2026-12-25", "25/12/2026"]}})),
+            "schedule.calendar.holidays[1]"
+        );
+        assert_eq!(
+            cron(json!({"calendar": {"holidays": [{"from": "2026-12-31", "to": "2026-12-01"}]}})),
+            "schedule.calendar.holidays[0]"
+        );
+        assert_eq!(
+            cron(json!({"calendar": {"holidays": [{"from": "2026-01-01", "to": "2027-06-01"}]}})),
+            "schedule.calendar.holidays[0]",
+            "a range of more than a year"
+        );
+        assert_eq!(
+            cron(
+                json!({"calendar": {"holidays": [{"from": "2026-01-01", "to": "2026-12-01"}, {"from": "2027-01-01", "to": "2027-12-01"}, {"from": "2028-01-01", "to": "2028-12-01"}]}})
+            ),
+            "schedule.calendar.holidays",
+            "more than 1,000 dates"
+        );
+        assert_eq!(
+            cron(json!({"calendar": {"business_days": ["mon", "funday"]}})),
+            "schedule.calendar.business_days[1]"
+        );
+        assert_eq!(cron(json!({"calendar": {"business_days": []}})), "schedule.calendar.business_days");
+        assert_eq!(cron(json!({"business_day": 0})), "schedule.business_day");
+        assert_eq!(cron(json!({"business_day": 24})), "schedule.business_day");
+        assert_eq!(
+            cron(json!({"business_day": 1, "calendar": {"on_holiday": "next_business_day"}})),
+            "schedule.calendar.on_holiday"
+        );
+        let rate = field_of(job(json!({"schedule": {"rate": "1 hour", "business_days_only": true}})));
+        assert_eq!(rate, "schedule.business_days_only");
+        let beside = field_of(job(json!({"schedule": {"any": [{"cron": "0 9 * * *"}], "calendar": {}}})));
+        assert_eq!(beside, "schedule.calendar");
+        let many: Vec<String> =
+            (0..600).map(|d| format!("2027-{:02}-{:02}", d % 12 + 1, d % 28 + 1)).collect();
+        let halves = json!({"any": [{"cron": "0 9 * * *", "calendar": {"holidays": many}}, {"cron": "0 13 * * *", "calendar": {"holidays": many}}]});
+        assert_eq!(
+            field_of(job(json!({"schedule": halves}))),
+            "schedule.any",
+            "1,200 holiday entries in all"
+        );
+        let entry = field_of(job(
+            json!({"schedule": {"any": [{"cron": "0 9 * * *"}, {"at": "2030-01-01T00:00:00Z", "business_day": 1}]}}),
+        ));
+        assert_eq!(entry, "schedule.any[1].business_day");
     }
 
     fn job(extra: serde_json::Value) -> serde_json::Value {
