@@ -32,7 +32,7 @@ use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{Advance, DueIndex, Inserted, RunHistory, RunWrites, StoreError};
 use sundial_domain::run::transition;
 use sundial_domain::run::{Run, RunKey};
-use sundial_domain::run_limit::{RunCount, Tally};
+use sundial_domain::run_limit::{RunCount, Tally, WRITTEN_AFTER_WITHIN};
 use sundial_domain::run_queue::{Dispatch, MAX_DELAY_S, aligned_send};
 use sundial_domain::schedule::Schedule;
 use sundial_domain::tick::plan::{Plan, plan};
@@ -431,7 +431,7 @@ impl Claimer {
             self.settings.catchup_max,
         )
         .within_delay(now, max_delay, |instant| job.start_offset(instant));
-        let mut tally = self.tally(job, first, &plan).await?;
+        let mut tally = self.tally(job, first, &plan, now).await?;
         prepared.report.missed_dropped = plan.skipped_missed;
         prepared.next_run_at = plan.next_run_at;
         if let (Some(dropped), Some(reached), Some(schedule)) = (plan.dropped, reached, schedule.as_ref()) {
@@ -503,7 +503,13 @@ impl Claimer {
     /// it, against its `max_runs`: when the job was edited or its cursor moved since the count,
     /// the runs written before its claims that its new mark will hold are read and counted first
     /// (see [`sundial_domain::run_limit`]).
-    async fn tally(&self, job: &Job, cursor: DateTime<Utc>, plan: &Plan) -> Result<Tally, StoreError> {
+    async fn tally(
+        &self,
+        job: &Job,
+        cursor: DateTime<Utc>,
+        plan: &Plan,
+        now: DateTime<Utc>,
+    ) -> Result<Tally, StoreError> {
         let limit = job.document.schedule.as_ref().and_then(|s| s.max_runs);
         let mut tally = Tally::new(limit, job.counted.clone());
         // Kept exact without a limit too: an edit may add one.
@@ -513,15 +519,23 @@ impl Claimer {
             [Some(cursor), plan.next_run_at, plan.claim.last().map(|last| *last + Duration::seconds(1))];
         let through = reach.into_iter().flatten().max().unwrap_or(cursor) - Duration::seconds(1);
         let from = from.unwrap_or(DateTime::UNIX_EPOCH);
-        if from > through {
+        // Edited since the count (or never counted): the older versions' claimers may have
+        // written past where this pass claims, as far as a message's longest delay past their
+        // clocks.
+        let edited = job.counted.marks.last().is_none_or(|m| job.version > m.version);
+        let beyond = if edited { now + WRITTEN_AFTER_WITHIN } else { through };
+        if from > through.max(beyond) {
             return Ok(tally);
         }
         // A page may end short of its limit (a query stops at 1 MB): paged until one comes back
         // empty, at most `MAX_COUNT_PAGES`.
         let mut after = RunKey::scheduled(from - Duration::seconds(1));
         for _ in 0..MAX_COUNT_PAGES {
-            let page = self.history.after(&job.id, &after, through, COUNT_PAGE).await?;
-            tally.read(counted(&page));
+            let page = self.history.after(&job.id, &after, through.max(beyond), COUNT_PAGE).await?;
+            let (within, past): (Vec<Run>, Vec<Run>) =
+                page.iter().cloned().partition(|r| r.key.instant <= through);
+            tally.read(counted(&within));
+            tally.read_older(counted(&past), job.version);
             let Some(last) = page.last() else { return Ok(tally) };
             after = last.key.clone();
         }

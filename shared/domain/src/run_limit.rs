@@ -82,13 +82,18 @@ pub struct Tally {
     runs: u64,
     /// The instants the pass accounted for (read or claimed), each once.
     seen: BTreeSet<DateTime<Utc>>,
+    /// The last of them within where the pass claims (not [`Tally::read_older`]'s).
+    last: Option<DateTime<Utc>>,
+    /// The last instant of a run of an older version read past where the pass claims (see
+    /// [`Tally::read_older`]).
+    older_last: Option<DateTime<Utc>>,
 }
 
 impl Tally {
     /// The count as the job holds it, against `limit` (`None`: no limit).
     pub fn new(limit: Option<u64>, count: RunCount) -> Self {
         let runs = count.runs;
-        Tally { limit, count, runs, seen: BTreeSet::new() }
+        Tally { limit, count, runs, seen: BTreeSet::new(), last: None, older_last: None }
     }
 
     /// Counts the runs read (each: its instant and the version it was claimed under) that the
@@ -96,6 +101,17 @@ impl Tally {
     pub fn read(&mut self, runs: impl IntoIterator<Item = (DateTime<Utc>, u64)>) {
         for (instant, version) in runs {
             self.account(instant, Some(version));
+        }
+    }
+
+    /// Counts the runs read past where the pass of the job at `version` claims that older
+    /// versions' claimers wrote (they reach a message's longest delay past their clocks) and
+    /// the count does not hold; the new count keeps a mark for them. The job's own version's
+    /// runs there are left to the pass that claims them.
+    pub fn read_older(&mut self, runs: impl IntoIterator<Item = (DateTime<Utc>, u64)>, version: u64) {
+        for (instant, claimed_under) in runs.into_iter().filter(|(_, v)| *v < version) {
+            self.count_unless_held(instant, Some(claimed_under));
+            self.older_last = Some(self.older_last.map_or(instant, |last| last.max(instant)));
         }
     }
 
@@ -113,9 +129,15 @@ impl Tally {
     /// Passes `instant` without counting it: its run is not one the limit counts (a backfill's).
     pub fn passed(&mut self, instant: DateTime<Utc>) {
         self.seen.insert(instant);
+        self.last = Some(self.last.map_or(instant, |last| last.max(instant)));
     }
 
     fn account(&mut self, instant: DateTime<Utc>, found: Option<u64>) {
+        self.count_unless_held(instant, found);
+        self.last = Some(self.last.map_or(instant, |last| last.max(instant)));
+    }
+
+    fn count_unless_held(&mut self, instant: DateTime<Utc>, found: Option<u64>) {
         let held = found.is_some_and(|version| self.count.holds(instant, version));
         if self.seen.insert(instant) && !held {
             self.runs += 1;
@@ -126,11 +148,17 @@ impl Tally {
     /// schedule ends), by the pass that began `at`. Its new mark holds every instant the pass
     /// accounted for; the older marks that still hold more than it are kept.
     pub fn into_count(self, next: Option<DateTime<Utc>>, version: u64, at: DateTime<Utc>) -> RunCount {
-        let after_last = self.seen.last().map(|last| *last + Duration::seconds(1));
+        let after_last = self.last.map(|last| last + Duration::seconds(1));
         let Some(until) = next.into_iter().chain(after_last).max() else {
             return RunCount { runs: self.runs, marks: self.count.marks };
         };
         let mut marks: Vec<Mark> = self.count.marks.into_iter().filter(|m| m.until > until).collect();
+        // The older versions' runs read past the new mark: held by a mark of their own, which
+        // no run of this version or a later one falls under.
+        if let Some(older) = self.older_last.map(|last| last + Duration::seconds(1)).filter(|o| *o > until) {
+            marks.retain(|m| m.until > older);
+            marks.push(Mark { until: older, version: version.saturating_sub(1), at });
+        }
         marks.push(Mark { until, version, at });
         if marks.len() > MAX_MARKS {
             marks.drain(..marks.len() - MAX_MARKS);
@@ -219,6 +247,22 @@ mod tests {
         tally.passed(t("2030-01-01T00:09:30Z"));
         let next = t("2030-01-01T00:10:00Z");
         assert_eq!(tally.into_count(Some(next), 1, now()), count(6, &[mark("2030-01-01T00:10:00Z", 1)]));
+    }
+
+    #[test]
+    fn older_versions_runs_past_the_new_cursor_are_counted_and_held_apart() {
+        // Version 1 claimed 00:40 and 00:45 and never counted them; version 2's first pass claims
+        // 00:39:34 and reads on past its cursor.
+        let mut tally = Tally::new(Some(5), RunCount::default());
+        tally.read([(t("2030-01-01T00:40:00Z"), 1)]);
+        tally.read_older([(t("2030-01-01T00:45:00Z"), 1), (t("2030-01-01T00:50:00Z"), 2)], 2);
+        tally.claimed(t("2030-01-01T00:39:34Z"), None);
+        let next = t("2030-01-01T00:41:34Z");
+        let count = tally.into_count(Some(next), 2, now());
+        assert_eq!(count.runs, 3, "version 2's own run past the cursor is left to its claim");
+        assert_eq!(count.marks, [mark("2030-01-01T00:45:01Z", 1), mark("2030-01-01T00:41:34Z", 2)]);
+        assert!(count.holds(t("2030-01-01T00:45:00Z"), 1));
+        assert!(!count.holds(t("2030-01-01T00:43:00Z"), 2), "a later run of version 2 is not held");
     }
 
     #[test]
