@@ -13,9 +13,9 @@ pub const MAX_HOLIDAYS: usize = 1000;
 /// The longest one holiday range may be, in days.
 pub const MAX_RANGE_DAYS: i64 = 366;
 
-/// The most days a search for a business day walks: every holiday in a row, and a week around
-/// them. A calendar with no business day within it has none.
-const MAX_WALK_DAYS: usize = MAX_HOLIDAYS + 7;
+/// The most days a search for a business day walks: every holiday on the one business day of a
+/// week, in a row. A calendar with no business day within it has none.
+const MAX_WALK_DAYS: usize = 7 * (MAX_HOLIDAYS + 1);
 
 /// What a schedule entry's instant does when its date is not a business day.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -188,9 +188,9 @@ pub struct ScheduleDocument {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub business_days_only: Option<bool>,
     /// A `cron` fires only on the N-th business day of each month: 1 the first, -1 the last (1 to
-    /// 23, -1 to -23); business days as `calendar` has them, or Monday to Friday.
+    /// 31, -1 to -31); business days as `calendar` has them, or Monday to Friday.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(minimum = -23, maximum = 23))]
+    #[cfg_attr(feature = "openapi", schema(minimum = -31, maximum = 31))]
     pub business_day: Option<i32>,
 }
 

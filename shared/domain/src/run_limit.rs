@@ -149,17 +149,19 @@ impl Tally {
     /// accounted for; the older marks that still hold more than it are kept.
     pub fn into_count(self, next: Option<DateTime<Utc>>, version: u64, at: DateTime<Utc>) -> RunCount {
         let after_last = self.last.map(|last| last + Duration::seconds(1));
-        let Some(until) = next.into_iter().chain(after_last).max() else {
-            return RunCount { runs: self.runs, marks: self.count.marks };
-        };
-        let mut marks: Vec<Mark> = self.count.marks.into_iter().filter(|m| m.until > until).collect();
+        let until = next.into_iter().chain(after_last).max();
+        let mut marks = self.count.marks;
         // The older versions' runs read past the new mark: held by a mark of their own, which
         // no run of this version or a later one falls under.
-        if let Some(older) = self.older_last.map(|last| last + Duration::seconds(1)).filter(|o| *o > until) {
+        let older = self.older_last.map(|last| last + Duration::seconds(1));
+        if let Some(older) = older.filter(|o| until.is_none_or(|u| *o > u)) {
             marks.retain(|m| m.until > older);
             marks.push(Mark { until: older, version: version.saturating_sub(1), at });
         }
-        marks.push(Mark { until, version, at });
+        if let Some(until) = until {
+            marks.retain(|m| m.until > until);
+            marks.push(Mark { until, version, at });
+        }
         if marks.len() > MAX_MARKS {
             marks.drain(..marks.len() - MAX_MARKS);
         }
@@ -263,6 +265,15 @@ mod tests {
         assert_eq!(count.marks, [mark("2030-01-01T00:45:01Z", 1), mark("2030-01-01T00:41:34Z", 2)]);
         assert!(count.holds(t("2030-01-01T00:45:00Z"), 1));
         assert!(!count.holds(t("2030-01-01T00:43:00Z"), 2), "a later run of version 2 is not held");
+    }
+
+    #[test]
+    fn older_runs_read_keep_their_mark_when_the_pass_writes_none_of_its_own() {
+        let mut tally = Tally::new(Some(2), count(2, &[mark("2030-01-01T00:05:00Z", 1)]));
+        tally.read_older([(t("2030-01-01T00:12:00Z"), 1)], 2);
+        let written = tally.into_count(None, 2, now());
+        assert_eq!(written.runs, 3);
+        assert!(written.holds(t("2030-01-01T00:12:00Z"), 1), "held: not counted again");
     }
 
     #[test]

@@ -18,8 +18,13 @@ use std::sync::Arc;
 /// jumps over the days without instants, two years of them).
 const MAX_DAYS_WALKED: usize = 800;
 
-/// The longest run of days that are not business days a calendar can hold.
-const MAX_DAYS_OFF: i64 = crate::calendar::MAX_HOLIDAYS as i64 + 7;
+/// The longest run of days that are not business days a calendar can hold: every holiday on
+/// the one business day of a week.
+const MAX_DAYS_OFF: i64 = 7 * (crate::calendar::MAX_HOLIDAYS as i64 + 1);
+
+/// How far ahead of `after` a DST change that repeats local times is looked for: longer than any
+/// change moves local time (Lord Howe's is 30 minutes, most an hour).
+const DST_REACH: Duration = Duration::hours(3);
 
 /// Which dates a cron's instants may fall on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +84,8 @@ fn date_month(date: NaiveDate) -> u32 {
 /// The first date after `date` that is the `n`-th business day of its month.
 fn nth_after(calendar: &Calendar, date: NaiveDate, n: i32) -> Option<NaiveDate> {
     let (mut year, mut month) = (date_year(date), date_month(date));
-    for _ in 0..24 {
+    // Each holiday takes the N-th business day from one month at most.
+    for _ in 0..=crate::calendar::MAX_HOLIDAYS + 1 {
         if let Some(day) = calendar.nth_business_day(year, month, n).filter(|d| *d > date) {
             return Some(day);
         }
@@ -143,6 +149,8 @@ fn moved(
     after: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
     let now = zoned::local_time(tz, after)?;
+    let ahead = after.checked_add_signed(DST_REACH).unwrap_or(after);
+    let rewind = (zoned::offset_at(tz, after) - zoned::offset_at(tz, ahead)).max(Duration::zero());
     let forward = rule == OnHoliday::NextBusinessDay;
     let mut day = match forward {
         true => calendar.on_or_after(now.date())?,
@@ -154,15 +162,20 @@ fn moved(
         let mut best: Option<DateTime<Utc>> = None;
         let mut source = day;
         let mut last_source;
-        // Only the instants that land after `after`: on its own day, later in the day.
-        let floor = (day == now.date()).then_some(now.time());
+        // On `after`'s own day, the times after its local time, and those a fall-back change
+        // just ahead repeats (as `zoned::next_after` rewinds).
+        let floor = (day == now.date()).then(|| now.time() - rewind).filter(|f| *f <= now.time());
         loop {
-            if let Some(time) = first_on(expr, source, floor) {
-                for instant in zoned::instants_of(expr, tz, dst, day.and_time(time)) {
-                    if instant > after && best.is_none_or(|b| instant < b) {
-                        best = Some(instant);
-                    }
+            // The source's first time that lands after `after` (a time the DST policy skips, or
+            // whose instants are all before `after`, gives way to the next).
+            let mut time = first_on(expr, source, floor);
+            while let Some(at) = time {
+                let instants = zoned::instants_of(expr, tz, dst, day.and_time(at));
+                if let Some(instant) = instants.into_iter().find(|i| *i > after) {
+                    best = Some(best.map_or(instant, |b| b.min(instant)));
+                    break;
                 }
+                time = first_on(expr, source, Some(at));
             }
             last_source = source;
             source = if forward { source.pred_opt()? } else { source.succ_opt()? };
@@ -301,6 +314,31 @@ mod tests {
         assert_eq!(moved, [utc("2027-03-15T06:30:00Z")]);
     }
 
+    /// A sparse week with its business days long on holiday, and an N-th business day that
+    /// months lack for years: found far ahead, not given up on.
+    #[test]
+    fn a_business_day_far_ahead_is_still_found() {
+        let saturdays = d("2027-01-02").iter_days().step_by(7).take(150);
+        let calendar = Arc::new(Calendar::new(&[Weekday::Sat], saturdays));
+        let expr: CronExpr = "0 9 * * *".parse().expect("a cron");
+        for select in
+            [DaySelect::BusinessDays(OnHoliday::Skip), DaySelect::BusinessDays(OnHoliday::NextBusinessDay)]
+        {
+            let rule = DayRule { calendar: calendar.clone(), select };
+            let next = next_after(&expr, Tz::UTC, DstPolicy::default(), &rule, utc("2027-01-01T00:00:00Z"));
+            assert_eq!(next, Some(utc("2029-11-17T09:00:00Z")), "{select:?}");
+        }
+        // Every month of 2027-2029 loses its 23rd business day (where it has one).
+        let week = [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri];
+        let plain = Calendar::new(&week, []);
+        let months = (2027..2030).flat_map(|y| (1..=12).map(move |m| (y, m)));
+        let lost: Vec<NaiveDate> = months.filter_map(|(y, m)| plain.nth_business_day(y, m, 23)).collect();
+        let rule =
+            DayRule { calendar: Arc::new(Calendar::new(&week, lost)), select: DaySelect::NthBusinessDay(23) };
+        let next = next_after(&expr, Tz::UTC, DstPolicy::default(), &rule, utc("2027-01-01T00:00:00Z"));
+        assert_eq!(next, Some(utc("2030-01-31T09:00:00Z")));
+    }
+
     /// The search agrees with a brute force over every local time the cron writes: each moved
     /// to the date the rule gives (or kept if the rule takes its date), resolved by the DST
     /// policy there, each instant once.
@@ -339,11 +377,14 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(64))]
+            #![proptest_config(ProptestConfig::with_cases(256))]
             #[test]
             fn the_search_matches(
-                cron in prop::sample::select(vec!["0 9 * * *", "30 2 * * *", "0 13 1 * *", "0 10 * * SAT", "15 */6 * * *", "0 9 * * MON-FRI", "0 0 28-31 * *"]),
-                zone in prop::sample::select(vec![Tz::UTC, Tz::America__New_York, Tz::Australia__Lord_Howe]),
+                cron in prop::sample::select(vec!["0 9 * * *", "30 2 * * *", "0 13 1 * *", "0 10 * * SAT", "15 */6 * * *", "0 9 * * MON-FRI", "0 0 28-31 * *", "0 * * * *", "30 * * * *", "0 0 * * *"]),
+                zone in prop::sample::select(vec![
+                    Tz::UTC, Tz::America__New_York, Tz::Australia__Lord_Howe, Tz::Africa__Cairo,
+                    Tz::Asia__Jerusalem, Tz::Europe__London, Tz::America__Santiago, Tz::Asia__Beirut,
+                ]),
                 select in prop::sample::select(vec![
                     DaySelect::BusinessDays(OnHoliday::Skip),
                     DaySelect::BusinessDays(OnHoliday::NextBusinessDay),
@@ -352,18 +393,25 @@ mod tests {
                     DaySelect::NthBusinessDay(3),
                     DaySelect::NthBusinessDay(-1),
                 ]),
-                start_day in 0i64..700,
-                holidays in prop::collection::vec(0i64..760, 0..40),
+                week in prop::sample::select(vec![
+                    vec![Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri],
+                    vec![Weekday::Sun, Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu],
+                    vec![Weekday::Sat],
+                ]),
+                start_day in 0i64..3000,
+                start_second in 0i64..86_400,
+                holidays in prop::collection::vec((0i64..3100, 1i64..6), 0..40),
             ) {
-                let base = d("2026-01-01");
-                let week = [Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri];
-                let calendar = Arc::new(Calendar::new(&week, holidays.iter().map(|h| base + Duration::days(*h))));
+                let base = d("2018-01-01");
+                // Holidays in runs of one to five days.
+                let days = holidays.iter().flat_map(|(from, len)| (0..*len).map(move |i| base + Duration::days(from + i)));
+                let calendar = Arc::new(Calendar::new(&week, days));
                 let rule = DayRule { calendar, select };
                 let expr: CronExpr = cron.parse().expect("a cron");
                 let from = (base + Duration::days(start_day)).and_time(NaiveTime::MIN);
-                let expected = brute(&expr, zone, &rule, from, from + Duration::days(60));
+                let expected = brute(&expr, zone, &rule, from, from + Duration::days(90));
                 // Compare well inside the window: sources outside it move in by days at most.
-                let (lo, hi) = (from + Duration::days(15), from + Duration::days(45));
+                let (lo, hi) = (from + Duration::days(30) + Duration::seconds(start_second), from + Duration::days(60));
                 let lo_utc = at_local(zone, lo).expect("a local time");
                 let hi_utc = at_local(zone, hi).expect("a local time");
                 let want: Vec<_> = expected.into_iter().filter(|t| *t > lo_utc && *t < hi_utc).collect();

@@ -18,7 +18,7 @@ use serde::Serialize;
 /// The largest DST shift looked for around an instant (real zones shift by at most 2 hours).
 const MAX_SHIFT: Duration = Duration::hours(3);
 
-fn offset_at(tz: Tz, t: DateTime<Utc>) -> Duration {
+pub(super) fn offset_at(tz: Tz, t: DateTime<Utc>) -> Duration {
     Duration::seconds(i64::from(tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc()))
 }
 

@@ -430,13 +430,19 @@ fn day_rule(doc: &ScheduleDocument, prefix: &str) -> Result<Option<DayRule>> {
     Ok(Some(DayRule { calendar: std::sync::Arc::new(calendar), select }))
 }
 
-/// The most N of `business_day`: no month has more business days than 23.
-const MAX_BUSINESS_DAY: i32 = 23;
+/// The most N of `business_day`: a month has 31 days, all business days in a week of seven.
+const MAX_BUSINESS_DAY: i32 = 31;
 
 /// A calendar document checked: weekday names, dates and ranges, at most
 /// [`calendar::MAX_HOLIDAYS`] dates.
 fn business_calendar(doc: &CalendarDocument, prefix: &str) -> Result<Calendar> {
     let days = match &doc.business_days {
+        Some(names) if names.len() > 7 => {
+            return Err(ValidationError::new(
+                format!("{prefix}.business_days"),
+                "names a week's days, 7 at most",
+            ));
+        }
         None => vec![Weekday::Mon, Weekday::Tue, Weekday::Wed, Weekday::Thu, Weekday::Fri],
         Some(names) => names
             .iter()
@@ -747,7 +753,9 @@ mod tests {
         );
         assert_eq!(cron(json!({"calendar": {"business_days": []}})), "schedule.calendar.business_days");
         assert_eq!(cron(json!({"business_day": 0})), "schedule.business_day");
-        assert_eq!(cron(json!({"business_day": 24})), "schedule.business_day");
+        assert_eq!(cron(json!({"business_day": 32})), "schedule.business_day");
+        let eight = json!({"business_days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun", "mon"]});
+        assert_eq!(cron(json!({"calendar": eight})), "schedule.calendar.business_days");
         assert_eq!(
             cron(json!({"business_day": 1, "calendar": {"on_holiday": "next_business_day"}})),
             "schedule.calendar.on_holiday"
