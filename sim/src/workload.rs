@@ -567,6 +567,13 @@ fn business_calendars(
         };
         document["schedule"]["calendar"] =
             json!({"business_days": week, "holidays": days(holiday_today), "on_holiday": rule});
+        // A calendar that leaves no instant before the horizon is refused: every day a business
+        // day but tomorrow instead (the job's instants as they were).
+        if !has_instant(&document["schedule"], start, horizon) {
+            let all = json!(["mon", "tue", "wed", "thu", "fri", "sat", "sun"]);
+            document["schedule"]["calendar"] =
+                json!({"business_days": all, "holidays": days(false), "on_holiday": rule});
+        }
         let mut today_off = holiday_today;
         let mut edits = edits;
         edits.sort_unstable();
@@ -668,7 +675,7 @@ mod tests {
         };
         let limits = Limits::default();
         let rules = Rules { limits: &limits, targets: &targets };
-        let (mut unions, mut dst, mut windows) = (0, 0, 0);
+        let (mut unions, mut dst, mut windows, mut calendars) = (0, 0, 0, 0);
         for seed in 0..300 {
             let sim = Sim::new(seed, DateTime::UNIX_EPOCH);
             let workload = Workload::draw(&sim, seed, 8, 20);
@@ -683,8 +690,12 @@ mod tests {
                 unions += usize::from(document.pointer("/schedule/any").is_some());
                 dst += usize::from(document.pointer("/schedule/dst").is_some());
                 windows += usize::from(document.get("flexible_window_s").is_some());
+                calendars += usize::from(document.pointer("/schedule/calendar").is_some());
             }
         }
-        assert!(unions > 100 && dst > 100 && windows > 100, "{unions} {dst} {windows}");
+        assert!(
+            unions > 100 && dst > 100 && windows > 100 && calendars > 100,
+            "{unions} {dst} {windows} {calendars}"
+        );
     }
 }

@@ -961,6 +961,17 @@ async fn the_tick_role_grants_every_call_of_the_tick() {
     assert!(summary.claimed >= 2, "{summary:?}");
     clock.set(t("2030-01-01T12:05:30Z"));
     sundial_tick::handle(&services.use_cases.tick, sample("tick-scheduled.json")).await.unwrap();
+    // The tick stops for twenty minutes: a minutely `catchup: skip` job drops the instants it
+    // missed, which the tick reads for runs, marks `missed` open on, and tells.
+    let skipping = json!({"schedule": {"cron": "* * * * *"}, "catchup": "skip"});
+    stack.api.create_job(ALICE, &job("skipping", &accepting.url, skipping)).await;
+    clock.set(t("2030-01-01T12:06:30Z"));
+    sundial_tick::handle(&services.use_cases.tick, sample("tick-scheduled.json")).await.unwrap();
+    clock.set(t("2030-01-01T12:30:30Z"));
+    let summary =
+        sundial_tick::handle(&services.use_cases.tick, sample("tick-scheduled.json")).await.unwrap();
+    assert_eq!(summary.failed, 0, "{summary:?}");
+    assert!(summary.missed_dropped > 0, "{summary:?}");
 
     let needed = assert_granted(&stack, "tick", "TickRole", &log);
     let a = Arns::of(&stack);
@@ -973,6 +984,9 @@ async fn the_tick_role_grants_every_call_of_the_tick() {
             ("dynamodb:GetItem", a.jobs.clone()),
             ("dynamodb:UpdateItem", a.jobs.clone()),
             ("dynamodb:PutItem", a.runs.clone()),
+            ("dynamodb:Query", a.runs.clone()),
+            ("dynamodb:UpdateItem", a.runs.clone()),
+            ("sns:Publish", a.events.clone()),
             ("sqs:SendMessage", a.runs_queue.clone()),
         ],
     );

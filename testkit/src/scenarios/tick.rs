@@ -654,10 +654,17 @@ pub async fn a_business_calendar_skips_or_moves_a_holiday<H: Harness>() {
     let moved_id = api.create_job(ALICE, &job("nine-moved", moved)).await;
     let preview = api.get(ALICE, &format!("/v1/jobs/{moved_id}/preview?count=2")).await.body;
     assert_eq!(preview_days(&preview), ["2030-12-23", "2030-12-24"], "{preview}");
-    let mut now = t("2030-12-19T17:00:00Z");
-    while now < t("2030-12-23T15:00:00Z") {
-        now += Duration::minutes(30);
-        deployment.set_clock(now);
+    // Ticks around Friday's and Monday's 09:00 (14:00 UTC); none over the weekend, when no
+    // instant falls.
+    for at in [
+        "2030-12-20T13:30:00Z",
+        "2030-12-20T14:00:00Z",
+        "2030-12-20T14:30:00Z",
+        "2030-12-23T13:30:00Z",
+        "2030-12-23T14:00:00Z",
+        "2030-12-23T14:30:00Z",
+    ] {
+        deployment.set_clock(t(at));
         deployment.use_cases().tick.run().await.unwrap();
     }
     let runs = instants(&deployment.runs_of(&moved_id).await);
