@@ -291,16 +291,17 @@ pub fn parse_schedule(doc: &ScheduleDocument, created_at: DateTime<Utc>) -> Resu
         ));
     }
     let (start_at, end_at) = bounds(doc, "schedule")?;
-    // The job's item holds the document (and an edit's gap a copy): holidays are bounded in all.
-    let holidays: usize = entries.iter().filter_map(|e| e.calendar.as_ref()).map(|c| c.holidays.len()).sum();
-    if holidays > calendar::MAX_HOLIDAYS {
-        return Err(ValidationError::new(
-            "schedule.any",
-            format!(
-                "its calendars hold {holidays} holiday entries, more than {} in all",
-                calendar::MAX_HOLIDAYS
-            ),
-        ));
+    // The job's item holds the document (and an edit's gap a copy): holidays are bounded in all,
+    // the entry that passes the bound named.
+    let mut holidays = 0;
+    for (i, entry) in entries.iter().enumerate() {
+        holidays += entry.calendar.as_ref().map_or(0, |c| c.holidays.len());
+        if holidays > calendar::MAX_HOLIDAYS {
+            return Err(ValidationError::new(
+                format!("schedule.any[{i}].calendar.holidays"),
+                format!("takes the union's calendars past {} holiday entries in all", calendar::MAX_HOLIDAYS),
+            ));
+        }
     }
     let mut parsed = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
@@ -769,7 +770,7 @@ mod tests {
         let halves = json!({"any": [{"cron": "0 9 * * *", "calendar": {"holidays": many}}, {"cron": "0 13 * * *", "calendar": {"holidays": many}}]});
         assert_eq!(
             field_of(job(json!({"schedule": halves}))),
-            "schedule.any",
+            "schedule.any[1].calendar.holidays",
             "1,200 holiday entries in all"
         );
         let entry = field_of(job(
