@@ -532,10 +532,8 @@ impl Claimer {
         let mut after = RunKey::scheduled(from - Duration::seconds(1));
         for _ in 0..MAX_COUNT_PAGES {
             let page = self.history.after(&job.id, &after, through.max(beyond), COUNT_PAGE).await?;
-            let (within, past): (Vec<Run>, Vec<Run>) =
-                page.iter().cloned().partition(|r| r.key.instant <= through);
-            tally.read(counted(&within));
-            tally.read_older(counted(&past), job.version);
+            tally.read(counted(&page).filter(|(instant, _)| *instant <= through));
+            tally.read_older(counted(&page).filter(|(instant, _)| *instant > through), job.version);
             let Some(last) = page.last() else { return Ok(tally) };
             after = last.key.clone();
         }

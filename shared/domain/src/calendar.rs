@@ -144,6 +144,11 @@ impl Calendar {
         }
     }
 
+    /// Whether `date` is the `n`-th business day of its month (see [`Calendar::nth_business_day`]).
+    pub fn is_nth_business_day(&self, date: NaiveDate, n: i32) -> bool {
+        self.nth_business_day(date.year(), date.month(), n) == Some(date)
+    }
+
     /// The dates from `from` through `to` that are holidays of this calendar.
     pub fn holidays_between(&self, from: NaiveDate, to: NaiveDate) -> impl Iterator<Item = &NaiveDate> {
         self.holidays.range(from..=to)

@@ -10,7 +10,7 @@ use super::cron::CronExpr;
 use super::zoned::{self, DstPolicy};
 use crate::calendar::{Calendar, OnHoliday};
 use chrono::TimeZone;
-use chrono::{DateTime, Duration, NaiveDate, NaiveDateTime, NaiveTime, Utc};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use chrono_tz::Tz;
 use std::sync::Arc;
 
@@ -66,24 +66,16 @@ pub fn next_after(
             tz,
             dst,
             after,
-            |date| calendar.nth_business_day(date_year(date), date_month(date), n) == Some(date),
+            |date| calendar.is_nth_business_day(date, n),
             |date| nth_after(calendar, date, n),
         ),
         DaySelect::BusinessDays(rule) => moved(expr, tz, dst, calendar, rule, after),
     }
 }
 
-fn date_year(date: NaiveDate) -> i32 {
-    chrono::Datelike::year(&date)
-}
-
-fn date_month(date: NaiveDate) -> u32 {
-    chrono::Datelike::month(&date)
-}
-
 /// The first date after `date` that is the `n`-th business day of its month.
 fn nth_after(calendar: &Calendar, date: NaiveDate, n: i32) -> Option<NaiveDate> {
-    let (mut year, mut month) = (date_year(date), date_month(date));
+    let (mut year, mut month) = (date.year(), date.month());
     // Each holiday takes the N-th business day from one month at most.
     for _ in 0..=crate::calendar::MAX_HOLIDAYS + 1 {
         if let Some(day) = calendar.nth_business_day(year, month, n).filter(|d| *d > date) {
@@ -359,9 +351,9 @@ mod tests {
             while let Some(local) = expr.next_local_at_or_after(cursor).filter(|l| *l < to) {
                 let date = match rule.select {
                     DaySelect::BusinessDays(on) => rule.calendar.moved(local.date(), on),
-                    DaySelect::NthBusinessDay(n) => Some(local.date()).filter(|d| {
-                        rule.calendar.nth_business_day(date_year(*d), date_month(*d), n) == Some(*d)
-                    }),
+                    DaySelect::NthBusinessDay(n) => {
+                        Some(local.date()).filter(|d| rule.calendar.is_nth_business_day(*d, n))
+                    }
                 };
                 if let Some(date) = date {
                     out.extend(zoned::instants_of(
