@@ -126,6 +126,7 @@ fn current_document(job: &Value) -> Value {
             "id",
             "owner",
             "version",
+            "calendars",
             "created_at",
             "updated_at",
             "next_run_at",

@@ -15,18 +15,19 @@ use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
 use sundial_domain::health::{Baseline, Trouble, TroubleMark, Troubles};
 use sundial_domain::job::{Job, JobId};
+use sundial_domain::named_calendar::NamedCalendar;
 use sundial_domain::ports::bus::{EventBus, PublishError};
 use sundial_domain::ports::queue::{QueueError, Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    Advance, Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page, RunHistory,
-    RunOutbox, RunWrites, StoreError, StoreResult, TickState, TickStateStore,
+    Advance, CalendarStore, Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page,
+    RunHistory, RunOutbox, RunWrites, StoreError, StoreResult, TickState, TickStateStore,
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
 use sundial_domain::run_queue::{Dispatch, MAX_DELAY_S};
 use sundial_memory::{
-    MemoryEventBus, MemoryFenceStore, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
-    MemoryTickStateStore, MemoryTopics,
+    MemoryCalendarStore, MemoryEventBus, MemoryFenceStore, MemoryGroupStore, MemoryJobStore, MemoryQueue,
+    MemoryRunStore, MemoryTickStateStore, MemoryTopics,
 };
 
 /// How often each fault strikes while faults are on.
@@ -756,6 +757,60 @@ impl FaultyRuns {
             attempt: run.attempt,
             actor,
         });
+    }
+}
+
+/// The named calendars, faulty: a read or a write refused, a write applied with its answer lost.
+#[derive(Debug)]
+pub struct FaultyCalendars {
+    pub inner: Arc<MemoryCalendarStore>,
+    pub faults: Arc<Faults>,
+}
+
+#[async_trait]
+impl CalendarStore for FaultyCalendars {
+    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<NamedCalendar>> {
+        let op = format!("calendars.get {name}");
+        self.faults
+            .call(&op, Subject::NONE, false, self.inner.get(owner, name), StoreError::Unavailable)
+            .await
+    }
+
+    async fn list(&self, owner: &str) -> StoreResult<Vec<NamedCalendar>> {
+        let op = format!("calendars.list {owner}");
+        self.faults.call(&op, Subject::NONE, false, self.inner.list(owner), StoreError::Unavailable).await
+    }
+
+    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>) -> StoreResult<()> {
+        let op = format!("calendars.put {} v{} over v{expected:?}", calendar.name, calendar.version);
+        self.faults
+            .call(&op, Subject::NONE, true, self.inner.put(calendar, expected), StoreError::Unavailable)
+            .await
+    }
+
+    async fn delete(&self, owner: &str, name: &str, version: u64, links: u64) -> StoreResult<()> {
+        let op = format!("calendars.delete {name} v{version} links v{links}");
+        let delete = self.inner.delete(owner, name, version, links);
+        self.faults.call(&op, Subject::NONE, true, delete, StoreError::Unavailable).await
+    }
+
+    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links> {
+        let op = format!("calendars.links {name}");
+        self.faults
+            .call(&op, Subject::NONE, false, self.inner.links(owner, name), StoreError::Unavailable)
+            .await
+    }
+
+    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        let op = format!("calendars.link {name} {job}");
+        let link = self.inner.link(owner, name, job, at);
+        self.faults.call(&op, Subject::NONE, true, link, StoreError::Unavailable).await
+    }
+
+    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
+        let op = format!("calendars.unlink {name} {job}");
+        let unlink = self.inner.unlink(owner, name, job);
+        self.faults.call(&op, Subject::NONE, true, unlink, StoreError::Unavailable).await
     }
 }
 

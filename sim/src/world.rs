@@ -7,8 +7,8 @@
 
 use crate::executor::{Executor, Role, Sim, SimClock, SimEntropy, SimTimer, Stepped, Work};
 use crate::faults::{
-    Faults, FaultyBus, FaultyFences, FaultyGroups, FaultyJobs, FaultyQueue, FaultyRuns, FaultyTickState,
-    FaultyTopics, Rates,
+    Faults, FaultyBus, FaultyCalendars, FaultyFences, FaultyGroups, FaultyJobs, FaultyQueue, FaultyRuns,
+    FaultyTickState, FaultyTopics, Rates,
 };
 use crate::ledger::{CallbackPlan, Ledger};
 use crate::target::SimTarget;
@@ -34,8 +34,8 @@ use sundial_domain::ports::queue::{RunInbox, RunQueue};
 use sundial_domain::run_queue::{HOLD_RENEW_S, HOLD_S};
 use sundial_domain::watchdog::rules::WatchdogSettings;
 use sundial_memory::{
-    MemoryEventBus, MemoryFenceStore, MemoryGroupStore, MemoryJobStore, MemoryQueue, MemoryRunStore,
-    MemoryTickStateStore, MemoryTopics,
+    MemoryCalendarStore, MemoryEventBus, MemoryFenceStore, MemoryGroupStore, MemoryJobStore, MemoryQueue,
+    MemoryRunStore, MemoryTickStateStore, MemoryTopics,
 };
 
 /// The owner of every job.
@@ -99,6 +99,7 @@ pub struct Stores {
     pub jobs: Arc<MemoryJobStore>,
     pub runs: Arc<MemoryRunStore>,
     pub groups: Arc<MemoryGroupStore>,
+    pub calendars: Arc<MemoryCalendarStore>,
     pub fences: Arc<MemoryFenceStore>,
     pub tick_state: Arc<MemoryTickStateStore>,
     pub queue: Arc<MemoryQueue>,
@@ -154,6 +155,7 @@ impl Simulation {
             jobs: Arc::new(MemoryJobStore::new(SHARDS)),
             runs: Arc::new(MemoryRunStore::new(SHARDS)),
             groups: Arc::new(MemoryGroupStore::new()),
+            calendars: Arc::new(MemoryCalendarStore::new()),
             fences: Arc::new(MemoryFenceStore::new()),
             tick_state: Arc::new(MemoryTickStateStore::new()),
             queue: Arc::new(MemoryQueue::new(server.clone()).with_max_receive_count(Some(max_receives))),
@@ -179,6 +181,7 @@ impl Simulation {
                 sim: sim.clone(),
             }),
             groups: Arc::new(FaultyGroups { inner: stores.groups.clone(), faults: faults.clone() }),
+            calendars: Arc::new(FaultyCalendars { inner: stores.calendars.clone(), faults: faults.clone() }),
             fences: Arc::new(FaultyFences { inner: stores.fences.clone(), faults: faults.clone() }),
             tick_state: Arc::new(FaultyTickState {
                 inner: stores.tick_state.clone(),

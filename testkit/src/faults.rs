@@ -18,10 +18,11 @@ use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
 use sundial_domain::health::{Baseline, Trouble, TroubleMark, Troubles};
 use sundial_domain::job::{Job, JobId};
+use sundial_domain::named_calendar::NamedCalendar;
 use sundial_domain::ports::queue::{QueueError, RunQueue};
 use sundial_domain::ports::store::{
-    Advance, Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page, RunHistory,
-    RunOutbox, RunWrites, StoreError, StoreResult,
+    Advance, CalendarStore, Catalogue, DueIndex, FenceStore, GroupStore, InFlightIndex, Inserted, Page,
+    RunHistory, RunOutbox, RunWrites, StoreError, StoreResult,
 };
 use sundial_domain::run::{Published, Run, RunEvent, RunId, RunKey, RunState};
 use sundial_domain::run_queue::Dispatch;
@@ -309,6 +310,13 @@ const OPS: &[&str] = &[
     "GroupStore::links",
     "GroupStore::link",
     "GroupStore::unlink",
+    "CalendarStore::get",
+    "CalendarStore::list",
+    "CalendarStore::put",
+    "CalendarStore::delete",
+    "CalendarStore::links",
+    "CalendarStore::link",
+    "CalendarStore::unlink",
     "FenceStore::get",
     "FenceStore::take",
     "FenceStore::remove",
@@ -385,6 +393,16 @@ faulty!(InFlightIndex {
 faulty!(GroupStore {
     async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<Group>>;
     async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()>;
+    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()>;
+    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
+    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
+    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()>;
+});
+
+faulty!(CalendarStore {
+    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<NamedCalendar>>;
+    async fn list(&self, owner: &str) -> StoreResult<Vec<NamedCalendar>>;
+    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>) -> StoreResult<()>;
     async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()>;
     async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
     async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;

@@ -216,6 +216,7 @@ impl World {
             jobs: job_store.clone(),
             runs: runs.clone(),
             groups: group_store.clone(),
+            calendars: Arc::new(sundial_memory::MemoryCalendarStore::new()),
             fences: Arc::new(sundial_memory::MemoryFenceStore::new()),
             tick_state: tick_state.clone(),
             queue: queue.clone(),

@@ -23,8 +23,8 @@ use sundial_domain::health::{Baseline, FailureRate, Trouble, TroubleMark, Troubl
 use sundial_domain::job::{CatchupPolicy, EventKind, Gap, GapCause, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    Advance, Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore, StoreError,
-    StoredResponse, TickState, TickStateStore,
+    Advance, CalendarStore, Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore,
+    StoreError, StoredResponse, TickState, TickStateStore,
 };
 use sundial_domain::run::event::EventDetail;
 use sundial_domain::run::{Attempt, Published, Run, RunEvent, RunId, RunKey, RunMessage, RunState};
@@ -1252,6 +1252,110 @@ pub async fn fence_store_keeps_its_promises(store: &dyn FenceStore) {
     assert_eq!(store.get(&job).await.unwrap(), None, "removed");
     store.take(&job, None, &third, None).await.unwrap();
     assert_eq!(store.get(&job).await.unwrap(), fence(&third, None));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Named calendars
+
+/// Every promise of a [`CalendarStore`]: a calendar is created once per owner and name, while the
+/// owner has fewer than the most; replaced and deleted only under the version read; read back and
+/// listed exactly as written, by name; its links a record of their own; another owner's name is
+/// another calendar.
+pub async fn calendar_store_keeps_its_promises(store: &dyn CalendarStore) {
+    use sundial_domain::calendar::HolidayEntry;
+    use sundial_domain::named_calendar::{MAX_CALENDARS_PER_OWNER, NamedCalendar, NamedCalendarDocument};
+    let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 3);
+    let owner = unique("owner");
+    let calendar = |name: &str, version: u64| NamedCalendar {
+        owner: owner.clone(),
+        name: name.to_string(),
+        document: NamedCalendarDocument {
+            description: Some("exchange holidays".into()),
+            timezone: Some("America/New_York".into()),
+            business_days: Some(vec!["mon".into(), "tue".into()]),
+            holidays: vec![
+                HolidayEntry::Date("2030-01-01".into()),
+                HolidayEntry::Range { from: "2030-12-24".into(), to: "2030-12-31".into() },
+            ],
+        },
+        version,
+        created_at: now,
+        updated_at: now,
+    };
+    assert_eq!(store.get(&owner, "nyse").await.unwrap(), None);
+    assert_eq!(store.list(&owner).await.unwrap(), Vec::new(), "an owner without calendars lists none");
+    let nyse = calendar("nyse", 1);
+    store.put(&nyse, None).await.unwrap();
+    assert_eq!(store.put(&nyse, None).await, Err(StoreError::Conflict), "created once");
+    assert_eq!(store.get(&owner, "nyse").await.unwrap().as_ref(), Some(&nyse), "read back as written");
+    assert_eq!(store.get(&unique("other"), "nyse").await.unwrap(), None, "another owner's name is free");
+    let lse = calendar("lse", 1);
+    store.put(&lse, None).await.unwrap();
+    assert_eq!(store.list(&owner).await.unwrap(), vec![lse.clone(), nyse.clone()], "listed by name");
+    assert_eq!(store.list(&unique("other")).await.unwrap(), Vec::new(), "another owner's list is its own");
+
+    let edited = NamedCalendar { version: 2, document: NamedCalendarDocument::default(), ..nyse.clone() };
+    store.put(&edited, Some(1)).await.unwrap();
+    assert_eq!(store.get(&owner, "nyse").await.unwrap().as_ref(), Some(&edited));
+    assert_eq!(
+        store.put(&NamedCalendar { version: 3, ..edited.clone() }, Some(1)).await,
+        Err(StoreError::Conflict),
+        "only over the version read"
+    );
+    assert_eq!(
+        store.put(&calendar("none", 2), Some(1)).await,
+        Err(StoreError::NotFound),
+        "no such calendar to replace"
+    );
+
+    // Links: their own record, each write moving their version.
+    let (job, other) = ("01jd0000000000000000000003", "01jd0000000000000000000004");
+    store.link(&owner, "nyse", job, now + Duration::nanoseconds(1_500_000)).await.unwrap();
+    store.link(&owner, "nyse", other, now).await.unwrap();
+    let links = store.links(&owner, "nyse").await.unwrap();
+    assert_eq!(links.jobs[job].at, now + Duration::milliseconds(1), "to the millisecond");
+    assert_eq!((links.jobs.len(), links.version), (2, 2));
+    assert_eq!(store.get(&owner, "nyse").await.unwrap().as_ref(), Some(&edited), "the calendar untouched");
+    store.unlink(&owner, "nyse", other).await.unwrap();
+    store.unlink(&owner, "nyse", other).await.unwrap();
+    let links = store.links(&owner, "nyse").await.unwrap();
+    assert_eq!((links.jobs.len(), links.version), (1, 3), "unlinked once");
+    assert_eq!(
+        store.link(&owner, "none", job, now).await,
+        Err(StoreError::NotFound),
+        "no link to a calendar that does not exist"
+    );
+
+    assert_eq!(
+        store.delete(&owner, "nyse", 1, links.version).await,
+        Err(StoreError::Conflict),
+        "deleted only at its version"
+    );
+    assert_eq!(
+        store.delete(&owner, "nyse", 2, links.version - 1).await,
+        Err(StoreError::Conflict),
+        "and only at its links' version"
+    );
+    store.delete(&owner, "nyse", 2, links.version).await.unwrap();
+    assert_eq!(store.get(&owner, "nyse").await.unwrap(), None);
+    assert_eq!(
+        store.links(&owner, "nyse").await.unwrap(),
+        sundial_domain::group::Links::default(),
+        "links gone too"
+    );
+    assert_eq!(store.list(&owner).await.unwrap(), vec![lse.clone()], "unlisted");
+    assert_eq!(store.delete(&owner, "nyse", 2, 0).await, Err(StoreError::NotFound));
+    store.delete(&owner, "lse", 1, 0).await.unwrap();
+
+    // The most an owner keeps, then a delete frees a place.
+    for i in 0..MAX_CALENDARS_PER_OWNER {
+        store.put(&calendar(&format!("c{i:03}"), 1), None).await.unwrap();
+    }
+    let over = store.put(&calendar("one-more", 1), None).await;
+    assert_eq!(over, Err(StoreError::QuotaExceeded(MAX_CALENDARS_PER_OWNER as u32)), "no more than the most");
+    assert_eq!(store.list(&owner).await.unwrap().len(), MAX_CALENDARS_PER_OWNER, "every one listed");
+    store.delete(&owner, "c000", 1, 0).await.unwrap();
+    store.put(&calendar("one-more", 1), None).await.unwrap();
 }
 
 pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {

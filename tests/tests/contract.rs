@@ -60,6 +60,17 @@ async fn dynamo_tick_state_store_keeps_its_promises() {
 }
 
 #[tokio::test]
+async fn memory_calendar_store_keeps_its_promises() {
+    contract::calendar_store_keeps_its_promises(&sundial_memory::MemoryCalendarStore::new()).await;
+}
+
+#[tokio::test]
+async fn dynamo_calendar_store_keeps_its_promises() {
+    let stack = Stack::new().await;
+    contract::calendar_store_keeps_its_promises(stack.services.ports.calendars.as_ref()).await;
+}
+
+#[tokio::test]
 async fn memory_group_store_keeps_its_promises() {
     contract::group_store_keeps_its_promises(&MemoryGroupStore::new()).await;
 }

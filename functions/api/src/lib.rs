@@ -2,7 +2,7 @@
 //! axum in the local runtime.
 //!
 //! - [`jobs`]: the `/v1/jobs` handlers; [`runs`]: run history, control and target callbacks;
-//!   [`groups`]: the owner's concurrency groups;
+//!   [`groups`]: the owner's concurrency groups; [`calendars`]: the owner's named calendars;
 //!   [`forecast`]: runs due per minute, from the schedules; [`instants`]: a job's instant
 //!   ledger;
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
@@ -18,6 +18,7 @@
 //! own token) and the dashboard's assets (the page then calls the API with the user's key).
 
 pub mod auth;
+pub mod calendars;
 pub mod dashboard;
 pub mod edge;
 pub mod error;
@@ -57,6 +58,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/runs", get(runs::list))
         .route("/v1/jobs/{id}/instants", get(instants::list))
         .route("/v1/groups/{name}", get(groups::get).put(groups::put).delete(groups::delete))
+        .route("/v1/calendars", get(calendars::list))
+        .route("/v1/calendars/{name}", get(calendars::get).put(calendars::put).delete(calendars::delete))
         .route("/v1/runs/{id}", get(runs::get))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route("/v1/runs/{id}/rerun", post(runs::rerun))

@@ -36,6 +36,10 @@ use utoipa::{Modify, OpenApi};
         crate::groups::put,
         crate::groups::get,
         crate::groups::delete,
+        crate::calendars::put,
+        crate::calendars::get,
+        crate::calendars::list,
+        crate::calendars::delete,
         crate::forecast::get,
     ),
     modifiers(&BearerAuth),
@@ -43,6 +47,7 @@ use utoipa::{Modify, OpenApi};
         (name = "jobs", description = "Job definitions and their schedules"),
         (name = "runs", description = "Run history and control"),
         (name = "groups", description = "Concurrency groups: how many runs of their jobs execute at once"),
+        (name = "calendars", description = "Named business calendars that jobs' schedules share: an edit reaches every job that names one"),
         (name = "forecast", description = "The load the schedules will make, per minute"),
         (name = "callbacks", description = "Called by targets that answered 202, with the run's callback token"),
     )

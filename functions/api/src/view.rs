@@ -3,8 +3,10 @@
 use chrono::{DateTime, LocalResult, SecondsFormat, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use sundial_domain::health::Baseline;
 use sundial_domain::job::{Job, JobDocument, Pause, Skip};
+use sundial_domain::named_calendar;
 use sundial_domain::ports::topics::Subscription;
 use sundial_domain::run::{Attempt, Run, RunKind, RunState};
 use sundial_domain::schedule::{DstEffectKind, DstNote};
@@ -23,6 +25,10 @@ pub struct JobView {
     pub document: JobDocument,
     /// The schedule in words: "every day at 02:30 America/New_York".
     pub schedule_description: String,
+    /// The named calendars the schedule uses, each with the version its instants are computed
+    /// from (an edit of a calendar reaches the job at once).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub calendars: BTreeMap<String, u64>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// The next scheduled instant; null while paused or once a job has no more instants.
@@ -106,7 +112,9 @@ impl From<&Job> for JobView {
             id: job.id.to_string(),
             owner: job.owner.clone(),
             version: job.version,
-            document: job.document.redacted(),
+            // As its owner wrote it: a named calendar's days are the calendar's to show.
+            document: named_calendar::written(&job.document.redacted()),
+            calendars: named_calendar::held_versions(&job.document),
             schedule_description: sundial_domain::schedule::describe::describe(
                 job.document.schedule.as_ref(),
             ),

@@ -14,6 +14,7 @@ use crate::groups::{Groups, GroupsError};
 use crate::ports::Ports;
 use crate::workflow::{GraphView, WorkflowError, Workflows};
 use chrono::{DateTime, Utc};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
@@ -24,9 +25,10 @@ use sundial_domain::job::{
     MAX_PAUSE_REASON_CHARS, Owner, PauseNote,
 };
 use sundial_domain::limits::{Limits, TargetAllowList};
+use sundial_domain::named_calendar::{self, NamedCalendar};
 use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::store::{
-    Catalogue, FenceStore, Page, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
+    CalendarStore, Catalogue, FenceStore, Page, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Run, RunId, RunKey};
@@ -198,11 +200,12 @@ pub struct Jobs {
     workflows: Workflows,
     groups: Groups,
     fences: Arc<dyn FenceStore>,
+    calendars: Arc<dyn CalendarStore>,
 }
 
 impl Jobs {
     pub fn new(ports: &Ports, claimer: Claimer, groups: Groups, settings: JobsSettings) -> Self {
-        let Ports { jobs, runs, fences, clock, entropy, topics, .. } = ports.clone();
+        let Ports { jobs, runs, fences, calendars, clock, entropy, topics, .. } = ports.clone();
         let JobsSettings { limits, targets, page_tokens } = settings;
         let workflows = Workflows::new(jobs.clone(), runs.clone(), clock.clone());
         Jobs {
@@ -219,6 +222,7 @@ impl Jobs {
             workflows,
             groups,
             fences,
+            calendars,
         }
     }
 
@@ -255,6 +259,7 @@ impl Jobs {
     }
 
     pub async fn create(&self, owner: &Owner, mut document: JobDocument) -> JobsResult<Job> {
+        self.resolve_calendars(owner, &mut document).await?;
         let now = self.clock.now();
         let schedule = validation::validate(&mut document, &self.rules(), now, now)?;
         let parents = self.workflows.check_parents(owner, &mut document, None).await?;
@@ -282,7 +287,10 @@ impl Jobs {
         }
         // The parents learn of their child, and the group of its job, before the job exists (see
         // `workflow` and `groups`).
-        let linked = self.link_group(&job).await;
+        let linked = match self.link_group(&job).await {
+            Ok(()) => self.link_calendars(&job, &named_calendar::names(&job.document)).await,
+            Err(e) => Err(e),
+        };
         let linked = match linked {
             Ok(()) => self.workflows.link(&parents, &job.id).await.map_err(JobsError::from),
             Err(e) => Err(e),
@@ -301,12 +309,14 @@ impl Jobs {
             if !maybe_written {
                 self.workflows.unlink(&parents, &job.id).await;
                 self.unlink_group(&job).await;
+                self.unlink_calendars(&job, &named_calendar::names(&job.document)).await;
                 if has_topic {
                     self.remove_topic(&job).await;
                 }
             }
             return Err(e);
         }
+        let job = self.calendars_caught_up(job).await?;
         self.claim_if_due_soon(job).await
     }
 
@@ -471,9 +481,49 @@ impl Jobs {
         change: impl Fn(&mut JobDocument) -> JobsResult<()>,
     ) -> JobsResult<Job> {
         let (terms, change) = (&terms, &change);
-        until_won(EDIT_ATTEMPTS, || self.edit_once(owner, id, terms, change))
+        let edited = until_won(EDIT_ATTEMPTS, || self.edit_once(owner, id, terms, change))
+            .await?
+            .ok_or(JobsError::Contended)?;
+        self.calendars_caught_up(edited).await
+    }
+
+    /// Copies the named calendars' current days into the job (an edit that changes nothing else,
+    /// and nothing at all when its copies are current): how an edit of a calendar reaches the
+    /// jobs that name it. It may break a join below the job: the calendar's owner edited it.
+    pub async fn refresh_calendars(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
+        let terms = EditTerms { break_joins: true, ..EditTerms::default() };
+        until_won(EDIT_ATTEMPTS, || self.edit_once(owner, id, &terms, &|_: &mut JobDocument| Ok(())))
             .await?
             .ok_or(JobsError::Contended)
+    }
+
+    /// `job` as written, or refreshed if a calendar it names moved on while it was being
+    /// written. A write links the job before it reads the calendars, and an edit of a calendar
+    /// writes it before it reads the links: so either this read, after the job's write, sees the
+    /// edit, or the calendar's edit sees the link and refreshes the job itself.
+    async fn calendars_caught_up(&self, job: Job) -> JobsResult<Job> {
+        for (name, held) in named_calendar::held_versions(&job.document) {
+            let current = self.calendars.get(&job.owner, &name).await?.map(|c| c.version);
+            if current.is_some_and(|current| current != held) {
+                return self.refresh_calendars(&job.owner, &job.id).await;
+            }
+        }
+        Ok(job)
+    }
+
+    /// Fills `document`'s named calendar entries with copies of the owner's calendars: a name
+    /// the owner has no calendar of is `Invalid`, naming the entry.
+    async fn resolve_calendars(&self, owner: &Owner, document: &mut JobDocument) -> JobsResult<()> {
+        let mut found: Vec<NamedCalendar> = Vec::new();
+        for name in named_calendar::names(document) {
+            if sundial_domain::group::valid_name(&name)
+                && let Some(calendar) = self.calendars.get(owner, &name).await?
+            {
+                found.push(calendar);
+            }
+        }
+        named_calendar::resolve(document, |name| found.iter().find(|c| c.name == name).cloned())?;
+        Ok(())
     }
 
     /// One read, change and write of [`Jobs::edit`]: `Lost` when the write lost to a change the
@@ -489,8 +539,11 @@ impl Jobs {
         if terms.if_match.is_some_and(|expected| expected != before.version) {
             return Err(JobsError::VersionMismatch { current: before.version });
         }
-        let mut document = before.document.clone();
+        // The change applies to the document as its owner wrote it; the calendars it names are
+        // copied in afresh.
+        let mut document = named_calendar::written(&before.document);
         change(&mut document)?;
+        self.resolve_calendars(owner, &mut document).await?;
         // The graph is checked only when the parents change: a pause or an edit of a child reads
         // nothing more.
         let parents = if document.depends_on == before.document.depends_on {
@@ -592,6 +645,9 @@ impl Jobs {
         if group_changed {
             self.link_group(after).await?;
         }
+        let (named_before, named_after) =
+            (named_calendar::names(&before.document), named_calendar::names(&after.document));
+        self.link_calendars(after, &(&named_after - &named_before)).await?;
         let updated = self.catalogue.update(before, after).await.raced();
         if !matches!(updated, Ok(Race::Won(()))) {
             if notify_changed && let Err(e) = self.topics.sync(before).await {
@@ -604,6 +660,7 @@ impl Jobs {
         if group_changed {
             self.unlink_group(before).await;
         }
+        self.unlink_calendars(before, &(&named_before - &named_after)).await;
         let fenced = |job: &Job| job.document.concurrency != ConcurrencyPolicy::Allow;
         if fenced(after) && !fenced(before) {
             // Its runs under `allow` never took the fence: the next take reads them.
@@ -642,6 +699,7 @@ impl Jobs {
         let job = deleted.await?.ok_or(JobsError::Contended)?;
         self.workflows.unlink(&job.parents(), &job.id).await;
         self.unlink_group(&job).await;
+        self.unlink_calendars(&job, &named_calendar::names(&job.document)).await;
         self.forget_fence(&job).await;
         if has_endpoints(&job) {
             self.remove_topic(&job).await;
@@ -671,6 +729,35 @@ impl Jobs {
     async fn unlink_group(&self, job: &Job) {
         if let Some(name) = job.document.group.as_deref() {
             self.groups.unlink(&job.owner, name, &job.id).await;
+        }
+    }
+
+    /// Links `job` to the calendars `names` (before the write that makes it name them): a
+    /// calendar deleted since it was read is `Invalid`, naming the schedule.
+    async fn link_calendars(&self, job: &Job, names: &BTreeSet<String>) -> JobsResult<()> {
+        for name in names {
+            match self.calendars.link(&job.owner, name, job.id.as_str(), self.clock.now()).await {
+                Ok(()) => {}
+                Err(StoreError::NotFound) => {
+                    let reason = format!(
+                        "there is no calendar `{name}`; create it first with PUT /v1/calendars/{name}"
+                    );
+                    return Err(ValidationError::new("schedule", reason).into());
+                }
+                Err(StoreError::Conflict) => return Err(JobsError::Contended),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Unlinks `job` from the calendars `names` (best effort: a link left behind is ignored by a
+    /// delete of the calendar once its grace has passed).
+    async fn unlink_calendars(&self, job: &Job, names: &BTreeSet<String>) {
+        for name in names {
+            if let Err(e) = self.calendars.unlink(&job.owner, name, job.id.as_str()).await {
+                tracing::warn!(calendar = %name, job_id = %job.id, error = %e, "calendar link left behind");
+            }
         }
     }
 

@@ -12,6 +12,7 @@
 //! - [`workflow`]: jobs that run after other jobs: the graph kept sound, and each run's end
 //!   handed over to the children ([`workflow::cascade`]);
 //! - [`groups`]: concurrency groups: their limits, and the slots runs take ([`groups::slots`]);
+//! - [`calendars`]: named calendars, and their edits copied into the jobs that name them;
 //! - [`ledger`]: a job's instants in a range and what became of each;
 //! - [`skips`]: instants skipped on request, without pausing, and taken back before they are due;
 //! - [`forecast`]: the load forecast of an owner's jobs, or of the whole stack;
@@ -20,6 +21,7 @@
 //!   built from one bundle; [`timer`]: waiting, as a port.
 
 pub mod announce;
+pub mod calendars;
 pub mod claim;
 pub mod emf;
 pub mod forecast;

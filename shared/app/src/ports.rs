@@ -10,7 +10,9 @@ use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::RunQueue;
-use sundial_domain::ports::store::{FenceStore, GroupStore, JobStore, RunStore, TickStateStore};
+use sundial_domain::ports::store::{
+    CalendarStore, FenceStore, GroupStore, JobStore, RunStore, TickStateStore,
+};
 use sundial_domain::ports::targets::Caller;
 use sundial_domain::ports::topics::JobTopics;
 
@@ -20,6 +22,7 @@ pub struct Ports {
     pub jobs: Arc<dyn JobStore>,
     pub runs: Arc<dyn RunStore>,
     pub groups: Arc<dyn GroupStore>,
+    pub calendars: Arc<dyn CalendarStore>,
     pub fences: Arc<dyn FenceStore>,
     pub tick_state: Arc<dyn TickStateStore>,
     pub queue: Arc<dyn RunQueue>,

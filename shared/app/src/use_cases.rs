@@ -3,6 +3,7 @@
 //! way.
 
 use crate::announce::Announcer;
+use crate::calendars::Calendars;
 use crate::claim::{ClaimSettings, Claimer};
 use crate::forecast::Forecasts;
 use crate::groups::Groups;
@@ -38,6 +39,7 @@ pub struct UseCases {
     pub claimer: Claimer,
     pub jobs: Jobs,
     pub groups: Groups,
+    pub calendars: Calendars,
     pub run_control: RunControl,
     pub tick: Tick,
     pub worker: Worker,
@@ -57,6 +59,8 @@ impl UseCases {
         let groups =
             Groups::new(ports.groups.clone(), ports.jobs.clone(), ports.runs.clone(), ports.clock.clone());
         let jobs = Jobs::new(ports, claimer.clone(), groups.clone(), settings.jobs);
+        let calendars =
+            Calendars::new(ports.calendars.clone(), ports.jobs.clone(), jobs.clone(), ports.clock.clone());
         // The tick's passes send runs due later: just after a whole second, to start on time.
         let tick = Tick::new(ports, claimer.clone().aligning_sends(), jobs.clone(), settings.tick);
         let heartbeat_window = settings.worker.heartbeat_window;
@@ -72,6 +76,7 @@ impl UseCases {
             claimer,
             jobs,
             groups,
+            calendars,
             run_control,
             tick,
             worker,

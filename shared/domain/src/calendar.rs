@@ -1,7 +1,7 @@
 //! Business calendars: which days are business days (a week pattern less holidays), the day a
 //! holiday moves to, and the N-th or last business day of a month. Pure date maths: a calendar
-//! is a value that schedules consult by local date; where calendars are stored and named, and
-//! how a schedule entry refers to one, live with the jobs that use them.
+//! is a value that schedules consult by local date. Calendars stored under a name and shared by
+//! jobs are [`crate::named_calendar`]'s.
 
 use chrono::{Datelike, Duration, NaiveDate, Weekday};
 use serde::{Deserialize, Serialize};
@@ -37,6 +37,14 @@ pub enum OnHoliday {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CalendarDocument {
+    /// A named calendar (`PUT /v1/calendars/{name}`) whose days these are, instead of days of
+    /// the entry's own: an edit of the calendar reaches the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The version of the named calendar the job holds a copy of; set by Sundial, never written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(read_only))]
+    pub version: Option<u64>,
     /// The weekdays that are business days (`mon` … `sun`); default Monday to Friday.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub business_days: Option<Vec<String>>,

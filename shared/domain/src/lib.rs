@@ -5,7 +5,7 @@
 //! - [`job`]: the job document users write and the stored job around it;
 //! - [`schedule`]: cron, rate and one-off schedules and their unions, time zones and DST, `next_after`;
 //!   [`dst`]: a schedule's DST policy; [`calendar`]: business days, holidays and where a
-//!   holiday's instant moves;
+//!   holiday's instant moves; [`named_calendar`]: calendars kept under a name and shared by jobs;
 //! - [`validation`]: documents checked against [`limits`] (bounds and allow-lists), errors
 //!   naming the field; [`egress`]: where HTTP calls made for jobs may connect;
 //! - [`run`]: runs, their states, keys and ids, and the events recorded on them;
@@ -53,6 +53,7 @@ pub mod job;
 pub mod ledger;
 pub mod limits;
 pub mod merge_patch;
+pub mod named_calendar;
 pub mod offset;
 pub mod page_token;
 pub mod ports;

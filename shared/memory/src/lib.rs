@@ -11,7 +11,7 @@
 //!
 //! - [`jobs`]: [`MemoryJobStore`]; [`runs`]: [`MemoryRunStore`]; [`tick`]:
 //!   [`MemoryTickStateStore`]; [`idempotency`]: [`MemoryIdempotencyStore`]; [`groups`]:
-//!   [`MemoryGroupStore`]; [`fences`]: [`MemoryFenceStore`];
+//!   [`MemoryGroupStore`]; [`fences`]: [`MemoryFenceStore`]; [`calendars`]: [`MemoryCalendarStore`];
 //! - [`queue`]: [`MemoryQueue`], the runs queue and its dead-letter queue;
 //! - [`bus`]: [`MemoryEventBus`]; [`topics`]: [`MemoryTopics`]; [`caller`]: [`ScriptedCaller`];
 //! - [`guard`]: the one way this crate takes its locks.
@@ -20,6 +20,7 @@
 //! [`Clock`]: sundial_domain::clock::Clock
 
 pub mod bus;
+pub mod calendars;
 pub mod caller;
 pub mod fences;
 pub mod groups;
@@ -32,6 +33,7 @@ pub mod tick;
 pub mod topics;
 
 pub use bus::MemoryEventBus;
+pub use calendars::MemoryCalendarStore;
 pub use caller::ScriptedCaller;
 pub use fences::MemoryFenceStore;
 pub use groups::MemoryGroupStore;

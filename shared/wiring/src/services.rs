@@ -6,8 +6,8 @@ use std::sync::Arc;
 use sundial_app::ports::Ports;
 use sundial_app::use_cases::UseCases;
 use sundial_aws::dynamo::{
-    DynamoFenceStore, DynamoGroupStore, DynamoIdempotencyStore, DynamoJobStore, DynamoRunStore,
-    DynamoTickStateStore,
+    DynamoCalendarStore, DynamoFenceStore, DynamoGroupStore, DynamoIdempotencyStore, DynamoJobStore,
+    DynamoRunStore, DynamoTickStateStore,
 };
 use sundial_aws::metrics::{Clients, Ledger};
 use sundial_aws::sns::bus::SnsEventBus;
@@ -65,6 +65,7 @@ impl Services {
                 ledger.clone(),
             )),
             groups: Arc::new(DynamoGroupStore::new(dynamo.clone(), &r.jobs_table, ledger.clone())),
+            calendars: Arc::new(DynamoCalendarStore::new(dynamo.clone(), &r.jobs_table, ledger.clone())),
             fences: Arc::new(DynamoFenceStore::new(dynamo.clone(), &r.jobs_table, ledger.clone())),
             tick_state: Arc::new(DynamoTickStateStore::new(dynamo.clone(), &r.jobs_table)),
             queue: sqs_queue.clone(),

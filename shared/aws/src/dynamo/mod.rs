@@ -5,6 +5,7 @@
 //! cursors in `cursor`, update expressions in `update`.
 
 mod batch;
+pub mod calendars;
 mod cursor;
 pub mod fences;
 pub mod groups;
@@ -15,6 +16,7 @@ pub mod runs;
 pub mod tick;
 mod update;
 
+pub use calendars::DynamoCalendarStore;
 pub use fences::DynamoFenceStore;
 pub use groups::DynamoGroupStore;
 pub use idempotency::DynamoIdempotencyStore;

@@ -7,6 +7,7 @@ use crate::fence::Fence;
 use crate::group::{Group, Links};
 use crate::health::{Baseline, Trouble, TroubleMark, Troubles};
 use crate::job::{Gap, Job, JobId};
+use crate::named_calendar::NamedCalendar;
 use crate::run::{Published, RunEvent};
 use crate::run::{Run, RunId, RunKey, RunState};
 use async_trait::async_trait;
@@ -215,6 +216,37 @@ pub trait GroupStore: Send + Sync + std::fmt::Debug {
     /// Links `job` to the group as of `at`, moving the links' version, only if the group exists
     /// (`NotFound` otherwise): the check and the link are one write, so a job never names a
     /// group deleted meanwhile. Never writes the group's ledger.
+    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
+
+    /// Removes `job`'s link, if it has one.
+    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()>;
+}
+
+/// Named calendars, each one record written under its version, with the jobs linked to it
+/// beside it (as a group keeps them) and the owner's list of them.
+#[async_trait]
+pub trait CalendarStore: Send + Sync + std::fmt::Debug {
+    /// The owner's calendar `name`, read consistently.
+    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<NamedCalendar>>;
+
+    /// The owner's calendars, by name (at most [`crate::named_calendar::MAX_CALENDARS_PER_OWNER`]).
+    async fn list(&self, owner: &str) -> StoreResult<Vec<NamedCalendar>>;
+
+    /// Writes `calendar`: a new one (`expected` = `None`: `Conflict` if the name exists,
+    /// `QuotaExceeded` if the owner has the most calendars allowed) or over the version
+    /// `expected` (`Conflict` if it moved, `NotFound` if the calendar is gone). `calendar`
+    /// carries its new version.
+    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>) -> StoreResult<()>;
+
+    /// Deletes the calendar and its links if the calendar still has `version` and its links
+    /// `links_version` (`Conflict` if either moved, `NotFound` if the calendar is gone).
+    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()>;
+
+    /// The jobs linked to the calendar, read consistently (empty, version 0, if none ever was).
+    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
+
+    /// Links `job` to the calendar as of `at`, moving the links' version, only if the calendar
+    /// exists (`NotFound` otherwise), in one write.
     async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
 
     /// Removes `job`'s link, if it has one.

@@ -10,6 +10,7 @@ pub use target::{HTTP_METHODS, MAX_TARGET_HEADERS};
 use crate::calendar::{self, Calendar, CalendarDocument, HolidayEntry};
 use crate::job::{JobDocument, NotifySettings, ScheduleDocument};
 use crate::limits::{self, Limits, TargetAllowList};
+use crate::named_calendar::{self, NamedCalendarDocument};
 use crate::schedule::days::{DayRule, DaySelect};
 use crate::schedule::{DstPolicy, Recurrence, Schedule, ceil_second};
 use chrono::{DateTime, NaiveDate, Utc, Weekday};
@@ -434,13 +435,43 @@ fn day_rule(doc: &ScheduleDocument, prefix: &str) -> Result<Option<DayRule>> {
 /// The most N of `business_day`: a month has 31 days, all business days in a week of seven.
 const MAX_BUSINESS_DAY: i32 = 31;
 
+/// A named calendar's document (`PUT /v1/calendars/{name}`) checked: its description, its
+/// zone, and its days as a schedule entry's own calendar is checked, errors naming the field.
+pub fn named_calendar(doc: &NamedCalendarDocument) -> Result<Calendar> {
+    if let Some(description) = &doc.description {
+        let chars = description.chars().count();
+        if chars > named_calendar::MAX_DESCRIPTION_CHARS {
+            return Err(ValidationError::new(
+                "description",
+                format!("holds {chars} characters, more than {}", named_calendar::MAX_DESCRIPTION_CHARS),
+            ));
+        }
+    }
+    if let Some(zone) = &doc.timezone {
+        zone.parse::<Tz>().map_err(|_| {
+            ValidationError::new("timezone", format!("`{zone}` is not an IANA time zone name"))
+        })?;
+    }
+    let days = CalendarDocument {
+        business_days: doc.business_days.clone(),
+        holidays: doc.holidays.clone(),
+        ..CalendarDocument::default()
+    };
+    let calendar = business_calendar(&days, "")?;
+    if calendar.is_empty_week() {
+        return Err(ValidationError::new("business_days", "names no business day"));
+    }
+    Ok(calendar)
+}
+
 /// A calendar document checked: weekday names, dates and ranges, at most
-/// [`calendar::MAX_HOLIDAYS`] dates.
+/// [`calendar::MAX_HOLIDAYS`] dates. Fields are named under `prefix` (none when empty).
 fn business_calendar(doc: &CalendarDocument, prefix: &str) -> Result<Calendar> {
+    let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}.") };
     let days = match &doc.business_days {
         Some(names) if names.len() > 7 => {
             return Err(ValidationError::new(
-                format!("{prefix}.business_days"),
+                format!("{prefix}business_days"),
                 "names a week's days, 7 at most",
             ));
         }
@@ -451,7 +482,7 @@ fn business_calendar(doc: &CalendarDocument, prefix: &str) -> Result<Calendar> {
             .map(|(i, name)| {
                 name.parse::<Weekday>().map_err(|_| {
                     ValidationError::new(
-                        format!("{prefix}.business_days[{i}]"),
+                        format!("{prefix}business_days[{i}]"),
                         format!("`{name}` is not a weekday (mon … sun)"),
                     )
                 })
@@ -464,13 +495,13 @@ fn business_calendar(doc: &CalendarDocument, prefix: &str) -> Result<Calendar> {
     };
     if doc.holidays.len() > calendar::MAX_HOLIDAYS {
         return Err(ValidationError::new(
-            format!("{prefix}.holidays"),
+            format!("{prefix}holidays"),
             format!("holds {} entries, more than {}", doc.holidays.len(), calendar::MAX_HOLIDAYS),
         ));
     }
     let mut holidays = Vec::new();
     for (i, entry) in doc.holidays.iter().enumerate() {
-        let field = format!("{prefix}.holidays[{i}]");
+        let field = format!("{prefix}holidays[{i}]");
         match entry {
             HolidayEntry::Date(text) => holidays.push(date(field, text)?),
             HolidayEntry::Range { from, to } => {
@@ -486,7 +517,7 @@ fn business_calendar(doc: &CalendarDocument, prefix: &str) -> Result<Calendar> {
         }
         if holidays.len() > calendar::MAX_HOLIDAYS {
             return Err(ValidationError::new(
-                format!("{prefix}.holidays"),
+                format!("{prefix}holidays"),
                 format!("holds more than {} dates", calendar::MAX_HOLIDAYS),
             ));
         }

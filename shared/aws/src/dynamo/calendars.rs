@@ -1,0 +1,279 @@
+//! Named calendars in DynamoDB, in the jobs table: one item per (owner, name), keyed
+//! `calendar#<owner>#<name>`, the calendar kept as JSON text (`doc`) beside its `version`, every
+//! write conditional on that version (a create on the key's absence). The jobs linked to it are
+//! another item, `calendarlinks#<owner>#<name>`, kept as a group's links are
+//! ([`super::groups`]); and the owner's list is a third, `calendars#<owner>`: one `c_<name>`
+//! attribute per calendar and their `count`, written in the transaction that creates or deletes
+//! one, so a listing is one read and a batch read, and the count bounds how many an owner keeps.
+//! None of these items carries `owner`, `name`, `document` or due attributes, so all stay out of
+//! the jobs table's indexes and its scan of jobs.
+
+use super::item::{self, Item, TransactFailure, failed, get_n, get_s, n, s};
+use super::update::Update;
+use crate::errors::store_error;
+use crate::metrics::{Ledger, writes};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem, Update as TransactUpdate,
+};
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use sundial_domain::group::{Link, Links};
+use sundial_domain::named_calendar::{MAX_CALENDARS_PER_OWNER, NamedCalendar};
+use sundial_domain::ports::store::{CalendarStore, StoreError, StoreResult};
+
+/// Named calendars, in the jobs table.
+#[derive(Debug, Clone)]
+pub struct DynamoCalendarStore {
+    client: Client,
+    table: String,
+    ledger: Arc<Ledger>,
+}
+
+fn calendar_key(owner: &str, name: &str) -> String {
+    format!("calendar#{owner}#{name}")
+}
+
+fn links_key(owner: &str, name: &str) -> String {
+    format!("calendarlinks#{owner}#{name}")
+}
+
+fn list_key(owner: &str) -> String {
+    format!("calendars#{owner}")
+}
+
+/// The list's attribute for calendar `name`.
+fn listed_attribute(name: &str) -> String {
+    format!("c_{name}")
+}
+
+/// The attribute holding `job`'s link.
+fn link_attribute(job: &str) -> String {
+    format!("l_{job}")
+}
+
+fn built<T, E: std::fmt::Display>(built: Result<T, E>) -> StoreResult<T> {
+    built.map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+impl DynamoCalendarStore {
+    pub fn new(client: Client, table: impl Into<String>, ledger: Arc<Ledger>) -> Self {
+        DynamoCalendarStore { client, table: table.into(), ledger }
+    }
+
+    fn decode(item: &Item) -> StoreResult<NamedCalendar> {
+        let mut calendar: NamedCalendar =
+            serde_json::from_str(get_s(item, "doc")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        calendar.version = get_n(item, "version")?;
+        Ok(calendar)
+    }
+
+    async fn read(&self, key: String) -> StoreResult<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(store_error)?;
+        Ok(out.item)
+    }
+
+    /// After a conditional write failed: `NotFound` if the calendar is gone, else `Conflict`.
+    async fn why_refused(&self, owner: &str, name: &str) -> StoreError {
+        match self.get(owner, name).await {
+            Ok(None) => StoreError::NotFound,
+            Ok(Some(_)) => StoreError::Conflict,
+            Err(e) => e,
+        }
+    }
+
+    /// A new calendar, listed in the same transaction while the owner has fewer than the most.
+    async fn create(&self, calendar: &NamedCalendar, doc: String) -> StoreResult<()> {
+        let put = built(
+            Put::builder()
+                .table_name(&self.table)
+                .item("job_id", s(calendar_key(&calendar.owner, &calendar.name)))
+                .item("doc", s(doc))
+                .item("version", n(calendar.version))
+                .condition_expression("attribute_not_exists(job_id)")
+                .build(),
+        )?;
+        let listed = Update::new()
+            .set("#c", ":one", n(1))
+            .add("#count", ":one", n(1))
+            .name("#c", listed_attribute(&calendar.name))
+            .name("#count", "count")
+            .value(":max", n(MAX_CALENDARS_PER_OWNER));
+        let request = TransactUpdate::builder()
+            .table_name(&self.table)
+            .key("job_id", s(list_key(&calendar.owner)))
+            .condition_expression("attribute_not_exists(#count) OR #count < :max");
+        let list = built(listed.apply_transact(request).build())?;
+        self.ledger.add(writes::ITEM, 4);
+        let items = vec![
+            TransactWriteItem::builder().put(put).build(),
+            TransactWriteItem::builder().update(list).build(),
+        ];
+        match item::transact(&self.client, items).await {
+            Ok(()) => Ok(()),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::Conflict),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => {
+                Err(StoreError::QuotaExceeded(MAX_CALENDARS_PER_OWNER as u32))
+            }
+            Err(TransactFailure::Cancelled(_)) => Err(StoreError::Conflict),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+}
+
+#[async_trait]
+impl CalendarStore for DynamoCalendarStore {
+    async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<NamedCalendar>> {
+        self.read(calendar_key(owner, name)).await?.as_ref().map(Self::decode).transpose()
+    }
+
+    async fn list(&self, owner: &str) -> StoreResult<Vec<NamedCalendar>> {
+        let Some(listed) = self.read(list_key(owner)).await? else { return Ok(Vec::new()) };
+        let keys: Vec<Item> = listed
+            .keys()
+            .filter_map(|attribute| attribute.strip_prefix("c_"))
+            .map(|name| Item::from([("job_id".to_string(), s(calendar_key(owner, name)))]))
+            .collect();
+        let mut calendars =
+            super::batch::get(&self.client, &self.table, keys, true, |item| Self::decode(item).map(Some))
+                .await?;
+        calendars.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(calendars)
+    }
+
+    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>) -> StoreResult<()> {
+        let doc = serde_json::to_string(calendar).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let Some(version) = expected else { return self.create(calendar, doc).await };
+        self.ledger.add(writes::ITEM, 1);
+        let written = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("job_id", s(calendar_key(&calendar.owner, &calendar.name)))
+            .item("doc", s(doc))
+            .item("version", n(calendar.version))
+            .condition_expression("version = :v")
+            .expression_attribute_values(":v", n(version))
+            .send()
+            .await
+            .map_err(store_error);
+        match written {
+            Err(StoreError::Conflict) => Err(self.why_refused(&calendar.owner, &calendar.name).await),
+            other => other.map(|_| ()),
+        }
+    }
+
+    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()> {
+        let calendar = built(
+            Delete::builder()
+                .table_name(&self.table)
+                .key("job_id", s(calendar_key(owner, name)))
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", n(version))
+                .build(),
+        )?;
+        let links = built(
+            Delete::builder()
+                .table_name(&self.table)
+                .key("job_id", s(links_key(owner, name)))
+                .condition_expression("attribute_not_exists(job_id) OR version = :v")
+                .expression_attribute_values(":v", n(links_version))
+                .build(),
+        )?;
+        let unlisted = Update::new()
+            .remove("#c")
+            .add("#count", ":minus", n(-1))
+            .name("#c", listed_attribute(name))
+            .name("#count", "count");
+        let request = TransactUpdate::builder()
+            .table_name(&self.table)
+            .key("job_id", s(list_key(owner)))
+            .condition_expression("attribute_exists(#c)");
+        let list = built(unlisted.apply_transact(request).build())?;
+        self.ledger.add(writes::ITEM, 6);
+        let items = vec![
+            TransactWriteItem::builder().delete(calendar).build(),
+            TransactWriteItem::builder().delete(links).build(),
+            TransactWriteItem::builder().update(list).build(),
+        ];
+        match item::transact(&self.client, items).await {
+            Ok(()) => Ok(()),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(self.why_refused(owner, name).await),
+            Err(TransactFailure::Cancelled(_)) => Err(StoreError::Conflict),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+
+    async fn links(&self, owner: &str, name: &str) -> StoreResult<Links> {
+        let Some(stored) = self.read(links_key(owner, name)).await? else { return Ok(Links::default()) };
+        let mut links = Links { version: get_n(&stored, "version")?, ..Links::default() };
+        for (attribute, value) in &stored {
+            let Some(job) = attribute.strip_prefix("l_") else { continue };
+            let at = match value {
+                AttributeValue::N(millis) => {
+                    millis.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis)
+                }
+                _ => None,
+            };
+            let at =
+                at.ok_or_else(|| StoreError::Corrupt(format!("calendar link {attribute} is not a time")))?;
+            links.jobs.insert(job.to_string(), Link { at });
+        }
+        Ok(links)
+    }
+
+    async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        let exists = built(
+            ConditionCheck::builder()
+                .table_name(&self.table)
+                .key("job_id", s(calendar_key(owner, name)))
+                .condition_expression("attribute_exists(job_id)")
+                .build(),
+        )?;
+        let update = Update::new()
+            .set("#l", ":at", n(at.timestamp_millis()))
+            .add("version", ":one", n(1))
+            .name("#l", link_attribute(job));
+        let request =
+            TransactUpdate::builder().table_name(&self.table).key("job_id", s(links_key(owner, name)));
+        let link = built(update.apply_transact(request).build())?;
+        self.ledger.add(writes::ITEM, 4);
+        let items = vec![
+            TransactWriteItem::builder().condition_check(exists).build(),
+            TransactWriteItem::builder().update(link).build(),
+        ];
+        match item::transact(&self.client, items).await {
+            Ok(()) => Ok(()),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::NotFound),
+            Err(TransactFailure::Cancelled(_)) => Err(StoreError::Conflict),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+
+    async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
+        self.ledger.add(writes::ITEM, 1);
+        let update = Update::new().remove("#l").add("version", ":one", n(1)).name("#l", link_attribute(job));
+        let request =
+            self.client.update_item().table_name(&self.table).key("job_id", s(links_key(owner, name)));
+        let removed = update
+            .apply(request)
+            .condition_expression("attribute_exists(#l)")
+            .send()
+            .await
+            .map_err(store_error);
+        match removed {
+            // No such link: nothing to remove.
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
