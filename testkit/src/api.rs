@@ -120,6 +120,10 @@ impl Api {
         self.call(Call::new(Method::POST, path).key(key).json(body)).await
     }
 
+    pub async fn put(&self, key: &str, path: &str, body: &Value) -> Reply {
+        self.call(Call::new(Method::PUT, path).key(key).json(body)).await
+    }
+
     pub async fn patch(&self, key: &str, path: &str, body: &Value) -> Reply {
         self.call(Call::new(Method::PATCH, path).key(key).json(body)).await
     }

@@ -2,12 +2,12 @@
 //! and `end_at`, ticks racing over one burst, and cron jobs in a time zone across both DST
 //! changes of a year.
 
-use crate::api::ALICE;
+use crate::api::{ALICE, BOB, Call};
 use crate::faults::{Faulty, Rule, Script};
 use crate::harness::Harness;
 use crate::world::OWNER;
 use chrono::{DateTime, Duration, Utc};
-use http::StatusCode;
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use sundial_app::ports::Ports;
 use sundial_app::tick::TickSettings;
@@ -619,41 +619,40 @@ fn preview_days(preview: &Value) -> Vec<String> {
     instants.filter_map(|i| i["local"].as_str().map(|l| l[..10].to_string())).collect()
 }
 
-/// Every day at 09:00 New York, holidays skipped: a holiday tomorrow leaves tomorrow out of the
-/// preview, and taking it out of the calendar brings it back; a job whose holiday instant moves
-/// to the next business day runs once there, with the business day's own instant.
+/// Every day at 09:00 New York, holidays skipped, by a named calendar two jobs share: a holiday
+/// tomorrow leaves tomorrow out of the preview; a job whose holiday instant moves to the next
+/// business day runs once there, with the business day's own instant; an edit of the calendar
+/// that drops a holiday reaches both jobs at once (their previews show it again), and the
+/// calendar cannot be deleted while they name it.
 pub async fn a_business_calendar_skips_or_moves_a_holiday<H: Harness>() {
     // Thursday 2030-12-19, 12:00 New York.
     let deployment = H::deploy_at("2030-12-19T17:00:00Z", &[("SUNDIAL_CLAIM_AHEAD_S", "60")]).await;
     let api = deployment.api();
-    let tomorrow = "2030-12-20";
-    let schedule =
-        json!({"cron": "0 9 * * *", "timezone": "America/New_York", "calendar": {"holidays": [tomorrow]}});
-    let created = api.post(ALICE, "/v1/jobs", &job("nine-on-business-days", schedule)).await;
+    let (tomorrow, christmas_eve) = ("2030-12-20", "2030-12-24");
+    let calendar = json!({"description": "desk holidays", "timezone": "America/New_York",
+        "holidays": [tomorrow, christmas_eve]});
+    let created = api.put(ALICE, "/v1/calendars/desk", &calendar).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(created.body["version"], 1, "{}", created.body);
+
+    let schedule = json!({"cron": "0 9 * * *", "timezone": "America/New_York", "calendar": {"name": "desk"}});
+    let created = api.post(ALICE, "/v1/jobs", &job("nine-on-business-days", schedule.clone())).await;
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
     let description = created.body["schedule_description"].as_str().unwrap_or_default();
     assert!(description.contains("business days only"), "{description}");
+    assert_eq!(created.body["schedule"], schedule, "shown as written, without the calendar's days");
+    assert_eq!(created.body["calendars"], json!({"desk": 1}), "{}", created.body);
     let id = created.body["id"].as_str().unwrap_or_default().to_string();
     let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=3")).await.body;
-    // Friday the 20th a holiday, then the weekend.
-    assert_eq!(preview_days(&preview), ["2030-12-23", "2030-12-24", "2030-12-25"], "{preview}");
-
-    let dropped = json!({"schedule": {"cron": "0 9 * * *", "timezone": "America/New_York", "calendar": {"holidays": []}}});
-    let reply = api.patch(ALICE, &format!("/v1/jobs/{id}"), &dropped).await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-    let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=2")).await.body;
-    assert_eq!(
-        preview_days(&preview),
-        [tomorrow, "2030-12-23"],
-        "the holiday gone, tomorrow is back: {preview}"
-    );
+    // Friday the 20th a holiday, then the weekend; the 24th a holiday.
+    assert_eq!(preview_days(&preview), ["2030-12-23", "2030-12-25", "2030-12-26"], "{preview}");
 
     // Moved: Friday's 09:00 runs on Monday at 09:00, one run with Monday's own.
     let moved = json!({"cron": "0 9 * * *", "timezone": "America/New_York",
-        "calendar": {"holidays": [tomorrow], "on_holiday": "next_business_day"}});
+        "calendar": {"name": "desk", "on_holiday": "next_business_day"}});
     let moved_id = api.create_job(ALICE, &job("nine-moved", moved)).await;
     let preview = api.get(ALICE, &format!("/v1/jobs/{moved_id}/preview?count=2")).await.body;
-    assert_eq!(preview_days(&preview), ["2030-12-23", "2030-12-24"], "{preview}");
+    assert_eq!(preview_days(&preview), ["2030-12-23", "2030-12-25"], "{preview}");
     // Ticks around Friday's and Monday's 09:00 (14:00 UTC); none over the weekend, when no
     // instant falls.
     for at in [
@@ -669,7 +668,55 @@ pub async fn a_business_calendar_skips_or_moves_a_holiday<H: Harness>() {
     }
     let runs = instants(&deployment.runs_of(&moved_id).await);
     assert_eq!(runs, ["2030-12-23T14:00:00Z"], "Friday's, Saturday's and Sunday's 09:00 are Monday's, once");
-    assert_eq!(instants(&deployment.runs_of(&id).await), ["2030-12-20T14:00:00Z", "2030-12-23T14:00:00Z"]);
+    assert_eq!(instants(&deployment.runs_of(&id).await), ["2030-12-23T14:00:00Z"]);
+
+    // The calendar edited: the 24th is a business day again, for both jobs at once.
+    let put_over = |version: &str| {
+        Call::new(Method::PUT, "/v1/calendars/desk")
+            .key(ALICE)
+            .json(&json!({"holidays": [tomorrow]}))
+            .header("if-match", format!("\"{version}\""))
+    };
+    let stale = api.call(put_over("7")).await;
+    assert_eq!(
+        (stale.status, stale.error_field()),
+        (StatusCode::PRECONDITION_FAILED, "If-Match"),
+        "{}",
+        stale.body
+    );
+    let edited = api.call(put_over("1")).await;
+    assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
+    let holds: Vec<(Value, Value)> = edited.body["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|j| (j["name"].clone(), j["holds"].clone()))
+        .collect();
+    assert_eq!(
+        holds,
+        [(json!("nine-moved"), json!(2)), (json!("nine-on-business-days"), json!(2))],
+        "{}",
+        edited.body
+    );
+    for job_id in [&id, &moved_id] {
+        let preview = api.get(ALICE, &format!("/v1/jobs/{job_id}/preview?count=2")).await.body;
+        assert_eq!(preview_days(&preview), [christmas_eve, "2030-12-25"], "the holiday gone: {preview}");
+    }
+    let again = api.put(ALICE, "/v1/calendars/desk", &json!({"holidays": [tomorrow]})).await;
+    assert_eq!(
+        (again.status, &again.body["version"]),
+        (StatusCode::OK, &json!(2)),
+        "a replay writes nothing"
+    );
+
+    let in_use = api.delete(ALICE, "/v1/calendars/desk").await;
+    assert_eq!(in_use.status, StatusCode::CONFLICT, "{}", in_use.body);
+    assert_eq!(in_use.body["error"]["code"], "calendar_in_use");
+    let message = in_use.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("nine-moved") && message.contains("nine-on-business-days"), "{message}");
+    let listed = api.get(ALICE, "/v1/calendars").await.body;
+    assert_eq!(listed["calendars"][0]["name"], "desk", "{listed}");
+    assert_eq!(api.get(BOB, "/v1/calendars").await.body["calendars"], json!([]), "Bob's list is his own");
 
     let bad = json!({"cron": "0 9 * * *", "calendar": {"holidays": ["2030-02-30"]}});
     let reply = api.post(ALICE, "/v1/jobs", &job("bad-holiday", bad)).await;
@@ -678,6 +725,23 @@ pub async fn a_business_calendar_skips_or_moves_a_holiday<H: Harness>() {
         (StatusCode::UNPROCESSABLE_ENTITY, "schedule.calendar.holidays[0]"),
         "{}",
         reply.body
+    );
+    let unknown = json!({"cron": "0 9 * * *", "calendar": {"name": "lse"}});
+    let reply = api.post(ALICE, "/v1/jobs", &job("unknown-calendar", unknown)).await;
+    assert_eq!(
+        (reply.status, reply.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "schedule.calendar.name"),
+        "{}",
+        reply.body
+    );
+
+    for job_id in [&id, &moved_id] {
+        assert_eq!(api.delete(ALICE, &format!("/v1/jobs/{job_id}")).await.status, StatusCode::NO_CONTENT);
+    }
+    assert_eq!(
+        api.delete(ALICE, "/v1/calendars/desk").await.status,
+        StatusCode::NO_CONTENT,
+        "no job names it now"
     );
 }
 
