@@ -823,6 +823,16 @@ async fn the_api_role_grants_every_call_of_the_api() {
     let put_group = Call::new(Method::PUT, "/v1/groups/etl").key(ALICE).json(&json!({"max_running": 1}));
     ok(&api.call(put_group).await, "put a group");
     let grouped = api.create_job(ALICE, &job("grouped", &accepting.url, json!({"group": "etl"}))).await;
+    // A named calendar, a job that names it, and an edit of it that reaches the job.
+    let put_calendar = |holidays: Value| {
+        Call::new(Method::PUT, "/v1/calendars/desk").key(ALICE).json(&json!({"holidays": holidays}))
+    };
+    assert_eq!(api.call(put_calendar(json!(["2030-12-25"]))).await.status, StatusCode::CREATED);
+    let on_desk_days = json!({"schedule": {"cron": "0 9 * * *", "calendar": {"name": "desk"}}});
+    let desk = api.create_job(ALICE, &job("desk", &accepting.url, on_desk_days)).await;
+    ok(&api.call(put_calendar(json!(["2030-12-26"]))).await, "edit a calendar");
+    ok(&api.get(ALICE, "/v1/calendars/desk").await, "get a calendar");
+    ok(&api.get(ALICE, "/v1/calendars").await, "list calendars");
     let forbid_run = trigger(&api, &forbid).await;
     let replace_run = trigger(&api, &replace).await;
     trigger(&api, &grouped).await;
@@ -890,10 +900,11 @@ async fn the_api_role_grants_every_call_of_the_api() {
     ok(&api.call(callback("complete").json(&failed)).await, "complete");
 
     ok(&api.post(ALICE, &format!("/v1/jobs/{nightly}/rotate-secret"), &json!({})).await, "rotate");
-    for id in [&nightly, &once, &forbid, &replace, &grouped] {
+    for id in [&nightly, &once, &forbid, &replace, &grouped, &desk] {
         assert_eq!(api.delete(ALICE, &format!("/v1/jobs/{id}")).await.status, StatusCode::NO_CONTENT);
     }
     assert_eq!(api.delete(ALICE, "/v1/groups/etl").await.status, StatusCode::NO_CONTENT);
+    assert_eq!(api.delete(ALICE, "/v1/calendars/desk").await.status, StatusCode::NO_CONTENT);
 
     let needed = assert_granted(&stack, "api", "ApiRole", &log);
     let a = Arns::of(&stack);

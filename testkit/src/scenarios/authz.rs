@@ -52,8 +52,8 @@ enum Kind {
     ForeignCursor,
     /// Needs a key; Bob's call creates his own job (names are per owner).
     Create,
-    /// Needs a key; Bob's call creates or sets his own group of that name (group names are per
-    /// owner): a 200 that shows nothing of Alice's.
+    /// Needs a key; Bob's call creates or sets his own group or calendar of that name (names are
+    /// per owner): a 200 or 201 that shows nothing of Alice's.
     PutOwn,
     /// Needs a key (any owner's): the process's counters, which name no owner, job or run.
     Metrics,
@@ -350,6 +350,23 @@ fn rows(w: &Resources, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
             owned("/v1/groups/ghost-group".into()),
             S::NO_CONTENT,
         ),
+        Row::new(M::GET, "/v1/calendars", "/v1/calendars".into(), List, S::OK),
+        Row::new(
+            M::GET,
+            "/v1/calendars/{name}",
+            "/v1/calendars/alices-calendar".into(),
+            owned("/v1/calendars/ghost-calendar".into()),
+            S::OK,
+        ),
+        Row::new(M::PUT, "/v1/calendars/{name}", "/v1/calendars/put-here".into(), PutOwn, S::OK)
+            .body(json!({"holidays": ["2031-01-01"]})),
+        Row::new(
+            M::DELETE,
+            "/v1/calendars/{name}",
+            "/v1/calendars/doomed-calendar".into(),
+            owned("/v1/calendars/ghost-calendar".into()),
+            S::NO_CONTENT,
+        ),
         Row::new(
             M::POST,
             "/v1/runs/{id}/heartbeat",
@@ -490,8 +507,14 @@ async fn resources<H: Harness>(deployment: &H) -> Resources {
             Call::new(Method::PUT, format!("/v1/groups/{name}")).key(ALICE).json(&json!({"max_running": 3}));
         assert_eq!(api.call(put).await.status, StatusCode::OK, "{name}");
     }
+    // Alice's calendars: one named by her job `grouped`, one to replace, one to delete.
+    for name in ["alices-calendar", "put-here", "doomed-calendar"] {
+        let put = Call::new(Method::PUT, format!("/v1/calendars/{name}")).key(ALICE).json(&json!({}));
+        assert_eq!(api.call(put).await.status, StatusCode::CREATED, "{name}");
+    }
     let mut grouped = job("grouped");
     grouped["group"] = json!("alices-group");
+    grouped["schedule"]["calendar"] = json!({"name": "alices-calendar"});
     let grouped = api.create_job(ALICE, &grouped).await;
     let main = api.create_job(ALICE, &job("main")).await;
     let doomed = api.create_job(ALICE, &job("doomed")).await;
@@ -594,7 +617,10 @@ fn calls(row: &Row, who: Who, w: &Resources) -> Vec<(String, Call<'static>)> {
 /// Whether `text` names anything of Alice's.
 fn names_alices(text: &str, w: &Resources) -> Option<String> {
     let runs = [&w.waiting, &w.queued, &w.ended, &w.orphan].map(|r| r.to_string());
-    w.alices_jobs.iter().chain(runs.iter()).find(|id| text.contains(id.as_str())).cloned()
+    // Her calendars' names are hers alone (Bob's `put-here` is his own).
+    let calendars = ["alices-calendar", "doomed-calendar"].map(String::from);
+    let mut named = w.alices_jobs.iter().chain(runs.iter()).chain(calendars.iter());
+    named.find(|id| text.contains(id.as_str())).cloned()
 }
 
 /// The checks of one reply; `Err` says what is wrong.
@@ -668,10 +694,13 @@ async fn check<H: Harness>(
                 shows_nothing_of_alices()
             }
             (Kind::PutOwn, Who::OtherOwner) => {
-                is(StatusCode::OK)?;
+                // Bob's own, set (a group) or made (a calendar).
+                if reply.status != StatusCode::CREATED {
+                    is(StatusCode::OK)?;
+                }
                 match reply.body["jobs"].as_array().map(Vec::len) {
                     Some(0) => shows_nothing_of_alices(),
-                    _ => Err(format!("Bob's group lists jobs: {text}")),
+                    _ => Err(format!("Bob's {} lists jobs: {text}", row.template)),
                 }
             }
         }
@@ -688,6 +717,10 @@ fn check_owners(row: &Row, reply: &Reply, w: &Resources) -> Result<(), String> {
             fail("her forecast lacks her jobs' runs")
         }
         (Kind::List, "/v1/forecast", _) => Ok(()),
+        (Kind::List, "/v1/calendars", _) if !text.contains("alices-calendar") => {
+            fail("her calendars are missing")
+        }
+        (Kind::List, "/v1/calendars", _) => Ok(()),
         (Kind::List, ..) if !text.contains(&w.main) => fail("her list lacks her job"),
         (Kind::Owned { .. }, "/v1/jobs/{id}/trigger", "Alice's Idempotency-Key")
             if reply.headers.get("idempotent-replayed").is_none() =>

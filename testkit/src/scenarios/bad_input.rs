@@ -213,6 +213,81 @@ pub async fn bad_groups_are_rejected_with_the_field<H: Harness>() {
     assert_eq!(missing.status, S::NOT_FOUND);
 }
 
+/// Bad calendars: each gets a 4xx naming the field, and no calendar is written; a job that names
+/// a calendar and gives days of its own, or names one that does not exist, is refused too.
+pub async fn bad_calendars_are_rejected_with_the_field<H: Harness>() {
+    use StatusCode as S;
+    let deployment = H::deploy(&[]).await;
+    let long = "d".repeat(501);
+    let cases = [
+        ("not a date", "nyse", json!({"holidays": ["2027-02-30"]}), S::UNPROCESSABLE_ENTITY, "holidays[0]"),
+        (
+            "a range backwards",
+            "nyse",
+            json!({"holidays": ["2027-01-01", {"from": "2027-12-31", "to": "2027-12-24"}]}),
+            S::UNPROCESSABLE_ENTITY,
+            "holidays[1]",
+        ),
+        (
+            "not a weekday",
+            "nyse",
+            json!({"business_days": ["mon", "funday"]}),
+            S::UNPROCESSABLE_ENTITY,
+            "business_days[1]",
+        ),
+        ("no business day", "nyse", json!({"business_days": []}), S::UNPROCESSABLE_ENTITY, "business_days"),
+        ("not a zone", "nyse", json!({"timezone": "Mars/Olympus"}), S::UNPROCESSABLE_ENTITY, "timezone"),
+        (
+            "description too long",
+            "nyse",
+            json!({"description": long}),
+            S::UNPROCESSABLE_ENTITY,
+            "description",
+        ),
+        ("holidays not a list", "nyse", json!({"holidays": "2027-01-01"}), S::BAD_REQUEST, "holidays"),
+        ("unknown field", "nyse", json!({"colour": "red"}), S::BAD_REQUEST, "colour"),
+        ("on_holiday is a job's", "nyse", json!({"on_holiday": "skip"}), S::BAD_REQUEST, "on_holiday"),
+        ("name with a space", "a%20b", json!({}), S::UNPROCESSABLE_ENTITY, "name"),
+        ("name too long", &"c".repeat(65), json!({}), S::UNPROCESSABLE_ENTITY, "name"),
+    ];
+    for (what, name, body, status, field) in cases {
+        let put = Call::new(Method::PUT, format!("/v1/calendars/{name}")).key(ALICE).json(&body);
+        let reply = deployment.api().call(put).await;
+        assert_eq!(reply.status, status, "{what}: {}", reply.body);
+        assert_eq!(reply.error_field(), field, "{what}: {}", reply.body);
+    }
+    let listed = deployment.api().get(ALICE, "/v1/calendars").await;
+    assert_eq!(listed.body["calendars"], json!([]), "a rejected calendar was written: {}", listed.body);
+
+    let put =
+        Call::new(Method::PUT, "/v1/calendars/nyse").key(ALICE).json(&json!({"holidays": ["2027-01-01"]}));
+    assert_eq!(deployment.api().call(put).await.status, S::CREATED);
+    let jobs = [
+        (
+            "days beside a name",
+            json!({"name": "nyse", "holidays": ["2027-07-05"]}),
+            "schedule.calendar.holidays",
+        ),
+        ("a version beside a name", json!({"name": "nyse", "version": 1}), "schedule.calendar.version"),
+        ("no such calendar", json!({"name": "lse"}), "schedule.calendar.name"),
+    ];
+    for (what, calendar, field) in jobs {
+        let mut document = job("named");
+        document["schedule"]["calendar"] = calendar;
+        let reply = deployment.api().post(ALICE, "/v1/jobs", &document).await;
+        assert_eq!(
+            (reply.status, reply.error_field()),
+            (S::UNPROCESSABLE_ENTITY, field),
+            "{what}: {}",
+            reply.body
+        );
+    }
+    let listed = deployment.api().get(ALICE, "/v1/jobs").await;
+    assert_eq!(listed.body["jobs"], json!([]), "a rejected job was written: {}", listed.body);
+    let calendar = deployment.api().get(ALICE, "/v1/calendars/nyse").await;
+    assert_eq!(calendar.body["jobs"], json!([]), "{}", calendar.body);
+}
+
 /// Transport-level bad input: not JSON, wrong content type, body over the limit.
 pub async fn malformed_bodies_are_rejected<H: Harness>() {
     let deployment = H::deploy(&[]).await;
@@ -519,6 +594,6 @@ pub async fn a_backfill_from_before_the_epoch_is_refused<H: Harness>() {
 #[macro_export]
 macro_rules! bad_input_scenarios {
     ($harness:ty) => {
-        $crate::instantiate!($harness => bad_input { bad_documents_are_rejected_with_the_field_and_nothing_is_written, bad_groups_are_rejected_with_the_field, malformed_bodies_are_rejected, bad_patches_change_nothing, unknown_ids_are_not_found, bad_forecast_windows_name_the_field, bad_ledger_ranges_name_the_field, a_key_named_twice_is_refused, the_routers_own_refusals_are_json, a_paused_job_cannot_be_triggered, a_retried_trigger_finds_its_run_after_a_pause, forged_page_tokens_are_refused, a_backfill_from_before_the_epoch_is_refused });
+        $crate::instantiate!($harness => bad_input { bad_documents_are_rejected_with_the_field_and_nothing_is_written, bad_groups_are_rejected_with_the_field, bad_calendars_are_rejected_with_the_field, malformed_bodies_are_rejected, bad_patches_change_nothing, unknown_ids_are_not_found, bad_forecast_windows_name_the_field, bad_ledger_ranges_name_the_field, a_key_named_twice_is_refused, the_routers_own_refusals_are_json, a_paused_job_cannot_be_triggered, a_retried_trigger_finds_its_run_after_a_pause, forged_page_tokens_are_refused, a_backfill_from_before_the_epoch_is_refused });
     };
 }
