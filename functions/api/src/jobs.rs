@@ -52,7 +52,7 @@ async fn subscriptions(
 /// A job response (with its newest run and its schedule's warnings) and its version as `ETag`.
 async fn job_response(state: &AppState, status: StatusCode, job: &Job) -> Result<Response, ApiError> {
     let mut view = view(state, job).await?;
-    view.warnings = state.use_cases.jobs.warnings(job);
+    view.warnings = state.use_cases.jobs.warnings(job).await;
     Ok(job_response_with(status, job, view))
 }
 
@@ -102,7 +102,7 @@ pub async fn create(
     let last = state.use_cases.jobs.last_run(&job).await?;
     let mut view = JobView::with_secret(&job).with_last_run(last.as_ref());
     view.subscriptions = subscriptions(&state, &job).await;
-    view.warnings = state.use_cases.jobs.warnings(&job);
+    view.warnings = state.use_cases.jobs.warnings(&job).await;
     Ok(job_response_with(StatusCode::CREATED, &job, view))
 }
 

@@ -935,11 +935,29 @@ impl Jobs {
     /// next year that moves, skips or doubles one of its instants, in words. Returned with the
     /// job by the API (on create and edit too), so a schedule written in a zone with DST says
     /// what its rule will do and when.
-    pub fn warnings(&self, job: &Job) -> Vec<String> {
+    ///
+    /// A schedule entry that names a calendar kept for another zone is warned of too: the
+    /// entry judges dates in its own zone.
+    pub async fn warnings(&self, job: &Job) -> Vec<String> {
         let now = self.clock.now();
         let Ok(Some(schedule)) = validation::stored_schedule(job) else { return Vec::new() };
         let notes = schedule.dst_notes(now, now + chrono::Duration::days(DST_WARNING_DAYS));
-        notes.into_iter().map(|n| format!("DST: {}", n.detail)).collect()
+        let mut warnings: Vec<String> = notes.into_iter().map(|n| format!("DST: {}", n.detail)).collect();
+        for (name, zone) in named_calendar::zones(&job.document) {
+            let calendar_zone = match self.calendars.get(&job.owner, &name).await {
+                Ok(calendar) => calendar.and_then(|c| c.document.timezone),
+                Err(e) => {
+                    tracing::warn!(calendar = %name, error = %e, "could not read a calendar for its warnings");
+                    None
+                }
+            };
+            if let Some(calendar_zone) = calendar_zone.filter(|z| *z != zone) {
+                warnings.push(format!(
+                    "calendar: `{name}` lists dates of {calendar_zone}; this schedule judges them in {zone}"
+                ));
+            }
+        }
+        warnings
     }
 }
 

@@ -75,6 +75,17 @@ pub fn names(document: &JobDocument) -> BTreeSet<String> {
     entries(document.schedule.as_ref()).filter_map(|entry| entry.calendar.as_ref()?.name.clone()).collect()
 }
 
+/// Each named calendar `document` uses with the zone of an entry that uses it (`UTC` for an
+/// entry without one), each pair once.
+pub fn zones(document: &JobDocument) -> BTreeSet<(String, String)> {
+    entries(document.schedule.as_ref())
+        .filter_map(|entry| {
+            let name = entry.calendar.as_ref()?.name.clone()?;
+            Some((name, entry.timezone.clone().unwrap_or_else(|| "UTC".to_string())))
+        })
+        .collect()
+}
+
 /// The version of each named calendar `document` holds a copy of (the lowest, should two
 /// entries hold different ones).
 pub fn held_versions(document: &JobDocument) -> BTreeMap<String, u64> {
@@ -205,6 +216,7 @@ mod tests {
         );
         assert_eq!(written(&resolved), given, "the copy taken out again; the inline calendar kept");
         assert_eq!(names(&resolved), BTreeSet::from(["nyse".to_string()]));
+        assert_eq!(zones(&resolved), BTreeSet::from([("nyse".to_string(), "UTC".to_string())]));
         assert_eq!(held_versions(&resolved), BTreeMap::from([("nyse".to_string(), 3)]));
     }
 

@@ -642,7 +642,22 @@ pub async fn a_business_calendar_skips_or_moves_a_holiday<H: Harness>() {
     assert!(description.contains("business days only"), "{description}");
     assert_eq!(created.body["schedule"], schedule, "shown as written, without the calendar's days");
     assert_eq!(created.body["calendars"], json!({"desk": 1}), "{}", created.body);
+    let warned = |reply: &Value| {
+        reply["warnings"].to_string().contains("calendar: `desk` lists dates of America/New_York")
+    };
+    assert!(!warned(&created.body), "the same zone: {}", created.body);
     let id = created.body["id"].as_str().unwrap_or_default().to_string();
+    // A schedule in another zone judges the calendar's dates in its own: it is warned.
+    let in_utc = api
+        .post(
+            ALICE,
+            "/v1/jobs",
+            &job("desk-in-utc", json!({"cron": "0 9 * * *", "calendar": {"name": "desk"}})),
+        )
+        .await;
+    assert!(warned(&in_utc.body), "{}", in_utc.body);
+    let in_utc = in_utc.body["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(api.delete(ALICE, &format!("/v1/jobs/{in_utc}")).await.status, StatusCode::NO_CONTENT);
     let preview = api.get(ALICE, &format!("/v1/jobs/{id}/preview?count=3")).await.body;
     // Friday the 20th a holiday, then the weekend; the 24th a holiday.
     assert_eq!(preview_days(&preview), ["2030-12-23", "2030-12-25", "2030-12-26"], "{preview}");

@@ -34,10 +34,11 @@ pub fn describe(schedule: Option<&ScheduleDocument>) -> String {
 /// What a cron's business calendar does to its dates, in words ("" without one).
 fn days_rule_in_words(s: &ScheduleDocument) -> String {
     let holidays = s.calendar.as_ref().map_or(0, |c| c.holidays.len());
-    let calendar = match holidays {
-        0 => String::new(),
-        1 => " (1 holiday entry)".into(),
-        n => format!(" ({n} holiday entries)"),
+    let calendar = match (s.calendar.as_ref().and_then(|c| c.name.as_deref()), holidays) {
+        (Some(name), _) => format!(" of calendar {name}"),
+        (None, 0) => String::new(),
+        (None, 1) => " (1 holiday entry)".into(),
+        (None, n) => format!(" ({n} holiday entries)"),
     };
     if let Some(n) = s.business_day {
         let which = match n {
@@ -166,6 +167,28 @@ mod tests {
         assert_eq!(
             describe(Some(&union)),
             "every Monday to Friday at 09:00 America/New_York, and on day 1 of every month at 13:00 UTC"
+        );
+    }
+
+    #[test]
+    fn a_calendar_reads_as_its_rule_and_its_name_or_size() {
+        let with = |calendar: serde_json::Value| {
+            let doc = ScheduleDocument {
+                cron: Some("0 9 * * *".into()),
+                calendar: Some(serde_json::from_value(calendar).expect("a calendar")),
+                ..Default::default()
+            };
+            describe(Some(&doc))
+        };
+        assert_eq!(
+            with(serde_json::json!({"holidays": ["2027-01-01", "2027-12-24"]})),
+            "every day at 09:00 UTC, on business days only (2 holiday entries)"
+        );
+        assert_eq!(
+            with(
+                serde_json::json!({"name": "nyse", "version": 3, "holidays": ["2027-01-01"], "on_holiday": "next_business_day"})
+            ),
+            "every day at 09:00 UTC, other days moved to the next business day of calendar nyse"
         );
     }
 
