@@ -153,6 +153,7 @@ impl Calendars {
                     (replaced, Some(version), Put::Replaced)
                 }
             };
+            self.check_users(&after).await?;
             match self.calendars.put(&after, expected).await {
                 Ok(()) => Ok(Race::Won((after, put))),
                 // Made, changed or deleted since read: read it again.
@@ -226,6 +227,24 @@ impl Calendars {
             }
         });
         deleted.await?.ok_or(CalendarsError::Contended)
+    }
+
+    /// Refuses `calendar` if a job that names it could not take it (a union past its holidays'
+    /// bound, say), naming the job: nothing is written.
+    async fn check_users(&self, calendar: &NamedCalendar) -> Result<(), CalendarsError> {
+        let links = self.calendars.links(&calendar.owner, &calendar.name).await?;
+        let ids: Vec<JobId> = links.jobs.keys().filter_map(|id| JobId::parse(id)).collect();
+        let naming = self.catalogue.get_many(&ids).await?.into_iter().filter(|job| {
+            job.owner == calendar.owner && named_calendar::names(&job.document).contains(&calendar.name)
+        });
+        for job in naming {
+            if let Err(e) = self.jobs.takes_calendar(&job, calendar) {
+                let reason =
+                    format!("job `{}` could not take it: {}: {}", job.document.name, e.field, e.reason);
+                return Err(ValidationError::new("holidays", reason).into());
+            }
+        }
+        Ok(())
     }
 
     /// Copies `calendar` into each job linked to it that names it and holds another version; the

@@ -497,15 +497,37 @@ impl Jobs {
             .ok_or(JobsError::Contended)
     }
 
+    /// Whether `job` can take `calendar` as an edit would make it: the error (naming the job's
+    /// field) if its schedule would then be refused. An edit of a calendar checks every job
+    /// that names it first, so that it is refused, not left half-applied.
+    pub fn takes_calendar(&self, job: &Job, calendar: &NamedCalendar) -> Result<(), ValidationError> {
+        let mut document = named_calendar::recopied(&job.document, calendar);
+        let at = job.created_at.min(self.clock.now());
+        validation::validate(&mut document, &self.rules(), job.created_at, at).map(|_| ())
+    }
+
     /// `job` as written, or refreshed if a calendar it names moved on while it was being
     /// written. A write links the job before it reads the calendars, and an edit of a calendar
     /// writes it before it reads the links: so either this read, after the job's write, sees the
-    /// edit, or the calendar's edit sees the link and refreshes the job itself.
+    /// edit, or the calendar's edit sees the link and refreshes the job itself. The job is
+    /// written either way: a refresh that fails here is the calendar edit's to report.
     async fn calendars_caught_up(&self, job: Job) -> JobsResult<Job> {
         for (name, held) in named_calendar::held_versions(&job.document) {
-            let current = self.calendars.get(&job.owner, &name).await?.map(|c| c.version);
+            let current = match self.calendars.get(&job.owner, &name).await {
+                Ok(calendar) => calendar.map(|c| c.version),
+                Err(e) => {
+                    tracing::warn!(calendar = %name, job_id = %job.id, error = %e, "could not check the job's calendar copy");
+                    None
+                }
+            };
             if current.is_some_and(|current| current != held) {
-                return self.refresh_calendars(&job.owner, &job.id).await;
+                return match self.refresh_calendars(&job.owner, &job.id).await {
+                    Ok(refreshed) => Ok(refreshed),
+                    Err(e) => {
+                        tracing::warn!(calendar = %name, job_id = %job.id, error = %e, "the job keeps an older copy of its calendar");
+                        Ok(job)
+                    }
+                };
             }
         }
         Ok(job)
@@ -591,9 +613,12 @@ impl Jobs {
     fn revised(&self, before: &Job, mut document: JobDocument, parents: &[JobId]) -> JobsResult<Job> {
         let now = self.clock.now();
         let schedule_changed = document.schedule != before.document.schedule;
-        // A schedule that is not edited keeps its instants: a one-time job that already ran stays
-        // valid when its payload changes.
-        let validate_at = if schedule_changed { now } else { before.created_at.min(now) };
+        // A schedule its owner did not edit keeps its instants: a one-time job that already ran
+        // stays valid when its payload changes, and a job whose calendar was edited is not
+        // refused for having no instant left (it ends, as at its `end_at`).
+        let written = |d: &JobDocument| named_calendar::written(d).schedule;
+        let edited = written(&document) != written(&before.document);
+        let validate_at = if edited { now } else { before.created_at.min(now) };
         let schedule = validation::validate(&mut document, &self.rules(), before.created_at, validate_at)?;
         let resumed = before.document.paused && !document.paused;
         let next_run_at = match (schedule.as_ref(), schedule_changed || resumed) {

@@ -153,6 +153,18 @@ pub fn resolve(
     Ok(())
 }
 
+/// `document` (as stored, with its copies) with `calendar`'s days copied over the entries that
+/// name it: what the document becomes when the calendar is edited.
+pub fn recopied(document: &JobDocument, calendar: &NamedCalendar) -> JobDocument {
+    let mut recopied = document.clone();
+    for entry in entries_mut(recopied.schedule.as_mut()).filter_map(|e| e.calendar.as_mut()) {
+        if entry.name.as_deref() == Some(calendar.name.as_str()) {
+            *entry = calendar.copy_for(entry);
+        }
+    }
+    recopied
+}
+
 /// The entries of a schedule: those of its union, or itself.
 fn entries(schedule: Option<&ScheduleDocument>) -> impl Iterator<Item = &ScheduleDocument> {
     schedule.into_iter().flat_map(|s| match &s.any {
@@ -215,6 +227,9 @@ mod tests {
             "the entry's rule kept"
         );
         assert_eq!(written(&resolved), given, "the copy taken out again; the inline calendar kept");
+        let edited = recopied(&resolved, &nyse(4));
+        assert_eq!(held_versions(&edited), BTreeMap::from([("nyse".to_string(), 4)]), "the new copy");
+        assert_eq!(written(&edited), given, "nothing else changed");
         assert_eq!(names(&resolved), BTreeSet::from(["nyse".to_string()]));
         assert_eq!(zones(&resolved), BTreeSet::from([("nyse".to_string(), "UTC".to_string())]));
         assert_eq!(held_versions(&resolved), BTreeMap::from([("nyse".to_string(), 3)]));

@@ -286,6 +286,34 @@ pub async fn bad_calendars_are_rejected_with_the_field<H: Harness>() {
     assert_eq!(listed.body["jobs"], json!([]), "a rejected job was written: {}", listed.body);
     let calendar = deployment.api().get(ALICE, "/v1/calendars/nyse").await;
     assert_eq!(calendar.body["jobs"], json!([]), "{}", calendar.body);
+
+    // An edit a job naming the calendar could not take (its union past 1,000 holidays in all)
+    // is refused, naming the job, and changes nothing.
+    let dates = |from: &str, n: i64| -> Vec<String> {
+        let first: chrono::NaiveDate = from.parse().unwrap();
+        (0..n).map(|d| (first + chrono::Duration::days(d)).to_string()).collect()
+    };
+    let mut union = job("big-union");
+    union["schedule"] = json!({"any": [
+        {"cron": "0 9 * * *", "calendar": {"holidays": dates("2031-01-01", 900)}},
+        {"cron": "0 13 * * *", "calendar": {"name": "nyse"}},
+    ]});
+    deployment.api().create_job(ALICE, &union).await;
+    let grown = json!({"holidays": dates("2035-01-01", 200)});
+    let reply =
+        deployment.api().call(Call::new(Method::PUT, "/v1/calendars/nyse").key(ALICE).json(&grown)).await;
+    assert_eq!((reply.status, reply.error_field()), (S::UNPROCESSABLE_ENTITY, "holidays"), "{}", reply.body);
+    assert!(
+        reply.body["error"]["message"].as_str().is_some_and(|m| m.contains("big-union")),
+        "{}",
+        reply.body
+    );
+    let calendar = deployment.api().get(ALICE, "/v1/calendars/nyse").await;
+    assert_eq!(
+        (&calendar.body["version"], &calendar.body["holidays"]),
+        (&json!(1), &json!(["2027-01-01"])),
+        "unchanged"
+    );
 }
 
 /// Transport-level bad input: not JSON, wrong content type, body over the limit.
