@@ -144,6 +144,9 @@ pub struct Summary {
     pub long_windows: usize,
     /// Jobs whose cron has a business calendar.
     pub calendars: usize,
+    /// Of those, jobs whose calendar is the workload's named one, and the copies of its edits
+    /// that reached them (job versions holding a newer copy).
+    pub named_calendars: (usize, usize),
     /// Scheduled runs due more than 15 minutes after their instant (far into a long window),
     /// and how many of them started.
     pub far_in_window: (usize, usize),
@@ -401,6 +404,17 @@ impl Checker {
             let long = document.get("flexible_window_s").and_then(|w| w.as_u64()).is_some_and(|w| w > 900);
             summary.long_windows += usize::from(long);
             summary.calendars += usize::from(schedule.get("calendar").is_some());
+            summary.named_calendars.0 += usize::from(schedule.pointer("/calendar/name").is_some());
+        }
+        for versions in observed.versions.values() {
+            let held = versions.iter().filter_map(|(_, job)| {
+                let job = job.as_ref()?;
+                sundial_domain::named_calendar::held_versions(&job.document)
+                    .get(crate::workload::CALENDAR)
+                    .copied()
+            });
+            let held: Vec<u64> = held.collect();
+            summary.named_calendars.1 += held.windows(2).filter(|w| w[1] > w[0]).count();
         }
         // Claimed ahead of a start far into its window (not a backfill's or a catch-up's run, due
         // when made).

@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     let (mut groups, mut full, mut refused, mut once, mut once_ended) = (0, 0, 0, 0, 0);
     let (mut out_of_budget, mut ended_at_limit) = (0, 0);
     let (mut unions, mut dst_policies, mut long_windows, mut far, mut far_started) = (0, 0, 0, 0, 0);
-    let mut calendars = 0;
+    let (mut calendars, mut named, mut copied) = (0, 0, 0);
     for seed in first..first + count {
         let mut options = Options::seed(seed);
         options.jobs = jobs.map_or(options.jobs, |j| j as usize);
@@ -81,6 +81,8 @@ fn main() -> ExitCode {
         dst_policies += outcome.summary.dst_policies;
         long_windows += outcome.summary.long_windows;
         calendars += outcome.summary.calendars;
+        named += outcome.summary.named_calendars.0;
+        copied += outcome.summary.named_calendars.1;
         far += outcome.summary.far_in_window.0;
         far_started += outcome.summary.far_in_window.1;
         out_of_budget += outcome.faults.get(sundial_sim::world::OUT_OF_BUDGET).copied().unwrap_or(0);
@@ -106,6 +108,7 @@ fn main() -> ExitCode {
     println!(
         "{unions} jobs with a union of schedules, {dst_policies} with a DST policy, {long_windows} with a flexible window over 15 minutes, {calendars} with a business calendar; {far} runs due over 15 minutes into their window, {far_started} of them started"
     );
+    println!("{named} jobs naming a shared calendar, which its edits reached {copied} times");
     println!("{out_of_budget} tick passes stopped by their budget and continued by the next");
     if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

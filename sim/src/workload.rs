@@ -68,6 +68,8 @@ pub enum Action {
     /// Claim job `n`'s instants in `[from, to]` that have no run.
     Backfill(usize, DateTime<Utc>, DateTime<Utc>),
     Delete(usize),
+    /// Replace the workload's named calendar with this document.
+    PutCalendar(Value),
 }
 
 /// An action at a time.
@@ -87,6 +89,8 @@ pub struct Workload {
     pub ops: Vec<Op>,
     /// The concurrency group the world creates before any job: (name, max_running).
     pub group: Option<(String, u32)>,
+    /// The named calendar the world creates before any job: (name, document).
+    pub calendar: Option<(String, Value)>,
 }
 
 impl Workload {
@@ -243,6 +247,7 @@ impl Workload {
         ops.sort_by_key(|op| op.at);
         schedules_people_have(seed, start, horizon, jobs, &mut documents);
         business_calendars(seed, start, horizon, jobs, &mut documents, &mut ops);
+        let calendar = named_calendar(seed, start, horizon, jobs, &mut documents, &mut ops);
         let group = delivery_and_groups(seed, jobs, &mut documents);
         // A group's job is never edited to a sub-minute rate: its group's load stays bounded.
         for op in &mut ops {
@@ -264,7 +269,7 @@ impl Workload {
                 }
             }
         }
-        Workload { start, horizon, documents, ops, group }
+        Workload { start, horizon, documents, ops, group, calendar }
     }
 }
 
@@ -584,6 +589,71 @@ fn business_calendars(
         }
     }
     ops.sort_by_key(|op| op.at);
+}
+
+/// The name of the workload's named calendar.
+pub const CALENDAR: &str = "desk";
+
+/// A named calendar (#35) that jobs share, drawn from a sub-stream of `seed` of its own: in half
+/// the seeds, a calendar whose holiday is today or tomorrow (UTC dates, judged in each job's own
+/// zone), with a week of seven business days or of five; about one plain cron in four of the
+/// first `jobs` without a calendar of its own names it, each with its own rule; and one to three
+/// edits of the calendar while the workload runs move the holiday between today and tomorrow,
+/// so that every job naming it changes at once (a job a calendar would leave without an instant
+/// before the horizon does not name it; an edit that leaves one so is still made). The ops stay
+/// in time order.
+fn named_calendar(
+    seed: u64,
+    start: DateTime<Utc>,
+    horizon: DateTime<Utc>,
+    jobs: usize,
+    documents: &mut [Value],
+    ops: &mut Vec<Op>,
+) -> Option<(String, Value)> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed ^ 0x0035_da7e);
+    if !rng.random_bool(0.5) {
+        return None;
+    }
+    let today = start.date_naive();
+    let days = |holiday_today: bool| {
+        let day = if holiday_today { today } else { today + Duration::days(1) };
+        json!([day.format("%Y-%m-%d").to_string()])
+    };
+    let week = match rng.random_bool(0.7) {
+        true => json!(["mon", "tue", "wed", "thu", "fri", "sat", "sun"]),
+        false => json!(["mon", "tue", "wed", "thu", "fri"]),
+    };
+    let mut holiday_today = rng.random_bool(0.5);
+    let calendar =
+        json!({"business_days": week, "holidays": days(holiday_today), "description": "the sim's desk"});
+    let span = (horizon - start).num_seconds().max(120);
+    for document in documents.iter_mut().take(jobs) {
+        let named = rng.random_range(0..4u32) == 0;
+        let rule = ["skip", "next_business_day", "previous_business_day"][rng.random_range(0..3usize)];
+        let schedule = &document["schedule"];
+        let plain_cron = schedule.get("cron").is_some()
+            && schedule.get("any").is_none()
+            && schedule.get("calendar").is_none();
+        if !named || !plain_cron {
+            continue;
+        }
+        // Checked with the calendar's days as the job will hold them.
+        let mut copy = document["schedule"].clone();
+        copy["calendar"] =
+            json!({"business_days": week, "holidays": days(holiday_today), "on_holiday": rule});
+        if has_instant(&copy, start, horizon) {
+            document["schedule"]["calendar"] = json!({"name": CALENDAR, "on_holiday": rule});
+        }
+    }
+    for _ in 0..rng.random_range(1..=3usize) {
+        holiday_today = !holiday_today;
+        let at = start + Duration::seconds(rng.random_range(30..span));
+        let mut edited = calendar.clone();
+        edited["holidays"] = days(holiday_today);
+        ops.push(Op { at, action: Action::PutCalendar(edited) });
+    }
+    ops.sort_by_key(|op| op.at);
+    Some((CALENDAR.to_string(), calendar))
 }
 
 /// Whether `schedule` (a document) has an instant in `[from, to]`.

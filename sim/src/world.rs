@@ -12,7 +12,7 @@ use crate::faults::{
 };
 use crate::ledger::{CallbackPlan, Ledger};
 use crate::target::SimTarget;
-use crate::workload::{Action, Workload};
+use crate::workload::{Action, CALENDAR, Workload};
 use chrono::{DateTime, Duration, Utc};
 use futures::future::{Either, join_all, select};
 use std::collections::BTreeMap;
@@ -215,6 +215,9 @@ impl Simulation {
         let workers = (0..WORKERS).map(|_| process(&sim)).collect();
         if let Some((name, max_running)) = &workload.group {
             create_group(&api, name, *max_running);
+        }
+        if let Some((name, document)) = &workload.calendar {
+            create_calendar(&api, name, document);
         }
         let jobs = workload.documents.len();
         let mut world = Simulation {
@@ -476,6 +479,15 @@ fn create_group(api: &UseCases, name: &str, max_running: u32) {
     created.expect("the group is created within 20 tries");
 }
 
+/// Creates the workload's named calendar through the API's use cases (under the faults, so
+/// tried until it lands), before any job names it.
+fn create_calendar(api: &UseCases, name: &str, document: &serde_json::Value) {
+    let owner = OWNER.to_string();
+    let document = serde_json::from_value(document.clone()).expect("the workload's calendar decodes");
+    let created = (0..20).find_map(|_| settle(api.calendars.put(&owner, name, &document, None)).ok());
+    created.expect("the calendar is created within 20 tries");
+}
+
 /// Runs `work` to its end outside the executor, for the world's setup: it may stop at port calls
 /// (a yield, where nobody else moves and nobody dies), but never sleeps.
 fn settle<T>(work: impl std::future::Future<Output = T>) -> T {
@@ -571,6 +583,7 @@ fn request(world: &Simulation, n: usize) -> Work {
     let (sim, ledger, ids, jobs) =
         (world.sim.clone(), world.ledger.clone(), world.ids.clone(), world.api.jobs.clone());
     let skips = world.api.skips.clone();
+    let calendars = world.api.calendars.clone();
     let document = match op.action {
         Action::Create(j) => world.workload.documents.get(j).cloned(),
         _ => None,
@@ -631,6 +644,11 @@ fn request(world: &Simulation, n: usize) -> Work {
                 Action::Delete(j) => match job(*j) {
                     Some(id) => jobs.delete(&owner, &id).await.is_ok(),
                     None => true,
+                },
+                // Sent again while it fails: a replay finishes copying it into the jobs.
+                Action::PutCalendar(document) => match serde_json::from_value(document.clone()) {
+                    Ok(document) => calendars.put(&owner, CALENDAR, &document, None).await.is_ok(),
+                    Err(_) => true,
                 },
             };
             if done {

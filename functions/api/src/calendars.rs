@@ -94,6 +94,9 @@ impl From<CalendarsError> for ApiError {
             CalendarsError::QuotaExceeded(_) => {
                 ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", e.to_string())
             }
+            CalendarsError::NotTaken { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "calendar_not_taken", e.to_string())
+            }
             CalendarsError::Unfinished { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unfinished", e.to_string())
             }
@@ -122,7 +125,7 @@ fn calendar_response(status: StatusCode, body: CalendarResponse) -> Response {
     responses((status = 200, body = CalendarResponse), (status = 201, body = CalendarResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "The owner has the most calendars allowed", body = ErrorBody),
-        (status = 409, body = ErrorBody),
+        (status = 409, description = "Saved, but jobs naming it cannot take it (`calendar_not_taken`, naming them and why)", body = ErrorBody),
         (status = 412, description = "If-Match names another version", body = ErrorBody),
         (status = 422, body = ErrorBody),
         (status = 503, description = "Saved, but some jobs still hold an older copy: send it again", body = ErrorBody)),

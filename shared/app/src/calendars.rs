@@ -33,10 +33,14 @@ pub enum CalendarsError {
     InUse(Vec<String>),
     #[error("the owner already has the maximum of {0} calendars")]
     QuotaExceeded(u32),
-    /// Some jobs that name the calendar could not be given its edit: sending the same request
-    /// again finishes it.
+    /// Some jobs that name the calendar could not be given its edit yet (storage failed, or
+    /// they are being written): sending the same request again finishes it.
     #[error("the calendar is saved at version {version}, but jobs still hold an older copy: {}; send the request again", .jobs.join(", "))]
     Unfinished { version: u64, jobs: Vec<String> },
+    /// Jobs that name the calendar cannot take its edit (each with why): they keep their copy
+    /// until they are changed.
+    #[error("the calendar is saved at version {version}, but jobs cannot take it: {}; change them, then send the request again", .jobs.join("; "))]
+    NotTaken { version: u64, jobs: Vec<String> },
     #[error("the calendar kept changing while this change was applied; retry")]
     Contended,
     #[error(transparent)]
@@ -67,6 +71,30 @@ pub struct CalendarUser {
 pub struct CalendarView {
     pub calendar: NamedCalendar,
     pub jobs: Vec<CalendarUser>,
+}
+
+impl CalendarUser {
+    /// Whether the job's copy is older than `version` (a job holding a newer one took a later
+    /// edit; one that no longer names the calendar holds none and is not behind).
+    fn behind(&self, version: u64) -> bool {
+        self.holds.is_some_and(|held| held < version)
+    }
+}
+
+/// Jobs refreshed at once by an edit of their calendar.
+const REFRESHES_AT_ONCE: usize = 8;
+
+/// How long an edit of a calendar spends copying it into jobs before it answers: well inside the
+/// API's 29 s, and the rest are copied by the same request sent again.
+const COPY_BUDGET: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// What copying a calendar into its jobs left undone.
+#[derive(Debug, Default)]
+struct Undone {
+    /// Jobs still behind (or being written) that a retry may bring up to date.
+    retry: Vec<String>,
+    /// Jobs that cannot take the calendar, with why.
+    refused: Vec<String>,
 }
 
 /// Whether a put made the calendar or changed it.
@@ -162,15 +190,13 @@ impl Calendars {
             }
         });
         let (calendar, put) = put.await?.ok_or(CalendarsError::Contended)?;
-        let view = self.copy_to_jobs(calendar).await?;
-        let behind: Vec<String> = view
-            .jobs
-            .iter()
-            .filter(|j| j.holds != Some(view.calendar.version))
-            .map(|j| j.name.clone())
-            .collect();
-        if !behind.is_empty() {
-            return Err(CalendarsError::Unfinished { version: view.calendar.version, jobs: behind });
+        let version = calendar.version;
+        let (view, undone) = self.copy_to_jobs(calendar).await?;
+        if !undone.refused.is_empty() {
+            return Err(CalendarsError::NotTaken { version, jobs: undone.refused });
+        }
+        if !undone.retry.is_empty() {
+            return Err(CalendarsError::Unfinished { version, jobs: undone.retry });
         }
         Ok((view, put))
     }
@@ -247,25 +273,61 @@ impl Calendars {
         Ok(())
     }
 
-    /// Copies `calendar` into each job linked to it that names it and holds another version; the
-    /// view as it stands afterwards. A job that could not be refreshed is left holding its copy,
-    /// which the view shows.
-    async fn copy_to_jobs(&self, calendar: NamedCalendar) -> Result<CalendarView, CalendarsError> {
+    /// Copies `calendar` into each job linked to it that names it and holds an older version,
+    /// [`REFRESHES_AT_ONCE`] at a time for at most [`COPY_BUDGET`]; the view as it stands
+    /// afterwards, and what is left undone. A job linked moments ago that is not written yet is
+    /// undone too: its own write may have read the calendar before this edit, and it is
+    /// checked again when the request is sent again.
+    async fn copy_to_jobs(&self, calendar: NamedCalendar) -> Result<(CalendarView, Undone), CalendarsError> {
+        use futures::StreamExt;
         let links = self.calendars.links(&calendar.owner, &calendar.name).await?;
         let mut jobs = self.users(&calendar, &links).await?;
-        for user in jobs.iter_mut().filter(|u| u.holds != Some(calendar.version)) {
-            match self.jobs.refresh_calendars(&calendar.owner, &user.id).await {
-                Ok(job) => {
+        let named: BTreeSet<String> = jobs.iter().map(|u| u.id.to_string()).collect();
+        let mut undone = Undone {
+            retry: links
+                .users(&named, self.clock.now())
+                .into_iter()
+                .filter(|id| !named.contains(id))
+                .collect(),
+            ..Undone::default()
+        };
+        let started = std::time::Instant::now();
+        let version = calendar.version;
+        let behind: Vec<(usize, JobId)> = jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| u.behind(version))
+            .map(|(i, u)| (i, u.id.clone()))
+            .collect();
+        let owner = &calendar.owner;
+        let refreshes = behind.into_iter().map(|(i, id)| async move {
+            if started.elapsed() > COPY_BUDGET {
+                return (i, None);
+            }
+            (i, Some(self.jobs.refresh_calendars(owner, &id).await))
+        });
+        let results: Vec<_> =
+            futures::stream::iter(refreshes).buffer_unordered(REFRESHES_AT_ONCE).collect().await;
+        for (i, result) in results {
+            let Some(user) = jobs.get_mut(i) else { continue };
+            match result {
+                Some(Ok(job)) => {
                     user.holds = named_calendar::held_versions(&job.document).get(&calendar.name).copied()
                 }
                 // Deleted meanwhile: it names nothing now.
-                Err(JobsError::NotFound) => user.holds = Some(calendar.version),
-                Err(e) => {
-                    tracing::warn!(calendar = %calendar.name, job_id = %user.id, error = %e, "a job keeps an older copy of its calendar");
+                Some(Err(JobsError::NotFound)) => user.holds = None,
+                Some(Err(JobsError::Invalid(e))) => {
+                    undone.refused.push(format!("{} ({}: {})", user.name, e.field, e.reason));
                 }
+                Some(Err(e)) => {
+                    tracing::warn!(calendar = %calendar.name, job_id = %user.id, error = %e, "a job keeps an older copy of its calendar");
+                    undone.retry.push(user.name.clone());
+                }
+                None => undone.retry.push(user.name.clone()),
             }
         }
-        Ok(CalendarView { calendar, jobs })
+        undone.retry.sort();
+        Ok((CalendarView { calendar, jobs }, undone))
     }
 
     /// The jobs linked to `calendar` that exist and name it, with the version each holds.

@@ -502,8 +502,7 @@ impl Jobs {
     /// that names it first, so that it is refused, not left half-applied.
     pub fn takes_calendar(&self, job: &Job, calendar: &NamedCalendar) -> Result<(), ValidationError> {
         let mut document = named_calendar::recopied(&job.document, calendar);
-        let at = job.created_at.min(self.clock.now());
-        validation::validate(&mut document, &self.rules(), job.created_at, at).map(|_| ())
+        validation::validate_kept(&mut document, &self.rules(), job.created_at, self.clock.now()).map(|_| ())
     }
 
     /// `job` as written, or refreshed if a calendar it names moved on while it was being
@@ -617,10 +616,19 @@ impl Jobs {
         // stays valid when its payload changes, and a job whose calendar was edited is not
         // refused for having no instant left (it ends, as at its `end_at`).
         let written = |d: &JobDocument| named_calendar::written(d).schedule;
-        let edited = written(&document) != written(&before.document);
-        let validate_at = if edited { now } else { before.created_at.min(now) };
-        let schedule = validation::validate(&mut document, &self.rules(), before.created_at, validate_at)?;
+        let owner_edited = written(&document) != written(&before.document);
+        let schedule = match owner_edited {
+            true => validation::validate(&mut document, &self.rules(), before.created_at, now)?,
+            false => validation::validate_kept(&mut document, &self.rules(), before.created_at, now)?,
+        };
         let resumed = before.document.paused && !document.paused;
+        // An edit of the owner's starts the schedule again from now; a calendar's edit copied in
+        // takes effect from the next unclaimed instant on (one overdue stays the job's, if the
+        // calendar still has it).
+        let restart = match (owner_edited || resumed, before.next_run_at) {
+            (false, Some(next)) => next.min(now),
+            _ => now,
+        };
         let next_run_at = match (schedule.as_ref(), schedule_changed || resumed) {
             // A job that runs after others has no instants of its own.
             _ if !parents.is_empty() => None,
@@ -630,7 +638,7 @@ impl Jobs {
             (Some(s), true) if !resumed && let Some(waiting) = waiting_instant(before, &document, s, now) => {
                 Some(waiting)
             }
-            (Some(s), true) => s.first_at_or_after(now),
+            (Some(s), true) => s.first_at_or_after(restart),
             // Run-once jobs keep their pending run (or its absence, once it ran).
             (None, true) => before.next_run_at.map(|t| t.max(ceil_second(now))),
         };
@@ -645,8 +653,8 @@ impl Jobs {
             // Instants of the new schedule since the last change that were not instants of the
             // old one were not the job's: the ledger says so instead of calling them missed.
             let cause = GapCause::Edited { previous: before.document.schedule.clone().map(Box::new) };
-            // The new schedule's instants start at the whole second after now.
-            let to = ceil_second(now) - chrono::Duration::seconds(1);
+            // The new schedule's instants start at the whole second after its restart.
+            let to = ceil_second(restart) - chrono::Duration::seconds(1);
             let edit = Gap { from: before.schedule_since(), to, instants: 0, cause, at: now, told: true };
             after.gaps = before.gaps_with(edit);
         }
@@ -670,9 +678,8 @@ impl Jobs {
         if group_changed {
             self.link_group(after).await?;
         }
-        let (named_before, named_after) =
-            (named_calendar::names(&before.document), named_calendar::names(&after.document));
-        self.link_calendars(after, &(&named_after - &named_before)).await?;
+        let newly_named = &named_calendar::names(&after.document) - &named_calendar::names(&before.document);
+        self.link_calendars(after, &newly_named).await?;
         let updated = self.catalogue.update(before, after).await.raced();
         if !matches!(updated, Ok(Race::Won(()))) {
             if notify_changed && let Err(e) = self.topics.sync(before).await {
@@ -685,7 +692,8 @@ impl Jobs {
         if group_changed {
             self.unlink_group(before).await;
         }
-        self.unlink_calendars(before, &(&named_before - &named_after)).await;
+        // A calendar the job stopped naming keeps its link (a delete of the calendar reads past
+        // it): an unlink here could take away the link of a later edit that names it again.
         let fenced = |job: &Job| job.document.concurrency != ConcurrencyPolicy::Allow;
         if fenced(after) && !fenced(before) {
             // Its runs under `allow` never took the fence: the next take reads them.
@@ -968,18 +976,29 @@ impl Jobs {
         let Ok(Some(schedule)) = validation::stored_schedule(job) else { return Vec::new() };
         let notes = schedule.dst_notes(now, now + chrono::Duration::days(DST_WARNING_DAYS));
         let mut warnings: Vec<String> = notes.into_iter().map(|n| format!("DST: {}", n.detail)).collect();
+        let held = named_calendar::held_versions(&job.document);
         for (name, zone) in named_calendar::zones(&job.document) {
-            let calendar_zone = match self.calendars.get(&job.owner, &name).await {
-                Ok(calendar) => calendar.and_then(|c| c.document.timezone),
+            let calendar = match self.calendars.get(&job.owner, &name).await {
+                Ok(calendar) => calendar,
                 Err(e) => {
                     tracing::warn!(calendar = %name, error = %e, "could not read a calendar for its warnings");
                     None
                 }
             };
-            if let Some(calendar_zone) = calendar_zone.filter(|z| *z != zone) {
+            let Some(calendar) = calendar else { continue };
+            if let Some(calendar_zone) = calendar.document.timezone.as_ref().filter(|z| **z != zone) {
                 warnings.push(format!(
                     "calendar: `{name}` lists dates of {calendar_zone}; this schedule judges them in {zone}"
                 ));
+            }
+            if let Some(held) = held.get(&name).filter(|held| **held < calendar.version) {
+                let version = calendar.version;
+                let warning = format!(
+                    "calendar: `{name}` is at version {version}, this job's instants follow version {held}; PUT the calendar again to bring it to its jobs"
+                );
+                if !warnings.contains(&warning) {
+                    warnings.push(warning);
+                }
             }
         }
         warnings

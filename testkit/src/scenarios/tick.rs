@@ -760,6 +760,32 @@ pub async fn a_business_calendar_skips_or_moves_a_holiday<H: Harness>() {
     );
 }
 
+/// An edit of a calendar reaches its jobs from their next unclaimed instant on: an instant
+/// overdue when the edit lands (the tick behind) keeps its run if the calendar still has it, and
+/// an edit of the description alone moves nothing.
+pub async fn a_calendar_edit_keeps_an_overdue_instant<H: Harness>() {
+    // Thursday 2030-12-19, 08:00 New York.
+    let deployment = H::deploy_at("2030-12-19T13:00:00Z", &[]).await;
+    let api = deployment.api();
+    let put = |body: Value| Call::new(Method::PUT, "/v1/calendars/desk").key(ALICE).json(&body);
+    assert_eq!(api.call(put(json!({"holidays": ["2030-12-25"]}))).await.status, StatusCode::CREATED);
+    let schedule = json!({"cron": "0 9 * * *", "timezone": "America/New_York", "calendar": {"name": "desk"}});
+    let id = api.create_job(ALICE, &job("nine", schedule)).await;
+    // 09:05 New York, and the tick has not come by since 08:00.
+    deployment.set_clock(t("2030-12-19T14:05:00Z"));
+    let edited = api.call(put(json!({"description": "desk holidays", "holidays": ["2030-12-25"]}))).await;
+    assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
+    let view = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body;
+    assert_eq!(view["calendars"], json!({"desk": 2}), "{view}");
+    assert_eq!(view["next_run_at"], "2030-12-19T14:00:00Z", "the overdue instant is still the next: {view}");
+    let edited = api.call(put(json!({"holidays": ["2030-12-20", "2030-12-25"]}))).await;
+    assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
+    deployment.use_cases().tick.run().await.unwrap();
+    assert_eq!(instants(&deployment.runs_of(&id).await), ["2030-12-19T14:00:00Z"], "run once, late");
+    let view = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body;
+    assert_eq!(view["next_run_at"], "2030-12-23T14:00:00Z", "Friday the 20th a holiday now: {view}");
+}
+
 /// `n` one-time jobs due at `at`, as stored an hour before (imported: no API, no claim).
 pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
     (0..n)
@@ -985,6 +1011,7 @@ macro_rules! tick_scenarios {
             the_runtime_stopped_for_five_minutes,
             a_union_runs_once_where_its_schedules_coincide,
             a_business_calendar_skips_or_moves_a_holiday,
+            a_calendar_edit_keeps_an_overdue_instant,
             dst_changes_are_warned_of_and_previewed,
             pause_resume_and_end_at,
             pauses_end_by_themselves_and_resumes_catch_up_as_asked,

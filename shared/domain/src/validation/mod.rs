@@ -50,6 +50,35 @@ pub fn validate(
     created_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Option<Schedule>> {
+    checked(doc, rules, created_at, now, Ahead::Required)
+}
+
+/// Checks `doc` as [`validate`] does, but keeps a schedule that has no instant left: a document
+/// whose schedule its owner did not edit (a pause, a payload edit, an edit of a calendar it
+/// names copied in) may have run out of instants, and the job ends as at its `end_at`.
+pub fn validate_kept(
+    doc: &mut JobDocument,
+    rules: &Rules<'_>,
+    created_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<Schedule>> {
+    checked(doc, rules, created_at, now, Ahead::MayEnd)
+}
+
+/// Whether a schedule must still have an instant ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ahead {
+    Required,
+    MayEnd,
+}
+
+fn checked(
+    doc: &mut JobDocument,
+    rules: &Rules<'_>,
+    created_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+    ahead: Ahead,
+) -> Result<Option<Schedule>> {
     validate_name(&doc.name)?;
     target::validate_target(&mut doc.target, rules.targets)?;
     validate_payload(&doc.payload, rules)?;
@@ -68,7 +97,7 @@ pub fn validate(
     let Some(schedule_doc) = &doc.schedule else {
         return Ok(None);
     };
-    validate_schedule(schedule_doc, rules, created_at, now).map(Some)
+    validate_schedule(schedule_doc, rules, created_at, now, ahead).map(Some)
 }
 
 /// `payload`: at most the limit's bytes as JSON.
@@ -190,6 +219,7 @@ fn validate_schedule(
     rules: &Rules<'_>,
     created_at: DateTime<Utc>,
     now: DateTime<Utc>,
+    ahead: Ahead,
 ) -> Result<Schedule> {
     let schedule = parse_schedule(schedule_doc, created_at)?;
     // Each schedule of a union on its own: the union's rate is bounded by its entries' sum.
@@ -234,7 +264,7 @@ fn validate_schedule(
             ),
         ));
     }
-    if schedule.first_at_or_after(now).is_none() {
+    if ahead == Ahead::Required && schedule.first_at_or_after(now).is_none() {
         let field = match (&schedule.recurrence, schedule.end_at) {
             (_, Some(end)) if end <= now => "schedule.end_at",
             (Recurrence::At(_), _) => "schedule.at",
