@@ -58,7 +58,8 @@ pub struct Plan {
     pub delete: Vec<(String, String)>,
 }
 
-/// Reads and checks a jobs file: a list of job documents, or a mapping with a `jobs` list.
+/// Reads and checks a jobs file: a list of job documents, or a mapping with a `jobs` list (and
+/// a `calendars` list, read by [`crate::calendars::read`]).
 pub fn read(file: &str, text: &str) -> Result<Vec<Desired>, CliError> {
     let at = |line: Option<usize>, field: &str, reason: String| CliError::File {
         file: file.to_string(),
@@ -72,6 +73,8 @@ pub fn read(file: &str, text: &str) -> Result<Vec<Desired>, CliError> {
         serde_yaml::Value::Sequence(items) => (items.clone(), String::new()),
         serde_yaml::Value::Mapping(map) => match map.get("jobs") {
             Some(serde_yaml::Value::Sequence(items)) => (items.clone(), "jobs".to_string()),
+            // A file of calendars only.
+            None if map.contains_key("calendars") => (Vec::new(), "jobs".to_string()),
             _ => return Err(at(Some(1), "jobs", "must be a list of jobs".into())),
         },
         serde_yaml::Value::Null => (Vec::new(), String::new()),

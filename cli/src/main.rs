@@ -8,6 +8,7 @@
 //! (a file or a request the API refused); 4 not found.
 
 mod apply;
+mod calendars;
 mod client;
 mod locate;
 
@@ -81,6 +82,11 @@ enum Command {
     Jobs {
         #[command(subcommand)]
         command: JobsCommand,
+    },
+    /// Named calendars that jobs' schedules share (written with `apply`).
+    Calendars {
+        #[command(subcommand)]
+        command: CalendarsCommand,
     },
     /// A job's recent runs, newest first.
     Runs {
@@ -162,6 +168,16 @@ enum Command {
         #[arg(long)]
         seconds: Option<u64>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum CalendarsCommand {
+    /// List the caller's calendars.
+    Ls,
+    /// One calendar, with the jobs that name it.
+    Get { name: String },
+    /// Delete a calendar; refused while a job names it.
+    Delete { name: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -248,6 +264,7 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
             apply_file(&client, &file, prune, dry_run, json_output).await?
         }
         Command::Jobs { command: JobsCommand::Ls } => list_jobs(&client, json_output).await?,
+        Command::Calendars { command } => calendar_command(&client, command, json_output).await?,
         Command::Jobs { command: JobsCommand::Get { job } } => show_job(&client, &job, json_output).await?,
         Command::Runs { job, limit } => {
             let job = client.find_job(&job).await?;
@@ -288,8 +305,52 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `sundial apply`: the plan that makes the jobs as `file` says, shown, then carried out unless
-/// it is a dry run.
+/// `sundial calendars …`.
+async fn calendar_command(
+    client: &Client,
+    command: CalendarsCommand,
+    json_output: bool,
+) -> Result<(), CliError> {
+    let holidays = |c: &Value| c["holidays"].as_array().map_or(0, Vec::len).to_string();
+    match command {
+        CalendarsCommand::Ls => {
+            let listed = client.get("/v1/calendars").await?;
+            let calendars = listed["calendars"].as_array().cloned().unwrap_or_default();
+            print(json_output, &Value::Array(calendars.clone()), || {
+                let rows: Vec<Vec<String>> = calendars
+                    .iter()
+                    .map(|c| {
+                        vec![text(&c["name"]), text(&c["version"]), holidays(c), text(&c["description"])]
+                    })
+                    .collect();
+                table(&["NAME", "VERSION", "HOLIDAYS", "DESCRIPTION"], &rows)
+            });
+        }
+        CalendarsCommand::Get { name } => {
+            let calendar = client.get(&format!("/v1/calendars/{name}")).await?;
+            print(json_output, &calendar, || {
+                let jobs = calendar["jobs"].as_array().cloned().unwrap_or_default();
+                let rows: Vec<Vec<String>> =
+                    jobs.iter().map(|j| vec![text(&j["name"]), text(&j["id"]), text(&j["holds"])]).collect();
+                format!(
+                    "{} v{}: {} holiday entries\n{}",
+                    text(&calendar["name"]),
+                    text(&calendar["version"]),
+                    holidays(&calendar),
+                    table(&["JOB", "ID", "HOLDS VERSION"], &rows)
+                )
+            });
+        }
+        CalendarsCommand::Delete { name } => {
+            client.call(Method::DELETE, &format!("/v1/calendars/{name}"), None).await?;
+            print(json_output, &json!({"deleted": name}), || format!("deleted calendar {name}"));
+        }
+    }
+    Ok(())
+}
+
+/// `sundial apply`: the plan that makes the calendars and jobs as `file` says, shown, then
+/// carried out (calendars first: jobs name them) unless it is a dry run.
 async fn apply_file(
     client: &Client,
     file: &str,
@@ -304,26 +365,58 @@ async fn apply_file(
         reason: e.to_string(),
     })?;
     let desired = apply::read(file, &source)?;
+    let root: serde_yaml::Value = serde_yaml::from_str(&source).unwrap_or_default();
+    let calendars = calendars::read(file, &source, &root)?;
+    let calendar_plan = match calendars.is_empty() {
+        true => calendars::CalendarPlan::default(),
+        false => {
+            let listed = client.get("/v1/calendars").await?;
+            calendars::plan(calendars, listed["calendars"].as_array().map_or(&[][..], Vec::as_slice))
+        }
+    };
     let plan = apply::plan(desired, &client.jobs().await?, prune).map_err(|r| r.located(file, &source))?;
+    let summary = || {
+        let mut summary = plan.summary();
+        let (created, updated): (Vec<_>, Vec<_>) = calendar_plan.put.iter().partition(|(_, new)| *new);
+        let names = |list: Vec<&(calendars::DesiredCalendar, bool)>| -> Vec<String> {
+            list.into_iter().map(|(c, _)| c.name.clone()).collect()
+        };
+        summary["calendars"] = json!({"created": names(created), "updated": names(updated), "unchanged": calendar_plan.unchanged});
+        summary
+    };
+    let nothing = plan.is_empty() && calendar_plan.put.is_empty();
+    let describe = || match nothing {
+        true => "no changes\n".to_string(),
+        false => format!(
+            "{}{}",
+            calendar_plan.describe(),
+            if plan.is_empty() { String::new() } else { plan.describe() }
+        ),
+    };
     if dry_run {
-        print(json_output, &json!({"dry_run": true, "plan": plan.summary()}), || {
-            plan.describe().trim_end().to_string()
+        print(json_output, &json!({"dry_run": true, "plan": summary()}), || {
+            describe().trim_end().to_string()
         });
         return Ok(());
     }
     if !json_output {
-        eprint!("{}", plan.describe());
+        eprint!("{}", describe());
     }
+    calendar_plan.execute(client, file, &source, json_output).await?;
     plan.execute(client, file, &source, json_output).await?;
-    print(json_output, &plan.summary(), || {
-        let s = plan.summary();
+    print(json_output, &summary(), || {
+        let s = summary();
         let count = |k: &str| s[k].as_array().map_or(0, Vec::len);
+        let calendars = |k: &str| s["calendars"][k].as_array().map_or(0, Vec::len);
         format!(
-            "{} created, {} updated, {} deleted, {} unchanged",
+            "{} created, {} updated, {} deleted, {} unchanged; calendars: {} created, {} updated, {} unchanged",
             count("created"),
             count("updated"),
             count("deleted"),
-            count("unchanged")
+            count("unchanged"),
+            calendars("created"),
+            calendars("updated"),
+            calendars("unchanged")
         )
     });
     Ok(())

@@ -1,7 +1,8 @@
 //! The `sundial` binary against a real API over loopback HTTP (backed by the emulator): `apply`
 //! is idempotent, a file with an error changes nothing and names its line and field, `--dry-run`
 //! writes nothing, a workflow named by `depends_on` in any order is written parents first and
-//! pruned children first, `--json` output parses, and exit codes say what went wrong.
+//! pruned children first, `--json` output parses, exit codes say what went wrong, and calendars
+//! (the shipped example files among them) are written before the jobs that name them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
@@ -98,6 +99,61 @@ async fn apply_twice_changes_nothing_the_second_time() {
     let job = json(&sundial(&url, &["jobs", "get", "nightly-report", "--json"]).await);
     assert_eq!(job["retry"]["max_attempts"], 7);
     assert_eq!(job["schedule_description"], "every day at 02:30 America/New_York");
+}
+
+/// A shipped example calendar file, by its name under `examples/calendars`.
+fn example(name: &str) -> String {
+    format!("{}/../examples/calendars/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The shipped calendar files apply as they are; a jobs file with calendars writes them before
+/// the jobs that name them, a second apply changes nothing, an edit of the calendar in the file
+/// reaches the job, and a calendar a job names cannot be deleted.
+#[tokio::test]
+async fn calendars_apply_before_the_jobs_that_name_them() {
+    let stack = Stack::new().await;
+    let url = stack.serve().await;
+    for shipped in ["nyse-2027.yaml", "sun-thu.yaml"] {
+        let applied = json(&sundial(&url, &["apply", "-f", &example(shipped), "--json"]).await);
+        assert_eq!(applied["calendars"]["created"].as_array().map(Vec::len), Some(1), "{shipped}: {applied}");
+    }
+    let listed = json(&sundial(&url, &["calendars", "ls", "--json"]).await);
+    let names: Vec<&str> = listed.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["nyse", "sun-thu"]);
+
+    let with_job = |holiday: &str| {
+        format!(
+            "calendars:\n  - name: desk\n    holidays: [{holiday}]\njobs:\n  - name: desk-report\n    schedule: {{cron: \"0 9 * * *\", calendar: {{name: desk, on_holiday: next_business_day}}}}\n    target: {{type: http, url: \"https://reports.example.test/run\"}}\n"
+        )
+    };
+    let first = file(&with_job("2031-01-01"));
+    let applied = json(&sundial(&url, &["apply", "-f", first.as_str(), "--json"]).await);
+    assert_eq!(
+        (&applied["calendars"]["created"], &applied["created"]),
+        (&serde_json::json!(["desk"]), &serde_json::json!(["desk-report"])),
+        "{applied}"
+    );
+    let again = json(&sundial(&url, &["apply", "-f", first.as_str(), "--json"]).await);
+    assert_eq!(again["calendars"]["unchanged"], serde_json::json!(["desk"]), "{again}");
+    assert_eq!(again["unchanged"], serde_json::json!(["desk-report"]), "{again}");
+
+    let edited = file(&with_job("2031-01-02"));
+    let applied = json(&sundial(&url, &["apply", "-f", edited.as_str(), "--json"]).await);
+    assert_eq!(applied["calendars"]["updated"], serde_json::json!(["desk"]), "{applied}");
+    assert_eq!(applied["updated"], serde_json::json!([]), "the job's own file entry is as it was");
+    let job = json(&sundial(&url, &["jobs", "get", "desk-report", "--json"]).await);
+    assert_eq!(job["calendars"], serde_json::json!({"desk": 2}), "the edit reached the job: {job}");
+    let calendar = json(&sundial(&url, &["calendars", "get", "desk", "--json"]).await);
+    assert_eq!(calendar["jobs"][0]["holds"], 2, "{calendar}");
+
+    let refused = sundial(&url, &["calendars", "delete", "desk"]).await;
+    assert_eq!(refused.status.code(), Some(3), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("desk-report"));
+    let bad = file("calendars:\n  - name: desk\n    holidays: [2031-02-30]\n");
+    let out = sundial(&url, &["apply", "-f", bad.as_str()]).await;
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{}:3: calendars[0].holidays[0]:", bad.as_str())), "{stderr}");
 }
 
 #[tokio::test]
