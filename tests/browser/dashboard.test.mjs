@@ -9,7 +9,8 @@
 // instants (listed, marked in the next runs, taken back), a pause with a reason and an until (its
 // banner) and the resume with its catch-up. And DST: a job at 02:30 New York time lists the API's
 // warning of the next spring change under its schedule, and one that starts two days before that
-// change badges the instant the gap moves; a union schedule (`any`) shows its description.
+// change badges the instant the gap moves; a union schedule (`any`) shows its description; a
+// named calendar is linked from the job that names it, and its pages list its days and jobs.
 // Screenshots go to $SCREENSHOTS. Usage:
 //   node dashboard.test.mjs <sundial base URL> <api key>
 // Exits non-zero (with the reason) on the first failed expectation; bounded by a global timeout.
@@ -403,6 +404,30 @@ try {
   if ((await page.locator("#next-runs li").count()) !== 5) fail("the union's next runs are listed");
   await shot("job-union");
   if (pageErrors.length) fail(`the DST and union pages raised: ${pageErrors.join("; ")}`);
+
+  // A named calendar: the job naming it links to it from its schedule; the calendar's page lists
+  // its holidays and the job with the version it follows; the calendars page lists it.
+  const desk = `desk-${suffix}`;
+  const putCalendar = await call("PUT", `/v1/calendars/${desk}`, { description: "desk holidays", timezone: "America/New_York",
+    holidays: ["2031-12-24", { from: "2031-12-29", to: "2031-12-31" }] });
+  if (putCalendar.status !== 201) fail(`creating the calendar: HTTP ${putCalendar.status} ${JSON.stringify(putCalendar.body)}`);
+  const onDesk = await create({ name: `on-desk-${suffix}`, schedule: { cron: "0 9 * * *", timezone: "America/New_York", calendar: { name: desk } } });
+  await page.goto(`${base}/ui/index.html#/jobs/${onDesk.id}`);
+  const link = page.locator(`#schedule-calendars a[href="#/calendars/${desk}"]`);
+  await link.waitFor({ timeout: 15_000 });
+  if (!(await page.locator("#schedule-calendars").innerText()).includes("v1")) fail("the job page says which version of the calendar it follows");
+  await link.click();
+  await page.locator("#holidays li").first().waitFor({ timeout: 15_000 });
+  const holidays = await page.locator("#holidays li").allInnerTexts();
+  if (holidays.length !== 2 || holidays[1] !== "2031-12-29 to 2031-12-31") fail(`the calendar's holidays, a range among them: ${JSON.stringify(holidays)}`);
+  const follower = await page.locator(`#calendar-jobs tr[data-job="${onDesk.id}"]`).innerText();
+  if (!follower.includes(`on-desk-${suffix}`) || !follower.includes("1")) fail(`the calendar lists the job that names it: ${follower}`);
+  await shot("calendar");
+  await page.goto(`${base}/ui/index.html#/calendars`);
+  await page.locator(`#calendars tr[data-calendar="${desk}"]`).waitFor({ timeout: 15_000 });
+  const listedRow = await page.locator(`#calendars tr[data-calendar="${desk}"]`).innerText();
+  if (!listedRow.includes("desk holidays")) fail(`the calendars page lists it: ${listedRow}`);
+  if (pageErrors.length) fail(`the calendar pages raised: ${pageErrors.join("; ")}`);
 
   // The instant ledger of the minutely job: wait (bounded) until one of its instants has come
   // and has a run (the tick claims a minute's instants ahead of it), then read the day strip on

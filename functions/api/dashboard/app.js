@@ -359,6 +359,14 @@ function nextRuns(preview) {
 
 // What the API warns of the schedule (`warnings`: each DST change of the next year that moves,
 // skips or doubles an instant), listed under it.
+// The named calendars a job's schedule uses, each linking to its page, with the version the
+// job's instants follow.
+const scheduleCalendars = (calendars) => {
+  const named = Object.entries(calendars || {});
+  return named.length ? `<p id="schedule-calendars">${named.map(([name, v]) =>
+    `calendar <a href="#/calendars/${encodeURIComponent(name)}">${esc(name)}</a> <span class="muted">v${esc(v)}</span>`).join(", ")}</p>` : "";
+};
+
 const scheduleWarnings = (warnings) => (warnings?.length
   ? `<ul class="notice" id="schedule-warnings" aria-label="Schedule warnings">${warnings.map((w) => `<li>${esc(w)}</li>`).join("")}</ul>` : "");
 
@@ -453,7 +461,7 @@ async function jobPage(id, refreshing = false) {
     api("GET", `/v1/jobs/${id}/graph`).catch(() => null),
   ]);
   const workflow = graph && graph.nodes.length > 1;
-  const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, pause, skips, remaining_runs, baseline, warnings, ...definition } = job;
+  const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, pause, skips, remaining_runs, baseline, warnings, calendars, ...definition } = job;
   const typed = refreshing ? formsTyped() : null;
   main.innerHTML = `<p><a href="#/">← Jobs</a></p><h1>${esc(job.name)} ${job.paused ? '<span class="paused">paused</span>' : ""}</h1>
     ${job.paused ? pauseBanner(job) : ""}
@@ -465,7 +473,7 @@ async function jobPage(id, refreshing = false) {
       <button data-act="delete" class="danger">Delete</button>
       <span id="action" class="muted"></span></div>
     ${pauseForm(job)}
-    <div class="grid card"><div id="schedule"${warnings?.length ? ' class="wide"' : ""}><span>Schedule</span>${esc(schedule_description)}${scheduleWarnings(warnings)}</div>
+    <div class="grid card"><div id="schedule"${warnings?.length ? ' class="wide"' : ""}><span>Schedule</span>${esc(schedule_description)}${scheduleCalendars(calendars)}${scheduleWarnings(warnings)}</div>
       <div><span>Next runs</span>${preview.instants.length ? nextRuns(preview) : job.depends_on?.length ? "with its parents' runs" : "—"}</div>
       ${skipsPanel(job)}${job.remaining_runs != null ? remainingRuns(job) : ""}
       <div><span>Version</span>${version} · updated ${when(updated_at)}</div>
@@ -583,6 +591,38 @@ async function runPage(id) {
   schedule(() => runPage(id), IN_FLIGHT.includes(run.state) || related.some((r) => IN_FLIGHT.includes(r.run?.state)));
 }
 
+// The owner's named calendars: each with its version, size and description.
+async function calendarsPage() {
+  const { calendars } = await api("GET", "/v1/calendars");
+  main.innerHTML = `<p><a href="#/">← Jobs</a></p><h1>Calendars</h1>
+    <table><thead><tr><th>Name</th><th>Version</th><th>Business days</th><th>Holidays</th><th class="hide-narrow">Description</th></tr></thead>
+    <tbody id="calendars">${calendars.map((c) => `<tr data-calendar="${esc(c.name)}"><td><a href="#/calendars/${encodeURIComponent(c.name)}">${esc(c.name)}</a></td>
+      <td>${esc(c.version)}</td><td>${esc((c.business_days || ["mon", "tue", "wed", "thu", "fri"]).join(" "))}</td>
+      <td>${(c.holidays || []).length}</td><td class="hide-narrow">${esc(c.description)}</td></tr>`).join("")
+      || '<tr><td colspan="5" class="muted">No calendars yet: PUT one to /v1/calendars/{name}, or apply a file with the sundial CLI.</td></tr>'}</tbody></table>`;
+  schedule(calendarsPage, false);
+}
+
+// One calendar: its days and holidays, and the jobs that name it with the version each follows
+// (one behind is marked: its edit has not reached it yet).
+async function calendarPage(name) {
+  const c = await api("GET", `/v1/calendars/${encodeURIComponent(name)}`);
+  const holiday = (h) => (typeof h === "string" ? esc(h) : `${esc(h.from)} to ${esc(h.to)}`);
+  main.innerHTML = `<p><a href="#/calendars">← Calendars</a></p><h1>Calendar ${esc(c.name)} <span class="muted">v${esc(c.version)}</span></h1>
+    <div class="grid card"><div><span>Description</span>${esc(c.description) || "—"}</div>
+      <div><span>Time zone of its dates</span>${esc(c.timezone) || "—"}</div>
+      <div><span>Business days</span>${esc((c.business_days || ["mon", "tue", "wed", "thu", "fri"]).join(" "))}</div>
+      <div><span>Updated</span>${when(c.updated_at)}</div></div>
+    <h2>Holidays <span class="muted">(${(c.holidays || []).length})</span></h2>
+    <ul class="holidays" id="holidays">${(c.holidays || []).map((h) => `<li>${holiday(h)}</li>`).join("") || '<li class="muted">none</li>'}</ul>
+    <h2>Jobs that name it</h2>
+    <table><thead><tr><th>Job</th><th>Follows version</th></tr></thead><tbody id="calendar-jobs">
+    ${c.jobs.map((j) => `<tr data-job="${esc(j.id)}"><td><a href="#/jobs/${esc(j.id)}">${esc(j.name)}</a></td>
+      <td>${esc(j.holds)}${j.holds < c.version ? ' <span class="paused">behind: PUT the calendar again</span>' : ""}</td></tr>`).join("")
+      || '<tr><td colspan="2" class="muted">No job names it.</td></tr>'}</tbody></table>`;
+  schedule(() => calendarPage(name), false);
+}
+
 async function route() {
   clearTimeout(refreshTimer);
   if (!sessionStorage.getItem(KEY)) return login();
@@ -590,6 +630,8 @@ async function route() {
   const [, kind, id] = (location.hash || "#/").split("/");
   try {
     if (kind === "jobs" && id) await jobPage(decodeURIComponent(id));
+    else if (kind === "calendars" && id) await calendarPage(decodeURIComponent(id));
+    else if (kind === "calendars") await calendarsPage();
     else if (kind === "runs" && id) await runPage(decodeURIComponent(id));
     else { if (!document.getElementById("jobs")) main.innerHTML = ""; await jobsPage(); }
   } catch (err) {
