@@ -9,7 +9,7 @@ use crate::client::Client;
 use crate::locate::Lines;
 use reqwest::Method;
 use serde_json::Value;
-use sundial_domain::named_calendar::NamedCalendarDocument;
+use sundial_domain::calendar::NamedCalendarDocument;
 use sundial_domain::validation;
 
 /// One calendar of the file, decoded and validated.

@@ -1263,7 +1263,8 @@ pub async fn fence_store_keeps_its_promises(store: &dyn FenceStore) {
 /// another calendar.
 pub async fn calendar_store_keeps_its_promises(store: &dyn CalendarStore) {
     use sundial_domain::calendar::HolidayEntry;
-    use sundial_domain::named_calendar::{MAX_CALENDARS_PER_OWNER, NamedCalendar, NamedCalendarDocument};
+    use sundial_domain::calendar::NamedCalendarDocument;
+    use sundial_domain::named_calendar::{MAX_CALENDARS_PER_OWNER, NamedCalendar};
     let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 3);
     let owner = unique("owner");
     let calendar = |name: &str, version: u64| NamedCalendar {

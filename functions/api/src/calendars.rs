@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sundial_app::calendars::{CalendarView, CalendarsError, Put};
-use sundial_domain::calendar::HolidayEntry;
-use sundial_domain::named_calendar::{NamedCalendar, NamedCalendarDocument};
+use sundial_domain::calendar::{HolidayEntry, NamedCalendarDocument};
+use sundial_domain::named_calendar::NamedCalendar;
 use utoipa::ToSchema;
 
 /// A named calendar as the API shows it.

@@ -10,10 +10,11 @@
 use crate::jobs::{Jobs, JobsError};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use sundial_domain::calendar::NamedCalendarDocument;
 use sundial_domain::clock::Clock;
 use sundial_domain::group::{self, Links};
 use sundial_domain::job::{JobId, Owner};
-use sundial_domain::named_calendar::{self, NamedCalendar, NamedCalendarDocument};
+use sundial_domain::named_calendar::{self, NamedCalendar};
 use sundial_domain::ports::store::{CalendarStore, Catalogue, Race, Raced, StoreError, until_won};
 use sundial_domain::validation::{self, ValidationError};
 

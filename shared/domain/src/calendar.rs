@@ -58,6 +58,31 @@ pub struct CalendarDocument {
     pub on_holiday: Option<OnHoliday>,
 }
 
+/// The longest a calendar's description may be, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 500;
+
+/// What `PUT /v1/calendars/{name}` accepts: a calendar kept under a name, which jobs' schedule
+/// entries share ([`crate::named_calendar`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct NamedCalendarDocument {
+    /// What the calendar is ("NYSE trading days, 2027"), 500 characters at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The IANA zone whose dates the holidays are. A schedule judges a date in its own zone; a
+    /// job whose entry runs in another zone is warned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
+    /// The weekdays that are business days (`mon` … `sun`); default Monday to Friday.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub business_days: Option<Vec<String>>,
+    /// Days that are not business days: dates (`2027-12-24`) or ranges (`{"from": "2027-12-24",
+    /// "to": "2027-12-31"}`, at most a year), 1,000 dates at most in all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holidays: Vec<HolidayEntry>,
+}
+
 /// A holiday: one date, or a range of dates.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

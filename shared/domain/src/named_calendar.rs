@@ -10,7 +10,7 @@
 //! document's named entries from the calendars, [`written`] takes the copies out again (what the
 //! API shows and a merge patch applies to), and [`names`] lists the calendars a document names.
 
-use crate::calendar::{CalendarDocument, HolidayEntry};
+use crate::calendar::{CalendarDocument, NamedCalendarDocument};
 use crate::job::{JobDocument, ScheduleDocument};
 use crate::validation::ValidationError;
 use chrono::{DateTime, Utc};
@@ -19,30 +19,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The most calendars one owner keeps.
 pub const MAX_CALENDARS_PER_OWNER: usize = 100;
-/// The longest a calendar's description may be, in characters.
-pub const MAX_DESCRIPTION_CHARS: usize = 500;
-
-/// What `PUT /v1/calendars/{name}` accepts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
-pub struct NamedCalendarDocument {
-    /// What the calendar is ("NYSE trading days, 2027"), 500 characters at most.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// The IANA zone whose dates the holidays are. A schedule judges a date in its own zone; a
-    /// job whose entry runs in another zone is warned.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timezone: Option<String>,
-    /// The weekdays that are business days (`mon` … `sun`); default Monday to Friday.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub business_days: Option<Vec<String>>,
-    /// Days that are not business days: dates (`2027-12-24`) or ranges (`{"from": "2027-12-24",
-    /// "to": "2027-12-31"}`, at most a year), 1,000 dates at most in all.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub holidays: Vec<HolidayEntry>,
-}
-
 /// A stored named calendar.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamedCalendar {
@@ -182,6 +158,7 @@ fn entries_mut(schedule: Option<&mut ScheduleDocument>) -> impl Iterator<Item = 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::calendar::HolidayEntry;
     use serde_json::json;
 
     fn nyse(version: u64) -> NamedCalendar {

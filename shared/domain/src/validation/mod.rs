@@ -7,10 +7,9 @@ mod target;
 
 pub use target::{HTTP_METHODS, MAX_TARGET_HEADERS};
 
-use crate::calendar::{self, Calendar, CalendarDocument, HolidayEntry};
+use crate::calendar::{self, Calendar, CalendarDocument, HolidayEntry, NamedCalendarDocument};
 use crate::job::{JobDocument, NotifySettings, ScheduleDocument};
 use crate::limits::{self, Limits, TargetAllowList};
-use crate::named_calendar::{self, NamedCalendarDocument};
 use crate::schedule::days::{DayRule, DaySelect};
 use crate::schedule::{DstPolicy, Recurrence, Schedule, ceil_second};
 use chrono::{DateTime, NaiveDate, Utc, Weekday};
@@ -470,10 +469,10 @@ const MAX_BUSINESS_DAY: i32 = 31;
 pub fn named_calendar(doc: &NamedCalendarDocument) -> Result<Calendar> {
     if let Some(description) = &doc.description {
         let chars = description.chars().count();
-        if chars > named_calendar::MAX_DESCRIPTION_CHARS {
+        if chars > calendar::MAX_DESCRIPTION_CHARS {
             return Err(ValidationError::new(
                 "description",
-                format!("holds {chars} characters, more than {}", named_calendar::MAX_DESCRIPTION_CHARS),
+                format!("holds {chars} characters, more than {}", calendar::MAX_DESCRIPTION_CHARS),
             ));
         }
     }
