@@ -182,6 +182,8 @@ impl Simulation {
             }),
             groups: Arc::new(FaultyGroups { inner: stores.groups.clone(), faults: faults.clone() }),
             calendars: Arc::new(FaultyCalendars { inner: stores.calendars.clone(), faults: faults.clone() }),
+            // The simulated API is called as its use cases, past authentication: no key is read.
+            keys: Arc::new(sundial_memory::MemoryKeyStore::new()),
             fences: Arc::new(FaultyFences { inner: stores.fences.clone(), faults: faults.clone() }),
             tick_state: Arc::new(FaultyTickState {
                 inner: stores.tick_state.clone(),

@@ -8,6 +8,7 @@ pub mod bad_input;
 pub mod hostile_tenant;
 pub mod idempotency;
 pub mod jobs_api;
+pub mod keys;
 pub mod observe;
 pub mod tick;
 pub mod watchdog;

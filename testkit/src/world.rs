@@ -217,6 +217,7 @@ impl World {
             runs: runs.clone(),
             groups: group_store.clone(),
             calendars: Arc::new(sundial_memory::MemoryCalendarStore::new()),
+            keys: Arc::new(sundial_memory::MemoryKeyStore::new()),
             fences: Arc::new(sundial_memory::MemoryFenceStore::new()),
             tick_state: tick_state.clone(),
             queue: queue.clone(),

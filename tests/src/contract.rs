@@ -23,8 +23,8 @@ use sundial_domain::health::{Baseline, FailureRate, Trouble, TroubleMark, Troubl
 use sundial_domain::job::{CatchupPolicy, EventKind, Gap, GapCause, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    Advance, CalendarStore, Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, RunStore,
-    StoreError, StoredResponse, TickState, TickStateStore,
+    Advance, CalendarStore, Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, KeyStore,
+    RunStore, StoreError, StoredResponse, TickState, TickStateStore,
 };
 use sundial_domain::run::event::EventDetail;
 use sundial_domain::run::{Attempt, Published, Run, RunEvent, RunId, RunKey, RunMessage, RunState};
@@ -1256,6 +1256,73 @@ pub async fn fence_store_keeps_its_promises(store: &dyn FenceStore) {
 
 // ---------------------------------------------------------------------------------------------
 // Named calendars
+
+/// Every promise of a [`KeyStore`]: a key is created once per id, while its owner has fewer than
+/// the most; read back by id exactly as written; listed by owner and name; deleted only by its
+/// owner; its last use recorded at most every minute and never on a key that is gone.
+pub async fn key_store_keeps_its_promises(store: &dyn KeyStore) {
+    use sundial_domain::keys::{ApiKey, MAX_KEYS_PER_OWNER, Role};
+    let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 3);
+    let owner = unique("owner");
+    let key = |id: String, name: &str| ApiKey {
+        id,
+        owner: owner.clone(),
+        name: name.to_string(),
+        role: Role::Operator,
+        created_by: "alice".into(),
+        created_at: now,
+        expires_at: Some(now + Duration::days(30)),
+        last_used_at: None,
+        digest: "ab".repeat(32),
+    };
+    let id = |n: u32| format!("{:012x}{n:08x}", rand_suffix());
+    let first = key(id(1), "zeta");
+    store.create(&first).await.unwrap();
+    assert_eq!(store.create(&first).await, Err(StoreError::Conflict), "created once");
+    assert_eq!(store.get(&first.id).await.unwrap().as_ref(), Some(&first), "read back as written");
+    let second = key(id(2), "alpha");
+    store.create(&second).await.unwrap();
+    assert_eq!(store.list(&owner).await.unwrap(), vec![second.clone(), first.clone()], "listed by name");
+    assert_eq!(store.list(&unique("other")).await.unwrap(), Vec::new(), "another owner's list is its own");
+
+    store.touch(&first.id, now + Duration::seconds(5)).await.unwrap();
+    assert_eq!(
+        store.get(&first.id).await.unwrap().and_then(|k| k.last_used_at),
+        Some(now + Duration::seconds(5))
+    );
+    store.touch(&first.id, now + Duration::seconds(30)).await.unwrap();
+    let seen = store.get(&first.id).await.unwrap().and_then(|k| k.last_used_at);
+    assert_eq!(seen, Some(now + Duration::seconds(5)), "within the minute: not written again");
+    store.touch(&first.id, now + Duration::seconds(70)).await.unwrap();
+    let seen = store.get(&first.id).await.unwrap().and_then(|k| k.last_used_at);
+    assert_eq!(seen, Some(now + Duration::seconds(70)));
+
+    assert_eq!(
+        store.delete(&unique("other"), &first.id).await,
+        Err(StoreError::NotFound),
+        "only by its owner"
+    );
+    assert!(store.get(&first.id).await.unwrap().is_some());
+    store.delete(&owner, &first.id).await.unwrap();
+    assert_eq!(store.get(&first.id).await.unwrap(), None);
+    assert_eq!(store.delete(&owner, &first.id).await, Err(StoreError::NotFound));
+    store.touch(&first.id, now + Duration::seconds(200)).await.unwrap();
+    assert_eq!(store.get(&first.id).await.unwrap(), None, "a touch does not bring it back");
+    assert_eq!(store.list(&owner).await.unwrap(), vec![second.clone()], "unlisted");
+
+    for n in 1..MAX_KEYS_PER_OWNER as u32 {
+        store.create(&key(id(100 + n), &format!("k{n:03}"))).await.unwrap();
+    }
+    let over = store.create(&key(id(999), "one-more")).await;
+    assert_eq!(over, Err(StoreError::QuotaExceeded(MAX_KEYS_PER_OWNER as u32)), "no more than the most");
+    store.delete(&owner, &second.id).await.unwrap();
+    store.create(&key(id(999), "one-more")).await.unwrap();
+}
+
+/// 48 random bits, so that ids of one run of the suite differ from another's.
+fn rand_suffix() -> u64 {
+    u64::from_str_radix(&JobId::generate().to_string()[..12], 32).unwrap_or(0) & 0xffff_ffff_ffff
+}
 
 /// Every promise of a [`CalendarStore`]: a calendar is created once per owner and name, while the
 /// owner has fewer than the most; replaced and deleted only under the version read; read back and

@@ -3,13 +3,19 @@
 //! are the ones whose answer depends on the real adapters: DynamoDB's items, conditions, indexes
 //! and cursors, and the idempotency table.
 
-use sundial_testkit::scenarios::{bad_input, hostile_tenant, idempotency, jobs_api};
+use sundial_testkit::scenarios::{bad_input, hostile_tenant, idempotency, jobs_api, keys};
 use sundial_tests::Stack;
 
 /// Jobs: create, read, merge patch, If-Match, pause and resume through the due index, delete.
 #[tokio::test]
 async fn job_lifecycle() {
     jobs_api::job_lifecycle::<Stack>().await;
+}
+
+/// Keys: made, read by their id on every request, refused by role, once revoked and once expired.
+#[tokio::test]
+async fn keys_carry_roles_and_are_refused_once_revoked_or_expired() {
+    keys::keys_carry_roles_and_are_refused_once_revoked_or_expired::<Stack>().await;
 }
 
 /// Jobs: pages of a listing follow DynamoDB's cursors, sealed.

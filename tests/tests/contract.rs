@@ -60,6 +60,17 @@ async fn dynamo_tick_state_store_keeps_its_promises() {
 }
 
 #[tokio::test]
+async fn memory_key_store_keeps_its_promises() {
+    contract::key_store_keeps_its_promises(&sundial_memory::MemoryKeyStore::new()).await;
+}
+
+#[tokio::test]
+async fn dynamo_key_store_keeps_its_promises() {
+    let stack = Stack::new().await;
+    contract::key_store_keeps_its_promises(stack.services.ports.keys.as_ref()).await;
+}
+
+#[tokio::test]
 async fn memory_calendar_store_keeps_its_promises() {
     contract::calendar_store_keeps_its_promises(&sundial_memory::MemoryCalendarStore::new()).await;
 }

@@ -1,17 +1,22 @@
 //! Authentication middleware: every protected route learns its [`Caller`] here.
 //!
 //! In AWS, an API Gateway JWT authorizer may stand in front: its verified `sub` claim is the
-//! owner. Otherwise the `Authorization: Bearer <key>` header must carry a known API key; keys are
-//! compared by their SHA-256 digest, locally and in Lambda alike.
+//! owner. Otherwise the `Authorization: Bearer <key>` header must carry a known API key: one made
+//! through the API (`sdl_…`, read by its id, carrying its role) or a configured one (its owner's
+//! admin); keys are compared by their SHA-256 digest, locally and in Lambda alike. Then the role
+//! the route needs ([`roles::needed`]) is checked: a key without it is refused (403, naming the
+//! role) before the route runs.
 
 use crate::error::ApiError;
-use crate::extract::Caller;
+use crate::extract::{Acting, Caller};
+use crate::roles;
 use crate::state::AppState;
-use axum::extract::{Request, State};
-use axum::http::header;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use lambda_http::request::RequestContext;
+use sundial_domain::keys::{self, Principal};
 
 /// The owner named by an API Gateway JWT authorizer, if one ran for this request.
 fn jwt_subject(req: &Request) -> Option<String> {
@@ -39,13 +44,33 @@ pub async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let owner = match jwt_subject(&req) {
-        Some(subject) => subject,
-        None => bearer(&req)
-            .and_then(|key| state.settings.api_keys.owner_of(key))
-            .cloned()
-            .ok_or_else(ApiError::unauthorized)?,
+    let principal = match jwt_subject(&req) {
+        Some(subject) => Principal::admin(subject),
+        None => {
+            let key = bearer(&req).ok_or_else(ApiError::unauthorized)?;
+            match keys::id_of(key) {
+                // A key made through the API: read by its id.
+                Some(_) => {
+                    state.use_cases.keys.authenticate(key).await?.ok_or_else(ApiError::unauthorized)?
+                }
+                // A configured key: its owner's admin.
+                None => state
+                    .settings
+                    .api_keys
+                    .owner_of(key)
+                    .map(Principal::admin)
+                    .ok_or_else(ApiError::unauthorized)?,
+            }
+        }
     };
-    req.extensions_mut().insert(Caller(owner));
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_default();
+    let needed = roles::needed(req.method(), &route);
+    if !principal.role.allows(needed) {
+        let message =
+            format!("this call needs the {} role; the key has {}", needed.as_str(), principal.role.as_str());
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).with_field("role"));
+    }
+    req.extensions_mut().insert(Caller(principal.owner.clone()));
+    req.extensions_mut().insert(Acting(principal));
     Ok(next.run(req).await)
 }

@@ -25,6 +25,18 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
+/// Who is calling, as authenticated: owner, role and key.
+#[derive(Debug, Clone)]
+pub struct Acting(pub sundial_domain::keys::Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Acting {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.get::<Acting>().cloned().ok_or_else(ApiError::unauthorized)
+    }
+}
+
 /// A JSON body decoded into `T`; errors name the field.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);

@@ -3,9 +3,11 @@
 //!
 //! - [`jobs`]: the `/v1/jobs` handlers; [`runs`]: run history, control and target callbacks;
 //!   [`groups`]: the owner's concurrency groups; [`calendars`]: the owner's named calendars;
+//!   [`keys`]: the owner's API keys;
 //!   [`forecast`]: runs due per minute, from the schedules; [`instants`]: a job's instant
 //!   ledger;
-//! - [`auth`] and [`idempotency`]: the middleware in front of every protected route;
+//! - [`auth`] and [`idempotency`]: the middleware in front of every protected route; [`roles`]:
+//!   the role each route needs;
 //! - [`extract`]: request decoding with field-named errors, through [`strict_json`] (no repeated
 //!   keys); [`error`]: error responses;
 //! - [`view`]: response bodies; [`paging`]: pages bounded by bytes (Lambda's 6 MB response); [`openapi`]: the OpenAPI document generated from all of these;
@@ -28,9 +30,11 @@ pub mod groups;
 pub mod idempotency;
 pub mod instants;
 pub mod jobs;
+pub mod keys;
 pub mod observe;
 pub mod openapi;
 pub mod paging;
+pub mod roles;
 pub mod runs;
 pub mod state;
 pub mod strict_json;
@@ -58,6 +62,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/runs", get(runs::list))
         .route("/v1/jobs/{id}/instants", get(instants::list))
         .route("/v1/groups/{name}", get(groups::get).put(groups::put).delete(groups::delete))
+        .route("/v1/keys", post(keys::create).get(keys::list))
+        .route("/v1/keys/{id}", axum::routing::delete(keys::revoke))
         .route("/v1/calendars", get(calendars::list))
         .route("/v1/calendars/{name}", get(calendars::get).put(calendars::put).delete(calendars::delete))
         .route("/v1/runs/{id}", get(runs::get))

@@ -10,4 +10,5 @@ sundial_testkit::bad_input_scenarios!(World);
 sundial_testkit::hostile_tenant_scenarios!(World);
 sundial_testkit::idempotency_scenarios!(World);
 sundial_testkit::jobs_api_scenarios!(World);
+sundial_testkit::keys_scenarios!(World);
 sundial_testkit::observe_scenarios!(World);

@@ -13,6 +13,7 @@
 //!   handed over to the children ([`workflow::cascade`]);
 //! - [`groups`]: concurrency groups: their limits, and the slots runs take ([`groups::slots`]);
 //! - [`calendars`]: named calendars, and their edits copied into the jobs that name them;
+//! - [`keys`]: API keys made, listed and revoked, and the check of a presented one;
 //! - [`ledger`]: a job's instants in a range and what became of each;
 //! - [`skips`]: instants skipped on request, without pausing, and taken back before they are due;
 //! - [`forecast`]: the load forecast of an owner's jobs, or of the whole stack;
@@ -28,6 +29,7 @@ pub mod forecast;
 pub mod groups;
 pub mod health;
 pub mod jobs;
+pub mod keys;
 pub mod ledger;
 pub mod meter;
 pub mod ports;

@@ -11,7 +11,7 @@ use sundial_domain::entropy::Entropy;
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{
-    CalendarStore, FenceStore, GroupStore, JobStore, RunStore, TickStateStore,
+    CalendarStore, FenceStore, GroupStore, JobStore, KeyStore, RunStore, TickStateStore,
 };
 use sundial_domain::ports::targets::Caller;
 use sundial_domain::ports::topics::JobTopics;
@@ -23,6 +23,7 @@ pub struct Ports {
     pub runs: Arc<dyn RunStore>,
     pub groups: Arc<dyn GroupStore>,
     pub calendars: Arc<dyn CalendarStore>,
+    pub keys: Arc<dyn KeyStore>,
     pub fences: Arc<dyn FenceStore>,
     pub tick_state: Arc<dyn TickStateStore>,
     pub queue: Arc<dyn RunQueue>,

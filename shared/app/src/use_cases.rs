@@ -8,6 +8,7 @@ use crate::claim::{ClaimSettings, Claimer};
 use crate::forecast::Forecasts;
 use crate::groups::Groups;
 use crate::jobs::{Jobs, JobsSettings};
+use crate::keys::Keys;
 use crate::ledger::Ledgers;
 use crate::ports::Ports;
 use crate::record::Recorder;
@@ -40,6 +41,7 @@ pub struct UseCases {
     pub jobs: Jobs,
     pub groups: Groups,
     pub calendars: Calendars,
+    pub keys: Keys,
     pub run_control: RunControl,
     pub tick: Tick,
     pub worker: Worker,
@@ -61,6 +63,7 @@ impl UseCases {
         let jobs = Jobs::new(ports, claimer.clone(), groups.clone(), settings.jobs);
         let calendars =
             Calendars::new(ports.calendars.clone(), ports.jobs.clone(), jobs.clone(), ports.clock.clone());
+        let keys = Keys::new(ports.keys.clone(), ports.clock.clone(), ports.entropy.clone());
         // The tick's passes send runs due later: just after a whole second, to start on time.
         let tick = Tick::new(ports, claimer.clone().aligning_sends(), jobs.clone(), settings.tick);
         let heartbeat_window = settings.worker.heartbeat_window;
@@ -77,6 +80,7 @@ impl UseCases {
             jobs,
             groups,
             calendars,
+            keys,
             run_control,
             tick,
             worker,

@@ -20,7 +20,8 @@
 //! - [`events`]: what is told about runs, when, and to whom;
 //! - [`watchdog`]: what the watchdog decides (lost leases, unsent events, SLA, stalls);
 //! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
-//! - [`auth`]: API keys (stored hashed) and owners; [`page_token`]: pagination tokens;
+//! - [`auth`]: API keys (stored hashed) and owners; [`keys`]: keys kept as data, and their roles;
+//!   [`page_token`]: pagination tokens;
 //! - [`clock`]: time as an input; [`entropy`]: chance as an input;
 //! - [`workflow`]: jobs that run after other jobs: the graph checks and when a child runs;
 //! - [`waiting`]: why a waiting run has not started (its offset, a backoff, its group);
@@ -50,6 +51,7 @@ pub mod forecast;
 pub mod group;
 pub mod health;
 pub mod job;
+pub mod keys;
 pub mod ledger;
 pub mod limits;
 pub mod merge_patch;

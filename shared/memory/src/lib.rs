@@ -12,6 +12,7 @@
 //! - [`jobs`]: [`MemoryJobStore`]; [`runs`]: [`MemoryRunStore`]; [`tick`]:
 //!   [`MemoryTickStateStore`]; [`idempotency`]: [`MemoryIdempotencyStore`]; [`groups`]:
 //!   [`MemoryGroupStore`]; [`fences`]: [`MemoryFenceStore`]; [`calendars`]: [`MemoryCalendarStore`];
+//!   [`keys`]: [`MemoryKeyStore`];
 //! - [`queue`]: [`MemoryQueue`], the runs queue and its dead-letter queue;
 //! - [`bus`]: [`MemoryEventBus`]; [`topics`]: [`MemoryTopics`]; [`caller`]: [`ScriptedCaller`];
 //! - [`guard`]: the one way this crate takes its locks.
@@ -27,6 +28,7 @@ pub mod groups;
 pub mod guard;
 pub mod idempotency;
 pub mod jobs;
+pub mod keys;
 pub mod queue;
 pub mod runs;
 pub mod tick;
@@ -39,6 +41,7 @@ pub use fences::MemoryFenceStore;
 pub use groups::MemoryGroupStore;
 pub use idempotency::MemoryIdempotencyStore;
 pub use jobs::MemoryJobStore;
+pub use keys::MemoryKeyStore;
 pub use queue::MemoryQueue;
 pub use runs::MemoryRunStore;
 pub use tick::MemoryTickStateStore;

@@ -7,7 +7,7 @@ use sundial_app::ports::Ports;
 use sundial_app::use_cases::UseCases;
 use sundial_aws::dynamo::{
     DynamoCalendarStore, DynamoFenceStore, DynamoGroupStore, DynamoIdempotencyStore, DynamoJobStore,
-    DynamoRunStore, DynamoTickStateStore,
+    DynamoKeyStore, DynamoRunStore, DynamoTickStateStore,
 };
 use sundial_aws::metrics::{Clients, Ledger};
 use sundial_aws::sns::bus::SnsEventBus;
@@ -66,6 +66,7 @@ impl Services {
             )),
             groups: Arc::new(DynamoGroupStore::new(dynamo.clone(), &r.jobs_table, ledger.clone())),
             calendars: Arc::new(DynamoCalendarStore::new(dynamo.clone(), &r.jobs_table, ledger.clone())),
+            keys: Arc::new(DynamoKeyStore::new(dynamo.clone(), &r.jobs_table, ledger.clone())),
             fences: Arc::new(DynamoFenceStore::new(dynamo.clone(), &r.jobs_table, ledger.clone())),
             tick_state: Arc::new(DynamoTickStateStore::new(dynamo.clone(), &r.jobs_table)),
             queue: sqs_queue.clone(),

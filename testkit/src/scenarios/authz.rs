@@ -9,6 +9,9 @@
 //!   wrong one, an API key or the token in the wrong place, another run's valid token (Bob's run,
 //!   and another of Alice's runs), and the run's own token.
 //! - Public routes (the OpenAPI document, the dashboard) answer everyone alike.
+//! - Roles: Alice's viewer, operator and editor keys (made through `POST /v1/keys`) are each
+//!   refused every route that needs more (403 naming the role it needs), before any of her own
+//!   calls; the role each route needs is written out here, apart from the API's table.
 //!
 //! The routes are read from the router's source and from the served OpenAPI document, so a route
 //! added without a row here fails the test. Every refused call is made before any of Alice's own,
@@ -22,6 +25,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use sundial_app::worker::Disposition;
 use sundial_domain::job::{Job, JobId};
+use sundial_domain::keys::Role;
 use sundial_domain::run::{RunId, RunState};
 use sundial_domain::target::headers;
 
@@ -137,6 +141,9 @@ struct Resources {
     /// Every job of Alice's (the deleted one's id included) and of Bob's.
     alices_jobs: Vec<String>,
     bobs_jobs: Vec<String>,
+    /// Alice's keys below admin, each with its secret; and the id of the key the DELETE row revokes.
+    role_keys: Vec<(Role, String)>,
+    doomed_key: String,
 }
 
 /// Every route of the router, on Alice's resources; `ghost_job`/`ghost_run` name nothing.
@@ -350,6 +357,16 @@ fn rows(w: &Resources, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
             owned("/v1/groups/ghost-group".into()),
             S::NO_CONTENT,
         ),
+        Row::new(M::POST, "/v1/keys", "/v1/keys".into(), Create, S::CREATED)
+            .body(json!({"name": "made-here", "role": "viewer"})),
+        Row::new(M::GET, "/v1/keys", "/v1/keys".into(), List, S::OK),
+        Row::new(
+            M::DELETE,
+            "/v1/keys/{id}",
+            format!("/v1/keys/{}", w.doomed_key),
+            owned(format!("/v1/keys/{}", "0".repeat(20))),
+            S::NO_CONTENT,
+        ),
         Row::new(M::GET, "/v1/calendars", "/v1/calendars".into(), List, S::OK),
         Row::new(
             M::GET,
@@ -558,8 +575,30 @@ async fn resources<H: Harness>(deployment: &H) -> Resources {
     run_id(&api.call(keyed).await);
     let page = api.get(ALICE, "/v1/jobs?limit=1").await;
     let cursor = page.body["next"].as_str().expect("a next page").to_string();
+    // Alice's keys of each role below admin, and one to revoke.
+    let mut made = Vec::new();
+    for (name, role) in [
+        ("viewer-key", "viewer"),
+        ("operator-key", "operator"),
+        ("editor-key", "editor"),
+        ("doomed-key", "viewer"),
+    ] {
+        let reply = api.post(ALICE, "/v1/keys", &json!({"name": name, "role": role})).await;
+        assert_eq!(reply.status, StatusCode::CREATED, "{name}: {}", reply.body);
+        made.push((
+            reply.body["id"].as_str().unwrap().to_string(),
+            reply.body["secret"].as_str().unwrap().to_string(),
+        ));
+    }
+    let role_keys = vec![
+        (Role::Viewer, made[0].1.clone()),
+        (Role::Operator, made[1].1.clone()),
+        (Role::Editor, made[2].1.clone()),
+    ];
 
     Resources {
+        role_keys,
+        doomed_key: made[3].0.clone(),
         token: tokens[&waiting.to_string()].clone(),
         other_token: tokens[&others.to_string()].clone(),
         bobs_token: tokens[&bobs_run.to_string()].clone(),
@@ -618,7 +657,8 @@ fn calls(row: &Row, who: Who, w: &Resources) -> Vec<(String, Call<'static>)> {
 fn names_alices(text: &str, w: &Resources) -> Option<String> {
     let runs = [&w.waiting, &w.queued, &w.ended, &w.orphan].map(|r| r.to_string());
     // Her calendars' names are hers alone (Bob's `put-here` is his own).
-    let calendars = ["alices-calendar", "doomed-calendar"].map(String::from);
+    let calendars =
+        ["alices-calendar", "doomed-calendar", "viewer-key", "operator-key", "editor-key"].map(String::from);
     let mut named = w.alices_jobs.iter().chain(runs.iter()).chain(calendars.iter());
     named.find(|id| text.contains(id.as_str())).cloned()
 }
@@ -721,6 +761,10 @@ fn check_owners(row: &Row, reply: &Reply, w: &Resources) -> Result<(), String> {
             fail("her calendars are missing")
         }
         (Kind::List, "/v1/calendars", _) => Ok(()),
+        (Kind::List, "/v1/keys", _) if !text.contains("viewer-key") || text.contains("sdl_") => {
+            fail("her keys are missing, or a secret is shown")
+        }
+        (Kind::List, "/v1/keys", _) => Ok(()),
         (Kind::List, ..) if !text.contains(&w.main) => fail("her list lacks her job"),
         (Kind::Owned { .. }, "/v1/jobs/{id}/trigger", "Alice's Idempotency-Key")
             if reply.headers.get("idempotent-replayed").is_none() =>
@@ -734,6 +778,21 @@ fn check_owners(row: &Row, reply: &Reply, w: &Resources) -> Result<(), String> {
             fail("the run did not end")
         }
         _ => Ok(()),
+    }
+}
+
+/// The role each route needs, written out here apart from the API's own table.
+fn needs(method: &Method, template: &str) -> Role {
+    match (method.as_str(), template) {
+        (_, t) if t.starts_with("/v1/keys") => Role::Admin,
+        ("GET", _) => Role::Viewer,
+        (
+            "POST",
+            "/v1/jobs/{id}/pause" | "/v1/jobs/{id}/resume" | "/v1/jobs/{id}/skip" | "/v1/jobs/{id}/trigger",
+        )
+        | ("POST", "/v1/jobs/{id}/backfill" | "/v1/runs/{id}/cancel" | "/v1/runs/{id}/rerun")
+        | ("DELETE", "/v1/jobs/{id}/skip") => Role::Operator,
+        _ => Role::Editor,
     }
 }
 
@@ -801,6 +860,30 @@ pub async fn the_authorization_matrix_of_every_route<H: Harness>() {
             }
         }
     }
+    // Alice's keys below a route's role are refused it (403 naming the role), and change nothing.
+    let mut refused_by_role = 0;
+    for row in rows.iter().filter(|r| !matches!(r.kind, Kind::Public | Kind::Callback)) {
+        let needed = needs(&row.method, row.template);
+        for (role, secret) in w.role_keys.iter().filter(|(role, _)| *role < needed) {
+            for (what, call) in calls(row, Who::Owner, &w) {
+                let call = Call { key: None, ..call }.header("authorization", format!("Bearer {secret}"));
+                let reply = deployment.api().call(call).await;
+                let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+                let says = message.contains(&format!("needs the {} role", needed.as_str()));
+                if (reply.status, reply.error_field(), says) != (StatusCode::FORBIDDEN, "role", true) {
+                    failures.push(format!(
+                        "{} as Alice's {} key ({what}): {} {}",
+                        row.label(),
+                        role.as_str(),
+                        reply.status,
+                        reply.body
+                    ));
+                }
+                refused_by_role += 1;
+            }
+        }
+    }
+    assert!(refused_by_role >= 30, "{refused_by_role}");
     // The waiting run's token on Bob's run is refused too.
     let crossed = deployment
         .api()

@@ -7,6 +7,7 @@ use crate::fence::Fence;
 use crate::group::{Group, Links};
 use crate::health::{Baseline, Trouble, TroubleMark, Troubles};
 use crate::job::{Gap, Job, JobId};
+use crate::keys::ApiKey;
 use crate::named_calendar::NamedCalendar;
 use crate::run::{Published, RunEvent};
 use crate::run::{Run, RunId, RunKey, RunState};
@@ -251,6 +252,26 @@ pub trait CalendarStore: Send + Sync + std::fmt::Debug {
 
     /// Removes `job`'s link, if it has one.
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()>;
+}
+
+/// API keys kept as data: each found by its id, listed by owner.
+#[async_trait]
+pub trait KeyStore: Send + Sync + std::fmt::Debug {
+    /// The key `id`, read consistently (a key revoked a moment ago is not found).
+    async fn get(&self, id: &str) -> StoreResult<Option<ApiKey>>;
+
+    /// The owner's keys, by name.
+    async fn list(&self, owner: &str) -> StoreResult<Vec<ApiKey>>;
+
+    /// Stores a new key: `Conflict` if its id exists, `QuotaExceeded` if the owner has the most
+    /// keys allowed ([`crate::keys::MAX_KEYS_PER_OWNER`]). All or nothing.
+    async fn create(&self, key: &ApiKey) -> StoreResult<()>;
+
+    /// Deletes the owner's key `id` (`NotFound` if it has none of that id).
+    async fn delete(&self, owner: &str, id: &str) -> StoreResult<()>;
+
+    /// Records a use of key `id` at `at` (best effort: nothing if the key is gone).
+    async fn touch(&self, id: &str, at: DateTime<Utc>) -> StoreResult<()>;
 }
 
 /// The per-job start fences of `forbid` and `replace` jobs ([`crate::fence`]): one small record

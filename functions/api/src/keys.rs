@@ -1,0 +1,107 @@
+//! Handlers of `/v1/keys`: an owner's API keys, made (the secret shown once), listed (never a
+//! secret or its digest) and revoked. Admin keys only.
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{Acting, JsonBody};
+use crate::state::AppState;
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sundial_app::keys::KeysError;
+use sundial_domain::keys::{ApiKey, KeyDocument, Role};
+use utoipa::ToSchema;
+
+/// An API key as the API shows it: never its secret, nor its digest.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyView {
+    pub id: String,
+    pub name: String,
+    pub role: Role,
+    /// The key that made it (its name), or the owner for a configured key.
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Its last use, to the minute.
+    pub last_used_at: Option<DateTime<Utc>>,
+    /// The secret: only in the response that made the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+impl From<ApiKey> for KeyView {
+    fn from(key: ApiKey) -> Self {
+        KeyView {
+            id: key.id,
+            name: key.name,
+            role: key.role,
+            created_by: key.created_by,
+            created_at: key.created_at,
+            expires_at: key.expires_at,
+            last_used_at: key.last_used_at,
+            secret: None,
+        }
+    }
+}
+
+/// The owner's keys.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyList {
+    pub keys: Vec<KeyView>,
+}
+
+impl From<KeysError> for ApiError {
+    fn from(e: KeysError) -> Self {
+        match e {
+            KeysError::Invalid(v) => v.into(),
+            KeysError::NotFound => ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such key"),
+            KeysError::QuotaExceeded(_) => {
+                ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", e.to_string())
+            }
+            KeysError::Store(s) => s.into(),
+        }
+    }
+}
+
+/// Make a key; its secret is in this response only.
+#[utoipa::path(post, path = "/v1/keys", operation_id = "createKey", tag = "keys", request_body = KeyDocument,
+    responses((status = 201, body = KeyView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "Not an admin key, or the owner has the most keys allowed", body = ErrorBody),
+        (status = 422, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn create(
+    State(state): State<AppState>,
+    Acting(principal): Acting,
+    JsonBody(document): JsonBody<KeyDocument>,
+) -> Result<(StatusCode, Json<KeyView>), ApiError> {
+    let made = state.use_cases.keys.create(&principal, &document).await?;
+    let view = KeyView { secret: Some(made.secret), ..KeyView::from(made.key) };
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// The owner's keys, by name.
+#[utoipa::path(get, path = "/v1/keys", operation_id = "listKeys", tag = "keys",
+    responses((status = 200, body = KeyList), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn list(
+    State(state): State<AppState>,
+    Acting(principal): Acting,
+) -> Result<Json<KeyList>, ApiError> {
+    let keys = state.use_cases.keys.list(&principal.owner).await?;
+    Ok(Json(KeyList { keys: keys.into_iter().map(KeyView::from).collect() }))
+}
+
+/// Revoke a key: the next request that presents it is refused.
+#[utoipa::path(delete, path = "/v1/keys/{id}", operation_id = "revokeKey", tag = "keys",
+    params(("id" = String, Path)),
+    responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = [])))]
+pub async fn revoke(
+    State(state): State<AppState>,
+    Acting(principal): Acting,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.use_cases.keys.revoke(&principal.owner, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,181 @@
+//! API keys in DynamoDB, in the jobs table: one item per key, keyed `apikey#<id>`, the key kept
+//! as JSON text (`doc`, its secret's digest only) with its `owner` apart (`key_owner`, so that a
+//! delete checks it) and its last use (`last_used`, Unix milliseconds); the owner's list is
+//! another item, `apikeys#<owner>` (one `k_<id>` attribute per key and their `count`), written in
+//! the transaction that creates or deletes a key, so a listing is one read and a batch read and
+//! the count bounds how many an owner keeps. None of these items carries `owner`, `name`,
+//! `document` or due attributes, so all stay out of the jobs table's indexes and its scan.
+
+use super::item::{self, Item, TransactFailure, failed, get_s, n, s};
+use super::update::Update;
+use crate::errors::store_error;
+use crate::metrics::{Ledger, writes};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update as TransactUpdate};
+use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use sundial_domain::keys::{ApiKey, LAST_USED_EVERY, MAX_KEYS_PER_OWNER};
+use sundial_domain::ports::store::{KeyStore, StoreError, StoreResult};
+
+/// API keys, in the jobs table.
+#[derive(Debug, Clone)]
+pub struct DynamoKeyStore {
+    client: Client,
+    table: String,
+    ledger: Arc<Ledger>,
+}
+
+fn key_item(id: &str) -> String {
+    format!("apikey#{id}")
+}
+
+fn list_item(owner: &str) -> String {
+    format!("apikeys#{owner}")
+}
+
+fn built<T, E: std::fmt::Display>(built: Result<T, E>) -> StoreResult<T> {
+    built.map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+impl DynamoKeyStore {
+    pub fn new(client: Client, table: impl Into<String>, ledger: Arc<Ledger>) -> Self {
+        DynamoKeyStore { client, table: table.into(), ledger }
+    }
+
+    fn decode(item: &Item) -> StoreResult<ApiKey> {
+        let mut key: ApiKey =
+            serde_json::from_str(get_s(item, "doc")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        if let Some(AttributeValue::N(millis)) = item.get("last_used") {
+            key.last_used_at = millis.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis);
+        }
+        Ok(key)
+    }
+
+    async fn read(&self, key: String) -> StoreResult<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(store_error)?;
+        Ok(out.item)
+    }
+}
+
+#[async_trait]
+impl KeyStore for DynamoKeyStore {
+    async fn get(&self, id: &str) -> StoreResult<Option<ApiKey>> {
+        self.read(key_item(id)).await?.as_ref().map(Self::decode).transpose()
+    }
+
+    async fn list(&self, owner: &str) -> StoreResult<Vec<ApiKey>> {
+        let Some(listed) = self.read(list_item(owner)).await? else { return Ok(Vec::new()) };
+        let keys: Vec<Item> = listed
+            .keys()
+            .filter_map(|attribute| attribute.strip_prefix("k_"))
+            .map(|id| Item::from([("job_id".to_string(), s(key_item(id)))]))
+            .collect();
+        let mut keys =
+            super::batch::get(&self.client, &self.table, keys, true, |item| Self::decode(item).map(Some))
+                .await?;
+        keys.retain(|k| k.owner == owner);
+        keys.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
+        Ok(keys)
+    }
+
+    async fn create(&self, key: &ApiKey) -> StoreResult<()> {
+        let doc = serde_json::to_string(&ApiKey { last_used_at: None, ..key.clone() })
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let put = built(
+            Put::builder()
+                .table_name(&self.table)
+                .item("job_id", s(key_item(&key.id)))
+                .item("doc", s(doc))
+                .item("key_owner", s(&key.owner))
+                .condition_expression("attribute_not_exists(job_id)")
+                .build(),
+        )?;
+        let listed = Update::new()
+            .set("#k", ":one", n(1))
+            .add("#count", ":one", n(1))
+            .name("#k", format!("k_{}", key.id))
+            .name("#count", "count")
+            .value(":max", n(MAX_KEYS_PER_OWNER));
+        let request = TransactUpdate::builder()
+            .table_name(&self.table)
+            .key("job_id", s(list_item(&key.owner)))
+            .condition_expression("attribute_not_exists(#count) OR #count < :max");
+        let list = built(listed.apply_transact(request).build())?;
+        self.ledger.add(writes::ITEM, 4);
+        let items = vec![
+            TransactWriteItem::builder().put(put).build(),
+            TransactWriteItem::builder().update(list).build(),
+        ];
+        match item::transact(&self.client, items).await {
+            Ok(()) => Ok(()),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::Conflict),
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => {
+                Err(StoreError::QuotaExceeded(MAX_KEYS_PER_OWNER as u32))
+            }
+            Err(TransactFailure::Cancelled(_)) => Err(StoreError::Conflict),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+
+    async fn delete(&self, owner: &str, id: &str) -> StoreResult<()> {
+        let key = built(
+            Delete::builder()
+                .table_name(&self.table)
+                .key("job_id", s(key_item(id)))
+                .condition_expression("key_owner = :owner")
+                .expression_attribute_values(":owner", s(owner))
+                .build(),
+        )?;
+        let unlisted = Update::new()
+            .remove("#k")
+            .add("#count", ":minus", n(-1))
+            .name("#k", format!("k_{id}"))
+            .name("#count", "count");
+        let request = TransactUpdate::builder()
+            .table_name(&self.table)
+            .key("job_id", s(list_item(owner)))
+            .condition_expression("attribute_exists(#k)");
+        let list = built(unlisted.apply_transact(request).build())?;
+        self.ledger.add(writes::ITEM, 4);
+        let items = vec![
+            TransactWriteItem::builder().delete(key).build(),
+            TransactWriteItem::builder().update(list).build(),
+        ];
+        match item::transact(&self.client, items).await {
+            Ok(()) => Ok(()),
+            // Not this owner's key (or none): as if there were none.
+            Err(TransactFailure::Cancelled(_)) => Err(StoreError::NotFound),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+
+    async fn touch(&self, id: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        self.ledger.add(writes::ITEM, 1);
+        let cutoff = (at - LAST_USED_EVERY).timestamp_millis();
+        let update =
+            Update::new().set("last_used", ":at", n(at.timestamp_millis())).value(":cutoff", n(cutoff));
+        let request = self.client.update_item().table_name(&self.table).key("job_id", s(key_item(id)));
+        let touched = update
+            .apply(request)
+            .condition_expression(
+                "attribute_exists(job_id) AND (attribute_not_exists(last_used) OR last_used <= :cutoff)",
+            )
+            .send()
+            .await
+            .map_err(store_error);
+        match touched {
+            // Gone, or used within the minute: nothing to write.
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
