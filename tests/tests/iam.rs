@@ -833,6 +833,15 @@ async fn the_api_role_grants_every_call_of_the_api() {
     ok(&api.call(put_calendar(json!(["2030-12-26"]))).await, "edit a calendar");
     ok(&api.get(ALICE, "/v1/calendars/desk").await, "get a calendar");
     ok(&api.get(ALICE, "/v1/calendars").await, "list calendars");
+    // A key made through the API, used (its last use written), listed and revoked.
+    let made = api.post(ALICE, "/v1/keys", &json!({"name": "ci", "role": "viewer"})).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    let secret = made.body["secret"].as_str().unwrap().to_string();
+    let as_viewer = Call::new(Method::GET, "/v1/jobs").header("authorization", format!("Bearer {secret}"));
+    ok(&api.call(as_viewer).await, "a read with a key made through the API");
+    ok(&api.get(ALICE, "/v1/keys").await, "list keys");
+    let revoked = api.delete(ALICE, &format!("/v1/keys/{}", made.body["id"].as_str().unwrap())).await;
+    assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{}", revoked.body);
     let forbid_run = trigger(&api, &forbid).await;
     let replace_run = trigger(&api, &replace).await;
     trigger(&api, &grouped).await;
