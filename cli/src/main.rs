@@ -97,7 +97,12 @@ enum Command {
     /// One run with its attempts.
     Run { id: String },
     /// Run a job now.
-    Trigger { job: String },
+    Trigger {
+        job: String,
+        /// JSON the run delivers instead of the job's payload.
+        #[arg(long)]
+        payload: Option<String>,
+    },
     /// Stop scheduling a job.
     Pause {
         job: String,
@@ -277,10 +282,20 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
             });
         }
         Command::Run { id } => show_run(&client, &id, json_output).await?,
-        Command::Trigger { job } => {
+        Command::Trigger { job, payload } => {
+            let body = match payload {
+                None => json!({}),
+                Some(text) => {
+                    let payload: Value = serde_json::from_str(&text).map_err(|e| CliError::Rejected {
+                        message: format!("is not JSON: {e}"),
+                        field: Some("--payload".into()),
+                    })?;
+                    json!({"payload": payload})
+                }
+            };
             let job = client.find_job(&job).await?;
             let run = client
-                .call(Method::POST, &format!("/v1/jobs/{}/trigger", text(&job["id"])), Some(&json!({})))
+                .call(Method::POST, &format!("/v1/jobs/{}/trigger", text(&job["id"])), Some(&body))
                 .await?;
             print(json_output, &run, || {
                 format!("triggered run {} ({})", text(&run["id"]), text(&run["state"]))

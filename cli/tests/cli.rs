@@ -146,6 +146,15 @@ async fn calendars_apply_before_the_jobs_that_name_them() {
     let calendar = json(&sundial(&url, &["calendars", "get", "desk", "--json"]).await);
     assert_eq!(calendar["jobs"][0]["holds"], 2, "{calendar}");
 
+    // A manual run with its own payload, shown on the run; a payload that is not JSON is refused.
+    let run = json(
+        &sundial(&url, &["trigger", "desk-report", "--payload", r#"{"month": "2031-01"}"#, "--json"]).await,
+    );
+    assert_eq!(run["payload"], serde_json::json!({"month": "2031-01"}), "{run}");
+    let not_json = sundial(&url, &["trigger", "desk-report", "--payload", "{month"]).await;
+    assert_eq!(not_json.status.code(), Some(3), "{}", String::from_utf8_lossy(&not_json.stderr));
+    assert!(String::from_utf8_lossy(&not_json.stderr).contains("--payload"));
+
     let refused = sundial(&url, &["calendars", "delete", "desk"]).await;
     assert_eq!(refused.status.code(), Some(3), "{}", String::from_utf8_lossy(&refused.stderr));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("desk-report"));

@@ -25,6 +25,8 @@ pub struct TargetCall {
     /// The token the run's callbacks must carry.
     pub callback_token: String,
     pub at: DateTime<Utc>,
+    /// What it delivered (an HTTP target's JSON body; null for none).
+    pub payload: serde_json::Value,
 }
 
 /// One deployment a scenario runs on.
@@ -197,6 +199,7 @@ impl Harness for World {
                 attempt: c.attempt,
                 callback_token: c.callback_token,
                 at: c.sent_at,
+                payload: c.payload,
             })
             .collect()
     }

@@ -521,6 +521,7 @@ fn run(job_id: &JobId, key: RunKey, state: RunState) -> Run {
         call_ended: None,
         workflow: None,
         backfill: false,
+        input: None,
         expires_at: expiry(),
         events: Vec::new(),
     }
@@ -607,6 +608,7 @@ async fn a_run_is_inserted_once(store: &dyn RunStore) {
     );
     let backfilled = Run {
         backfill: true,
+        input: Some(serde_json::json!({"report": "2030-01", "dry_run": true})),
         ..run(&job_id, RunKey::scheduled(at("2031-03-01T00:00:00Z")), RunState::Queued)
     };
     store.insert(&backfilled).await.unwrap();

@@ -415,6 +415,7 @@ impl Harness for Stack {
                 attempt: header(&hit, headers::ATTEMPT).parse().unwrap(),
                 callback_token: header(&hit, headers::CALLBACK_TOKEN),
                 at: hit.at,
+                payload: serde_json::from_slice(&hit.body).unwrap_or(serde_json::Value::Null),
             })
             .collect()
     }

@@ -95,6 +95,7 @@ fn kinds(endpoint: &str) -> [(&'static str, Job); 3] {
 async fn call(targets: &Targets, job: &Job) -> Answer {
     let invocation = Invocation {
         job,
+        payload: job.document.payload.clone(),
         run_id: "run".into(),
         attempt: 1,
         scheduled_at: Utc::now(),

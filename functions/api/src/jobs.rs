@@ -318,10 +318,11 @@ pub async fn preview(
 
 /// Start a manual run now; obeys the concurrency policy (409 naming the active run under `forbid`).
 #[utoipa::path(post, path = "/v1/jobs/{id}/trigger", operation_id = "triggerJob", tag = "jobs",
+    request_body(content = Option<RunRequest>, description = "Optional: `{\"payload\": …}`, what this run delivers instead of the job's payload"),
     params(("id" = String, Path), ("Idempotency-Key" = Option<String>, Header, description = "A retry with the same key is the same run")),
     responses(
-        (status = 202, description = "Run queued", body = RunView), (status = 401, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, description = "A run is active under forbid, or the job is paused", body = ErrorBody),
+        (status = 202, description = "Run queued", body = RunView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 422, description = "The payload is too large, or names an unknown placeholder", body = ErrorBody), (status = 409, description = "A run is active under forbid, or the job is paused", body = ErrorBody),
     ),
     security(("bearer" = [])))]
 pub async fn trigger(
@@ -329,8 +330,10 @@ pub async fn trigger(
     Caller(owner): Caller,
     JobPath(id): JobPath,
     request: Option<axum::Extension<sundial_app::jobs::RequestKey>>,
+    OptionalJsonBody(body): OptionalJsonBody<RunRequest>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    let run = state.use_cases.jobs.trigger(&owner, &id, request.as_deref()).await?;
+    let input = body.unwrap_or_default().payload;
+    let run = state.use_cases.jobs.trigger_with(&owner, &id, request.as_deref(), input).await?;
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 
@@ -342,6 +345,21 @@ pub struct BackfillRequest {
     pub from: chrono::DateTime<chrono::Utc>,
     /// RFC 3339; the last instant considered (at most now).
     pub to: chrono::DateTime<chrono::Utc>,
+    /// What each run delivers instead of the job's payload (bounded as the payload is).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<serde_json::Value>,
+}
+
+/// A manual run's own input; the body is optional.
+#[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    /// What the run delivers instead of the job's payload (bounded as the payload is; its
+    /// placeholders filled if the job asks), shown on the run.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<serde_json::Value>,
 }
 
 /// Run every scheduled instant in a range that has no run yet (at most 1000, paced 10/s).
@@ -357,7 +375,8 @@ pub async fn backfill(
     JobPath(id): JobPath,
     JsonBody(range): JsonBody<BackfillRequest>,
 ) -> Result<(StatusCode, Json<BackfillView>), ApiError> {
-    let (runs, existing) = state.use_cases.jobs.backfill(&owner, &id, range.from, range.to).await?;
+    let (runs, existing) =
+        state.use_cases.jobs.backfill_with(&owner, &id, range.from, range.to, range.payload).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(BackfillView {

@@ -2,7 +2,7 @@
 //! callbacks of targets that answered 202 (authenticated by the attempt's callback token).
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, JobPath, JsonBody};
+use crate::extract::{Caller, JobPath, JsonBody, OptionalJsonBody};
 use crate::state::AppState;
 use crate::view::{RunList, RunView};
 use axum::Json;
@@ -96,6 +96,7 @@ pub async fn cancel(
 
 /// Start a new manual run of a finished run's job.
 #[utoipa::path(post, path = "/v1/runs/{run_id}/rerun", operation_id = "rerunRun", tag = "runs", params(("run_id" = String, Path)),
+    request_body(content = Option<crate::jobs::RunRequest>, description = "Optional: `{\"payload\": …}`, what the new run delivers instead of the job's payload"),
     responses((status = 202, body = RunView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "The run has not ended, another is active under forbid, or the job is paused", body = ErrorBody)),
     security(("bearer" = [])))]
@@ -103,8 +104,10 @@ pub async fn rerun(
     State(state): State<AppState>,
     Caller(owner): Caller,
     RunPath(id): RunPath,
+    OptionalJsonBody(body): OptionalJsonBody<crate::jobs::RunRequest>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
-    let run = state.use_cases.run_control.rerun(&owner, &id).await.map_err(not_found_as_run)?;
+    let input = body.unwrap_or_default().payload;
+    let run = state.use_cases.run_control.rerun(&owner, &id, input).await.map_err(not_found_as_run)?;
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 

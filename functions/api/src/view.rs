@@ -241,6 +241,11 @@ pub struct RunView {
     /// Whether a backfill wrote the run (`POST /v1/jobs/{id}/backfill`), rather than the schedule.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub backfill: bool,
+    /// The payload the run delivers instead of its job's (given to its trigger, re-run or
+    /// backfill); absent: the job's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub payload: Option<serde_json::Value>,
     /// Where the run's logs are: the local log, or a CloudWatch Logs Insights query in AWS.
     pub logs: LogsLink,
     /// Why a waiting run has not started yet (its flexible offset, a backoff, its group being
@@ -276,6 +281,7 @@ impl RunView {
             sla_missed: run.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::SlaMissed),
             workflow: run.workflow.as_ref().map(|root| root.to_string()),
             backfill: run.backfill,
+            payload: run.input.clone(),
             logs: logs.link(&run.id().to_string()),
             waiting: None,
         }

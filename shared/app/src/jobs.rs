@@ -436,7 +436,7 @@ impl Jobs {
         let now = self.clock.now();
         match catchup {
             CatchupPolicy::Skip => Ok(Vec::new()),
-            CatchupPolicy::Latest => Ok(latest_before(&schedule, pause.from, now).into_iter().collect()),
+            CatchupPolicy::Latest => Ok(schedule.latest_before(pause.from, now).into_iter().collect()),
             CatchupPolicy::All => {
                 let mut instants = Vec::new();
                 let mut cursor = schedule.first_at_or_after(pause.from);
@@ -816,7 +816,20 @@ impl Jobs {
     /// the time it was first seen, so a retry of a request that failed after the run was written
     /// finds that run instead of making a second one.
     pub async fn trigger(&self, owner: &Owner, id: &JobId, request: Option<&RequestKey>) -> JobsResult<Run> {
+        self.trigger_with(owner, id, request, None).await
+    }
+
+    /// [`Jobs::trigger`], the run delivering `input` instead of the job's payload when given
+    /// (checked as a payload is: bounded, and its placeholders known if the job fills them).
+    pub async fn trigger_with(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        request: Option<&RequestKey>,
+        input: Option<serde_json::Value>,
+    ) -> JobsResult<Run> {
         let job = self.get(owner, id).await?;
+        self.check_input(&job, input.as_ref())?;
         let now = self.clock.now();
         let key = match request {
             Some(r) => {
@@ -845,6 +858,7 @@ impl Jobs {
             }
         }
         let mut run = self.claimer.new_run(&job, key, now, now);
+        run.input = input;
         // A job with children starts a workflow run: they follow it under the same key.
         run.workflow = (!job.children.is_empty()).then(|| job.id.clone());
         let run = match self.writes.insert(&run).await? {
@@ -866,7 +880,20 @@ impl Jobs {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> JobsResult<(Vec<Run>, usize)> {
+        self.backfill_with(owner, id, from, to, None).await
+    }
+
+    /// [`Jobs::backfill`], each run delivering `input` instead of the job's payload when given.
+    pub async fn backfill_with(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        input: Option<serde_json::Value>,
+    ) -> JobsResult<(Vec<Run>, usize)> {
         let job = self.get(owner, id).await?;
+        self.check_input(&job, input.as_ref())?;
         let Some(schedule) = validation::stored_schedule(&job)? else {
             return Err(ValidationError::new("job", "has no schedule to backfill").into());
         };
@@ -900,8 +927,11 @@ impl Jobs {
         let mut existing = 0;
         for instant in instants {
             let due = now + chrono::Duration::seconds((created.len() / BACKFILL_PER_SECOND) as i64);
-            let run =
-                Run { backfill: true, ..self.claimer.new_run(&job, RunKey::scheduled(instant), due, now) };
+            let run = Run {
+                backfill: true,
+                input: input.clone(),
+                ..self.claimer.new_run(&job, RunKey::scheduled(instant), due, now)
+            };
             match self.writes.insert(&run).await? {
                 sundial_domain::ports::store::Inserted::Created => created.push(run),
                 sundial_domain::ports::store::Inserted::Exists(_) => existing += 1,
@@ -909,6 +939,15 @@ impl Jobs {
         }
         self.dispatch(&created).await;
         Ok((created, existing))
+    }
+
+    /// Refuses a run's own payload that the job's could not be: too large, or (for a job that
+    /// fills placeholders) naming one that does not exist; named as `payload`.
+    fn check_input(&self, job: &Job, input: Option<&serde_json::Value>) -> JobsResult<()> {
+        match input {
+            Some(input) => Ok(validation::run_input(input, &self.rules(), job.document.payload_template)?),
+            None => Ok(()),
+        }
     }
 
     /// Sends the first-attempt messages of runs the API created. A send that fails is not an
@@ -1032,25 +1071,6 @@ fn waiting_instant(
     (on_schedule && waiting + edited.start_offset(waiting) >= now).then_some(waiting)
 }
 
-/// The last instant of `schedule` in `[from, now)`, found by looking back over windows that
-/// double from a minute: a job every second paused for a week is not walked instant by instant.
-fn latest_before(schedule: &Schedule, from: DateTime<Utc>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let mut window = chrono::Duration::minutes(1);
-    loop {
-        let start = (now - window).max(from);
-        let mut last = None;
-        let mut cursor = schedule.first_at_or_after(start);
-        while let Some(t) = cursor.filter(|t| *t < now) {
-            last = Some(t);
-            cursor = schedule.next_after(t);
-        }
-        if last.is_some() || start == from {
-            return last;
-        }
-        window = window * 2;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1068,10 +1088,10 @@ mod tests {
     fn the_latest_paused_instant_is_found_without_walking_the_pause() {
         let now = at("2026-11-27T12:00:00.500Z");
         let week_ago = now - chrono::Duration::days(7);
-        assert_eq!(latest_before(&cron("* * * * * *"), week_ago, now), Some(at("2026-11-27T12:00:00Z")));
-        assert_eq!(latest_before(&cron("30 2 * * *"), week_ago, now), Some(at("2026-11-27T02:30:00Z")));
-        assert_eq!(latest_before(&cron("0 0 1 1 *"), week_ago, now), None, "none in the pause");
+        assert_eq!(cron("* * * * * *").latest_before(week_ago, now), Some(at("2026-11-27T12:00:00Z")));
+        assert_eq!(cron("30 2 * * *").latest_before(week_ago, now), Some(at("2026-11-27T02:30:00Z")));
+        assert_eq!(cron("0 0 1 1 *").latest_before(week_ago, now), None, "none in the pause");
         let just_paused = at("2026-11-27T11:59:59.900Z");
-        assert_eq!(latest_before(&cron("* * * * * *"), just_paused, now), Some(at("2026-11-27T12:00:00Z")));
+        assert_eq!(cron("* * * * * *").latest_before(just_paused, now), Some(at("2026-11-27T12:00:00Z")));
     }
 }

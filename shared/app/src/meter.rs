@@ -172,6 +172,7 @@ mod tests {
             call_ended: None,
             workflow: None,
             backfill: false,
+            input: None,
             expires_at: at,
             events: Vec::new(),
         };

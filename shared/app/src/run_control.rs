@@ -154,13 +154,18 @@ impl RunControl {
     }
 
     /// Starts a new manual run of the job of a finished run.
-    pub async fn rerun(&self, owner: &Owner, id: &RunId) -> JobsResult<Run> {
+    pub async fn rerun(
+        &self,
+        owner: &Owner,
+        id: &RunId,
+        input: Option<serde_json::Value>,
+    ) -> JobsResult<Run> {
         let (run, job) = self.get(owner, id).await?;
         if !run.state.is_terminal() {
             return Err(JobsError::RunActive(id.to_string()));
         }
         let job = job.ok_or(JobsError::NotFound)?;
-        self.jobs.trigger(owner, &job.id, None).await
+        self.jobs.trigger_with(owner, &job.id, None, input).await
     }
 
     /// Finds the run and checks the token against its open attempt.

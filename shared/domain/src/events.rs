@@ -345,6 +345,7 @@ mod tests {
             call_ended: None,
             workflow: None,
             backfill: false,
+            input: None,
             expires_at: t,
             events: Vec::new(),
         }

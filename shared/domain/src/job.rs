@@ -65,6 +65,11 @@ pub struct JobDocument {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub payload: serde_json::Value,
+    /// Fill placeholders (`{{scheduled_at}}`, `{{previous_scheduled_at}}`, `{{run_id}}`,
+    /// `{{attempt}}`, `{{job.name}}`, `{{job.id}}`) in the payload's string values for each
+    /// attempt; `{{{{` is a literal `{{`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub payload_template: bool,
     #[serde(default)]
     pub retry: RetryPolicy,
     /// Hard limit of one attempt, in seconds (at most 7 days).

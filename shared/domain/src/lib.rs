@@ -21,7 +21,7 @@
 //! - [`watchdog`]: what the watchdog decides (lost leases, unsent events, SLA, stalls);
 //! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
 //! - [`auth`]: API keys (stored hashed) and owners; [`keys`]: keys kept as data, and their roles;
-//!   [`page_token`]: pagination tokens;
+//!   [`page_token`]: pagination tokens; [`payload_template`]: placeholders filled per run;
 //! - [`clock`]: time as an input; [`entropy`]: chance as an input;
 //! - [`workflow`]: jobs that run after other jobs: the graph checks and when a child runs;
 //! - [`waiting`]: why a waiting run has not started (its offset, a backoff, its group);
@@ -58,6 +58,7 @@ pub mod merge_patch;
 pub mod named_calendar;
 pub mod offset;
 pub mod page_token;
+pub mod payload_template;
 pub mod ports;
 pub mod retry;
 pub mod run;

@@ -112,7 +112,7 @@ pub fn envelope(inv: &Invocation<'_>) -> String {
         "attempt": inv.attempt,
         "scheduled_at": inv.scheduled_at.to_rfc3339(),
         "job_id": inv.job.id.to_string(),
-        "payload": inv.job.document.payload,
+        "payload": inv.payload,
     })
     .to_string()
 }

@@ -15,6 +15,8 @@ use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     pub job_id: JobId,
+    /// What the attempt delivered.
+    pub payload: serde_json::Value,
     pub run_id: String,
     pub attempt: u32,
     pub scheduled_at: DateTime<Utc>,
@@ -70,6 +72,7 @@ impl Caller for ScriptedCaller {
         let mut state = lock(&self.state);
         state.calls.push(Call {
             job_id: invocation.job.id.clone(),
+            payload: invocation.payload.clone(),
             run_id: invocation.run_id.clone(),
             attempt: invocation.attempt,
             scheduled_at: invocation.scheduled_at,
@@ -112,6 +115,7 @@ mod tests {
         let caller = ScriptedCaller::succeeding().then(Answer::TimedOut);
         let call = |attempt| Invocation {
             job: &job,
+            payload: serde_json::Value::Null,
             run_id: "r".into(),
             attempt,
             scheduled_at: DateTime::UNIX_EPOCH,

@@ -348,6 +348,97 @@ pub async fn a_worker_killed_mid_attempt_is_replaced_after_its_lease<H: Harness>
     assert_eq!(deployment.told_about(&run_id).await, ["retrying"]);
 }
 
+/// A run's own payload and a job's templated one: a trigger given `{"payload": …}` delivers it
+/// (the run view shows it) and a re-run given another delivers that; a job that fills
+/// placeholders delivers its run's scheduled time, run id and attempt; an unknown placeholder
+/// or a payload over the limit is refused (422 naming `payload`) and makes no run.
+pub async fn runs_deliver_their_own_or_a_templated_payload<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let api = deployment.api();
+    let id = api.create_job(ALICE, &yearly(&deployment, "reports", json!({"max_attempts": 1}))).await;
+    let trigger =
+        |body: Value| Call::new(Method::POST, format!("/v1/jobs/{id}/trigger")).key(ALICE).json(&body);
+    let own = json!({"month": "2030-01", "dry_run": true});
+    let triggered = api.call(trigger(json!({"payload": own}))).await;
+    assert_eq!(triggered.status, StatusCode::ACCEPTED, "{}", triggered.body);
+    assert_eq!(triggered.body["payload"], own, "{}", triggered.body);
+    let run_id = RunId::parse(triggered.body["id"].as_str().unwrap()).unwrap();
+    assert_eq!(deployment.drive(&run_id, 30).await.state, RunState::Succeeded);
+    let shown = api.get(ALICE, &format!("/v1/runs/{run_id}")).await.body;
+    assert_eq!(shown["payload"], own, "the run view shows it: {shown}");
+    let rerun = Call::new(Method::POST, format!("/v1/runs/{run_id}/rerun"))
+        .key(ALICE)
+        .json(&json!({"payload": {"month": "2030-02"}}));
+    let rerun = api.call(rerun).await;
+    assert_eq!(rerun.status, StatusCode::ACCEPTED, "{}", rerun.body);
+    let rerun_id = RunId::parse(rerun.body["id"].as_str().unwrap()).unwrap();
+    assert_eq!(deployment.drive(&rerun_id, 30).await.state, RunState::Succeeded);
+    let plain = deployment.trigger(&id).await;
+    assert_eq!(deployment.drive(&plain, 30).await.state, RunState::Succeeded);
+    let delivered: Vec<Value> = deployment.target_calls().into_iter().map(|c| c.payload).collect();
+    assert_eq!(
+        delivered,
+        [own, json!({"month": "2030-02"}), json!({"hello": "world"})],
+        "then the job's own"
+    );
+
+    // Refused: nothing runs.
+    let before = deployment.target_calls().len();
+    let big = "x".repeat(70 * 1024);
+    let refused = api.call(trigger(json!({"payload": {"blob": big}}))).await;
+    assert_eq!(
+        (refused.status, refused.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "payload"),
+        "{}",
+        refused.body
+    );
+    let unknown = api.call(trigger(json!({"payload": "{{scheduled_at}}", "extra": 1}))).await;
+    assert_eq!(
+        (unknown.status, unknown.error_field()),
+        (StatusCode::BAD_REQUEST, "extra"),
+        "{}",
+        unknown.body
+    );
+
+    // Templated: the job fills its placeholders per attempt.
+    let mut templated =
+        yearly(&deployment, "templated", json!({"max_attempts": 2, "backoff_s": 1, "max_backoff_s": 1}));
+    templated["payload_template"] = json!(true);
+    templated["payload"] = json!({"for": "{{scheduled_at}}", "run": "{{run_id}}#{{ attempt }}", "job": "{{job.name}}", "raw": "{{{{x}}"});
+    let templated_id = api.create_job(ALICE, &templated).await;
+    deployment.answer_next(&[503]);
+    let run = deployment.trigger(&templated_id).await;
+    let done = deployment.drive(&run, 60).await;
+    assert_eq!((done.state, done.attempt), (RunState::Succeeded, 2));
+    let scheduled = done.scheduled_at().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let calls: Vec<Value> = deployment.target_calls().into_iter().skip(before).map(|c| c.payload).collect();
+    let want = |attempt: u32| json!({"for": scheduled, "run": format!("{run}#{attempt}"), "job": "templated", "raw": "{{x}}"});
+    assert_eq!(calls, [want(1), want(2)], "each attempt's own");
+    let mut bad = yearly(&deployment, "bad-template", json!({"max_attempts": 1}));
+    bad["payload_template"] = json!(true);
+    bad["payload"] = json!({"when": "{{now}}"});
+    let reply = api.post(ALICE, "/v1/jobs", &bad).await;
+    assert_eq!(
+        (reply.status, reply.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "payload.when"),
+        "{}",
+        reply.body
+    );
+    let override_unknown = api
+        .call(
+            Call::new(Method::POST, format!("/v1/jobs/{templated_id}/trigger"))
+                .key(ALICE)
+                .json(&json!({"payload": {"x": "{{nope}}"}})),
+        )
+        .await;
+    assert_eq!(
+        (override_unknown.status, override_unknown.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "payload.x"),
+        "{}",
+        override_unknown.body
+    );
+}
+
 /// One test per scenario of this module, over the harness `$harness`.
 #[macro_export]
 macro_rules! worker_scenarios {
@@ -362,6 +453,7 @@ macro_rules! worker_scenarios {
             accepted_work_reports_back_with_heartbeats_and_completion,
             accepted_work_without_heartbeats_is_lost,
             a_worker_killed_mid_attempt_is_replaced_after_its_lease,
+            runs_deliver_their_own_or_a_templated_payload,
         });
     };
 }

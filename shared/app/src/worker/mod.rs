@@ -575,6 +575,7 @@ impl Worker {
         let span = tracing::info_span!("attempt", run_id = %started.id(), job_id = %job.id, attempt = n);
         let invocation = Invocation {
             job,
+            payload: delivered_payload(job, &started, n),
             run_id: started.id().to_string(),
             attempt: n,
             scheduled_at: started.scheduled_at(),
@@ -788,4 +789,31 @@ pub fn ended_metrics(run: &Run, at: DateTime<Utc>) -> Record {
         .count(outcome, 1)
         .values(names::RUN_DURATION, Unit::Milliseconds, duration.into_iter().collect())
         .property("run_id", run.id().to_string())
+}
+
+/// What attempt `attempt` of `run` delivers: the run's own payload, or its job's; with the job's
+/// placeholders filled when it asks ([`sundial_domain::payload_template`]).
+fn delivered_payload(job: &Job, run: &Run, attempt: u32) -> serde_json::Value {
+    use sundial_domain::payload_template::{self, Context};
+    let payload = run.input.as_ref().unwrap_or(&job.document.payload);
+    if !job.document.payload_template {
+        return payload.clone();
+    }
+    let scheduled_at = run.scheduled_at();
+    // Looked for only when asked for, and within a year.
+    let previous_scheduled_at = payload_template::uses(payload, "previous_scheduled_at")
+        .then(|| sundial_domain::validation::stored_schedule(job).ok().flatten())
+        .flatten()
+        .and_then(|schedule| {
+            schedule.latest_before(scheduled_at - chrono::Duration::days(366), scheduled_at)
+        });
+    let context = Context {
+        scheduled_at,
+        previous_scheduled_at,
+        run_id: run.id().to_string(),
+        attempt,
+        job_name: job.document.name.clone(),
+        job_id: job.id.to_string(),
+    };
+    payload_template::render(payload, &context)
 }

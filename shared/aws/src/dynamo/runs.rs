@@ -191,6 +191,10 @@ impl DynamoRunStore {
         if run.backfill {
             item.insert("backfill".into(), AttributeValue::Bool(true));
         }
+        // The run's own payload, as JSON text (bounded as a job's payload is).
+        if let Some(input) = run.input.as_ref().and_then(|v| serde_json::to_string(v).ok()) {
+            item.insert("input".into(), s(input));
+        }
         if let Some(root) = &run.workflow {
             item.insert("workflow".into(), s(root.as_str()));
         }
@@ -319,6 +323,10 @@ pub(crate) fn from_item(item: &Item) -> StoreResult<Run> {
         call_ended: get_n(item, "call_ended").ok(),
         workflow: get_opt_s(item, "workflow").and_then(JobId::parse),
         backfill: matches!(item.get("backfill"), Some(AttributeValue::Bool(true))),
+        input: get_opt_s(item, "input")
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(format!("input: {e}")))?,
         lease_until: get_opt_s(item, "lease_until").and_then(parse_instant),
         retry_at: get_opt_s(item, "retry_at").and_then(parse_instant),
         expires_at: DateTime::from_timestamp(expires, 0).unwrap_or_default(),

@@ -57,11 +57,7 @@ fn request(
 ) -> reqwest::RequestBuilder {
     let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::POST);
     let with_body = !matches!(method, reqwest::Method::GET | reqwest::Method::DELETE);
-    let body = if with_body {
-        serde_json::to_vec(&inv.job.document.payload).unwrap_or_default()
-    } else {
-        Vec::new()
-    };
+    let body = if with_body { serde_json::to_vec(&inv.payload).unwrap_or_default() } else { Vec::new() };
     let mut request = sundial_headers(client.request(method, url).timeout(inv.timeout), inv, &body);
     for (name, value) in extra {
         let text = match value {

@@ -9,6 +9,9 @@ use std::time::Duration;
 #[derive(Debug, Clone)]
 pub struct Invocation<'a> {
     pub job: &'a Job,
+    /// What the attempt delivers: the run's own payload or its job's, its placeholders filled
+    /// when the job asks ([`crate::payload_template`]).
+    pub payload: serde_json::Value,
     pub run_id: String,
     pub attempt: u32,
     pub scheduled_at: DateTime<Utc>,

@@ -300,6 +300,9 @@ pub struct Run {
     /// Written by a backfill rather than by a claim of the schedule: not counted by
     /// `schedule.max_runs`.
     pub backfill: bool,
+    /// The payload this run delivers instead of its job's (a trigger's, re-run's or backfill's
+    /// `payload`); `None`: the job's.
+    pub input: Option<serde_json::Value>,
     /// When the row expires (DynamoDB TTL).
     pub expires_at: DateTime<Utc>,
     /// Events recorded on the run, each marked once published.

@@ -291,6 +291,7 @@ pub fn claim(job: &Job, key: RunKey, due_at: DateTime<Utc>, now: DateTime<Utc>, 
         call_ended: None,
         workflow: None,
         backfill: false,
+        input: None,
         expires_at: now + retention,
         events: Vec::new(),
     }

@@ -117,6 +117,25 @@ impl Schedule {
         self.next_after(second.checked_sub_signed(Duration::seconds(1)).unwrap_or(second))
     }
 
+    /// The last instant in `[from, now)`, found by looking back over windows that double from a
+    /// minute: a job every second paused for a week is not walked instant by instant.
+    pub fn latest_before(&self, from: DateTime<Utc>, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let mut window = Duration::minutes(1);
+        loop {
+            let start = (now - window).max(from);
+            let mut last = None;
+            let mut cursor = self.first_at_or_after(start);
+            while let Some(t) = cursor.filter(|t| *t < now) {
+                last = Some(t);
+                cursor = self.next_after(t);
+            }
+            if last.is_some() || start == from {
+                return last;
+            }
+            window = window * 2;
+        }
+    }
+
     /// The DST changes in `[from, to]` (and within the schedule's bounds) that touch its cron's
     /// local times, or its crons' in a union, in order.
     pub fn dst_notes(&self, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DstNote> {

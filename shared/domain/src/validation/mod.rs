@@ -81,6 +81,9 @@ fn checked(
     validate_name(&doc.name)?;
     target::validate_target(&mut doc.target, rules.targets)?;
     validate_payload(&doc.payload, rules)?;
+    if doc.payload_template {
+        crate::payload_template::check(&doc.payload, "payload")?;
+    }
     validate_durations(doc, rules)?;
     validate_window(doc, created_at, now)?;
     if let Some(n) = doc.alert_after_failures {
@@ -97,6 +100,16 @@ fn checked(
         return Ok(None);
     };
     validate_schedule(schedule_doc, rules, created_at, now, ahead).map(Some)
+}
+
+/// A run's own payload (a trigger's, re-run's or backfill's), checked as a job's is: at most the
+/// limit's bytes, and with known placeholders when `templated`; named `payload`.
+pub fn run_input(input: &serde_json::Value, rules: &Rules<'_>, templated: bool) -> Result<()> {
+    validate_payload(input, rules)?;
+    if templated {
+        crate::payload_template::check(input, "payload")?;
+    }
+    Ok(())
 }
 
 /// `payload`: at most the limit's bytes as JSON.

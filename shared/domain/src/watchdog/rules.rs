@@ -140,6 +140,7 @@ mod tests {
             call_ended: None,
             workflow: None,
             backfill: false,
+            input: None,
             expires_at: t + Duration::days(30),
             events: Vec::new(),
         }
