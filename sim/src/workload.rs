@@ -738,6 +738,7 @@ mod tests {
     /// created before the start, off the whole second.
     #[test]
     fn drawn_schedules_are_accepted() {
+        use sundial_domain::named_calendar::NamedCalendar;
         let targets = TargetAllowList {
             own_prefix: "sundial-".into(),
             network: Egress::new(&[], &[]).expect("an empty egress allow-list is valid"),
@@ -752,6 +753,19 @@ mod tests {
             for document in &workload.documents {
                 let mut job: sundial_domain::job::JobDocument =
                     serde_json::from_value(document.clone()).expect("a job document");
+                // A named calendar's days copied in, as the API does before it validates.
+                let named = workload.calendar.as_ref().map(|(name, calendar)| NamedCalendar {
+                    owner: String::new(),
+                    name: name.clone(),
+                    document: serde_json::from_value(calendar.clone()).expect("a calendar document"),
+                    version: 1,
+                    created_at: DateTime::UNIX_EPOCH,
+                    updated_at: DateTime::UNIX_EPOCH,
+                });
+                sundial_domain::named_calendar::resolve(&mut job, |name| {
+                    named.clone().filter(|c| c.name == name)
+                })
+                .expect("the workload names its own calendar");
                 // Off the whole second, as the API's clock is: a rate is anchored there.
                 let created =
                     workload.start - Duration::milliseconds(10_000 + (seed as i64 * 7_919) % 230_000);
