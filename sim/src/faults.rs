@@ -255,6 +255,10 @@ impl Catalogue for FaultyJobs {
             .await
     }
 
+    async fn cursor_after(&self, job: &Job) -> StoreResult<String> {
+        self.inner.cursor_after(job).await
+    }
+
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         self.faults
             .call(

@@ -280,6 +280,7 @@ const OPS: &[&str] = &[
     "Catalogue::find_by_name",
     "Catalogue::get_many",
     "Catalogue::list",
+    "Catalogue::cursor_after",
     "Catalogue::list_all",
     "Catalogue::update",
     "Catalogue::delete",
@@ -346,6 +347,7 @@ faulty!(Catalogue {
     async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>>;
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>>;
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
+    async fn cursor_after(&self, job: &Job) -> StoreResult<String>;
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
     async fn delete(&self, job: &Job) -> StoreResult<()>;

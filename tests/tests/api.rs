@@ -24,6 +24,13 @@ async fn list_paginates() {
     jobs_api::list_paginates::<Stack>().await;
 }
 
+/// Jobs: listings filtered by tags, state, group and text continue over DynamoDB's cursors,
+/// from the place a filtered page stopped.
+#[tokio::test]
+async fn listings_filter_by_tags_state_group_and_text() {
+    jobs_api::listings_filter_by_tags_state_group_and_text::<Stack>().await;
+}
+
 /// Jobs: a refused document writes no item.
 #[tokio::test]
 async fn bad_documents_are_rejected_with_the_field_and_nothing_is_written() {

@@ -17,10 +17,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
-use sundial_app::jobs::{EditTerms, MAX_PAGE, MAX_PREVIEW};
+use sundial_app::jobs::{EditTerms, JobFilter, JobState, MAX_PAGE, MAX_PREVIEW};
 use sundial_app::skips::SkipAsk;
 use sundial_domain::job::{CatchupPolicy, Job, JobDocument, PauseNote};
-use sundial_domain::validation::ValidationError;
+use sundial_domain::validation::{self, ValidationError};
 
 /// The view of a job with its newest run.
 async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
@@ -106,24 +106,64 @@ pub async fn create(
     Ok(job_response_with(StatusCode::CREATED, &job, view))
 }
 
-/// List the caller's jobs by name.
+/// The filter of a listing's query: `tag` (repeatable), `state`, `group`, `q`; a bad one is a
+/// 400 naming it.
+fn job_filter(pairs: &[(String, String)]) -> Result<JobFilter, ApiError> {
+    let bad = |name: &str, reason: &str| ApiError::bad_request(ValidationError::new(name, reason));
+    let mut filter = JobFilter::default();
+    for (name, value) in pairs {
+        match name.as_str() {
+            "tag" => {
+                let (key, tag) =
+                    value.split_once(':').filter(|(key, _)| validation::valid_tag_key(key)).ok_or_else(
+                        || bad("tag", "must be key:value, the key 1-64 of a-z, 0-9, '-', '_', '.', '/'"),
+                    )?;
+                filter.tags.push((key.to_string(), tag.to_string()));
+            }
+            "state" => {
+                filter.state = Some(match value.as_str() {
+                    "active" => JobState::Active,
+                    "paused" => JobState::Paused,
+                    "failing" => JobState::Failing,
+                    _ => return Err(bad("state", "must be active, paused or failing")),
+                })
+            }
+            "group" => filter.group = Some(value.clone()),
+            "q" if value.chars().count() > 200 => return Err(bad("q", "at most 200 characters")),
+            "q" => filter.q = Some(value.clone()),
+            _ => {}
+        }
+    }
+    if filter.tags.len() > validation::MAX_TAGS {
+        return Err(bad("tag", "at most 20"));
+    }
+    Ok(filter)
+}
+
+/// List the caller's jobs by name, filtered by tags, state, group and text when asked.
 #[utoipa::path(get, path = "/v1/jobs", operation_id = "listJobs", tag = "jobs",
     params(
         ("limit" = Option<u32>, Query, description = "Page size, 1-100 (default 50)"),
         ("next" = Option<String>, Query, description = "Token from the previous page"),
+        ("tag" = Option<Vec<String>>, Query, description = "`key:value`; repeat for jobs with every one", explode),
+        ("state" = Option<String>, Query, description = "`active`, `paused`, or `failing` (its newest run FAILED or TIMED_OUT)"),
+        ("group" = Option<String>, Query, description = "Jobs of this concurrency group"),
+        ("q" = Option<String>, Query, description = "Name or description contains (case aside), at most 200 characters"),
     ),
     responses((status = 200, body = JobList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn list(
     State(state): State<AppState>,
     Caller(owner): Caller,
-    Query(query): Query<HashMap<String, String>>,
+    Query(pairs): Query<Vec<(String, String)>>,
 ) -> Result<Json<JobList>, ApiError> {
+    let filter = job_filter(&pairs)?;
+    let query: HashMap<String, String> = pairs.into_iter().collect();
     let limit = query_number(&query, "limit", 50, MAX_PAGE)?;
     let token = query.get("next").map(String::as_str);
     let mut limit = limit;
     loop {
-        let page = state.use_cases.jobs.list(&owner, limit, token).await?;
+        let page = state.use_cases.jobs.list_filtered(&owner, &filter, limit, token).await?;
         let mut jobs = Vec::with_capacity(page.items.len());
         for job in &page.items {
             jobs.push(view(&state, job).await?);

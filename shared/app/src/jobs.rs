@@ -31,7 +31,7 @@ use sundial_domain::ports::store::{
     CalendarStore, Catalogue, FenceStore, Page, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
-use sundial_domain::run::{Run, RunId, RunKey};
+use sundial_domain::run::{Run, RunId, RunKey, RunState};
 use sundial_domain::schedule::{DstNote, Schedule, ceil_second};
 use sundial_domain::validation::{self, Rules, ValidationError};
 
@@ -129,6 +129,41 @@ pub(crate) fn open_token(
 /// `page` with its store cursor sealed into a token for `scope`.
 pub(crate) fn seal_page<T>(tokens: &PageTokens, scope: &str, page: Page<T>) -> Page<T> {
     Page { next: page.next.map(|cursor| tokens.seal(scope, &cursor)), items: page.items }
+}
+
+/// Jobs a filtered listing reads at most per request.
+pub const FILTER_READ: usize = 1_000;
+
+/// Which of an owner's jobs a listing shows: all of `tags` (each `key: value`), in `state`, of
+/// `group`, whose name or description holds `q` (case aside).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobFilter {
+    pub tags: Vec<(String, String)>,
+    pub state: Option<JobState>,
+    pub group: Option<String>,
+    pub q: Option<String>,
+}
+
+/// A job's state as listings filter it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    /// Not paused.
+    Active,
+    Paused,
+    /// Its newest run ended FAILED or TIMED_OUT.
+    Failing,
+}
+
+impl JobFilter {
+    pub fn is_empty(&self) -> bool {
+        *self == JobFilter::default()
+    }
+
+    /// The filter as a page token's scope: a token continues only the listing it was made for.
+    fn scope(&self) -> String {
+        let tags: Vec<String> = self.tags.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+        format!("{tags:?}|{:?}|{:?}|{:?}", self.state, self.group, self.q)
+    }
 }
 
 /// A job due before the next tick plus this is claimed by the API itself.
@@ -358,6 +393,76 @@ impl Jobs {
         let cursor = open_token(&self.page_tokens, &scope, token)?;
         let page = self.catalogue.list(owner, limit.clamp(1, MAX_PAGE), cursor.as_deref()).await?;
         Ok(seal_page(&self.page_tokens, &scope, page))
+    }
+
+    /// The owner's jobs that `filter` selects, by name, `limit` at a time. The owner's listing is
+    /// read page by page from the token's place and filtered here; a response stops at `limit`
+    /// jobs (its token continues right after the last) or after [`FILTER_READ`] jobs read (its
+    /// token continues where the reading stopped, and it may hold fewer), so no request reads
+    /// more than the owner's own jobs, nor all of them.
+    pub async fn list_filtered(
+        &self,
+        owner: &Owner,
+        filter: &JobFilter,
+        limit: u32,
+        token: Option<&str>,
+    ) -> JobsResult<Page<Job>> {
+        if filter.is_empty() {
+            return self.list(owner, limit, token).await;
+        }
+        let scope = format!("jobs\n{owner}\n{}", filter.scope());
+        let mut cursor = open_token(&self.page_tokens, &scope, token)?;
+        let limit = limit.clamp(1, MAX_PAGE) as usize;
+        let (mut found, mut read) = (Vec::new(), 0);
+        loop {
+            let page = self.catalogue.list(owner, MAX_PAGE, cursor.as_deref()).await?;
+            let mut jobs = page.items;
+            jobs.sort_by(|a, b| (&a.document.name, &a.id).cmp(&(&b.document.name, &b.id)));
+            let last = jobs.len();
+            for (i, job) in jobs.into_iter().enumerate() {
+                read += 1;
+                if !self.selects(filter, &job).await? {
+                    continue;
+                }
+                found.push(job);
+                if found.len() == limit {
+                    let more = i + 1 < last || page.next.is_some();
+                    let next = match (more, found.last()) {
+                        (true, Some(job)) => Some(self.catalogue.cursor_after(job).await?),
+                        _ => None,
+                    };
+                    return Ok(seal_page(&self.page_tokens, &scope, Page { items: found, next }));
+                }
+            }
+            cursor = page.next;
+            if cursor.is_none() || read >= FILTER_READ {
+                return Ok(seal_page(&self.page_tokens, &scope, Page { items: found, next: cursor }));
+            }
+        }
+    }
+
+    /// Whether `filter` selects `job` (its newest run read only for `state=failing`).
+    async fn selects(&self, filter: &JobFilter, job: &Job) -> JobsResult<bool> {
+        let document = &job.document;
+        let tagged = filter.tags.iter().all(|(k, v)| document.tags.get(k) == Some(v));
+        let grouped = filter.group.as_ref().is_none_or(|g| document.group.as_ref() == Some(g));
+        let text = filter.q.as_ref().is_none_or(|q| {
+            let q = q.to_lowercase();
+            document.name.to_lowercase().contains(&q)
+                || document.description.as_ref().is_some_and(|d| d.to_lowercase().contains(&q))
+        });
+        if !(tagged && grouped && text) {
+            return Ok(false);
+        }
+        Ok(match filter.state {
+            None => true,
+            Some(JobState::Active) => !document.paused,
+            Some(JobState::Paused) => document.paused,
+            Some(JobState::Failing) => self
+                .last_run(job)
+                .await?
+                .is_some_and(|run| matches!(run.state, RunState::Failed | RunState::TimedOut)),
+        })
     }
 
     /// Applies a JSON merge patch to the job's document, on the `terms` the caller set.

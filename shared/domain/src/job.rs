@@ -56,6 +56,14 @@ pub struct JobDocument {
         schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._-]+$")
     )]
     pub name: String,
+    /// What the job is for, in words (at most 1,000 characters); `q` searches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(max_length = 1000))]
+    pub description: Option<String>,
+    /// Up to 20 `key: value` labels (`team: billing`) that listings filter by (`tag=team:billing`):
+    /// keys 1-64 of `a-z`, `0-9`, `-`, `_`, `.`, `/`; values at most 256 characters.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
     /// When the job fires; absent: once, now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<ScheduleDocument>,

@@ -211,6 +211,10 @@ impl Catalogue for MemoryJobStore {
         Ok(Page { items, next })
     }
 
+    async fn cursor_after(&self, job: &Job) -> StoreResult<String> {
+        Ok(encode_cursor(job.id.as_str(), &job.owner, &job.document.name))
+    }
+
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         let after = cursor.map(decode_scan_cursor).transpose()?;
         let limit = limit.max(1) as usize;

@@ -237,10 +237,133 @@ pub async fn next_run_follows_the_schedule<H: Harness>() {
     assert!(!deployment.due_job_ids().await.contains(&paused_id));
 }
 
+/// Every page of a listing of `query`, followed to its end: the names, in order.
+async fn names_of_every_page<H: Harness>(deployment: &H, query: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut path = format!("/v1/jobs?{query}");
+    for _ in 0..20 {
+        let page = deployment.api().get(ALICE, &path).await;
+        assert_eq!(page.status, StatusCode::OK, "{query}: {}", page.body);
+        let jobs = page.body["jobs"].as_array().cloned().unwrap_or_default();
+        names.extend(jobs.iter().map(|j| j["name"].as_str().unwrap_or_default().to_string()));
+        match page.body["next"].as_str() {
+            Some(next) => path = format!("/v1/jobs?{query}&next={next}"),
+            None => return names,
+        }
+    }
+    panic!("{query}: more than 20 pages");
+}
+
+/// Listings filtered by tags, state, group and text, page after page: exactly the jobs they
+/// select, in name order; a bad filter is a 400 naming it; a token continues only its own filter.
+pub async fn listings_filter_by_tags_state_group_and_text<H: Harness>() {
+    let deployment = H::deploy(&[]).await;
+    let api = deployment.api();
+    assert_eq!(api.put(ALICE, "/v1/groups/etl", &json!({"max_running": 2})).await.status, StatusCode::OK);
+    let labelled = |name: &str, tags: serde_json::Value, description: &str| {
+        let mut document = job(name);
+        document["tags"] = tags;
+        document["description"] = json!(description);
+        document
+    };
+    for (name, tags, description) in [
+        ("a-invoices", json!({"team": "billing", "env": "prod"}), "Sends the monthly invoices"),
+        ("b-ledger", json!({"team": "billing"}), "Closes the ledger"),
+        ("c-report", json!({"team": "growth"}), "Weekly signups REPORT"),
+        ("d-dunning", json!({"team": "billing", "env": "staging"}), "Reminds late payers"),
+        ("e-cleanup", json!({}), "Deletes old files"),
+        ("f-refunds", json!({"team": "billing"}), "Refunds, nightly"),
+    ] {
+        api.create_job(ALICE, &labelled(name, tags, description)).await;
+    }
+    let mut grouped = labelled("g-export", json!({"team": "data"}), "Exports to the lake");
+    grouped["group"] = json!("etl");
+    api.create_job(ALICE, &grouped).await;
+    let mut paused = labelled("h-archive", json!({"team": "billing"}), "Archives statements");
+    paused["paused"] = json!(true);
+    api.create_job(ALICE, &paused).await;
+    api.create_job(crate::api::BOB, &labelled("bobs-billing", json!({"team": "billing"}), "not Alice's"))
+        .await;
+
+    let billing = ["a-invoices", "b-ledger", "d-dunning", "f-refunds", "h-archive"];
+    assert_eq!(names_of_every_page(&deployment, "tag=team:billing&limit=2").await, billing, "across pages");
+    assert_eq!(
+        names_of_every_page(&deployment, "tag=team:billing&tag=env:prod").await,
+        ["a-invoices"],
+        "every tag"
+    );
+    assert_eq!(names_of_every_page(&deployment, "tag=team:billing&state=paused").await, ["h-archive"]);
+    let active: Vec<&str> = billing.iter().copied().filter(|n| *n != "h-archive").collect();
+    assert_eq!(names_of_every_page(&deployment, "tag=team:billing&state=active&limit=1").await, active);
+    assert_eq!(names_of_every_page(&deployment, "group=etl").await, ["g-export"]);
+    assert_eq!(
+        names_of_every_page(&deployment, "q=report&limit=1").await,
+        ["c-report"],
+        "name or description, any case"
+    );
+    assert_eq!(names_of_every_page(&deployment, "q=nightly").await, ["f-refunds"]);
+    assert_eq!(
+        names_of_every_page(&deployment, "state=failing").await,
+        Vec::<String>::new(),
+        "none has failed"
+    );
+    assert_eq!(names_of_every_page(&deployment, "tag=team:nobody").await, Vec::<String>::new());
+
+    for (query, field) in [("tag=team", "tag"), ("tag=Team:x", "tag"), ("state=sleeping", "state")] {
+        let reply = api.get(ALICE, &format!("/v1/jobs?{query}")).await;
+        assert_eq!(
+            (reply.status, reply.error_field()),
+            (StatusCode::BAD_REQUEST, field),
+            "{query}: {}",
+            reply.body
+        );
+    }
+    let first = api.get(ALICE, "/v1/jobs?tag=team:billing&limit=1").await.body;
+    let next = first["next"].as_str().unwrap_or_default();
+    let crossed = api.get(ALICE, &format!("/v1/jobs?tag=team:growth&next={next}")).await;
+    assert_eq!(
+        (crossed.status, crossed.error_field()),
+        (StatusCode::BAD_REQUEST, "next"),
+        "{}",
+        crossed.body
+    );
+
+    let long = json!({"description": "d".repeat(1001)});
+    let mut bad = job("too-long");
+    bad["description"] = long["description"].clone();
+    let reply = api.post(ALICE, "/v1/jobs", &bad).await;
+    assert_eq!(
+        (reply.status, reply.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "description"),
+        "{}",
+        reply.body
+    );
+    let mut bad = job("bad-tag");
+    bad["tags"] = json!({"Team": "x"});
+    let reply = api.post(ALICE, "/v1/jobs", &bad).await;
+    assert_eq!(
+        (reply.status, reply.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "tags.Team"),
+        "{}",
+        reply.body
+    );
+    let tags: serde_json::Map<String, serde_json::Value> =
+        (0..21).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let mut bad = job("many-tags");
+    bad["tags"] = serde_json::Value::Object(tags);
+    let reply = api.post(ALICE, "/v1/jobs", &bad).await;
+    assert_eq!(
+        (reply.status, reply.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "tags"),
+        "{}",
+        reply.body
+    );
+}
+
 /// One test per scenario of this module, over the harness `$harness`.
 #[macro_export]
 macro_rules! jobs_api_scenarios {
     ($harness:ty) => {
-        $crate::instantiate!($harness => jobs_api { job_lifecycle, list_paginates, names_are_unique_per_owner, jobs_per_owner_limit, next_run_follows_the_schedule });
+        $crate::instantiate!($harness => jobs_api { job_lifecycle, list_paginates, names_are_unique_per_owner, jobs_per_owner_limit, next_run_follows_the_schedule, listings_filter_by_tags_state_group_and_text });
     };
 }

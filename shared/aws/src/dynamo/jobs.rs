@@ -383,6 +383,15 @@ impl Catalogue for DynamoJobStore {
         Ok(Page { items: self.batch_get(&ids).await?, next })
     }
 
+    async fn cursor_after(&self, job: &Job) -> StoreResult<String> {
+        let key = Item::from([
+            ("job_id".to_string(), s(job.id.as_str())),
+            ("owner".to_string(), s(&job.owner)),
+            ("name".to_string(), s(&job.document.name)),
+        ]);
+        cursor::encode(&by_owner(&job.owner), &key)
+    }
+
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         let limit = limit.max(1) as usize;
         let mut exclusive_start = cursor.map(|c| cursor::decode(&WHOLE_TABLE, c)).transpose()?;

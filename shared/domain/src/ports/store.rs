@@ -137,6 +137,10 @@ pub trait Catalogue: Send + Sync + std::fmt::Debug {
     /// The owner's jobs by name, `limit` at a time.
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
 
+    /// The cursor [`Catalogue::list`] continues with right after `job` (its owner's listing): a
+    /// filtered listing that stops within a page picks up there.
+    async fn cursor_after(&self, job: &Job) -> StoreResult<String>;
+
     /// Every owner's jobs, `limit` at a time, in an order of the store's choosing that a cursor
     /// continues (a scan: the operators' whole-stack forecast). Jobs only, never the store's
     /// helper records.

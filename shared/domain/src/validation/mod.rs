@@ -79,6 +79,7 @@ fn checked(
     ahead: Ahead,
 ) -> Result<Option<Schedule>> {
     validate_name(&doc.name)?;
+    validate_labels(doc)?;
     target::validate_target(&mut doc.target, rules.targets)?;
     validate_payload(&doc.payload, rules)?;
     if doc.payload_template {
@@ -580,6 +581,55 @@ fn instant(field: &str, text: &str) -> Result<DateTime<Utc>> {
 fn in_range(field: &str, value: u32, min: u32, max: u32) -> Result<()> {
     if value < min || value > max {
         return Err(ValidationError::new(field, format!("{value} is outside {min}..={max}")));
+    }
+    Ok(())
+}
+
+/// The most tags a job has.
+pub const MAX_TAGS: usize = 20;
+/// The longest a job's description may be, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 1000;
+/// The longest a tag's value may be, in characters.
+pub const MAX_TAG_VALUE_CHARS: usize = 256;
+
+/// Whether `key` can be a tag's key: 1-64 of `a-z`, `0-9`, `-`, `_`, `.`, `/`.
+pub fn valid_tag_key(key: &str) -> bool {
+    (1..=64).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+}
+
+/// `description` and `tags`: bounded, keys named as tags may be, values printable.
+fn validate_labels(doc: &JobDocument) -> Result<()> {
+    if let Some(description) = &doc.description {
+        let chars = description.chars().count();
+        if chars > MAX_DESCRIPTION_CHARS {
+            let reason = format!("holds {chars} characters, more than {MAX_DESCRIPTION_CHARS}");
+            return Err(ValidationError::new("description", reason));
+        }
+    }
+    if doc.tags.len() > MAX_TAGS {
+        return Err(ValidationError::new(
+            "tags",
+            format!("holds {} tags, more than {MAX_TAGS}", doc.tags.len()),
+        ));
+    }
+    for (key, value) in &doc.tags {
+        if !valid_tag_key(key) {
+            return Err(ValidationError::new(
+                format!("tags.{key}"),
+                "a tag's key is 1-64 of a-z, 0-9, '-', '_', '.' and '/'",
+            ));
+        }
+        if value.chars().count() > MAX_TAG_VALUE_CHARS || value.chars().any(char::is_control) {
+            return Err(ValidationError::new(
+                format!("tags.{key}"),
+                format!(
+                    "a tag's value is at most {MAX_TAG_VALUE_CHARS} characters, none of them a control character"
+                ),
+            ));
+        }
     }
     Ok(())
 }
