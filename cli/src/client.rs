@@ -54,12 +54,23 @@ impl Client {
 
     /// Every job of the caller (all pages).
     pub async fn jobs(&self) -> Result<Vec<Value>, CliError> {
+        self.jobs_where(&[]).await
+    }
+
+    /// Every job of the caller that the listing's `filter` parameters select (all pages).
+    pub async fn jobs_where(&self, filter: &[(&str, String)]) -> Result<Vec<Value>, CliError> {
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        query.append_pair("limit", "100");
+        for (name, value) in filter {
+            query.append_pair(name, value);
+        }
+        let query = query.finish();
         let mut jobs = Vec::new();
         let mut next: Option<String> = None;
         loop {
             let path = match &next {
-                Some(n) => format!("/v1/jobs?limit=100&next={n}"),
-                None => "/v1/jobs?limit=100".to_string(),
+                Some(n) => format!("/v1/jobs?{query}&next={n}"),
+                None => format!("/v1/jobs?{query}"),
             };
             let page = self.get(&path).await?;
             jobs.extend(page["jobs"].as_array().cloned().unwrap_or_default());

@@ -187,8 +187,21 @@ enum CalendarsCommand {
 
 #[derive(Debug, Subcommand)]
 enum JobsCommand {
-    /// List the caller's jobs.
-    Ls,
+    /// List the caller's jobs, filtered by the API when asked.
+    Ls {
+        /// `key:value`; repeat for jobs with every one.
+        #[arg(long)]
+        tag: Vec<String>,
+        /// `active`, `paused` or `failing`.
+        #[arg(long)]
+        state: Option<String>,
+        /// Jobs of this concurrency group.
+        #[arg(long)]
+        group: Option<String>,
+        /// Name or description contains.
+        #[arg(long)]
+        q: Option<String>,
+    },
     /// One job, by name or id.
     Get { job: String },
 }
@@ -268,7 +281,13 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Apply { file, prune, dry_run } => {
             apply_file(&client, &file, prune, dry_run, json_output).await?
         }
-        Command::Jobs { command: JobsCommand::Ls } => list_jobs(&client, json_output).await?,
+        Command::Jobs { command: JobsCommand::Ls { tag, state, group, q } } => {
+            let mut filter: Vec<(&str, String)> = tag.into_iter().map(|t| ("tag", t)).collect();
+            filter.extend(state.map(|s| ("state", s)));
+            filter.extend(group.map(|g| ("group", g)));
+            filter.extend(q.map(|q| ("q", q)));
+            list_jobs(&client, &filter, json_output).await?
+        }
         Command::Calendars { command } => calendar_command(&client, command, json_output).await?,
         Command::Jobs { command: JobsCommand::Get { job } } => show_job(&client, &job, json_output).await?,
         Command::Runs { job, limit } => {
@@ -438,8 +457,8 @@ async fn apply_file(
 }
 
 /// `sundial jobs ls`.
-async fn list_jobs(client: &Client, json_output: bool) -> Result<(), CliError> {
-    let jobs = client.jobs().await?;
+async fn list_jobs(client: &Client, filter: &[(&str, String)], json_output: bool) -> Result<(), CliError> {
+    let jobs = client.jobs_where(filter).await?;
     print(json_output, &Value::Array(jobs.clone()), || {
         let rows: Vec<Vec<String>> = jobs
             .iter()

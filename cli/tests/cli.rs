@@ -146,6 +146,15 @@ async fn calendars_apply_before_the_jobs_that_name_them() {
     let calendar = json(&sundial(&url, &["calendars", "get", "desk", "--json"]).await);
     assert_eq!(calendar["jobs"][0]["holds"], 2, "{calendar}");
 
+    // Listings filtered by the API: text, state.
+    let found = json(&sundial(&url, &["jobs", "ls", "--q", "DESK", "--state", "active", "--json"]).await);
+    let names: Vec<&str> = found.as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["desk-report"]);
+    let none = json(&sundial(&url, &["jobs", "ls", "--tag", "team:billing", "--json"]).await);
+    assert_eq!(none, serde_json::json!([]));
+    let bad = sundial(&url, &["jobs", "ls", "--state", "sleeping"]).await;
+    assert_eq!(bad.status.code(), Some(3), "{}", String::from_utf8_lossy(&bad.stderr));
+
     // A manual run with its own payload, shown on the run; a payload that is not JSON is refused.
     let run = json(
         &sundial(&url, &["trigger", "desk-report", "--payload", r#"{"month": "2031-01"}"#, "--json"]).await,

@@ -81,6 +81,11 @@ try {
   if (!rowText.includes("every day at 02:30 America/New_York")) fail(`the list shows the schedule in words: ${rowText}`);
   await page.fill("#search", name);
   await shot("02-jobs-list");
+  // The API filters: a tag no job has empties the list; the job's own tag finds it.
+  await page.fill("#tag", "team:nobody");
+  await page.locator("#jobs td.muted", { hasText: "match" }).waitFor({ timeout: 15_000 });
+  await page.fill("#tag", "");
+  await row.waitFor({ timeout: 15_000 });
 
   await row.locator("a").click();
   await page.waitForSelector('button[data-act="trigger"]');

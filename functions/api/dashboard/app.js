@@ -49,48 +49,65 @@ function schedule(refresh, inFlight) {
   statusLine.textContent = `updated ${new Date().toLocaleTimeString()}${inFlight ? " · runs in flight, refreshing" : ""}`;
 }
 
-async function allJobs() {
+// Every job the API's filters select (all pages): `q` (name or description), `state`, `tag`.
+async function allJobs(filter = "") {
   let jobs = [], next = null;
   do {
-    const page = await api("GET", `/v1/jobs?limit=100${next ? `&next=${encodeURIComponent(next)}` : ""}`);
+    const page = await api("GET", `/v1/jobs?limit=100${filter}${next ? `&next=${encodeURIComponent(next)}` : ""}`);
     jobs = jobs.concat(page.jobs); next = page.next;
   } while (next);
   return jobs;
 }
 
+// The jobs page's filters as the listing's query: the API filters, page after page.
+function jobsFilter() {
+  const q = document.getElementById("search")?.value.trim() || "";
+  const state = document.getElementById("filter")?.value || "all";
+  const tag = document.getElementById("tag")?.value.trim() || "";
+  return `${q ? `&q=${encodeURIComponent(q)}` : ""}${state !== "all" ? `&state=${state}` : ""}${tag ? `&tag=${encodeURIComponent(tag)}` : ""}`;
+}
+
+const tagsOf = (job) => Object.entries(job.tags || {}).map(([k, v]) => `<span class="label">${esc(k)}: ${esc(v)}</span>`).join(" ");
+
 async function jobsPage() {
-  const jobs = await allJobs();
+  if (!document.getElementById("jobs")) {
+    main.innerHTML = `<h1>Jobs</h1><div class="toolbar"><input id="search" placeholder="Search name or description" aria-label="Search">
+      <input id="tag" placeholder="tag key:value" aria-label="Tag">
+      <select id="filter" aria-label="Filter"><option value="all">All</option><option value="active">Active</option>
+      <option value="paused">Paused</option><option value="failing">Failing</option></select><span id="filter-error" class="error"></span></div>
+      <table><thead><tr><th>Name</th><th>Schedule</th><th class="hide-narrow">Next run</th><th>Last run</th><th class="hide-narrow">Success</th></tr></thead>
+      <tbody id="jobs"></tbody></table>
+      <h2>Load forecast, next 24 hours</h2><div class="forecast card" id="forecast"><p class="muted">Counting…</p></div>`;
+    let typing = null;
+    const again = () => { clearTimeout(typing); typing = setTimeout(() => jobsPage().catch(() => {}), 300); };
+    document.getElementById("search").oninput = again;
+    document.getElementById("tag").oninput = again;
+    document.getElementById("filter").onchange = again;
+    forecastPanel();
+  }
+  const filter = jobsFilter();
+  let jobs;
+  try {
+    jobs = await allJobs(filter);
+    document.getElementById("filter-error").textContent = "";
+  } catch (err) {
+    if (!err.field) throw err;
+    document.getElementById("filter-error").textContent = failure(err);
+    return;
+  }
+  if (filter !== jobsFilter()) return; // the filters changed while reading: the next read shows them
   const recent = await Promise.all(jobs.map((j) => api("GET", `/v1/jobs/${j.id}/runs?limit=20`).then((r) => r.runs).catch(() => [])));
   const rows = jobs.map((job, i) => {
     const ended = recent[i].filter((r) => !IN_FLIGHT.includes(r.state) && r.state !== "SKIPPED" && r.state !== "CANCELLED");
     const ok = ended.filter((r) => r.state === "SUCCEEDED").length;
     return { job, rate: ended.length ? Math.round((100 * ok) / ended.length) : null, inFlight: recent[i].some((r) => IN_FLIGHT.includes(r.state)) };
   });
-  const draw = () => {
-    const q = (document.getElementById("search")?.value || "").toLowerCase();
-    const f = document.getElementById("filter")?.value || "all";
-    const shown = rows.filter(({ job }) => job.name.toLowerCase().includes(q) && (f === "all"
-      || (f === "paused" && job.paused) || (f === "active" && !job.paused)
-      || (f === "failing" && ["FAILED", "TIMED_OUT"].includes(job.last_run?.state))));
-    document.getElementById("jobs").innerHTML = shown.map(({ job, rate }) => `<tr data-job="${esc(job.id)}">
-      <td><a href="#/jobs/${esc(job.id)}">${esc(job.name)}</a>${job.paused ? ' <span class="paused">paused</span>' : ""}</td>
+  document.getElementById("jobs").innerHTML = rows.map(({ job, rate }) => `<tr data-job="${esc(job.id)}">
+      <td><a href="#/jobs/${esc(job.id)}">${esc(job.name)}</a>${job.paused ? ' <span class="paused">paused</span>' : ""} ${tagsOf(job)}</td>
       <td>${esc(job.schedule_description)}</td><td class="hide-narrow">${when(job.next_run_at)}</td>
       <td>${job.last_run ? `${badge(job.last_run.state)} <span class="muted">${when(job.last_run.updated_at)}</span>` : '<span class="muted">never ran</span>'}</td>
       <td class="hide-narrow">${rate == null ? "—" : `${rate}%`}</td></tr>`).join("")
-      || `<tr><td colspan="5" class="muted">No jobs${q || f !== "all" ? " match" : " yet: create one with the API or the sundial CLI"}.</td></tr>`;
-  };
-  if (!document.getElementById("jobs")) {
-    main.innerHTML = `<h1>Jobs</h1><div class="toolbar"><input id="search" placeholder="Search by name" aria-label="Search">
-      <select id="filter" aria-label="Filter"><option value="all">All</option><option value="active">Active</option>
-      <option value="paused">Paused</option><option value="failing">Failing</option></select></div>
-      <table><thead><tr><th>Name</th><th>Schedule</th><th class="hide-narrow">Next run</th><th>Last run</th><th class="hide-narrow">Success</th></tr></thead>
-      <tbody id="jobs"></tbody></table>
-      <h2>Load forecast, next 24 hours</h2><div class="forecast card" id="forecast"><p class="muted">Counting…</p></div>`;
-    document.getElementById("search").oninput = draw;
-    document.getElementById("filter").onchange = draw;
-    forecastPanel();
-  }
-  draw();
+    || `<tr><td colspan="5" class="muted">No jobs${filter ? " match" : " yet: create one with the API or the sundial CLI"}.</td></tr>`;
   schedule(jobsPage, rows.some((r) => r.inFlight));
 }
 
@@ -462,9 +479,11 @@ async function jobPage(id, refreshing = false) {
   ]);
   const workflow = graph && graph.nodes.length > 1;
   const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, pause, skips, remaining_runs, baseline, warnings, calendars, ...definition } = job;
+  const about = job.description || Object.keys(job.tags || {}).length
+    ? `<p id="about">${esc(job.description || "")} ${tagsOf(job)}</p>` : "";
   const typed = refreshing ? formsTyped() : null;
   main.innerHTML = `<p><a href="#/">← Jobs</a></p><h1>${esc(job.name)} ${job.paused ? '<span class="paused">paused</span>' : ""}</h1>
-    ${job.paused ? pauseBanner(job) : ""}
+    ${about}${job.paused ? pauseBanner(job) : ""}
     <div class="toolbar">
       ${job.paused ? "" : '<button data-act="pause" aria-controls="pause-form" aria-expanded="false">Pause…</button>'}
       <button data-act="trigger">Trigger now</button>
