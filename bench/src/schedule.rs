@@ -70,6 +70,7 @@ fn job_with(schedule: Value, start: DateTime<Utc>) -> anyhow::Result<Job> {
         skips: Vec::new(),
         counted: Default::default(),
         baseline: None,
+        versions: Vec::new(),
     })
 }
 

@@ -113,6 +113,7 @@ pub fn job(
         skips: Vec::new(),
         counted: Default::default(),
         baseline: None,
+        versions: Vec::new(),
     })
 }
 

@@ -259,6 +259,14 @@ impl Catalogue for FaultyJobs {
         self.inner.cursor_after(job).await
     }
 
+    async fn version(
+        &self,
+        id: &JobId,
+        version: u64,
+    ) -> StoreResult<Option<sundial_domain::versions::JobVersion>> {
+        self.inner.version(id, version).await
+    }
+
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>> {
         self.faults
             .call(

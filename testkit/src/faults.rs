@@ -283,6 +283,7 @@ const OPS: &[&str] = &[
     "Catalogue::cursor_after",
     "Catalogue::list_all",
     "Catalogue::update",
+    "Catalogue::version",
     "Catalogue::delete",
     "DueIndex::due_ids",
     "DueIndex::advance",
@@ -350,6 +351,7 @@ faulty!(Catalogue {
     async fn cursor_after(&self, job: &Job) -> StoreResult<String>;
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
+    async fn version(&self, id: &JobId, version: u64) -> StoreResult<Option<sundial_domain::versions::JobVersion>>;
     async fn delete(&self, job: &Job) -> StoreResult<()>;
     async fn set_baseline(&self, id: &JobId, baseline: &Baseline) -> StoreResult<()>;
 });

@@ -70,6 +70,7 @@ fn job(owner: &str, name: &str, next: Option<DateTime<Utc>>) -> Job {
         skips: Vec::new(),
         counted: Default::default(),
         baseline: None,
+        versions: Vec::new(),
     }
 }
 
@@ -109,6 +110,7 @@ pub async fn job_store_keeps_its_promises(store: &dyn JobStore, shards: u16) {
     the_due_index_is_sparse_and_advances_are_fenced(store, shards).await;
     a_baseline_is_kept_whatever_the_version(store).await;
     a_long_window_is_filed_for_its_start(store, shards).await;
+    versions_are_kept_with_the_job(store).await;
 }
 
 /// A job whose start lies further into its flexible window than a message can wait is filed
@@ -140,6 +142,42 @@ async fn a_long_window_is_filed_for_its_start(store: &dyn JobStore, shards: u16)
 
 /// A learned baseline is written over any version, kept by later edits of what was read with
 /// it, and refused for a job that is gone.
+/// The versions a job keeps are stored with the write that makes them, read back whole, dropped
+/// when the job no longer keeps them, and gone with the job.
+async fn versions_are_kept_with_the_job(store: &dyn JobStore) {
+    let owner = unique("owner");
+    let job = Job { versions: vec![1], ..job(&owner, "versioned", None) };
+    store.create(&job, 100).await.unwrap();
+    let first = store.version(&job.id, 1).await.unwrap().expect("version 1 kept");
+    assert_eq!((first.version, &first.document), (1, &job.document));
+    assert_eq!(store.version(&job.id, 2).await.unwrap(), None, "not made yet");
+
+    let mut edited = job.clone();
+    edited.document.payload = serde_json::json!({"edited": 2});
+    let second = Job { version: 2, versions: vec![1, 2], ..edited };
+    store.update(&job, &second).await.unwrap();
+    let kept = store.version(&job.id, 2).await.unwrap().expect("version 2 kept");
+    assert_eq!(kept.document.payload, serde_json::json!({"edited": 2}));
+    assert_eq!(store.version(&job.id, 1).await.unwrap().map(|v| v.document), Some(job.document.clone()), "1 as it was");
+
+    // Renamed, and version 1 no longer kept: one write.
+    let mut renamed = second.clone();
+    renamed.document.name = "versioned-2".into();
+    let third = Job { version: 3, versions: vec![2, 3], ..renamed };
+    store.update(&second, &third).await.unwrap();
+    assert_eq!(store.version(&job.id, 1).await.unwrap(), None, "dropped");
+    assert_eq!(store.version(&job.id, 3).await.unwrap().map(|v| v.document.name), Some("versioned-2".into()));
+    // A write that loses keeps nothing.
+    let stale = Job { version: 4, versions: vec![2, 3, 4], ..third.clone() };
+    assert_eq!(store.update(&second, &stale).await, Err(StoreError::Conflict));
+    assert_eq!(store.version(&job.id, 4).await.unwrap(), None, "a lost write keeps no version");
+
+    store.delete(&third).await.unwrap();
+    for version in [2, 3] {
+        assert_eq!(store.version(&job.id, version).await.unwrap(), None, "gone with the job");
+    }
+}
+
 async fn a_baseline_is_kept_whatever_the_version(store: &dyn JobStore) {
     let owner = unique("owner");
     let v1 = job(&owner, "learning", None);

@@ -81,6 +81,7 @@ fn job(target: serde_json::Value) -> Job {
         skips: Vec::new(),
         counted: Default::default(),
         baseline: None,
+        versions: Vec::new(),
     }
 }
 

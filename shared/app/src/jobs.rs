@@ -313,6 +313,7 @@ impl Jobs {
             skips: Vec::new(),
             counted: Default::default(),
             baseline: None,
+            versions: vec![1],
         };
         job.record_pause_change(false, now);
         // The topic first: an endpoint SNS refuses fails the request before anything is saved.
@@ -747,8 +748,12 @@ impl Jobs {
             // Run-once jobs keep their pending run (or its absence, once it ran).
             (None, true) => before.next_run_at.map(|t| t.max(ceil_second(now))),
         };
-        let mut after =
-            Job { document, version: before.version + 1, updated_at: now, next_run_at, ..before.clone() };
+        let version = before.version + 1;
+        let versions = match document == before.document {
+            true => before.versions.clone(),
+            false => sundial_domain::versions::kept_with(&before.versions, version),
+        };
+        let mut after = Job { document, version, updated_at: now, next_run_at, versions, ..before.clone() };
         after.record_pause_change(before.document.paused, now);
         let moved = match (&before.document.schedule, &after.document.schedule) {
             (Some(old), Some(new)) => !old.same_instants(new),

@@ -32,5 +32,6 @@ pub fn job(extra: serde_json::Value) -> Job {
         skips: Vec::new(),
         counted: Default::default(),
         baseline: None,
+        versions: Vec::new(),
     }
 }

@@ -526,6 +526,8 @@ pub struct Job {
     /// Scheduled runs claimed so far (what `schedule.max_runs` counts) and which they are,
     /// written with each advance that changed it.
     pub counted: crate::run_limit::RunCount,
+    /// The versions of the document kept ([`crate::versions`]), oldest first.
+    pub versions: Vec<u64>,
     /// Its normal duration, learned from its latest successful runs (`None` until it has
     /// enough of them).
     pub baseline: Option<crate::health::Baseline>,

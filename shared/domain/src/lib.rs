@@ -33,6 +33,7 @@
 //! - [`health`]: a job's normal duration learned from its runs, and the runs that depart from it;
 //! - [`forecast`]: runs per minute over a window, from the schedules, with the peaks;
 //! - [`stored`]: stored documents decoded leniently (a newer version's fields dropped);
+//! - [`versions`]: a job's document versions kept, compared field by field, rolled back to;
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
 pub mod auth;
@@ -69,6 +70,7 @@ pub mod stored;
 pub mod target;
 pub mod tick;
 pub mod validation;
+pub mod versions;
 pub mod waiting;
 pub mod watchdog;
 pub mod workflow;

@@ -47,6 +47,7 @@ fn job(k: u64, extra: Value) -> Job {
         skips: Vec::new(),
         counted: Default::default(),
         baseline: None,
+        versions: Vec::new(),
     }
 }
 

@@ -111,6 +111,7 @@ mod tests {
             skips: Vec::new(),
             counted: Default::default(),
             baseline: None,
+            versions: Vec::new(),
         };
         let caller = ScriptedCaller::succeeding().then(Answer::TimedOut);
         let call = |attempt| Invocation {

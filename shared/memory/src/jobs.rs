@@ -18,6 +18,7 @@ use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
 use sundial_domain::health::Baseline;
 use sundial_domain::job::{Job, JobDocument, JobId};
 use sundial_domain::ports::store::{Advance, Catalogue, DueIndex, Page, StoreError, StoreResult};
+use sundial_domain::versions::JobVersion;
 
 /// A job as stored, with its place in the due index.
 #[derive(Debug, Clone)]
@@ -36,6 +37,31 @@ struct State {
     counts: HashMap<String, i64>,
     /// Due-index queries of buckets starting with this fail (a throttled partition).
     failing_due: Option<String>,
+    /// (job id, version) → the version kept, as the table's version items are.
+    versions: BTreeMap<(String, u64), JobVersion>,
+}
+
+impl State {
+    /// Keeps `after`'s new versions and drops the ones it no longer keeps, as the adapter's
+    /// write does beside the job.
+    fn keep_versions(&mut self, before: &[u64], after: &Job) -> StoreResult<()> {
+        for version in after.versions.iter().filter(|v| !before.contains(v)) {
+            let kept = JobVersion {
+                job_id: after.id.clone(),
+                version: *version,
+                document: after.document.clone(),
+                at: after.updated_at,
+            };
+            let stored = serde_json::to_string(&kept)
+                .and_then(|text| serde_json::from_str::<JobVersion>(&text))
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            self.versions.insert((after.id.to_string(), *version), stored);
+        }
+        for version in before.iter().filter(|v| !after.versions.contains(v)) {
+            self.versions.remove(&(after.id.to_string(), *version));
+        }
+        Ok(())
+    }
 }
 
 /// Jobs in memory, in `shards` due-index partitions per minute.
@@ -162,7 +188,7 @@ impl Catalogue for MemoryJobStore {
         state.names.insert(names, job.id.to_string());
         *state.counts.entry(job.owner.clone()).or_insert(0) += 1;
         state.jobs.insert(job.id.to_string(), entry);
-        Ok(())
+        state.keep_versions(&[], job)
     }
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
@@ -264,7 +290,11 @@ impl Catalogue for MemoryJobStore {
             state.names.insert(new_name, after.id.to_string());
         }
         state.jobs.insert(after.id.to_string(), entry);
-        Ok(())
+        state.keep_versions(&before.versions, after)
+    }
+
+    async fn version(&self, id: &JobId, version: u64) -> StoreResult<Option<JobVersion>> {
+        Ok(lock(&self.state).versions.get(&(id.to_string(), version)).cloned())
     }
 
     async fn delete(&self, job: &Job) -> StoreResult<()> {
@@ -282,6 +312,8 @@ impl Catalogue for MemoryJobStore {
         }
         state.jobs.remove(job.id.as_str());
         state.names.remove(&name);
+        // Its versions go with it (the adapter drops them just after).
+        state.versions.retain(|(id, _), _| id != job.id.as_str());
         *state.counts.entry(job.owner.clone()).or_insert(0) -= 1;
         Ok(())
     }

@@ -183,6 +183,7 @@ mod tests {
             skips: Vec::new(),
             counted: Default::default(),
             baseline: None,
+            versions: Vec::new(),
         }
     }
 

@@ -805,6 +805,7 @@ pub fn one_time_jobs(n: usize, at: DateTime<Utc>) -> Vec<Job> {
             skips: Vec::new(),
             counted: Default::default(),
             baseline: None,
+            versions: Vec::new(),
         })
         .collect()
 }

@@ -26,6 +26,7 @@ use sundial_domain::job::{Gap, Job, JobDocument, JobId};
 use sundial_domain::ports::store::{Advance, Catalogue, DueIndex, Page, StoreError, StoreResult};
 use sundial_domain::run_limit::{Mark, RunCount};
 use sundial_domain::stored::decode_lenient;
+use sundial_domain::versions::JobVersion;
 
 /// Index of an owner's jobs, sorted by name.
 pub const BY_OWNER_INDEX: &str = "by-owner";
@@ -126,6 +127,11 @@ impl DynamoJobStore {
         }
         if !job.counted.marks.is_empty() {
             item.insert("counted_marks".into(), s(encode_marks(&job.counted.marks)?));
+        }
+        if !job.versions.is_empty() {
+            let versions =
+                serde_json::to_string(&job.versions).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            item.insert("versions".into(), s(versions));
         }
         if !job.skips.is_empty() {
             let skips = serde_json::to_string(&job.skips).map_err(|e| StoreError::Corrupt(e.to_string()))?;
@@ -243,6 +249,12 @@ fn from_item(item: &Item) -> StoreResult<Job> {
                 None => Vec::new(),
             },
         },
+        versions: match get_opt_s(item, "versions") {
+            Some(text) => {
+                serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("versions: {e}")))?
+            }
+            None => Vec::new(),
+        },
         baseline: match get_opt_s(item, "baseline") {
             Some(text) => {
                 Some(serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("baseline: {e}")))?)
@@ -285,16 +297,75 @@ fn read_condition(before: &Job) -> (String, std::collections::HashMap<String, At
     (condition.to_string(), values)
 }
 
+/// The item of version `version` of job `id`'s document.
+fn version_key(id: &str, version: u64) -> String {
+    format!("jobversion#{id}#{version}")
+}
+
+impl DynamoJobStore {
+    /// The writes that keep `after`'s new versions (its document, as of its update) and drop the
+    /// ones it no longer keeps, for the transaction that writes `after`. Version items carry no
+    /// `owner`, `name`, `document` or due attributes: they stay out of every index and scan.
+    fn version_writes(&self, before: &[u64], after: &Job) -> StoreResult<Vec<TransactWriteItem>> {
+        let mut writes = Vec::new();
+        for version in after.versions.iter().filter(|v| !before.contains(v)) {
+            let kept = JobVersion {
+                job_id: after.id.clone(),
+                version: *version,
+                document: after.document.clone(),
+                at: after.updated_at,
+            };
+            let doc = serde_json::to_string(&kept).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let put = Put::builder()
+                .table_name(&self.table)
+                .item("job_id", s(version_key(after.id.as_str(), *version)))
+                .item("doc", s(doc))
+                .build()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            writes.push(TransactWriteItem::builder().put(put).build());
+        }
+        for version in before.iter().filter(|v| !after.versions.contains(v)) {
+            let delete = Delete::builder()
+                .table_name(&self.table)
+                .key("job_id", s(version_key(after.id.as_str(), *version)))
+                .build()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            writes.push(TransactWriteItem::builder().delete(delete).build());
+        }
+        self.ledger.add(writes::ITEM, 2 * writes.len() as u64);
+        Ok(writes)
+    }
+
+    /// Drops a deleted job's kept versions (best effort: one left behind is never read, its job's
+    /// id never reused).
+    async fn drop_versions(&self, job: &Job) {
+        for version in &job.versions {
+            let deleted = self
+                .client
+                .delete_item()
+                .table_name(&self.table)
+                .key("job_id", s(version_key(job.id.as_str(), *version)))
+                .send()
+                .await;
+            if let Err(e) = deleted {
+                tracing::warn!(job_id = %job.id, version, error = %store_error(e), "a deleted job's version was left behind");
+                return;
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Catalogue for DynamoJobStore {
     async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
-        let items = vec![
+        let mut items = vec![
             TransactWriteItem::builder()
                 .put(self.put(self.to_item(job)?, "attribute_not_exists(job_id)")?)
                 .build(),
             TransactWriteItem::builder().put(self.name_lock(job)?).build(),
             TransactWriteItem::builder().update(self.count(&job.owner, 1, Some(max_jobs))?).build(),
         ];
+        items.extend(self.version_writes(&[], job)?);
         match item::transact(&self.client, items).await {
             Ok(()) => Ok(()),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => {
@@ -432,7 +503,8 @@ impl Catalogue for DynamoJobStore {
 
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
         let item = self.to_item(after)?;
-        let result = if before.document.name == after.document.name {
+        let versions = self.version_writes(&before.versions, after)?;
+        let result = if before.document.name == after.document.name && versions.is_empty() {
             let (condition, values) = read_condition(before);
             self.client
                 .put_item()
@@ -453,17 +525,22 @@ impl Catalogue for DynamoJobStore {
                 .set_expression_attribute_values(Some(values))
                 .build()
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let items = vec![
-                TransactWriteItem::builder().put(put).build(),
-                TransactWriteItem::builder()
-                    .delete(self.release_name(&before.owner, &before.document.name, &before.id)?)
-                    .build(),
-                TransactWriteItem::builder().put(self.name_lock(after)?).build(),
-            ];
+            // The job, its name when it changes, and the versions it keeps, in one write.
+            let renamed = before.document.name != after.document.name;
+            let mut items = vec![TransactWriteItem::builder().put(put).build()];
+            if renamed {
+                items.push(
+                    TransactWriteItem::builder()
+                        .delete(self.release_name(&before.owner, &before.document.name, &before.id)?)
+                        .build(),
+                );
+                items.push(TransactWriteItem::builder().put(self.name_lock(after)?).build());
+            }
+            items.extend(versions);
             match item::transact(&self.client, items).await {
                 Ok(()) => Ok(()),
                 Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::Conflict),
-                Err(TransactFailure::Cancelled(r)) if failed(&r, 2) => {
+                Err(TransactFailure::Cancelled(r)) if renamed && failed(&r, 2) => {
                     Err(StoreError::NameTaken(after.document.name.clone()))
                 }
                 Err(TransactFailure::Cancelled(r)) => {
@@ -477,6 +554,22 @@ impl Catalogue for DynamoJobStore {
             Err(StoreError::Conflict) if self.get(&before.id).await?.is_none() => Err(StoreError::NotFound),
             other => other,
         }
+    }
+
+    async fn version(&self, id: &JobId, version: u64) -> StoreResult<Option<JobVersion>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("job_id", s(version_key(id.as_str(), version)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(store_error)?;
+        let Some(item) = out.item else { return Ok(None) };
+        let kept: JobVersion = serde_json::from_str(get_s(&item, "doc")?)
+            .map_err(|e| StoreError::Corrupt(format!("job version: {e}")))?;
+        Ok(Some(kept))
     }
 
     async fn delete(&self, job: &Job) -> StoreResult<()> {
@@ -495,7 +588,10 @@ impl Catalogue for DynamoJobStore {
             TransactWriteItem::builder().update(self.count(&job.owner, -1, None)?).build(),
         ];
         match item::transact(&self.client, items).await {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.drop_versions(job).await;
+                Ok(())
+            }
             // Gone, or edited since it was read.
             Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => match self.get(&job.id).await? {
                 Some(_) => Err(StoreError::Conflict),

@@ -11,6 +11,7 @@ use crate::keys::ApiKey;
 use crate::named_calendar::NamedCalendar;
 use crate::run::{Published, RunEvent};
 use crate::run::{Run, RunId, RunKey, RunState};
+use crate::versions::JobVersion;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
@@ -122,8 +123,9 @@ impl<T: Catalogue + DueIndex + ?Sized> JobStore for T {}
 /// The job documents: created, read, listed, replaced and deleted under their version.
 #[async_trait]
 pub trait Catalogue: Send + Sync + std::fmt::Debug {
-    /// Stores a new job: fails with `NameTaken` if the owner has a job of that name and with
-    /// `QuotaExceeded` if the owner already has `max_jobs`. All or nothing.
+    /// Stores a new job, with the versions it keeps: fails with `NameTaken` if the owner has a
+    /// job of that name and with `QuotaExceeded` if the owner already has `max_jobs`. All or
+    /// nothing.
     async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()>;
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>>;
@@ -148,8 +150,13 @@ pub trait Catalogue: Send + Sync + std::fmt::Debug {
 
     /// Replaces `before` with `after` if the job still has `before`'s version and `next_run_at`
     /// (`Conflict` if not: edited, or advanced by the tick; `NotFound` if the job is gone).
-    /// `after` carries its new version.
+    /// `after` carries its new version. In the same write, as [`Catalogue::create`] does, the
+    /// versions `after` keeps that `before` did not ([`Job::versions`]) are stored with `after`'s
+    /// document, and those it no longer keeps are dropped.
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
+
+    /// The kept version `version` of job `id`'s document (`None`: not kept, or no such job's).
+    async fn version(&self, id: &JobId, version: u64) -> StoreResult<Option<JobVersion>>;
 
     /// Deletes the job and frees its name, fenced by the version read (`Conflict` if the job
     /// was edited since, or linked to a new child: the caller reads it again and re-decides).
