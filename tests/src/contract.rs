@@ -158,7 +158,11 @@ async fn versions_are_kept_with_the_job(store: &dyn JobStore) {
     store.update(&job, &second).await.unwrap();
     let kept = store.version(&job.id, 2).await.unwrap().expect("version 2 kept");
     assert_eq!(kept.document.payload, serde_json::json!({"edited": 2}));
-    assert_eq!(store.version(&job.id, 1).await.unwrap().map(|v| v.document), Some(job.document.clone()), "1 as it was");
+    assert_eq!(
+        store.version(&job.id, 1).await.unwrap().map(|v| v.document),
+        Some(job.document.clone()),
+        "1 as it was"
+    );
 
     // Renamed, and version 1 no longer kept: one write.
     let mut renamed = second.clone();

@@ -8,7 +8,8 @@
 //!   runs (ten attempts with 4 KB outputs each), wrapped as API Gateway's proxy integration
 //!   wraps it, stays under 6,291,456 bytes, and `next` reaches every item once.
 //! - DynamoDB's 400 KB item: a backfill of 1,000 instants answers with a response that its
-//!   idempotency record can hold, and a retry replays it.
+//!   idempotency record can hold, and a retry replays it; the largest run (its own payload, ten
+//!   attempts of the most output and error) fits its item.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a panic is a failed test
 
@@ -199,6 +200,76 @@ async fn run_pages_stay_under_lambdas_response_limit() {
     let ids: BTreeSet<&str> = runs.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!((runs.len(), ids.len()), (100, 100), "every run once");
     assert!(pages > 1, "cut by bytes, not by count");
+}
+
+/// An item's size as DynamoDB counts it: each attribute's name and value, in bytes.
+fn item_bytes(item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>) -> usize {
+    use aws_sdk_dynamodb::types::AttributeValue as A;
+    fn value(v: &A) -> usize {
+        match v {
+            A::S(s) | A::N(s) => s.len(),
+            A::Bool(_) | A::Null(_) => 1,
+            A::Ss(items) | A::Ns(items) => items.iter().map(String::len).sum(),
+            A::M(map) => 3 + map.iter().map(|(k, v)| k.len() + value(v) + 1).sum::<usize>(),
+            A::L(items) => 3 + items.iter().map(|v| value(v) + 1).sum::<usize>(),
+            _ => 0,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + value(v)).sum()
+}
+
+/// The largest run: its own payload at the most a run may carry, ten attempts each with the most
+/// output and error a target's answer leaves, all of it quotes (escaped twice as JSON): its item
+/// stays under DynamoDB's 400 KB.
+#[tokio::test]
+async fn the_largest_run_fits_dynamodbs_item() {
+    use sundial_domain::limits::RUN_INPUT_BYTES;
+    use sundial_domain::run::{Attempt, Outcome, RunKey, RunState};
+    use sundial_domain::target::MAX_OUTPUT_BYTES;
+    let stack = Stack::new().await;
+    let job = json!({"name": "largest", "schedule": {"cron": "0 0 1 1 *"},
+                     "target": {"type": "http", "url": "http://127.0.0.1:9/"}});
+    let id = stack.api.create_job(ALICE, &job).await;
+    let job_id = sundial_domain::job::JobId::parse(&id).unwrap();
+    let job = stack.services.ports.jobs.get(&job_id).await.unwrap().unwrap();
+    let instant = chrono::Utc::now() - chrono::Duration::hours(1);
+    let mut run =
+        stack.services.use_cases.claimer.new_run(&job, RunKey::scheduled(instant), instant, instant);
+    // A string of quotes: each is two bytes as JSON, so the payload at its bound.
+    run.input = Some(json!("\"".repeat(RUN_INPUT_BYTES / 2 - 2)));
+    assert!(serde_json::to_vec(&run.input).unwrap().len() <= RUN_INPUT_BYTES);
+    run.state = RunState::Failed;
+    run.attempt = 10;
+    run.attempts = (1..=10)
+        .map(|n| Attempt {
+            n,
+            started_at: instant,
+            finished_at: Some(instant),
+            worker: "w".repeat(64),
+            outcome: Some(Outcome::Failed),
+            status_code: Some(500),
+            error: Some("\"".repeat(MAX_OUTPUT_BYTES)),
+            output: Some("\"".repeat(MAX_OUTPUT_BYTES)),
+            callback: Some("c".repeat(64)),
+            call_until: Some(instant),
+        })
+        .collect();
+    stack.services.ports.runs.insert(&run).await.unwrap();
+    let key = std::collections::HashMap::from([
+        ("job_id".to_string(), aws_sdk_dynamodb::types::AttributeValue::S(id.clone())),
+        ("run_key".to_string(), aws_sdk_dynamodb::types::AttributeValue::S(run.key.encode())),
+    ]);
+    let out = stack
+        .dynamo
+        .get_item()
+        .table_name(&stack.resources.runs_table)
+        .set_key(Some(key))
+        .send()
+        .await
+        .unwrap();
+    let bytes = item_bytes(out.item.as_ref().expect("the run is stored"));
+    println!("the largest run's item: {bytes} bytes");
+    assert!(bytes < DYNAMODB_ITEM_BYTES, "{bytes} bytes crosses DynamoDB's 400 KB item");
 }
 
 /// A backfill of 1,000 instants with an `Idempotency-Key`: its answer fits the item that keeps

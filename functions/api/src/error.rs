@@ -73,6 +73,9 @@ impl From<JobsError> for ApiError {
             JobsError::Malformed(v) => ApiError::bad_request(v),
             JobsError::Invalid(v) => v.into(),
             JobsError::NotFound => ApiError::not_found(),
+            JobsError::VersionNotKept(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "version_not_kept", e.to_string()).with_field("version")
+            }
             JobsError::VersionMismatch { .. } => {
                 ApiError::new(StatusCode::PRECONDITION_FAILED, "version_mismatch", e.to_string())
                     .with_field("If-Match")

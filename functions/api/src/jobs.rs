@@ -420,7 +420,12 @@ pub async fn backfill(
     Ok((
         StatusCode::ACCEPTED,
         Json(BackfillView {
-            runs: runs.iter().take(BACKFILL_RUNS_SHOWN).map(|r| state.run_view(r)).collect(),
+            // Without the payload they share (the request holds it): the answer stays small.
+            runs: runs
+                .iter()
+                .take(BACKFILL_RUNS_SHOWN)
+                .map(|r| RunView { payload: None, ..state.run_view(r) })
+                .collect(),
             created: runs.len(),
             existing,
         }),

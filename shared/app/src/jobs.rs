@@ -34,6 +34,7 @@ use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Run, RunId, RunKey, RunState};
 use sundial_domain::schedule::{DstNote, Schedule, ceil_second};
 use sundial_domain::validation::{self, Rules, ValidationError};
+use sundial_domain::versions::{FieldChange, JobVersion};
 
 /// Why a job operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,6 +65,10 @@ pub enum JobsError {
     /// A manual run or a backfill of a paused job: its runs would only be skipped.
     #[error("the job is paused; resume it to run it")]
     Paused,
+    /// A version of the job's document that is not kept (never made, or older than the kept
+    /// ones).
+    #[error("version {0} of the job is not kept")]
+    VersionNotKept(u64),
     /// Deleting a job other jobs run after: they are named.
     #[error("jobs run after this one: {}; remove it from their depends_on first", .0.join(", "))]
     HasChildren(Vec<String>),
@@ -164,6 +169,19 @@ impl JobFilter {
         let tags: Vec<String> = self.tags.iter().map(|(k, v)| format!("{k}:{v}")).collect();
         format!("{tags:?}|{:?}|{:?}|{:?}", self.state, self.group, self.q)
     }
+}
+
+/// A kept version in brief: when it was made, and the fields it changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionSummary {
+    pub version: u64,
+    pub at: DateTime<Utc>,
+    pub changed: Vec<String>,
+}
+
+/// A document as the API shows it (secrets as secret, calendars as named), as JSON.
+fn redacted_value(document: &JobDocument) -> serde_json::Value {
+    serde_json::to_value(named_calendar::written(&document.redacted())).unwrap_or_default()
 }
 
 /// A job due before the next tick plus this is claimed by the API itself.
@@ -436,7 +454,9 @@ impl Jobs {
                 }
             }
             cursor = page.next;
-            if cursor.is_none() || read >= FILTER_READ {
+            // `failing` reads each candidate's newest run: a request reads fewer jobs for it.
+            let budget = if filter.state == Some(JobState::Failing) { FILTER_READ / 5 } else { FILTER_READ };
+            if cursor.is_none() || read >= budget {
                 return Ok(seal_page(&self.page_tokens, &scope, Page { items: found, next: cursor }));
             }
         }
@@ -485,6 +505,92 @@ impl Jobs {
                 .map_err(|e| JobsError::Malformed(ValidationError::new("body", e.to_string())))?;
             sundial_domain::merge_patch::apply(&mut merged, patch);
             *document = validation::decode(merged).map_err(JobsError::Malformed)?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The job's kept versions, newest first, `limit` at a time from before version `before`
+    /// (the newest, without it): each with when it was made and the fields it changed from the
+    /// version kept before it (none for the oldest kept).
+    pub async fn versions(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        limit: usize,
+        before: Option<u64>,
+    ) -> JobsResult<Vec<VersionSummary>> {
+        let job = self.get(owner, id).await?;
+        let kept: Vec<u64> = job.versions.iter().copied().filter(|v| before.is_none_or(|b| *v < b)).collect();
+        let shown = kept.len().saturating_sub(limit.max(1));
+        let mut documents = Vec::new();
+        // One more than shown: the version each shown one is compared with.
+        for version in &kept[shown.saturating_sub(1)..] {
+            if let Some(kept) = self.catalogue.version(id, *version).await? {
+                documents.push(kept);
+            }
+        }
+        let summaries = documents.windows(2).map(|pair| VersionSummary {
+            version: pair[1].version,
+            at: pair[1].at,
+            changed: sundial_domain::versions::changes(
+                &redacted_value(&pair[0].document),
+                &redacted_value(&pair[1].document),
+            )
+            .into_iter()
+            .map(|c| c.field)
+            .collect(),
+        });
+        let mut summaries: Vec<VersionSummary> = summaries.collect();
+        // The oldest kept has nothing kept to compare with.
+        if shown == 0
+            && let Some(oldest) = documents.first()
+        {
+            summaries
+                .insert(0, VersionSummary { version: oldest.version, at: oldest.at, changed: Vec::new() });
+        }
+        summaries.reverse();
+        Ok(summaries)
+    }
+
+    /// Version `version` of the job's document, if it is kept.
+    pub async fn version(&self, owner: &Owner, id: &JobId, version: u64) -> JobsResult<JobVersion> {
+        self.get(owner, id).await?;
+        self.catalogue.version(id, version).await?.ok_or(JobsError::VersionNotKept(version))
+    }
+
+    /// The fields that differ from version `from` to version `to` (the current one, without it),
+    /// secret header values shown as secret.
+    pub async fn diff(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        from: u64,
+        to: Option<u64>,
+    ) -> JobsResult<Vec<FieldChange>> {
+        let job = self.get(owner, id).await?;
+        let old = self.catalogue.version(id, from).await?.ok_or(JobsError::VersionNotKept(from))?;
+        let new = match to {
+            None => job.document,
+            Some(to) => self.catalogue.version(id, to).await?.ok_or(JobsError::VersionNotKept(to))?.document,
+        };
+        Ok(sundial_domain::versions::changes(&redacted_value(&old.document), &redacted_value(&new)))
+    }
+
+    /// Writes a new version of the job equal to version `version`'s document (under `If-Match`
+    /// when given), checked as any edit is.
+    pub async fn rollback(
+        &self,
+        owner: &Owner,
+        id: &JobId,
+        version: u64,
+        if_match: Option<u64>,
+    ) -> JobsResult<Job> {
+        let kept = self.version(owner, id, version).await?;
+        let document = named_calendar::written(&kept.document);
+        let terms = EditTerms { if_match, ..EditTerms::default() };
+        self.edit(owner, id, terms, move |current| {
+            *current = document.clone();
             Ok(())
         })
         .await

@@ -66,6 +66,20 @@ impl Keys {
         if document.expires_at.is_some_and(|t| t <= now) {
             return Err(ValidationError::new("expires_at", "must be in the future").into());
         }
+        // A key made by a key that expires expires no later: revoking access by letting a key
+        // run out is not undone by the keys it made.
+        let maker_expires = match &by.key {
+            Some(maker) => self.store.get(&maker.id).await?.and_then(|k| k.expires_at),
+            None => None,
+        };
+        let expires_at = match (document.expires_at, maker_expires) {
+            (Some(asked), Some(cap)) if asked > cap => {
+                let reason = format!("must not be later than the expiry of the key making it ({cap})");
+                return Err(ValidationError::new("expires_at", reason).into());
+            }
+            (None, Some(cap)) => Some(cap),
+            (asked, _) => asked,
+        };
         let (id, secret) = keys::new_secret(self.entropy.as_ref());
         let key = ApiKey {
             id,
@@ -74,7 +88,7 @@ impl Keys {
             role: document.role,
             created_by: by.actor(),
             created_at: stored(now),
-            expires_at: document.expires_at.map(stored),
+            expires_at: expires_at.map(stored),
             last_used_at: None,
             digest: digest(&secret),
         };

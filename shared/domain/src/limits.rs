@@ -29,6 +29,12 @@ impl Default for Limits {
 /// DynamoDB's 400 KB.
 pub const MOST_JOBS_PER_OWNER: u32 = 5_000;
 
+/// Largest run's own payload (a trigger's, re-run's or backfill's), in bytes, whatever a
+/// deployment allows its jobs: it is kept on the run's item beside up to 10 attempts (each with
+/// up to 4 KiB of output and error, escaped as JSON), which all stay under DynamoDB's 400 KB
+/// (`shared/aws/src/dynamo/runs.rs` tests the largest run).
+pub const RUN_INPUT_BYTES: usize = 64 * 1024;
+
 /// Largest `timeout_s`: an HTTP target that answers 202 may keep an attempt open for 7 days.
 pub const MAX_TIMEOUT_S: u32 = 7 * 86_400;
 /// Largest backoff: SQS's longest visibility timeout (12 hours).

@@ -119,6 +119,35 @@ pub fn render(payload: &Value, context: &Context) -> Value {
     }
 }
 
+/// The longest each placeholder's value may be, in bytes (a job's name is at most 128; a run's
+/// id is its job's id, its instant and a manual key's 26 characters, with separators).
+fn longest(name: &str) -> usize {
+    match name {
+        "scheduled_at" | "previous_scheduled_at" => 20,
+        "run_id" => 80,
+        "attempt" => 3,
+        "job.name" => 128,
+        _ => 26,
+    }
+}
+
+/// How many bytes filling `payload`'s placeholders may add to it at most: a payload within its
+/// limit filled in stays within the limit plus this.
+pub fn growth(payload: &Value) -> usize {
+    match payload {
+        Value::String(text) => pieces(text).map_or(0, |pieces| {
+            let placeholders = pieces.iter().filter_map(|p| match p {
+                Piece::Placeholder(name) => Some(longest(name).saturating_sub(name.len() + 4)),
+                Piece::Text(_) => None,
+            });
+            placeholders.sum()
+        }),
+        Value::Array(items) => items.iter().map(growth).sum(),
+        Value::Object(map) => map.values().map(growth).sum(),
+        _ => 0,
+    }
+}
+
 /// Whether `payload` uses the placeholder `name` anywhere.
 pub fn uses(payload: &Value, name: &str) -> bool {
     match payload {
@@ -166,6 +195,18 @@ mod tests {
         let first = Context { previous_scheduled_at: None, ..context() };
         assert_eq!(render(&json!("[{{previous_scheduled_at}}]"), &first), json!("[]"));
         assert!(uses(&payload, "previous_scheduled_at") && !uses(&json!("{{run_id}}"), "attempt"));
+    }
+
+    #[test]
+    fn filling_in_grows_a_payload_by_at_most_its_placeholders_longest_values() {
+        assert_eq!(growth(&json!("{{job.name}}")), 128 - 12);
+        assert_eq!(growth(&json!({"a": ["{{attempt}}", "{{scheduled_at}} {{run_id}}"], "b": 1})), 0 + 4 + 70);
+        assert_eq!(growth(&json!("no placeholders {{{{")), 0);
+        // A job named as long as names go: what it delivers stays within the bound.
+        let payload = json!({"who": "{{job.name}}/{{job.name}}"});
+        let filled = render(&payload, &Context { job_name: "n".repeat(128), ..context() });
+        let size = |v: &Value| serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0);
+        assert!(size(&filled) <= size(&payload) + growth(&payload));
     }
 
     #[test]

@@ -87,6 +87,51 @@ pub async fn keys_carry_roles_and_are_refused_once_revoked_or_expired<H: Harness
         format!("{}{}", &operator[..operator.len() - 1], if operator.ends_with('0') { "1" } else { "0" });
     assert_eq!(api.call(with(&forged, Method::GET, "/v1/jobs")).await.status, StatusCode::UNAUTHORIZED);
 
+    // A replay of a key's creation shows the key, never its secret again (the secret is stored
+    // nowhere, not even with the replay).
+    let keyed = || {
+        Call::new(Method::POST, "/v1/keys")
+            .key(ALICE)
+            .json(&make("replayed", "viewer", None))
+            .header("idempotency-key", "make-replayed")
+    };
+    let first = api.call(keyed()).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    assert!(first.body["secret"].is_string());
+    let again = api.call(keyed()).await;
+    assert_eq!((again.status, &again.body["id"]), (StatusCode::CREATED, &first.body["id"]), "{}", again.body);
+    assert!(again.body.get("secret").is_none(), "{}", again.body);
+    let replayed_id = first.body["id"].as_str().unwrap_or_default().to_string();
+    assert_eq!(api.delete(ALICE, &format!("/v1/keys/{replayed_id}")).await.status, StatusCode::NO_CONTENT);
+
+    // A key made by a key that expires expires no later.
+    let temp =
+        api.post(ALICE, "/v1/keys", &make("temp-admin", "admin", Some("2030-01-01T15:00:00Z"))).await.body;
+    let temp_secret = temp["secret"].as_str().unwrap_or_default().to_string();
+    let (temp_id, _) = (temp["id"].as_str().unwrap_or_default().to_string(), ());
+    let made_by_temp =
+        api.call(with(&temp_secret, Method::POST, "/v1/keys").json(&make("child", "viewer", None))).await;
+    assert_eq!(made_by_temp.status, StatusCode::CREATED, "{}", made_by_temp.body);
+    assert_eq!(made_by_temp.body["expires_at"], "2030-01-01T15:00:00Z", "capped at its maker's");
+    assert_eq!(made_by_temp.body["created_by"], "temp-admin");
+    let later = api
+        .call(with(&temp_secret, Method::POST, "/v1/keys").json(&make(
+            "later",
+            "viewer",
+            Some("2030-02-01T00:00:00Z"),
+        )))
+        .await;
+    assert_eq!(
+        (later.status, later.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "expires_at"),
+        "{}",
+        later.body
+    );
+    let child_id = made_by_temp.body["id"].as_str().unwrap_or_default().to_string();
+    for id in [&child_id, &temp_id] {
+        assert_eq!(api.delete(ALICE, &format!("/v1/keys/{id}")).await.status, StatusCode::NO_CONTENT);
+    }
+
     // Bad documents name their field and make no key.
     let cases = [
         (json!({"name": "a b", "role": "viewer"}), StatusCode::UNPROCESSABLE_ENTITY, "name"),

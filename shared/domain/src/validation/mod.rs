@@ -83,7 +83,7 @@ fn checked(
     target::validate_target(&mut doc.target, rules.targets)?;
     validate_payload(&doc.payload, rules)?;
     if doc.payload_template {
-        crate::payload_template::check(&doc.payload, "payload")?;
+        template_fits(&doc.payload, rules)?;
     }
     validate_durations(doc, rules)?;
     validate_window(doc, created_at, now)?;
@@ -107,8 +107,34 @@ fn checked(
 /// limit's bytes, and with known placeholders when `templated`; named `payload`.
 pub fn run_input(input: &serde_json::Value, rules: &Rules<'_>, templated: bool) -> Result<()> {
     validate_payload(input, rules)?;
+    // A run's own payload is kept on its item, beside its attempts: bounded to the default
+    // limit whatever a deployment allows its jobs (see `limits::RUN_INPUT_BYTES`).
+    let bytes = serde_json::to_vec(input).map(|v| v.len()).unwrap_or(usize::MAX);
+    if bytes > limits::RUN_INPUT_BYTES {
+        return Err(ValidationError::new(
+            "payload",
+            format!("is {bytes} bytes; a run's own payload is at most {} bytes", limits::RUN_INPUT_BYTES),
+        ));
+    }
     if templated {
-        crate::payload_template::check(input, "payload")?;
+        template_fits(input, rules)?;
+    }
+    Ok(())
+}
+
+/// A templated payload: its placeholders known, and filled in still within the limit.
+fn template_fits(payload: &serde_json::Value, rules: &Rules<'_>) -> Result<()> {
+    crate::payload_template::check(payload, "payload")?;
+    let bytes = serde_json::to_vec(payload).map(|v| v.len()).unwrap_or(usize::MAX);
+    let filled = bytes.saturating_add(crate::payload_template::growth(payload));
+    if filled > rules.limits.max_payload_bytes {
+        return Err(ValidationError::new(
+            "payload",
+            format!(
+                "filled in, it could reach {filled} bytes; the limit is {} bytes",
+                rules.limits.max_payload_bytes
+            ),
+        ));
     }
     Ok(())
 }
