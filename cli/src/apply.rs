@@ -18,6 +18,7 @@ use sundial_domain::job::{JobDocument, JobId};
 use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::merge_patch;
 use sundial_domain::validation::{self, Rules};
+use sundial_domain::versions::{self, FieldChange};
 
 /// One job of the file, decoded and validated.
 #[derive(Debug)]
@@ -37,6 +38,8 @@ pub enum Write {
         id: String,
         desired: Desired,
         patch: Value,
+        /// Each field that changes, with its stored value and the file's.
+        changes: Vec<FieldChange>,
     },
 }
 
@@ -310,7 +313,10 @@ pub fn plan(mut desired: Vec<Desired>, existing: &[Value], prune: bool) -> Resul
                         plan.unchanged.push(d.name);
                         None
                     }
-                    Some(patch) => Some(Write::Update { id: id_of(job), desired: d, patch }),
+                    Some(patch) => {
+                        let changes = versions::changes(&current, &d.document);
+                        Some(Write::Update { id: id_of(job), desired: d, patch, changes })
+                    }
                 }
             }
         };
@@ -368,8 +374,17 @@ impl Plan {
         for write in &self.writes {
             match write {
                 Write::Create(d) => out.push_str(&format!("+ create {}\n", d.name)),
-                Write::Update { desired, patch, .. } => {
-                    out.push_str(&format!("~ update {}: {patch}\n", desired.name))
+                Write::Update { desired, changes, .. } => {
+                    out.push_str(&format!("~ update {}\n", desired.name));
+                    let shown = |v: &Option<Value>| v.as_ref().map_or("(none)".to_string(), Value::to_string);
+                    for change in changes {
+                        out.push_str(&format!(
+                            "    {}: {} → {}\n",
+                            change.field,
+                            shown(&change.old),
+                            shown(&change.new)
+                        ));
+                    }
                 }
             }
         }
@@ -431,7 +446,7 @@ impl Plan {
                     progress("create", &d.name);
                     (d, client.call(Method::POST, "/v1/jobs", Some(&d.document)).await)
                 }
-                Write::Update { id, desired, patch } => {
+                Write::Update { id, desired, patch, .. } => {
                     progress("update", &desired.name);
                     (desired, client.call(Method::PATCH, &format!("/v1/jobs/{id}"), Some(patch)).await)
                 }

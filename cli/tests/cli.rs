@@ -221,6 +221,12 @@ async fn dry_run_writes_nothing() {
     assert_eq!(planned["plan"]["created"], serde_json::json!(["new-one"]));
     assert_eq!(planned["plan"]["deleted"], serde_json::json!(["heartbeat"]));
     assert_eq!(planned["plan"]["unchanged"], serde_json::json!(["nightly-report"]));
+
+    // An update is shown as its fields, the stored value and the file's.
+    let edited = file(&JOBS.replace("max_attempts: 5", "max_attempts: 7"));
+    let out = sundial(&url, &["apply", "-f", edited.as_str(), "--dry-run"]).await;
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(plan.contains("~ update nightly-report") && plan.contains("retry.max_attempts: 5 → 7"), "{plan}");
 }
 
 /// A diamond, listed child first: `report` runs after `left` and `right`, both after `extract`.

@@ -31,6 +31,12 @@ async fn listings_filter_by_tags_state_group_and_text() {
     jobs_api::listings_filter_by_tags_state_group_and_text::<Stack>().await;
 }
 
+/// Jobs: versions are kept in the transaction that writes the job, compared, rolled back to.
+#[tokio::test]
+async fn versions_are_kept_compared_and_rolled_back_to() {
+    jobs_api::versions_are_kept_compared_and_rolled_back_to::<Stack>().await;
+}
+
 /// Jobs: a refused document writes no item.
 #[tokio::test]
 async fn bad_documents_are_rejected_with_the_field_and_nothing_is_written() {

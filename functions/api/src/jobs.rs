@@ -50,7 +50,11 @@ async fn subscriptions(
 }
 
 /// A job response (with its newest run and its schedule's warnings) and its version as `ETag`.
-async fn job_response(state: &AppState, status: StatusCode, job: &Job) -> Result<Response, ApiError> {
+pub(crate) async fn job_response(
+    state: &AppState,
+    status: StatusCode,
+    job: &Job,
+) -> Result<Response, ApiError> {
     let mut view = view(state, job).await?;
     view.warnings = state.use_cases.jobs.warnings(job).await;
     Ok(job_response_with(status, job, view))

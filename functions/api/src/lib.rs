@@ -3,7 +3,7 @@
 //!
 //! - [`jobs`]: the `/v1/jobs` handlers; [`runs`]: run history, control and target callbacks;
 //!   [`groups`]: the owner's concurrency groups; [`calendars`]: the owner's named calendars;
-//!   [`keys`]: the owner's API keys;
+//!   [`keys`]: the owner's API keys; [`versions`]: a job's kept versions, diffs and rollback;
 //!   [`forecast`]: runs due per minute, from the schedules; [`instants`]: a job's instant
 //!   ledger;
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route; [`roles`]:
@@ -38,6 +38,7 @@ pub mod roles;
 pub mod runs;
 pub mod state;
 pub mod strict_json;
+pub mod versions;
 pub mod view;
 
 use axum::Router;
@@ -59,6 +60,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/jobs/{id}/trigger", post(jobs::trigger))
         .route("/v1/jobs/{id}/backfill", post(jobs::backfill))
         .route("/v1/jobs/{id}/rotate-secret", post(jobs::rotate_secret))
+        .route("/v1/jobs/{id}/versions", get(versions::list))
+        .route("/v1/jobs/{id}/versions/{version}", get(versions::get))
+        .route("/v1/jobs/{id}/diff", get(versions::diff))
+        .route("/v1/jobs/{id}/rollback", post(versions::rollback))
         .route("/v1/jobs/{id}/runs", get(runs::list))
         .route("/v1/jobs/{id}/instants", get(instants::list))
         .route("/v1/groups/{name}", get(groups::get).put(groups::put).delete(groups::delete))

@@ -26,7 +26,7 @@ pub fn needed(method: &Method, template: &str) -> Role {
             | "/v1/runs/{id}/rerun",
         )
         | ("DELETE", "/v1/jobs/{id}/skip") => Role::Operator,
-        ("POST", "/v1/jobs" | "/v1/jobs/{id}/rotate-secret")
+        ("POST", "/v1/jobs" | "/v1/jobs/{id}/rotate-secret" | "/v1/jobs/{id}/rollback")
         | ("PATCH", "/v1/jobs/{id}")
         | ("DELETE", "/v1/jobs/{id}" | "/v1/groups/{name}" | "/v1/calendars/{name}")
         | ("PUT", "/v1/groups/{name}" | "/v1/calendars/{name}") => Role::Editor,

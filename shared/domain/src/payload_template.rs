@@ -15,7 +15,6 @@
 //! else between `{{` and `}}` is refused when the job is written, naming the payload's field.
 //! Keys are never templated, only string values, at any depth.
 
-use crate::validation::ValidationError;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::Value;
 
@@ -83,10 +82,19 @@ fn pieces(text: &str) -> Result<Vec<Piece<'_>>, String> {
     Ok(pieces)
 }
 
+/// A string of a payload that is not a template: its field's path and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub field: String,
+    pub reason: String,
+}
+
 /// Checks every string of `payload` (its path under `field` named on error).
-pub fn check(payload: &Value, field: &str) -> Result<(), ValidationError> {
+pub fn check(payload: &Value, field: &str) -> Result<(), Refused> {
     match payload {
-        Value::String(text) => pieces(text).map(|_| ()).map_err(|reason| ValidationError::new(field, reason)),
+        Value::String(text) => {
+            pieces(text).map(|_| ()).map_err(|reason| Refused { field: field.to_string(), reason })
+        }
         Value::Array(items) => {
             items.iter().enumerate().try_for_each(|(i, item)| check(item, &format!("{field}[{i}]")))
         }

@@ -270,6 +270,35 @@ fn rows(w: &Resources, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
         )
         .body(range),
         Row::new(
+            M::GET,
+            "/v1/jobs/{id}/versions",
+            format!("/v1/jobs/{main}/versions"),
+            owned(format!("/v1/jobs/{ghost_job}/versions")),
+            S::OK,
+        ),
+        Row::new(
+            M::GET,
+            "/v1/jobs/{id}/versions/{version}",
+            format!("/v1/jobs/{main}/versions/1"),
+            owned(format!("/v1/jobs/{ghost_job}/versions/1")),
+            S::OK,
+        ),
+        Row::new(
+            M::GET,
+            "/v1/jobs/{id}/diff",
+            format!("/v1/jobs/{main}/diff?from=1"),
+            owned(format!("/v1/jobs/{ghost_job}/diff?from=1")),
+            S::OK,
+        ),
+        Row::new(
+            M::POST,
+            "/v1/jobs/{id}/rollback",
+            format!("/v1/jobs/{main}/rollback"),
+            owned(format!("/v1/jobs/{ghost_job}/rollback")),
+            S::OK,
+        )
+        .body(json!({"version": 1})),
+        Row::new(
             M::POST,
             "/v1/jobs/{id}/rotate-secret",
             format!("/v1/jobs/{main}/rotate-secret"),
@@ -792,6 +821,7 @@ fn needs(method: &Method, template: &str) -> Role {
         )
         | ("POST", "/v1/jobs/{id}/backfill" | "/v1/runs/{id}/cancel" | "/v1/runs/{id}/rerun")
         | ("DELETE", "/v1/jobs/{id}/skip") => Role::Operator,
+        // Everything else changes jobs, groups or calendars (a rollback among them).
         _ => Role::Editor,
     }
 }

@@ -360,10 +360,114 @@ pub async fn listings_filter_by_tags_state_group_and_text<H: Harness>() {
     );
 }
 
+/// A job's history: every edit of its document is a version kept, listed newest first with the
+/// fields it changed; a version's document reads back (secrets as secret); two versions compare
+/// field by field, old and new; a rollback makes a new version equal to an old one (its secret
+/// header restored), under `If-Match`; a version not kept, or not a number, is refused.
+pub async fn versions_are_kept_compared_and_rolled_back_to<H: Harness>() {
+    use crate::api::Call;
+    use http::Method;
+    let deployment = H::deploy(&[]).await;
+    let api = deployment.api();
+    let mut document = job("versioned");
+    document["target"]["headers"] = json!({"x-token": {"value": "s3cret", "secret": true}});
+    document["retry"] = json!({"max_attempts": 3});
+    let id = api.create_job(ALICE, &document).await;
+    let patch =
+        |body: serde_json::Value| Call::new(Method::PATCH, format!("/v1/jobs/{id}")).key(ALICE).json(&body);
+    assert_eq!(api.call(patch(json!({"retry": {"max_attempts": 5}}))).await.status, StatusCode::OK);
+    let edited = json!({"schedule": {"cron": "0 * * * *"}, "target": {"headers": {"x-token": "plain"}}, "description": "hourly now"});
+    assert_eq!(api.call(patch(edited)).await.status, StatusCode::OK);
+
+    let listed = api.get(ALICE, &format!("/v1/jobs/{id}/versions")).await.body;
+    let versions: Vec<(u64, Vec<String>)> = listed["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let changed = v["changed"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| f.as_str().unwrap_or_default().to_string());
+            (v["version"].as_u64().unwrap_or(0), changed.collect())
+        })
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            (3, vec!["description".to_string(), "schedule.cron".into(), "target.headers.x-token".into()]),
+            (2, vec!["retry.max_attempts".to_string()]),
+            (1, vec![]),
+        ],
+        "{listed}"
+    );
+    let page = api.get(ALICE, &format!("/v1/jobs/{id}/versions?limit=2")).await.body;
+    assert_eq!((page["versions"].as_array().map(Vec::len), &page["before"]), (Some(2), &json!(2)), "{page}");
+    let older = api.get(ALICE, &format!("/v1/jobs/{id}/versions?limit=2&before=2")).await.body;
+    assert_eq!((&older["versions"][0]["version"], &older["before"]), (&json!(1), &json!(null)), "{older}");
+
+    let first = api.get(ALICE, &format!("/v1/jobs/{id}/versions/1")).await.body;
+    assert_eq!(first["document"]["retry"]["max_attempts"], 3, "{first}");
+    assert!(!first.to_string().contains("s3cret"), "a secret is never shown: {first}");
+    let diff = api.get(ALICE, &format!("/v1/jobs/{id}/diff?from=1")).await.body;
+    assert_eq!(diff["to"], 3, "{diff}");
+    let retry = diff["changes"].as_array().into_iter().flatten().find(|c| c["field"] == "retry.max_attempts");
+    assert_eq!(retry.map(|c| (&c["old"], &c["new"])), Some((&json!(3), &json!(5))), "{diff}");
+    assert!(!diff.to_string().contains("s3cret"), "{diff}");
+
+    // Rolled back to version 1: a version 4 equal to it.
+    let stale = Call::new(Method::POST, format!("/v1/jobs/{id}/rollback"))
+        .key(ALICE)
+        .json(&json!({"version": 1}))
+        .header("if-match", "\"2\"");
+    let refused = api.call(stale).await;
+    assert_eq!(
+        (refused.status, refused.error_field()),
+        (StatusCode::PRECONDITION_FAILED, "If-Match"),
+        "{}",
+        refused.body
+    );
+    let rolled = Call::new(Method::POST, format!("/v1/jobs/{id}/rollback"))
+        .key(ALICE)
+        .json(&json!({"version": 1}))
+        .header("if-match", "\"3\"");
+    let rolled = api.call(rolled).await;
+    assert_eq!(rolled.status, StatusCode::OK, "{}", rolled.body);
+    assert_eq!(
+        (&rolled.body["version"], &rolled.body["retry"]["max_attempts"]),
+        (&json!(4), &json!(3)),
+        "{}",
+        rolled.body
+    );
+    assert_eq!(rolled.body["schedule"], json!({"cron": "*/5 * * * *"}));
+    let same = api.get(ALICE, &format!("/v1/jobs/{id}/diff?from=1&to=4")).await.body;
+    assert_eq!(same["changes"], json!([]), "the secret header restored too: {same}");
+
+    for (path, status, field) in [
+        (format!("/v1/jobs/{id}/versions/9"), StatusCode::NOT_FOUND, "version"),
+        (format!("/v1/jobs/{id}/versions/one"), StatusCode::BAD_REQUEST, "version"),
+        (format!("/v1/jobs/{id}/diff"), StatusCode::BAD_REQUEST, "from"),
+        (format!("/v1/jobs/{id}/diff?from=1&to=0"), StatusCode::BAD_REQUEST, "to"),
+    ] {
+        let reply = api.get(ALICE, &path).await;
+        assert_eq!((reply.status, reply.error_field()), (status, field), "{path}: {}", reply.body);
+    }
+    let not_kept = api.post(ALICE, &format!("/v1/jobs/{id}/rollback"), &json!({"version": 9})).await;
+    assert_eq!(
+        (not_kept.status, not_kept.error_field()),
+        (StatusCode::NOT_FOUND, "version"),
+        "{}",
+        not_kept.body
+    );
+    let bob = api.get(crate::api::BOB, &format!("/v1/jobs/{id}/versions")).await;
+    assert_eq!(bob.status, StatusCode::NOT_FOUND, "another owner's job is not found");
+}
+
 /// One test per scenario of this module, over the harness `$harness`.
 #[macro_export]
 macro_rules! jobs_api_scenarios {
     ($harness:ty) => {
-        $crate::instantiate!($harness => jobs_api { job_lifecycle, list_paginates, names_are_unique_per_owner, jobs_per_owner_limit, next_run_follows_the_schedule, listings_filter_by_tags_state_group_and_text });
+        $crate::instantiate!($harness => jobs_api { job_lifecycle, list_paginates, names_are_unique_per_owner, jobs_per_owner_limit, next_run_follows_the_schedule, listings_filter_by_tags_state_group_and_text, versions_are_kept_compared_and_rolled_back_to });
     };
 }

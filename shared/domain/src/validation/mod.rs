@@ -124,7 +124,8 @@ pub fn run_input(input: &serde_json::Value, rules: &Rules<'_>, templated: bool) 
 
 /// A templated payload: its placeholders known, and filled in still within the limit.
 fn template_fits(payload: &serde_json::Value, rules: &Rules<'_>) -> Result<()> {
-    crate::payload_template::check(payload, "payload")?;
+    crate::payload_template::check(payload, "payload")
+        .map_err(|r| ValidationError::new(r.field, r.reason))?;
     let bytes = serde_json::to_vec(payload).map(|v| v.len()).unwrap_or(usize::MAX);
     let filled = bytes.saturating_add(crate::payload_template::growth(payload));
     if filled > rules.limits.max_payload_bytes {
