@@ -65,7 +65,18 @@ impl Deployed {
     }
 
     async fn call(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let mut request = self.http.request(method, format!("{}{path}", self.api)).bearer_auth(&self.key);
+        self.call_as(&self.key, method, path, body).await
+    }
+
+    /// [`Deployed::call`] with another key.
+    async fn call_as(
+        &self,
+        key: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.api)).bearer_auth(key);
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -359,6 +370,31 @@ fn kill_function_processes(name: &str) -> usize {
     killed
 }
 
+/// A key made through the deployed API (its role read from the table by the api function under
+/// its IAM role): it reads, is refused a trigger naming the role it needs, and is refused
+/// altogether once revoked.
+async fn a_viewer_key_reads_and_is_refused_more(stack: &Deployed) {
+    use reqwest::Method as M;
+    let id =
+        stack.create(&job("viewed", "http://127.0.0.1:9/", json!({"schedule": {"cron": "0 0 1 1 *"}}))).await;
+    let (status, made) =
+        stack.call(M::POST, "/v1/keys", Some(&json!({"name": "deployed-viewer", "role": "viewer"}))).await;
+    assert_eq!(status, 201, "{made}");
+    let (secret, key_id) =
+        (made["secret"].as_str().unwrap().to_string(), made["id"].as_str().unwrap().to_string());
+    let (status, body) = stack.call_as(&secret, M::GET, &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(status, 200, "the viewer reads: {body}");
+    let (status, body) =
+        stack.call_as(&secret, M::POST, &format!("/v1/jobs/{id}/trigger"), Some(&json!({}))).await;
+    assert_eq!((status, &body["error"]["field"]), (403, &json!("role")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("operator"), "{body}");
+    assert!(stack.runs(&id).await.is_empty(), "a refused trigger makes no run");
+    let (status, body) = stack.call(M::DELETE, &format!("/v1/keys/{key_id}"), None).await;
+    assert_eq!(status, 204, "{body}");
+    let (status, _) = stack.call_as(&secret, M::GET, &format!("/v1/jobs/{id}"), None).await;
+    assert_eq!(status, 401, "revoked: refused at once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deployed_stack_runs_jobs_end_to_end() {
     let stack = Deployed::load().await;
@@ -372,6 +408,7 @@ async fn deployed_stack_runs_jobs_end_to_end() {
         malformed_message_is_dead_lettered(&stack),
         the_watchdog_flags_a_run_past_its_sla(&stack),
         capacity_scenarios(&stack),
+        a_viewer_key_reads_and_is_refused_more(&stack),
     );
     println!("flows through the deployed stack took {:.0?}", started.elapsed());
 }
