@@ -589,8 +589,10 @@ impl Jobs {
         let kept = self.version(owner, id, version).await?;
         let document = named_calendar::written(&kept.document);
         let terms = EditTerms { if_match, ..EditTerms::default() };
+        // Whether the job runs is not the version's to say: a paused job stays paused (and a
+        // running one running) until it is resumed (or paused) as such.
         self.edit(owner, id, terms, move |current| {
-            *current = document.clone();
+            *current = JobDocument { paused: current.paused, ..document.clone() };
             Ok(())
         })
         .await
@@ -855,7 +857,10 @@ impl Jobs {
             (None, true) => before.next_run_at.map(|t| t.max(ceil_second(now))),
         };
         let version = before.version + 1;
-        let versions = match document == before.document {
+        // A version is kept for what the owner wrote: not for a pause or a resume (the pause
+        // record says those), nor for a calendar's days copied in (its own versions say those).
+        let as_written = |d: &JobDocument| JobDocument { paused: false, ..named_calendar::written(d) };
+        let versions = match as_written(&document) == as_written(&before.document) {
             true => before.versions.clone(),
             false => sundial_domain::versions::kept_with(&before.versions, version),
         };

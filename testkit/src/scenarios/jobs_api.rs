@@ -442,7 +442,30 @@ pub async fn versions_are_kept_compared_and_rolled_back_to<H: Harness>() {
     );
     assert_eq!(rolled.body["schedule"], json!({"cron": "*/5 * * * *"}));
     let same = api.get(ALICE, &format!("/v1/jobs/{id}/diff?from=1&to=4")).await.body;
-    assert_eq!(same["changes"], json!([]), "the secret header restored too: {same}");
+    assert_eq!(same["changes"], json!([]), "{same}");
+    let stored = deployment.stored_job(&id).await.expect("the job is stored");
+    let restored = match &stored.document.target {
+        sundial_domain::job::TargetDocument::Http { headers, .. } => headers.get("x-token").cloned(),
+        _ => None,
+    };
+    let secret = sundial_domain::job::HeaderValue::Secret(sundial_domain::job::SecretHeader {
+        value: Some("s3cret".into()),
+        secret: true,
+    });
+    assert_eq!(restored, Some(secret), "the secret header's value restored");
+
+    // A pause is not a version of what the owner wrote, and a rollback leaves a pause alone.
+    assert_eq!(api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await.status, StatusCode::OK);
+    let top = api.get(ALICE, &format!("/v1/jobs/{id}/versions?limit=1")).await.body;
+    assert_eq!(top["versions"][0]["version"], 4, "{top}");
+    let back = api.post(ALICE, &format!("/v1/jobs/{id}/rollback"), &json!({"version": 2})).await;
+    assert_eq!(back.status, StatusCode::OK, "{}", back.body);
+    assert_eq!(
+        (&back.body["paused"], &back.body["retry"]["max_attempts"]),
+        (&json!(true), &json!(5)),
+        "{}",
+        back.body
+    );
 
     for (path, status, field) in [
         (format!("/v1/jobs/{id}/versions/9"), StatusCode::NOT_FOUND, "version"),
