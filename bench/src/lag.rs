@@ -35,6 +35,7 @@ pub async fn import(services: &Services, clients: &Clients, jobs: &[Job]) -> any
     let store = DynamoJobStore::new(
         clients.dynamo.clone(),
         &services.config.resources.jobs_table,
+        &services.config.resources.runs_table,
         services.config.due_shards,
         Ledger::new(),
     );

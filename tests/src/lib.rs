@@ -482,6 +482,7 @@ impl Harness for Stack {
         let store = sundial_aws::dynamo::DynamoJobStore::new(
             self.dynamo.clone(),
             &self.resources.jobs_table,
+            &self.resources.runs_table,
             self.config.due_shards,
             Ledger::new(),
         );

@@ -87,6 +87,7 @@ async fn the_tick_reads_the_jobs_the_index_names_from_the_table() {
     let store = sundial_aws::dynamo::DynamoJobStore::new(
         stack.dynamo.clone(),
         &stack.resources.jobs_table,
+        &stack.resources.runs_table,
         1,
         sundial_aws::metrics::Ledger::new(),
     );

@@ -37,7 +37,8 @@ struct State {
     counts: HashMap<String, i64>,
     /// Due-index queries of buckets starting with this fail (a throttled partition).
     failing_due: Option<String>,
-    /// (job id, version) → the version kept, as the table's version items are.
+    /// (job id, version) → the version kept, as the runs table's version items are (a deleted
+    /// job's expire there, unread: they are never dropped here).
     versions: BTreeMap<(String, u64), JobVersion>,
 }
 
@@ -312,8 +313,7 @@ impl Catalogue for MemoryJobStore {
         }
         state.jobs.remove(job.id.as_str());
         state.names.remove(&name);
-        // Its versions go with it (the adapter drops them just after).
-        state.versions.retain(|(id, _), _| id != job.id.as_str());
+        // Its versions stay until they expire, as the table's do (nothing reads them again).
         *state.counts.entry(job.owner.clone()).or_insert(0) -= 1;
         Ok(())
     }

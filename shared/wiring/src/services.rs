@@ -55,6 +55,7 @@ impl Services {
             jobs: Arc::new(DynamoJobStore::new(
                 dynamo.clone(),
                 &r.jobs_table,
+                &r.runs_table,
                 config.due_shards,
                 ledger.clone(),
             )),

@@ -38,6 +38,8 @@ pub const BY_DUE_INDEX: &str = "by-due";
 pub struct DynamoJobStore {
     client: Client,
     table: String,
+    /// Where the jobs' kept versions are (the runs table).
+    versions_table: String,
     shards: u16,
     ledger: Arc<Ledger>,
 }
@@ -51,8 +53,22 @@ fn owner_counter_key(owner: &str) -> String {
 }
 
 impl DynamoJobStore {
-    pub fn new(client: Client, table: impl Into<String>, shards: u16, ledger: Arc<Ledger>) -> Self {
-        DynamoJobStore { client, table: table.into(), shards: shards.max(1), ledger }
+    /// Jobs in `table`, their kept versions in `versions_table` (the runs table: versions are a
+    /// job's history, read by job, expiring as runs do, and out of the jobs table's scans).
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        versions_table: impl Into<String>,
+        shards: u16,
+        ledger: Arc<Ledger>,
+    ) -> Self {
+        DynamoJobStore {
+            client,
+            table: table.into(),
+            versions_table: versions_table.into(),
+            shards: shards.max(1),
+            ledger,
+        }
     }
 
     /// Bulk-loads jobs with BatchWriteItem (25 at a time), for seeding benchmarks and tests.
@@ -297,15 +313,23 @@ fn read_condition(before: &Job) -> (String, std::collections::HashMap<String, At
     (condition.to_string(), values)
 }
 
-/// The item of version `version` of job `id`'s document.
-fn version_key(id: &str, version: u64) -> String {
-    format!("jobversion#{id}#{version}")
+/// The key of version `version` of job `id`'s document in the versions table (the runs table):
+/// a partition per job apart from its runs' (`versions#<id>`), one item per version.
+fn version_key(id: &str, version: u64) -> Item {
+    Item::from([
+        ("job_id".to_string(), s(format!("versions#{id}"))),
+        ("run_key".to_string(), s(format!("v{version:020}"))),
+    ])
 }
+
+/// How long a kept version lives: as long as an audit record, so that a job edited rarely
+/// keeps its history for over a year, and a deleted job's history goes by itself.
+const VERSION_DAYS: i64 = 400;
 
 impl DynamoJobStore {
     /// The writes that keep `after`'s new versions (its document, as of its update) and drop the
     /// ones it no longer keeps, for the transaction that writes `after`. Version items carry no
-    /// `owner`, `name`, `document` or due attributes: they stay out of every index and scan.
+    /// in-flight attributes: they stay out of the runs table's index, and expire by its TTL.
     fn version_writes(&self, before: &[u64], after: &Job) -> StoreResult<Vec<TransactWriteItem>> {
         let mut writes = Vec::new();
         for version in after.versions.iter().filter(|v| !before.contains(v)) {
@@ -316,42 +340,26 @@ impl DynamoJobStore {
                 at: after.updated_at,
             };
             let doc = serde_json::to_string(&kept).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let expires = (after.updated_at + chrono::Duration::days(VERSION_DAYS)).timestamp();
             let put = Put::builder()
-                .table_name(&self.table)
-                .item("job_id", s(version_key(after.id.as_str(), *version)))
+                .table_name(&self.versions_table)
+                .set_item(Some(version_key(after.id.as_str(), *version)))
                 .item("doc", s(doc))
+                .item("expires_at", n(expires))
                 .build()
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             writes.push(TransactWriteItem::builder().put(put).build());
         }
         for version in before.iter().filter(|v| !after.versions.contains(v)) {
             let delete = Delete::builder()
-                .table_name(&self.table)
-                .key("job_id", s(version_key(after.id.as_str(), *version)))
+                .table_name(&self.versions_table)
+                .set_key(Some(version_key(after.id.as_str(), *version)))
                 .build()
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
             writes.push(TransactWriteItem::builder().delete(delete).build());
         }
         self.ledger.add(writes::ITEM, 2 * writes.len() as u64);
         Ok(writes)
-    }
-
-    /// Drops a deleted job's kept versions (best effort: one left behind is never read, its job's
-    /// id never reused).
-    async fn drop_versions(&self, job: &Job) {
-        for version in &job.versions {
-            let deleted = self
-                .client
-                .delete_item()
-                .table_name(&self.table)
-                .key("job_id", s(version_key(job.id.as_str(), *version)))
-                .send()
-                .await;
-            if let Err(e) = deleted {
-                tracing::warn!(job_id = %job.id, version, error = %store_error(e), "a deleted job's version was left behind");
-                return;
-            }
-        }
     }
 }
 
@@ -560,8 +568,8 @@ impl Catalogue for DynamoJobStore {
         let out = self
             .client
             .get_item()
-            .table_name(&self.table)
-            .key("job_id", s(version_key(id.as_str(), version)))
+            .table_name(&self.versions_table)
+            .set_key(Some(version_key(id.as_str(), version)))
             .consistent_read(true)
             .send()
             .await
@@ -588,10 +596,8 @@ impl Catalogue for DynamoJobStore {
             TransactWriteItem::builder().update(self.count(&job.owner, -1, None)?).build(),
         ];
         match item::transact(&self.client, items).await {
-            Ok(()) => {
-                self.drop_versions(job).await;
-                Ok(())
-            }
+            // Its kept versions expire by themselves.
+            Ok(()) => Ok(()),
             // Gone, or edited since it was read.
             Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => match self.get(&job.id).await? {
                 Some(_) => Err(StoreError::Conflict),

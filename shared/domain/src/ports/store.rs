@@ -155,7 +155,8 @@ pub trait Catalogue: Send + Sync + std::fmt::Debug {
     /// document, and those it no longer keeps are dropped.
     async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
 
-    /// The kept version `version` of job `id`'s document (`None`: not kept, or no such job's).
+    /// The kept version `version` of job `id`'s document (`None`: not kept). A deleted job's
+    /// versions stay until they expire (400 days after they were made).
     async fn version(&self, id: &JobId, version: u64) -> StoreResult<Option<JobVersion>>;
 
     /// Deletes the job and frees its name, fenced by the version read (`Conflict` if the job
