@@ -140,8 +140,6 @@ async fn a_long_window_is_filed_for_its_start(store: &dyn JobStore, shards: u16)
     assert!(!due_in(store, minute(tomorrow), shards).await.contains(&wide.id));
 }
 
-/// A learned baseline is written over any version, kept by later edits of what was read with
-/// it, and refused for a job that is gone.
 /// The versions a job keeps are stored with the write that makes them, read back whole, and
 /// dropped when the job no longer keeps them; a deleted job's stay until they expire (nothing
 /// reads them: the API reads versions of jobs that exist).
@@ -181,6 +179,8 @@ async fn versions_are_kept_with_the_job(store: &dyn JobStore) {
     assert!(store.version(&job.id, 3).await.unwrap().is_some(), "kept until it expires")
 }
 
+/// A learned baseline is written over any version, kept by later edits of what was read with
+/// it, and refused for a job that is gone.
 async fn a_baseline_is_kept_whatever_the_version(store: &dyn JobStore) {
     let owner = unique("owner");
     let v1 = job(&owner, "learning", None);

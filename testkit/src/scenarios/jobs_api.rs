@@ -307,6 +307,17 @@ pub async fn listings_filter_by_tags_state_group_and_text<H: Harness>() {
         Vec::<String>::new(),
         "none has failed"
     );
+    // One whose newest run failed is failing.
+    let mut failing = labelled("i-flaky", json!({"team": "billing"}), "Fails");
+    failing["schedule"] = json!({"cron": "0 0 1 1 *"});
+    failing["target"] = json!({"type": "http", "url": deployment.target_url()});
+    failing["retry"] = json!({"max_attempts": 1});
+    let flaky = api.create_job(ALICE, &failing).await;
+    deployment.answer_next(&[500]);
+    let run = deployment.trigger(&flaky).await;
+    assert_eq!(deployment.drive(&run, 30).await.state, sundial_domain::run::RunState::Failed);
+    assert_eq!(names_of_every_page(&deployment, "state=failing").await, ["i-flaky"]);
+    assert_eq!(names_of_every_page(&deployment, "tag=team:billing&state=failing&limit=1").await, ["i-flaky"]);
     assert_eq!(names_of_every_page(&deployment, "tag=team:nobody").await, Vec::<String>::new());
 
     for (query, field) in [("tag=team", "tag"), ("tag=Team:x", "tag"), ("state=sleeping", "state")] {

@@ -382,8 +382,9 @@ pub async fn runs_deliver_their_own_or_a_templated_payload<H: Harness>() {
         "then the job's own"
     );
 
-    // Refused: nothing runs.
+    // Refused: no run is made.
     let before = deployment.target_calls().len();
+    let runs_before = deployment.runs_of(&id).await.len();
     let big = "x".repeat(70 * 1024);
     let refused = api.call(trigger(json!({"payload": {"blob": big}}))).await;
     assert_eq!(
@@ -399,6 +400,7 @@ pub async fn runs_deliver_their_own_or_a_templated_payload<H: Harness>() {
         "{}",
         unknown.body
     );
+    assert_eq!(deployment.runs_of(&id).await.len(), runs_before, "no run was made");
 
     // Templated: the job fills its placeholders per attempt.
     let mut templated =
