@@ -819,6 +819,12 @@ impl CalendarStore for FaultyCalendars {
         self.faults.call(&op, Subject::NONE, true, link, StoreError::Unavailable).await
     }
 
+    async fn unlink_stale(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        let op = format!("calendars.unlink_stale {name} {job}");
+        let unlink = self.inner.unlink_stale(owner, name, job, at);
+        self.faults.call(&op, Subject::NONE, true, unlink, StoreError::Unavailable).await
+    }
+
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
         let op = format!("calendars.unlink {name} {job}");
         let unlink = self.inner.unlink(owner, name, job);

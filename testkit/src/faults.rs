@@ -319,6 +319,7 @@ const OPS: &[&str] = &[
     "CalendarStore::links",
     "CalendarStore::link",
     "CalendarStore::unlink",
+    "CalendarStore::unlink_stale",
     "FenceStore::get",
     "FenceStore::take",
     "FenceStore::remove",
@@ -411,6 +412,7 @@ faulty!(CalendarStore {
     async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
     async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()>;
+    async fn unlink_stale(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
 });
 
 faulty!(FenceStore {

@@ -1436,6 +1436,13 @@ pub async fn calendar_store_keeps_its_promises(store: &dyn CalendarStore) {
         Err(StoreError::NotFound),
         "no link to a calendar that does not exist"
     );
+    // A stale link is pruned only if it is still the one made at the time read.
+    store.link(&owner, "nyse", other, now).await.unwrap();
+    store.unlink_stale(&owner, "nyse", other, now - Duration::seconds(1)).await.unwrap();
+    assert!(store.links(&owner, "nyse").await.unwrap().jobs.contains_key(other), "made again since: kept");
+    store.unlink_stale(&owner, "nyse", other, now).await.unwrap();
+    let links = store.links(&owner, "nyse").await.unwrap();
+    assert_eq!((links.jobs.len(), links.version), (1, 5), "pruned once");
 
     assert_eq!(
         store.delete(&owner, "nyse", 1, links.version).await,

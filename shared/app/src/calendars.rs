@@ -352,6 +352,18 @@ impl Calendars {
             })
             .collect();
         users.sort_by(|a, b| a.name.cmp(&b.name));
+        // A link past its grace whose job is gone or no longer names the calendar is pruned
+        // (only if it was not made again since): the links do not grow with every job that ever
+        // named the calendar.
+        let now = self.clock.now();
+        let stale = links.jobs.iter().filter(|(id, link)| {
+            now - link.at >= group::LINK_GRACE && !users.iter().any(|u| u.id.as_str() == id.as_str())
+        });
+        for (job, link) in stale {
+            if let Err(e) = self.calendars.unlink_stale(&calendar.owner, &calendar.name, job, link.at).await {
+                tracing::warn!(calendar = %calendar.name, job_id = %job, error = %e, "a stale calendar link was left");
+            }
+        }
         Ok(users)
     }
 }

@@ -95,6 +95,17 @@ impl CalendarStore for MemoryCalendarStore {
         Ok(())
     }
 
+    async fn unlink_stale(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        let mut calendars = lock(&self.calendars);
+        if let Some((_, links)) = calendars.get_mut(&(owner.to_string(), name.to_string()))
+            && links.jobs.get(job).is_some_and(|link| link.at == stored_at(at))
+        {
+            links.jobs.remove(job);
+            links.version += 1;
+        }
+        Ok(())
+    }
+
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
         let mut calendars = lock(&self.calendars);
         if let Some((_, links)) = calendars.get_mut(&(owner.to_string(), name.to_string()))

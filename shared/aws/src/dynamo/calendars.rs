@@ -259,6 +259,24 @@ impl CalendarStore for DynamoCalendarStore {
         }
     }
 
+    async fn unlink_stale(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        self.ledger.add(writes::ITEM, 1);
+        let update = Update::new()
+            .remove("#l")
+            .add("version", ":one", n(1))
+            .name("#l", link_attribute(job))
+            .value(":at", n(at.timestamp_millis()));
+        let request =
+            self.client.update_item().table_name(&self.table).key("job_id", s(links_key(owner, name)));
+        let removed =
+            update.apply(request).condition_expression("#l = :at").send().await.map_err(store_error);
+        match removed {
+            // Linked again since (or gone): nothing to prune.
+            Ok(_) | Err(StoreError::Conflict) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
         self.ledger.add(writes::ITEM, 1);
         let update = Update::new().remove("#l").add("version", ":one", n(1)).name("#l", link_attribute(job));

@@ -264,6 +264,10 @@ pub trait CalendarStore: Send + Sync + std::fmt::Debug {
 
     /// Removes `job`'s link, if it has one.
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()>;
+
+    /// Removes `job`'s link only if it is still the one made at `at` (a link made again since,
+    /// by an edit naming the calendar anew, stays): how stale links are pruned.
+    async fn unlink_stale(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
 }
 
 /// API keys kept as data: each found by its id, listed by owner.
