@@ -68,8 +68,6 @@ pub async fn idempotent(
         }
         Claim::New { first_seen } => first_seen,
     };
-    // A key's secret is shown once and stored nowhere: its replay shows the key without it.
-    let holds_secret = parts.uri.path() == "/v1/keys";
     let mut request = Request::from_parts(parts, Body::from(bytes));
     request.extensions_mut().insert(RequestKey { key, first_seen });
     let response = next.run(request).await;
@@ -79,8 +77,13 @@ pub async fn idempotent(
         }
         return Ok(response);
     }
-    record(&state, &scoped, response, holds_secret).await
+    record(&state, &scoped, response).await
 }
+
+/// Fields of a JSON response body that its replay leaves out: what a handler shows once and
+/// stores nowhere (a key's secret), set on its response as an extension.
+#[derive(Debug, Clone, Copy)]
+pub struct Withheld(pub &'static [&'static str]);
 
 /// The key, if it is 1-255 visible ASCII characters.
 fn valid_key(key: &HeaderValue) -> Result<String, ApiError> {
@@ -112,28 +115,22 @@ fn conflict(code: &'static str, message: &'static str) -> ApiError {
 
 /// Records `response` as the answer to the key `scoped`, and returns it. The effect happened:
 /// even if recording it fails, the caller gets the real response.
-async fn record(
-    state: &AppState,
-    scoped: &str,
-    response: Response,
-    holds_secret: bool,
-) -> Result<Response, ApiError> {
+async fn record(state: &AppState, scoped: &str, response: Response) -> Result<Response, ApiError> {
     let (parts, body) = response.into_parts();
     let body = to_bytes(body, usize::MAX).await.map_err(|e| {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("reading the response: {e}"))
     })?;
-    let kept = match holds_secret {
-        false => String::from_utf8_lossy(&body).into_owned(),
-        true => match serde_json::from_slice::<serde_json::Value>(&body) {
-            Ok(mut value) => {
-                if let Some(map) = value.as_object_mut() {
-                    map.remove("secret");
+    let kept = match (parts.extensions.get::<Withheld>(), serde_json::from_slice::<serde_json::Value>(&body))
+    {
+        (Some(Withheld(fields)), Ok(mut value)) => {
+            if let Some(map) = value.as_object_mut() {
+                for field in *fields {
+                    map.remove(*field);
                 }
-                value.to_string()
             }
-            // Not a key (an error's body): kept as it is.
-            Err(_) => String::from_utf8_lossy(&body).into_owned(),
-        },
+            value.to_string()
+        }
+        _ => String::from_utf8_lossy(&body).into_owned(),
     };
     let stored = StoredResponse {
         status: parts.status.as_u16(),

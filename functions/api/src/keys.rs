@@ -7,6 +7,7 @@ use crate::state::AppState;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sundial_app::keys::KeysError;
@@ -74,10 +75,13 @@ pub async fn create(
     State(state): State<AppState>,
     Acting(principal): Acting,
     JsonBody(document): JsonBody<KeyDocument>,
-) -> Result<(StatusCode, Json<KeyView>), ApiError> {
+) -> Result<Response, ApiError> {
     let made = state.use_cases.keys.create(&principal, &document).await?;
     let view = KeyView { secret: Some(made.secret), ..KeyView::from(made.key) };
-    Ok((StatusCode::CREATED, Json(view)))
+    let mut response = (StatusCode::CREATED, Json(view)).into_response();
+    // Shown once, stored nowhere: a replay of this creation shows the key without it.
+    response.extensions_mut().insert(crate::idempotency::Withheld(&["secret"]));
+    Ok(response)
 }
 
 /// The owner's keys, by name.
