@@ -84,10 +84,7 @@ pub async fn list(
 ) -> Result<Json<VersionList>, ApiError> {
     let limit = query_number(&query, "limit", 20, KEPT_VERSIONS as u32)? as usize;
     let before = query.get("before").map(|b| version_number(b, "before")).transpose()?;
-    let versions = state.use_cases.jobs.versions(&owner, &id, limit, before).await?;
-    let job = state.use_cases.jobs.get(&owner, &id).await?;
-    let oldest_shown = versions.last().map(|v| v.version);
-    let before = oldest_shown.filter(|oldest| job.versions.iter().any(|v| v < oldest));
+    let (versions, before) = state.use_cases.jobs.versions(&owner, &id, limit, before).await?;
     let versions = versions
         .into_iter()
         .map(|v| VersionSummaryView { version: v.version, at: v.at, changed: v.changed })

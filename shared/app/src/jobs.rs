@@ -28,7 +28,8 @@ use sundial_domain::limits::{Limits, TargetAllowList};
 use sundial_domain::named_calendar::{self, NamedCalendar};
 use sundial_domain::page_token::PageTokens;
 use sundial_domain::ports::store::{
-    CalendarStore, Catalogue, FenceStore, Page, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
+    CalendarStore, Catalogue, FenceStore, Page, Race, Raced, RunHistory, RunWrites, StoreError, StoreResult,
+    until_won,
 };
 use sundial_domain::ports::topics::{JobTopics, Subscription, TopicError};
 use sundial_domain::run::{Run, RunId, RunKey, RunState};
@@ -512,36 +513,43 @@ impl Jobs {
 
     /// The job's kept versions, newest first, `limit` at a time from before version `before`
     /// (the newest, without it): each with when it was made and the fields it changed from the
-    /// version kept before it (none for the oldest kept).
+    /// version kept before it (none for the oldest kept); and the version to ask `before` for
+    /// older ones, if any are kept.
     pub async fn versions(
         &self,
         owner: &Owner,
         id: &JobId,
         limit: usize,
         before: Option<u64>,
-    ) -> JobsResult<Vec<VersionSummary>> {
+    ) -> JobsResult<(Vec<VersionSummary>, Option<u64>)> {
+        use futures::StreamExt;
         let job = self.get(owner, id).await?;
         let kept: Vec<u64> = job.versions.iter().copied().filter(|v| before.is_none_or(|b| *v < b)).collect();
         let shown = kept.len().saturating_sub(limit.max(1));
-        let mut documents = Vec::new();
-        // One more than shown: the version each shown one is compared with.
-        for version in &kept[shown.saturating_sub(1)..] {
-            if let Some(kept) = self.catalogue.version(id, *version).await? {
-                documents.push(kept);
-            }
+        // One more than shown: the version each shown one is compared with; read 8 at a time.
+        let wanted: Vec<u64> = kept[shown.saturating_sub(1)..].to_vec();
+        let catalogue = &self.catalogue;
+        let reads = wanted.into_iter().map(|version| async move { catalogue.version(id, version).await });
+        let read: Vec<StoreResult<Option<JobVersion>>> =
+            futures::stream::iter(reads).buffered(8).collect().await;
+        let mut documents = Vec::with_capacity(read.len());
+        for version in read {
+            documents.extend(version?);
         }
-        let summaries = documents.windows(2).map(|pair| VersionSummary {
-            version: pair[1].version,
-            at: pair[1].at,
-            changed: sundial_domain::versions::changes(
-                &redacted_value(&pair[0].document),
-                &redacted_value(&pair[1].document),
-            )
-            .into_iter()
-            .map(|c| c.field)
-            .collect(),
-        });
-        let mut summaries: Vec<VersionSummary> = summaries.collect();
+        let mut summaries: Vec<VersionSummary> = documents
+            .windows(2)
+            .map(|pair| VersionSummary {
+                version: pair[1].version,
+                at: pair[1].at,
+                changed: sundial_domain::versions::changes(
+                    &redacted_value(&pair[0].document),
+                    &redacted_value(&pair[1].document),
+                )
+                .into_iter()
+                .map(|c| c.field)
+                .collect(),
+            })
+            .collect();
         // The oldest kept has nothing kept to compare with.
         if shown == 0
             && let Some(oldest) = documents.first()
@@ -550,7 +558,8 @@ impl Jobs {
                 .insert(0, VersionSummary { version: oldest.version, at: oldest.at, changed: Vec::new() });
         }
         summaries.reverse();
-        Ok(summaries)
+        let older = (shown > 0).then(|| summaries.last().map(|s| s.version)).flatten();
+        Ok((summaries, older))
     }
 
     /// Version `version` of the job's document, if it is kept.
