@@ -53,7 +53,7 @@ pub const VARIABLES: &[Variable] = &[
     var(
         "SUNDIAL_API_KEYS",
         "`sundial-dev-key:dev` (local)",
-        "`key:owner,…`; keys are hashed at start-up",
+        "`key:owner,…`; keys are hashed at start-up; each is its owner's `admin`",
         Api,
     ),
     var(
