@@ -171,7 +171,8 @@ pub async fn list(
 /// Delete the calendar; refused while a job names it.
 #[utoipa::path(delete, path = "/v1/calendars/{name}", operation_id = "deleteCalendar", tag = "calendars",
     params(("name" = String, Path), ("If-Match" = Option<String>, Header, description = "The ETag to delete only")),
-    responses((status = 204), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+    responses((status = 204), (status = 400, description = "If-Match is not an ETag", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Jobs name the calendar (`calendar_in_use`); the message names them", body = ErrorBody),
         (status = 412, description = "If-Match names another version", body = ErrorBody)),
     security(("bearer" = [])))]

@@ -391,7 +391,7 @@ pub struct BackfillRequest {
     pub to: chrono::DateTime<chrono::Utc>,
     /// What each run delivers instead of the job's payload (bounded as the payload is).
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub payload: Option<serde_json::Value>,
 }
 
@@ -402,7 +402,7 @@ pub struct RunRequest {
     /// What the run delivers instead of the job's payload (bounded as the payload is; its
     /// placeholders filled if the job asks), shown on the run.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub payload: Option<serde_json::Value>,
 }
 

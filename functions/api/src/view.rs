@@ -244,7 +244,7 @@ pub struct RunView {
     /// The payload the run delivers instead of its job's (given to its trigger, re-run or
     /// backfill); absent: the job's.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<Value>)]
     pub payload: Option<serde_json::Value>,
     /// Where the run's logs are: the local log, or a CloudWatch Logs Insights query in AWS.
     pub logs: LogsLink,

@@ -40,9 +40,9 @@ pub fn kept_with(kept: &[u64], version: u64) -> Vec<u64> {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FieldChange {
     pub field: String,
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub old: Option<Value>,
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub new: Option<Value>,
 }
 
