@@ -9,17 +9,16 @@
 //! the jobs table's indexes and its scan of jobs.
 
 use super::item::{self, Item, TransactFailure, failed, get_n, get_s, n, s};
+use super::links::LinksItem;
 use super::update::Update;
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, Put, TransactWriteItem, Update as TransactUpdate,
-};
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update as TransactUpdate};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
-use sundial_domain::group::{Link, Links};
+use sundial_domain::group::Links;
 use sundial_domain::named_calendar::{MAX_CALENDARS_PER_OWNER, NamedCalendar};
 use sundial_domain::ports::store::{CalendarStore, StoreError, StoreResult};
 
@@ -46,11 +45,6 @@ fn list_key(owner: &str) -> String {
 /// The list's attribute for calendar `name`.
 fn listed_attribute(name: &str) -> String {
     format!("c_{name}")
-}
-
-/// The attribute holding `job`'s link.
-fn link_attribute(job: &str) -> String {
-    format!("l_{job}")
 }
 
 fn built<T, E: std::fmt::Display>(built: Result<T, E>) -> StoreResult<T> {
@@ -80,6 +74,17 @@ impl DynamoCalendarStore {
             .await
             .map_err(store_error)?;
         Ok(out.item)
+    }
+
+    /// The links item of calendar `name` of `owner`.
+    fn links_item(&self, owner: &str, name: &str) -> LinksItem<'_> {
+        LinksItem {
+            client: &self.client,
+            table: &self.table,
+            ledger: &self.ledger,
+            record: calendar_key(owner, name),
+            key: links_key(owner, name),
+        }
     }
 
     /// After a conditional write failed: `NotFound` if the calendar is gone, else `Conflict`.
@@ -214,84 +219,18 @@ impl CalendarStore for DynamoCalendarStore {
     }
 
     async fn links(&self, owner: &str, name: &str) -> StoreResult<Links> {
-        let Some(stored) = self.read(links_key(owner, name)).await? else { return Ok(Links::default()) };
-        let mut links = Links { version: get_n(&stored, "version")?, ..Links::default() };
-        for (attribute, value) in &stored {
-            let Some(job) = attribute.strip_prefix("l_") else { continue };
-            let at = match value {
-                AttributeValue::N(millis) => {
-                    millis.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis)
-                }
-                _ => None,
-            };
-            let at =
-                at.ok_or_else(|| StoreError::Corrupt(format!("calendar link {attribute} is not a time")))?;
-            links.jobs.insert(job.to_string(), Link { at });
-        }
-        Ok(links)
+        self.links_item(owner, name).read().await
     }
 
     async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
-        let exists = built(
-            ConditionCheck::builder()
-                .table_name(&self.table)
-                .key("job_id", s(calendar_key(owner, name)))
-                .condition_expression("attribute_exists(job_id)")
-                .build(),
-        )?;
-        let update = Update::new()
-            .set("#l", ":at", n(at.timestamp_millis()))
-            .add("version", ":one", n(1))
-            .name("#l", link_attribute(job));
-        let request =
-            TransactUpdate::builder().table_name(&self.table).key("job_id", s(links_key(owner, name)));
-        let link = built(update.apply_transact(request).build())?;
-        self.ledger.add(writes::ITEM, 4);
-        let items = vec![
-            TransactWriteItem::builder().condition_check(exists).build(),
-            TransactWriteItem::builder().update(link).build(),
-        ];
-        match item::transact(&self.client, items).await {
-            Ok(()) => Ok(()),
-            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::NotFound),
-            Err(TransactFailure::Cancelled(_)) => Err(StoreError::Conflict),
-            Err(TransactFailure::Store(e)) => Err(e),
-        }
+        self.links_item(owner, name).link(job, at).await
     }
 
     async fn unlink_stale(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
-        self.ledger.add(writes::ITEM, 1);
-        let update = Update::new()
-            .remove("#l")
-            .add("version", ":one", n(1))
-            .name("#l", link_attribute(job))
-            .value(":at", n(at.timestamp_millis()));
-        let request =
-            self.client.update_item().table_name(&self.table).key("job_id", s(links_key(owner, name)));
-        let removed =
-            update.apply(request).condition_expression("#l = :at").send().await.map_err(store_error);
-        match removed {
-            // Linked again since (or gone): nothing to prune.
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.links_item(owner, name).unlink(job, Some(at)).await
     }
 
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
-        self.ledger.add(writes::ITEM, 1);
-        let update = Update::new().remove("#l").add("version", ":one", n(1)).name("#l", link_attribute(job));
-        let request =
-            self.client.update_item().table_name(&self.table).key("job_id", s(links_key(owner, name)));
-        let removed = update
-            .apply(request)
-            .condition_expression("attribute_exists(#l)")
-            .send()
-            .await
-            .map_err(store_error);
-        match removed {
-            // No such link: nothing to remove.
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.links_item(owner, name).unlink(job, None).await
     }
 }

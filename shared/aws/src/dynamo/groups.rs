@@ -9,17 +9,15 @@
 //! jobs table's indexes.
 
 use super::item::{self, Item, TransactFailure, failed, get_n, get_s, n, s};
-use super::update::Update;
+use super::links::LinksItem;
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Delete, TransactWriteItem, Update as TransactUpdate,
-};
+use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
-use sundial_domain::group::{Group, Link, Links};
+use sundial_domain::group::{Group, Links};
 use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
 
 /// Concurrency groups, in the jobs table.
@@ -38,11 +36,6 @@ fn links_key(owner: &str, name: &str) -> String {
     format!("grouplinks#{owner}#{name}")
 }
 
-/// The attribute holding `job`'s link.
-fn link_attribute(job: &str) -> String {
-    format!("l_{job}")
-}
-
 fn built<T, E: std::fmt::Display>(built: Result<T, E>) -> StoreResult<T> {
     built.map_err(|e| StoreError::Corrupt(e.to_string()))
 }
@@ -57,6 +50,17 @@ impl DynamoGroupStore {
             serde_json::from_str(get_s(item, "doc")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         group.version = get_n(item, "version")?;
         Ok(group)
+    }
+
+    /// The links item of group `name` of `owner`.
+    fn links_item(&self, owner: &str, name: &str) -> LinksItem<'_> {
+        LinksItem {
+            client: &self.client,
+            table: &self.table,
+            ledger: &self.ledger,
+            record: group_key(owner, name),
+            key: links_key(owner, name),
+        }
     }
 
     /// After a conditional write failed: `NotFound` if the group is gone, else `Conflict`.
@@ -139,75 +143,14 @@ impl GroupStore for DynamoGroupStore {
     }
 
     async fn links(&self, owner: &str, name: &str) -> StoreResult<Links> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("job_id", s(links_key(owner, name)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(store_error)?;
-        let Some(stored) = out.item else { return Ok(Links::default()) };
-        let mut links = Links { version: get_n(&stored, "version")?, ..Links::default() };
-        for (attribute, value) in &stored {
-            let Some(job) = attribute.strip_prefix("l_") else { continue };
-            let at = match value {
-                AttributeValue::N(millis) => {
-                    millis.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis)
-                }
-                _ => None,
-            };
-            let at =
-                at.ok_or_else(|| StoreError::Corrupt(format!("group link {attribute} is not a time")))?;
-            links.jobs.insert(job.to_string(), Link { at });
-        }
-        Ok(links)
+        self.links_item(owner, name).read().await
     }
 
     async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()> {
-        let exists = built(
-            ConditionCheck::builder()
-                .table_name(&self.table)
-                .key("job_id", s(group_key(owner, name)))
-                .condition_expression("attribute_exists(job_id)")
-                .build(),
-        )?;
-        let update = Update::new()
-            .set("#l", ":at", n(at.timestamp_millis()))
-            .add("version", ":one", n(1))
-            .name("#l", link_attribute(job));
-        let request =
-            TransactUpdate::builder().table_name(&self.table).key("job_id", s(links_key(owner, name)));
-        let link = built(update.apply_transact(request).build())?;
-        self.ledger.add(writes::ITEM, 4);
-        let items = vec![
-            TransactWriteItem::builder().condition_check(exists).build(),
-            TransactWriteItem::builder().update(link).build(),
-        ];
-        match item::transact(&self.client, items).await {
-            Ok(()) => Ok(()),
-            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::NotFound),
-            Err(TransactFailure::Cancelled(_)) => Err(StoreError::Conflict),
-            Err(TransactFailure::Store(e)) => Err(e),
-        }
+        self.links_item(owner, name).link(job, at).await
     }
 
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()> {
-        self.ledger.add(writes::ITEM, 1);
-        let update = Update::new().remove("#l").add("version", ":one", n(1)).name("#l", link_attribute(job));
-        let request =
-            self.client.update_item().table_name(&self.table).key("job_id", s(links_key(owner, name)));
-        let removed = update
-            .apply(request)
-            .condition_expression("attribute_exists(#l)")
-            .send()
-            .await
-            .map_err(store_error);
-        match removed {
-            // No such link: nothing to remove.
-            Ok(_) | Err(StoreError::Conflict) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.links_item(owner, name).unlink(job, None).await
     }
 }

@@ -13,6 +13,7 @@ pub mod idempotency;
 mod item;
 pub mod jobs;
 pub mod keys;
+mod links;
 pub mod runs;
 pub mod tick;
 mod update;
