@@ -45,7 +45,7 @@ pub async fn passes(n: usize) -> anyhow::Result<Value> {
             callback: None,
             call_until: None,
         }];
-        services.ports.runs.insert(&run).await?;
+        services.ports.runs.insert(&run, None).await?;
         runs.push(run);
     }
     let pass = |label: &'static str| {

@@ -7,6 +7,7 @@
 pub mod wire_errors;
 
 use anyhow::Context;
+use axum::serve::IncomingStream;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,7 +69,15 @@ pub async fn serve(
         (0..workers).map(|n| tokio::spawn(poll_runs_queue(services.clone(), n, stopped.clone()))).collect();
     let mut api_stopped = stopped.clone();
     let listener = wire_errors::JsonErrorListener(listener);
-    let served = axum::serve(listener, router(AppState::new(&services))).with_graceful_shutdown(async move {
+    // Each request knows the address it came from: the audit trail records it.
+    let app = router(AppState::new(&services));
+    let per_connection =
+        tower::service_fn(move |stream: IncomingStream<'_, wire_errors::JsonErrorListener>| {
+            let peer = axum::extract::ConnectInfo(*stream.remote_addr());
+            let app = app.clone().layer(axum::Extension(peer));
+            async move { Ok::<_, std::convert::Infallible>(app) }
+        });
+    let served = axum::serve(listener, per_connection).with_graceful_shutdown(async move {
         let _ = api_stopped.wait_for(|s| *s).await;
     });
     let api = tokio::spawn(async move { served.await });

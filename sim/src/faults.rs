@@ -10,6 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::events::{JobNotice, Notification, SchedulerAlert};
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
@@ -215,9 +216,9 @@ impl FaultyJobs {
 
 #[async_trait]
 impl Catalogue for FaultyJobs {
-    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
+    async fn create(&self, job: &Job, max_jobs: u32, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let create = async {
-            let out = self.inner.create(job, max_jobs).await;
+            let out = self.inner.create(job, max_jobs, audit).await;
             if out.is_ok() {
                 self.written(&job.id, Some(job.clone()));
             }
@@ -279,7 +280,7 @@ impl Catalogue for FaultyJobs {
             .await
     }
 
-    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
+    async fn update(&self, before: &Job, after: &Job, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let update = async {
             // A slow edit: the API's write of a job arrives a while after its read (a slow
             // validation, a retried PUT), long enough for a claim pass to advance the job.
@@ -289,7 +290,7 @@ impl Catalogue for FaultyJobs {
                 self.sim.sleep(by).await;
             }
             let stored = self.inner.get(&after.id).await.ok().flatten();
-            let out = self.inner.update(before, after).await;
+            let out = self.inner.update(before, after, audit).await;
             if out.is_ok() {
                 self.written(&after.id, Some(after.clone()));
                 // Accepted: the job must have been as its writer read it (the tick's advance
@@ -309,9 +310,9 @@ impl Catalogue for FaultyJobs {
         self.faults.call("jobs.update", Subject::job(&after.id), true, update, StoreError::Unavailable).await
     }
 
-    async fn delete(&self, job: &Job) -> StoreResult<()> {
+    async fn delete(&self, job: &Job, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let delete = async {
-            let out = self.inner.delete(job).await;
+            let out = self.inner.delete(job, audit).await;
             if out.is_ok() {
                 self.written(&job.id, None);
             }
@@ -500,9 +501,9 @@ impl RunHistory for FaultyRuns {
 
 #[async_trait]
 impl RunWrites for FaultyRuns {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+    async fn insert(&self, run: &Run, audit: Option<&AuditRecord>) -> StoreResult<Inserted> {
         let insert = async {
-            let out = self.inner.insert(run).await;
+            let out = self.inner.insert(run, audit).await;
             if out.is_ok() && run.key.manual.is_none() {
                 self.claimed(run);
             }
@@ -517,7 +518,7 @@ impl RunWrites for FaultyRuns {
             .await
     }
 
-    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
+    async fn transition(&self, before: &Run, after: &Run, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let op = format!(
             "runs.transition {} #{} -> {} #{}",
             before.state, before.attempt, after.state, after.attempt
@@ -530,7 +531,7 @@ impl RunWrites for FaultyRuns {
                 &op,
                 Subject::of(after),
                 true,
-                self.write(after, self.checked(&op, before, after, false, &started)),
+                self.write(after, self.checked(&op, before, after, false, &started, audit)),
                 StoreError::Unavailable,
             )
             .await;
@@ -551,7 +552,7 @@ impl RunWrites for FaultyRuns {
                 &op,
                 Subject::of(after),
                 true,
-                self.write(after, self.checked(&op, before, after, true, &started)),
+                self.write(after, self.checked(&op, before, after, true, &started, None)),
                 StoreError::Unavailable,
             )
             .await;
@@ -735,11 +736,12 @@ impl FaultyRuns {
         after: &Run,
         unchanged: bool,
         started: &AtomicBool,
+        audit: Option<&AuditRecord>,
     ) -> StoreResult<()> {
         let stored = self.stored(after).await;
         let out = match unchanged {
             true => self.inner.transition_unchanged(before, after).await,
-            false => self.inner.transition(before, after).await,
+            false => self.inner.transition(before, after, audit).await,
         };
         if out.is_ok() {
             self.fenced(op, stored.as_ref(), before, unchanged);
@@ -793,16 +795,34 @@ impl CalendarStore for FaultyCalendars {
         self.faults.call(&op, Subject::NONE, false, self.inner.list(owner), StoreError::Unavailable).await
     }
 
-    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>) -> StoreResult<()> {
+    async fn put(
+        &self,
+        calendar: &NamedCalendar,
+        expected: Option<u64>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let op = format!("calendars.put {} v{} over v{expected:?}", calendar.name, calendar.version);
         self.faults
-            .call(&op, Subject::NONE, true, self.inner.put(calendar, expected), StoreError::Unavailable)
+            .call(
+                &op,
+                Subject::NONE,
+                true,
+                self.inner.put(calendar, expected, audit),
+                StoreError::Unavailable,
+            )
             .await
     }
 
-    async fn delete(&self, owner: &str, name: &str, version: u64, links: u64) -> StoreResult<()> {
+    async fn delete(
+        &self,
+        owner: &str,
+        name: &str,
+        version: u64,
+        links: u64,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let op = format!("calendars.delete {name} v{version} links v{links}");
-        let delete = self.inner.delete(owner, name, version, links);
+        let delete = self.inner.delete(owner, name, version, links, audit);
         self.faults.call(&op, Subject::NONE, true, delete, StoreError::Unavailable).await
     }
 
@@ -869,16 +889,28 @@ impl GroupStore for FaultyGroups {
             .await
     }
 
-    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()> {
+    async fn put(
+        &self,
+        group: &Group,
+        expected: Option<u64>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let op = format!("groups.put {} over v{expected:?}: {}", group.name, slots_of(group));
         self.faults
-            .call(&op, Subject::NONE, true, self.inner.put(group, expected), StoreError::Unavailable)
+            .call(&op, Subject::NONE, true, self.inner.put(group, expected, audit), StoreError::Unavailable)
             .await
     }
 
-    async fn delete(&self, owner: &str, name: &str, version: u64, links: u64) -> StoreResult<()> {
+    async fn delete(
+        &self,
+        owner: &str,
+        name: &str,
+        version: u64,
+        links: u64,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let op = format!("groups.delete {name} v{version} links v{links}");
-        let delete = self.inner.delete(owner, name, version, links);
+        let delete = self.inner.delete(owner, name, version, links, audit);
         self.faults.call(&op, Subject::NONE, true, delete, StoreError::Unavailable).await
     }
 

@@ -151,11 +151,12 @@ impl Simulation {
         let faults = Faults::new(sim.clone(), ledger.clone(), options.rates, outage);
         let server = Arc::new(SimClock { sim: sim.clone(), skew: Duration::zero() });
         let max_receives = sim.core().between(2, 15) as u32;
+        let trail = sundial_memory::MemoryAuditTrail::new();
         let stores = Stores {
-            jobs: Arc::new(MemoryJobStore::new(SHARDS)),
-            runs: Arc::new(MemoryRunStore::new(SHARDS)),
-            groups: Arc::new(MemoryGroupStore::new()),
-            calendars: Arc::new(MemoryCalendarStore::new()),
+            jobs: Arc::new(MemoryJobStore::new(SHARDS).recording_to(trail.clone())),
+            runs: Arc::new(MemoryRunStore::new(SHARDS).recording_to(trail.clone())),
+            groups: Arc::new(MemoryGroupStore::new().recording_to(trail.clone())),
+            calendars: Arc::new(MemoryCalendarStore::new().recording_to(trail.clone())),
             fences: Arc::new(MemoryFenceStore::new()),
             tick_state: Arc::new(MemoryTickStateStore::new()),
             queue: Arc::new(MemoryQueue::new(server.clone()).with_max_receive_count(Some(max_receives))),
@@ -184,6 +185,7 @@ impl Simulation {
             calendars: Arc::new(FaultyCalendars { inner: stores.calendars.clone(), faults: faults.clone() }),
             // The simulated API is called as its use cases, past authentication: no key is read.
             keys: Arc::new(sundial_memory::MemoryKeyStore::new()),
+            audit: Arc::new(trail.clone()),
             fences: Arc::new(FaultyFences { inner: stores.fences.clone(), faults: faults.clone() }),
             tick_state: Arc::new(FaultyTickState {
                 inner: stores.tick_state.clone(),
@@ -469,6 +471,7 @@ fn settings() -> use_cases::Settings {
             page_tokens: PageTokens::new(&[7u8; 64]).expect("a 64-byte key"),
         },
         public_url: None,
+        audit_retention_days: sundial_domain::audit::DEFAULT_RETENTION_DAYS,
     }
 }
 

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::fence::Fence;
 use sundial_domain::group::{Group, Links};
 use sundial_domain::health::{Baseline, Trouble, TroubleMark, Troubles};
@@ -344,16 +345,16 @@ macro_rules! faulty {
 }
 
 faulty!(Catalogue {
-    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()>;
+    async fn create(&self, job: &Job, max_jobs: u32, audit: Option<&AuditRecord>) -> StoreResult<()>;
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>>;
     async fn find_by_name(&self, owner: &str, name: &str) -> StoreResult<Option<Job>>;
     async fn get_many(&self, ids: &[JobId]) -> StoreResult<Vec<Job>>;
     async fn list(&self, owner: &str, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
     async fn cursor_after(&self, job: &Job) -> StoreResult<String>;
     async fn list_all(&self, limit: u32, cursor: Option<&str>) -> StoreResult<Page<Job>>;
-    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
+    async fn update(&self, before: &Job, after: &Job, audit: Option<&AuditRecord>) -> StoreResult<()>;
     async fn version(&self, id: &JobId, version: u64) -> StoreResult<Option<sundial_domain::versions::JobVersion>>;
-    async fn delete(&self, job: &Job) -> StoreResult<()>;
+    async fn delete(&self, job: &Job, audit: Option<&AuditRecord>) -> StoreResult<()>;
     async fn set_baseline(&self, id: &JobId, baseline: &Baseline) -> StoreResult<()>;
 });
 
@@ -372,8 +373,8 @@ faulty!(RunHistory {
 });
 
 faulty!(RunWrites {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted>;
-    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
+    async fn insert(&self, run: &Run, audit: Option<&AuditRecord>) -> StoreResult<Inserted>;
+    async fn transition(&self, before: &Run, after: &Run, audit: Option<&AuditRecord>) -> StoreResult<()>;
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()>;
     async fn flag_failing(&self, job_id: &JobId, after: Option<&RunKey>, mark: &TroubleMark) -> StoreResult<()>;
     async fn troubles(&self, job_id: &JobId) -> StoreResult<Troubles>;
@@ -397,8 +398,8 @@ faulty!(InFlightIndex {
 
 faulty!(GroupStore {
     async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<Group>>;
-    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()>;
-    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()>;
+    async fn put(&self, group: &Group, expected: Option<u64>, audit: Option<&AuditRecord>) -> StoreResult<()>;
+    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64, audit: Option<&AuditRecord>) -> StoreResult<()>;
     async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
     async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()>;
@@ -407,8 +408,8 @@ faulty!(GroupStore {
 faulty!(CalendarStore {
     async fn get(&self, owner: &str, name: &str) -> StoreResult<Option<NamedCalendar>>;
     async fn list(&self, owner: &str) -> StoreResult<Vec<NamedCalendar>>;
-    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>) -> StoreResult<()>;
-    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()>;
+    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>, audit: Option<&AuditRecord>) -> StoreResult<()>;
+    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64, audit: Option<&AuditRecord>) -> StoreResult<()>;
     async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
     async fn link(&self, owner: &str, name: &str, job: &str, at: DateTime<Utc>) -> StoreResult<()>;
     async fn unlink(&self, owner: &str, name: &str, job: &str) -> StoreResult<()>;
@@ -468,13 +469,13 @@ mod tests {
         let store = Faulty::new(Arc::new(MemoryJobStore::new(1)), &script);
         let job = job();
         script.add(Rule::once("Catalogue::create").refuse(unavailable("refused")));
-        assert!(store.create(&job, 10).await.is_err());
+        assert!(store.create(&job, 10, None).await.is_err());
         assert_eq!(store.get(&job.id).await.unwrap(), None, "a refused call is not applied");
 
         script.add(Rule::once("Catalogue::create").answer(unavailable("lost")));
-        assert!(store.create(&job, 10).await.is_err());
+        assert!(store.create(&job, 10, None).await.is_err());
         assert!(store.get(&job.id).await.unwrap().is_some(), "an answer lost after the write");
-        assert_eq!(store.create(&job, 10).await, Err(StoreError::NameTaken(job.document.name.clone())));
+        assert_eq!(store.create(&job, 10, None).await, Err(StoreError::NameTaken(job.document.name.clone())));
     }
 
     #[tokio::test]

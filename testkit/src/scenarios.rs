@@ -3,6 +3,7 @@
 //! memory instantiate every one; the emulator's suites call the few that are its smoke tests by
 //! name.
 
+pub mod audit;
 pub mod authz;
 pub mod bad_input;
 pub mod hostile_tenant;

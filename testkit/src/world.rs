@@ -204,10 +204,12 @@ impl World {
     pub fn configured(now: &str, vars: &[(&str, &str)], settings: Settings) -> World {
         crate::logs::capture();
         let clock = Arc::new(ManualClock::new(t(now)));
-        let job_store = Arc::new(MemoryJobStore::new(settings.shards));
-        let runs = Arc::new(MemoryRunStore::new(settings.shards));
+        // One trail, written by every store with its changes.
+        let trail = sundial_memory::MemoryAuditTrail::new();
+        let job_store = Arc::new(MemoryJobStore::new(settings.shards).recording_to(trail.clone()));
+        let runs = Arc::new(MemoryRunStore::new(settings.shards).recording_to(trail.clone()));
         let tick_state = Arc::new(MemoryTickStateStore::new());
-        let group_store = Arc::new(MemoryGroupStore::new());
+        let group_store = Arc::new(MemoryGroupStore::new().recording_to(trail.clone()));
         let queue = Arc::new(MemoryQueue::new(clock.clone()));
         let bus = Arc::new(MemoryEventBus::new());
         let topics = Arc::new(MemoryTopics::new());
@@ -216,8 +218,9 @@ impl World {
             jobs: job_store.clone(),
             runs: runs.clone(),
             groups: group_store.clone(),
-            calendars: Arc::new(sundial_memory::MemoryCalendarStore::new()),
-            keys: Arc::new(sundial_memory::MemoryKeyStore::new()),
+            calendars: Arc::new(sundial_memory::MemoryCalendarStore::new().recording_to(trail.clone())),
+            keys: Arc::new(sundial_memory::MemoryKeyStore::new().recording_to(trail.clone())),
+            audit: Arc::new(trail),
             fences: Arc::new(sundial_memory::MemoryFenceStore::new()),
             tick_state: tick_state.clone(),
             queue: queue.clone(),

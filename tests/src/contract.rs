@@ -23,8 +23,8 @@ use sundial_domain::health::{Baseline, FailureRate, Trouble, TroubleMark, Troubl
 use sundial_domain::job::{CatchupPolicy, EventKind, Gap, GapCause, Job, JobDocument, JobId};
 use sundial_domain::ports::queue::{Received, RunInbox, RunQueue};
 use sundial_domain::ports::store::{
-    Advance, CalendarStore, Claim, FenceStore, GroupStore, IdempotencyStore, Inserted, JobStore, KeyStore,
-    RunStore, StoreError, StoredResponse, TickState, TickStateStore,
+    Advance, AuditTrail, CalendarStore, Catalogue, Claim, FenceStore, GroupStore, IdempotencyStore, Inserted,
+    JobStore, KeyStore, RunStore, RunWrites, StoreError, StoredResponse, TickState, TickStateStore,
 };
 use sundial_domain::run::event::EventDetail;
 use sundial_domain::run::{Attempt, Published, Run, RunEvent, RunId, RunKey, RunMessage, RunState};
@@ -127,7 +127,7 @@ async fn a_long_window_is_filed_for_its_start(store: &dyn JobStore, shards: u16)
     }
     let filed = instant + wide.start_offset(instant) - Duration::minutes(15);
     assert_eq!(wide.index_at(), Some(filed));
-    store.create(&wide, 100).await.unwrap();
+    store.create(&wide, 100, None).await.unwrap();
     let minute = |t: DateTime<Utc>| t - Duration::seconds(i64::from(t.timestamp().rem_euclid(60) as u32));
     assert!(!due_in(store, instant, shards).await.contains(&wide.id), "not in its instant's minute");
     assert!(due_in(store, minute(filed), shards).await.contains(&wide.id), "in its start's reach");
@@ -146,7 +146,7 @@ async fn a_long_window_is_filed_for_its_start(store: &dyn JobStore, shards: u16)
 async fn versions_are_kept_with_the_job(store: &dyn JobStore) {
     let owner = unique("owner");
     let job = Job { versions: vec![1], ..job(&owner, "versioned", None) };
-    store.create(&job, 100).await.unwrap();
+    store.create(&job, 100, None).await.unwrap();
     let first = store.version(&job.id, 1).await.unwrap().expect("version 1 kept");
     assert_eq!((first.version, &first.document), (1, &job.document));
     assert_eq!(store.version(&job.id, 2).await.unwrap(), None, "not made yet");
@@ -154,7 +154,7 @@ async fn versions_are_kept_with_the_job(store: &dyn JobStore) {
     let mut edited = job.clone();
     edited.document.payload = serde_json::json!({"edited": 2});
     let second = Job { version: 2, versions: vec![1, 2], ..edited };
-    store.update(&job, &second).await.unwrap();
+    store.update(&job, &second, None).await.unwrap();
     let kept = store.version(&job.id, 2).await.unwrap().expect("version 2 kept");
     assert_eq!(kept.document.payload, serde_json::json!({"edited": 2}));
     assert_eq!(
@@ -167,15 +167,15 @@ async fn versions_are_kept_with_the_job(store: &dyn JobStore) {
     let mut renamed = second.clone();
     renamed.document.name = "versioned-2".into();
     let third = Job { version: 3, versions: vec![2, 3], ..renamed };
-    store.update(&second, &third).await.unwrap();
+    store.update(&second, &third, None).await.unwrap();
     assert_eq!(store.version(&job.id, 1).await.unwrap(), None, "dropped");
     assert_eq!(store.version(&job.id, 3).await.unwrap().map(|v| v.document.name), Some("versioned-2".into()));
     // A write that loses keeps nothing.
     let stale = Job { version: 4, versions: vec![2, 3, 4], ..third.clone() };
-    assert_eq!(store.update(&second, &stale).await, Err(StoreError::Conflict));
+    assert_eq!(store.update(&second, &stale, None).await, Err(StoreError::Conflict));
     assert_eq!(store.version(&job.id, 4).await.unwrap(), None, "a lost write keeps no version");
 
-    store.delete(&third).await.unwrap();
+    store.delete(&third, None).await.unwrap();
     assert!(store.version(&job.id, 3).await.unwrap().is_some(), "kept until it expires")
 }
 
@@ -184,22 +184,22 @@ async fn versions_are_kept_with_the_job(store: &dyn JobStore) {
 async fn a_baseline_is_kept_whatever_the_version(store: &dyn JobStore) {
     let owner = unique("owner");
     let v1 = job(&owner, "learning", None);
-    store.create(&v1, 100).await.unwrap();
+    store.create(&v1, 100, None).await.unwrap();
     let baseline = Baseline { typical_ms: 10_000, p95_ms: 12_500, runs: 5, at: at("2031-02-01T00:00:00Z") };
     store.set_baseline(&v1.id, &baseline).await.unwrap();
     let read = store.get(&v1.id).await.unwrap().unwrap();
     assert_eq!((read.baseline, read.version), (Some(baseline), 1), "kept, the version untouched");
     let v2 = edited(&read, |d| d.payload = json!({"n": 2}));
-    store.update(&read, &v2).await.unwrap();
+    store.update(&read, &v2, None).await.unwrap();
     assert_eq!(store.get(&v1.id).await.unwrap().unwrap().baseline, Some(baseline), "an edit keeps it");
-    store.delete(&v2).await.unwrap();
+    store.delete(&v2, None).await.unwrap();
     assert_eq!(store.set_baseline(&v1.id, &baseline).await, Err(StoreError::NotFound));
 }
 
 async fn jobs_are_created_all_or_nothing(store: &dyn JobStore) {
     let owner = unique("owner");
     let alpha = job(&owner, "alpha", Some(at("2031-01-01T10:00:00Z")));
-    store.create(&alpha, 3).await.unwrap();
+    store.create(&alpha, 3, None).await.unwrap();
     assert_eq!(
         store.get(&alpha.id).await.unwrap(),
         Some(alpha.clone()),
@@ -208,7 +208,7 @@ async fn jobs_are_created_all_or_nothing(store: &dyn JobStore) {
 
     let twin = job(&owner, "alpha", None);
     assert_eq!(
-        store.create(&twin, 3).await,
+        store.create(&twin, 3, None).await,
         Err(StoreError::NameTaken("alpha".into())),
         "a name is unique per owner"
     );
@@ -220,52 +220,59 @@ async fn jobs_are_created_all_or_nothing(store: &dyn JobStore) {
     );
     assert_eq!(store.find_by_name(&unique("owner"), "alpha").await.unwrap(), None, "by its owner only");
     assert_eq!(store.find_by_name(&owner, "nobody").await.unwrap(), None);
-    store.create(&job(&unique("owner"), "alpha", None), 3).await.expect("another owner may use the name");
+    store
+        .create(&job(&unique("owner"), "alpha", None), 3, None)
+        .await
+        .expect("another owner may use the name");
 
     // A parent's children, and a child's parents, read back as written; a link is an edit.
     let parent = job(&unique("owner"), "parent", Some(at("2031-01-01T10:00:00Z")));
-    store.create(&parent, 10).await.unwrap();
+    store.create(&parent, 10, None).await.unwrap();
     let mut child_doc = document("child");
     child_doc.schedule = None;
     child_doc.depends_on = vec![parent.id.to_string()];
     let child = Job { id: JobId::generate(), document: child_doc, next_run_at: None, ..parent.clone() };
-    store.create(&child, 10).await.unwrap();
+    store.create(&child, 10, None).await.unwrap();
     assert_eq!(store.get(&child.id).await.unwrap(), Some(child.clone()), "depends_on reads back");
     let linked = Job { children: vec![child.id.clone()], version: parent.version + 1, ..parent.clone() };
-    store.update(&parent, &linked).await.unwrap();
+    store.update(&parent, &linked, None).await.unwrap();
     assert_eq!(store.get(&parent.id).await.unwrap(), Some(linked.clone()), "children read back as written");
     assert_eq!(
-        store.update(&parent, &linked).await,
+        store.update(&parent, &linked, None).await,
         Err(StoreError::Conflict),
         "a link is fenced like any edit"
     );
     let unlinked = Job { children: Vec::new(), version: linked.version + 1, ..linked.clone() };
-    store.update(&linked, &unlinked).await.unwrap();
+    store.update(&linked, &unlinked, None).await.unwrap();
     assert_eq!(store.get(&parent.id).await.unwrap(), Some(unlinked), "the last child unlinked leaves none");
 
     let same_id = Job { document: document("beta"), ..alpha.clone() };
-    assert!(store.create(&same_id, 3).await.is_err(), "an id cannot be created twice");
+    assert!(store.create(&same_id, 3, None).await.is_err(), "an id cannot be created twice");
     assert_eq!(store.get(&alpha.id).await.unwrap(), Some(alpha.clone()), "the first job is untouched");
 
     // The refused creates above neither took their names nor counted: three jobs fit.
-    store.create(&job(&owner, "beta", None), 3).await.expect("a refused create does not hold its name");
+    store.create(&job(&owner, "beta", None), 3, None).await.expect("a refused create does not hold its name");
     let gamma = job(&owner, "gamma", None);
-    store.create(&gamma, 3).await.expect("a refused create does not count against the limit");
+    store.create(&gamma, 3, None).await.expect("a refused create does not count against the limit");
     let delta = job(&owner, "delta", None);
-    assert_eq!(store.create(&delta, 3).await, Err(StoreError::QuotaExceeded(3)), "the per-owner limit holds");
+    assert_eq!(
+        store.create(&delta, 3, None).await,
+        Err(StoreError::QuotaExceeded(3)),
+        "the per-owner limit holds"
+    );
     assert_eq!(store.get(&delta.id).await.unwrap(), None, "a create over the limit writes nothing");
-    store.delete(&gamma).await.unwrap();
-    store.create(&delta, 3).await.expect("a deleted job frees its place under the limit");
+    store.delete(&gamma, None).await.unwrap();
+    store.create(&delta, 3, None).await.expect("a deleted job frees its place under the limit");
     let newcomer = job(&unique("newcomer"), "first", None);
     assert_eq!(
-        store.create(&newcomer, 0).await,
+        store.create(&newcomer, 0, None).await,
         Err(StoreError::QuotaExceeded(0)),
         "a limit of 0 allows no job, not even an owner's first"
     );
     assert_eq!(store.get(&newcomer.id).await.unwrap(), None);
 
     let exact = job(&owner, "precise", Some(at("2031-01-01T10:00:01.500Z")));
-    store.create(&exact, 10).await.unwrap();
+    store.create(&exact, 10, None).await.unwrap();
     let read = store.get(&exact.id).await.unwrap().unwrap();
     assert_eq!(read.next_run_at, Some(at("2031-01-01T10:00:01Z")), "next_run_at is kept to the whole second");
     assert_eq!(read.created_at, exact.created_at, "other times are kept exactly");
@@ -284,71 +291,71 @@ async fn jobs_are_created_all_or_nothing(store: &dyn JobStore) {
 async fn job_writes_are_fenced(store: &dyn JobStore) {
     let owner = unique("owner");
     let v1 = job(&owner, "one", Some(at("2031-02-01T00:00:00Z")));
-    store.create(&v1, 100).await.unwrap();
+    store.create(&v1, 100, None).await.unwrap();
     let v2 = edited(&v1, |d| d.payload = json!({"n": 2}));
-    store.update(&v1, &v2).await.unwrap();
+    store.update(&v1, &v2, None).await.unwrap();
     assert_eq!(store.get(&v1.id).await.unwrap(), Some(v2.clone()), "an update replaces the job");
     let v3 = edited(&v2, |d| d.payload = json!({"n": 3}));
     assert_eq!(
-        store.update(&v1, &v3).await,
+        store.update(&v1, &v3, None).await,
         Err(StoreError::Conflict),
         "an update from a stale version loses"
     );
 
     store.advance(&v2, &Advance::to(Some(at("2031-02-01T00:05:00Z")))).await.unwrap();
     assert_eq!(
-        store.update(&v2, &v3).await,
+        store.update(&v2, &v3, None).await,
         Err(StoreError::Conflict),
         "an update read before the tick advanced the job loses"
     );
     let read = store.get(&v1.id).await.unwrap().unwrap();
     assert_eq!((read.version, read.next_run_at), (2, Some(at("2031-02-01T00:05:00Z"))));
     let v3 = edited(&read, |d| d.payload = json!({"n": 3}));
-    store.update(&read, &v3).await.unwrap();
+    store.update(&read, &v3, None).await.unwrap();
 
     // Renames move the name lock.
     let v4 = edited(&v3, |d| d.name = "two".into());
-    store.update(&v3, &v4).await.unwrap();
+    store.update(&v3, &v4, None).await.unwrap();
     let reuse = job(&owner, "one", None);
-    store.create(&reuse, 100).await.expect("a rename frees the old name");
+    store.create(&reuse, 100, None).await.expect("a rename frees the old name");
     assert_eq!(
-        store.create(&job(&owner, "two", None), 100).await,
+        store.create(&job(&owner, "two", None), 100, None).await,
         Err(StoreError::NameTaken("two".into())),
         "a rename takes the new name"
     );
-    store.create(&job(&owner, "three", None), 100).await.unwrap();
+    store.create(&job(&owner, "three", None), 100, None).await.unwrap();
     let v5 = edited(&v4, |d| d.name = "three".into());
     assert_eq!(
-        store.update(&v4, &v5).await,
+        store.update(&v4, &v5, None).await,
         Err(StoreError::NameTaken("three".into())),
         "a rename to a name taken is refused"
     );
     assert_eq!(store.get(&v1.id).await.unwrap(), Some(v4.clone()), "a refused rename changes nothing");
 
     assert_eq!(
-        store.delete(&v3).await,
+        store.delete(&v3, None).await,
         Err(StoreError::Conflict),
         "a delete from a read that predates a rename loses (the name it would free is not the job's)"
     );
     assert!(store.get(&v1.id).await.unwrap().is_some());
     let v4b = edited(&v4, |d| d.payload = json!({"n": 4}));
-    store.update(&v4, &v4b).await.unwrap();
+    store.update(&v4, &v4b, None).await.unwrap();
     assert_eq!(
-        store.delete(&v4).await,
+        store.delete(&v4, None).await,
         Err(StoreError::Conflict),
         "a delete from a read before an edit loses"
     );
     assert!(store.get(&v1.id).await.unwrap().is_some(), "and deletes nothing");
-    store.delete(&v4b).await.unwrap();
+    store.delete(&v4b, None).await.unwrap();
     assert_eq!(store.get(&v1.id).await.unwrap(), None, "a deleted job is gone");
-    assert_eq!(store.delete(&v4b).await, Err(StoreError::NotFound), "deleting twice finds nothing");
+    assert_eq!(store.delete(&v4b, None).await, Err(StoreError::NotFound), "deleting twice finds nothing");
     let v5 = edited(&v4, |d| d.payload = json!({"n": 5}));
     assert_eq!(
-        store.update(&v4, &v5).await,
+        store.update(&v4, &v5, None).await,
         Err(StoreError::NotFound),
         "updating a deleted job finds nothing"
     );
-    store.create(&job(&owner, "two", None), 100).await.expect("a delete frees the name");
+    store.create(&job(&owner, "two", None), 100, None).await.expect("a delete frees the name");
 }
 
 /// The whole-store listing (the operators' forecast): every job of every owner once, whole,
@@ -357,7 +364,7 @@ async fn all_jobs_list_in_pages(store: &dyn JobStore) {
     let mut mine = BTreeMap::new();
     for k in 0..3 {
         let j = job(&unique("owner"), &format!("scan-{k}"), None);
-        store.create(&j, 100).await.unwrap();
+        store.create(&j, 100, None).await.unwrap();
         mine.insert(j.id.clone(), j);
     }
     let mut seen = BTreeSet::new();
@@ -386,10 +393,10 @@ async fn jobs_list_by_name_in_pages(store: &dyn JobStore) {
     let mut by_name = BTreeMap::new();
     for name in ["echo", "alpha", "delta", "bravo", "charlie"] {
         let j = job(&owner, name, None);
-        store.create(&j, 100).await.unwrap();
+        store.create(&j, 100, None).await.unwrap();
         by_name.insert(name, j);
     }
-    store.create(&job(&other, "aardvark", None), 100).await.unwrap();
+    store.create(&job(&other, "aardvark", None), 100, None).await.unwrap();
     let names = |jobs: &[Job]| jobs.iter().map(|j| j.document.name.clone()).collect::<Vec<_>>();
 
     let first = store.list(&owner, 2, None).await.unwrap();
@@ -415,7 +422,7 @@ async fn jobs_list_by_name_in_pages(store: &dyn JobStore) {
     );
     assert_eq!(store.list(&owner, 10, Some("not a cursor!")).await, Err(StoreError::BadCursor));
 
-    store.delete(&by_name["charlie"]).await.unwrap();
+    store.delete(&by_name["charlie"], None).await.unwrap();
     let again = store.list(&owner, 2, Some(&cursor)).await.unwrap();
     assert_eq!(
         names(&again.items),
@@ -439,7 +446,7 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
     paused.document.paused = true;
     let never = job(&owner, "never", None);
     for j in [&later, &sooner, &paused, &never] {
-        store.create(j, 100).await.unwrap();
+        store.create(j, 100, None).await.unwrap();
     }
     let partition = store.due_ids(&due_bucket(later.id.as_str(), minute, shards)).await.unwrap();
     let ours: Vec<&JobId> = partition.iter().filter(|id| **id == later.id || **id == sooner.id).collect();
@@ -494,7 +501,7 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
         "an advance from a stale next_run_at loses (another tick advanced it)"
     );
     let v2 = edited(&advanced, |d| d.payload = json!({"edited": true}));
-    store.update(&advanced, &v2).await.unwrap();
+    store.update(&advanced, &v2, None).await.unwrap();
     assert_eq!(
         store.advance(&advanced, &Advance::to(Some(then + Duration::minutes(1)))).await,
         Err(StoreError::Conflict),
@@ -518,13 +525,13 @@ async fn the_due_index_is_sparse_and_advances_are_fenced(store: &dyn JobStore, s
         "a paused job stays out of the index"
     );
     let resumed = edited(&paused_read, |d| d.paused = false);
-    store.update(&paused_read, &resumed).await.unwrap();
+    store.update(&paused_read, &resumed, None).await.unwrap();
     assert!(due_in(store, next_minute, shards).await.contains(&paused.id), "a resumed job is due again");
     let repaused = edited(&resumed, |d| d.paused = true);
-    store.update(&resumed, &repaused).await.unwrap();
+    store.update(&resumed, &repaused, None).await.unwrap();
     assert!(!due_in(store, next_minute, shards).await.contains(&paused.id), "pausing takes a job out");
 
-    store.delete(&sooner).await.unwrap();
+    store.delete(&sooner, None).await.unwrap();
     assert!(!due_in(store, minute, shards).await.contains(&sooner.id), "a deleted job leaves the index");
     assert_eq!(
         store.advance(&sooner, &Advance::to(Some(then))).await,
@@ -635,7 +642,7 @@ pub async fn run_store_keeps_its_promises(store: &dyn RunStore, shards: u16) {
 async fn a_run_is_inserted_once(store: &dyn RunStore) {
     let job_id = JobId::generate();
     let first = run(&job_id, RunKey::scheduled(at("2031-04-01T00:00:00Z")), RunState::Queued);
-    assert_eq!(store.insert(&first).await.unwrap(), Inserted::Created);
+    assert_eq!(store.insert(&first, None).await.unwrap(), Inserted::Created);
     assert_eq!(
         store.get(&job_id, &first.key).await.unwrap(),
         Some(first.clone()),
@@ -643,7 +650,7 @@ async fn a_run_is_inserted_once(store: &dyn RunStore) {
     );
     let second = Run { job_version: 2, owner: "someone else".into(), ..first.clone() };
     assert_eq!(
-        store.insert(&second).await.unwrap(),
+        store.insert(&second, None).await.unwrap(),
         Inserted::Exists(Box::new(first.clone())),
         "a second insert of one key finds the first run"
     );
@@ -652,7 +659,7 @@ async fn a_run_is_inserted_once(store: &dyn RunStore) {
         input: Some(serde_json::json!({"report": "2030-01", "dry_run": true})),
         ..run(&job_id, RunKey::scheduled(at("2031-03-01T00:00:00Z")), RunState::Queued)
     };
-    store.insert(&backfilled).await.unwrap();
+    store.insert(&backfilled, None).await.unwrap();
     assert_eq!(
         store.get(&job_id, &backfilled.key).await.unwrap(),
         Some(backfilled),
@@ -663,7 +670,7 @@ async fn a_run_is_inserted_once(store: &dyn RunStore) {
         workflow: Some(JobId::generate()),
         ..run(&job_id, RunKey::manual(first.key.instant), RunState::Queued)
     };
-    assert_eq!(store.insert(&manual).await.unwrap(), Inserted::Created, "a manual run never collides");
+    assert_eq!(store.insert(&manual, None).await.unwrap(), Inserted::Created, "a manual run never collides");
     assert_eq!(stored(store, &manual).await, manual, "a workflow run keeps its root");
     let missing = RunKey::scheduled(at("2031-04-01T00:01:00Z"));
     assert_eq!(store.get(&job_id, &missing).await.unwrap(), None);
@@ -674,7 +681,7 @@ async fn a_run_is_inserted_once(store: &dyn RunStore) {
         expires_at: expiry() + Duration::milliseconds(900),
         ..run(&job_id, precise_key.clone(), RunState::Queued)
     };
-    store.insert(&precise).await.unwrap();
+    store.insert(&precise, None).await.unwrap();
     let read = store.get(&job_id, &precise_key).await.unwrap().expect("read by the key it was written with");
     let expires = DateTime::from_timestamp(precise.expires_at.timestamp(), 0).unwrap();
     assert_eq!(
@@ -688,23 +695,27 @@ async fn run_transitions_are_fenced(store: &dyn RunStore) {
     let job_id = JobId::generate();
     let t = at("2031-04-02T00:00:00Z");
     let queued = run(&job_id, RunKey::scheduled(t), RunState::Queued);
-    store.insert(&queued).await.unwrap();
+    store.insert(&queued, None).await.unwrap();
     let running = started(&queued, t + Duration::seconds(1));
-    store.transition(&queued, &running).await.unwrap();
+    store.transition(&queued, &running, None).await.unwrap();
     assert_eq!(stored(store, &queued).await, running, "a transition writes the new state, attempt and lease");
 
     let other = started(&queued, t + Duration::seconds(2));
-    assert_eq!(store.transition(&queued, &other).await, Err(StoreError::Conflict), "a stale state loses");
+    assert_eq!(
+        store.transition(&queued, &other, None).await,
+        Err(StoreError::Conflict),
+        "a stale state loses"
+    );
     let stale_attempt = Run { attempt: 0, ..running.clone() };
     let next = started(&running, t + Duration::seconds(3));
     assert_eq!(
-        store.transition(&stale_attempt, &next).await,
+        store.transition(&stale_attempt, &next, None).await,
         Err(StoreError::Conflict),
         "a stale attempt loses: the attempt is the fencing token"
     );
     let ghost = run(&job_id, RunKey::scheduled(t - Duration::minutes(1)), RunState::Queued);
     assert_eq!(
-        store.transition(&ghost, &started(&ghost, t)).await,
+        store.transition(&ghost, &started(&ghost, t), None).await,
         Err(StoreError::Conflict),
         "a run that does not exist cannot move"
     );
@@ -736,7 +747,7 @@ async fn run_transitions_are_fenced(store: &dyn RunStore) {
     let mut restart = started(&retrying, t + Duration::seconds(6));
     restart.events.push(sla.clone());
     assert_eq!(
-        store.transition(&retrying, &restart).await,
+        store.transition(&retrying, &restart, None).await,
         Err(StoreError::Conflict),
         "a transition adding an event already recorded loses: each event is recorded once"
     );
@@ -746,7 +757,7 @@ async fn run_transitions_are_fenced(store: &dyn RunStore) {
     for e in &mut resumed.events {
         e.sent = true;
     }
-    store.transition(&read, &resumed).await.unwrap();
+    store.transition(&read, &resumed, None).await.unwrap();
     let after = stored(store, &queued).await;
     assert_eq!(after.state, RunState::Running);
     assert!(
@@ -764,19 +775,19 @@ async fn an_event_recorded_since_the_read_keeps_the_run_in_flight(store: &dyn Ru
     let job = JobId::generate();
     let t = at("2031-05-07T07:08:09Z");
     let queued = run(&job, RunKey::scheduled(t), RunState::Queued);
-    store.insert(&queued).await.unwrap();
+    store.insert(&queued, None).await.unwrap();
     store.record_event(&queued, &event(EventKind::SlaMissed, 0, t)).await.unwrap();
     let mut cancelled = moved(&queued, RunState::Cancelled, t + Duration::seconds(1));
     cancelled.reason = Some("cancelled by its owner".into());
     assert_eq!(
-        store.transition(&queued, &cancelled).await,
+        store.transition(&queued, &cancelled, None).await,
         Err(StoreError::Conflict),
         "a change decided without the recorded event would drop it from the index"
     );
     let fresh = stored(store, &queued).await;
     assert_eq!(fresh.state, RunState::Queued);
     let cancelled = Run { events: fresh.events.clone(), ..cancelled };
-    store.transition(&fresh, &cancelled).await.unwrap();
+    store.transition(&fresh, &cancelled, None).await.unwrap();
     assert_eq!(
         in_flight_of(store, t, shards, &[&job]).await,
         [queued.id()],
@@ -791,11 +802,11 @@ async fn an_event_recorded_after_the_end_puts_the_run_back_in_flight(store: &dyn
     let job = JobId::generate();
     let t = at("2031-05-08T07:08:09Z");
     let queued = run(&job, RunKey::scheduled(t), RunState::Queued);
-    store.insert(&queued).await.unwrap();
+    store.insert(&queued, None).await.unwrap();
     let running = started(&queued, t);
-    store.transition(&queued, &running).await.unwrap();
+    store.transition(&queued, &running, None).await.unwrap();
     let succeeded = moved(&running, RunState::Succeeded, t + Duration::seconds(5));
-    store.transition(&running, &succeeded).await.unwrap();
+    store.transition(&running, &succeeded, None).await.unwrap();
     assert_eq!(in_flight_of(store, t, shards, &[&job]).await, [], "ended with nothing to tell");
 
     let recovered = event(EventKind::Recovered, 1, t + Duration::seconds(6));
@@ -816,19 +827,19 @@ async fn the_in_flight_index_holds_runs_until_their_events_are_sent(store: &dyn 
     let t = at("2031-05-06T07:08:09Z");
 
     let queued = run(&a, RunKey::scheduled(t), RunState::Queued);
-    store.insert(&queued).await.unwrap();
+    store.insert(&queued, None).await.unwrap();
     assert_eq!(in_flight_of(store, t, shards, &jobs).await, [queued.id()], "a claimed run is in flight");
     assert!(
         in_flight_of(store, t - Duration::seconds(1), shards, &jobs).await.is_empty(),
         "in_flight reads runs scheduled at or before `until` only"
     );
     let running = started(&queued, t);
-    store.transition(&queued, &running).await.unwrap();
+    store.transition(&queued, &running, None).await.unwrap();
     assert_eq!(in_flight_of(store, t, shards, &jobs).await, [queued.id()], "a running run stays in flight");
     let mut succeeded = moved(&running, RunState::Succeeded, t + Duration::seconds(1));
     succeeded.lease_until = None;
     succeeded.events.push(event(EventKind::Succeeded, 1, t + Duration::seconds(1)));
-    store.transition(&running, &succeeded).await.unwrap();
+    store.transition(&running, &succeeded, None).await.unwrap();
     assert_eq!(
         in_flight_of(store, t, shards, &jobs).await,
         [queued.id()],
@@ -859,10 +870,10 @@ async fn the_in_flight_index_holds_runs_until_their_events_are_sent(store: &dyn 
 
     // A run that ends with every event sent leaves at once.
     let quiet = run(&a, RunKey::scheduled(t + Duration::minutes(1)), RunState::Queued);
-    store.insert(&quiet).await.unwrap();
+    store.insert(&quiet, None).await.unwrap();
     let mut cancelled = moved(&quiet, RunState::Cancelled, t + Duration::minutes(1));
     cancelled.reason = Some("cancelled".into());
-    store.transition(&quiet, &cancelled).await.unwrap();
+    store.transition(&quiet, &cancelled, None).await.unwrap();
     assert!(
         in_flight_of(store, t + Duration::minutes(1), shards, &jobs).await.is_empty(),
         "a run ended with nothing to publish leaves the index with its last change"
@@ -871,15 +882,15 @@ async fn the_in_flight_index_holds_runs_until_their_events_are_sent(store: &dyn 
     // Written ended: in the index only while it has an unsent event.
     let mut skipped = run(&a, RunKey::scheduled(t + Duration::minutes(2)), RunState::Skipped);
     skipped.events.push(event(EventKind::Skipped, 0, t + Duration::minutes(2)));
-    store.insert(&skipped).await.unwrap();
+    store.insert(&skipped, None).await.unwrap();
     let done = run(&a, RunKey::scheduled(t + Duration::minutes(3)), RunState::Succeeded);
-    store.insert(&done).await.unwrap();
+    store.insert(&done, None).await.unwrap();
     let waiting = run(&b, RunKey::scheduled(t + Duration::minutes(2)), RunState::Queued);
-    store.insert(&waiting).await.unwrap();
+    store.insert(&waiting, None).await.unwrap();
     let manual = run(&a, RunKey::manual(t + Duration::minutes(2)), RunState::Queued);
-    store.insert(&manual).await.unwrap();
+    store.insert(&manual, None).await.unwrap();
     let later = run(&b, RunKey::scheduled(t + Duration::minutes(1)), RunState::Retrying);
-    store.insert(&later).await.unwrap();
+    store.insert(&later, None).await.unwrap();
     assert_eq!(
         in_flight_of(store, t + Duration::minutes(3), shards, &jobs).await,
         [later.id(), skipped.id(), manual.id(), waiting.id()],
@@ -912,9 +923,9 @@ async fn events_are_recorded_taken_and_marked_once(store: &dyn RunStore) {
     let job_id = JobId::generate();
     let t = at("2031-06-01T00:00:00Z");
     let queued = run(&job_id, RunKey::scheduled(t), RunState::Queued);
-    store.insert(&queued).await.unwrap();
+    store.insert(&queued, None).await.unwrap();
     let running = started(&queued, t);
-    store.transition(&queued, &running).await.unwrap();
+    store.transition(&queued, &running, None).await.unwrap();
 
     let sla = event(EventKind::SlaMissed, 1, t + Duration::seconds(10));
     store.record_event(&running, &sla).await.unwrap();
@@ -1082,11 +1093,11 @@ async fn run_history_reads_in_key_order(store: &dyn RunStore) {
     let runs: Vec<Run> =
         states.iter().enumerate().map(|(m, s)| run(&job_id, RunKey::scheduled(t(m as i64)), *s)).collect();
     for r in &runs {
-        store.insert(r).await.unwrap();
+        store.insert(r, None).await.unwrap();
     }
     let manual = run(&job_id, RunKey::manual(t(3)), RunState::Succeeded);
-    store.insert(&manual).await.unwrap();
-    store.insert(&run(&JobId::generate(), RunKey::scheduled(t(2)), RunState::Running)).await.unwrap();
+    store.insert(&manual, None).await.unwrap();
+    store.insert(&run(&JobId::generate(), RunKey::scheduled(t(2)), RunState::Running), None).await.unwrap();
     let keys = |runs: &[Run]| runs.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
     let k = |i: usize| runs[i].key.clone();
 
@@ -1301,8 +1312,9 @@ pub async fn fence_store_keeps_its_promises(store: &dyn FenceStore) {
 // Named calendars
 
 /// Every promise of a [`KeyStore`]: a key is created once per id, while its owner has fewer than
-/// the most; read back by id exactly as written; listed by owner and name; deleted only by its
-/// owner; its last use recorded at most every minute and never on a key that is gone.
+/// the most not revoked; read back by id exactly as written; listed by owner and name; revoked
+/// only by its owner and once, then still read (as revoked) but no longer listed or counted; its
+/// last use recorded at most every minute.
 pub async fn key_store_keeps_its_promises(store: &dyn KeyStore) {
     use sundial_domain::keys::{ApiKey, MAX_KEYS_PER_OWNER, Role};
     let now = chrono::SubsecRound::trunc_subsecs(Utc::now(), 3);
@@ -1316,15 +1328,16 @@ pub async fn key_store_keeps_its_promises(store: &dyn KeyStore) {
         created_at: now,
         expires_at: Some(now + Duration::days(30)),
         last_used_at: None,
+        revoked_at: None,
         digest: "ab".repeat(32),
     };
     let id = |n: u32| format!("{:012x}{n:08x}", rand_suffix());
     let first = key(id(1), "zeta");
-    store.create(&first).await.unwrap();
-    assert_eq!(store.create(&first).await, Err(StoreError::Conflict), "created once");
+    store.create(&first, None).await.unwrap();
+    assert_eq!(store.create(&first, None).await, Err(StoreError::Conflict), "created once");
     assert_eq!(store.get(&first.id).await.unwrap().as_ref(), Some(&first), "read back as written");
     let second = key(id(2), "alpha");
-    store.create(&second).await.unwrap();
+    store.create(&second, None).await.unwrap();
     assert_eq!(store.list(&owner).await.unwrap(), vec![second.clone(), first.clone()], "listed by name");
     assert_eq!(store.list(&unique("other")).await.unwrap(), Vec::new(), "another owner's list is its own");
 
@@ -1340,26 +1353,168 @@ pub async fn key_store_keeps_its_promises(store: &dyn KeyStore) {
     let seen = store.get(&first.id).await.unwrap().and_then(|k| k.last_used_at);
     assert_eq!(seen, Some(now + Duration::seconds(70)));
 
+    let revoked_at = now + Duration::seconds(100);
     assert_eq!(
-        store.delete(&unique("other"), &first.id).await,
+        store.revoke(&unique("other"), &first.id, revoked_at, None).await,
         Err(StoreError::NotFound),
         "only by its owner"
     );
-    assert!(store.get(&first.id).await.unwrap().is_some());
-    store.delete(&owner, &first.id).await.unwrap();
-    assert_eq!(store.get(&first.id).await.unwrap(), None);
-    assert_eq!(store.delete(&owner, &first.id).await, Err(StoreError::NotFound));
-    store.touch(&first.id, now + Duration::seconds(200)).await.unwrap();
-    assert_eq!(store.get(&first.id).await.unwrap(), None, "a touch does not bring it back");
+    assert_eq!(store.get(&first.id).await.unwrap().and_then(|k| k.revoked_at), None);
+    store.revoke(&owner, &first.id, revoked_at, None).await.unwrap();
+    let read = store.get(&first.id).await.unwrap();
+    assert_eq!(read.and_then(|k| k.revoked_at), Some(revoked_at), "still read, as revoked");
+    assert_eq!(store.revoke(&owner, &first.id, revoked_at, None).await, Err(StoreError::NotFound), "once");
     assert_eq!(store.list(&owner).await.unwrap(), vec![second.clone()], "unlisted");
 
     for n in 1..MAX_KEYS_PER_OWNER as u32 {
-        store.create(&key(id(100 + n), &format!("k{n:03}"))).await.unwrap();
+        store.create(&key(id(100 + n), &format!("k{n:03}")), None).await.unwrap();
     }
-    let over = store.create(&key(id(999), "one-more")).await;
+    let over = store.create(&key(id(999), "one-more"), None).await;
     assert_eq!(over, Err(StoreError::QuotaExceeded(MAX_KEYS_PER_OWNER as u32)), "no more than the most");
-    store.delete(&owner, &second.id).await.unwrap();
-    store.create(&key(id(999), "one-more")).await.unwrap();
+    store.revoke(&owner, &second.id, revoked_at, None).await.unwrap();
+    store.create(&key(id(999), "one-more"), None).await.unwrap();
+}
+
+/// Every promise of the audit trail: a record lands with its change and only with it (a change
+/// refused by its condition leaves none), is read back exactly as written, newest first, filtered
+/// by job, actor, action and time, and paged to the end by its cursor; a key's refusals are
+/// recorded once a minute.
+pub async fn audit_records_land_with_their_changes(
+    jobs: &dyn Catalogue,
+    runs: &dyn RunWrites,
+    keys: &dyn KeyStore,
+    trail: &dyn AuditTrail,
+) {
+    use sundial_domain::audit::{Actor, ActorKind, AuditQuery, Stamp, Target, TargetKind, record_id};
+    use sundial_domain::entropy::OsEntropy;
+    use sundial_domain::keys::{ApiKey, Role};
+    let owner = unique("owner");
+    let stamp = |name: &str, action: &str| Stamp {
+        actor: Actor { kind: ActorKind::Key, name: name.into(), key_id: Some(format!("id-{name}")) },
+        action: action.into(),
+        route: "PATCH /v1/jobs/{id}".into(),
+        request_id: unique("request"),
+        source: Some("127.0.0.1".into()),
+    };
+    let base = chrono::SubsecRound::trunc_subsecs(Utc::now(), 3);
+    let record = |stamp: &Stamp, at: DateTime<Utc>, job: &Job| {
+        let target =
+            Target { kind: TargetKind::Job, id: job.id.to_string(), name: Some(job.document.name.clone()) };
+        stamp
+            .record(record_id(at, &OsEntropy), &owner, at, 400, target)
+            .of_job(&job.id)
+            .changing(&json!({"retry": 1, "secret": "<redacted>"}), &json!({"retry": 2}))
+    };
+    let everything = AuditQuery::default();
+    let all = |query: AuditQuery| trail_read(trail, &owner, query);
+
+    // A job's creation and edit land with their records; a stale edit lands with neither.
+    let alice = stamp("alice", "job.create");
+    let first = job(&owner, "audited", None);
+    let created = record(&alice, base, &first);
+    jobs.create(&first, 100, Some(&created)).await.unwrap();
+    let second = edited(&first, |d| d.description = Some("v2".into()));
+    let bob = stamp("bob", "job.update");
+    let updated = record(&bob, base + Duration::seconds(1), &second);
+    jobs.update(&first, &second, Some(&updated)).await.unwrap();
+    let stale = edited(&first, |d| d.description = Some("lost".into()));
+    let lost = record(&bob, base + Duration::seconds(2), &stale);
+    assert_eq!(jobs.update(&first, &stale, Some(&lost)).await, Err(StoreError::Conflict));
+    assert_eq!(
+        all(everything.clone()).await,
+        vec![updated.clone(), created.clone()],
+        "newest first, as written"
+    );
+
+    // A run's insert lands with its record; an insert of a key that exists lands without.
+    let manual = run(&first.id, RunKey::manual(base), RunState::Queued);
+    let carol = stamp("carol", "job.trigger");
+    let triggered = record(&carol, base + Duration::seconds(3), &second);
+    assert_eq!(runs.insert(&manual, Some(&triggered)).await.unwrap(), Inserted::Created);
+    let again = record(&carol, base + Duration::seconds(4), &second);
+    assert!(matches!(runs.insert(&manual, Some(&again)).await.unwrap(), Inserted::Exists(_)));
+    let cancelled = Run { state: RunState::Cancelled, ..manual.clone() };
+    let cancel = record(&stamp("carol", "run.cancel"), base + Duration::seconds(5), &second);
+    runs.transition(&manual, &cancelled, Some(&cancel)).await.unwrap();
+    let refused = record(&stamp("carol", "run.cancel"), base + Duration::seconds(6), &second);
+    assert_eq!(runs.transition(&manual, &cancelled, Some(&refused)).await, Err(StoreError::Conflict));
+
+    // Filters, each on its own, and time bounds (from inclusive, to exclusive).
+    let by = all;
+    assert_eq!(
+        by(AuditQuery { actor: Some("bob".into()), ..Default::default() }).await,
+        vec![updated.clone()]
+    );
+    assert_eq!(
+        by(AuditQuery { actor: Some("id-alice".into()), ..Default::default() }).await,
+        vec![created.clone()]
+    );
+    assert_eq!(
+        by(AuditQuery { action: Some("run.cancel".into()), ..Default::default() }).await,
+        vec![cancel.clone()]
+    );
+    let window = AuditQuery {
+        from: Some(base + Duration::seconds(1)),
+        to: Some(base + Duration::seconds(5)),
+        ..Default::default()
+    };
+    assert_eq!(by(window).await, vec![triggered.clone(), updated.clone()]);
+    let other = job(&owner, "other", None);
+    assert_eq!(by(AuditQuery { job: Some(other.id.clone()), ..Default::default() }).await, Vec::new());
+    assert_eq!(by(AuditQuery { job: Some(first.id.clone()), ..Default::default() }).await.len(), 4);
+    assert!(
+        trail.page(&unique("owner"), &everything, 50, None).await.unwrap().items.is_empty(),
+        "another owner's"
+    );
+
+    // A deleted job's record lands with its delete.
+    let gone = record(&alice, base + Duration::seconds(7), &second);
+    jobs.delete(&second, Some(&gone)).await.unwrap();
+    assert_eq!(all(everything.clone()).await.first(), Some(&gone));
+
+    // A refused use of a key: recorded once a minute.
+    let key = ApiKey {
+        id: format!("{:012x}{:08x}", rand_suffix(), 7),
+        owner: owner.clone(),
+        name: "leaked".into(),
+        role: Role::Viewer,
+        created_by: "alice".into(),
+        created_at: base,
+        expires_at: None,
+        last_used_at: None,
+        revoked_at: None,
+        digest: "cd".repeat(32),
+    };
+    keys.create(&key, None).await.unwrap();
+    let refusal = |at: DateTime<Utc>| {
+        let target = Target { kind: TargetKind::Key, id: key.id.clone(), name: Some(key.name.clone()) };
+        stamp("leaked", "key.refused").record(record_id(at, &OsEntropy), &owner, at, 400, target)
+    };
+    let t0 = base + Duration::seconds(10);
+    keys.refused(&key.id, t0, &refusal(t0)).await.unwrap();
+    keys.refused(&key.id, t0 + Duration::seconds(30), &refusal(t0 + Duration::seconds(30))).await.unwrap();
+    keys.refused(&key.id, t0 + Duration::seconds(61), &refusal(t0 + Duration::seconds(61))).await.unwrap();
+    let refusals = by(AuditQuery { action: Some("key.refused".into()), ..Default::default() }).await;
+    let times: Vec<DateTime<Utc>> = refusals.iter().map(|r| r.at).collect();
+    assert_eq!(times, vec![t0 + Duration::seconds(61), t0], "one a minute");
+}
+
+/// Every record of `owner`'s trail that `query` asks for, read a record a page to the end.
+async fn trail_read(
+    trail: &dyn AuditTrail,
+    owner: &str,
+    query: sundial_domain::audit::AuditQuery,
+) -> Vec<sundial_domain::audit::AuditRecord> {
+    let mut records = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = trail.page(owner, &query, 1, cursor.as_deref()).await.unwrap();
+        records.extend(page.items);
+        match page.next {
+            Some(next) => cursor = Some(next),
+            None => return records,
+        }
+    }
 }
 
 /// 48 random bits, so that ids of one run of the suite differ from another's.
@@ -1396,25 +1551,25 @@ pub async fn calendar_store_keeps_its_promises(store: &dyn CalendarStore) {
     assert_eq!(store.get(&owner, "nyse").await.unwrap(), None);
     assert_eq!(store.list(&owner).await.unwrap(), Vec::new(), "an owner without calendars lists none");
     let nyse = calendar("nyse", 1);
-    store.put(&nyse, None).await.unwrap();
-    assert_eq!(store.put(&nyse, None).await, Err(StoreError::Conflict), "created once");
+    store.put(&nyse, None, None).await.unwrap();
+    assert_eq!(store.put(&nyse, None, None).await, Err(StoreError::Conflict), "created once");
     assert_eq!(store.get(&owner, "nyse").await.unwrap().as_ref(), Some(&nyse), "read back as written");
     assert_eq!(store.get(&unique("other"), "nyse").await.unwrap(), None, "another owner's name is free");
     let lse = calendar("lse", 1);
-    store.put(&lse, None).await.unwrap();
+    store.put(&lse, None, None).await.unwrap();
     assert_eq!(store.list(&owner).await.unwrap(), vec![lse.clone(), nyse.clone()], "listed by name");
     assert_eq!(store.list(&unique("other")).await.unwrap(), Vec::new(), "another owner's list is its own");
 
     let edited = NamedCalendar { version: 2, document: NamedCalendarDocument::default(), ..nyse.clone() };
-    store.put(&edited, Some(1)).await.unwrap();
+    store.put(&edited, Some(1), None).await.unwrap();
     assert_eq!(store.get(&owner, "nyse").await.unwrap().as_ref(), Some(&edited));
     assert_eq!(
-        store.put(&NamedCalendar { version: 3, ..edited.clone() }, Some(1)).await,
+        store.put(&NamedCalendar { version: 3, ..edited.clone() }, Some(1), None).await,
         Err(StoreError::Conflict),
         "only over the version read"
     );
     assert_eq!(
-        store.put(&calendar("none", 2), Some(1)).await,
+        store.put(&calendar("none", 2), Some(1), None).await,
         Err(StoreError::NotFound),
         "no such calendar to replace"
     );
@@ -1445,16 +1600,16 @@ pub async fn calendar_store_keeps_its_promises(store: &dyn CalendarStore) {
     assert_eq!((links.jobs.len(), links.version), (1, 5), "pruned once");
 
     assert_eq!(
-        store.delete(&owner, "nyse", 1, links.version).await,
+        store.delete(&owner, "nyse", 1, links.version, None).await,
         Err(StoreError::Conflict),
         "deleted only at its version"
     );
     assert_eq!(
-        store.delete(&owner, "nyse", 2, links.version - 1).await,
+        store.delete(&owner, "nyse", 2, links.version - 1, None).await,
         Err(StoreError::Conflict),
         "and only at its links' version"
     );
-    store.delete(&owner, "nyse", 2, links.version).await.unwrap();
+    store.delete(&owner, "nyse", 2, links.version, None).await.unwrap();
     assert_eq!(store.get(&owner, "nyse").await.unwrap(), None);
     assert_eq!(
         store.links(&owner, "nyse").await.unwrap(),
@@ -1462,18 +1617,18 @@ pub async fn calendar_store_keeps_its_promises(store: &dyn CalendarStore) {
         "links gone too"
     );
     assert_eq!(store.list(&owner).await.unwrap(), vec![lse.clone()], "unlisted");
-    assert_eq!(store.delete(&owner, "nyse", 2, 0).await, Err(StoreError::NotFound));
-    store.delete(&owner, "lse", 1, 0).await.unwrap();
+    assert_eq!(store.delete(&owner, "nyse", 2, 0, None).await, Err(StoreError::NotFound));
+    store.delete(&owner, "lse", 1, 0, None).await.unwrap();
 
     // The most an owner keeps, then a delete frees a place.
     for i in 0..MAX_CALENDARS_PER_OWNER {
-        store.put(&calendar(&format!("c{i:03}"), 1), None).await.unwrap();
+        store.put(&calendar(&format!("c{i:03}"), 1), None, None).await.unwrap();
     }
-    let over = store.put(&calendar("one-more", 1), None).await;
+    let over = store.put(&calendar("one-more", 1), None, None).await;
     assert_eq!(over, Err(StoreError::QuotaExceeded(MAX_CALENDARS_PER_OWNER as u32)), "no more than the most");
     assert_eq!(store.list(&owner).await.unwrap().len(), MAX_CALENDARS_PER_OWNER, "every one listed");
-    store.delete(&owner, "c000", 1, 0).await.unwrap();
-    store.put(&calendar("one-more", 1), None).await.unwrap();
+    store.delete(&owner, "c000", 1, 0, None).await.unwrap();
+    store.put(&calendar("one-more", 1), None, None).await.unwrap();
 }
 
 pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
@@ -1482,8 +1637,8 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
     let name = "etl";
     assert_eq!(store.get(&owner, name).await.unwrap(), None);
     let mut group = sundial_domain::group::Group::new(&owner, name, 2, now);
-    store.put(&group, None).await.unwrap();
-    assert_eq!(store.put(&group, None).await, Err(StoreError::Conflict), "created once");
+    store.put(&group, None, None).await.unwrap();
+    assert_eq!(store.put(&group, None, None).await, Err(StoreError::Conflict), "created once");
     assert_eq!(store.get(&owner, name).await.unwrap().as_ref(), Some(&group), "read back as written");
     assert_eq!(store.get(&unique("other"), name).await.unwrap(), None, "another owner's name is free");
 
@@ -1508,7 +1663,7 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
     // Links written into the ledger by an earlier version are kept with it.
     group.jobs.insert("01jd0000000000000000000002".into(), sundial_domain::group::Link { at: now });
     group.version = before + 1;
-    store.put(&group, Some(before)).await.unwrap();
+    store.put(&group, Some(before), None).await.unwrap();
     assert_eq!(
         store.get(&owner, name).await.unwrap().as_ref(),
         Some(&group),
@@ -1516,7 +1671,7 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
     );
     let stale = sundial_domain::group::Group { version: before + 1, ..group.clone() };
     assert_eq!(
-        store.put(&stale, Some(before)).await,
+        store.put(&stale, Some(before), None).await,
         Err(StoreError::Conflict),
         "only over the version read"
     );
@@ -1543,28 +1698,32 @@ pub async fn group_store_keeps_its_promises(store: &dyn GroupStore) {
     assert_eq!(store.links(&owner, "none").await.unwrap(), sundial_domain::group::Links::default());
 
     assert_eq!(
-        store.delete(&owner, name, before, links.version).await,
+        store.delete(&owner, name, before, links.version, None).await,
         Err(StoreError::Conflict),
         "deleted only at its version"
     );
     assert_eq!(
-        store.delete(&owner, name, group.version, links.version - 1).await,
+        store.delete(&owner, name, group.version, links.version - 1, None).await,
         Err(StoreError::Conflict),
         "and only at its links' version"
     );
-    store.delete(&owner, name, group.version, links.version).await.unwrap();
+    store.delete(&owner, name, group.version, links.version, None).await.unwrap();
     assert_eq!(store.get(&owner, name).await.unwrap(), None);
     assert_eq!(
         store.links(&owner, name).await.unwrap(),
         sundial_domain::group::Links::default(),
         "links gone too"
     );
-    assert_eq!(store.delete(&owner, name, group.version, 0).await, Err(StoreError::NotFound));
-    assert_eq!(store.put(&group, Some(group.version)).await, Err(StoreError::NotFound), "gone is not found");
+    assert_eq!(store.delete(&owner, name, group.version, 0, None).await, Err(StoreError::NotFound));
+    assert_eq!(
+        store.put(&group, Some(group.version), None).await,
+        Err(StoreError::NotFound),
+        "gone is not found"
+    );
     // A group that never had a link is deleted at links version 0.
     let fresh = sundial_domain::group::Group::new(&owner, name, 1, now);
-    store.put(&fresh, None).await.unwrap();
-    store.delete(&owner, name, fresh.version, 0).await.unwrap();
+    store.put(&fresh, None, None).await.unwrap();
+    store.delete(&owner, name, fresh.version, 0, None).await.unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,13 +3,25 @@
 //! are the ones whose answer depends on the real adapters: DynamoDB's items, conditions, indexes
 //! and cursors, and the idempotency table.
 
-use sundial_testkit::scenarios::{bad_input, hostile_tenant, idempotency, jobs_api, keys};
+use sundial_testkit::scenarios::{audit, bad_input, hostile_tenant, idempotency, jobs_api, keys};
 use sundial_tests::Stack;
 
 /// Jobs: create, read, merge patch, If-Match, pause and resume through the due index, delete.
 #[tokio::test]
 async fn job_lifecycle() {
     jobs_api::job_lifecycle::<Stack>().await;
+}
+
+/// The audit trail: every change recorded with who, what and when, in DynamoDB with its change.
+#[tokio::test]
+async fn every_change_is_recorded_with_who_what_and_when() {
+    audit::every_change_is_recorded_with_who_what_and_when::<Stack>().await;
+}
+
+/// Racing edits each land with exactly their own record, in one transaction each.
+#[tokio::test]
+async fn racing_edits_each_land_with_their_own_record() {
+    audit::racing_edits_each_land_with_their_own_record::<Stack>().await;
 }
 
 /// Keys: made, read by their id on every request, refused by role, once revoked and once expired.

@@ -194,7 +194,7 @@ async fn run_pages_stay_under_lambdas_response_limit() {
                 call_until: None,
             })
             .collect();
-        stack.services.ports.runs.insert(&run).await.unwrap();
+        stack.services.ports.runs.insert(&run, None).await.unwrap();
     }
     let (runs, pages) = every_page(&stack, &format!("/v1/jobs/{id}/runs?limit=100"), "runs").await;
     let ids: BTreeSet<&str> = runs.iter().map(|r| r["id"].as_str().unwrap()).collect();
@@ -254,7 +254,7 @@ async fn the_largest_run_fits_dynamodbs_item() {
             call_until: Some(instant),
         })
         .collect();
-    stack.services.ports.runs.insert(&run).await.unwrap();
+    stack.services.ports.runs.insert(&run, None).await.unwrap();
     let key = std::collections::HashMap::from([
         ("job_id".to_string(), aws_sdk_dynamodb::types::AttributeValue::S(id.clone())),
         ("run_key".to_string(), aws_sdk_dynamodb::types::AttributeValue::S(run.key.encode())),

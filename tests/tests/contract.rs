@@ -71,6 +71,28 @@ async fn dynamo_key_store_keeps_its_promises() {
 }
 
 #[tokio::test]
+async fn memory_audit_records_land_with_their_changes() {
+    let trail = sundial_memory::MemoryAuditTrail::new();
+    let jobs = sundial_memory::MemoryJobStore::new(4).recording_to(trail.clone());
+    let runs = sundial_memory::MemoryRunStore::new(4).recording_to(trail.clone());
+    let keys = sundial_memory::MemoryKeyStore::new().recording_to(trail.clone());
+    contract::audit_records_land_with_their_changes(&jobs, &runs, &keys, &trail).await;
+}
+
+#[tokio::test]
+async fn dynamo_audit_records_land_with_their_changes() {
+    let stack = Stack::new().await;
+    let ports = &stack.services.ports;
+    contract::audit_records_land_with_their_changes(
+        ports.jobs.as_ref(),
+        ports.runs.as_ref(),
+        ports.keys.as_ref(),
+        ports.audit.as_ref(),
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn memory_calendar_store_keeps_its_promises() {
     contract::calendar_store_keeps_its_promises(&sundial_memory::MemoryCalendarStore::new()).await;
 }

@@ -1173,7 +1173,7 @@ async fn the_watchdog_role_grants_every_call_of_the_watchdog() {
         events: vec![RunEvent::new(EventKind::Failed, 0, now)],
         ..queued.clone()
     };
-    stack.services.ports.runs.transition(&queued, &failed).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &failed, None).await.unwrap();
     assert_eq!(stack.api.delete(ALICE, &format!("/v1/jobs/{deleted}")).await.status, StatusCode::NO_CONTENT);
 
     // Four minutes on, without a tick: every repair is due and the scheduler is stalled.

@@ -355,7 +355,7 @@ async fn an_edit_from_a_stale_read_never_undoes_the_ticks_advance() {
     let mut edited = stale.clone();
     edited.document.payload = json!({"edited": true});
     edited.version += 1;
-    let written = store.update(&stale, &edited).await;
+    let written = store.update(&stale, &edited, None).await;
     assert_eq!(written, Err(StoreError::Conflict));
     assert_eq!(store.get(&job_id(&id)).await.unwrap().unwrap().next_run_at, advanced.next_run_at);
 
@@ -412,7 +412,7 @@ fn cancel(stack: &Stack, id: RunId) -> Action {
             let run = runs.get(&id.job_id, &id.key).await.unwrap().unwrap();
             let cancelled =
                 sundial_domain::run::transition::cancelled(&run, "cancelled by its owner", run.updated_at);
-            runs.transition(&run, &cancelled).await.unwrap();
+            runs.transition(&run, &cancelled, None).await.unwrap();
         })
     })
 }
@@ -567,7 +567,7 @@ async fn backfills_and_jitter_raise_no_false_deadline_alerts() {
         instant + Duration::seconds(300),
         instant,
     );
-    stack.services.ports.runs.insert(&jittered).await.unwrap();
+    stack.services.ports.runs.insert(&jittered, None).await.unwrap();
     clock.set(instant + Duration::seconds(290));
     stack.services.use_cases.watchdog.run().await.unwrap();
     let events =
@@ -845,7 +845,7 @@ async fn failed_unannounced(stack: &Stack, job: &str) -> Run {
     let now = stack.services.ports.clock.now();
     let mut failed = Run { state: RunState::Failed, updated_at: now, ..queued.clone() };
     failed.events.push(RunEvent::new(EventKind::Failed, 0, now));
-    stack.services.ports.runs.transition(&queued, &failed).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &failed, None).await.unwrap();
     failed
 }
 
@@ -956,7 +956,7 @@ async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
         lease_until: Some(now + Duration::minutes(5)),
         ..runs[1].clone()
     };
-    stack.services.ports.runs.transition(&runs[1], &running).await.unwrap();
+    stack.services.ports.runs.transition(&runs[1], &running, None).await.unwrap();
     recorder.apply(&job, &runs[0], &ends_failed(&runs[0]), now).await.unwrap().written().unwrap();
     recorder.apply(&job, &runs[2], &ends_failed(&runs[2]), now).await.unwrap().written().unwrap();
     recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap().written().unwrap();
@@ -972,7 +972,7 @@ async fn runs_ending_out_of_order_tell_failing_once_per_streak() {
         lease_until: Some(now + Duration::minutes(5)),
         ..runs[0].clone()
     };
-    stack.services.ports.runs.transition(&runs[0], &running).await.unwrap();
+    stack.services.ports.runs.transition(&runs[0], &running, None).await.unwrap();
     recorder.apply(&job, &runs[1], &ends_failed(&runs[1]), now).await.unwrap().written().unwrap();
     recorder.apply(&job, &running, &ends_failed(&running), now).await.unwrap().written().unwrap();
     assert_eq!(failing_told(&stack, &id).await, 1, "the newer run failing first");
@@ -1066,7 +1066,7 @@ async fn a_heartbeat_after_the_watchdogs_read_keeps_the_attempt() {
     let queued = stack.run(&stack.trigger(&id).await).await;
     let lease = clock.now() + Duration::seconds(30);
     let running = Run { state: RunState::Running, attempt: 1, lease_until: Some(lease), ..queued.clone() };
-    stack.services.ports.runs.transition(&queued, &running).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &running, None).await.unwrap();
     clock.advance(Duration::minutes(2));
 
     let s = &stack.services;
@@ -1370,7 +1370,7 @@ async fn a_heartbeat_after_the_workers_read_keeps_the_attempt() {
     let queued = stack.run(&stack.trigger(&id).await).await;
     let lease = clock.now() + Duration::seconds(30);
     let running = Run { state: RunState::Running, attempt: 1, lease_until: Some(lease), ..queued.clone() };
-    stack.services.ports.runs.transition(&queued, &running).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &running, None).await.unwrap();
     clock.advance(Duration::minutes(2));
     let script = Script::new();
     script.add(Rule::every("RunHistory::get_many").after(heartbeat_on(&stack, queued.id(), &clock)));

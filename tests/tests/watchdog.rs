@@ -99,7 +99,7 @@ async fn a_lost_worker_is_replaced() {
         updated_at: now,
         ..queued.clone()
     };
-    stack.services.ports.runs.transition(&queued, &started).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &started, None).await.unwrap();
 
     clock.advance(Duration::seconds(59));
     assert_eq!(watchdog(&stack).await.lost, 0, "the lease still holds");
@@ -135,7 +135,7 @@ async fn an_event_left_unsent_is_published_once() {
         events: vec![RunEvent::new(EventKind::Failed, 0, now)],
         ..queued.clone()
     };
-    stack.services.ports.runs.transition(&queued, &failed).await.unwrap();
+    stack.services.ports.runs.transition(&queued, &failed, None).await.unwrap();
     let in_flight = stack.services.ports.runs.in_flight(now + Duration::hours(1), 8).await.unwrap();
     assert_eq!(in_flight.len(), 1, "an ended run stays in the index until its events are out");
 

@@ -5,8 +5,10 @@
 //! through the API (`sdl_…`, read by its id, carrying its role) or a configured one (its owner's
 //! admin); keys are compared by their SHA-256 digest, locally and in Lambda alike. Then the role
 //! the route needs ([`roles::needed`]) is checked: a key without it is refused (403, naming the
-//! role) before the route runs.
+//! role) before the route runs. The request is stamped ([`crate::audit::Stamped`]) with who made
+//! it, so that its changes are recorded; a revoked or expired key's refusal is recorded too.
 
+use crate::audit::{self, Stamped};
 use crate::error::ApiError;
 use crate::extract::{Acting, Caller};
 use crate::roles;
@@ -16,6 +18,8 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use lambda_http::request::RequestContext;
+use std::sync::Arc;
+use sundial_domain::audit::{Actor, ActorKind, Stamp};
 use sundial_domain::keys::{self, Principal};
 
 /// The owner named by an API Gateway JWT authorizer, if one ran for this request.
@@ -44,14 +48,21 @@ pub async fn authenticate(
     mut req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let principal = match jwt_subject(&req) {
-        Some(subject) => Principal::admin(subject),
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_default();
+    // Who made the request is known below; the rest of its stamp now.
+    let nobody = Actor { kind: ActorKind::Key, name: String::new(), key_id: None };
+    let stamp = audit::stamp(nobody, req.method(), &route, req.extensions(), req.headers(), &state);
+    let jwt = jwt_subject(&req);
+    let principal = match &jwt {
+        Some(subject) => Principal::admin(subject.clone()),
         None => {
             let key = bearer(&req).ok_or_else(ApiError::unauthorized)?;
             match keys::id_of(key) {
-                // A key made through the API: read by its id.
+                // A key made through the API: read by its id; a refusal of a revoked or expired
+                // one is recorded as this request's.
                 Some(_) => {
-                    state.use_cases.keys.authenticate(key).await?.ok_or_else(ApiError::unauthorized)?
+                    let keys = state.use_cases.keys.acting(Arc::new(stamp.clone()));
+                    keys.authenticate(key).await?.ok_or_else(ApiError::unauthorized)?
                 }
                 // A configured key: its owner's admin.
                 None => state
@@ -63,13 +74,14 @@ pub async fn authenticate(
             }
         }
     };
-    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_default();
     let needed = roles::needed(req.method(), &route);
     if !principal.role.allows(needed) {
         let message =
             format!("this call needs the {} role; the key has {}", needed.as_str(), principal.role.as_str());
         return Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).with_field("role"));
     }
+    let stamp = Stamp { actor: Actor::of(&principal, jwt.is_some()), ..stamp };
+    req.extensions_mut().insert(Stamped(stamp));
     req.extensions_mut().insert(Caller(principal.owner.clone()));
     req.extensions_mut().insert(Acting(principal));
     Ok(next.run(req).await)

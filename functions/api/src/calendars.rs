@@ -2,6 +2,7 @@
 //! `If-Match` when given), read with the jobs that name them, listed, and deleted once no job
 //! names them. An edit reaches every job that names the calendar before the response.
 
+use crate::audit::Acts;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, IfMatch, JsonBody};
 use crate::state::AppState;
@@ -131,13 +132,13 @@ fn calendar_response(status: StatusCode, body: CalendarResponse) -> Response {
         (status = 503, description = "Saved, but some jobs still hold an older copy: send it again", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn put(
-    State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     Path(name): Path<String>,
     IfMatch(if_match): IfMatch,
     JsonBody(document): JsonBody<NamedCalendarDocument>,
 ) -> Result<Response, ApiError> {
-    let (view, put) = state.use_cases.calendars.put(&owner, &name, &document, if_match).await?;
+    let (view, put) = acts.calendars.put(&owner, &name, &document, if_match).await?;
     let status = if put == Put::Created { StatusCode::CREATED } else { StatusCode::OK };
     Ok(calendar_response(status, view.into()))
 }
@@ -177,11 +178,11 @@ pub async fn list(
         (status = 412, description = "If-Match names another version", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete(
-    State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     Path(name): Path<String>,
     IfMatch(if_match): IfMatch,
 ) -> Result<StatusCode, ApiError> {
-    state.use_cases.calendars.delete(&owner, &name, if_match).await?;
+    acts.calendars.delete(&owner, &name, if_match).await?;
     Ok(StatusCode::NO_CONTENT)
 }

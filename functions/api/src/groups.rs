@@ -1,6 +1,7 @@
 //! Handlers of `/v1/groups/{name}`: an owner's concurrency groups, created or changed with PUT,
 //! read with their running and waiting counts, deleted once no job names them.
 
+use crate::audit::Acts;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, JsonBody};
 use crate::state::AppState;
@@ -62,12 +63,12 @@ impl From<GroupsError> for ApiError {
         (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn put(
-    State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     Path(name): Path<String>,
     JsonBody(document): JsonBody<GroupDocument>,
 ) -> Result<Json<GroupResponse>, ApiError> {
-    Ok(Json(state.use_cases.groups.put(&owner, &name, &document).await?.into()))
+    Ok(Json(acts.groups.put(&owner, &name, &document).await?.into()))
 }
 
 /// The group, with its running and waiting counts.
@@ -90,10 +91,10 @@ pub async fn get(
         (status = 409, description = "Jobs name the group", body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn delete(
-    State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.use_cases.groups.delete(&owner, &name).await?;
+    acts.groups.delete(&owner, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

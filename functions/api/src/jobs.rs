@@ -1,6 +1,7 @@
 //! Handlers of `/v1/jobs`: decode the request, call [`sundial_app::jobs::Jobs`], encode the
 //! result with its `ETag`.
 
+use crate::audit::Acts;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{
     Caller, IfMatch, JobPath, JsonBody, JsonObject, OptionalJsonBody, Origin, only_parameters, query_instant,
@@ -98,11 +99,12 @@ fn query_flag(query: &HashMap<String, String>, name: &str) -> Result<bool, ApiEr
     security(("bearer" = [])))]
 pub async fn create(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     origin: Origin,
     JsonBody(document): JsonBody<JobDocument>,
 ) -> Result<Response, ApiError> {
-    let job = state.jobs_at(&origin).create(&owner, document).await?;
+    let job = acts.jobs_at(&origin).create(&owner, document).await?;
     let last = state.use_cases.jobs.last_run(&job).await?;
     let mut view = JobView::with_secret(&job).with_last_run(last.as_ref());
     view.subscriptions = subscriptions(&state, &job).await;
@@ -209,7 +211,7 @@ pub async fn get(
     security(("bearer" = [])))]
 pub async fn patch(
     State(state): State<AppState>,
-    Caller(owner): Caller,
+    acts: Acts,
     JobPath(id): JobPath,
     IfMatch(if_match): IfMatch,
     Query(query): Query<HashMap<String, String>>,
@@ -217,7 +219,7 @@ pub async fn patch(
     JsonObject(patch): JsonObject,
 ) -> Result<Response, ApiError> {
     let terms = EditTerms { if_match, break_joins: query_flag(&query, "break_joins")?, pause: None };
-    let job = state.jobs_at(&origin).patch(&owner, &id, &patch, terms).await?;
+    let job = acts.jobs_at(&origin).patch(&acts.owner, &id, &patch, terms).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 
@@ -226,12 +228,8 @@ pub async fn patch(
     responses((status = 204, description = "Deleted"), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, description = "Other jobs name this one in depends_on; the message names them", body = ErrorBody)),
     security(("bearer" = [])))]
-pub async fn delete(
-    State(state): State<AppState>,
-    Caller(owner): Caller,
-    JobPath(id): JobPath,
-) -> Result<StatusCode, ApiError> {
-    state.use_cases.jobs.delete(&owner, &id).await?;
+pub async fn delete(acts: Acts, Caller(owner): Caller, JobPath(id): JobPath) -> Result<StatusCode, ApiError> {
+    acts.jobs.delete(&owner, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -264,13 +262,14 @@ pub struct ResumeRequest {
     security(("bearer" = [])))]
 pub async fn pause(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     JobPath(id): JobPath,
     OptionalJsonBody(request): OptionalJsonBody<PauseRequest>,
 ) -> Result<Response, ApiError> {
     let request = request.unwrap_or_default();
     let note = PauseNote { reason: request.reason, by: Some(owner.clone()), until: request.until };
-    let job = state.use_cases.jobs.pause(&owner, &id, note).await?;
+    let job = acts.jobs.pause(&owner, &id, note).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 
@@ -283,12 +282,13 @@ pub async fn pause(
     security(("bearer" = [])))]
 pub async fn resume(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     JobPath(id): JobPath,
     OptionalJsonBody(request): OptionalJsonBody<ResumeRequest>,
 ) -> Result<Response, ApiError> {
     let catchup = request.and_then(|r| r.catchup).unwrap_or(CatchupPolicy::Skip);
-    let job = state.use_cases.jobs.resume(&owner, &id, catchup).await?;
+    let job = acts.jobs.resume(&owner, &id, catchup).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 
@@ -313,6 +313,7 @@ pub struct SkipRequest {
     security(("bearer" = [])))]
 pub async fn skip(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     JobPath(id): JobPath,
     JsonBody(request): JsonBody<SkipRequest>,
@@ -322,7 +323,7 @@ pub async fn skip(
         (None, Some(instants)) => SkipAsk::Instants(instants),
         _ => return Err(ApiError::bad_request(ValidationError::new("next", "give either next or instants"))),
     };
-    let job = state.use_cases.skips.skip(&owner, &id, &ask, &owner).await?;
+    let job = acts.skips.skip(&owner, &id, &ask, &owner).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 
@@ -334,13 +335,14 @@ pub async fn skip(
     security(("bearer" = [])))]
 pub async fn unskip(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     JobPath(id): JobPath,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     only_parameters(&query, &["instant"])?;
     let instant = query_instant(&query, "instant")?;
-    let job = state.use_cases.skips.unskip(&owner, &id, instant).await?;
+    let job = acts.skips.unskip(&owner, &id, instant).await?;
     job_response(&state, StatusCode::OK, &job).await
 }
 
@@ -371,13 +373,14 @@ pub async fn preview(
     security(("bearer" = [])))]
 pub async fn trigger(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     JobPath(id): JobPath,
     request: Option<axum::Extension<sundial_app::jobs::RequestKey>>,
     OptionalJsonBody(body): OptionalJsonBody<RunRequest>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
     let input = body.unwrap_or_default().payload;
-    let run = state.use_cases.jobs.trigger_with(&owner, &id, request.as_deref(), input).await?;
+    let run = acts.jobs.trigger_with(&owner, &id, request.as_deref(), input).await?;
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 
@@ -415,12 +418,12 @@ pub struct RunRequest {
     security(("bearer" = [])))]
 pub async fn backfill(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     JobPath(id): JobPath,
     JsonBody(range): JsonBody<BackfillRequest>,
 ) -> Result<(StatusCode, Json<BackfillView>), ApiError> {
-    let (runs, existing) =
-        state.use_cases.jobs.backfill_with(&owner, &id, range.from, range.to, range.payload).await?;
+    let (runs, existing) = acts.jobs.backfill_with(&owner, &id, range.from, range.to, range.payload).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(BackfillView {
@@ -441,11 +444,11 @@ pub async fn backfill(
     responses((status = 200, body = JobView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn rotate_secret(
-    State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     JobPath(id): JobPath,
 ) -> Result<Response, ApiError> {
-    let job = state.use_cases.jobs.rotate_secret(&owner, &id).await?;
+    let job = acts.jobs.rotate_secret(&owner, &id).await?;
     Ok(job_response_with(StatusCode::OK, &job, JobView::with_secret(&job)))
 }
 

@@ -1,6 +1,7 @@
 //! Handlers of `/v1/keys`: an owner's API keys, made (the secret shown once), listed (never a
 //! secret or its digest) and revoked. Admin keys only.
 
+use crate::audit::Acts;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Acting, JsonBody};
 use crate::state::AppState;
@@ -72,11 +73,11 @@ impl From<KeysError> for ApiError {
         (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn create(
-    State(state): State<AppState>,
+    acts: Acts,
     Acting(principal): Acting,
     JsonBody(document): JsonBody<KeyDocument>,
 ) -> Result<Response, ApiError> {
-    let made = state.use_cases.keys.create(&principal, &document).await?;
+    let made = acts.keys.create(&principal, &document).await?;
     let view = KeyView { secret: Some(made.secret), ..KeyView::from(made.key) };
     let mut response = (StatusCode::CREATED, Json(view)).into_response();
     // Shown once, stored nowhere: a replay of this creation shows the key without it.
@@ -102,10 +103,10 @@ pub async fn list(
     responses((status = 204), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn revoke(
-    State(state): State<AppState>,
+    acts: Acts,
     Acting(principal): Acting,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.use_cases.keys.revoke(&principal.owner, &id).await?;
+    acts.keys.revoke(&principal.owner, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -7,7 +7,8 @@
 //!   [`forecast`]: runs due per minute, from the schedules; [`instants`]: a job's instant
 //!   ledger;
 //! - [`auth`] and [`idempotency`]: the middleware in front of every protected route; [`roles`]:
-//!   the role each route needs;
+//!   the role each route needs; [`audit`]: each request's stamp, the use cases acting for it, and
+//!   the trail read back (`/v1/audit`);
 //! - [`extract`]: request decoding with field-named errors, through [`strict_json`] (no repeated
 //!   keys); [`error`]: error responses;
 //! - [`view`]: response bodies; [`paging`]: pages bounded by bytes (Lambda's 6 MB response); [`openapi`]: the OpenAPI document generated from all of these;
@@ -19,6 +20,7 @@
 //! Exempt from authentication: the OpenAPI document, the run callbacks (which carry the run's
 //! own token) and the dashboard's assets (the page then calls the API with the user's key).
 
+pub mod audit;
 pub mod auth;
 pub mod calendars;
 pub mod dashboard;
@@ -76,6 +78,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{id}/rerun", post(runs::rerun))
         .route("/v1/runs/{id}/logs", get(observe::run_logs))
         .route("/v1/forecast", get(forecast::get))
+        .route("/v1/audit", get(audit::list))
         .route("/metrics", get(observe::metrics))
         // Layers run bottom-up: authenticate, then the idempotency check that needs the caller.
         .layer(middleware::from_fn_with_state(state.clone(), idempotency::idempotent))

@@ -48,6 +48,7 @@ use utoipa::{Modify, OpenApi};
         crate::keys::list,
         crate::keys::revoke,
         crate::forecast::get,
+        crate::audit::list,
     ),
     modifiers(&BearerAuth),
     tags(
@@ -57,6 +58,7 @@ use utoipa::{Modify, OpenApi};
         (name = "keys", description = "API keys and their roles: viewer, operator, editor, admin"),
         (name = "calendars", description = "Named business calendars that jobs' schedules share: an edit reaches every job that names one"),
         (name = "forecast", description = "The load the schedules will make, per minute"),
+        (name = "audit", description = "Every change made through the API: who, what, when, and the request that carried it"),
         (name = "callbacks", description = "Called by targets that answered 202, with the run's callback token"),
     )
 )]

@@ -1,6 +1,7 @@
 //! Handlers of run history and control (`/v1/jobs/{id}/runs`, `/v1/runs/{id}`), and of the
 //! callbacks of targets that answered 202 (authenticated by the attempt's callback token).
 
+use crate::audit::{Acts, ActsForRun};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, JobPath, JsonBody, OptionalJsonBody};
 use crate::state::AppState;
@@ -87,10 +88,11 @@ pub async fn get(
     security(("bearer" = [])))]
 pub async fn cancel(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     RunPath(id): RunPath,
 ) -> Result<Json<RunView>, ApiError> {
-    let run = state.use_cases.run_control.cancel(&owner, &id).await.map_err(not_found_as_run)?;
+    let run = acts.run_control.cancel(&owner, &id).await.map_err(not_found_as_run)?;
     Ok(Json(state.run_view(&run)))
 }
 
@@ -102,12 +104,13 @@ pub async fn cancel(
     security(("bearer" = [])))]
 pub async fn rerun(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     RunPath(id): RunPath,
     OptionalJsonBody(body): OptionalJsonBody<crate::jobs::RunRequest>,
 ) -> Result<(StatusCode, Json<RunView>), ApiError> {
     let input = body.unwrap_or_default().payload;
-    let run = state.use_cases.run_control.rerun(&owner, &id, input).await.map_err(not_found_as_run)?;
+    let run = acts.run_control.rerun(&owner, &id, input).await.map_err(not_found_as_run)?;
     Ok((StatusCode::ACCEPTED, Json(state.run_view(&run))))
 }
 
@@ -205,6 +208,7 @@ pub async fn complete(
     State(state): State<AppState>,
     headers: HeaderMap,
     CallbackRun(id): CallbackRun,
+    ActsForRun(acts): ActsForRun,
     JsonBody(body): JsonBody<CompleteRequest>,
 ) -> Result<Json<RunView>, ApiError> {
     let completion = Completion {
@@ -213,8 +217,7 @@ pub async fn complete(
         error: body.error,
         permanent: body.permanent,
     };
-    let run = state
-        .use_cases
+    let run = acts
         .run_control
         .complete(&id, callback_token(&headers)?, completion)
         .await

@@ -3,6 +3,7 @@
 //! version (a new version equal to it, under `If-Match`). Documents are shown as the API shows a
 //! job's: secret header values as secret, named calendars by name.
 
+use crate::audit::Acts;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, IfMatch, JobPath, JsonBody, query_number};
 use crate::state::AppState;
@@ -148,11 +149,12 @@ pub async fn diff(
     security(("bearer" = [])))]
 pub async fn rollback(
     State(state): State<AppState>,
+    acts: Acts,
     Caller(owner): Caller,
     JobPath(id): JobPath,
     IfMatch(if_match): IfMatch,
     JsonBody(request): JsonBody<RollbackRequest>,
 ) -> Result<Response, ApiError> {
-    let job = state.use_cases.jobs.rollback(&owner, &id, request.version, if_match).await?;
+    let job = acts.jobs.rollback(&owner, &id, request.version, if_match).await?;
     crate::jobs::job_response(&state, StatusCode::OK, &job).await
 }

@@ -7,9 +7,12 @@
 //! finished by sending it again: the same body is a replay, whatever its `If-Match`, that copies
 //! the calendar into the jobs still behind.
 
+use crate::audit::Recording;
 use crate::jobs::{Jobs, JobsError};
+use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use sundial_domain::audit::{AuditRecord, Stamp, Target, TargetKind};
 use sundial_domain::calendar::NamedCalendarDocument;
 use sundial_domain::clock::Clock;
 use sundial_domain::group::{self, Links};
@@ -117,6 +120,7 @@ pub struct Calendars {
     catalogue: Arc<dyn Catalogue>,
     jobs: Jobs,
     clock: Arc<dyn Clock>,
+    recording: Recording,
 }
 
 fn name_error(name: &str) -> CalendarsError {
@@ -132,8 +136,32 @@ impl Calendars {
         catalogue: Arc<dyn Catalogue>,
         jobs: Jobs,
         clock: Arc<dyn Clock>,
+        recording: Recording,
     ) -> Self {
-        Calendars { calendars, catalogue, jobs, clock }
+        Calendars { calendars, catalogue, jobs, clock, recording }
+    }
+
+    /// These use cases acting for the request `stamp` names: each change of a calendar is
+    /// written with its audit record (its copies into jobs are Sundial's follow-up, not recorded).
+    pub fn acting(&self, stamp: Arc<Stamp>) -> Calendars {
+        Calendars { recording: self.recording.by(stamp), ..self.clone() }
+    }
+
+    /// The record of a change of the owner's calendar `name` at `at`, from `old` to `new`.
+    fn record(
+        &self,
+        owner: &str,
+        name: &str,
+        at: DateTime<Utc>,
+        old: Option<&NamedCalendarDocument>,
+        new: Option<&NamedCalendarDocument>,
+    ) -> Option<AuditRecord> {
+        let target =
+            Target { kind: TargetKind::Calendar, id: name.to_string(), name: Some(name.to_string()) };
+        let value = |d: Option<&NamedCalendarDocument>| {
+            d.and_then(|d| serde_json::to_value(d).ok()).unwrap_or_else(|| serde_json::json!({}))
+        };
+        Some(self.recording.record(owner, at, target)?.changing(&value(old), &value(new)))
     }
 
     /// Creates the calendar or replaces it (over `if_match`, when given), then copies it into
@@ -153,6 +181,7 @@ impl Calendars {
         let put = until_won(ATTEMPTS, || async move {
             let now = self.clock.now();
             let before = self.calendars.get(owner, name).await?;
+            let old = before.as_ref().map(|c| c.document.clone());
             let (after, expected, put) = match before {
                 Some(before) if before.document == *document => {
                     return Ok(Race::Won((before, Put::Unchanged)));
@@ -183,7 +212,8 @@ impl Calendars {
                 }
             };
             self.check_users(&after).await?;
-            match self.calendars.put(&after, expected).await {
+            let record = self.record(owner, name, now, old.as_ref(), Some(&after.document));
+            match self.calendars.put(&after, expected, record.as_ref()).await {
                 Ok(()) => Ok(Race::Won((after, put))),
                 // Made, changed or deleted since read: read it again.
                 Err(StoreError::Conflict | StoreError::NotFound) => Ok(Race::Lost),
@@ -247,7 +277,8 @@ impl Calendars {
                 users.sort();
                 return Err(CalendarsError::InUse(users));
             }
-            match self.calendars.delete(owner, name, calendar.version, links.version).await {
+            let record = self.record(owner, name, self.clock.now(), Some(&calendar.document), None);
+            match self.calendars.delete(owner, name, calendar.version, links.version, record.as_ref()).await {
                 // Gone under this very delete (a retried request whose first try applied).
                 Ok(()) | Err(StoreError::NotFound) => Ok(Race::Won(())),
                 other => Ok(other.raced()?),

@@ -459,7 +459,7 @@ impl Claimer {
             let run = self.new_run(job, RunKey::scheduled(instant), due, now);
             // Its log lines (the capacity of the insert among them) name the run.
             let span = tracing::info_span!("run", run_id = %run.id(), job_id = %job.id);
-            let inserted = match self.writes.insert(&run).instrument(span).await {
+            let inserted = match self.writes.insert(&run, None).instrument(span).await {
                 // The instant's item is there but does not decode: no retry mends it, so the
                 // instant is left to it and the job goes on (holding it would strand the job).
                 Err(e @ StoreError::Corrupt(_)) => {

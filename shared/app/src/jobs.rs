@@ -9,6 +9,7 @@
 //! - resuming skips the instants missed while paused, like a suspended CronJob;
 //! - the `version` (the ETag) changes with every edit of the document.
 
+use crate::audit::Recording;
 use crate::claim::Claimer;
 use crate::groups::{Groups, GroupsError};
 use crate::ports::Ports;
@@ -16,6 +17,7 @@ use crate::workflow::{GraphView, WorkflowError, Workflows};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use sundial_domain::audit::{AuditRecord, Stamp, Target, TargetKind};
 use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::events::has_endpoints;
@@ -185,6 +187,24 @@ fn redacted_value(document: &JobDocument) -> serde_json::Value {
     serde_json::to_value(named_calendar::written(&document.redacted())).unwrap_or_default()
 }
 
+/// A job as an audit record names it.
+pub(crate) fn job_target(job: &Job) -> Target {
+    Target { kind: TargetKind::Job, id: job.id.to_string(), name: Some(job.document.name.clone()) }
+}
+
+/// A run as an audit record names it.
+pub(crate) fn run_target(run: &Run) -> Target {
+    Target { kind: TargetKind::Run, id: run.id().to_string(), name: None }
+}
+
+/// What a manual run's own payload changes, as an audit record says it.
+fn run_input_changes(input: Option<&serde_json::Value>) -> Vec<FieldChange> {
+    input
+        .map(|i| FieldChange { field: "payload".into(), old: None, new: Some(i.clone()) })
+        .into_iter()
+        .collect()
+}
+
 /// A job due before the next tick plus this is claimed by the API itself.
 const DUE_SOON_MARGIN: chrono::Duration = chrono::Duration::seconds(10);
 /// Most instants one backfill claims.
@@ -255,10 +275,17 @@ pub struct Jobs {
     groups: Groups,
     fences: Arc<dyn FenceStore>,
     calendars: Arc<dyn CalendarStore>,
+    recording: Recording,
 }
 
 impl Jobs {
-    pub fn new(ports: &Ports, claimer: Claimer, groups: Groups, settings: JobsSettings) -> Self {
+    pub fn new(
+        ports: &Ports,
+        claimer: Claimer,
+        groups: Groups,
+        settings: JobsSettings,
+        recording: Recording,
+    ) -> Self {
         let Ports { jobs, runs, fences, calendars, clock, entropy, topics, .. } = ports.clone();
         let JobsSettings { limits, targets, page_tokens } = settings;
         let workflows = Workflows::new(jobs.clone(), runs.clone(), clock.clone());
@@ -277,7 +304,44 @@ impl Jobs {
             groups,
             fences,
             calendars,
+            recording,
         }
+    }
+
+    /// These use cases acting for the request `stamp` names: each change they make is written
+    /// with its audit record.
+    pub fn acting(&self, stamp: Arc<Stamp>) -> Jobs {
+        Jobs { recording: self.recording.by(stamp), ..self.clone() }
+    }
+
+    /// These use cases acting for no one: Sundial's own follow-ups are not recorded.
+    fn unstamped(&self) -> Jobs {
+        Jobs { recording: self.recording.unstamped(), ..self.clone() }
+    }
+
+    /// The record of a change of the job from `before` (none: its creation) to `after`, with
+    /// the fields of its document that changed (secrets redacted), if acting for someone.
+    fn job_record(&self, before: Option<&Job>, after: &Job) -> Option<AuditRecord> {
+        let target = job_target(after);
+        let record = self.recording.record(&after.owner, after.updated_at, target)?;
+        let old = before.map_or_else(|| serde_json::json!({}), |b| redacted_value(&b.document));
+        Some(
+            record
+                .of_job(&after.id)
+                .making_version(after.version)
+                .changing(&old, &redacted_value(&after.document)),
+        )
+    }
+
+    /// The record of a manual action on `job` at `at` reaching `target`, with `changes`.
+    fn action_record(
+        &self,
+        job: &Job,
+        at: DateTime<Utc>,
+        target: Target,
+        changes: Vec<FieldChange>,
+    ) -> Option<AuditRecord> {
+        Some(self.recording.record(&job.owner, at, target)?.of_job(&job.id).with_changes(changes))
     }
 
     /// This service as reached at `origin` (the URL, or `host:port`, a request came in on): that
@@ -352,7 +416,11 @@ impl Jobs {
         };
         let created = match linked {
             Ok(()) => {
-                self.catalogue.create(&job, self.limits.max_jobs_per_owner).await.map_err(JobsError::from)
+                let record = self.job_record(None, &job);
+                self.catalogue
+                    .create(&job, self.limits.max_jobs_per_owner, record.as_ref())
+                    .await
+                    .map_err(JobsError::from)
             }
             Err(e) => Err(e),
         };
@@ -715,7 +783,9 @@ impl Jobs {
     /// jobs that name it. It may break a join below the job: the calendar's owner edited it.
     pub async fn refresh_calendars(&self, owner: &Owner, id: &JobId) -> JobsResult<Job> {
         let terms = EditTerms { break_joins: true, ..EditTerms::default() };
-        until_won(EDIT_ATTEMPTS, || self.edit_once(owner, id, &terms, &|_: &mut JobDocument| Ok(())))
+        // The calendar's own change is the one recorded.
+        let jobs = self.unstamped();
+        until_won(EDIT_ATTEMPTS, || jobs.edit_once(owner, id, &terms, &|_: &mut JobDocument| Ok(())))
             .await?
             .ok_or(JobsError::Contended)
     }
@@ -910,7 +980,8 @@ impl Jobs {
         }
         let newly_named = &named_calendar::names(&after.document) - &named_calendar::names(&before.document);
         self.link_calendars(after, &newly_named).await?;
-        let updated = self.catalogue.update(before, after).await.raced();
+        let record = self.job_record(Some(before), after);
+        let updated = self.catalogue.update(before, after, record.as_ref()).await.raced();
         if !matches!(updated, Ok(Race::Won(()))) {
             if notify_changed && let Err(e) = self.topics.sync(before).await {
                 tracing::warn!(job_id = %before.id, error = %e, "could not restore the job's subscriptions");
@@ -942,7 +1013,10 @@ impl Jobs {
                 updated_at: self.clock.now(),
                 ..before.clone()
             };
-            Ok::<_, JobsError>(self.catalogue.update(&before, &after).await.raced()?.map(|()| after))
+            let record = self.job_record(Some(&before), &after);
+            Ok::<_, JobsError>(
+                self.catalogue.update(&before, &after, record.as_ref()).await.raced()?.map(|()| after),
+            )
         });
         rotated.await?.ok_or(JobsError::Contended)
     }
@@ -957,7 +1031,8 @@ impl Jobs {
             if !children.is_empty() {
                 return Err(JobsError::HasChildren(children.into_iter().map(|c| c.document.name).collect()));
             }
-            Ok(self.catalogue.delete(&job).await.raced()?.map(|()| job))
+            let record = self.action_record(&job, self.clock.now(), job_target(&job), Vec::new());
+            Ok(self.catalogue.delete(&job, record.as_ref()).await.raced()?.map(|()| job))
         });
         let job = deleted.await?.ok_or(JobsError::Contended)?;
         self.workflows.unlink(&job.parents(), &job.id).await;
@@ -1091,7 +1166,9 @@ impl Jobs {
         run.input = input;
         // A job with children starts a workflow run: they follow it under the same key.
         run.workflow = (!job.children.is_empty()).then(|| job.id.clone());
-        let run = match self.writes.insert(&run).await? {
+        let changes = run_input_changes(run.input.as_ref());
+        let record = self.action_record(&job, now, run_target(&run), changes);
+        let run = match self.writes.insert(&run, record.as_ref()).await? {
             sundial_domain::ports::store::Inserted::Created => run,
             sundial_domain::ports::store::Inserted::Exists(existing) => *existing,
         };
@@ -1155,6 +1232,13 @@ impl Jobs {
         }
         let mut created = Vec::new();
         let mut existing = 0;
+        // One record for the backfill, with the first run it creates.
+        let mut changes = vec![
+            FieldChange { field: "from".into(), old: None, new: Some(serde_json::json!(from)) },
+            FieldChange { field: "to".into(), old: None, new: Some(serde_json::json!(to)) },
+        ];
+        changes.extend(run_input_changes(input.as_ref()));
+        let mut record = self.action_record(&job, now, job_target(&job), changes);
         for instant in instants {
             let due = now + chrono::Duration::seconds((created.len() / BACKFILL_PER_SECOND) as i64);
             let run = Run {
@@ -1162,8 +1246,11 @@ impl Jobs {
                 input: input.clone(),
                 ..self.claimer.new_run(&job, RunKey::scheduled(instant), due, now)
             };
-            match self.writes.insert(&run).await? {
-                sundial_domain::ports::store::Inserted::Created => created.push(run),
+            match self.writes.insert(&run, record.as_ref()).await? {
+                sundial_domain::ports::store::Inserted::Created => {
+                    record = None;
+                    created.push(run);
+                }
                 sundial_domain::ports::store::Inserted::Exists(_) => existing += 1,
             }
         }

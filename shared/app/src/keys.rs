@@ -1,16 +1,20 @@
 //! API keys as their owner's admins manage them: make one (its secret shown once), list them,
 //! revoke one; and the check of a presented key that every API request makes. A key is found by
 //! the id its secret names and read consistently, so a revoked key is refused by the next request
-//! (the bound on revocation is the read itself: nothing caches a key).
+//! (the bound on revocation is the read itself: nothing caches a key). A revoked or expired
+//! key's own secret presented again is recorded in the audit trail (once a minute per key).
 
+use crate::audit::Recording;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use sundial_domain::audit::{Actor, ActorKind, AuditRecord, Stamp, Target, TargetKind};
 use sundial_domain::auth::digest;
 use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::keys::{self, ApiKey, KeyDocument, KeyRef, Principal};
 use sundial_domain::ports::store::{KeyStore, StoreError};
 use sundial_domain::validation::ValidationError;
+use sundial_domain::versions::FieldChange;
 
 /// Why a key operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -49,11 +53,42 @@ pub struct Keys {
     store: Arc<dyn KeyStore>,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
+    recording: Recording,
 }
 
 impl Keys {
-    pub fn new(store: Arc<dyn KeyStore>, clock: Arc<dyn Clock>, entropy: Arc<dyn Entropy>) -> Self {
-        Keys { store, clock, entropy }
+    pub fn new(
+        store: Arc<dyn KeyStore>,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<dyn Entropy>,
+        recording: Recording,
+    ) -> Self {
+        Keys { store, clock, entropy, recording }
+    }
+
+    /// These use cases acting for the request `stamp` names: each change is written with its
+    /// audit record, and a refused use of a revoked or expired key is recorded under it.
+    pub fn acting(&self, stamp: Arc<Stamp>) -> Keys {
+        Keys { recording: self.recording.by(stamp), ..self.clone() }
+    }
+
+    /// The record of a change of `key` at `at`, from `old` to `new` (its name, role and expiry:
+    /// never its secret or digest).
+    fn record(
+        &self,
+        key: &ApiKey,
+        at: DateTime<Utc>,
+        old: Option<&ApiKey>,
+        new: Option<&ApiKey>,
+    ) -> Option<AuditRecord> {
+        let target = Target { kind: TargetKind::Key, id: key.id.clone(), name: Some(key.name.clone()) };
+        let shown = |k: Option<&ApiKey>| {
+            k.map_or_else(
+                || serde_json::json!({}),
+                |k| serde_json::json!({"name": k.name, "role": k.role, "expires_at": k.expires_at, "revoked_at": k.revoked_at}),
+            )
+        };
+        Some(self.recording.record(&key.owner, at, target)?.changing(&shown(old), &shown(new)))
     }
 
     /// Makes a key of `by`'s owner, as `document` says.
@@ -90,9 +125,11 @@ impl Keys {
             created_at: stored(now),
             expires_at: expires_at.map(stored),
             last_used_at: None,
+            revoked_at: None,
             digest: digest(&secret),
         };
-        self.store.create(&key).await?;
+        let record = self.record(&key, now, None, Some(&key));
+        self.store.create(&key, record.as_ref()).await?;
         Ok(NewKey { key, secret })
     }
 
@@ -106,7 +143,12 @@ impl Keys {
         if id.len() != 20 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(KeysError::NotFound);
         }
-        Ok(self.store.delete(owner, id).await?)
+        let key = self.store.get(id).await?.filter(|k| k.owner == owner && k.revoked_at.is_none());
+        let key = key.ok_or(KeysError::NotFound)?;
+        let now = stored(self.clock.now());
+        let revoked = ApiKey { revoked_at: Some(now), ..key.clone() };
+        let record = self.record(&key, now, Some(&key), Some(&revoked));
+        Ok(self.store.revoke(owner, id, now, record.as_ref()).await?)
     }
 
     /// Who presents `secret`, if it is a good key of Sundial's: `None` for one that is not (never
@@ -116,6 +158,10 @@ impl Keys {
         let Some(key) = self.store.get(id).await? else { return Ok(None) };
         let now = self.clock.now();
         if !key.accepts(secret, now) {
+            // The key's own secret, refused for being revoked or expired: recorded (once a minute).
+            if key.is_secret(secret) {
+                self.record_refusal(&key, now).await;
+            }
             return Ok(None);
         }
         if key.use_is_news(now)
@@ -128,6 +174,24 @@ impl Keys {
             role: key.role,
             key: Some(KeyRef { id: key.id, name: key.name }),
         }))
+    }
+}
+
+impl Keys {
+    /// Records a refused use of `key` (revoked or expired) at `now`, under the request's stamp.
+    /// Best effort: the refusal stands whether or not it is recorded.
+    async fn record_refusal(&self, key: &ApiKey, now: DateTime<Utc>) {
+        let target = Target { kind: TargetKind::Key, id: key.id.clone(), name: Some(key.name.clone()) };
+        let Some(mut record) = self.recording.record(&key.owner, now, target) else { return };
+        // Whoever presented it, it was this key.
+        record.actor = Actor { kind: ActorKind::Key, name: key.name.clone(), key_id: Some(key.id.clone()) };
+        record.action = "key.refused".into();
+        let why = if key.revoked_at.is_some() { "revoked" } else { "expired" };
+        record.changes =
+            vec![FieldChange { field: "refused".into(), old: None, new: Some(serde_json::json!(why)) }];
+        if let Err(e) = self.store.refused(&key.id, now, &record).await {
+            tracing::warn!(key_id = %key.id, error = %e, "a refused use of a key was not recorded");
+        }
     }
 }
 

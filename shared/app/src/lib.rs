@@ -14,6 +14,7 @@
 //! - [`groups`]: concurrency groups: their limits, and the slots runs take ([`groups::slots`]);
 //! - [`calendars`]: named calendars, and their edits copied into the jobs that name them;
 //! - [`keys`]: API keys made, listed and revoked, and the check of a presented one;
+//! - [`audit`]: for whom a use case acts, the records its changes carry, and the trail read back;
 //! - [`ledger`]: a job's instants in a range and what became of each;
 //! - [`skips`]: instants skipped on request, without pausing, and taken back before they are due;
 //! - [`forecast`]: the load forecast of an owner's jobs, or of the whole stack;
@@ -22,6 +23,7 @@
 //!   built from one bundle; [`timer`]: waiting, as a port.
 
 pub mod announce;
+pub mod audit;
 pub mod calendars;
 pub mod claim;
 pub mod emf;

@@ -11,7 +11,7 @@ use sundial_domain::entropy::Entropy;
 use sundial_domain::ports::bus::EventBus;
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{
-    CalendarStore, FenceStore, GroupStore, JobStore, KeyStore, RunStore, TickStateStore,
+    AuditTrail, CalendarStore, FenceStore, GroupStore, JobStore, KeyStore, RunStore, TickStateStore,
 };
 use sundial_domain::ports::targets::Caller;
 use sundial_domain::ports::topics::JobTopics;
@@ -24,6 +24,8 @@ pub struct Ports {
     pub groups: Arc<dyn GroupStore>,
     pub calendars: Arc<dyn CalendarStore>,
     pub keys: Arc<dyn KeyStore>,
+    /// The audit trail, read (its records are written by the stores, with their changes).
+    pub audit: Arc<dyn AuditTrail>,
     pub fences: Arc<dyn FenceStore>,
     pub tick_state: Arc<dyn TickStateStore>,
     pub queue: Arc<dyn RunQueue>,

@@ -13,6 +13,7 @@ use crate::health::Health;
 use crate::timer::Timer;
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::job::Job;
 use sundial_domain::ports::store::{Catalogue, Race, RunHistory, RunStore, RunWrites, StoreError};
 use sundial_domain::run::transition::{self, Change, Fence, Refused, Step};
@@ -100,6 +101,19 @@ impl Recorder {
         step: &Step,
         now: DateTime<Utc>,
     ) -> Result<Recorded, StoreError> {
+        self.apply_recorded(job, before, step, now, None).await
+    }
+
+    /// [`Recorder::apply`] of a step an API request asked for, its run written with `audit`,
+    /// the request's record of it.
+    pub async fn apply_recorded(
+        &self,
+        job: &Job,
+        before: &Run,
+        step: &Step,
+        now: DateTime<Utc>,
+        audit: Option<&AuditRecord>,
+    ) -> Result<Recorded, StoreError> {
         let mut before = before.clone();
         let (mut races, mut outages) = (0, 0);
         // A write that timed out may have been applied: recognised by its own `updated_at`. A
@@ -112,7 +126,7 @@ impl Recorder {
                 Ok(change) => change,
                 Err(refused) => return Ok(Recorded::Refused(refused)),
             };
-            match persist(self.writes.as_ref(), &before, &change).await {
+            match persist(self.writes.as_ref(), &before, &change, audit).await {
                 Ok(()) => {
                     return Ok(Recorded::Written(
                         self.written(job, &before, change.run, change.events, now).await,
@@ -167,11 +181,17 @@ impl Recorder {
     }
 }
 
-/// Writes `change` over `before` under the fence the change names.
-pub async fn persist(runs: &dyn RunWrites, before: &Run, change: &Change) -> Result<(), StoreError> {
+/// Writes `change` over `before` under the fence the change names, with `audit`, the record of
+/// the request that made it, if any (a request's steps are fenced by state and attempt).
+pub async fn persist(
+    runs: &dyn RunWrites,
+    before: &Run,
+    change: &Change,
+    audit: Option<&AuditRecord>,
+) -> Result<(), StoreError> {
     match change.fence {
         Fence::Unchanged => runs.transition_unchanged(before, &change.run).await,
-        Fence::StateAndAttempt => runs.transition(before, &change.run).await,
+        Fence::StateAndAttempt => runs.transition(before, &change.run, audit).await,
     }
 }
 

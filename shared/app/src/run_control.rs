@@ -4,12 +4,14 @@
 //! The owner checks of [`crate::jobs`] apply: another owner's run is "not found". Callbacks
 //! authenticate with the attempt's callback token instead, compared by digest.
 
+use crate::audit::Recording;
 use crate::groups::slots::Slots;
 use crate::jobs::{Jobs, JobsError, JobsResult};
 use crate::ports::Ports;
 use crate::record::Recorder;
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
+use sundial_domain::audit::{AuditRecord, Stamp};
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, Owner};
 use sundial_domain::ports::queue::RunQueue;
@@ -19,6 +21,7 @@ use sundial_domain::ports::store::{
 use sundial_domain::run::transition::{self, Ending, Step};
 use sundial_domain::run::{Outcome, Run, RunId, RunState};
 use sundial_domain::run_queue::Dispatch;
+use sundial_domain::versions::FieldChange;
 use sundial_domain::waiting::{Wait, wait_of};
 
 /// Why a callback was refused.
@@ -58,10 +61,17 @@ pub struct RunControl {
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn sundial_domain::entropy::Entropy>,
     heartbeat_window: Duration,
+    recording: Recording,
 }
 
 impl RunControl {
-    pub fn new(ports: &Ports, jobs: Jobs, recorder: Recorder, heartbeat_window: Duration) -> Self {
+    pub fn new(
+        ports: &Ports,
+        jobs: Jobs,
+        recorder: Recorder,
+        heartbeat_window: Duration,
+        recording: Recording,
+    ) -> Self {
         let Ports { jobs: catalogue, runs, groups, queue, clock, entropy, timer, .. } = ports.clone();
         let slots = Slots::new(groups.clone(), runs.clone(), queue.clone(), timer);
         let (history, writes) = (runs.clone(), runs);
@@ -77,7 +87,30 @@ impl RunControl {
             clock,
             entropy,
             heartbeat_window,
+            recording,
         }
+    }
+
+    /// These use cases acting for the request `stamp` names: each change they make is written
+    /// with its audit record.
+    pub fn acting(&self, stamp: Arc<Stamp>) -> RunControl {
+        RunControl {
+            jobs: self.jobs.acting(stamp.clone()),
+            recording: self.recording.by(stamp),
+            ..self.clone()
+        }
+    }
+
+    /// The record of this request's change of `run` (of `owner`'s job) at `at`, with `changes`.
+    fn run_record(
+        &self,
+        owner: &str,
+        run: &Run,
+        at: DateTime<Utc>,
+        changes: Vec<FieldChange>,
+    ) -> Option<AuditRecord> {
+        let record = self.recording.record(owner, at, crate::jobs::run_target(run))?;
+        Some(record.of_job(&run.job_id).with_changes(changes))
     }
 
     /// Why `run` (of `job`) has not started yet, if it waits: its flexible offset, its backoff,
@@ -134,12 +167,21 @@ impl RunControl {
             }
             let cancel = Step::Cancel { reason: "cancelled through the API".into() };
             let now = self.clock.now();
+            let state = |state: RunState| Some(serde_json::json!(state.as_str()));
+            let changes = vec![FieldChange {
+                field: "state".into(),
+                old: state(run.state),
+                new: state(RunState::Cancelled),
+            }];
+            let record = self.run_record(owner, &run, now, changes);
             let cancelled = match &job {
-                Some(job) => self.recorder.apply(job, &run, &cancel, now).await?.race(),
+                Some(job) => {
+                    self.recorder.apply_recorded(job, &run, &cancel, now, record.as_ref()).await?.race()
+                }
                 // Its job is gone: nobody to tell, and its owner's word ends even a live attempt.
                 None => {
                     let after = transition::cancelled(&run, "cancelled through the API", now);
-                    self.writes.transition(&run, &after).await.raced()?.map(|()| after)
+                    self.writes.transition(&run, &after, record.as_ref()).await.raced()?.map(|()| after)
                 }
             };
             if let (Race::Won(_), Some(job)) = (&cancelled, job.as_ref().filter(|_| is_accepted(&run))) {
@@ -217,7 +259,15 @@ impl RunControl {
         let ending =
             Ending { outcome, status: None, error, output, permanent: completion.permanent, unsent: false };
         let finish = Step::Finish { ending, jitter: self.entropy.unit() };
-        let recorded = self.recorder.apply(&job, &run, &finish, now).await.map_err(CallbackError::Store)?;
+        let said = if completion.succeeded { "succeeded" } else { "failed" };
+        let changes =
+            vec![FieldChange { field: "outcome".into(), old: None, new: Some(serde_json::json!(said)) }];
+        let record = self.run_record(&job.owner, &run, now, changes);
+        let recorded = self
+            .recorder
+            .apply_recorded(&job, &run, &finish, now, record.as_ref())
+            .await
+            .map_err(CallbackError::Store)?;
         let after = recorded.written().ok_or(CallbackError::NotOpen(run.state))?;
         if is_accepted(&run) {
             // The accepted attempt is over: its group's slot is free again. A synchronous call

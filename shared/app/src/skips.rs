@@ -3,9 +3,11 @@
 //! skips a skipped instant's run at its start (a run claimed ahead included), and the preview and
 //! the ledger show them.
 
+use crate::audit::Recording;
 use crate::jobs::{JobsError, JobsResult};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use sundial_domain::audit::Stamp;
 use sundial_domain::clock::Clock;
 use sundial_domain::job::{Job, JobId, MAX_SKIPS, Owner, SKIPS_KEPT_FOR, Skip};
 use sundial_domain::ports::store::{Catalogue, Raced, until_won};
@@ -28,11 +30,18 @@ pub enum SkipAsk {
 pub struct Skips {
     catalogue: Arc<dyn Catalogue>,
     clock: Arc<dyn Clock>,
+    recording: Recording,
 }
 
 impl Skips {
-    pub fn new(catalogue: Arc<dyn Catalogue>, clock: Arc<dyn Clock>) -> Self {
-        Skips { catalogue, clock }
+    pub fn new(catalogue: Arc<dyn Catalogue>, clock: Arc<dyn Clock>, recording: Recording) -> Self {
+        Skips { catalogue, clock, recording }
+    }
+
+    /// These use cases acting for the request `stamp` names: each change is written with its
+    /// audit record (the instants skipped, before and after).
+    pub fn acting(&self, stamp: Arc<Stamp>) -> Skips {
+        Skips { recording: self.recording.by(stamp), ..self.clone() }
     }
 
     /// Skips the instants `ask` names, as asked by `by`; the job with its skips. A job without a
@@ -97,7 +106,13 @@ impl Skips {
             let now = self.clock.now();
             let skips = decide(&before, now)?;
             let after = Job { skips, version: before.version + 1, updated_at: now, ..before.clone() };
-            Ok(self.catalogue.update(&before, &after).await.raced()?.map(|()| after))
+            let instants =
+                |job: &Job| serde_json::json!({"skips": job.skips.iter().map(|s| s.at).collect::<Vec<_>>()});
+            let record = self
+                .recording
+                .record(owner, now, crate::jobs::job_target(&after))
+                .map(|r| r.of_job(&after.id).changing(&instants(&before), &instants(&after)));
+            Ok(self.catalogue.update(&before, &after, record.as_ref()).await.raced()?.map(|()| after))
         })
         .await?;
         won.ok_or(JobsError::Contended)

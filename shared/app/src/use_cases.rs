@@ -3,6 +3,7 @@
 //! way.
 
 use crate::announce::Announcer;
+use crate::audit::{AuditLog, Recording};
 use crate::calendars::Calendars;
 use crate::claim::{ClaimSettings, Claimer};
 use crate::forecast::Forecasts;
@@ -18,6 +19,8 @@ use crate::tick::{Tick, TickSettings};
 use crate::watchdog::Watchdog;
 use crate::worker::{Worker, WorkerSettings};
 use crate::workflow::cascade::Cascade;
+use std::sync::Arc;
+use sundial_domain::audit::Stamp;
 use sundial_domain::watchdog::rules::WatchdogSettings;
 
 /// What the use cases are configured with.
@@ -30,6 +33,8 @@ pub struct Settings {
     pub jobs: JobsSettings,
     /// Where links in notifications point (the dashboard), if anywhere.
     pub public_url: Option<String>,
+    /// How long audit records are kept, in days.
+    pub audit_retention_days: u32,
 }
 
 /// Every use case, over the same ports.
@@ -42,6 +47,7 @@ pub struct UseCases {
     pub groups: Groups,
     pub calendars: Calendars,
     pub keys: Keys,
+    pub audit: AuditLog,
     pub run_control: RunControl,
     pub tick: Tick,
     pub worker: Worker,
@@ -58,21 +64,36 @@ impl UseCases {
         let announcer = Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url, cascade);
         let recorder =
             Recorder::new(ports.jobs.clone(), ports.runs.clone(), announcer.clone(), ports.timer.clone());
-        let groups =
-            Groups::new(ports.groups.clone(), ports.jobs.clone(), ports.runs.clone(), ports.clock.clone());
-        let jobs = Jobs::new(ports, claimer.clone(), groups.clone(), settings.jobs);
-        let calendars =
-            Calendars::new(ports.calendars.clone(), ports.jobs.clone(), jobs.clone(), ports.clock.clone());
-        let keys = Keys::new(ports.keys.clone(), ports.clock.clone(), ports.entropy.clone());
+        // Nobody's, until a request's stamp makes them act for it (`UseCases::acting`).
+        let recording = Recording::new(ports.entropy.clone(), settings.audit_retention_days);
+        let groups = Groups::new(
+            ports.groups.clone(),
+            ports.jobs.clone(),
+            ports.runs.clone(),
+            ports.clock.clone(),
+            recording.clone(),
+        );
+        let audit = AuditLog::new(ports.audit.clone(), settings.jobs.page_tokens.clone());
+        let jobs = Jobs::new(ports, claimer.clone(), groups.clone(), settings.jobs, recording.clone());
+        let calendars = Calendars::new(
+            ports.calendars.clone(),
+            ports.jobs.clone(),
+            jobs.clone(),
+            ports.clock.clone(),
+            recording.clone(),
+        );
+        let keys =
+            Keys::new(ports.keys.clone(), ports.clock.clone(), ports.entropy.clone(), recording.clone());
         // The tick's passes send runs due later: just after a whole second, to start on time.
         let tick = Tick::new(ports, claimer.clone().aligning_sends(), jobs.clone(), settings.tick);
         let heartbeat_window = settings.worker.heartbeat_window;
         let worker = Worker::new(ports, recorder.clone(), settings.worker);
-        let run_control = RunControl::new(ports, jobs.clone(), recorder.clone(), heartbeat_window);
+        let run_control =
+            RunControl::new(ports, jobs.clone(), recorder.clone(), heartbeat_window, recording.clone());
         let watchdog = Watchdog::new(ports, recorder.clone(), settings.watchdog);
         let forecasts = Forecasts::new(ports.jobs.clone());
         let ledgers = Ledgers::new(ports.jobs.clone(), ports.runs.clone(), ports.clock.clone());
-        let skips = Skips::new(ports.jobs.clone(), ports.clock.clone());
+        let skips = Skips::new(ports.jobs.clone(), ports.clock.clone(), recording);
         UseCases {
             announcer,
             recorder,
@@ -81,6 +102,7 @@ impl UseCases {
             groups,
             calendars,
             keys,
+            audit,
             run_control,
             tick,
             worker,
@@ -88,6 +110,22 @@ impl UseCases {
             forecasts,
             ledgers,
             skips,
+        }
+    }
+
+    /// The use cases that change things, acting for the request `stamp` names: each change they
+    /// make is written with its audit record. Sundial's own work (the tick, workers, the
+    /// watchdog) acts for no one and records nothing.
+    pub fn acting(&self, stamp: Stamp) -> UseCases {
+        let stamp = Arc::new(stamp);
+        UseCases {
+            jobs: self.jobs.acting(stamp.clone()),
+            groups: self.groups.acting(stamp.clone()),
+            calendars: self.calendars.acting(stamp.clone()),
+            keys: self.keys.acting(stamp.clone()),
+            run_control: self.run_control.acting(stamp.clone()),
+            skips: self.skips.acting(stamp),
+            ..self.clone()
         }
     }
 }

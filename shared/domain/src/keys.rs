@@ -1,8 +1,9 @@
 //! API keys kept as data, and the roles they carry. A key is made through the API
 //! (`POST /v1/keys`), its secret shown once and stored only as its SHA-256 digest; the secret
 //! names the key's id (`sdl_<id>_<secret>`), so a presented key is found by one read of its id,
-//! never by a scan, and is good only if its digest matches and it has not expired. Revoking a key
-//! deletes it: the next request that presents it is refused (no cache keeps it alive).
+//! never by a scan, and is good only if its digest matches and it is neither expired nor revoked.
+//! Revoking a key marks it so (it leaves its owner's list): the next request that presents it is
+//! refused (no cache keeps it alive), and the refusal is recorded in the audit trail.
 //!
 //! Roles are ordered: each can do what the one before can and more ([`Role`]); every route
 //! needs one, and the API checks it before the route runs.
@@ -107,6 +108,9 @@ pub struct ApiKey {
     pub expires_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_used_at: Option<DateTime<Utc>>,
+    /// When it was revoked: it is refused from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<DateTime<Utc>>,
     /// The hex SHA-256 digest of the secret.
     pub digest: String,
 }
@@ -114,7 +118,12 @@ pub struct ApiKey {
 impl ApiKey {
     /// Whether `presented` is this key's secret and the key is still good at `now`.
     pub fn accepts(&self, presented: &str, now: DateTime<Utc>) -> bool {
-        digest(presented) == self.digest && self.expires_at.is_none_or(|t| now < t)
+        self.is_secret(presented) && self.expires_at.is_none_or(|t| now < t) && self.revoked_at.is_none()
+    }
+
+    /// Whether `presented` is this key's secret, good or not.
+    pub fn is_secret(&self, presented: &str) -> bool {
+        digest(presented) == self.digest
     }
 
     /// Whether a use at `now` should be written as its last (at most every [`LAST_USED_EVERY`]).
@@ -172,11 +181,14 @@ mod tests {
             created_at: now,
             expires_at: Some(now + chrono::Duration::hours(1)),
             last_used_at: None,
+            revoked_at: None,
             digest: digest(&secret),
         };
         assert!(!serde_json::to_string(&key).unwrap().contains(&secret[30..]), "the secret is not stored");
         assert!(key.accepts(&secret, now));
         assert!(!key.accepts(&secret, now + chrono::Duration::hours(1)), "expired");
+        let revoked = ApiKey { revoked_at: Some(now), ..key.clone() };
+        assert!(!revoked.accepts(&secret, now) && revoked.is_secret(&secret), "revoked, yet its secret");
         let other = format!("{SECRET_PREFIX}{id}_{}", "0".repeat(64));
         assert!(!key.accepts(&other, now), "another secret for the same id");
         for bad in ["alice-key", "sdl_", "sdl_abc_def", &secret[..secret.len() - 1], &format!("x{secret}")] {
@@ -196,6 +208,7 @@ mod tests {
             created_at: now,
             expires_at: None,
             last_used_at: last,
+            revoked_at: None,
             digest: String::new(),
         };
         assert!(key(None).use_is_news(now));

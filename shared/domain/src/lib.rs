@@ -34,8 +34,10 @@
 //! - [`forecast`]: runs per minute over a window, from the schedules, with the peaks;
 //! - [`stored`]: stored documents decoded leniently (a newer version's fields dropped);
 //! - [`versions`]: a job's document versions kept, compared field by field, rolled back to;
+//!   [`audit`]: the record of every change made through the API, and how the trail is read;
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
+pub mod audit;
 pub mod auth;
 pub mod calendar;
 pub mod catchup;

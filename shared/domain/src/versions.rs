@@ -36,12 +36,14 @@ pub fn kept_with(kept: &[u64], version: u64) -> Vec<u64> {
 
 /// One field that differs between two documents: its dotted path (`retry.max_attempts`,
 /// `schedule.any[1].cron`), and its value in each (`None`: absent).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FieldChange {
     pub field: String,
+    #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub old: Option<Value>,
+    #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Value>))]
     pub new: Option<Value>,
 }
@@ -55,6 +57,8 @@ pub fn changes(old: &Value, new: &Value) -> Vec<FieldChange> {
 }
 
 fn walk(path: &str, old: Option<&Value>, new: Option<&Value>, out: &mut Vec<FieldChange>) {
+    // A null member says what an absent one does.
+    let (old, new) = (old.filter(|v| !v.is_null()), new.filter(|v| !v.is_null()));
     match (old, new) {
         (Some(Value::Object(a)), Some(Value::Object(b))) => {
             let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
@@ -99,5 +103,6 @@ mod tests {
             ]
         );
         assert!(changes(&old, &old).is_empty());
+        assert!(changes(&json!({"payload": null}), &json!({})).is_empty(), "null is absent");
     }
 }

@@ -4,11 +4,13 @@
 //! [`MAX_CALENDARS_PER_OWNER`], replaced and deleted only under the version read, kept through
 //! its JSON form; links are a record of their own beside it, with their own version.
 
+use crate::audit::MemoryAuditTrail;
 use crate::guard::lock;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::group::{Link, Links};
 use sundial_domain::named_calendar::{MAX_CALENDARS_PER_OWNER, NamedCalendar};
 use sundial_domain::ports::store::{CalendarStore, StoreError, StoreResult};
@@ -17,6 +19,7 @@ use sundial_domain::ports::store::{CalendarStore, StoreError, StoreResult};
 #[derive(Debug, Default)]
 pub struct MemoryCalendarStore {
     calendars: Mutex<BTreeMap<(String, String), (NamedCalendar, Links)>>,
+    audit: MemoryAuditTrail,
 }
 
 /// A link's time as stored: to the millisecond.
@@ -27,6 +30,12 @@ fn stored_at(at: DateTime<Utc>) -> DateTime<Utc> {
 impl MemoryCalendarStore {
     pub fn new() -> Self {
         MemoryCalendarStore::default()
+    }
+
+    /// This store, writing the records of its changes into `trail` (shared with the others).
+    pub fn recording_to(mut self, trail: MemoryAuditTrail) -> Self {
+        self.audit = trail;
+        self
     }
 }
 
@@ -41,7 +50,12 @@ impl CalendarStore for MemoryCalendarStore {
         Ok(calendars.iter().filter(|((o, _), _)| o == owner).map(|(_, (c, _))| c.clone()).collect())
     }
 
-    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>) -> StoreResult<()> {
+    async fn put(
+        &self,
+        calendar: &NamedCalendar,
+        expected: Option<u64>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let mut calendars = lock(&self.calendars);
         let key = (calendar.owner.clone(), calendar.name.clone());
         match (calendars.get(&key), expected) {
@@ -63,10 +77,18 @@ impl CalendarStore for MemoryCalendarStore {
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let links = calendars.remove(&key).map(|(_, links)| links).unwrap_or_default();
         calendars.insert(key, (stored, links));
+        self.audit.append(audit);
         Ok(())
     }
 
-    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()> {
+    async fn delete(
+        &self,
+        owner: &str,
+        name: &str,
+        version: u64,
+        links_version: u64,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let mut calendars = lock(&self.calendars);
         let key = (owner.to_string(), name.to_string());
         match calendars.get(&key) {
@@ -76,6 +98,7 @@ impl CalendarStore for MemoryCalendarStore {
             }
             Some(_) => {
                 calendars.remove(&key);
+                self.audit.append(audit);
                 Ok(())
             }
         }

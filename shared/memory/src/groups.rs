@@ -4,11 +4,13 @@
 //! and kept as the adapter keeps it: through its JSON form (slots', waiters' and links' times to
 //! the millisecond). Links are a record of their own beside it, with their own version.
 
+use crate::audit::MemoryAuditTrail;
 use crate::guard::lock;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Mutex;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::group::{Group, Link, Links};
 use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
 
@@ -16,6 +18,7 @@ use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
 #[derive(Debug, Default)]
 pub struct MemoryGroupStore {
     groups: Mutex<HashMap<(String, String), (Group, Links)>>,
+    audit: MemoryAuditTrail,
 }
 
 /// A link's time as stored: to the millisecond.
@@ -26,6 +29,12 @@ fn stored_at(at: DateTime<Utc>) -> DateTime<Utc> {
 impl MemoryGroupStore {
     pub fn new() -> Self {
         MemoryGroupStore::default()
+    }
+
+    /// This store, writing the records of its changes into `trail` (shared with the others).
+    pub fn recording_to(mut self, trail: MemoryAuditTrail) -> Self {
+        self.audit = trail;
+        self
     }
 
     /// How many groups are stored, every owner's.
@@ -44,7 +53,12 @@ impl GroupStore for MemoryGroupStore {
         Ok(lock(&self.groups).get(&(owner.to_string(), name.to_string())).map(|(g, _)| g.clone()))
     }
 
-    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()> {
+    async fn put(
+        &self,
+        group: &Group,
+        expected: Option<u64>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let mut groups = lock(&self.groups);
         let key = (group.owner.clone(), group.name.clone());
         match (groups.get(&key), expected) {
@@ -61,10 +75,18 @@ impl GroupStore for MemoryGroupStore {
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let links = groups.remove(&key).map(|(_, links)| links).unwrap_or_default();
         groups.insert(key, (stored, links));
+        self.audit.append(audit);
         Ok(())
     }
 
-    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()> {
+    async fn delete(
+        &self,
+        owner: &str,
+        name: &str,
+        version: u64,
+        links_version: u64,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let mut groups = lock(&self.groups);
         let key = (owner.to_string(), name.to_string());
         match groups.get(&key) {
@@ -74,6 +96,7 @@ impl GroupStore for MemoryGroupStore {
             }
             Some(_) => {
                 groups.remove(&key);
+                self.audit.append(audit);
                 Ok(())
             }
         }

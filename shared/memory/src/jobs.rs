@@ -7,6 +7,7 @@
 //! due instant) while it is active and has a next run. Every write checks what the table's
 //! conditions and transactions check, in the same order, and fails with the same error.
 
+use crate::audit::MemoryAuditTrail;
 use crate::guard::lock;
 use async_trait::async_trait;
 use base64::Engine;
@@ -14,6 +15,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
 use sundial_domain::health::Baseline;
 use sundial_domain::job::{Job, JobDocument, JobId};
@@ -70,13 +72,24 @@ impl State {
 pub struct MemoryJobStore {
     shards: u16,
     state: Mutex<State>,
+    audit: MemoryAuditTrail,
 }
 
 impl MemoryJobStore {
     /// A store whose due index spreads each minute over `shards` partitions (at least one), as
     /// the DynamoDB store built with the same count does.
     pub fn new(shards: u16) -> Self {
-        MemoryJobStore { shards: shards.max(1), state: Mutex::new(State::default()) }
+        MemoryJobStore {
+            shards: shards.max(1),
+            state: Mutex::new(State::default()),
+            audit: MemoryAuditTrail::new(),
+        }
+    }
+
+    /// This store, writing the records of its changes into `trail` (shared with the others).
+    pub fn recording_to(mut self, trail: MemoryAuditTrail) -> Self {
+        self.audit = trail;
+        self
     }
 
     /// Makes every due-index query of a bucket starting with `prefix` (a minute such as
@@ -171,7 +184,7 @@ fn decode_scan_cursor(cursor: &str) -> StoreResult<String> {
 
 #[async_trait]
 impl Catalogue for MemoryJobStore {
-    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
+    async fn create(&self, job: &Job, max_jobs: u32, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let entry = self.stored(job)?;
         let mut state = lock(&self.state);
         let names = name_key(&job.owner, &job.document.name);
@@ -189,7 +202,9 @@ impl Catalogue for MemoryJobStore {
         state.names.insert(names, job.id.to_string());
         *state.counts.entry(job.owner.clone()).or_insert(0) += 1;
         state.jobs.insert(job.id.to_string(), entry);
-        state.keep_versions(&[], job)
+        state.keep_versions(&[], job)?;
+        self.audit.append(audit);
+        Ok(())
     }
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>> {
@@ -265,7 +280,7 @@ impl Catalogue for MemoryJobStore {
         Ok(Page { items, next })
     }
 
-    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
+    async fn update(&self, before: &Job, after: &Job, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let entry = self.stored(after)?;
         let mut state = lock(&self.state);
         // The put is conditioned on the item it writes (`after`'s id) still being as read.
@@ -291,14 +306,16 @@ impl Catalogue for MemoryJobStore {
             state.names.insert(new_name, after.id.to_string());
         }
         state.jobs.insert(after.id.to_string(), entry);
-        state.keep_versions(&before.versions, after)
+        state.keep_versions(&before.versions, after)?;
+        self.audit.append(audit);
+        Ok(())
     }
 
     async fn version(&self, id: &JobId, version: u64) -> StoreResult<Option<JobVersion>> {
         Ok(lock(&self.state).versions.get(&(id.to_string(), version)).cloned())
     }
 
-    async fn delete(&self, job: &Job) -> StoreResult<()> {
+    async fn delete(&self, job: &Job, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let mut state = lock(&self.state);
         let name = name_key(&job.owner, &job.document.name);
         let Some(stored) = state.jobs.get(job.id.as_str()) else {
@@ -315,6 +332,7 @@ impl Catalogue for MemoryJobStore {
         state.names.remove(&name);
         // Its versions stay until they expire, as the table's do (nothing reads them again).
         *state.counts.entry(job.owner.clone()).or_insert(0) -= 1;
+        self.audit.append(audit);
         Ok(())
     }
 

@@ -1,14 +1,16 @@
 //! API keys in memory: [`MemoryKeyStore`], the [`KeyStore`] that behaves as the keys' items in
 //! the DynamoDB jobs table do (`sundial_aws::dynamo::keys`): one record per id, created only if
-//! absent and while its owner has fewer than [`MAX_KEYS_PER_OWNER`], listed by owner and name,
-//! deleted only by its owner, its last use written at most every minute, kept through its JSON
-//! form (times to the millisecond).
+//! absent and while its owner has fewer than [`MAX_KEYS_PER_OWNER`] not revoked, listed by owner
+//! and name (revoked ones left out), revoked only by its owner and once, its last use and its last
+//! refusal written at most every minute, kept through its JSON form (times to the millisecond).
 
+use crate::audit::MemoryAuditTrail;
 use crate::guard::lock;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::keys::{ApiKey, LAST_USED_EVERY, MAX_KEYS_PER_OWNER};
 use sundial_domain::ports::store::{KeyStore, StoreError, StoreResult};
 
@@ -16,11 +18,20 @@ use sundial_domain::ports::store::{KeyStore, StoreError, StoreResult};
 #[derive(Debug, Default)]
 pub struct MemoryKeyStore {
     keys: Mutex<BTreeMap<String, ApiKey>>,
+    /// When each key's last refusal was recorded.
+    refused: Mutex<BTreeMap<String, DateTime<Utc>>>,
+    audit: MemoryAuditTrail,
 }
 
 impl MemoryKeyStore {
     pub fn new() -> Self {
         MemoryKeyStore::default()
+    }
+
+    /// This store, writing the records of its changes into `trail` (shared with the others).
+    pub fn recording_to(mut self, trail: MemoryAuditTrail) -> Self {
+        self.audit = trail;
+        self
     }
 }
 
@@ -36,35 +47,62 @@ impl KeyStore for MemoryKeyStore {
     }
 
     async fn list(&self, owner: &str) -> StoreResult<Vec<ApiKey>> {
-        let mut keys: Vec<ApiKey> = lock(&self.keys).values().filter(|k| k.owner == owner).cloned().collect();
+        let mut keys: Vec<ApiKey> = lock(&self.keys)
+            .values()
+            .filter(|k| k.owner == owner && k.revoked_at.is_none())
+            .cloned()
+            .collect();
         keys.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
         Ok(keys)
     }
 
-    async fn create(&self, key: &ApiKey) -> StoreResult<()> {
+    async fn create(&self, key: &ApiKey, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let mut keys = lock(&self.keys);
         if keys.contains_key(&key.id) {
             return Err(StoreError::Conflict);
         }
-        if keys.values().filter(|k| k.owner == key.owner).count() >= MAX_KEYS_PER_OWNER {
+        if keys.values().filter(|k| k.owner == key.owner && k.revoked_at.is_none()).count()
+            >= MAX_KEYS_PER_OWNER
+        {
             return Err(StoreError::QuotaExceeded(MAX_KEYS_PER_OWNER as u32));
         }
         let stored = serde_json::to_string(key)
             .and_then(|text| serde_json::from_str::<ApiKey>(&text))
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         keys.insert(key.id.clone(), stored);
+        self.audit.append(audit);
         Ok(())
     }
 
-    async fn delete(&self, owner: &str, id: &str) -> StoreResult<()> {
+    async fn revoke(
+        &self,
+        owner: &str,
+        id: &str,
+        at: DateTime<Utc>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let mut keys = lock(&self.keys);
-        match keys.get(id) {
-            Some(key) if key.owner == owner => {
-                keys.remove(id);
+        match keys.get_mut(id) {
+            Some(key) if key.owner == owner && key.revoked_at.is_none() => {
+                key.revoked_at = Some(stored_at(at));
+                self.audit.append(audit);
                 Ok(())
             }
             _ => Err(StoreError::NotFound),
         }
+    }
+
+    async fn refused(&self, id: &str, at: DateTime<Utc>, record: &AuditRecord) -> StoreResult<()> {
+        let keys = lock(&self.keys);
+        if !keys.contains_key(id) {
+            return Ok(());
+        }
+        let mut refused = lock(&self.refused);
+        if refused.get(id).is_none_or(|last| *last <= at - LAST_USED_EVERY) {
+            refused.insert(id.to_string(), stored_at(at));
+            self.audit.append(Some(record));
+        }
+        Ok(())
     }
 
     async fn touch(&self, id: &str, at: DateTime<Utc>) -> StoreResult<()> {

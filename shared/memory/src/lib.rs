@@ -12,7 +12,8 @@
 //! - [`jobs`]: [`MemoryJobStore`]; [`runs`]: [`MemoryRunStore`]; [`tick`]:
 //!   [`MemoryTickStateStore`]; [`idempotency`]: [`MemoryIdempotencyStore`]; [`groups`]:
 //!   [`MemoryGroupStore`]; [`fences`]: [`MemoryFenceStore`]; [`calendars`]: [`MemoryCalendarStore`];
-//!   [`keys`]: [`MemoryKeyStore`];
+//!   [`keys`]: [`MemoryKeyStore`]; [`audit`]: [`MemoryAuditTrail`], which the stores write
+//!   records into with their changes;
 //! - [`queue`]: [`MemoryQueue`], the runs queue and its dead-letter queue;
 //! - [`bus`]: [`MemoryEventBus`]; [`topics`]: [`MemoryTopics`]; [`caller`]: [`ScriptedCaller`];
 //! - [`guard`]: the one way this crate takes its locks.
@@ -20,6 +21,7 @@
 //! [`StoreError`]: sundial_domain::ports::store::StoreError
 //! [`Clock`]: sundial_domain::clock::Clock
 
+pub mod audit;
 pub mod bus;
 pub mod calendars;
 pub mod caller;
@@ -34,6 +36,7 @@ pub mod runs;
 pub mod tick;
 pub mod topics;
 
+pub use audit::MemoryAuditTrail;
 pub use bus::MemoryEventBus;
 pub use calendars::MemoryCalendarStore;
 pub use caller::ScriptedCaller;

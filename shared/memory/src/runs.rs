@@ -11,6 +11,7 @@
 //! DynamoDB refuses as such (a document path to an event that is not there, a key range upside
 //! down, a batch naming a key twice) is `Rejected`.
 
+use crate::audit::MemoryAuditTrail;
 use crate::guard::lock;
 use async_trait::async_trait;
 use base64::Engine;
@@ -18,6 +19,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::due_index::{format_instant, parse_instant};
 use sundial_domain::health::{Trouble, TroubleMark, Troubles};
 use sundial_domain::job::JobId;
@@ -58,13 +60,24 @@ const NO_SUCCESS: &str = "-";
 pub struct MemoryRunStore {
     shards: u16,
     state: Mutex<State>,
+    audit: MemoryAuditTrail,
 }
 
 impl MemoryRunStore {
     /// A store whose in-flight index has `shards` partitions (at least one), as the DynamoDB
     /// store built with the same count has.
     pub fn new(shards: u16) -> Self {
-        MemoryRunStore { shards: shards.max(1), state: Mutex::new(State::default()) }
+        MemoryRunStore {
+            shards: shards.max(1),
+            state: Mutex::new(State::default()),
+            audit: MemoryAuditTrail::new(),
+        }
+    }
+
+    /// This store, writing the records of its changes into `trail` (shared with the others).
+    pub fn recording_to(mut self, trail: MemoryAuditTrail) -> Self {
+        self.audit = trail;
+        self
     }
 
     /// Every run of every job, as stored, in key order: what a scan of the table shows.
@@ -84,7 +97,13 @@ impl MemoryRunStore {
 
     /// The conditional write behind both transitions; with `unchanged`, also fenced by the
     /// `updated_at` that was read.
-    fn write_transition(&self, before: &Run, after: &Run, unchanged: bool) -> StoreResult<()> {
+    fn write_transition(
+        &self,
+        before: &Run,
+        after: &Run,
+        unchanged: bool,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         // New events join the run in the same write: those `after` has and `before` had not.
         let new: Vec<&RunEvent> =
             after.events.iter().filter(|e| !before.events.iter().any(|b| b.id == e.id)).collect();
@@ -122,6 +141,7 @@ impl MemoryRunStore {
         if leaves {
             stored.in_flight = None;
         }
+        self.audit.append(audit);
         Ok(())
     }
 
@@ -284,7 +304,7 @@ impl RunHistory for MemoryRunStore {
 
 #[async_trait]
 impl RunWrites for MemoryRunStore {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+    async fn insert(&self, run: &Run, audit: Option<&AuditRecord>) -> StoreResult<Inserted> {
         let stored = stored_form(run);
         let mut state = lock(&self.state);
         if state.failing_inserts.as_ref() == Some(&stored.job_id) {
@@ -297,15 +317,16 @@ impl RunWrites for MemoryRunStore {
         let in_flight = in_flight_when_written(&stored)
             .then(|| in_flight_shard(&stored.job_id, &stored.key, self.shards));
         state.runs.insert(key, Stored { run: stored, in_flight });
+        self.audit.append(audit);
         Ok(Inserted::Created)
     }
 
-    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        self.write_transition(before, after, false)
+    async fn transition(&self, before: &Run, after: &Run, audit: Option<&AuditRecord>) -> StoreResult<()> {
+        self.write_transition(before, after, false, audit)
     }
 
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        self.write_transition(before, after, true)
+        self.write_transition(before, after, true, None)
     }
 
     async fn flag_failing(

@@ -38,6 +38,8 @@ pub struct Config {
     pub heartbeat_window: Duration,
     /// Base URL of the dashboard, for links in notifications.
     pub public_url: Option<String>,
+    /// How long audit records are kept, in days (`SUNDIAL_AUDIT_RETENTION_DAYS`).
+    pub audit_retention_days: u32,
     pub watchdog: WatchdogSettings,
     /// Write metrics as CloudWatch EMF lines: in Lambda (`AWS_LAMBDA_FUNCTION_NAME` is set), or
     /// when `SUNDIAL_EMF` is `1`.
@@ -156,8 +158,19 @@ impl Config {
                 sundial_domain::run::transition::DEFAULT_HEARTBEAT_WINDOW,
             )?,
             public_url: vars.var("SUNDIAL_PUBLIC_URL"),
+            audit_retention_days: audit_retention_days(vars)?,
         })
     }
+}
+
+/// How long audit records are kept: 1 to 3,650 days.
+fn audit_retention_days(vars: &dyn Vars) -> Result<u32, ConfigError> {
+    let name = "SUNDIAL_AUDIT_RETENTION_DAYS";
+    let days: u32 = number(vars, name, sundial_domain::audit::DEFAULT_RETENTION_DAYS)?;
+    if !(1..=3650).contains(&days) {
+        return Err(ConfigError::Invalid { name, reason: "must be 1-3650".into() });
+    }
+    Ok(days)
 }
 
 /// A duration in whole seconds, `default` when unset.
@@ -309,6 +322,7 @@ impl Config {
                 page_tokens: self.page_tokens.clone(),
             },
             public_url: self.public_url.clone(),
+            audit_retention_days: self.audit_retention_days,
         }
     }
 }

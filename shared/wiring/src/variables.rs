@@ -125,6 +125,7 @@ pub const VARIABLES: &[Variable] = &[
     ),
     var("SUNDIAL_CATCHUP_MAX", "100", "most missed instants `catchup: all` runs", Functions),
     required("SUNDIAL_RETENTION_DAYS", "30", "runs are kept this long (DynamoDB TTL)", Functions),
+    var("SUNDIAL_AUDIT_RETENTION_DAYS", "400", "audit records are kept this long (1-3650 days)", Functions),
     var(
         "SUNDIAL_HEARTBEAT_WINDOW_S",
         "60",

@@ -370,6 +370,8 @@ fn rows(w: &Resources, ghost_job: &str, ghost_run: &str) -> Vec<Row> {
         Row::new(M::GET, "/metrics", "/metrics".into(), Metrics, S::OK),
         // Bob's forecast counts his jobs only (its peaks name jobs); Alice's counts hers.
         Row::new(M::GET, "/v1/forecast", forecast, List, S::OK),
+        // Alice's trail names her jobs; Bob's, only his own changes.
+        Row::new(M::GET, "/v1/audit", "/v1/audit".into(), List, S::OK),
         Row::new(
             M::GET,
             "/v1/groups/{name}",

@@ -161,7 +161,7 @@ pub async fn runs_not_started_in_time_are_sent_again_once_per_grace_period<H: Ha
     let stored = deployment.stored_job(&id).await.unwrap();
     let claimer = &deployment.use_cases().claimer;
     let orphan = claimer.new_run(&stored, RunKey::manual(now), now, now);
-    deployment.ports().runs.insert(&orphan).await.unwrap();
+    deployment.ports().runs.insert(&orphan, None).await.unwrap();
 
     deployment.set_clock(now + Duration::seconds(119));
     assert_eq!(watchdog.run().await.unwrap().dispatched, 0, "not before the grace period");

@@ -6,9 +6,11 @@
 
 pub mod slots;
 
+use crate::audit::Recording;
 use chrono::{DateTime, Utc};
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use sundial_domain::audit::{AuditRecord, Stamp, Target, TargetKind};
 use sundial_domain::clock::Clock;
 use sundial_domain::group::{self, Group, GroupDocument, Links, slot_is_held};
 use sundial_domain::job::{JobId, Owner};
@@ -67,6 +69,7 @@ pub struct Groups {
     catalogue: Arc<dyn Catalogue>,
     history: Arc<dyn RunHistory>,
     clock: Arc<dyn Clock>,
+    recording: Recording,
 }
 
 fn name_error(name: &str) -> GroupsError {
@@ -82,8 +85,31 @@ impl Groups {
         catalogue: Arc<dyn Catalogue>,
         history: Arc<dyn RunHistory>,
         clock: Arc<dyn Clock>,
+        recording: Recording,
     ) -> Self {
-        Groups { groups, catalogue, history, clock }
+        Groups { groups, catalogue, history, clock, recording }
+    }
+
+    /// These use cases acting for the request `stamp` names: each change is written with its
+    /// audit record.
+    pub fn acting(&self, stamp: Arc<Stamp>) -> Groups {
+        Groups { recording: self.recording.by(stamp), ..self.clone() }
+    }
+
+    /// The record of a change of the owner's group `name` at `at`, its limit from `old` to `new`.
+    fn record(
+        &self,
+        owner: &str,
+        name: &str,
+        at: DateTime<Utc>,
+        old: Option<u32>,
+        new: Option<u32>,
+    ) -> Option<AuditRecord> {
+        let target = Target { kind: TargetKind::Group, id: name.to_string(), name: Some(name.to_string()) };
+        let limit = |max: Option<u32>| {
+            max.map_or_else(|| serde_json::json!({}), |m| serde_json::json!({"max_running": m}))
+        };
+        Some(self.recording.record(owner, at, target)?.changing(&limit(old), &limit(new)))
     }
 
     /// Creates the group, or sets its limit. Lowering the limit below the attempts running lets
@@ -108,7 +134,8 @@ impl Groups {
             let written = match self.groups.get(owner, name).await? {
                 None => {
                     let group = Group::new(owner, name, document.max_running, now);
-                    self.groups.put(&group, None).await.map(|()| group)
+                    let record = self.record(owner, name, now, None, Some(group.max_running));
+                    self.groups.put(&group, None, record.as_ref()).await.map(|()| group)
                 }
                 Some(before) if before.max_running == document.max_running => Ok(before),
                 Some(before) => {
@@ -118,7 +145,9 @@ impl Groups {
                         updated_at: now,
                         ..before.clone()
                     };
-                    self.groups.put(&after, Some(before.version)).await.map(|()| after)
+                    let record =
+                        self.record(owner, name, now, Some(before.max_running), Some(after.max_running));
+                    self.groups.put(&after, Some(before.version), record.as_ref()).await.map(|()| after)
                 }
             };
             match written {
@@ -154,7 +183,8 @@ impl Groups {
             if !users.is_empty() {
                 return Err(GroupsError::InUse(users));
             }
-            match self.groups.delete(owner, name, group.version, links.version).await {
+            let record = self.record(owner, name, self.clock.now(), Some(group.max_running), None);
+            match self.groups.delete(owner, name, group.version, links.version, record.as_ref()).await {
                 // Gone under this very delete (a retried request whose first try applied).
                 Ok(()) | Err(StoreError::NotFound) => Ok(Race::Won(())),
                 other => Ok(other.raced()?),

@@ -220,7 +220,7 @@ impl Slots {
     async fn write(&self, mut group: Group, expected: u64, now: DateTime<Utc>) -> Result<(), StoreError> {
         group.version = expected + 1;
         group.updated_at = now;
-        self.groups.put(&group, Some(expected)).await
+        self.groups.put(&group, Some(expected), None).await
     }
 
     /// A short, growing pause after a lost race, so racing workers spread out.

@@ -46,7 +46,9 @@ impl Watchdog {
     ) -> Result<(), StoreError> {
         let cancel = Step::Cancel { reason: "the job was deleted".into() };
         let Ok(change) = transition::apply_orphan(run, &cancel, now) else { return Ok(()) };
-        if let Race::Won(()) = crate::record::persist(self.writes.as_ref(), run, &change).await.raced()? {
+        if let Race::Won(()) =
+            crate::record::persist(self.writes.as_ref(), run, &change, None).await.raced()?
+        {
             report.cancelled += 1;
         }
         Ok(())

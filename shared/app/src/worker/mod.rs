@@ -545,7 +545,7 @@ impl Worker {
     /// step that no longer applies was overtaken by whoever moved the run, like a lost write.
     async fn orphan(&self, run: &Run, step: &Step, now: DateTime<Utc>) -> Result<Race<()>, StoreError> {
         match transition::apply_orphan(run, step, now) {
-            Ok(change) => crate::record::persist(self.writes.as_ref(), run, &change).await.raced(),
+            Ok(change) => crate::record::persist(self.writes.as_ref(), run, &change, None).await.raced(),
             Err(_refused) => Ok(Race::Lost),
         }
     }

@@ -145,7 +145,7 @@ impl Cascade {
                 .map_err(|refused| StoreError::Rejected(format!("a new run cannot be skipped: {refused}")))?
                 .run;
         }
-        Ok(match self.writes.insert(&new).await? {
+        Ok(match self.writes.insert(&new, None).await? {
             Inserted::Created if new.state.is_terminal() => Claimed::Ended(new),
             Inserted::Created => Claimed::Queued(new),
             Inserted::Exists(_) => Claimed::Nothing,

@@ -217,7 +217,7 @@ impl Workflows {
             }
             let after =
                 Job { children, version: before.version + 1, updated_at: self.clock.now(), ..before.clone() };
-            Ok(self.catalogue.update(&before, &after).await.raced()?)
+            Ok(self.catalogue.update(&before, &after, None).await.raced()?)
         });
         changed.await?.ok_or(WorkflowError::Contended)
     }

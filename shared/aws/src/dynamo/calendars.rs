@@ -8,6 +8,7 @@
 //! None of these items carries `owner`, `name`, `document` or due attributes, so all stay out of
 //! the jobs table's indexes and its scan of jobs.
 
+use super::audit;
 use super::item::{self, Item, TransactFailure, failed, get_n, get_s, n, s};
 use super::links::LinksItem;
 use super::update::Update;
@@ -18,6 +19,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update as TransactUpdate};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::group::Links;
 use sundial_domain::named_calendar::{MAX_CALENDARS_PER_OWNER, NamedCalendar};
 use sundial_domain::ports::store::{CalendarStore, StoreError, StoreResult};
@@ -27,6 +29,8 @@ use sundial_domain::ports::store::{CalendarStore, StoreError, StoreResult};
 pub struct DynamoCalendarStore {
     client: Client,
     table: String,
+    /// Where the records of its changes go (the runs table).
+    audit_table: String,
     ledger: Arc<Ledger>,
 }
 
@@ -52,8 +56,14 @@ fn built<T, E: std::fmt::Display>(built: Result<T, E>) -> StoreResult<T> {
 }
 
 impl DynamoCalendarStore {
-    pub fn new(client: Client, table: impl Into<String>, ledger: Arc<Ledger>) -> Self {
-        DynamoCalendarStore { client, table: table.into(), ledger }
+    /// The store in `table`, writing the records of its changes into `audit_table`.
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        audit_table: impl Into<String>,
+        ledger: Arc<Ledger>,
+    ) -> Self {
+        DynamoCalendarStore { client, table: table.into(), audit_table: audit_table.into(), ledger }
     }
 
     fn decode(item: &Item) -> StoreResult<NamedCalendar> {
@@ -97,7 +107,12 @@ impl DynamoCalendarStore {
     }
 
     /// A new calendar, listed in the same transaction while the owner has fewer than the most.
-    async fn create(&self, calendar: &NamedCalendar, doc: String) -> StoreResult<()> {
+    async fn create(
+        &self,
+        calendar: &NamedCalendar,
+        doc: String,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let put = built(
             Put::builder()
                 .table_name(&self.table)
@@ -123,6 +138,7 @@ impl DynamoCalendarStore {
             TransactWriteItem::builder().put(put).build(),
             TransactWriteItem::builder().update(list).build(),
         ];
+        let items = audit::with_record(items, &self.audit_table, audit, &self.ledger)?;
         match item::transact(&self.client, items).await {
             Ok(()) => Ok(()),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::Conflict),
@@ -155,29 +171,38 @@ impl CalendarStore for DynamoCalendarStore {
         Ok(calendars)
     }
 
-    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>) -> StoreResult<()> {
+    async fn put(
+        &self,
+        calendar: &NamedCalendar,
+        expected: Option<u64>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let doc = serde_json::to_string(calendar).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let Some(version) = expected else { return self.create(calendar, doc).await };
-        self.ledger.add(writes::ITEM, 1);
-        let written = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .item("job_id", s(calendar_key(&calendar.owner, &calendar.name)))
-            .item("doc", s(doc))
-            .item("version", n(calendar.version))
-            .condition_expression("version = :v")
-            .expression_attribute_values(":v", n(version))
-            .send()
-            .await
-            .map_err(store_error);
-        match written {
+        let Some(version) = expected else { return self.create(calendar, doc, audit).await };
+        let put = built(
+            Put::builder()
+                .table_name(&self.table)
+                .item("job_id", s(calendar_key(&calendar.owner, &calendar.name)))
+                .item("doc", s(doc))
+                .item("version", n(calendar.version))
+                .condition_expression("version = :v")
+                .expression_attribute_values(":v", n(version))
+                .build(),
+        )?;
+        match audit::put_one(&self.client, put, &self.audit_table, audit, &self.ledger).await {
             Err(StoreError::Conflict) => Err(self.why_refused(&calendar.owner, &calendar.name).await),
             other => other.map(|_| ()),
         }
     }
 
-    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()> {
+    async fn delete(
+        &self,
+        owner: &str,
+        name: &str,
+        version: u64,
+        links_version: u64,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let calendar = built(
             Delete::builder()
                 .table_name(&self.table)
@@ -210,6 +235,7 @@ impl CalendarStore for DynamoCalendarStore {
             TransactWriteItem::builder().delete(links).build(),
             TransactWriteItem::builder().update(list).build(),
         ];
+        let items = audit::with_record(items, &self.audit_table, audit, &self.ledger)?;
         match item::transact(&self.client, items).await {
             Ok(()) => Ok(()),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(self.why_refused(owner, name).await),

@@ -8,15 +8,17 @@
 //! both versions. Neither item carries `owner`, `name` or due attributes, so both stay out of the
 //! jobs table's indexes.
 
+use super::audit;
 use super::item::{self, Item, TransactFailure, failed, get_n, get_s, n, s};
 use super::links::LinksItem;
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::group::{Group, Links};
 use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
 
@@ -25,6 +27,8 @@ use sundial_domain::ports::store::{GroupStore, StoreError, StoreResult};
 pub struct DynamoGroupStore {
     client: Client,
     table: String,
+    /// Where the records of its changes go (the runs table).
+    audit_table: String,
     ledger: Arc<Ledger>,
 }
 
@@ -41,8 +45,14 @@ fn built<T, E: std::fmt::Display>(built: Result<T, E>) -> StoreResult<T> {
 }
 
 impl DynamoGroupStore {
-    pub fn new(client: Client, table: impl Into<String>, ledger: Arc<Ledger>) -> Self {
-        DynamoGroupStore { client, table: table.into(), ledger }
+    /// The store in `table`, writing the records of its changes into `audit_table`.
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        audit_table: impl Into<String>,
+        ledger: Arc<Ledger>,
+    ) -> Self {
+        DynamoGroupStore { client, table: table.into(), audit_table: audit_table.into(), ledger }
     }
 
     fn decode(item: &Item) -> StoreResult<Group> {
@@ -88,11 +98,14 @@ impl GroupStore for DynamoGroupStore {
         out.item.as_ref().map(Self::decode).transpose()
     }
 
-    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()> {
+    async fn put(
+        &self,
+        group: &Group,
+        expected: Option<u64>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let doc = serde_json::to_string(group).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut request = self
-            .client
-            .put_item()
+        let mut request = Put::builder()
             .table_name(&self.table)
             .item("job_id", s(group_key(&group.owner, &group.name)))
             .item("doc", s(doc))
@@ -103,8 +116,8 @@ impl GroupStore for DynamoGroupStore {
                 request.condition_expression("version = :v").expression_attribute_values(":v", n(version))
             }
         };
-        self.ledger.add(writes::ITEM, 1);
-        match request.send().await.map_err(store_error) {
+        let put = built(request.build())?;
+        match audit::put_one(&self.client, put, &self.audit_table, audit, &self.ledger).await {
             Err(StoreError::Conflict) if expected.is_some() => {
                 Err(self.why_refused(&group.owner, &group.name).await)
             }
@@ -112,7 +125,14 @@ impl GroupStore for DynamoGroupStore {
         }
     }
 
-    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()> {
+    async fn delete(
+        &self,
+        owner: &str,
+        name: &str,
+        version: u64,
+        links_version: u64,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let group = built(
             Delete::builder()
                 .table_name(&self.table)
@@ -134,6 +154,7 @@ impl GroupStore for DynamoGroupStore {
             TransactWriteItem::builder().delete(group).build(),
             TransactWriteItem::builder().delete(links).build(),
         ];
+        let items = audit::with_record(items, &self.audit_table, audit, &self.ledger)?;
         match item::transact(&self.client, items).await {
             Ok(()) => Ok(()),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(self.why_refused(owner, name).await),

@@ -9,6 +9,7 @@
 //! the jobs it finds there from the table, so an advance of `next_run_at` writes index entries
 //! the size of their keys, not of the job (a write costs a unit per KB of what it writes).
 
+use super::audit;
 use super::batch;
 use super::cursor::{self, Part};
 use super::item::{self, Item, TransactFailure, failed, get_n, get_opt_s, get_s, n, s};
@@ -20,6 +21,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update as TransactUpdate};
 use std::collections::HashMap;
 use std::sync::Arc;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::due_index::{due_bucket, format_instant, parse_instant};
 use sundial_domain::health::Baseline;
 use sundial_domain::job::{Gap, Job, JobDocument, JobId};
@@ -365,7 +367,7 @@ impl DynamoJobStore {
 
 #[async_trait]
 impl Catalogue for DynamoJobStore {
-    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()> {
+    async fn create(&self, job: &Job, max_jobs: u32, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let mut items = vec![
             TransactWriteItem::builder()
                 .put(self.put(self.to_item(job)?, "attribute_not_exists(job_id)")?)
@@ -374,6 +376,7 @@ impl Catalogue for DynamoJobStore {
             TransactWriteItem::builder().update(self.count(&job.owner, 1, Some(max_jobs))?).build(),
         ];
         items.extend(self.version_writes(&[], job)?);
+        let items = audit::with_record(items, &self.versions_table, audit, &self.ledger)?;
         match item::transact(&self.client, items).await {
             Ok(()) => Ok(()),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => {
@@ -509,10 +512,11 @@ impl Catalogue for DynamoJobStore {
         Ok(Page { items: jobs, next })
     }
 
-    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()> {
+    async fn update(&self, before: &Job, after: &Job, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let item = self.to_item(after)?;
         let versions = self.version_writes(&before.versions, after)?;
-        let result = if before.document.name == after.document.name && versions.is_empty() {
+        let alone = before.document.name == after.document.name && versions.is_empty() && audit.is_none();
+        let result = if alone {
             let (condition, values) = read_condition(before);
             self.client
                 .put_item()
@@ -533,7 +537,8 @@ impl Catalogue for DynamoJobStore {
                 .set_expression_attribute_values(Some(values))
                 .build()
                 .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            // The job, its name when it changes, and the versions it keeps, in one write.
+            // The job, its name when it changes, the versions it keeps and the change's record,
+            // in one write.
             let renamed = before.document.name != after.document.name;
             let mut items = vec![TransactWriteItem::builder().put(put).build()];
             if renamed {
@@ -545,6 +550,7 @@ impl Catalogue for DynamoJobStore {
                 items.push(TransactWriteItem::builder().put(self.name_lock(after)?).build());
             }
             items.extend(versions);
+            let items = audit::with_record(items, &self.versions_table, audit, &self.ledger)?;
             match item::transact(&self.client, items).await {
                 Ok(()) => Ok(()),
                 Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::Conflict),
@@ -580,7 +586,7 @@ impl Catalogue for DynamoJobStore {
         Ok(Some(kept))
     }
 
-    async fn delete(&self, job: &Job) -> StoreResult<()> {
+    async fn delete(&self, job: &Job, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let delete_job = Delete::builder()
             .table_name(&self.table)
             .key("job_id", s(job.id.as_str()))
@@ -595,6 +601,7 @@ impl Catalogue for DynamoJobStore {
                 .build(),
             TransactWriteItem::builder().update(self.count(&job.owner, -1, None)?).build(),
         ];
+        let items = audit::with_record(items, &self.versions_table, audit, &self.ledger)?;
         match item::transact(&self.client, items).await {
             // Its kept versions expire by themselves.
             Ok(()) => Ok(()),

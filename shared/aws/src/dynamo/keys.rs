@@ -1,20 +1,24 @@
 //! API keys in DynamoDB, in the jobs table: one item per key, keyed `apikey#<id>`, the key kept
 //! as JSON text (`doc`, its secret's digest only) with its `owner` apart (`key_owner`, so that a
-//! delete checks it) and its last use (`last_used`, Unix milliseconds); the owner's list is
-//! another item, `apikeys#<owner>` (one `k_<id>` attribute per key and their `count`), written in
-//! the transaction that creates or deletes a key, so a listing is one read and a batch read and
-//! the count bounds how many an owner keeps. None of these items carries `owner`, `name`,
+//! revocation checks it), its last use (`last_used`, Unix milliseconds), when it was revoked
+//! (`revoked_at`, likewise) and when a refused use of it was last recorded (`last_refused`); the
+//! owner's list is another item, `apikeys#<owner>` (one `k_<id>` attribute per key and their
+//! `count`), written in the transaction that creates or revokes a key, so a listing is one read
+//! and a batch read and the count bounds how many an owner keeps. A revoked key's item stays
+//! (about 400 bytes), so that a use of it is known for what it is. None of these items carries `owner`, `name`,
 //! `document` or due attributes, so all stay out of the jobs table's indexes and its scan.
 
+use super::audit;
 use super::item::{self, Item, TransactFailure, failed, get_s, n, s};
 use super::update::Update;
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update as TransactUpdate};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update as TransactUpdate};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::keys::{ApiKey, LAST_USED_EVERY, MAX_KEYS_PER_OWNER};
 use sundial_domain::ports::store::{KeyStore, StoreError, StoreResult};
 
@@ -23,6 +27,8 @@ use sundial_domain::ports::store::{KeyStore, StoreError, StoreResult};
 pub struct DynamoKeyStore {
     client: Client,
     table: String,
+    /// Where the records of its changes go (the runs table).
+    audit_table: String,
     ledger: Arc<Ledger>,
 }
 
@@ -39,16 +45,27 @@ fn built<T, E: std::fmt::Display>(built: Result<T, E>) -> StoreResult<T> {
 }
 
 impl DynamoKeyStore {
-    pub fn new(client: Client, table: impl Into<String>, ledger: Arc<Ledger>) -> Self {
-        DynamoKeyStore { client, table: table.into(), ledger }
+    /// The store in `table`, writing the records of its changes into `audit_table`.
+    pub fn new(
+        client: Client,
+        table: impl Into<String>,
+        audit_table: impl Into<String>,
+        ledger: Arc<Ledger>,
+    ) -> Self {
+        DynamoKeyStore { client, table: table.into(), audit_table: audit_table.into(), ledger }
     }
 
     fn decode(item: &Item) -> StoreResult<ApiKey> {
         let mut key: ApiKey =
             serde_json::from_str(get_s(item, "doc")?).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        if let Some(AttributeValue::N(millis)) = item.get("last_used") {
-            key.last_used_at = millis.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis);
-        }
+        let millis = |name: &str| match item.get(name) {
+            Some(AttributeValue::N(millis)) => {
+                millis.parse::<i64>().ok().and_then(DateTime::from_timestamp_millis)
+            }
+            _ => None,
+        };
+        key.last_used_at = millis("last_used");
+        key.revoked_at = millis("revoked_at");
         Ok(key)
     }
 
@@ -82,13 +99,13 @@ impl KeyStore for DynamoKeyStore {
         let mut keys =
             super::batch::get(&self.client, &self.table, keys, true, |item| Self::decode(item).map(Some))
                 .await?;
-        keys.retain(|k| k.owner == owner);
+        keys.retain(|k| k.owner == owner && k.revoked_at.is_none());
         keys.sort_by(|a, b| (&a.name, &a.id).cmp(&(&b.name, &b.id)));
         Ok(keys)
     }
 
-    async fn create(&self, key: &ApiKey) -> StoreResult<()> {
-        let doc = serde_json::to_string(&ApiKey { last_used_at: None, ..key.clone() })
+    async fn create(&self, key: &ApiKey, audit: Option<&AuditRecord>) -> StoreResult<()> {
+        let doc = serde_json::to_string(&ApiKey { last_used_at: None, revoked_at: None, ..key.clone() })
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let put = built(
             Put::builder()
@@ -115,6 +132,7 @@ impl KeyStore for DynamoKeyStore {
             TransactWriteItem::builder().put(put).build(),
             TransactWriteItem::builder().update(list).build(),
         ];
+        let items = audit::with_record(items, &self.audit_table, audit, &self.ledger)?;
         match item::transact(&self.client, items).await {
             Ok(()) => Ok(()),
             Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Err(StoreError::Conflict),
@@ -126,15 +144,20 @@ impl KeyStore for DynamoKeyStore {
         }
     }
 
-    async fn delete(&self, owner: &str, id: &str) -> StoreResult<()> {
-        let key = built(
-            Delete::builder()
-                .table_name(&self.table)
-                .key("job_id", s(key_item(id)))
-                .condition_expression("key_owner = :owner")
-                .expression_attribute_values(":owner", s(owner))
-                .build(),
-        )?;
+    async fn revoke(
+        &self,
+        owner: &str,
+        id: &str,
+        at: DateTime<Utc>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
+        let revoked =
+            Update::new().set("revoked_at", ":at", n(at.timestamp_millis())).value(":owner", s(owner));
+        let request = TransactUpdate::builder()
+            .table_name(&self.table)
+            .key("job_id", s(key_item(id)))
+            .condition_expression("key_owner = :owner AND attribute_not_exists(revoked_at)");
+        let key = built(revoked.apply_transact(request).build())?;
         let unlisted = Update::new()
             .remove("#k")
             .add("#count", ":minus", n(-1))
@@ -147,13 +170,36 @@ impl KeyStore for DynamoKeyStore {
         let list = built(unlisted.apply_transact(request).build())?;
         self.ledger.add(writes::ITEM, 4);
         let items = vec![
-            TransactWriteItem::builder().delete(key).build(),
+            TransactWriteItem::builder().update(key).build(),
             TransactWriteItem::builder().update(list).build(),
         ];
+        let items = audit::with_record(items, &self.audit_table, audit, &self.ledger)?;
         match item::transact(&self.client, items).await {
             Ok(()) => Ok(()),
-            // Not this owner's key (or none): as if there were none.
+            // Not this owner's key, revoked already (or none): as if there were none.
             Err(TransactFailure::Cancelled(_)) => Err(StoreError::NotFound),
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
+    }
+
+    async fn refused(&self, id: &str, at: DateTime<Utc>, record: &AuditRecord) -> StoreResult<()> {
+        let cutoff = (at - LAST_USED_EVERY).timestamp_millis();
+        let mark =
+            Update::new().set("last_refused", ":at", n(at.timestamp_millis())).value(":cutoff", n(cutoff));
+        let request = TransactUpdate::builder().table_name(&self.table).key("job_id", s(key_item(id))).condition_expression(
+            "attribute_exists(job_id) AND (attribute_not_exists(last_refused) OR last_refused <= :cutoff)",
+        );
+        let items =
+            vec![TransactWriteItem::builder().update(built(mark.apply_transact(request).build())?).build()];
+        self.ledger.add(writes::ITEM, 2);
+        let items = audit::with_record(items, &self.audit_table, Some(record), &self.ledger)?;
+        match item::transact(&self.client, items).await {
+            Ok(()) => Ok(()),
+            // Recorded within the minute (or the key is gone): nothing more to write.
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Ok(()),
+            Err(TransactFailure::Cancelled(r)) => {
+                Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")))
+            }
             Err(TransactFailure::Store(e)) => Err(e),
         }
     }

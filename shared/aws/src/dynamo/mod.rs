@@ -2,8 +2,10 @@
 //! [`sundial_domain::ports::store::StoreError`], which says whether a retry can help, with
 //! [`crate::errors::store_error`]. The idioms the stores share have one home each: typed
 //! attributes, partition queries and transactions in `item`, batch reads in `batch`, pagination
-//! cursors in `cursor`, update expressions in `update`.
+//! cursors in `cursor`, update expressions in `update`; an audit record's item, which every audited change adds to
+//! its own transaction, in `audit`.
 
+pub mod audit;
 mod batch;
 pub mod calendars;
 mod cursor;
@@ -18,6 +20,7 @@ pub mod runs;
 pub mod tick;
 mod update;
 
+pub use audit::DynamoAuditTrail;
 pub use calendars::DynamoCalendarStore;
 pub use fences::DynamoFenceStore;
 pub use groups::DynamoGroupStore;

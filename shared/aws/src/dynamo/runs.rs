@@ -5,21 +5,24 @@
 //! (once the run's events are published), so starting an attempt, heartbeats and retries never
 //! touch an index; an event recorded unsent on an ended run (a health event decided after the
 //! end) writes it again. Every state change is a
-//! conditional write from the expected state and attempt number (the fencing token).
+//! conditional write from the expected state and attempt number (the fencing token); one made for
+//! an API request (a trigger, a cancel) is a transaction with its audit record.
 
+use super::audit;
 use super::batch;
 use super::cursor::{self, Part};
-use super::item::{self, Item, get_n, get_opt_s, get_s, n, s};
+use super::item::{self, Item, TransactFailure, failed, get_n, get_opt_s, get_s, n, s};
 use super::update::Update;
 use crate::errors::store_error;
 use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update as TransactUpdate};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::Arc;
+use sundial_domain::audit::AuditRecord;
 use sundial_domain::due_index::{format_instant, parse_instant};
 use sundial_domain::health::{Trouble, TroubleMark, Troubles};
 use sundial_domain::job::JobId;
@@ -77,7 +80,13 @@ impl DynamoRunStore {
 
     /// The conditional write behind both transitions; with `unchanged`, also fenced by the
     /// `updated_at` that was read.
-    async fn write_transition(&self, before: &Run, after: &Run, unchanged: bool) -> StoreResult<()> {
+    async fn write_transition(
+        &self,
+        before: &Run,
+        after: &Run,
+        unchanged: bool,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()> {
         let attempts =
             serde_json::to_string(&after.attempts).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let time = |t: Option<DateTime<Utc>>| t.map(|t| s(t.to_rfc3339()));
@@ -129,15 +138,69 @@ impl DynamoRunStore {
             });
             update = update.value(":events_read", n(before.events.len()));
         }
-        let request =
-            self.client.update_item().table_name(&self.table).key("job_id", s(before.job_id.as_str()));
-        let request = request.key("run_key", s(before.key.encode()));
-        update.apply(request).condition_expression(condition).send().await.map_err(store_error)?;
-        self.ledger.add(writes::ITEM, 1);
+        match audit {
+            None => {
+                let request = self.update_of(before);
+                update.apply(request).condition_expression(condition).send().await.map_err(store_error)?;
+                self.ledger.add(writes::ITEM, 1);
+            }
+            Some(record) => {
+                // The change and its record in one transaction (two write units each).
+                let request = TransactUpdate::builder()
+                    .table_name(&self.table)
+                    .key("job_id", s(before.job_id.as_str()))
+                    .key("run_key", s(before.key.encode()))
+                    .condition_expression(condition);
+                let change =
+                    update.apply_transact(request).build().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let items = vec![TransactWriteItem::builder().update(change).build()];
+                let items = audit::with_record(items, &self.table, Some(record), &self.ledger)?;
+                match item::transact(&self.client, items).await {
+                    Ok(()) => self.ledger.add(writes::ITEM, 2),
+                    Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => return Err(StoreError::Conflict),
+                    Err(TransactFailure::Cancelled(r)) => {
+                        return Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")));
+                    }
+                    Err(TransactFailure::Store(e)) => return Err(e),
+                }
+            }
+        }
         if leaves_index {
             self.ledger.add(writes::INDEX_REMOVE, 1);
         }
         Ok(())
+    }
+
+    /// [`RunWrites::insert`] of a run made for an API request: the run and its audit record in
+    /// one transaction (the record only if the run is new).
+    async fn insert_recorded(&self, run: &Run, record: &AuditRecord) -> StoreResult<Inserted> {
+        let put = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(self.to_item(run)?))
+            .condition_expression("attribute_not_exists(run_key)")
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let items = vec![TransactWriteItem::builder().put(put).build()];
+        let items = audit::with_record(items, &self.table, Some(record), &self.ledger)?;
+        match item::transact(&self.client, items).await {
+            Ok(()) => {
+                self.ledger.add(writes::ITEM, 2);
+                if watched(run) {
+                    self.ledger.add(writes::INDEX_PUT, 1);
+                }
+                Ok(Inserted::Created)
+            }
+            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => {
+                match self.get(&run.job_id, &run.key).await? {
+                    Some(existing) => Ok(Inserted::Exists(Box::new(existing))),
+                    None => Err(StoreError::Unavailable("run vanished after a conflicting insert".into())),
+                }
+            }
+            Err(TransactFailure::Cancelled(r)) => {
+                Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")))
+            }
+            Err(TransactFailure::Store(e)) => Err(e),
+        }
     }
 
     /// Up to `limit` of the job's runs whose key meets `condition` (over `:key` and, if given,
@@ -467,8 +530,11 @@ impl RunHistory for DynamoRunStore {
 
 #[async_trait]
 impl RunWrites for DynamoRunStore {
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted> {
+    async fn insert(&self, run: &Run, audit: Option<&AuditRecord>) -> StoreResult<Inserted> {
         use aws_sdk_dynamodb::operation::put_item::PutItemError;
+        if let Some(record) = audit {
+            return self.insert_recorded(run, record).await;
+        }
         use aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure;
         let result = self
             .client
@@ -508,12 +574,12 @@ impl RunWrites for DynamoRunStore {
         }
     }
 
-    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        self.write_transition(before, after, false).await
+    async fn transition(&self, before: &Run, after: &Run, audit: Option<&AuditRecord>) -> StoreResult<()> {
+        self.write_transition(before, after, false, audit).await
     }
 
     async fn transition_unchanged(&self, before: &Run, after: &Run) -> StoreResult<()> {
-        self.write_transition(before, after, true).await
+        self.write_transition(before, after, true, None).await
     }
 
     async fn flag_failing(

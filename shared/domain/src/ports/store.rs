@@ -2,7 +2,13 @@
 //!
 //! Each adapter maps its own errors onto [`StoreError`], which says whether a retry can help, so
 //! no storage type crosses this boundary.
+//!
+//! A write made for an API request carries its [`AuditRecord`] (`audit`): the adapter writes the
+//! record in the same all-or-nothing write as the change, so the trail holds a record exactly
+//! when its change took effect. Writes of Sundial's own (the tick, workers, the watchdog) carry
+//! none.
 
+use crate::audit::{AuditQuery, AuditRecord};
 use crate::fence::Fence;
 use crate::group::{Group, Links};
 use crate::health::{Baseline, Trouble, TroubleMark, Troubles};
@@ -125,8 +131,8 @@ impl<T: Catalogue + DueIndex + ?Sized> JobStore for T {}
 pub trait Catalogue: Send + Sync + std::fmt::Debug {
     /// Stores a new job, with the versions it keeps: fails with `NameTaken` if the owner has a
     /// job of that name and with `QuotaExceeded` if the owner already has `max_jobs`. All or
-    /// nothing.
-    async fn create(&self, job: &Job, max_jobs: u32) -> StoreResult<()>;
+    /// nothing, with `audit`.
+    async fn create(&self, job: &Job, max_jobs: u32, audit: Option<&AuditRecord>) -> StoreResult<()>;
 
     async fn get(&self, id: &JobId) -> StoreResult<Option<Job>>;
 
@@ -153,7 +159,7 @@ pub trait Catalogue: Send + Sync + std::fmt::Debug {
     /// `after` carries its new version. In the same write, as [`Catalogue::create`] does, the
     /// versions `after` keeps that `before` did not ([`Job::versions`]) are stored with `after`'s
     /// document, and those it no longer keeps are dropped.
-    async fn update(&self, before: &Job, after: &Job) -> StoreResult<()>;
+    async fn update(&self, before: &Job, after: &Job, audit: Option<&AuditRecord>) -> StoreResult<()>;
 
     /// The kept version `version` of job `id`'s document (`None`: not kept). A deleted job's
     /// versions stay until they expire (400 days after they were made).
@@ -161,7 +167,7 @@ pub trait Catalogue: Send + Sync + std::fmt::Debug {
 
     /// Deletes the job and frees its name, fenced by the version read (`Conflict` if the job
     /// was edited since, or linked to a new child: the caller reads it again and re-decides).
-    async fn delete(&self, job: &Job) -> StoreResult<()>;
+    async fn delete(&self, job: &Job, audit: Option<&AuditRecord>) -> StoreResult<()>;
 
     /// Records the job's learned baseline, whatever its version: it is learned again at its
     /// next run's end, so an edit in flight that writes the one it read loses nothing for long
@@ -217,11 +223,19 @@ pub trait GroupStore: Send + Sync + std::fmt::Debug {
     /// Writes `group`: a new one (`expected` = `None`, `Conflict` if the name exists) or over the
     /// version `expected` (`Conflict` if it moved, `NotFound` if the group is gone). `group`
     /// carries its new version.
-    async fn put(&self, group: &Group, expected: Option<u64>) -> StoreResult<()>;
+    async fn put(&self, group: &Group, expected: Option<u64>, audit: Option<&AuditRecord>)
+    -> StoreResult<()>;
 
     /// Deletes the group and its links if the group still has `version` and its links
     /// `links_version` (`Conflict` if either moved, `NotFound` if the group is gone).
-    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()>;
+    async fn delete(
+        &self,
+        owner: &str,
+        name: &str,
+        version: u64,
+        links_version: u64,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()>;
 
     /// The jobs linked to the group, read consistently (empty, version 0, if none ever was).
     async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
@@ -249,11 +263,23 @@ pub trait CalendarStore: Send + Sync + std::fmt::Debug {
     /// `QuotaExceeded` if the owner has the most calendars allowed) or over the version
     /// `expected` (`Conflict` if it moved, `NotFound` if the calendar is gone). `calendar`
     /// carries its new version.
-    async fn put(&self, calendar: &NamedCalendar, expected: Option<u64>) -> StoreResult<()>;
+    async fn put(
+        &self,
+        calendar: &NamedCalendar,
+        expected: Option<u64>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()>;
 
     /// Deletes the calendar and its links if the calendar still has `version` and its links
     /// `links_version` (`Conflict` if either moved, `NotFound` if the calendar is gone).
-    async fn delete(&self, owner: &str, name: &str, version: u64, links_version: u64) -> StoreResult<()>;
+    async fn delete(
+        &self,
+        owner: &str,
+        name: &str,
+        version: u64,
+        links_version: u64,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()>;
 
     /// The jobs linked to the calendar, read consistently (empty, version 0, if none ever was).
     async fn links(&self, owner: &str, name: &str) -> StoreResult<Links>;
@@ -273,21 +299,49 @@ pub trait CalendarStore: Send + Sync + std::fmt::Debug {
 /// API keys kept as data: each found by its id, listed by owner.
 #[async_trait]
 pub trait KeyStore: Send + Sync + std::fmt::Debug {
-    /// The key `id`, read consistently (a key revoked a moment ago is not found).
+    /// The key `id`, read consistently; a revoked key is found, with when it was revoked.
     async fn get(&self, id: &str) -> StoreResult<Option<ApiKey>>;
 
-    /// The owner's keys, by name.
+    /// The owner's keys that are not revoked, by name.
     async fn list(&self, owner: &str) -> StoreResult<Vec<ApiKey>>;
 
     /// Stores a new key: `Conflict` if its id exists, `QuotaExceeded` if the owner has the most
     /// keys allowed ([`crate::keys::MAX_KEYS_PER_OWNER`]). All or nothing.
-    async fn create(&self, key: &ApiKey) -> StoreResult<()>;
+    async fn create(&self, key: &ApiKey, audit: Option<&AuditRecord>) -> StoreResult<()>;
 
-    /// Deletes the owner's key `id` (`NotFound` if it has none of that id).
-    async fn delete(&self, owner: &str, id: &str) -> StoreResult<()>;
+    /// Revokes the owner's key `id` at `at` (`NotFound` if it has no such key not revoked): it
+    /// leaves the owner's list and quota, and stays readable as revoked, so a use of it after is
+    /// recognised (and recorded) as one.
+    async fn revoke(
+        &self,
+        owner: &str,
+        id: &str,
+        at: DateTime<Utc>,
+        audit: Option<&AuditRecord>,
+    ) -> StoreResult<()>;
+
+    /// Records `record`, a refused use of the revoked or expired key `id` at `at`, unless one
+    /// was recorded within [`crate::keys::LAST_USED_EVERY`] before: a key replayed in a loop
+    /// writes one record a minute, not one per request.
+    async fn refused(&self, id: &str, at: DateTime<Utc>, record: &AuditRecord) -> StoreResult<()>;
 
     /// Records a use of key `id` at `at` (best effort: nothing if the key is gone).
     async fn touch(&self, id: &str, at: DateTime<Utc>) -> StoreResult<()>;
+}
+
+/// The audit trail, as its owner reads it: records are written only with their changes (see the
+/// module's note), never through this port.
+#[async_trait]
+pub trait AuditTrail: Send + Sync + std::fmt::Debug {
+    /// The owner's records that `query` asks for, newest first, at most `limit` (fewer when the
+    /// store stops at its read budget: `next` then continues).
+    async fn page(
+        &self,
+        owner: &str,
+        query: &AuditQuery,
+        limit: u32,
+        cursor: Option<&str>,
+    ) -> StoreResult<Page<AuditRecord>>;
 }
 
 /// The per-job start fences of `forbid` and `replace` jobs ([`crate::fence`]): one small record
@@ -365,12 +419,12 @@ pub trait RunHistory: Send + Sync + std::fmt::Debug {
 #[async_trait]
 pub trait RunWrites: Send + Sync + std::fmt::Debug {
     /// Writes a new run if no run has its key: the fence that makes a scheduled instant run once.
-    async fn insert(&self, run: &Run) -> StoreResult<Inserted>;
+    async fn insert(&self, run: &Run, audit: Option<&AuditRecord>) -> StoreResult<Inserted>;
 
     /// Replaces `before` with `after` if the run is still in `before`'s state and attempt (the
     /// fencing token): `Conflict` otherwise. A move to a terminal state leaves the in-flight
     /// index.
-    async fn transition(&self, before: &Run, after: &Run) -> StoreResult<()>;
+    async fn transition(&self, before: &Run, after: &Run, audit: Option<&AuditRecord>) -> StoreResult<()>;
 
     /// Like [`RunWrites::transition`], and only if no change was written to the run since
     /// `before` was read (its `updated_at`): the watchdog's rescue of an attempt whose lease it

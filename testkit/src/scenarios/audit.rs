@@ -1,0 +1,201 @@
+//! The audit trail through the HTTP API: an editor's edit is recorded with the fields it changed,
+//! old and new, and the editor's key; a rollback, a trigger with its own payload, a pause, a
+//! group's and a calendar's changes and a key's life are recorded too, each with its action and
+//! request id; a refused call records nothing; a revoked key's use is recorded; the trail is
+//! filtered by job, actor, action and time and paged to its end; no secret ever appears in it.
+//! Racing edits each land with exactly their own record.
+
+use crate::api::{ALICE, BOB, Call, job};
+use crate::harness::Harness;
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// A call with `secret` as its bearer key.
+fn with(secret: &str, method: Method, path: &str) -> Call<'static> {
+    Call::new(method, path.to_string()).header("authorization", format!("Bearer {secret}"))
+}
+
+/// Every record `query` (`job=…&actor=…`, or empty) finds in `key`'s trail, newest first, read a
+/// page of two at a time to the end.
+async fn trail<H: Harness>(deployment: &H, key: &str, query: &str) -> Vec<Value> {
+    let mut records = Vec::new();
+    let mut next: Option<String> = None;
+    for _ in 0..200 {
+        let mut path = format!("/v1/audit?limit=2&{query}");
+        if let Some(token) = &next {
+            path.push_str(&format!("&next={token}"));
+        }
+        let page = deployment.api().get(key, &path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+        records.extend(page.body["records"].as_array().cloned().unwrap_or_default());
+        match page.body["next"].as_str() {
+            Some(token) => next = Some(token.to_string()),
+            None => return records,
+        }
+    }
+    panic!("the trail of {query} did not end within 200 pages");
+}
+
+/// The actions of `records`, newest first.
+fn actions(records: &[Value]) -> Vec<&str> {
+    records.iter().map(|r| r["action"].as_str().unwrap_or_default()).collect()
+}
+
+pub async fn every_change_is_recorded_with_who_what_and_when<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T12:00:00Z", &[]).await;
+    let api = deployment.api();
+    let secret_header = "s3cr3t-header-value";
+    let mut body = job("nightly");
+    body["retry"] = json!({"max_attempts": 3});
+    body["target"]["headers"] = json!({"x-token": {"value": secret_header, "secret": true}});
+    let id = api.create_job(ALICE, &body).await;
+    let signing = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["signing_secret"].clone();
+
+    // An editor's edit: the fields it changed, old and new, under the editor's key.
+    let made = api.post(ALICE, "/v1/keys", &json!({"name": "ed", "role": "editor"})).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    let editor = made.body["secret"].as_str().unwrap_or_default().to_string();
+    let editor_id = made.body["id"].as_str().unwrap_or_default().to_string();
+    let patch = json!({"retry": {"max_attempts": 5}, "target": {"headers": {"x-token": {"value": "n3w-s3cr3t", "secret": true}}}});
+    let patched = api
+        .call(
+            with(&editor, Method::PATCH, &format!("/v1/jobs/{id}"))
+                .json(&patch)
+                .header("x-request-id", "req-42"),
+        )
+        .await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    let records = trail(&deployment, ALICE, &format!("job={id}")).await;
+    assert_eq!(actions(&records), ["job.update", "job.create"], "{records:?}");
+    let edit = &records[0];
+    assert_eq!((&edit["actor"]["name"], &edit["actor"]["key_id"]), (&json!("ed"), &json!(editor_id)));
+    assert_eq!((&edit["actor"]["kind"], &edit["request_id"]), (&json!("key"), &json!("req-42")));
+    assert_eq!(edit["route"], "PATCH /v1/jobs/{id}");
+    assert_eq!((&edit["target"]["kind"], &edit["target"]["name"]), (&json!("job"), &json!("nightly")));
+    assert_eq!(edit["at"], "2030-01-01T12:00:00Z");
+    let retry = edit["changes"].as_array().into_iter().flatten().find(|c| c["field"] == "retry.max_attempts");
+    assert_eq!(retry, Some(&json!({"field": "retry.max_attempts", "old": 3, "new": 5})), "{edit}");
+    assert_eq!(records[1]["actor"], json!({"kind": "configured_key", "name": "alice"}));
+
+    // A rollback to version 1 restores the document, and is recorded.
+    let rolled = api.post(ALICE, &format!("/v1/jobs/{id}/rollback"), &json!({"version": 1})).await;
+    assert_eq!(rolled.status, StatusCode::OK, "{}", rolled.body);
+    assert_eq!(rolled.body["retry"]["max_attempts"], 3, "{}", rolled.body);
+    let records = trail(&deployment, ALICE, &format!("job={id}&action=job.rollback")).await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let back =
+        records[0]["changes"].as_array().into_iter().flatten().find(|c| c["field"] == "retry.max_attempts");
+    assert_eq!(back.map(|c| (&c["old"], &c["new"])), Some((&json!(5), &json!(3))));
+
+    // A trigger with its own payload, a pause and a resume: each recorded with its action.
+    let triggered = api.post(ALICE, &format!("/v1/jobs/{id}/trigger"), &json!({"payload": {"day": 7}})).await;
+    assert_eq!(triggered.status, StatusCode::ACCEPTED, "{}", triggered.body);
+    assert_eq!(api.post(ALICE, &format!("/v1/jobs/{id}/pause"), &json!({})).await.status, StatusCode::OK);
+    assert_eq!(api.post(ALICE, &format!("/v1/jobs/{id}/resume"), &json!({})).await.status, StatusCode::OK);
+    let records = trail(&deployment, ALICE, &format!("job={id}")).await;
+    assert_eq!(actions(&records)[..3], ["job.resume", "job.pause", "job.trigger"], "{records:?}");
+    assert_eq!(records[2]["target"]["kind"], "run");
+    assert_eq!(records[2]["target"]["id"], triggered.body["id"]);
+    assert_eq!(records[2]["changes"], json!([{"field": "payload", "old": null, "new": {"day": 7}}]));
+
+    // A group's and a calendar's changes.
+    assert_eq!(api.put(ALICE, "/v1/groups/etl", &json!({"max_running": 2})).await.status, StatusCode::OK);
+    assert_eq!(api.put(ALICE, "/v1/groups/etl", &json!({"max_running": 4})).await.status, StatusCode::OK);
+    let calendar = api.put(ALICE, "/v1/calendars/holidays", &json!({"holidays": ["2030-12-25"]})).await;
+    assert_eq!(calendar.status, StatusCode::CREATED, "{}", calendar.body);
+    assert_eq!(api.delete(ALICE, "/v1/calendars/holidays").await.status, StatusCode::NO_CONTENT);
+    let groups = trail(&deployment, ALICE, "action=group.put").await;
+    let limit = |r: &Value| (r["changes"][0]["old"].clone(), r["changes"][0]["new"].clone());
+    assert_eq!(groups.iter().map(limit).collect::<Vec<_>>(), [(json!(2), json!(4)), (Value::Null, json!(2))]);
+    let calendars = trail(&deployment, ALICE, "actor=alice").await;
+    let calendar_actions: Vec<&str> =
+        actions(&calendars).into_iter().filter(|a| a.starts_with("calendar.")).collect();
+    assert_eq!(calendar_actions, ["calendar.delete", "calendar.put"]);
+
+    // A refused call records nothing.
+    let viewer = api.post(ALICE, "/v1/keys", &json!({"name": "watcher", "role": "viewer"})).await.body;
+    let viewer_secret = viewer["secret"].as_str().unwrap_or_default().to_string();
+    let viewer_id = viewer["id"].as_str().unwrap_or_default().to_string();
+    let before = trail(&deployment, ALICE, "").await.len();
+    let refused = api
+        .call(with(&viewer_secret, Method::POST, &format!("/v1/jobs/{id}/trigger")).json(&json!({})))
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert_eq!(trail(&deployment, ALICE, "").await.len(), before, "a refused trigger is no change");
+
+    // A revoked key: its revocation recorded, and its use after (refused, 401) too.
+    assert_eq!(api.delete(ALICE, &format!("/v1/keys/{viewer_id}")).await.status, StatusCode::NO_CONTENT);
+    let after = api.call(with(&viewer_secret, Method::GET, "/v1/jobs")).await;
+    assert_eq!(after.status, StatusCode::UNAUTHORIZED, "{}", after.body);
+    let records = trail(&deployment, ALICE, &format!("actor={viewer_id}")).await;
+    assert_eq!(actions(&records), ["key.refused"], "{records:?}");
+    assert_eq!(records[0]["route"], "GET /v1/jobs");
+    let revoked = trail(&deployment, ALICE, "action=key.revoke").await;
+    assert_eq!(revoked[0]["target"]["name"], "watcher");
+    assert_eq!(revoked[0]["changes"].as_array().map(Vec::len), Some(1), "revoked_at, from none: {revoked:?}");
+
+    // Time bounds, another owner's trail, and bad queries.
+    let none = trail(&deployment, ALICE, "from=2030-01-01T12:00:01Z").await;
+    assert!(none.is_empty(), "{none:?}");
+    let all = trail(&deployment, ALICE, "to=2030-01-01T12:00:01Z").await;
+    assert_eq!(all.len(), trail(&deployment, ALICE, "").await.len());
+    assert!(trail(&deployment, BOB, "").await.is_empty(), "Bob's trail is his own");
+    for (query, field) in [
+        ("job=nope", "job"),
+        ("from=yesterday", "from"),
+        ("limit=0", "limit"),
+        ("next=forged", "next"),
+        ("who=me", "who"),
+    ] {
+        let bad = api.get(ALICE, &format!("/v1/audit?{query}")).await;
+        assert_eq!(
+            (bad.status, bad.error_field()),
+            (StatusCode::BAD_REQUEST, field),
+            "{query}: {}",
+            bad.body
+        );
+    }
+
+    // No secret anywhere in the trail: not a key's, a header's, nor the job's signing secret.
+    let text = serde_json::to_string(&trail(&deployment, ALICE, "").await).unwrap_or_default();
+    for secret in [editor.as_str(), viewer_secret.as_str(), secret_header, "n3w-s3cr3t"] {
+        assert!(!text.contains(secret), "{secret} in the trail");
+    }
+    if let Some(signing) = signing.as_str() {
+        assert!(!text.contains(signing), "the signing secret in the trail");
+    }
+}
+
+/// Edits racing each other each land with exactly their own record: as many `job.update`
+/// records as edits won, each naming the version its edit made, none twice.
+pub async fn racing_edits_each_land_with_their_own_record<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T12:00:00Z", &[]).await;
+    let api = deployment.api();
+    let id = api.create_job(ALICE, &job("raced")).await;
+    let edits = (1..=6).map(|n| {
+        let path = format!("/v1/jobs/{id}");
+        async move { api.patch(ALICE, &path, &json!({"description": format!("edit {n}")})).await }
+    });
+    let replies = futures::future::join_all(edits).await;
+    let won = replies.iter().filter(|r| r.status == StatusCode::OK).count();
+    let statuses: Vec<StatusCode> = replies.iter().map(|r| r.status).collect();
+    assert!(won > 0, "{statuses:?}");
+    let records = trail(&deployment, ALICE, &format!("job={id}&action=job.update")).await;
+    assert_eq!(records.len(), won, "{records:?}");
+    let mut versions: Vec<u64> = records.iter().filter_map(|r| r["version"].as_u64()).collect();
+    versions.sort_unstable();
+    let expected: Vec<u64> = (2..2 + won as u64).collect();
+    assert_eq!(versions, expected, "each record names the version its edit made");
+    let job = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body;
+    assert_eq!(job["version"], 1 + won as u64, "{job}");
+}
+
+#[macro_export]
+macro_rules! audit_scenarios {
+    ($harness:ty) => {
+        $crate::instantiate!($harness => audit {
+            every_change_is_recorded_with_who_what_and_when,
+            racing_edits_each_land_with_their_own_record
+        });
+    };
+}
