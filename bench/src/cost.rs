@@ -432,3 +432,106 @@ fn eventbridge_with_writes(writes: f64) -> Value {
         "total_provisioned": fixed + writes * price::provisioned_per_million(price::PROVISIONED_WRITE_UNIT_HOUR),
     })
 }
+
+/// How many times each change is made, recorded and not, to measure what its record adds.
+const CHANGES: usize = 10;
+
+/// The write units each kind of change made through the API costs, unrecorded (as Sundial's own
+/// writes are) and with its audit record (as an API request's are), measured on one stack: the
+/// difference is what the audit trail adds. A change that was a single write becomes a
+/// transaction with its record, which DynamoDB bills at two units per KB per item.
+pub async fn audited_changes() -> anyhow::Result<Value> {
+    use sundial_app::keys::Keys;
+    use sundial_app::use_cases::UseCases;
+    use sundial_domain::audit::{Actor, ActorKind, Stamp};
+    use sundial_domain::keys::{KeyDocument, Principal, Role};
+    let clock = Arc::new(ManualClock::new(Utc::now()));
+    let (services, clients) = stack::stack(&[], clock.clone(), Capacity::Counted).await?;
+    let stamp = Stamp {
+        actor: Actor { kind: ActorKind::Key, name: "bench-editor".into(), key_id: Some("0".repeat(20)) },
+        action: "bench".into(),
+        route: "POST /bench".into(),
+        request_id: "bench".into(),
+        source: Some("127.0.0.1".into()),
+    };
+    let plain = services.use_cases.clone();
+    let recorded = plain.acting(stamp);
+    let owner = OWNER.to_string();
+    let admin = Principal::admin(OWNER);
+    let units = |before: &BTreeMap<String, u64>| {
+        let spent = minus(&clients.ledger.snapshot(), before);
+        reported_units(&per_run(&spent, CHANGES), "write")
+    };
+    let mut rows = Vec::new();
+    for (label, cases) in [("plain", &plain), ("recorded", &recorded)] {
+        let uc: &UseCases = cases;
+        let keys: &Keys = &uc.keys;
+        let mut row = BTreeMap::new();
+        let mut ids = Vec::new();
+        let start = clients.ledger.snapshot();
+        for n in 0..CHANGES {
+            let doc = json!({"name": format!("audited-{label}-{n}"), "schedule": {"cron": "0 0 1 1 *"},
+                "target": {"type": "http", "url": "http://127.0.0.1:9/ok"}});
+            let doc: JobDocument = serde_json::from_value(doc)?;
+            ids.push(uc.jobs.create(&owner, doc).await?.id);
+        }
+        row.insert("job create", units(&start));
+        let start = clients.ledger.snapshot();
+        for id in &ids {
+            uc.jobs.patch(&owner, id, &json!({"description": "edited"}), Default::default()).await?;
+        }
+        row.insert("job edit", units(&start));
+        let start = clients.ledger.snapshot();
+        for id in &ids {
+            uc.jobs.pause(&owner, id, Default::default()).await?;
+        }
+        row.insert("job pause", units(&start));
+        for id in &ids {
+            uc.jobs.resume(&owner, id, Default::default()).await?;
+        }
+        let start = clients.ledger.snapshot();
+        let mut runs = Vec::new();
+        for id in &ids {
+            runs.push(uc.jobs.trigger(&owner, id, None).await?.id());
+        }
+        row.insert("trigger (its run's insert)", units(&start));
+        let start = clients.ledger.snapshot();
+        for run in &runs {
+            uc.run_control.cancel(&owner, run).await?;
+        }
+        row.insert("run cancel", units(&start));
+        let start = clients.ledger.snapshot();
+        for n in 0..CHANGES {
+            let group = sundial_domain::group::GroupDocument { max_running: 2 };
+            uc.groups.put(&owner, &format!("g-{label}-{n}"), &group).await?;
+        }
+        row.insert("group put", units(&start));
+        let start = clients.ledger.snapshot();
+        let mut made = Vec::new();
+        for n in 0..CHANGES {
+            let document = KeyDocument {
+                name: format!("k-{label}-{n}"),
+                role: Role::Viewer,
+                expires_at: None,
+                subject: None,
+            };
+            made.push(keys.create(&admin, &document).await?.key.id);
+        }
+        row.insert("key create", units(&start));
+        let start = clients.ledger.snapshot();
+        for id in &made {
+            keys.revoke(&owner, id).await?;
+        }
+        row.insert("key revoke", units(&start));
+        rows.push((label, row));
+    }
+    let (without, with) = (&rows[0].1, &rows[1].1);
+    let changes: Vec<Value> = without
+        .iter()
+        .map(|(change, plain)| {
+            let recorded = with.get(change).copied().unwrap_or(0.0);
+            json!({"change": change, "write_units": plain, "with_record": recorded, "added": recorded - plain})
+        })
+        .collect();
+    Ok(json!({"changes": changes, "per": CHANGES}))
+}

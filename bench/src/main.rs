@@ -5,7 +5,8 @@
 //!
 //! - `lag`: start lag through the whole local pipeline ([`lag`]).
 //! - `burst N`: only the burst of N of `lag` (to compare a change quickly).
-//! - `cost`: units, requests, invocations and dollars per run, by path ([`cost`]).
+//! - `cost`: units, requests, invocations and dollars per run, by path ([`cost`]);
+//!   `audit`: the write units each audited change adds ([`cost::audited_changes`]).
 //! - `group N MAX`: N one-second runs drained through a group of MAX ([`group`]).
 //! - `watchdog N`: the watchdog's passes over N in-flight runs ([`watchdog`]).
 //! - `floor N`: the CPU one AWS request costs, N of each kind ([`floor`]).
@@ -104,6 +105,10 @@ async fn main() -> anyhow::Result<()> {
             needs_emulator()?;
             save("cost", &cost::paths().await?)
         }
+        Some("audit") => {
+            needs_emulator()?;
+            save("audit", &cost::audited_changes().await?)
+        }
         Some("group") => {
             needs_emulator()?;
             let n = arg(1).unwrap_or("300").parse().context("group N")?;
@@ -136,7 +141,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Some("table") => print_table(),
         _ => bail!(
-            "usage: sundial-bench lag | burst N | cost | watchdog [N] | floor [N] | schedule | lambda DIR PROFILE… | profile-summary FILE | table | target"
+            "usage: sundial-bench lag | burst N | cost | audit | watchdog [N] | floor [N] | schedule | lambda DIR PROFILE… | profile-summary FILE | table | target"
         ),
     }
 }

@@ -121,6 +121,26 @@ pub fn markdown(dir: &Path) -> anyhow::Result<String> {
             cost["model"]["memory_gb"],
         )?;
     }
+    if let Some(audited) = read(dir, "audit") {
+        writeln!(
+            out,
+            "### Write units each audited change adds
+"
+        )?;
+        writeln!(out, "| change | write units, unrecorded | with its audit record | added |")?;
+        writeln!(out, "|---|---:|---:|---:|")?;
+        for c in audited["changes"].as_array().into_iter().flatten() {
+            writeln!(
+                out,
+                "| {} | {:.2} | {:.2} | {:.2} |",
+                c["change"].as_str().unwrap_or(""),
+                f(&c["write_units"]),
+                f(&c["with_record"]),
+                f(&c["added"]),
+            )?;
+        }
+        writeln!(out)?;
+    }
     if let Some(profile) = read(dir, "profile") {
         writeln!(out, "### Where the CPU goes (perf, {} samples)\n", profile["samples"])?;
         writeln!(out, "| part | share of samples |")?;

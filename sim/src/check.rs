@@ -394,6 +394,7 @@ impl Checker {
         self.at_most_once(&runs, &observed);
         self.waits_spend_nothing(&runs, &observed);
         self.within_max_runs(world, &runs, &observed);
+        self.audited(world, &runs, &observed);
         for document in &world.workload.documents {
             let schedule = &document["schedule"];
             let entries = schedule.get("any").and_then(|a| a.as_array());
@@ -1109,6 +1110,44 @@ impl Checker {
                 ),
                 runs.iter().nth(max as usize).copied(),
             ));
+        }
+    }
+
+    /// Every audit record lands with its change and only with it, once: a job's record names a
+    /// version of the job that was written (by the request's own write, faults and retries
+    /// notwithstanding), no two records name one version, and a run's record names a run that
+    /// exists.
+    fn audited(&mut self, world: &Simulation, runs: &[Run], observed: &Observed) {
+        use sundial_domain::audit::TargetKind;
+        let mut seen: BTreeSet<(String, u64)> = BTreeSet::new();
+        for record in world.stores.trail.all() {
+            let wrong = |why: String| Violation {
+                invariant: "audit records land with their changes",
+                detail: format!("{} ({}): {why}", record.request_id, record.action),
+                job: record.job.as_ref().map(JobId::to_string),
+                run: None,
+            };
+            match (record.target.kind, record.job.as_ref(), record.version) {
+                (TargetKind::Job, Some(job), Some(version)) => {
+                    let written = observed
+                        .versions
+                        .get(job)
+                        .into_iter()
+                        .flatten()
+                        .any(|(_, j)| j.as_ref().is_some_and(|j| j.version == version));
+                    if !written {
+                        self.violations
+                            .push(wrong(format!("version {version} of its job was never written")));
+                    }
+                    if !seen.insert((job.to_string(), version)) {
+                        self.violations.push(wrong(format!("a second record of version {version}")));
+                    }
+                }
+                (TargetKind::Run, _, _) if !runs.iter().any(|r| r.id().to_string() == record.target.id) => {
+                    self.violations.push(wrong(format!("its run {} does not exist", record.target.id)));
+                }
+                _ => {}
+            }
         }
     }
 

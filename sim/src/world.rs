@@ -25,6 +25,7 @@ use sundial_app::skips::SkipAsk;
 use sundial_app::use_cases::{self, UseCases};
 use sundial_app::worker::WorkerSettings;
 use sundial_app::worker::poll::{Settled, handle_message};
+use sundial_domain::audit::{Actor, ActorKind, Stamp};
 use sundial_domain::egress::Egress;
 use sundial_domain::group::GroupDocument;
 use sundial_domain::job::{CatchupPolicy, JobId, PauseNote};
@@ -104,6 +105,8 @@ pub struct Stores {
     pub tick_state: Arc<MemoryTickStateStore>,
     pub queue: Arc<MemoryQueue>,
     pub bus: Arc<MemoryEventBus>,
+    /// The audit trail every store writes its records into, with their changes.
+    pub trail: sundial_memory::MemoryAuditTrail,
 }
 
 /// A simulated deployment.
@@ -161,6 +164,7 @@ impl Simulation {
             tick_state: Arc::new(MemoryTickStateStore::new()),
             queue: Arc::new(MemoryQueue::new(server.clone()).with_max_receive_count(Some(max_receives))),
             bus: Arc::new(MemoryEventBus::new()),
+            trail: trail.clone(),
         };
         let inbox = Arc::new(FaultyQueue {
             inner: stores.queue.clone(),
@@ -184,7 +188,7 @@ impl Simulation {
             groups: Arc::new(FaultyGroups { inner: stores.groups.clone(), faults: faults.clone() }),
             calendars: Arc::new(FaultyCalendars { inner: stores.calendars.clone(), faults: faults.clone() }),
             // The simulated API is called as its use cases, past authentication: no key is read.
-            keys: Arc::new(sundial_memory::MemoryKeyStore::new()),
+            keys: Arc::new(sundial_memory::MemoryKeyStore::new().recording_to(trail.clone())),
             audit: Arc::new(trail.clone()),
             fences: Arc::new(FaultyFences { inner: stores.fences.clone(), faults: faults.clone() }),
             tick_state: Arc::new(FaultyTickState {
@@ -582,13 +586,26 @@ fn dead_letters(
     })
 }
 
-/// The workload's request `n`, tried up to three times while it fails.
+/// The stamp of the workload's request `n`: its changes are recorded as `op-<n>`'s.
+fn stamp(n: usize) -> Stamp {
+    Stamp {
+        actor: Actor { kind: ActorKind::ConfiguredKey, name: OWNER.into(), key_id: None },
+        action: format!("op-{n}"),
+        route: "sim".into(),
+        request_id: format!("op-{n}"),
+        source: None,
+    }
+}
+
+/// The workload's request `n`, tried up to three times while it fails, acting as the API does
+/// for a request: its changes are written with their audit records.
 fn request(world: &Simulation, n: usize) -> Work {
     let op = world.workload.ops[n].clone();
+    let api = world.api.acting(stamp(n));
     let (sim, ledger, ids, jobs) =
-        (world.sim.clone(), world.ledger.clone(), world.ids.clone(), world.api.jobs.clone());
-    let skips = world.api.skips.clone();
-    let calendars = world.api.calendars.clone();
+        (world.sim.clone(), world.ledger.clone(), world.ids.clone(), api.jobs.clone());
+    let skips = api.skips.clone();
+    let calendars = api.calendars.clone();
     let document = match op.action {
         Action::Create(j) => world.workload.documents.get(j).cloned(),
         _ => None,

@@ -1329,6 +1329,8 @@ pub async fn key_store_keeps_its_promises(store: &dyn KeyStore) {
         expires_at: Some(now + Duration::days(30)),
         last_used_at: None,
         revoked_at: None,
+        last_refused_at: None,
+        subject: None,
         digest: "ab".repeat(32),
     };
     let id = |n: u32| format!("{:012x}{n:08x}", rand_suffix());
@@ -1483,6 +1485,8 @@ pub async fn audit_records_land_with_their_changes(
         expires_at: None,
         last_used_at: None,
         revoked_at: None,
+        last_refused_at: None,
+        subject: None,
         digest: "cd".repeat(32),
     };
     keys.create(&key, None).await.unwrap();

@@ -372,7 +372,7 @@ fn kill_function_processes(name: &str) -> usize {
 
 /// A key made through the deployed API (its role read from the table by the api function under
 /// its IAM role): it reads, is refused a trigger naming the role it needs, and is refused
-/// altogether once revoked.
+/// altogether once revoked; the audit trail records it all.
 async fn a_viewer_key_reads_and_is_refused_more(stack: &Deployed) {
     use reqwest::Method as M;
     let id =
@@ -393,6 +393,17 @@ async fn a_viewer_key_reads_and_is_refused_more(stack: &Deployed) {
     assert_eq!(status, 204, "{body}");
     let (status, _) = stack.call_as(&secret, M::GET, &format!("/v1/jobs/{id}"), None).await;
     assert_eq!(status, 401, "revoked: refused at once");
+    // The audit trail, read through the deployed API: the job's creation, the key's life, and
+    // the revoked key's use, each written with its change under the api function's role.
+    let (status, trail) = stack.call(M::GET, &format!("/v1/audit?job={id}"), None).await;
+    assert_eq!(status, 200, "{trail}");
+    assert_eq!(trail["records"][0]["action"], "job.create", "{trail}");
+    let (status, trail) = stack.call(M::GET, &format!("/v1/audit?actor={key_id}"), None).await;
+    assert_eq!(status, 200, "{trail}");
+    let actions: Vec<&str> =
+        trail["records"].as_array().into_iter().flatten().filter_map(|r| r["action"].as_str()).collect();
+    assert_eq!(actions, ["key.refused"], "{trail}");
+    assert!(!trail.to_string().contains(&secret), "no secret in the trail");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -842,6 +842,12 @@ async fn the_api_role_grants_every_call_of_the_api() {
     ok(&api.get(ALICE, "/v1/keys").await, "list keys");
     let revoked = api.delete(ALICE, &format!("/v1/keys/{}", made.body["id"].as_str().unwrap())).await;
     assert_eq!(revoked.status, StatusCode::NO_CONTENT, "{}", revoked.body);
+    // Its use after: refused, and recorded in the audit trail, which is then read.
+    let as_revoked = Call::new(Method::GET, "/v1/jobs").header("authorization", format!("Bearer {secret}"));
+    assert_eq!(api.call(as_revoked).await.status, StatusCode::UNAUTHORIZED);
+    let trail = api.get(ALICE, "/v1/audit?action=key.refused").await;
+    ok(&trail, "read the audit trail");
+    assert_eq!(trail.body["records"].as_array().map(Vec::len), Some(1), "{}", trail.body);
     let forbid_run = trigger(&api, &forbid).await;
     let replace_run = trigger(&api, &replace).await;
     trigger(&api, &grouped).await;

@@ -109,3 +109,69 @@ async fn worker_handles_sqs_batches_from_both_queues() {
     .unwrap();
     assert!(response.batch_item_failures.is_empty());
 }
+
+/// The JWT event, as a request that names `owner` in `X-Sundial-Owner` and is `method path`.
+fn jwt_event(owner: Option<&str>, method: &str, path: &str) -> http::Request<Body> {
+    let file = format!("{}/../events/api-list-jobs-jwt.json", env!("CARGO_MANIFEST_DIR"));
+    let mut event: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    if let Some(owner) = owner {
+        event["headers"]["x-sundial-owner"] = serde_json::json!(owner);
+    }
+    event["rawPath"] = serde_json::json!(path);
+    event["requestContext"]["http"]["method"] = serde_json::json!(method);
+    event["requestContext"]["http"]["path"] = serde_json::json!(path);
+    let request = lambda_http::request::from_str(&event.to_string()).unwrap();
+    let (parts, body) = request.into_parts();
+    http::Request::from_parts(parts, Body::from(body.to_vec()))
+}
+
+/// A JWT subject acts in another owner's name only with that owner's grant, with its role:
+/// refused (403 naming `X-Sundial-Owner`) without one, a viewer's reads with one, refused again
+/// once the grant is revoked; the grant's making is in dev's audit trail.
+#[tokio::test]
+async fn a_jwt_subject_acts_for_an_owner_only_by_its_grant() {
+    use serde_json::json;
+    let stack = Stack::new().await;
+    stack.api.send(event("api-create-job.json")).await;
+    let as_dev = || jwt_event(Some("dev"), "GET", "/v1/jobs");
+    let refused = stack.api.send(as_dev()).await;
+    assert_eq!(
+        (refused.status, refused.error_field()),
+        (StatusCode::FORBIDDEN, "X-Sundial-Owner"),
+        "{}",
+        refused.body
+    );
+
+    // dev grants the subject `viewer`: no secret is made.
+    let grant = json!({"name": "jwt-42", "role": "viewer", "subject": "jwt-user-42"});
+    let made = stack.api.post("sundial-dev-key", "/v1/keys", &grant).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    assert!(made.body.get("secret").is_none(), "{}", made.body);
+    assert_eq!(made.body["subject"], "jwt-user-42");
+    let again = stack.api.post("sundial-dev-key", "/v1/keys", &grant).await;
+    assert_eq!((again.status, again.error_field()), (StatusCode::CONFLICT, "subject"), "{}", again.body);
+
+    let listed = stack.api.send(as_dev()).await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.body);
+    assert_eq!(listed.body["jobs"][0]["name"], "from-api-gateway", "dev's jobs, as dev's viewer");
+    let own = stack.api.send(jwt_event(None, "GET", "/v1/jobs")).await;
+    assert_eq!(own.body["jobs"], json!([]), "without the header, the subject is its own owner");
+    let above = stack.api.send(jwt_event(Some("dev"), "GET", "/v1/keys")).await;
+    assert_eq!((above.status, above.error_field()), (StatusCode::FORBIDDEN, "role"), "{}", above.body);
+
+    // The grant's making is recorded; revoked, the subject is refused again.
+    let trail = stack.api.get("sundial-dev-key", "/v1/audit?action=key.create").await;
+    let record = &trail.body["records"][0];
+    assert_eq!(record["target"]["name"], "jwt-42", "{}", trail.body);
+    let id = made.body["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        stack.api.delete("sundial-dev-key", &format!("/v1/keys/{id}")).await.status,
+        StatusCode::NO_CONTENT
+    );
+    let revoked = stack.api.send(as_dev()).await;
+    assert_eq!(revoked.status, StatusCode::FORBIDDEN, "revoked: {}", revoked.body);
+    // A subject that is its own owner needs no grant.
+    let itself = stack.api.send(jwt_event(Some("jwt-user-42"), "GET", "/v1/jobs")).await;
+    assert_eq!(itself.status, StatusCode::OK, "{}", itself.body);
+}

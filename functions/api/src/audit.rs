@@ -3,7 +3,7 @@
 //! and `GET /v1/audit`, the trail read back by its owner.
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, Origin, only_parameters, query_instant, query_number};
+use crate::extract::{Acting, Caller, Origin, only_parameters, query_instant, query_number};
 use crate::paging;
 use crate::state::AppState;
 use axum::Json;
@@ -16,8 +16,9 @@ use std::collections::HashMap;
 use sundial_app::audit::AuditError;
 use sundial_app::jobs::Jobs;
 use sundial_app::use_cases::UseCases;
-use sundial_domain::audit::{self, Actor, ActorKind, AuditQuery, AuditRecord, Stamp};
+use sundial_domain::audit::{self, Actor, ActorKind, AuditQuery, AuditRecord, Stamp, TargetKind};
 use sundial_domain::job::{JobId, Owner};
+use sundial_domain::keys::Role;
 use sundial_domain::validation::ValidationError;
 use utoipa::ToSchema;
 
@@ -127,7 +128,9 @@ impl FromRequestParts<AppState> for ActsForRun {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let route = parts.extensions.get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_default();
-        let actor = Actor { kind: ActorKind::RunToken, name: "run token".into(), key_id: None };
+        // Named by its run: `/v1/runs/{id}/complete`.
+        let run = parts.uri.path().split('/').nth(3).unwrap_or_default().chars().take(128).collect();
+        let actor = Actor { kind: ActorKind::RunToken, name: run, key_id: None };
         let stamp = stamp(actor, &parts.method, &route, &parts.extensions, &parts.headers, state);
         Ok(ActsForRun(state.use_cases.acting(stamp)))
     }
@@ -172,7 +175,21 @@ impl From<AuditError> for ApiError {
     }
 }
 
-/// The caller's audit trail, newest first, filtered.
+/// `record` as a caller of `role` sees it: the life of keys, and the addresses requests came
+/// from, are an admin's to read (as keys are); the rest is every role's.
+fn shown_to(role: Role, mut record: AuditRecord) -> Option<AuditRecord> {
+    if role.allows(Role::Admin) {
+        return Some(record);
+    }
+    if record.target.kind == TargetKind::Key {
+        return None;
+    }
+    record.source = None;
+    Some(record)
+}
+
+/// The caller's audit trail, newest first, filtered. Records of keys, and the callers'
+/// addresses, are shown to admin keys only.
 #[utoipa::path(get, path = "/v1/audit", operation_id = "listAudit", tag = "audit",
     params(
         ("job" = Option<String>, Query, description = "Records of this job (its id): its changes and its runs'"),
@@ -188,9 +205,10 @@ impl From<AuditError> for ApiError {
     security(("bearer" = [])))]
 pub async fn list(
     State(state): State<AppState>,
-    Caller(owner): Caller,
+    Acting(principal): Acting,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Json<AuditPage>, ApiError> {
+    let owner = principal.owner;
     only_parameters(&query, &["job", "actor", "action", "from", "to", "limit", "next"])?;
     let text = |name: &str| -> Result<Option<String>, ApiError> {
         match query.get(name) {
@@ -215,12 +233,20 @@ pub async fn list(
         from: query_instant(&query, "from")?,
         to: query_instant(&query, "to")?,
     };
+    if let (Some(from), Some(to)) = (filter.from, filter.to)
+        && from >= to
+    {
+        return Err(ApiError::bad_request(ValidationError::new("to", "must be after from")));
+    }
     let mut limit = query_number(&query, "limit", audit::MAX_PAGE, audit::MAX_PAGE)?;
     let token = query.get("next").map(String::as_str);
     loop {
         let page = state.use_cases.audit.page(&owner, &filter, limit, token).await?;
         match paging::shrink(&page.items) {
-            None => return Ok(Json(AuditPage { records: page.items, next: page.next })),
+            None => {
+                let records = page.items.into_iter().filter_map(|r| shown_to(principal.role, r)).collect();
+                return Ok(Json(AuditPage { records, next: page.next }));
+            }
             Some(fit) => limit = fit,
         }
     }

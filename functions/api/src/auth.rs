@@ -1,7 +1,8 @@
 //! Authentication middleware: every protected route learns its [`Caller`] here.
 //!
 //! In AWS, an API Gateway JWT authorizer may stand in front: its verified `sub` claim is the
-//! owner. Otherwise the `Authorization: Bearer <key>` header must carry a known API key: one made
+//! owner, or, on a request that names another owner (`X-Sundial-Owner`), the principal that
+//! owner's grant to the subject makes it (refused, 403, without one). Otherwise the `Authorization: Bearer <key>` header must carry a known API key: one made
 //! through the API (`sdl_…`, read by its id, carrying its role) or a configured one (its owner's
 //! admin); keys are compared by their SHA-256 digest, locally and in Lambda alike. Then the role
 //! the route needs ([`roles::needed`]) is checked: a key without it is refused (403, naming the
@@ -33,6 +34,25 @@ fn jwt_subject(req: &Request) -> Option<String> {
     }
 }
 
+/// The header a JWT subject names the owner it acts for by.
+pub const OWNER_HEADER: &str = "x-sundial-owner";
+
+/// The owner the request's `X-Sundial-Owner` header names, if it has one.
+fn acting_for(req: &Request) -> Option<String> {
+    req.headers()
+        .get(OWNER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .map(str::to_string)
+}
+
+/// The refusal of a subject that `owner` granted nothing.
+fn not_granted(owner: &str) -> ApiError {
+    let message = format!("this subject has no grant of `{owner}`'s (POST /v1/keys with a `subject`)");
+    ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).with_field("X-Sundial-Owner")
+}
+
 /// The key of the request's one `Authorization: Bearer` header; none if there is no such header
 /// or more than one (which to believe would be a guess).
 fn bearer(req: &Request) -> Option<&str> {
@@ -54,7 +74,14 @@ pub async fn authenticate(
     let stamp = audit::stamp(nobody, req.method(), &route, req.extensions(), req.headers(), &state);
     let jwt = jwt_subject(&req);
     let principal = match &jwt {
-        Some(subject) => Principal::admin(subject.clone()),
+        // A subject acts as itself, or in the name of an owner that granted it a role.
+        Some(subject) => match acting_for(&req).filter(|owner| owner != subject) {
+            None => Principal::admin(subject.clone()),
+            Some(owner) => {
+                let keys = state.use_cases.keys.acting(Arc::new(stamp.clone()));
+                keys.granted(&owner, subject).await?.ok_or_else(|| not_granted(&owner))?
+            }
+        },
         None => {
             let key = bearer(&req).ok_or_else(ApiError::unauthorized)?;
             match keys::id_of(key) {
@@ -80,7 +107,7 @@ pub async fn authenticate(
             format!("this call needs the {} role; the key has {}", needed.as_str(), principal.role.as_str());
         return Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).with_field("role"));
     }
-    let stamp = Stamp { actor: Actor::of(&principal, jwt.is_some()), ..stamp };
+    let stamp = Stamp { actor: Actor::of(&principal, jwt.as_deref()), ..stamp };
     req.extensions_mut().insert(Stamped(stamp));
     req.extensions_mut().insert(Caller(principal.owner.clone()));
     req.extensions_mut().insert(Acting(principal));

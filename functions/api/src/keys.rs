@@ -27,6 +27,9 @@ pub struct KeyView {
     pub expires_at: Option<DateTime<Utc>>,
     /// Its last use, to the minute.
     pub last_used_at: Option<DateTime<Utc>>,
+    /// The JWT subject a grant is for (a grant has no secret).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     /// The secret: only in the response that made the key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
@@ -42,6 +45,7 @@ impl From<ApiKey> for KeyView {
             created_at: key.created_at,
             expires_at: key.expires_at,
             last_used_at: key.last_used_at,
+            subject: key.subject,
             secret: None,
         }
     }
@@ -61,15 +65,21 @@ impl From<KeysError> for ApiError {
             KeysError::QuotaExceeded(_) => {
                 ApiError::new(StatusCode::FORBIDDEN, "quota_exceeded", e.to_string())
             }
+            KeysError::GrantExists => {
+                ApiError::new(StatusCode::CONFLICT, "grant_exists", e.to_string()).with_field("subject")
+            }
             KeysError::Store(s) => s.into(),
         }
     }
 }
 
-/// Make a key; its secret is in this response only.
+/// Make a key; its secret is in this response only. With `subject`, a grant to a JWT subject
+/// instead: no secret; the subject's token acts in this owner's name, with the role, on requests
+/// that say `X-Sundial-Owner: <owner>`.
 #[utoipa::path(post, path = "/v1/keys", operation_id = "createKey", tag = "keys", request_body = KeyDocument,
     responses((status = 201, body = KeyView), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "Not an admin key, or the owner has the most keys allowed", body = ErrorBody),
+        (status = 409, description = "The owner has a grant to this subject already", body = ErrorBody),
         (status = 422, body = ErrorBody)),
     security(("bearer" = [])))]
 pub async fn create(
@@ -78,7 +88,7 @@ pub async fn create(
     JsonBody(document): JsonBody<KeyDocument>,
 ) -> Result<Response, ApiError> {
     let made = acts.keys.create(&principal, &document).await?;
-    let view = KeyView { secret: Some(made.secret), ..KeyView::from(made.key) };
+    let view = KeyView { secret: made.secret, ..KeyView::from(made.key) };
     let mut response = (StatusCode::CREATED, Json(view)).into_response();
     // Shown once, stored nowhere: a replay of this creation shows the key without it.
     response.extensions_mut().insert(crate::idempotency::Withheld(&["secret"]));

@@ -81,7 +81,8 @@ impl AuditLog {
         limit: u32,
         token: Option<&str>,
     ) -> Result<Page<AuditRecord>, AuditError> {
-        let scope = format!("audit:{owner}");
+        // A token continues the query it was issued for, and no other.
+        let scope = format!("audit:{owner}:{}", query.scope());
         let cursor =
             token.map(|t| self.page_tokens.open(&scope, t).ok_or(AuditError::BadToken)).transpose()?;
         let limit = limit.clamp(1, audit::MAX_PAGE);

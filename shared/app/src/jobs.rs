@@ -197,10 +197,16 @@ pub(crate) fn run_target(run: &Run) -> Target {
     Target { kind: TargetKind::Run, id: run.id().to_string(), name: None }
 }
 
-/// What a manual run's own payload changes, as an audit record says it.
+/// What a manual run's own payload changes, as an audit record says it: its size and SHA-256
+/// digest, which tell which payload was given without keeping it past the run's own retention.
 fn run_input_changes(input: Option<&serde_json::Value>) -> Vec<FieldChange> {
     input
-        .map(|i| FieldChange { field: "payload".into(), old: None, new: Some(i.clone()) })
+        .map(|input| {
+            let text = serde_json::to_string(input).unwrap_or_default();
+            let given =
+                serde_json::json!({"bytes": text.len(), "sha256": sundial_domain::auth::digest(&text)});
+            FieldChange { field: "payload".into(), old: None, new: Some(given) }
+        })
         .into_iter()
         .collect()
 }
@@ -325,12 +331,26 @@ impl Jobs {
         let target = job_target(after);
         let record = self.recording.record(&after.owner, after.updated_at, target)?;
         let old = before.map_or_else(|| serde_json::json!({}), |b| redacted_value(&b.document));
-        Some(
-            record
-                .of_job(&after.id)
-                .making_version(after.version)
-                .changing(&old, &redacted_value(&after.document)),
-        )
+        let mut changes = sundial_domain::versions::changes(&old, &redacted_value(&after.document));
+        // A secret header's value changed: named, never shown.
+        let secrets = before.map(|b| b.document.secrets_changed(&after.document)).unwrap_or_default();
+        for name in secrets {
+            let field = format!("target.headers.{name}.value");
+            let named = |c: &FieldChange| {
+                field.strip_prefix(c.field.as_str()).is_some_and(|rest| rest.starts_with('.'))
+            };
+            if !changes.iter().any(named) {
+                let secret = Some(serde_json::json!("<secret>"));
+                changes.push(FieldChange { field, old: secret.clone(), new: secret });
+            }
+        }
+        changes.sort_by(|a, b| a.field.cmp(&b.field));
+        let record = record.of_job(&after.id).with_changes(changes);
+        // A version is named only if one is kept for this change (a pause keeps none).
+        Some(match after.versions.contains(&after.version) {
+            true => record.making_version(after.version),
+            false => record,
+        })
     }
 
     /// The record of a manual action on `job` at `at` reaching `target`, with `changes`.

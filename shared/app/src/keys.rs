@@ -26,6 +26,9 @@ pub enum KeysError {
     NotFound,
     #[error("the owner already has the maximum of {0} keys")]
     QuotaExceeded(u32),
+    /// The owner has a grant to this JWT subject already (409 at the API).
+    #[error("this subject has a grant of the owner's already; revoke it first")]
+    GrantExists,
     #[error(transparent)]
     Store(StoreError),
 }
@@ -40,11 +43,12 @@ impl From<StoreError> for KeysError {
     }
 }
 
-/// A key just made, with its secret: shown in this one response, never again.
+/// A key just made, with its secret (none for a grant to a JWT subject): shown in this one
+/// response, never again.
 #[derive(Debug, Clone)]
 pub struct NewKey {
     pub key: ApiKey,
-    pub secret: String,
+    pub secret: Option<String>,
 }
 
 /// The key use cases.
@@ -85,7 +89,10 @@ impl Keys {
         let shown = |k: Option<&ApiKey>| {
             k.map_or_else(
                 || serde_json::json!({}),
-                |k| serde_json::json!({"name": k.name, "role": k.role, "expires_at": k.expires_at, "revoked_at": k.revoked_at}),
+                |k| {
+                    serde_json::json!({"name": k.name, "role": k.role, "expires_at": k.expires_at,
+                        "revoked_at": k.revoked_at, "subject": k.subject})
+                },
             )
         };
         Some(self.recording.record(&key.owner, at, target)?.changing(&shown(old), &shown(new)))
@@ -115,7 +122,25 @@ impl Keys {
             (None, Some(cap)) => Some(cap),
             (asked, _) => asked,
         };
-        let (id, secret) = keys::new_secret(self.entropy.as_ref());
+        let (id, secret, secret_digest) = match &document.subject {
+            Some(subject) => {
+                if subject.is_empty()
+                    || subject.chars().count() > keys::MAX_SUBJECT_LEN
+                    || subject.chars().any(char::is_control)
+                {
+                    let reason =
+                        format!("must be 1-{} characters, none a control character", keys::MAX_SUBJECT_LEN);
+                    return Err(ValidationError::new("subject", reason).into());
+                }
+                // A grant has no secret: no digest matches one.
+                (keys::grant_id(&by.owner, subject), None, String::new())
+            }
+            None => {
+                let (id, secret) = keys::new_secret(self.entropy.as_ref());
+                let secret_digest = digest(&secret);
+                (id, Some(secret), secret_digest)
+            }
+        };
         let key = ApiKey {
             id,
             owner: by.owner.clone(),
@@ -126,10 +151,15 @@ impl Keys {
             expires_at: expires_at.map(stored),
             last_used_at: None,
             revoked_at: None,
-            digest: digest(&secret),
+            last_refused_at: None,
+            subject: document.subject.clone(),
+            digest: secret_digest,
         };
         let record = self.record(&key, now, None, Some(&key));
-        self.store.create(&key, record.as_ref()).await?;
+        match self.store.create(&key, record.as_ref()).await {
+            Err(StoreError::Conflict) if key.subject.is_some() => return Err(KeysError::GrantExists),
+            other => other?,
+        }
         Ok(NewKey { key, secret })
     }
 
@@ -151,6 +181,26 @@ impl Keys {
         Ok(self.store.revoke(owner, id, now, record.as_ref()).await?)
     }
 
+    /// The principal the JWT subject `subject` is in `owner`'s name, if `owner` granted it a
+    /// role (and the grant is neither revoked nor expired).
+    pub async fn granted(&self, owner: &str, subject: &str) -> Result<Option<Principal>, StoreError> {
+        let Some(grant) = self.store.get(&keys::grant_id(owner, subject)).await? else { return Ok(None) };
+        let now = self.clock.now();
+        if !grant.grants(owner, subject, now) {
+            return Ok(None);
+        }
+        if grant.use_is_news(now)
+            && let Err(e) = self.store.touch(&grant.id, now).await
+        {
+            tracing::warn!(key_id = %grant.id, error = %e, "a grant's last use was not recorded");
+        }
+        Ok(Some(Principal {
+            owner: grant.owner,
+            role: grant.role,
+            key: Some(KeyRef { id: grant.id, name: grant.name }),
+        }))
+    }
+
     /// Who presents `secret`, if it is a good key of Sundial's: `None` for one that is not (never
     /// issued, revoked, expired, or another secret under a real key's id).
     pub async fn authenticate(&self, secret: &str) -> Result<Option<Principal>, StoreError> {
@@ -158,8 +208,9 @@ impl Keys {
         let Some(key) = self.store.get(id).await? else { return Ok(None) };
         let now = self.clock.now();
         if !key.accepts(secret, now) {
-            // The key's own secret, refused for being revoked or expired: recorded (once a minute).
-            if key.is_secret(secret) {
+            // The key's own secret, refused for being revoked or expired: recorded (once a
+            // minute: a key replayed in a loop costs a read a request, not a write).
+            if key.is_secret(secret) && key.refusal_is_news(now) {
                 self.record_refusal(&key, now).await;
             }
             return Ok(None);

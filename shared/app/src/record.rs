@@ -190,7 +190,11 @@ pub async fn persist(
     audit: Option<&AuditRecord>,
 ) -> Result<(), StoreError> {
     match change.fence {
-        Fence::Unchanged => runs.transition_unchanged(before, &change.run).await,
+        // Only the watchdog's own rescues are so fenced: no request's step is.
+        Fence::Unchanged => {
+            debug_assert!(audit.is_none(), "a request's step fenced by `updated_at` would lose its record");
+            runs.transition_unchanged(before, &change.run).await
+        }
         Fence::StateAndAttempt => runs.transition(before, &change.run, audit).await,
     }
 }

@@ -57,19 +57,16 @@ pub struct Actor {
 }
 
 impl Actor {
-    /// The actor of a request made by `principal`.
-    pub fn of(principal: &Principal, jwt: bool) -> Actor {
-        match (&principal.key, jwt) {
-            (Some(key), _) => {
-                Actor { kind: ActorKind::Key, name: key.name.clone(), key_id: Some(key.id.clone()) }
-            }
-            (None, true) => Actor { kind: ActorKind::Jwt, name: principal.owner.clone(), key_id: None },
-            (None, false) => {
-                Actor { kind: ActorKind::ConfiguredKey, name: principal.owner.clone(), key_id: None }
-            }
+    /// The actor of a request made by `principal`, behind a JWT authorizer that verified
+    /// `jwt_subject` if one did.
+    pub fn of(principal: &Principal, jwt_subject: Option<&str>) -> Actor {
+        let key_id = principal.key.as_ref().map(|k| k.id.clone());
+        match (jwt_subject, &principal.key) {
+            (Some(subject), _) => Actor { kind: ActorKind::Jwt, name: subject.to_string(), key_id },
+            (None, Some(key)) => Actor { kind: ActorKind::Key, name: key.name.clone(), key_id },
+            (None, None) => Actor { kind: ActorKind::ConfiguredKey, name: principal.owner.clone(), key_id },
         }
     }
-
     /// Whether `who` names this actor: its name or its key's id.
     pub fn is(&self, who: &str) -> bool {
         self.name == who || self.key_id.as_deref() == Some(who)
@@ -292,13 +289,53 @@ pub struct AuditQuery {
 }
 
 impl AuditQuery {
-    /// Whether `record` is one this query asks for.
+    /// Whether `record` is one this query's filters other than time ask for (its time is the
+    /// range's: [`AuditQuery::ids`]).
     pub fn matches(&self, record: &AuditRecord) -> bool {
         self.job.as_ref().is_none_or(|j| record.job.as_ref() == Some(j))
             && self.actor.as_deref().is_none_or(|a| record.actor.is(a))
             && self.action.as_deref().is_none_or(|a| record.action == a)
-            && self.from.is_none_or(|from| record.at >= from)
-            && self.to.is_none_or(|to| record.at < to)
+    }
+
+    /// The range of record ids this query reads below `cursor` (the last id a page showed):
+    /// from the first id at `from` (inclusive) to the smaller of `cursor` and the first id at
+    /// `to` (both exclusive), as the ids' milliseconds say; `None` if the range is empty.
+    pub fn ids(&self, cursor: Option<&str>) -> Option<IdRange> {
+        let low = self.from.map_or_else(|| "0".to_string(), first_id_at);
+        let high = match (cursor, self.to.map(first_id_at)) {
+            (Some(c), Some(to)) => c.to_string().min(to),
+            (Some(c), None) => c.to_string(),
+            (None, Some(to)) => to,
+            (None, None) => "z".to_string(),
+        };
+        (low < high).then_some(IdRange { low, high })
+    }
+
+    /// What this query asks for, as one line: the scope a page token is sealed to, so that a
+    /// token of one query is refused by another.
+    pub fn scope(&self) -> String {
+        let text = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339()).unwrap_or_default();
+        format!(
+            "job={}&actor={}&action={}&from={}&to={}",
+            self.job.as_ref().map(JobId::as_str).unwrap_or_default(),
+            self.actor.as_deref().unwrap_or_default(),
+            self.action.as_deref().unwrap_or_default(),
+            text(self.from),
+            text(self.to),
+        )
+    }
+}
+
+/// A range of record ids: `low` inclusive, `high` exclusive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdRange {
+    pub low: String,
+    pub high: String,
+}
+
+impl IdRange {
+    pub fn contains(&self, id: &str) -> bool {
+        self.low.as_str() <= id && id < self.high.as_str()
     }
 }
 
@@ -399,14 +436,15 @@ mod tests {
         assert!(!AuditQuery { actor: Some("bob".into()), ..Default::default() }.matches(&record));
         assert!(!AuditQuery { job: Some(JobId::generate()), ..Default::default() }.matches(&record));
         assert!(!AuditQuery { action: Some("job.delete".into()), ..Default::default() }.matches(&record));
-        assert!(
-            AuditQuery {
-                from: Some(at()),
-                to: Some(at() + chrono::Duration::seconds(1)),
-                ..Default::default()
-            }
-            .matches(&record)
-        );
-        assert!(!AuditQuery { to: Some(at()), ..Default::default() }.matches(&record), "to is exclusive");
+        let id = record_id(at(), &crate::entropy::OsEntropy);
+        let second = at() + chrono::Duration::seconds(1);
+        let window = AuditQuery { from: Some(at()), to: Some(second), ..Default::default() };
+        assert!(window.ids(None).is_some_and(|r| r.contains(&id)), "from inclusive");
+        let before = AuditQuery { to: Some(at()), ..Default::default() }.ids(None);
+        assert!(before.is_some_and(|r| !r.contains(&id)), "to exclusive");
+        let upside_down = AuditQuery { from: Some(second), to: Some(at()), ..Default::default() };
+        assert_eq!(upside_down.ids(None), None, "an empty range");
+        assert_eq!(window.ids(Some("0")), None, "a cursor below the range");
+        assert_ne!(window.scope(), AuditQuery::default().scope());
     }
 }

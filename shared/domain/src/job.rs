@@ -494,6 +494,27 @@ impl JobDocument {
         }
         doc
     }
+
+    /// The names of the HTTP target's headers whose secret values differ from `self` to
+    /// `other` (a secret value set, changed or removed), which [`JobDocument::redacted`]
+    /// documents cannot show: the audit trail names them without their values.
+    pub fn secrets_changed(&self, other: &JobDocument) -> Vec<String> {
+        let secrets = |doc: &JobDocument| -> std::collections::BTreeMap<String, Option<String>> {
+            match &doc.target {
+                TargetDocument::Http { headers, .. } => headers
+                    .iter()
+                    .filter_map(|(name, value)| match value {
+                        HeaderValue::Secret(secret) => Some((name.clone(), secret.value.clone())),
+                        HeaderValue::Plain(_) => None,
+                    })
+                    .collect(),
+                _ => Default::default(),
+            }
+        };
+        let (before, after) = (secrets(self), secrets(other));
+        let names: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+        names.into_iter().filter(|name| before.get(*name) != after.get(*name)).cloned().collect()
+    }
 }
 
 /// A stored job.

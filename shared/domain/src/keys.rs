@@ -7,6 +7,11 @@
 //!
 //! Roles are ordered: each can do what the one before can and more ([`Role`]); every route
 //! needs one, and the API checks it before the route runs.
+//!
+//! A key may instead be a grant to a JWT subject (`subject`): it has no secret, and lets the
+//! holder of a token an API Gateway JWT authorizer verified for that subject act in the granting
+//! owner's name, with its role, when a request names that owner (`X-Sundial-Owner`). It is found
+//! by one read too: its id derives from the owner and the subject ([`grant_id`]).
 
 use crate::auth::digest;
 use crate::entropy::Entropy;
@@ -92,6 +97,10 @@ pub struct KeyDocument {
     /// When the key stops working (RFC 3339, in the future); never, without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// A JWT subject (`sub`) to grant the role to, instead of making a secret: its token then
+    /// acts for this owner when a request says `X-Sundial-Owner: <owner>` (1-256 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 /// A stored key: everything but its secret, which only its digest stands for.
@@ -111,6 +120,12 @@ pub struct ApiKey {
     /// When it was revoked: it is refused from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<DateTime<Utc>>,
+    /// When a refused use of it (revoked or expired) was last recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refused_at: Option<DateTime<Utc>>,
+    /// The JWT subject a grant is for (a grant has no secret: its digest is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     /// The hex SHA-256 digest of the secret.
     pub digest: String,
 }
@@ -121,9 +136,22 @@ impl ApiKey {
         self.is_secret(presented) && self.expires_at.is_none_or(|t| now < t) && self.revoked_at.is_none()
     }
 
-    /// Whether `presented` is this key's secret, good or not.
+    /// Whether `presented` is this key's secret, good or not (never, for a grant).
     pub fn is_secret(&self, presented: &str) -> bool {
-        digest(presented) == self.digest
+        self.subject.is_none() && digest(presented) == self.digest
+    }
+
+    /// Whether this is a good grant, at `now`, of `owner`'s to the JWT subject `subject`.
+    pub fn grants(&self, owner: &str, subject: &str, now: DateTime<Utc>) -> bool {
+        self.owner == owner
+            && self.subject.as_deref() == Some(subject)
+            && self.expires_at.is_none_or(|t| now < t)
+            && self.revoked_at.is_none()
+    }
+
+    /// Whether a refused use at `now` should be recorded (at most every [`LAST_USED_EVERY`]).
+    pub fn refusal_is_news(&self, now: DateTime<Utc>) -> bool {
+        self.last_refused_at.is_none_or(|t| now - t >= LAST_USED_EVERY)
     }
 
     /// Whether a use at `now` should be written as its last (at most every [`LAST_USED_EVERY`]).
@@ -146,6 +174,15 @@ pub fn id_of(presented: &str) -> Option<&str> {
     let (id, secret) = rest.split_once('_')?;
     let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
     (hex(id, 20) && hex(secret, 64)).then_some(id)
+}
+
+/// The longest JWT subject a grant may name.
+pub const MAX_SUBJECT_LEN: usize = 256;
+
+/// The id of `owner`'s grant to the JWT subject `subject`: 20 hex digits of a digest of both, so
+/// a request naming the owner finds it with one read, and each owner grants a subject once.
+pub fn grant_id(owner: &str, subject: &str) -> String {
+    digest(&format!("grant\n{owner}\n{subject}"))[..20].to_string()
 }
 
 /// Whether `name` can name a key.
@@ -182,6 +219,8 @@ mod tests {
             expires_at: Some(now + chrono::Duration::hours(1)),
             last_used_at: None,
             revoked_at: None,
+            last_refused_at: None,
+            subject: None,
             digest: digest(&secret),
         };
         assert!(!serde_json::to_string(&key).unwrap().contains(&secret[30..]), "the secret is not stored");
@@ -197,6 +236,30 @@ mod tests {
     }
 
     #[test]
+    fn a_grant_is_its_owners_to_its_subject_and_has_no_secret() {
+        let now = Utc::now();
+        let grant = ApiKey {
+            id: grant_id("acme", "auth0|bob"),
+            owner: "acme".into(),
+            name: "bob".into(),
+            role: Role::Viewer,
+            created_by: "acme".into(),
+            created_at: now,
+            expires_at: None,
+            last_used_at: None,
+            revoked_at: None,
+            last_refused_at: None,
+            subject: Some("auth0|bob".into()),
+            digest: String::new(),
+        };
+        assert!(grant.grants("acme", "auth0|bob", now));
+        assert!(!grant.grants("other", "auth0|bob", now) && !grant.grants("acme", "auth0|eve", now));
+        assert!(!grant.accepts("", now) && !grant.is_secret(""), "no secret opens a grant");
+        assert_ne!(grant_id("acme", "auth0|bob"), grant_id("acme2", "auth0|bob"));
+        assert_eq!(grant_id("acme", "x").len(), 20);
+    }
+
+    #[test]
     fn a_use_is_written_at_most_every_minute() {
         let now = Utc::now();
         let key = |last: Option<DateTime<Utc>>| ApiKey {
@@ -209,6 +272,8 @@ mod tests {
             expires_at: None,
             last_used_at: last,
             revoked_at: None,
+            last_refused_at: None,
+            subject: None,
             digest: String::new(),
         };
         assert!(key(None).use_is_news(now));

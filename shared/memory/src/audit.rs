@@ -45,9 +45,11 @@ impl AuditTrail for MemoryAuditTrail {
         if cursor.is_some_and(|c| c.is_empty()) {
             return Err(StoreError::Corrupt("an empty cursor".into()));
         }
+        // The ids' range, as the adapter's key condition reads it.
+        let Some(range) = query.ids(cursor) else { return Ok(Page { items: Vec::new(), next: None }) };
         let mut records: Vec<AuditRecord> = lock(&self.records)
             .iter()
-            .filter(|r| r.owner == owner && query.matches(r) && cursor.is_none_or(|c| r.id.as_str() < c))
+            .filter(|r| r.owner == owner && range.contains(&r.id) && query.matches(r))
             .cloned()
             .collect();
         records.sort_by(|a, b| b.id.cmp(&a.id));

@@ -18,8 +18,6 @@ use sundial_domain::ports::store::{KeyStore, StoreError, StoreResult};
 #[derive(Debug, Default)]
 pub struct MemoryKeyStore {
     keys: Mutex<BTreeMap<String, ApiKey>>,
-    /// When each key's last refusal was recorded.
-    refused: Mutex<BTreeMap<String, DateTime<Utc>>>,
     audit: MemoryAuditTrail,
 }
 
@@ -93,13 +91,11 @@ impl KeyStore for MemoryKeyStore {
     }
 
     async fn refused(&self, id: &str, at: DateTime<Utc>, record: &AuditRecord) -> StoreResult<()> {
-        let keys = lock(&self.keys);
-        if !keys.contains_key(id) {
-            return Ok(());
-        }
-        let mut refused = lock(&self.refused);
-        if refused.get(id).is_none_or(|last| *last <= at - LAST_USED_EVERY) {
-            refused.insert(id.to_string(), stored_at(at));
+        let mut keys = lock(&self.keys);
+        if let Some(key) = keys.get_mut(id)
+            && key.last_refused_at.is_none_or(|last| last <= at - LAST_USED_EVERY)
+        {
+            key.last_refused_at = Some(stored_at(at));
             self.audit.append(Some(record));
         }
         Ok(())

@@ -75,6 +75,17 @@ pub async fn every_change_is_recorded_with_who_what_and_when<H: Harness>() {
     assert_eq!(edit["at"], "2030-01-01T12:00:00Z");
     let retry = edit["changes"].as_array().into_iter().flatten().find(|c| c["field"] == "retry.max_attempts");
     assert_eq!(retry, Some(&json!({"field": "retry.max_attempts", "old": 3, "new": 5})), "{edit}");
+    // The secret header's new value: named, never shown.
+    let header = edit["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["field"] == "target.headers.x-token.value");
+    assert_eq!(
+        header,
+        Some(&json!({"field": "target.headers.x-token.value", "old": "<secret>", "new": "<secret>"})),
+        "{edit}"
+    );
     assert_eq!(records[1]["actor"], json!({"kind": "configured_key", "name": "alice"}));
 
     // A rollback to version 1 restores the document, and is recorded.
@@ -96,7 +107,10 @@ pub async fn every_change_is_recorded_with_who_what_and_when<H: Harness>() {
     assert_eq!(actions(&records)[..3], ["job.resume", "job.pause", "job.trigger"], "{records:?}");
     assert_eq!(records[2]["target"]["kind"], "run");
     assert_eq!(records[2]["target"]["id"], triggered.body["id"]);
-    assert_eq!(records[2]["changes"], json!([{"field": "payload", "old": null, "new": {"day": 7}}]));
+    // The run's own payload: which one, by its size and digest, not its content.
+    let given = &records[2]["changes"][0];
+    assert_eq!((&given["field"], &given["new"]["bytes"]), (&json!("payload"), &json!(9)), "{given}");
+    assert_eq!(given["new"]["sha256"], "40cb545f029aa12b998af7016d90001f9f737e1d210851877cc622cfc8e10bd7");
 
     // A group's and a calendar's changes.
     assert_eq!(api.put(ALICE, "/v1/groups/etl", &json!({"max_running": 2})).await.status, StatusCode::OK);
@@ -116,6 +130,12 @@ pub async fn every_change_is_recorded_with_who_what_and_when<H: Harness>() {
     let viewer = api.post(ALICE, "/v1/keys", &json!({"name": "watcher", "role": "viewer"})).await.body;
     let viewer_secret = viewer["secret"].as_str().unwrap_or_default().to_string();
     let viewer_id = viewer["id"].as_str().unwrap_or_default().to_string();
+    // A viewer reads the trail, but not the life of keys (an admin's to read, as keys are).
+    let seen = api.call(with(&viewer_secret, Method::GET, "/v1/audit?limit=50")).await;
+    assert_eq!(seen.status, StatusCode::OK, "{}", seen.body);
+    let seen_actions = actions(seen.body["records"].as_array().map_or(&[][..], Vec::as_slice));
+    assert!(seen_actions.contains(&"job.update"), "{seen_actions:?}");
+    assert!(!seen_actions.iter().any(|a| a.starts_with("key.")), "{seen_actions:?}");
     let before = trail(&deployment, ALICE, "").await.len();
     let refused = api
         .call(with(&viewer_secret, Method::POST, &format!("/v1/jobs/{id}/trigger")).json(&json!({})))
@@ -140,9 +160,14 @@ pub async fn every_change_is_recorded_with_who_what_and_when<H: Harness>() {
     let all = trail(&deployment, ALICE, "to=2030-01-01T12:00:01Z").await;
     assert_eq!(all.len(), trail(&deployment, ALICE, "").await.len());
     assert!(trail(&deployment, BOB, "").await.is_empty(), "Bob's trail is his own");
+    let other_query = api.get(ALICE, "/v1/audit?limit=1&action=job.update").await.body["next"].clone();
+    let carried = format!("next={}", other_query.as_str().unwrap_or("none"));
+    let upside_down = "from=2030-01-01T12:00:00Z&to=2030-01-01T11:00:00Z";
     for (query, field) in [
         ("job=nope", "job"),
         ("from=yesterday", "from"),
+        (upside_down, "to"),
+        (carried.as_str(), "next"),
         ("limit=0", "limit"),
         ("next=forged", "next"),
         ("who=me", "who"),

@@ -16,7 +16,7 @@ use crate::metrics::{Ledger, writes};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-use sundial_domain::audit::{AuditQuery, AuditRecord, first_id_at};
+use sundial_domain::audit::{AuditQuery, AuditRecord, IdRange};
 use sundial_domain::ports::store::{AuditTrail, Page, StoreError, StoreResult};
 
 /// The most items one page of the trail reads (filters then keep some of them).
@@ -111,13 +111,9 @@ impl AuditTrail for DynamoAuditTrail {
         if cursor.is_some_and(|c| c.is_empty() || !c.bytes().all(|b| b.is_ascii_alphanumeric())) {
             return Err(StoreError::Corrupt("not a cursor of the audit trail".into()));
         }
-        let low = query.from.map_or_else(|| "0".to_string(), first_id_at);
-        // Exclusive: the record the cursor names was shown, and `to` is the first id not asked.
-        let high = match (cursor, query.to.map(first_id_at)) {
-            (Some(c), Some(to)) => c.to_string().min(to),
-            (Some(c), None) => c.to_string(),
-            (None, Some(to)) => to,
-            (None, None) => "z".to_string(),
+        let Some(IdRange { low, high }) = query.ids(cursor) else {
+            // DynamoDB refuses a range whose bounds are upside down: it holds nothing.
+            return Ok(Page { items: Vec::new(), next: None });
         };
         let (filter, mut values) = filter(query);
         values.insert(":pk".into(), s(partition(owner)));
@@ -143,6 +139,7 @@ impl AuditTrail for DynamoAuditTrail {
                 .map_err(store_error)?;
             read += out.scanned_count();
             for item in out.items() {
+                // BETWEEN is inclusive: the high bound itself was shown, or is past `to`.
                 if get_s(item, "run_key")? == high {
                     continue;
                 }

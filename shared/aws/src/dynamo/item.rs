@@ -102,6 +102,23 @@ pub async fn transact(
     client: &aws_sdk_dynamodb::Client,
     items: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
 ) -> Result<(), TransactFailure> {
+    transact_retrying(client, items, TRANSACTION_RETRIES).await
+}
+
+/// [`transact`] without its retries: a best-effort write that another writer of the same item
+/// makes moot (a refused key's record, written once a minute by whichever request wins).
+pub async fn transact_once(
+    client: &aws_sdk_dynamodb::Client,
+    items: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
+) -> Result<(), TransactFailure> {
+    transact_retrying(client, items, 0).await
+}
+
+async fn transact_retrying(
+    client: &aws_sdk_dynamodb::Client,
+    items: Vec<aws_sdk_dynamodb::types::TransactWriteItem>,
+    retries: u32,
+) -> Result<(), TransactFailure> {
     let mut attempt = 0u32;
     loop {
         let sent = client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
@@ -117,7 +134,7 @@ pub async fn transact(
         };
         let conflicted = matches!(&failure, TransactFailure::Cancelled(r)
             if r.iter().any(|c| c == "TransactionConflict") && !r.iter().any(|c| c == "ConditionalCheckFailed"));
-        if !conflicted || attempt >= TRANSACTION_RETRIES {
+        if !conflicted || attempt >= retries {
             return Err(failure);
         }
         attempt += 1;

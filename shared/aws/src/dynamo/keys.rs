@@ -66,6 +66,7 @@ impl DynamoKeyStore {
         };
         key.last_used_at = millis("last_used");
         key.revoked_at = millis("revoked_at");
+        key.last_refused_at = millis("last_refused");
         Ok(key)
     }
 
@@ -105,8 +106,13 @@ impl KeyStore for DynamoKeyStore {
     }
 
     async fn create(&self, key: &ApiKey, audit: Option<&AuditRecord>) -> StoreResult<()> {
-        let doc = serde_json::to_string(&ApiKey { last_used_at: None, revoked_at: None, ..key.clone() })
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let doc = serde_json::to_string(&ApiKey {
+            last_used_at: None,
+            revoked_at: None,
+            last_refused_at: None,
+            ..key.clone()
+        })
+        .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let put = built(
             Put::builder()
                 .table_name(&self.table)
@@ -193,10 +199,15 @@ impl KeyStore for DynamoKeyStore {
             vec![TransactWriteItem::builder().update(built(mark.apply_transact(request).build())?).build()];
         self.ledger.add(writes::ITEM, 2);
         let items = audit::with_record(items, &self.audit_table, Some(record), &self.ledger)?;
-        match item::transact(&self.client, items).await {
+        // Not retried: a conflict is another request recording the same refusal.
+        match item::transact_once(&self.client, items).await {
             Ok(()) => Ok(()),
-            // Recorded within the minute (or the key is gone): nothing more to write.
-            Err(TransactFailure::Cancelled(r)) if failed(&r, 0) => Ok(()),
+            // Recorded within the minute (or the key is gone), or being recorded: nothing more.
+            Err(TransactFailure::Cancelled(r))
+                if failed(&r, 0) || r.iter().any(|c| c == "TransactionConflict") =>
+            {
+                Ok(())
+            }
             Err(TransactFailure::Cancelled(r)) => {
                 Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")))
             }
