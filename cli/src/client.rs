@@ -81,6 +81,33 @@ impl Client {
         }
     }
 
+    /// The caller's audit records that `filter` selects, newest first, at most `limit`, read a
+    /// page at a time (a page may be short: its `next` goes on).
+    pub async fn audit(&self, filter: &[(&str, String)], limit: usize) -> Result<Vec<Value>, CliError> {
+        let mut query = url::form_urlencoded::Serializer::new(String::new());
+        query.append_pair("limit", "50");
+        for (name, value) in filter {
+            query.append_pair(name, value);
+        }
+        let query = query.finish();
+        let mut records = Vec::new();
+        let mut next: Option<String> = None;
+        while records.len() < limit {
+            let path = match &next {
+                Some(n) => format!("/v1/audit?{query}&next={n}"),
+                None => format!("/v1/audit?{query}"),
+            };
+            let page = self.get(&path).await?;
+            records.extend(page["records"].as_array().cloned().unwrap_or_default());
+            match page["next"].as_str() {
+                Some(n) => next = Some(n.to_string()),
+                None => break,
+            }
+        }
+        records.truncate(limit);
+        Ok(records)
+    }
+
     /// A job by name or id: as `GET /v1/jobs/{id}` shows it when given an id, as the list does
     /// when given a name.
     pub async fn find_job(&self, name_or_id: &str) -> Result<Value, CliError> {

@@ -166,6 +166,27 @@ enum Command {
         #[arg(long)]
         to: Option<String>,
     },
+    /// The audit trail, newest first: who changed what, when, with the fields changed.
+    Audit {
+        /// A job's records (its name or id).
+        #[arg(long)]
+        job: Option<String>,
+        /// A key's name or id, a JWT subject, or the owner.
+        #[arg(long)]
+        actor: Option<String>,
+        /// Such as `job.update` or `run.cancel`.
+        #[arg(long)]
+        action: Option<String>,
+        /// RFC 3339: records at or after.
+        #[arg(long)]
+        from: Option<String>,
+        /// RFC 3339: records before.
+        #[arg(long)]
+        to: Option<String>,
+        /// The most records shown.
+        #[arg(short = 'n', long, default_value_t = 50)]
+        limit: usize,
+    },
     /// Follow a job's runs, printing each state change (Ctrl-C stops).
     Tail {
         job: String,
@@ -335,8 +356,40 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Tail { job, seconds } => tail(&client, &job, seconds, json_output).await?,
         Command::Forecast { from, to, stack } => forecast(&client, from, to, stack, json_output).await?,
         Command::Instants { job, from, to } => instants(&client, &job, from, to, json_output).await?,
+        Command::Audit { job, actor, action, from, to, limit } => {
+            let job = match job {
+                Some(job) => Some(text(&client.find_job(&job).await?["id"])),
+                None => None,
+            };
+            let filter = [("job", job), ("actor", actor), ("action", action), ("from", from), ("to", to)];
+            let filter: Vec<(&str, String)> =
+                filter.into_iter().filter_map(|(n, v)| v.map(|v| (n, v))).collect();
+            let records = client.audit(&filter, limit).await?;
+            print(json_output, &Value::Array(records.clone()), || {
+                let rows: Vec<Vec<String>> = records.iter().map(audit_row).collect();
+                table(&["AT", "WHO", "ACTION", "WHAT", "FIELDS"], &rows)
+            });
+        }
     }
     Ok(())
+}
+
+/// One audit record as a row: when, who, what, which fields changed (their values in `--json`).
+fn audit_row(record: &Value) -> Vec<String> {
+    let fields: Vec<String> =
+        record["changes"].as_array().into_iter().flatten().map(|c| text(&c["field"])).collect();
+    let target = &record["target"];
+    let what = match target["name"].as_str() {
+        Some(name) => format!("{} {name}", text(&target["kind"])),
+        None => format!("{} {}", text(&target["kind"]), text(&target["id"])),
+    };
+    vec![
+        text(&record["at"]),
+        text(&record["actor"]["name"]),
+        text(&record["action"]),
+        what,
+        fields.join(", "),
+    ]
 }
 
 /// `sundial calendars …`.

@@ -164,6 +164,16 @@ async fn calendars_apply_before_the_jobs_that_name_them() {
     assert_eq!(not_json.status.code(), Some(3), "{}", String::from_utf8_lossy(&not_json.stderr));
     assert!(String::from_utf8_lossy(&not_json.stderr).contains("--payload"));
 
+    // The audit trail of the job: its creation by apply, the trigger with its payload's digest.
+    let trail = json(&sundial(&url, &["audit", "--job", "desk-report", "--json"]).await);
+    let actions: Vec<&str> = trail.as_array().unwrap().iter().map(|r| r["action"].as_str().unwrap()).collect();
+    assert_eq!(actions.first(), Some(&"job.trigger"), "{trail}");
+    assert_eq!(actions.last(), Some(&"job.create"), "{trail}");
+    let calendar_puts = json(&sundial(&url, &["audit", "--action", "calendar.put", "-n", "1", "--json"]).await);
+    assert_eq!(calendar_puts.as_array().map(Vec::len), Some(1), "{calendar_puts}");
+    let bad = sundial(&url, &["audit", "--from", "yesterday"]).await;
+    assert_eq!(bad.status.code(), Some(3), "{}", String::from_utf8_lossy(&bad.stderr));
+
     let refused = sundial(&url, &["calendars", "delete", "desk"]).await;
     assert_eq!(refused.status.code(), Some(3), "{}", String::from_utf8_lossy(&refused.stderr));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("desk-report"));

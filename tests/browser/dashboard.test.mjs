@@ -10,7 +10,8 @@
 // banner) and the resume with its catch-up. And DST: a job at 02:30 New York time lists the API's
 // warning of the next spring change under its schedule, and one that starts two days before that
 // change badges the instant the gap moves; a union schedule (`any`) shows its description; a
-// named calendar is linked from the job that names it, and its pages list its days and jobs.
+// named calendar is linked from the job that names it, and its pages list its days and jobs; a
+// job's page shows its audit trail, and the audit page lists changes filtered by action.
 // Screenshots go to $SCREENSHOTS. Usage:
 //   node dashboard.test.mjs <sundial base URL> <api key>
 // Exits non-zero (with the reason) on the first failed expectation; bounded by a global timeout.
@@ -433,6 +434,19 @@ try {
   const listedRow = await page.locator(`#calendars tr[data-calendar="${desk}"]`).innerText();
   if (!listedRow.includes("desk holidays")) fail(`the calendars page lists it: ${listedRow}`);
   if (pageErrors.length) fail(`the calendar pages raised: ${pageErrors.join("; ")}`);
+
+  // The audit trail: the job page shows its own (its creation, by the dashboard's key's owner);
+  // the audit page lists every change, filtered by action.
+  await page.goto(`${base}/ui/index.html#/jobs/${onDesk.id}`);
+  await page.locator('#job-trail tr[data-action="job.create"]').waitFor({ timeout: 15_000 });
+  const creation = await page.locator('#job-trail tr[data-action="job.create"]').innerText();
+  if (!creation.includes("browser")) fail(`the job's trail names who created it: ${creation}`);
+  await page.goto(`${base}/ui/index.html#/audit?action=calendar.put`);
+  await page.locator('#audit tr[data-action="calendar.put"]').first().waitFor({ timeout: 15_000 });
+  const actions = await page.locator("#audit tr[data-action]").evaluateAll((rows) => rows.map((r) => r.dataset.action));
+  if (!actions.length || actions.some((a) => a !== "calendar.put")) fail(`the audit page, filtered by action: ${JSON.stringify(actions)}`);
+  await shot("audit");
+  if (pageErrors.length) fail(`the audit pages raised: ${pageErrors.join("; ")}`);
 
   // The instant ledger of the minutely job: wait (bounded) until one of its instants has come
   // and has a run (the tick claims a minute's instants ahead of it), then read the day strip on

@@ -472,10 +472,24 @@ function runsChart(runs, baseline) {
       ${marked ? `<span><i class="threshold"></i>anomaly past ${esc(duration(anomaly))}</span>` : ""} <span class="muted">learned ${when(at)}</span></p>`;
 }
 
+// A change's fields, old → new, shortened (values over 60 characters cut).
+function changesText(changes) {
+  const short = (v) => { const t = v === undefined || v === null ? "—" : JSON.stringify(v); return t.length > 60 ? `${t.slice(0, 57)}…` : t; };
+  return (changes || []).map((c) => `<code>${esc(c.field)}</code> ${esc(short(c.old))} → ${esc(short(c.new))}`).join("<br>");
+}
+
+// Audit records as table rows: when, who, what, and the fields changed.
+function auditRows(records, withTarget) {
+  return records.map((r) => `<tr data-action="${esc(r.action)}"><td>${when(r.at)}</td>
+    <td>${esc(r.actor.name)} <span class="muted">${esc(r.actor.kind.replace("_", " "))}</span></td><td><code>${esc(r.action)}</code></td>
+    ${withTarget ? `<td>${r.job ? `<a href="#/jobs/${esc(r.job)}">${esc(r.target.name || r.target.id)}</a>` : esc(r.target.name || r.target.id)} <span class="muted">${esc(r.target.kind)}</span></td>` : ""}
+    <td class="changes">${changesText(r.changes)}</td></tr>`).join("");
+}
+
 async function jobPage(id, refreshing = false) {
-  const [job, runs, preview, graph] = await Promise.all([
+  const [job, runs, preview, graph, trail] = await Promise.all([
     api("GET", `/v1/jobs/${id}`), api("GET", `/v1/jobs/${id}/runs?limit=50`), api("GET", `/v1/jobs/${id}/preview?count=5`),
-    api("GET", `/v1/jobs/${id}/graph`).catch(() => null),
+    api("GET", `/v1/jobs/${id}/graph`).catch(() => null), api("GET", `/v1/audit?job=${id}&limit=20`).catch(() => null),
   ]);
   const workflow = graph && graph.nodes.length > 1;
   const { id: _, owner, version, created_at, updated_at, next_run_at, last_run, subscriptions, schedule_description, pause, skips, remaining_runs, baseline, warnings, calendars, ...definition } = job;
@@ -507,6 +521,9 @@ async function jobPage(id, refreshing = false) {
     ${runs.runs.map((r) => `<tr><td><a href="#/runs/${esc(r.id)}">${esc(r.kind)} ${when(r.scheduled_at)}</a></td><td>${badge(r.state)}${r.sla_missed ? ' <span class="paused">SLA</span>' : ""}</td>
       <td class="hide-narrow">${when(r.scheduled_at)}</td><td>${duration(ms(r.attempts[0]?.started_at, r.attempts[r.attempts.length - 1]?.finished_at))}</td>
       <td class="hide-narrow">${r.attempts.length}</td></tr>`).join("")}</tbody></table>
+    ${trail ? `<h2>Changes <span class="muted">(newest first; <a href="#/audit?job=${esc(job.id)}">the whole trail</a>)</span></h2>
+      <table id="job-trail"><thead><tr><th>When</th><th>Who</th><th>Action</th><th>Fields</th></tr></thead><tbody>
+      ${auditRows(trail.records, false) || '<tr><td colspan="4" class="muted">No change recorded.</td></tr>'}</tbody></table>` : ""}
     ${subscriptions ? `<h2>Notifications</h2><table><tbody>${subscriptions.map((s) => `<tr><td>${esc(s.protocol)}</td><td>${esc(s.endpoint)}</td><td>${esc(s.status)}</td></tr>`).join("")}</tbody></table>` : ""}
     <h2>Definition</h2><pre>${esc(JSON.stringify(definition, null, 2))}</pre>`;
   main.querySelectorAll("button[data-act]").forEach((b) => (b.onclick = () => {
@@ -642,12 +659,38 @@ async function calendarPage(name) {
   schedule(() => calendarPage(name), false);
 }
 
+// The audit trail, newest first, filtered by actor and action (and by job, from a job's page);
+// "Older" follows the page token.
+async function auditPage(query, next) {
+  const params = new URLSearchParams(query);
+  params.set("limit", "50");
+  if (next) params.set("next", next);
+  const page = await api("GET", `/v1/audit?${params}`);
+  const field = (name, label) => `<label>${label} <input id="audit-${name}" value="${esc(params.get(name) || "")}"></label>`;
+  main.innerHTML = `<p><a href="#/">← Jobs</a></p><h1>Audit trail</h1>
+    <form class="inline" id="audit-filter">${field("actor", "Who")} ${field("action", "Action")} <button type="submit">Filter</button></form>
+    <table><thead><tr><th>When</th><th>Who</th><th>Action</th><th>What</th><th>Fields</th></tr></thead>
+    <tbody id="audit">${auditRows(page.records, true) || '<tr><td colspan="5" class="muted">No records on this page.</td></tr>'}</tbody></table>
+    ${page.next ? '<p><button id="audit-older">Older</button></p>' : ""}`;
+  document.getElementById("audit-filter").onsubmit = (e) => {
+    e.preventDefault();
+    const asked = new URLSearchParams();
+    if (params.get("job")) asked.set("job", params.get("job"));
+    for (const name of ["actor", "action"]) { const v = document.getElementById(`audit-${name}`).value.trim(); if (v) asked.set(name, v); }
+    location.hash = `#/audit?${asked}`;
+  };
+  const older = document.getElementById("audit-older");
+  if (older) older.onclick = () => auditPage(query, page.next);
+}
+
 async function route() {
   clearTimeout(refreshTimer);
   if (!sessionStorage.getItem(KEY)) return login();
   document.getElementById("signout").hidden = false;
-  const [, kind, id] = (location.hash || "#/").split("/");
+  const [path, query = ""] = (location.hash || "#/").split("?");
+  const [, kind, id] = path.split("/");
   try {
+    if (kind === "audit") return await auditPage(query);
     if (kind === "jobs" && id) await jobPage(decodeURIComponent(id));
     else if (kind === "calendars" && id) await calendarPage(decodeURIComponent(id));
     else if (kind === "calendars") await calendarsPage();
