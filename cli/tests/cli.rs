@@ -166,10 +166,12 @@ async fn calendars_apply_before_the_jobs_that_name_them() {
 
     // The audit trail of the job: its creation by apply, the trigger with its payload's digest.
     let trail = json(&sundial(&url, &["audit", "--job", "desk-report", "--json"]).await);
-    let actions: Vec<&str> = trail.as_array().unwrap().iter().map(|r| r["action"].as_str().unwrap()).collect();
+    let actions: Vec<&str> =
+        trail.as_array().unwrap().iter().map(|r| r["action"].as_str().unwrap()).collect();
     assert_eq!(actions.first(), Some(&"job.trigger"), "{trail}");
     assert_eq!(actions.last(), Some(&"job.create"), "{trail}");
-    let calendar_puts = json(&sundial(&url, &["audit", "--action", "calendar.put", "-n", "1", "--json"]).await);
+    let calendar_puts =
+        json(&sundial(&url, &["audit", "--action", "calendar.put", "-n", "1", "--json"]).await);
     assert_eq!(calendar_puts.as_array().map(Vec::len), Some(1), "{calendar_puts}");
     let bad = sundial(&url, &["audit", "--from", "yesterday"]).await;
     assert_eq!(bad.status.code(), Some(3), "{}", String::from_utf8_lossy(&bad.stderr));

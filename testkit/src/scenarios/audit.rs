@@ -48,8 +48,11 @@ pub async fn every_change_is_recorded_with_who_what_and_when<H: Harness>() {
     let mut body = job("nightly");
     body["retry"] = json!({"max_attempts": 3});
     body["target"]["headers"] = json!({"x-token": {"value": secret_header, "secret": true}});
-    let id = api.create_job(ALICE, &body).await;
-    let signing = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["signing_secret"].clone();
+    let created = api.post(ALICE, "/v1/jobs", &body).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap_or_default().to_string();
+    let signing = created.body["signing_secret"].clone();
+    assert!(signing.is_string(), "shown once, at creation: {}", created.body);
 
     // An editor's edit: the fields it changed, old and new, under the editor's key.
     let made = api.post(ALICE, "/v1/keys", &json!({"name": "ed", "role": "editor"})).await;
@@ -181,13 +184,20 @@ pub async fn every_change_is_recorded_with_who_what_and_when<H: Harness>() {
         );
     }
 
-    // No secret anywhere in the trail: not a key's, a header's, nor the job's signing secret.
+    // No secret anywhere in the trail, nor in a log line: not a key's, a header's, nor the job's
+    // signing secret; and none in a response after the one that made it.
+    crate::logs::capture();
     let text = serde_json::to_string(&trail(&deployment, ALICE, "").await).unwrap_or_default();
-    for secret in [editor.as_str(), viewer_secret.as_str(), secret_header, "n3w-s3cr3t"] {
+    let logs = crate::logs::captured();
+    let job = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body.to_string();
+    let keys = api.get(ALICE, "/v1/keys").await.body.to_string();
+    let mut secrets = vec![editor.as_str(), viewer_secret.as_str(), secret_header, "n3w-s3cr3t"];
+    secrets.extend(signing.as_str());
+    for secret in secrets {
         assert!(!text.contains(secret), "{secret} in the trail");
-    }
-    if let Some(signing) = signing.as_str() {
-        assert!(!text.contains(signing), "the signing secret in the trail");
+        assert!(!logs.contains(secret), "{secret} in a log line");
+        assert!(!job.contains(secret), "{secret} in the job");
+        assert!(!keys.contains(secret), "{secret} in the keys' list");
     }
 }
 
