@@ -357,7 +357,10 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Forecast { from, to, stack } => forecast(&client, from, to, stack, json_output).await?,
         Command::Instants { job, from, to } => instants(&client, &job, from, to, json_output).await?,
         Command::Audit { job, actor, action, from, to, limit } => {
+            // An id as it is (a deleted job's trail is still read); a name, looked up.
+            let is_id = |j: &str| j.len() == 26 && j.bytes().all(|b| b.is_ascii_alphanumeric());
             let job = match job {
+                Some(job) if is_id(&job) => Some(job.to_ascii_lowercase()),
                 Some(job) => Some(text(&client.find_job(&job).await?["id"])),
                 None => None,
             };

@@ -1120,7 +1120,35 @@ impl Checker {
     fn audited(&mut self, world: &Simulation, runs: &[Run], observed: &Observed) {
         use sundial_domain::audit::TargetKind;
         let mut seen: BTreeSet<(String, u64)> = BTreeSet::new();
-        for record in world.stores.trail.all() {
+        let records = world.stores.trail.all();
+        // Each trigger request made its run once, with its record once: an acknowledged one has
+        // exactly one record, any one at most one (a retry finds its run, and writes none).
+        for (op, job, acknowledged) in &observed.triggers {
+            let request = format!("op-{op}");
+            let made = records.iter().filter(|r| r.request_id == request).count();
+            if made > 1 || (*acknowledged && made == 0) {
+                self.violations.push(Violation {
+                    invariant: "audit records land with their changes",
+                    detail: format!("trigger {request} (acknowledged: {acknowledged}) has {made} records"),
+                    job: Some(job.to_string()),
+                    run: None,
+                });
+            }
+        }
+        // A callback's completion is recorded once for the attempt it ended, at most.
+        let mut completions: BTreeMap<&str, usize> = BTreeMap::new();
+        for record in records.iter().filter(|r| r.action == "run.complete") {
+            *completions.entry(record.request_id.as_str()).or_default() += 1;
+        }
+        for (request, count) in completions.into_iter().filter(|(_, n)| *n > 1) {
+            self.violations.push(Violation {
+                invariant: "audit records land with their changes",
+                detail: format!("{request}: {count} records of one completion"),
+                job: None,
+                run: None,
+            });
+        }
+        for record in records {
             let wrong = |why: String| Violation {
                 invariant: "audit records land with their changes",
                 detail: format!("{} ({}): {why}", record.request_id, record.action),

@@ -699,7 +699,15 @@ fn callback(sim: Sim, api: UseCases, ledger: Ledger, plan: CallbackPlan) -> Work
                 error: (!succeeded).then(|| "the work failed".to_string()),
                 permanent: false,
             };
-            match api.run_control.complete(&plan.run_id, &plan.token, completion).await {
+            // Acting as the API does for a callback: its change recorded as the run token's.
+            let stamp = Stamp {
+                actor: Actor { kind: ActorKind::RunToken, name: plan.run_id.to_string(), key_id: None },
+                action: "run.complete".into(),
+                route: "sim".into(),
+                request_id: format!("callback {} #{}", plan.run_id, plan.attempt),
+                source: None,
+            };
+            match api.acting(stamp).run_control.complete(&plan.run_id, &plan.token, completion).await {
                 Err(CallbackError::Store(_)) => sim.sleep(Duration::seconds(2)).await,
                 _ => return,
             }

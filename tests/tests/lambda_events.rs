@@ -171,6 +171,29 @@ async fn a_jwt_subject_acts_for_an_owner_only_by_its_grant() {
     );
     let revoked = stack.api.send(as_dev()).await;
     assert_eq!(revoked.status, StatusCode::FORBIDDEN, "revoked: {}", revoked.body);
+    // Granted again after its revocation (its id is the owner's and the subject's).
+    let regranted = stack.api.post("sundial-dev-key", "/v1/keys", &grant).await;
+    assert_eq!(regranted.status, StatusCode::CREATED, "{}", regranted.body);
+    assert_eq!(stack.api.send(as_dev()).await.status, StatusCode::OK);
+    // Not to the owner itself, and the header is a JWT subject's only.
+    let own_grant = json!({"name": "self", "role": "viewer", "subject": "dev"});
+    let refused = stack.api.post("sundial-dev-key", "/v1/keys", &own_grant).await;
+    assert_eq!(
+        (refused.status, refused.error_field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "subject"),
+        "{}",
+        refused.body
+    );
+    let keyed = sundial_tests::Call::new(http::Method::GET, "/v1/jobs")
+        .key("sundial-dev-key")
+        .header("x-sundial-owner", "alice");
+    let crossed = stack.api.call(keyed).await;
+    assert_eq!(
+        (crossed.status, crossed.error_field()),
+        (StatusCode::FORBIDDEN, "X-Sundial-Owner"),
+        "{}",
+        crossed.body
+    );
     // A subject that is its own owner needs no grant.
     let itself = stack.api.send(jwt_event(Some("jwt-user-42"), "GET", "/v1/jobs")).await;
     assert_eq!(itself.status, StatusCode::OK, "{}", itself.body);

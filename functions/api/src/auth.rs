@@ -101,6 +101,14 @@ pub async fn authenticate(
             }
         }
     };
+    // Only a JWT subject acts for another owner; a key acts for its own.
+    if jwt.is_none()
+        && let Some(owner) = acting_for(&req).filter(|owner| *owner != principal.owner)
+    {
+        let message =
+            format!("a key acts for its own owner only, not `{owner}` (the header is for JWT subjects)");
+        return Err(ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).with_field("X-Sundial-Owner"));
+    }
     let needed = roles::needed(req.method(), &route);
     if !principal.role.allows(needed) {
         let message =

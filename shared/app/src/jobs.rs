@@ -197,14 +197,14 @@ pub(crate) fn run_target(run: &Run) -> Target {
     Target { kind: TargetKind::Run, id: run.id().to_string(), name: None }
 }
 
-/// What a manual run's own payload changes, as an audit record says it: its size and SHA-256
-/// digest, which tell which payload was given without keeping it past the run's own retention.
+/// What a manual run's own payload changes, as an audit record says it: that one was given, and
+/// its size. Neither the payload nor a digest of it is kept (a digest of a small payload is
+/// guessed back by hashing candidates, and the trail outlives the run's own retention).
 fn run_input_changes(input: Option<&serde_json::Value>) -> Vec<FieldChange> {
     input
         .map(|input| {
-            let text = serde_json::to_string(input).unwrap_or_default();
-            let given =
-                serde_json::json!({"bytes": text.len(), "sha256": sundial_domain::auth::digest(&text)});
+            let bytes = serde_json::to_string(input).map_or(0, |text| text.len());
+            let given = serde_json::json!({"given": true, "bytes": bytes});
             FieldChange { field: "payload".into(), old: None, new: Some(given) }
         })
         .into_iter()
@@ -336,9 +336,10 @@ impl Jobs {
         let secrets = before.map(|b| b.document.secrets_changed(&after.document)).unwrap_or_default();
         for name in secrets {
             let field = format!("target.headers.{name}.value");
-            let named = |c: &FieldChange| {
-                field.strip_prefix(c.field.as_str()).is_some_and(|rest| rest.starts_with('.'))
-            };
+            // Already named if the whole target, its headers or this header changed.
+            let covering =
+                ["target".to_string(), "target.headers".to_string(), format!("target.headers.{name}")];
+            let named = |c: &FieldChange| covering.contains(&c.field);
             if !changes.iter().any(named) {
                 let secret = Some(serde_json::json!("<secret>"));
                 changes.push(FieldChange { field, old: secret.clone(), new: secret });

@@ -132,6 +132,13 @@ impl Keys {
                         format!("must be 1-{} characters, none a control character", keys::MAX_SUBJECT_LEN);
                     return Err(ValidationError::new("subject", reason).into());
                 }
+                if *subject == by.owner {
+                    return Err(ValidationError::new(
+                        "subject",
+                        "is this owner: it acts as itself without a grant",
+                    )
+                    .into());
+                }
                 // A grant has no secret: no digest matches one.
                 (keys::grant_id(&by.owner, subject), None, String::new())
             }

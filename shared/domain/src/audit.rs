@@ -314,15 +314,14 @@ impl AuditQuery {
     /// What this query asks for, as one line: the scope a page token is sealed to, so that a
     /// token of one query is refused by another.
     pub fn scope(&self) -> String {
-        let text = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339()).unwrap_or_default();
-        format!(
-            "job={}&actor={}&action={}&from={}&to={}",
-            self.job.as_ref().map(JobId::as_str).unwrap_or_default(),
-            self.actor.as_deref().unwrap_or_default(),
-            self.action.as_deref().unwrap_or_default(),
-            text(self.from),
-            text(self.to),
-        )
+        serde_json::json!([
+            self.job.as_ref().map(JobId::as_str),
+            self.actor,
+            self.action,
+            self.from.map(|t| t.to_rfc3339()),
+            self.to.map(|t| t.to_rfc3339()),
+        ])
+        .to_string()
     }
 }
 
@@ -446,5 +445,9 @@ mod tests {
         assert_eq!(upside_down.ids(None), None, "an empty range");
         assert_eq!(window.ids(Some("0")), None, "a cursor below the range");
         assert_ne!(window.scope(), AuditQuery::default().scope());
+        let ampersand = AuditQuery { actor: Some("a&action=b".into()), ..Default::default() };
+        let split =
+            AuditQuery { actor: Some("a".into()), action: Some("b&action=".into()), ..Default::default() };
+        assert_ne!(ampersand.scope(), split.scope(), "no two queries share a scope");
     }
 }

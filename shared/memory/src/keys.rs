@@ -56,7 +56,8 @@ impl KeyStore for MemoryKeyStore {
 
     async fn create(&self, key: &ApiKey, audit: Option<&AuditRecord>) -> StoreResult<()> {
         let mut keys = lock(&self.keys);
-        if keys.contains_key(&key.id) {
+        // As the adapter's condition: a revoked key's record may be written over.
+        if keys.get(&key.id).is_some_and(|k| k.revoked_at.is_none()) {
             return Err(StoreError::Conflict);
         }
         if keys.values().filter(|k| k.owner == key.owner && k.revoked_at.is_none()).count()

@@ -110,10 +110,11 @@ pub async fn every_change_is_recorded_with_who_what_and_when<H: Harness>() {
     assert_eq!(actions(&records)[..3], ["job.resume", "job.pause", "job.trigger"], "{records:?}");
     assert_eq!(records[2]["target"]["kind"], "run");
     assert_eq!(records[2]["target"]["id"], triggered.body["id"]);
-    // The run's own payload: which one, by its size and digest, not its content.
-    let given = &records[2]["changes"][0];
-    assert_eq!((&given["field"], &given["new"]["bytes"]), (&json!("payload"), &json!(9)), "{given}");
-    assert_eq!(given["new"]["sha256"], "40cb545f029aa12b998af7016d90001f9f737e1d210851877cc622cfc8e10bd7");
+    // The run's own payload: that one was given, and its size, never its content.
+    assert_eq!(
+        records[2]["changes"],
+        json!([{"field": "payload", "old": null, "new": {"given": true, "bytes": 9}}])
+    );
 
     // A group's and a calendar's changes.
     assert_eq!(api.put(ALICE, "/v1/groups/etl", &json!({"max_running": 2})).await.status, StatusCode::OK);

@@ -119,7 +119,9 @@ impl KeyStore for DynamoKeyStore {
                 .item("job_id", s(key_item(&key.id)))
                 .item("doc", s(doc))
                 .item("key_owner", s(&key.owner))
-                .condition_expression("attribute_not_exists(job_id)")
+                // A revoked key's item may be written over: a grant to a subject, revoked, is
+                // granted again under the same id.
+                .condition_expression("attribute_not_exists(job_id) OR attribute_exists(revoked_at)")
                 .build(),
         )?;
         let listed = Update::new()
@@ -145,7 +147,9 @@ impl KeyStore for DynamoKeyStore {
             Err(TransactFailure::Cancelled(r)) if failed(&r, 1) => {
                 Err(StoreError::QuotaExceeded(MAX_KEYS_PER_OWNER as u32))
             }
-            Err(TransactFailure::Cancelled(_)) => Err(StoreError::Conflict),
+            Err(TransactFailure::Cancelled(r)) => {
+                Err(StoreError::Unavailable(format!("transaction cancelled: {r:?}")))
+            }
             Err(TransactFailure::Store(e)) => Err(e),
         }
     }

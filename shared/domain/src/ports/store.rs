@@ -305,8 +305,9 @@ pub trait KeyStore: Send + Sync + std::fmt::Debug {
     /// The owner's keys that are not revoked, by name.
     async fn list(&self, owner: &str) -> StoreResult<Vec<ApiKey>>;
 
-    /// Stores a new key: `Conflict` if its id exists, `QuotaExceeded` if the owner has the most
-    /// keys allowed ([`crate::keys::MAX_KEYS_PER_OWNER`]). All or nothing.
+    /// Stores a new key: `Conflict` if a key of its id exists not revoked (a revoked one is
+    /// written over: a grant revoked is granted again under its id), `QuotaExceeded` if the owner
+    /// has the most keys allowed ([`crate::keys::MAX_KEYS_PER_OWNER`]). All or nothing.
     async fn create(&self, key: &ApiKey, audit: Option<&AuditRecord>) -> StoreResult<()>;
 
     /// Revokes the owner's key `id` at `at` (`NotFound` if it has no such key not revoked): it
