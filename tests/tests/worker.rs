@@ -41,12 +41,27 @@ async fn every_attempt_carries_the_runs_idempotency_key_its_number_and_the_paylo
 
     let hits = target.hits();
     assert_eq!(hits.len(), 3);
+    let mut spans = std::collections::BTreeSet::new();
     for (i, hit) in hits.iter().enumerate() {
         assert_eq!(hit.headers[headers::IDEMPOTENCY_KEY], run_id.to_string().as_str());
         assert_eq!(hit.headers[headers::RUN_ID], run_id.to_string().as_str());
         assert_eq!(hit.headers[headers::ATTEMPT], (i + 1).to_string().as_str());
         assert_eq!(serde_json::from_slice::<Value>(&hit.body).unwrap(), json!({"hello": "world"}));
+        // W3C Trace Context: the run's one trace, each attempt a span of its own.
+        let traceparent = hit.headers[headers::TRACEPARENT].to_str().unwrap();
+        let parts: Vec<&str> = traceparent.split('-').collect();
+        assert_eq!(parts.len(), 4, "{traceparent}");
+        assert_eq!((parts[0], parts[3]), ("00", "01"), "{traceparent}");
+        assert_eq!(parts[1], sundial_domain::trace::trace_id(&run_id.to_string()), "{traceparent}");
+        spans.insert(parts[2].to_string());
     }
+    assert_eq!(spans.len(), 3, "a span per attempt");
+    // The worker's log lines name the run's trace.
+    let trace = sundial_domain::trace::trace_id(&run_id.to_string());
+    assert!(
+        sundial_testkit::logs::captured().contains(&format!("\"trace_id\":\"{trace}\"")),
+        "logs carry the trace id"
+    );
 }
 
 /// A malformed message goes to the DLQ with its reason, without a panic; redrive brings it

@@ -458,7 +458,10 @@ impl Claimer {
             let due = instant + job.start_offset(instant);
             let run = self.new_run(job, RunKey::scheduled(instant), due, now);
             // Its log lines (the capacity of the insert among them) name the run.
-            let span = tracing::info_span!("run", run_id = %run.id(), job_id = %job.id);
+            let run_id = run.id().to_string();
+            // The claim starts the run's trace (derived from its id: every later part continues it).
+            let trace_id = sundial_domain::trace::trace_id(&run_id);
+            let span = tracing::info_span!("run", run_id = %run_id, job_id = %job.id, trace_id = %trace_id);
             let inserted = match self.writes.insert(&run, None).instrument(span).await {
                 // The instant's item is there but does not decode: no retry mends it, so the
                 // instant is left to it and the job goes on (holding it would strand the job).

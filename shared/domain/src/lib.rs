@@ -17,7 +17,8 @@
 //! - [`target`]: what a target receives, how deliveries are signed, what an answer means;
 //! - [`retry`]: exponential backoff with full jitter; [`due_index`]: due-index bucket and shard
 //!   maths;
-//! - [`events`]: what is told about runs, when, and to whom;
+//! - [`events`]: what is told about runs, when, and to whom; [`trace`]: a run's W3C trace
+//!   context, derived from its id;
 //! - [`watchdog`]: what the watchdog decides (lost leases, unsent events, SLA, stalls);
 //! - [`merge_patch`]: RFC 7386, how PATCH changes a document;
 //! - [`auth`]: API keys (stored hashed) and owners; [`keys`]: keys kept as data, and their roles;
@@ -71,6 +72,7 @@ pub mod schedule;
 pub mod stored;
 pub mod target;
 pub mod tick;
+pub mod trace;
 pub mod validation;
 pub mod versions;
 pub mod waiting;

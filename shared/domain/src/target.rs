@@ -5,7 +5,7 @@
 //! number, the scheduled instant and the job's payload. HTTP targets get them as headers with
 //! the payload as the JSON body, signed with the job's secret as Standard Webhooks sign (the id,
 //! the time of sending and the body, HMAC-SHA256), so a receiver can refuse a replay; SQS, SNS
-//! and Lambda targets get an [`envelope`] with all four. Answers are classified: 2xx succeeded
+//! and Lambda targets get an [`envelope`] with all four. Both carry the run's W3C `traceparent`. Answers are classified: 2xx succeeded
 //! (202: the target will report back), 408, 429, 5xx, timeouts and connection errors are
 //! retryable, other 4xx, invalid configuration and a destination the egress policy refuses are
 //! permanent.
@@ -37,6 +37,8 @@ pub mod headers {
     pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
     /// The token a target that answered 202 presents to `/v1/runs/{id}/heartbeat|complete`.
     pub const CALLBACK_TOKEN: &str = "x-sundial-callback-token";
+    /// W3C Trace Context: the run's trace and the attempt's span ([`crate::trace`]).
+    pub const TRACEPARENT: &str = "traceparent";
 }
 
 /// `sha256=<hex>` of `body` under `secret`.
@@ -112,6 +114,7 @@ pub fn envelope(inv: &Invocation<'_>) -> String {
         "attempt": inv.attempt,
         "scheduled_at": inv.scheduled_at.to_rfc3339(),
         "job_id": inv.job.id.to_string(),
+        "traceparent": crate::trace::traceparent(&inv.run_id, inv.attempt),
         "payload": inv.payload,
     })
     .to_string()
@@ -120,6 +123,26 @@ pub fn envelope(inv: &Invocation<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_envelope_carries_the_run_and_its_trace() {
+        let job = crate::fixtures::job(serde_json::json!({}));
+        let at = crate::fixtures::at("2030-01-01T00:00:00Z");
+        let inv = Invocation {
+            job: &job,
+            payload: serde_json::json!({"n": 1}),
+            run_id: "r1".into(),
+            attempt: 2,
+            scheduled_at: at,
+            callback_token: "t".into(),
+            timeout: std::time::Duration::from_secs(1),
+            sent_at: at,
+        };
+        let envelope: serde_json::Value = serde_json::from_str(&envelope(&inv)).unwrap_or_default();
+        assert_eq!(envelope["run_id"], "r1");
+        assert_eq!(envelope["traceparent"], crate::trace::traceparent("r1", 2));
+        assert_eq!(envelope["payload"], serde_json::json!({"n": 1}));
+    }
 
     #[test]
     fn statuses_are_classified() {

@@ -158,11 +158,13 @@ impl Worker {
             return Disposition::DeadLetter("message names no valid run".into());
         };
         // Every log line about this message carries the run, its job and the attempt asked for.
+        let run_id = sundial_domain::run::RunId::new(job_id.clone(), key.clone()).to_string();
         let span = tracing::info_span!(
             "run",
-            run_id = %sundial_domain::run::RunId::new(job_id.clone(), key.clone()),
+            run_id = %run_id,
             job_id = %job_id,
-            attempt = message.attempt
+            attempt = message.attempt,
+            trace_id = %sundial_domain::trace::trace_id(&run_id)
         );
         match self.process(&job_id, &key, message.attempt, worker).instrument(span).await {
             Ok(disposition) => disposition,

@@ -73,7 +73,8 @@ fn request(
 }
 
 /// The headers Sundial sets: the run, its idempotency key, the attempt, the instant, the job, the
-/// callback token, and `body` signed both ways (the first scheme and Standard Webhooks).
+/// callback token, the trace context, and `body` signed both ways (the first scheme and Standard
+/// Webhooks).
 fn sundial_headers(
     request: reqwest::RequestBuilder,
     inv: &Invocation<'_>,
@@ -95,6 +96,7 @@ fn sundial_headers(
             sign_webhook(&inv.job.signing_secret, &webhook_id, timestamp, body),
         )
         .header(headers::CALLBACK_TOKEN, &inv.callback_token)
+        .header(headers::TRACEPARENT, sundial_domain::trace::traceparent(&inv.run_id, inv.attempt))
 }
 
 /// What a sent request tells: the status and the body read within `timeout`, or what the error
