@@ -1,4 +1,5 @@
-//! `sundial`: jobs as files under version control (`apply`), and jobs and runs from a terminal.
+//! `sundial`: jobs as files under version control (`apply`), and jobs and runs from a terminal;
+//! groups, keys, versions and the audit trail too ([`operate`]).
 //!
 //! The API's URL and key come from `--url`/`--key`, the `SUNDIAL_URL`/`SUNDIAL_API_KEY`
 //! variables, or the config file (`SUNDIAL_CONFIG`, default `~/.config/sundial/config`, lines of
@@ -11,6 +12,7 @@ mod apply;
 mod calendars;
 mod client;
 mod locate;
+mod operate;
 
 use clap::{Parser, Subcommand};
 use client::Client;
@@ -165,6 +167,54 @@ enum Command {
         /// RFC 3339; default 24 hours after `from`, or now.
         #[arg(long)]
         to: Option<String>,
+    },
+    /// Runs for every instant of a range (at most now) that has none.
+    Backfill {
+        job: String,
+        /// RFC 3339: the first instant considered.
+        #[arg(long)]
+        from: String,
+        /// RFC 3339: the last instant considered.
+        #[arg(long)]
+        to: String,
+        /// JSON each run delivers instead of the job's payload.
+        #[arg(long)]
+        payload: Option<String>,
+    },
+    /// Cancel a run that has not ended.
+    Cancel { run: String },
+    /// Start a new manual run of a finished run's job.
+    Rerun {
+        run: String,
+        /// JSON the run delivers instead of the job's payload.
+        #[arg(long)]
+        payload: Option<String>,
+    },
+    /// Concurrency groups.
+    Groups {
+        #[command(subcommand)]
+        command: operate::GroupsCommand,
+    },
+    /// API keys, and grants to JWT subjects (an admin key's).
+    Keys {
+        #[command(subcommand)]
+        command: operate::KeysCommand,
+    },
+    /// A job's kept versions, newest first.
+    Versions { job: String },
+    /// The fields that differ between two versions of a job (`--to`: the current one, without).
+    Diff {
+        job: String,
+        #[arg(long)]
+        from: u64,
+        #[arg(long)]
+        to: Option<u64>,
+    },
+    /// Make a job's next version equal to a kept one.
+    Rollback {
+        job: String,
+        #[arg(long)]
+        version: u64,
     },
     /// The audit trail, newest first: who changed what, when, with the fields changed.
     Audit {
@@ -325,13 +375,7 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Trigger { job, payload } => {
             let body = match payload {
                 None => json!({}),
-                Some(text) => {
-                    let payload: Value = serde_json::from_str(&text).map_err(|e| CliError::Rejected {
-                        message: format!("is not JSON: {e}"),
-                        field: Some("--payload".into()),
-                    })?;
-                    json!({"payload": payload})
-                }
+                Some(text) => json!({"payload": operate::json_arg(&text, "--payload")?}),
             };
             let job = client.find_job(&job).await?;
             let run = client
@@ -356,6 +400,18 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
         Command::Tail { job, seconds } => tail(&client, &job, seconds, json_output).await?,
         Command::Forecast { from, to, stack } => forecast(&client, from, to, stack, json_output).await?,
         Command::Instants { job, from, to } => instants(&client, &job, from, to, json_output).await?,
+        Command::Backfill { job, from, to, payload } => {
+            operate::backfill(&client, &job, (from, to), payload, json_output).await?
+        }
+        Command::Cancel { run } => operate::run_action(&client, &run, "cancel", None, json_output).await?,
+        Command::Rerun { run, payload } => {
+            operate::run_action(&client, &run, "rerun", payload, json_output).await?
+        }
+        Command::Groups { command } => operate::groups(&client, command, json_output).await?,
+        Command::Keys { command } => operate::keys(&client, command, json_output).await?,
+        Command::Versions { job } => operate::versions(&client, &job, json_output).await?,
+        Command::Diff { job, from, to } => operate::diff(&client, &job, from, to, json_output).await?,
+        Command::Rollback { job, version } => operate::rollback(&client, &job, version, json_output).await?,
         Command::Audit { job, actor, action, from, to, limit } => {
             // An id as it is (a deleted job's trail is still read); a name, looked up.
             let is_id = |j: &str| j.len() == 26 && j.bytes().all(|b| b.is_ascii_alphanumeric());

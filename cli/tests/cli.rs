@@ -2,7 +2,8 @@
 //! is idempotent, a file with an error changes nothing and names its line and field, `--dry-run`
 //! writes nothing, a workflow named by `depends_on` in any order is written parents first and
 //! pruned children first, `--json` output parses, exit codes say what went wrong, and calendars
-//! (the shipped example files among them) are written before the jobs that name them.
+//! (the shipped example files among them) are written before the jobs that name them; groups,
+//! keys, backfills, cancels, re-runs, versions and the audit trail are operated too.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::Value;
@@ -477,4 +478,86 @@ async fn preview_and_get_say_what_dst_does_to_a_new_york_0230_job() {
     assert!(yaml.contains("name: early") && !yaml.contains("warnings"), "{yaml}");
     let viewed = json(&sundial(&url, &["jobs", "get", "early", "--json"]).await);
     assert_eq!(viewed["warnings"], serde_json::json!([warning]), "{viewed}");
+}
+
+/// The operations beyond a job's own lifecycle: groups set, shown and deleted; a key and a grant
+/// made, listed and revoked (the secret printed once); a backfill, a cancel of its queued run and
+/// a re-run; a job's versions, a diff and a rollback; refusals exit 3 naming their field.
+#[tokio::test]
+async fn groups_keys_runs_and_versions_are_operated_from_the_terminal() {
+    let stack = Stack::new().await;
+    let url = stack.serve().await;
+    let set = json(&sundial(&url, &["groups", "set", "etl", "--max-running", "2", "--json"]).await);
+    assert_eq!(set["max_running"], 2, "{set}");
+    let shown = sundial(&url, &["groups", "get", "etl"]).await;
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("0 running of 2 at most"), "{shown:?}");
+    let bad = sundial(&url, &["groups", "set", "etl", "--max-running", "0"]).await;
+    assert_eq!(bad.status.code(), Some(3), "{}", String::from_utf8_lossy(&bad.stderr));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("max_running"));
+    json(&sundial(&url, &["groups", "delete", "etl", "--json"]).await);
+    assert_eq!(sundial(&url, &["groups", "get", "etl"]).await.status.code(), Some(4));
+
+    let made = json(&sundial(&url, &["keys", "create", "ci", "--role", "viewer", "--json"]).await);
+    assert!(made["secret"].as_str().unwrap().starts_with("sdl_"), "{made}");
+    let grant = json(
+        &sundial(
+            &url,
+            &["keys", "create", "sso-bob", "--role", "operator", "--subject", "auth0|bob", "--json"],
+        )
+        .await,
+    );
+    assert_eq!((grant["subject"].as_str(), grant.get("secret")), (Some("auth0|bob"), None), "{grant}");
+    let listed = sundial(&url, &["keys", "ls"]).await;
+    let text = String::from_utf8_lossy(&listed.stdout).to_string();
+    assert!(text.contains("ci") && text.contains("subject auth0|bob") && !text.contains("sdl_"), "{text}");
+    json(&sundial(&url, &["keys", "revoke", made["id"].as_str().unwrap(), "--json"]).await);
+    let unknown_role = sundial(&url, &["keys", "create", "x", "--role", "root"]).await;
+    assert_eq!(unknown_role.status.code(), Some(3), "{}", String::from_utf8_lossy(&unknown_role.stderr));
+
+    let jobs = file(
+        "- name: nightly\n  schedule: {cron: \"0 2 * * *\"}\n  target: {type: http, url: \"https://x.example.test/\"}\n  retry: {max_attempts: 3}\n",
+    );
+    json(&sundial(&url, &["apply", "-f", jobs.as_str(), "--json"]).await);
+    let now = chrono::Utc::now();
+    let from = (now - chrono::Duration::days(2)).to_rfc3339();
+    let to = now.to_rfc3339();
+    let filled = json(&sundial(&url, &["backfill", "nightly", "--from", &from, "--to", &to, "--json"]).await);
+    assert_eq!(filled["created"], 2, "{filled}");
+    let run = filled["runs"][0]["id"].as_str().unwrap().to_string();
+    let cancelled = json(&sundial(&url, &["cancel", &run, "--json"]).await);
+    assert_eq!(cancelled["state"], "CANCELLED", "{cancelled}");
+    let again = sundial(&url, &["cancel", &run]).await;
+    assert_eq!(again.status.code(), Some(3), "an ended run: {}", String::from_utf8_lossy(&again.stderr));
+    let rerun = json(&sundial(&url, &["rerun", &run, "--payload", r#"{"again": true}"#, "--json"]).await);
+    assert_eq!(rerun["payload"], serde_json::json!({"again": true}), "{rerun}");
+
+    json(
+        &sundial(
+            &url,
+            &[
+                "apply",
+                "-f",
+                file(
+                    &std::fs::read_to_string(jobs.as_str())
+                        .unwrap()
+                        .replace("max_attempts: 3", "max_attempts: 5"),
+                )
+                .as_str(),
+                "--json",
+            ],
+        )
+        .await,
+    );
+    let versions = json(&sundial(&url, &["versions", "nightly", "--json"]).await);
+    assert_eq!(versions[0]["version"], 2, "{versions}");
+    let diff = json(&sundial(&url, &["diff", "nightly", "--from", "1", "--json"]).await);
+    assert_eq!(diff["changes"][0]["field"], "retry.max_attempts", "{diff}");
+    let rolled = json(&sundial(&url, &["rollback", "nightly", "--version", "1", "--json"]).await);
+    assert_eq!(
+        (rolled["version"].as_u64(), rolled["retry"]["max_attempts"].as_u64()),
+        (Some(3), Some(3)),
+        "{rolled}"
+    );
+    let missing = sundial(&url, &["rollback", "nightly", "--version", "9"]).await;
+    assert_eq!(missing.status.code(), Some(4), "{}", String::from_utf8_lossy(&missing.stderr));
 }
