@@ -949,6 +949,7 @@ async fn the_api_role_grants_every_call_of_the_api() {
             ("sns:Unsubscribe", a.job_topics.clone()),
             ("sns:SetSubscriptionAttributes", a.job_topics.clone()),
             ("sns:ListSubscriptionsByTopic", a.job_topics.clone()),
+            ("sns:GetSubscriptionAttributes", a.job_topics.clone()),
             ("sns:DeleteTopic", a.job_topics.clone()),
         ],
     );

@@ -226,7 +226,8 @@ async fn job_topics_reach_only_their_subscribers() {
         .map(|s| (s["protocol"].as_str().unwrap().to_string(), s["status"].as_str().unwrap().to_string()))
         .collect();
     shown.sort();
-    // The emulator confirms every subscription at once; SNS keeps an email pending.
+    // The emulator confirms an email subscription at once (SNS keeps it pending until the mail's
+    // link is followed); what SNS says of each is what is shown.
     assert_eq!(shown, [("email".into(), "confirmed".into()), ("sms".into(), "confirmed".into())]);
 
     let edit = json!({"notify": {"on": ["sla_missed"], "sms": null}});
@@ -286,3 +287,20 @@ async fn failing_streaks_and_late_starts_are_told_once() {
 
 // The watchdog's scenarios written once for both harnesses: also in memory (`shared/app/tests`).
 sundial_testkit::watchdog_scenarios!(Stack);
+
+/// A subscription is shown as SNS holds it: an HTTPS endpoint that never confirmed (here one the
+/// emulator cannot reach) is `pending_confirmation`, even where the listing names it by its ARN.
+#[tokio::test]
+async fn an_https_subscription_never_confirmed_is_shown_pending() {
+    let stack = Stack::new().await;
+    let notify = json!({"on": ["failed"], "https": ["https://hooks.example.test/sundial"]});
+    let id = stack
+        .api
+        .create_job(ALICE, &job("unconfirmed", "http://127.0.0.1:9/", json!({"notify": notify})))
+        .await;
+    let shown = stack.api.get(ALICE, &format!("/v1/jobs/{id}")).await;
+    let subscriptions = shown.body["subscriptions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(subscriptions.len(), 1, "{}", shown.body);
+    assert_eq!(subscriptions[0]["protocol"], "https");
+    assert_eq!(subscriptions[0]["status"], "pending_confirmation", "{}", shown.body);
+}

@@ -104,6 +104,23 @@ impl SnsJobTopics {
         }
     }
 
+    /// What SNS says of the subscription `arn`: a listing may name a subscription by its ARN
+    /// before its endpoint confirmed it (an emulator does; an HTTPS endpoint whose confirmation
+    /// failed stays so), so its `PendingConfirmation` attribute decides.
+    async fn status(&self, arn: &str) -> Result<SubscriptionStatus, TopicError> {
+        let out = self.client.get_subscription_attributes().subscription_arn(arn).send().await;
+        let attributes = match out {
+            Ok(out) => out.attributes.unwrap_or_default(),
+            // Gone since it was listed: it receives nothing.
+            Err(e) if AwsError::of(&e).is(NOT_FOUND) => return Ok(SubscriptionStatus::PendingConfirmation),
+            Err(e) => return Err(AwsError::of(&e).into()),
+        };
+        Ok(match attributes.get("PendingConfirmation").map(String::as_str) {
+            Some("true") => SubscriptionStatus::PendingConfirmation,
+            _ => SubscriptionStatus::Confirmed,
+        })
+    }
+
     async fn unsubscribe(&self, existing: &Existing) -> Result<(), TopicError> {
         if is_pending(&existing.arn) {
             // SNS cannot remove an unconfirmed subscription; it lapses after three days.
@@ -202,18 +219,15 @@ impl JobTopics for SnsJobTopics {
 
     async fn subscriptions(&self, job_id: &JobId) -> Result<Vec<Subscription>, TopicError> {
         let existing = self.existing(&self.names.arn(job_id.as_str())).await?;
-        Ok(existing
-            .into_iter()
-            .map(|s| Subscription {
-                status: if is_pending(&s.arn) {
-                    SubscriptionStatus::PendingConfirmation
-                } else {
-                    SubscriptionStatus::Confirmed
-                },
-                protocol: s.protocol,
-                endpoint: s.endpoint,
-            })
-            .collect())
+        let mut shown = Vec::with_capacity(existing.len());
+        for s in existing {
+            let status = match is_pending(&s.arn) {
+                true => SubscriptionStatus::PendingConfirmation,
+                false => self.status(&s.arn).await?,
+            };
+            shown.push(Subscription { status, protocol: s.protocol, endpoint: s.endpoint });
+        }
+        Ok(shown)
     }
 }
 
