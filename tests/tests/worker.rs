@@ -58,10 +58,16 @@ async fn every_attempt_carries_the_runs_idempotency_key_its_number_and_the_paylo
     assert_eq!(spans.len(), 3, "a span per attempt");
     // The worker's log lines name the run's trace.
     let trace = sundial_domain::trace::trace_id(&run_id.to_string());
+    let logs = sundial_testkit::logs::captured();
+    assert!(logs.contains(&format!("\"trace_id\":\"{trace}\"")), "logs carry the trace id");
+    // Fields read as values: `"outcome":"failed","status":503`, not Rust's `Some(Failed)`.
+    let ended: Vec<&str> =
+        logs.lines().filter(|l| l.contains("attempt ended") && l.contains(&run_id.to_string())).collect();
     assert!(
-        sundial_testkit::logs::captured().contains(&format!("\"trace_id\":\"{trace}\"")),
-        "logs carry the trace id"
+        ended.iter().any(|l| l.contains("\"outcome\":\"failed\"") && l.contains("\"status\":503")),
+        "{ended:?}"
     );
+    assert!(!logs.contains("Some("), "a log field in Rust's debug form");
 }
 
 /// A malformed message goes to the DLQ with its reason, without a panic; redrive brings it

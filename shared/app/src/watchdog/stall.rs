@@ -20,7 +20,8 @@ impl Watchdog {
         let stalled = behind >= self.settings.stall_after_minutes;
         let recorded = match (state.stalled_since, stalled) {
             (None, true) => {
-                tracing::error!(minutes_behind = behind, watermark = ?state.watermark, "the scheduler is stalled");
+                let watermark = state.watermark.map(|w| w.to_rfc3339());
+                tracing::error!(minutes_behind = behind, watermark, "the scheduler is stalled");
                 self.tick_state
                     .open_incident(now, SchedulerAlert::STALLED)
                     .await

@@ -662,8 +662,9 @@ impl Worker {
             let last = run.attempts.last();
             tracing::info!(
                 state = %run.state,
-                outcome = ?last.and_then(|a| a.outcome),
-                status = ?last.and_then(|a| a.status_code),
+                // Values, as the API spells them (absent when there is none).
+                outcome = last.and_then(|a| a.outcome).map(Outcome::as_str),
+                status = last.and_then(|a| a.status_code),
                 error = last.and_then(|a| a.error.as_deref()).unwrap_or(""),
                 "attempt ended"
             );

@@ -229,6 +229,19 @@ pub enum Outcome {
     Cancelled,
 }
 
+impl Outcome {
+    /// The outcome as the API and the logs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Lost => "lost",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
 /// One attempt of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -373,6 +386,15 @@ pub struct RunMessage {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn outcomes_are_spelled_as_serialised() {
+        for outcome in
+            [Outcome::Succeeded, Outcome::Failed, Outcome::TimedOut, Outcome::Lost, Outcome::Cancelled]
+        {
+            assert_eq!(serde_json::to_value(outcome).ok(), Some(serde_json::json!(outcome.as_str())));
+        }
+    }
 
     #[test]
     fn keys_round_trip() {
