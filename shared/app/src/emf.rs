@@ -43,6 +43,36 @@ pub mod names {
     pub const INSTANTS_UNCLAIMABLE: &str = "InstantsUnclaimable";
     /// Minutes the tick's watermark is behind the clock (0 when healthy).
     pub const SCHEDULER_MINUTES_BEHIND: &str = "SchedulerMinutesBehind";
+
+    /// Every metric with its unit: the families `/metrics` names from the start, before any
+    /// has a value.
+    pub const ALL: [(&str, super::Unit); 22] = {
+        use super::Unit::{Count, Milliseconds};
+        [
+            (RUNS_CLAIMED, Count),
+            (RUNS_DISPATCHED, Count),
+            (RUNS_SKIPPED, Count),
+            (RUNS_STARTED, Count),
+            (RUNS_SUCCEEDED, Count),
+            (RUNS_FAILED, Count),
+            (RUNS_RETRIED, Count),
+            (RUNS_TIMED_OUT, Count),
+            (SLA_MISSED, Count),
+            (LATE_STARTS, Count),
+            (DURATION_ANOMALIES, Count),
+            (ATTEMPTS_LOST, Count),
+            (RUNS_REDISPATCHED, Count),
+            (EVENTS_REPUBLISHED, Count),
+            (RUNS_DEAD_LETTERED, Count),
+            (DISPATCH_LAG, Milliseconds),
+            (RUN_DURATION, Milliseconds),
+            (TICK_DURATION, Milliseconds),
+            (JOBS_PER_TICK, Count),
+            (INSTANTS_MISSED, Count),
+            (INSTANTS_UNCLAIMABLE, Count),
+            (SCHEDULER_MINUTES_BEHIND, Count),
+        ]
+    };
 }
 
 /// A CloudWatch unit.

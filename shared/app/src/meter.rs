@@ -56,14 +56,20 @@ impl Meter {
     /// the `function` label.
     pub fn prometheus(&self) -> String {
         let series = self.series.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut by_metric: BTreeMap<&str, Vec<(&str, Series)>> = BTreeMap::new();
+        // Every family from the start (a scrape before the first tick names them all), then the
+        // series observed.
+        let mut by_metric: BTreeMap<&str, (Option<&'static str>, Vec<(&str, Series)>)> =
+            crate::emf::names::ALL
+                .iter()
+                .map(|(name, unit)| (*name, (Some(unit.as_str()), Vec::new())))
+                .collect();
         for ((name, function), s) in series {
-            by_metric.entry(name).or_default().push((function, s));
+            let family = by_metric.entry(name).or_insert((s.unit, Vec::new()));
+            family.1.push((function, s));
         }
         let mut out = String::new();
-        for (name, series) in by_metric {
+        for (name, (unit, series)) in by_metric {
             let base = format!("sundial_{}", snake(name));
-            let unit = series.first().and_then(|(_, s)| s.unit);
             if GAUGES.contains(&name) {
                 let _ = writeln!(out, "# HELP {base} {name} (latest value).\n# TYPE {base} gauge");
                 for (function, s) in &series {
@@ -136,6 +142,21 @@ mod tests {
         assert!(text.contains("sundial_dispatch_lag_milliseconds_sum{function=\"worker\"} 150\n"), "{text}");
         assert!(text.contains("sundial_dispatch_lag_milliseconds_count{function=\"worker\"} 2\n"), "{text}");
         assert!(text.contains("sundial_scheduler_minutes_behind{function=\"watchdog\"} 0\n"), "{text}");
+    }
+
+    #[test]
+    fn every_family_is_named_before_any_value() {
+        let text = Meter::new(false).prometheus();
+        for (name, unit) in names::ALL {
+            let base = format!("sundial_{}", snake(name));
+            let family = match (name, unit) {
+                (names::SCHEDULER_MINUTES_BEHIND, _) => format!("# TYPE {base} gauge"),
+                (_, Unit::Milliseconds) => format!("# TYPE {base}_milliseconds summary"),
+                _ => format!("# TYPE {base}_total counter"),
+            };
+            assert!(text.contains(&family), "{family} missing from:\n{text}");
+        }
+        assert!(!text.contains("function="), "no series before a value: {text}");
     }
 
     #[test]

@@ -73,6 +73,17 @@ pub fn parse_prometheus(text: &str) -> Result<HashMap<String, f64>, String> {
 pub async fn metrics_and_logs_show_what_happened<H: Harness>() {
     let deployment = H::deploy(&[]).await;
     let api = deployment.api();
+    // Before anything happened, every family is named (a dashboard's queries find them).
+    let fresh = api.get(ALICE, "/metrics").await;
+    let fresh = fresh.body.as_str().unwrap_or_default().to_string();
+    parse_prometheus(&fresh).unwrap_or_else(|e| panic!("{e}\n{fresh}"));
+    for family in [
+        "sundial_runs_claimed_total counter",
+        "sundial_dispatch_lag_milliseconds summary",
+        "sundial_scheduler_minutes_behind gauge",
+    ] {
+        assert!(fresh.contains(&format!("# TYPE {family}\n")), "{family}: {fresh}");
+    }
     let job = json!({"name": "observed", "schedule": {"cron": "0 0 1 1 *"}, "target": {"type": "http", "url": deployment.target_url()}});
     let id = api.create_job(ALICE, &job).await;
     let run_id = deployment.trigger(&id).await;
