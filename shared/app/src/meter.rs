@@ -17,6 +17,9 @@ struct Series {
     last: f64,
 }
 
+/// One metric's unit and its series, by function.
+type Family<'a> = (Option<&'static str>, Vec<(&'a str, Series)>);
+
 /// Metrics shown as a gauge (their latest value) rather than a total.
 const GAUGES: [&str; 1] = [crate::emf::names::SCHEDULER_MINUTES_BEHIND];
 
@@ -58,11 +61,10 @@ impl Meter {
         let series = self.series.lock().unwrap_or_else(|e| e.into_inner()).clone();
         // Every family from the start (a scrape before the first tick names them all), then the
         // series observed.
-        let mut by_metric: BTreeMap<&str, (Option<&'static str>, Vec<(&str, Series)>)> =
-            crate::emf::names::ALL
-                .iter()
-                .map(|(name, unit)| (*name, (Some(unit.as_str()), Vec::new())))
-                .collect();
+        let mut by_metric: BTreeMap<&str, Family> = crate::emf::names::ALL
+            .iter()
+            .map(|(name, unit)| (*name, (Some(unit.as_str()), Vec::new())))
+            .collect();
         for ((name, function), s) in series {
             let family = by_metric.entry(name).or_insert((s.unit, Vec::new()));
             family.1.push((function, s));
