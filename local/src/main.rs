@@ -57,6 +57,11 @@ async fn main() -> anyhow::Result<()> {
             println!("  Dashboard: http://{at}/ui/");
             println!("  Emulator: {endpoint}");
             println!("  Stack:    {stack}");
+            // The keys configured here, each with its owner (this machine's own: shown to its user).
+            let configured = Env.var("SUNDIAL_API_KEYS").unwrap_or_default();
+            for (key, owner) in sundial_domain::auth::entries(&configured).unwrap_or_default() {
+                println!("  API key:  {key}  (owner {owner})");
+            }
             println!("  Tick:     every minute (run one now: target/debug/sundial-local tick)");
             println!(
                 "  Watchdog: every minute, 30 s after the tick (run one now: target/debug/sundial-local watchdog)"

@@ -69,3 +69,43 @@ async fn raw_exchange(at: &std::net::SocketAddr, request: &str) -> (u16, String)
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     (status, body)
 }
+
+/// The binary's start message names where everything is, and each configured key with its owner.
+#[tokio::test]
+async fn the_start_message_lists_each_key_and_its_owner() {
+    use tokio::io::AsyncBufReadExt;
+    assert!(std::env::var("AWS_ENDPOINT_URL").is_ok(), "run the suite with scripts/test");
+    let stack = format!("l{}", ulid::Ulid::generate().to_string().to_ascii_lowercase());
+    let log = std::env::temp_dir().join(format!("{stack}.log"));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sundial-local"))
+        .arg("serve")
+        .env("SUNDIAL_STACK", &stack)
+        .env("SUNDIAL_API_KEYS", "k1:alice, k2:bob")
+        .env("SUNDIAL_LISTEN", "127.0.0.1:0")
+        .env("SUNDIAL_LOCAL_LOG", &log)
+        .env("SUNDIAL_LOCAL_WORKERS", "1")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut said = Vec::new();
+    let read = async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            let done = line.starts_with("Stop with Ctrl-C");
+            said.push(line);
+            if done {
+                break;
+            }
+        }
+    };
+    // Bounded: a slow first provisioning of the stack's tables takes seconds, not minutes.
+    tokio::time::timeout(Duration::from_secs(120), read).await.expect("the start message in time");
+    child.kill().await.unwrap();
+    let said = said.join("\n");
+    assert!(
+        said.contains("API key:  k1  (owner alice)") && said.contains("API key:  k2  (owner bob)"),
+        "{said}"
+    );
+    assert!(said.contains("/ui/"), "{said}");
+}

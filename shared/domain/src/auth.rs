@@ -76,7 +76,8 @@ impl Operators {
     }
 }
 
-fn entries(list: &str) -> Result<Vec<(&str, &str)>, KeyListError> {
+/// The `(key, owner)` pairs of a `key:owner,key:owner` list, blank entries skipped.
+pub fn entries(list: &str) -> Result<Vec<(&str, &str)>, KeyListError> {
     list.split(',')
         .map(str::trim)
         .filter(|e| !e.is_empty())
