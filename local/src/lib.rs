@@ -3,7 +3,9 @@
 //! process until its shutdown signal: the API, the tick and the watchdog every minute, and worker
 //! tasks that long-poll the runs queue and call the same handler as the Lambda function. `main`
 //! reads the command line and the environment; a test starts and stops the runtime itself.
+//! [`sink`]: a loopback target that logs what it receives, to try jobs with.
 
+pub mod sink;
 pub mod wire_errors;
 
 use anyhow::Context;

@@ -67,6 +67,22 @@ async fn main() -> anyhow::Result<()> {
                 "  Watchdog: every minute, 30 s after the tick (run one now: target/debug/sundial-local watchdog)"
             );
             println!("  Workers:  {workers} polling the runs queue");
+            let sink = Env.var("SUNDIAL_SINK_LISTEN").unwrap_or_else(|| "127.0.0.1:8099".into());
+            if sink != "off" {
+                // A target to try jobs with; a port in use (another runtime's sink) only skips it.
+                match tokio::net::TcpListener::bind(&sink).await {
+                    Ok(sink) => {
+                        println!(
+                            "  Sink:     http://{}/ (a target that logs what it receives)",
+                            sink.local_addr()?
+                        );
+                        tokio::spawn(sundial_local::sink::serve(sink, async {
+                            let _ = tokio::signal::ctrl_c().await;
+                        }));
+                    }
+                    Err(e) => println!("  Sink:     not started ({sink}: {e})"),
+                }
+            }
             println!("Stop with Ctrl-C.");
             let ctrl_c = async {
                 let _ = tokio::signal::ctrl_c().await;

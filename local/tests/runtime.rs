@@ -70,7 +70,8 @@ async fn raw_exchange(at: &std::net::SocketAddr, request: &str) -> (u16, String)
     (status, body)
 }
 
-/// The binary's start message names where everything is, and each configured key with its owner.
+/// The binary's start message names where everything is, and each configured key with its owner;
+/// the sink it names answers.
 #[tokio::test]
 async fn the_start_message_lists_each_key_and_its_owner() {
     use tokio::io::AsyncBufReadExt;
@@ -84,6 +85,8 @@ async fn the_start_message_lists_each_key_and_its_owner() {
         .env("SUNDIAL_LISTEN", "127.0.0.1:0")
         .env("SUNDIAL_LOCAL_LOG", &log)
         .env("SUNDIAL_LOCAL_WORKERS", "1")
+        // A port of its own: another runtime's sink may hold the default.
+        .env("SUNDIAL_SINK_LISTEN", "127.0.0.1:0")
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -101,11 +104,16 @@ async fn the_start_message_lists_each_key_and_its_owner() {
     };
     // Bounded: a slow first provisioning of the stack's tables takes seconds, not minutes.
     tokio::time::timeout(Duration::from_secs(120), read).await.expect("the start message in time");
-    child.kill().await.unwrap();
     let said = said.join("\n");
     assert!(
         said.contains("API key:  k1  (owner alice)") && said.contains("API key:  k2  (owner bob)"),
         "{said}"
     );
     assert!(said.contains("/ui/"), "{said}");
+    // The sink beside it answers any request 200: a target to try jobs with.
+    let sink = said.lines().find_map(|l| l.strip_prefix("  Sink:     ")).and_then(|l| l.split(' ').next());
+    let sink = sink.unwrap_or_else(|| panic!("no sink in: {said}"));
+    let answer = reqwest::Client::new().post(format!("{sink}hooks/report")).body("{}").send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    child.kill().await.unwrap();
 }

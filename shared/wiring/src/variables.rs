@@ -171,6 +171,12 @@ pub const VARIABLES: &[Variable] = &[
     ),
     var("SUNDIAL_LOCAL_WORKERS", "4", "local worker tasks polling the runs queue", Local),
     var("SUNDIAL_LISTEN", "`127.0.0.1:8080`", "local API address", Local),
+    var(
+        "SUNDIAL_SINK_LISTEN",
+        "`127.0.0.1:8099`",
+        "local sink (a target that logs what it receives); `off`: none",
+        Local,
+    ),
     var("SUNDIAL_EMULATOR_PORT", "4566", "local emulator port (`scripts/run`)", Local),
     var("SUNDIAL_URL", "—", "the API's URL, for the CLI", Cli),
     var("SUNDIAL_API_KEY", "—", "the API key, for the CLI", Cli),
