@@ -278,11 +278,15 @@ enum JobsCommand {
 }
 
 /// `url = …` and `key = …` from the config file, if it exists.
-fn config_file() -> (Option<String>, Option<String>) {
-    let path = std::env::var("SUNDIAL_CONFIG")
+/// The config file's path: `SUNDIAL_CONFIG`, or `~/.config/sundial/config`.
+fn config_path() -> Option<String> {
+    std::env::var("SUNDIAL_CONFIG")
         .ok()
-        .or_else(|| std::env::var("HOME").ok().map(|home| format!("{home}/.config/sundial/config")));
-    let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else { return (None, None) };
+        .or_else(|| std::env::var("HOME").ok().map(|home| format!("{home}/.config/sundial/config")))
+}
+
+fn config_file() -> (Option<String>, Option<String>) {
+    let Some(text) = config_path().and_then(|p| std::fs::read_to_string(p).ok()) else { return (None, None) };
     let mut found = (None, None);
     for line in text.lines() {
         if let Some((name, value)) = line.split_once('=') {
@@ -342,9 +346,8 @@ async fn execute(cli: Cli) -> Result<(), CliError> {
     let (file_url, file_key) = config_file();
     let url = cli.url.or(file_url).unwrap_or_else(|| "http://127.0.0.1:8080".into());
     let key = cli.key.or(file_key).ok_or_else(|| {
-        CliError::Usage(
-            "no API key: pass --key, set SUNDIAL_API_KEY, or put `key = …` in the config file".into(),
-        )
+        let file = config_path().unwrap_or_else(|| "~/.config/sundial/config".into());
+        CliError::Usage(format!("no API key: pass --key, set SUNDIAL_API_KEY, or put `key = …` in {file}"))
     })?;
     let client = Client::new(&url, &key)?;
     let json_output = cli.json;

@@ -561,3 +561,19 @@ async fn groups_keys_runs_and_versions_are_operated_from_the_terminal() {
     let missing = sundial(&url, &["rollback", "nightly", "--version", "9"]).await;
     assert_eq!(missing.status.code(), Some(4), "{}", String::from_utf8_lossy(&missing.stderr));
 }
+
+/// Without a key, the CLI says where it looked: the flag, the variable, and the config file by its
+/// path; and exits 2 (usage).
+#[tokio::test]
+async fn a_missing_key_names_the_config_file() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sundial"))
+        .args(["jobs", "ls"])
+        .env_remove("SUNDIAL_API_KEY")
+        .env("SUNDIAL_CONFIG", "/nonexistent/sundial.conf")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/nonexistent/sundial.conf") && stderr.contains("--key"), "{stderr}");
+}
