@@ -23,11 +23,11 @@ use sundial_app::skips::SkipAsk;
 use sundial_domain::job::{CatchupPolicy, Job, JobDocument, PauseNote};
 use sundial_domain::validation::{self, ValidationError};
 
-/// The view of a job with its newest run.
+/// The view of a job with its newest run (as a listing shows it: without its subscriptions,
+/// which SNS is asked for one call a subscription).
 async fn view(state: &AppState, job: &Job) -> Result<JobView, ApiError> {
     let last = state.use_cases.jobs.last_run(job).await?;
     let mut view = JobView::from(job).with_last_run(last.as_ref());
-    view.subscriptions = subscriptions(state, job).await;
     if job.has_parents() {
         view.schedule_description = after_parents(&state.use_cases.jobs.parent_names(job).await?);
     }
@@ -57,6 +57,7 @@ pub(crate) async fn job_response(
     job: &Job,
 ) -> Result<Response, ApiError> {
     let mut view = view(state, job).await?;
+    view.subscriptions = subscriptions(state, job).await;
     view.warnings = state.use_cases.jobs.warnings(job).await;
     Ok(job_response_with(status, job, view))
 }
