@@ -38,11 +38,6 @@ impl Recording {
         Some(stamp.record(id, owner, at, self.retention_days, target))
     }
 
-    /// Whether changes made now are recorded.
-    pub fn is_acting(&self) -> bool {
-        self.stamp.is_some()
-    }
-
     /// Acting for no one: Sundial's own follow-ups of a change (a calendar's days copied into
     /// its jobs) are not the caller's changes.
     pub fn unstamped(&self) -> Self {
