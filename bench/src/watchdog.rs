@@ -44,6 +44,9 @@ pub async fn passes(n: usize) -> anyhow::Result<Value> {
             output: None,
             callback: None,
             call_until: None,
+            handle: None,
+            followed_at: None,
+            looks: 0,
         }];
         services.ports.runs.insert(&run, None).await?;
         runs.push(run);

@@ -90,7 +90,10 @@ pub fn read(file: &str, text: &str) -> Result<Vec<Desired>, CliError> {
     let targets = TargetAllowList {
         lambda: everything.clone(),
         sqs: everything.clone(),
-        sns: everything,
+        sns: everything.clone(),
+        state_machines: everything.clone(),
+        ecs_clusters: everything.clone(),
+        event_buses: everything,
         own_prefix: String::new(),
         network: sundial_domain::egress::Egress::new(&["0.0.0.0/0".into(), "::/0".into()], &[])
             .unwrap_or_default(),

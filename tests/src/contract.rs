@@ -595,6 +595,9 @@ fn started(before: &Run, now: DateTime<Utc>) -> Run {
         output: None,
         callback: None,
         call_until: None,
+        handle: None,
+        followed_at: None,
+        looks: 0,
     });
     Run {
         state: RunState::Running,
@@ -1877,7 +1880,7 @@ impl Pace for RealPace {
 
 fn dispatch(tag: &str, delay_s: u32) -> Dispatch {
     Dispatch {
-        message: RunMessage { job_id: tag.to_string(), run_key: "k".into(), attempt: 1 },
+        message: RunMessage { job_id: tag.to_string(), run_key: "k".into(), attempt: 1, look: None },
         delay_s,
         tenant: "owner-a".into(),
     }

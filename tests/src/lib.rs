@@ -9,6 +9,7 @@
 
 pub mod contract;
 pub mod runtime_process;
+pub mod targets;
 
 use async_trait::async_trait;
 use http::{HeaderMap, StatusCode};

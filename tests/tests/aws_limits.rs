@@ -81,6 +81,7 @@ async fn a_burst_is_sent_with_a_bounded_number_of_connections() {
                 job_id: format!("job-{i}"),
                 run_key: "20300101T120000Z.s".into(),
                 attempt: 1,
+                look: None,
             },
             delay_s: 0,
             tenant: "alice".into(),
@@ -192,6 +193,9 @@ async fn run_pages_stay_under_lambdas_response_limit() {
                 output: Some("\"".repeat(4096)),
                 callback: None,
                 call_until: None,
+                handle: None,
+                followed_at: None,
+                looks: 0,
             })
             .collect();
         stack.services.ports.runs.insert(&run, None).await.unwrap();
@@ -252,6 +256,9 @@ async fn the_largest_run_fits_dynamodbs_item() {
             output: Some("\"".repeat(MAX_OUTPUT_BYTES)),
             callback: Some("c".repeat(64)),
             call_until: Some(instant),
+            handle: Some("h".repeat(sundial_domain::target::MAX_HANDLE_BYTES)),
+            followed_at: Some(instant),
+            looks: 0,
         })
         .collect();
     stack.services.ports.runs.insert(&run, None).await.unwrap();

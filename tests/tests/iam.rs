@@ -52,16 +52,24 @@ enum Named {
     Subscription(String),
     /// A Lambda function name or ARN.
     Function(String),
+    /// A state machine's or an execution's ARN.
+    StateMachine(String),
+    /// An ECS RunTask: the cluster and the task definition, as the request names them.
+    EcsRun { cluster: String, task_definition: String },
+    /// An ECS task: its cluster (as the request names it) and its ARN.
+    EcsTask { cluster: String, task: String },
+    /// An EventBridge bus, by name or ARN.
+    Bus(String),
 }
 
 /// One AWS request as it was sent.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct AwsCall {
-    /// `dynamodb`, `sqs`, `sns`, `lambda`.
+    /// `dynamodb`, `sqs`, `sns`, `lambda`, `sfn`, `ecs`, `eventbridge`.
     service: String,
     operation: String,
     resources: Vec<Named>,
-    /// The request carries tags (a `CreateTopic` with `Tags`).
+    /// The request carries tags (a `CreateTopic` with `Tags`, a `RunTask` with `tags`).
     tagged: bool,
 }
 
@@ -129,6 +137,34 @@ impl AwsCall {
                     }
                 }
             }
+            "sfn" => {
+                let body: Value = serde_json::from_slice(body).unwrap_or_default();
+                for field in ["stateMachineArn", "executionArn"] {
+                    if let Some(arn) = body[field].as_str() {
+                        resources.push(Named::StateMachine(arn.to_string()));
+                    }
+                }
+            }
+            "ecs" => {
+                let body: Value = serde_json::from_slice(body).unwrap_or_default();
+                let cluster = body["cluster"].as_str().unwrap_or("default").to_string();
+                if let Some(task_definition) = body["taskDefinition"].as_str() {
+                    let task_definition = task_definition.to_string();
+                    resources.push(Named::EcsRun { cluster: cluster.clone(), task_definition });
+                }
+                let tasks = body["tasks"].as_array().into_iter().flatten().chain(body.get("task"));
+                for task in tasks.filter_map(Value::as_str) {
+                    resources.push(Named::EcsTask { cluster: cluster.clone(), task: task.to_string() });
+                }
+                tagged = body["tags"].as_array().is_some_and(|tags| !tags.is_empty());
+            }
+            "eventbridge" => {
+                let body: Value = serde_json::from_slice(body).unwrap_or_default();
+                for entry in body["Entries"].as_array().into_iter().flatten() {
+                    let bus = entry["EventBusName"].as_str().unwrap_or("default").to_string();
+                    resources.push(Named::Bus(bus));
+                }
+            }
             "lambda" => {
                 let path = uri.split("/functions/").nth(1).unwrap_or_default();
                 let function = path.split('/').next().unwrap_or_default();
@@ -191,12 +227,29 @@ async fn recording(stack: &Stack) -> (Services, CallLog) {
         .interceptor(counter.clone())
         .interceptor(log.clone())
         .build();
-    let lambda =
-        aws_sdk_lambda::config::Builder::from(&sdk).interceptor(counter).interceptor(log.clone()).build();
+    let lambda = aws_sdk_lambda::config::Builder::from(&sdk)
+        .interceptor(counter.clone())
+        .interceptor(log.clone())
+        .build();
+    let sfn = aws_sdk_sfn::config::Builder::from(&sdk)
+        .interceptor(counter.clone())
+        .interceptor(log.clone())
+        .build();
+    let ecs = aws_sdk_ecs::config::Builder::from(&sdk)
+        .interceptor(counter.clone())
+        .interceptor(log.clone())
+        .build();
+    let events = aws_sdk_eventbridge::config::Builder::from(&sdk)
+        .interceptor(counter)
+        .interceptor(log.clone())
+        .build();
     let targets = sundial_aws::metrics::TargetClients {
         sqs: aws_sdk_sqs::Client::from_conf(sqs.clone()),
         sns: aws_sdk_sns::Client::from_conf(sns.clone()),
         lambda: aws_sdk_lambda::Client::from_conf(lambda),
+        sfn: aws_sdk_sfn::Client::from_conf(sfn),
+        ecs: aws_sdk_ecs::Client::from_conf(ecs),
+        events: aws_sdk_eventbridge::Client::from_conf(events),
     };
     let clients = Clients {
         dynamo: aws_sdk_dynamodb::Client::from_conf(dynamo),
@@ -317,6 +370,61 @@ fn needs(call: &AwsCall, place: &Place) -> Vec<Need> {
                 }
             }
         }
+        "sfn" => {
+            for named in &call.resources {
+                if let Named::StateMachine(arn) = named {
+                    needed.push((format!("states:{op}"), arn.clone()));
+                }
+            }
+        }
+        "ecs" => {
+            let cluster_arn = |cluster: &str| {
+                if cluster.starts_with("arn:") {
+                    cluster.to_string()
+                } else {
+                    place.arn("ecs", &format!("cluster/{cluster}"))
+                }
+            };
+            for named in &call.resources {
+                match named {
+                    // Authorised on the task definition, the cluster a condition's context
+                    // (`ecs:cluster`); tags on the task it makes need `ecs:TagResource`.
+                    Named::EcsRun { cluster, task_definition } => {
+                        let definition = if task_definition.starts_with("arn:") {
+                            task_definition.clone()
+                        } else {
+                            place.arn("ecs", &format!("task-definition/{task_definition}"))
+                        };
+                        let cluster = cluster_arn(cluster);
+                        needed.push((
+                            format!("ecs:{op}"),
+                            format!("{definition}{CONTEXT}ecs:cluster={cluster}"),
+                        ));
+                        if call.tagged {
+                            let name = cluster.rsplit('/').next().unwrap_or_default().to_string();
+                            needed.push((
+                                "ecs:TagResource".into(),
+                                place.arn("ecs", &format!("task/{name}/*")),
+                            ));
+                        }
+                    }
+                    Named::EcsTask { task, .. } => needed.push((format!("ecs:{op}"), task.clone())),
+                    _ => {}
+                }
+            }
+        }
+        "eventbridge" => {
+            for named in &call.resources {
+                if let Named::Bus(bus) = named {
+                    let arn = if bus.starts_with("arn:") {
+                        bus.clone()
+                    } else {
+                        place.arn("events", &format!("event-bus/{bus}"))
+                    };
+                    needed.push((format!("events:{op}"), arn));
+                }
+            }
+        }
         other => panic!("a call to an unexpected service: {other}"),
     }
     if needed.is_empty() {
@@ -336,7 +444,13 @@ struct Statement {
     allow: bool,
     actions: Vec<String>,
     resources: Vec<String>,
+    /// `(key, patterns)` of the statement's `ArnLike` and `StringEquals` conditions: each key
+    /// must be in a need's context with a value one of its patterns matches.
+    conditions: Vec<(String, Vec<String>)>,
 }
+
+/// Separates a need's resource from its condition context (`<resource>|key=value|…`).
+const CONTEXT: &str = "|";
 
 /// `*` and `?` wildcards, as IAM matches actions (case-insensitively) and resources.
 fn glob(pattern: &str, text: &str) -> bool {
@@ -364,8 +478,15 @@ fn glob(pattern: &str, text: &str) -> bool {
 impl Statement {
     fn matches(&self, (action, resource): &Need) -> bool {
         let action = action.to_ascii_lowercase();
+        let mut parts = resource.split(CONTEXT);
+        let resource = parts.next().unwrap_or_default();
+        let context: Vec<(&str, &str)> = parts.filter_map(|kv| kv.split_once('=')).collect();
+        let conditions_hold = self.conditions.iter().all(|(key, patterns)| {
+            context.iter().any(|(k, v)| k == key && patterns.iter().any(|p| glob(p, v)))
+        });
         self.actions.iter().any(|a| glob(&a.to_ascii_lowercase(), &action))
             && self.resources.iter().any(|r| glob(r, resource))
+            && conditions_hold
     }
 }
 
@@ -391,6 +512,16 @@ fn tag_is(tagged: &serde_yaml::value::TaggedValue, name: &str) -> bool {
 }
 
 impl Resolver {
+    /// The template with `params` given, the other parameters at their defaults.
+    fn with(stack: &str, place: Place, params: &[(&str, &str)]) -> Resolver {
+        let mut resolver = Resolver::new(stack, place);
+        for (name, value) in params {
+            assert!(resolver.params.contains_key(*name), "the template has no parameter {name}");
+            resolver.params.insert(name.to_string(), value.to_string());
+        }
+        resolver
+    }
+
     fn new(stack: &str, place: Place) -> Resolver {
         let doc: Yaml = serde_yaml::from_str(TEMPLATE).unwrap();
         let mut params = BTreeMap::new();
@@ -556,8 +687,19 @@ impl Resolver {
                     assert!(tag_is(t, "Ref") && t.value.as_str() == Some("AWS::NoValue"), "{statement:?}");
                     continue;
                 }
-                for unsupported in ["NotAction", "NotResource", "Condition", "NotPrincipal"] {
+                for unsupported in ["NotAction", "NotResource", "NotPrincipal"] {
                     assert!(statement[unsupported].is_null(), "{role}: {unsupported} is not evaluated here");
+                }
+                let mut conditions = Vec::new();
+                for (operator, keys) in statement["Condition"].as_mapping().into_iter().flatten() {
+                    let operator = operator.as_str().unwrap();
+                    assert!(
+                        matches!(operator, "ArnLike" | "StringEquals"),
+                        "{role}: the condition operator {operator} is not evaluated here"
+                    );
+                    for (key, value) in keys.as_mapping().unwrap() {
+                        conditions.push((key.as_str().unwrap().to_string(), self.values(value)));
+                    }
                 }
                 let actions = match &statement["Action"] {
                     Yaml::String(a) => vec![a.clone()],
@@ -569,6 +711,7 @@ impl Resolver {
                     allow: statement["Effect"].as_str() == Some("Allow"),
                     actions,
                     resources: self.values(&statement["Resource"]),
+                    conditions,
                 });
             }
         }
@@ -584,8 +727,19 @@ impl Resolver {
 /// resource) the role does not grant. Prints what the function needed and what the role grants
 /// that it did not use. Returns the needs.
 fn assert_granted(stack: &Stack, function: &str, role: &str, log: &CallLog) -> BTreeSet<Need> {
+    assert_granted_with(stack, function, role, log, &[])
+}
+
+/// [`assert_granted`] with the template's `params` given (the target allow-lists).
+fn assert_granted_with(
+    stack: &Stack,
+    function: &str,
+    role: &str,
+    log: &CallLog,
+    params: &[(&str, &str)],
+) -> BTreeSet<Need> {
     let place = Place::of(&stack.resources.events_topic_arn);
-    let resolver = Resolver::new(&stack.name, place.clone());
+    let resolver = Resolver::with(&stack.name, place.clone(), params);
     // The resolver derives the stack's ARNs as AWS would; they must be the emulator's too.
     let events = resolver.reference("EventsTopic");
     assert_eq!(events, stack.resources.events_topic_arn);
@@ -1128,6 +1282,76 @@ async fn the_worker_role_grants_every_call_of_the_worker() {
             ("sns:Publish", a.events.clone()),
             ("sns:Publish", a.job_topics.clone()),
         ],
+    );
+}
+
+/// The worker's calls of AWS targets, with the template's target parameters set: a state
+/// machine's execution started, looked at and stopped at its timeout; an ECS task run (tagged),
+/// looked at and stopped; an event put on a bus. Every call is granted by `WorkerRole`, the
+/// RunTask by its condition on the cluster.
+#[tokio::test]
+async fn the_worker_role_grants_every_call_of_aws_targets() {
+    use sundial_tests::targets::{ecs_cluster_and_task, event_bus_to, state_machine};
+    let mut options = sundial_tests::Options::default();
+    // As the template sets them from the parameters below.
+    options.vars.insert("SUNDIAL_ALLOWED_STATE_MACHINES", "arn:aws:states:*:*:stateMachine:machine-*".into());
+    options.vars.insert("SUNDIAL_ALLOWED_ECS_CLUSTERS", "cluster-*".into());
+    options.vars.insert("SUNDIAL_ALLOWED_EVENT_BUSES", "arn:aws:events:*:*:event-bus/bus-*".into());
+    let stack = Stack::with(options).await;
+    let (services, log) = recording(&stack).await;
+    let worker = &services.use_cases.worker;
+
+    let machine = state_machine(json!({"Type": "Wait", "Seconds": 600, "End": true})).await;
+    let (cluster, family) = ecs_cluster_and_task().await;
+    let (_, queue_arn) = stack.new_queue("events").await;
+    let bus = event_bus_to(&queue_arn, "acme.reports", "report due").await;
+    let targets = [
+        json!({"type": "stepfunctions", "state_machine_arn": machine}),
+        json!({"type": "ecs", "cluster": cluster, "task_definition": family, "launch_type": "EC2",
+            "overrides": {"container": "app"}}),
+        json!({"type": "eventbridge", "event_bus_arn": bus, "detail_type": "report due", "source": "acme.reports"}),
+    ];
+    for (i, target) in targets.into_iter().enumerate() {
+        let document = json!({"name": format!("aws-{i}"), "schedule": {"cron": "0 0 1 1 *"}, "target": target,
+            "retry": {"max_attempts": 1}, "timeout_s": 4});
+        let id = stack.api.create_job(ALICE, &document).await;
+        let run_id = stack.trigger(&id).await;
+        let done = stack.drive(worker, &run_id, 60).await;
+        assert!(done.state.is_terminal(), "{done:?}");
+    }
+
+    let params = [
+        ("StateMachineTargetNames", "machine-*"),
+        ("EcsClusterTargetNames", "cluster-*"),
+        ("EventBusTargetNames", "bus-*"),
+    ];
+    let needed = assert_granted_with(&stack, "worker", "WorkerRole", &log, &params);
+    let place = Place::of(&stack.resources.events_topic_arn);
+    let execution = machine.replace(":stateMachine:", ":execution:") + ":*";
+    assert_exercised(
+        "worker",
+        &needed,
+        &[
+            ("states:StartExecution", machine.clone()),
+            ("states:DescribeExecution", execution.clone()),
+            ("states:StopExecution", execution),
+            ("ecs:RunTask", place.arn("ecs", &format!("task-definition/{family}*"))),
+            ("ecs:TagResource", place.arn("ecs", &format!("task/{cluster}/*"))),
+            ("ecs:DescribeTasks", place.arn("ecs", &format!("task/{cluster}/*"))),
+            ("ecs:StopTask", place.arn("ecs", &format!("task/{cluster}/*"))),
+            ("events:PutEvents", bus),
+        ],
+    );
+    // Without the parameters, none of it is granted.
+    let resolver = Resolver::new(&stack.name, place.clone());
+    let statements = resolver.role("WorkerRole");
+    let aws_targets: Vec<&Need> = needed
+        .iter()
+        .filter(|(a, _)| a.starts_with("states:") || a.starts_with("ecs:") || a.starts_with("events:"))
+        .collect();
+    assert!(
+        aws_targets.iter().all(|n| !allowed(&statements, n)),
+        "a default deployment grants no AWS target"
     );
 }
 

@@ -55,6 +55,9 @@ async fn targets(endpoint: &str) -> Targets {
         lambda: vec!["*".into()],
         sqs: vec!["*".into()],
         sns: vec!["*".into()],
+        state_machines: vec!["*".into()],
+        ecs_clusters: vec!["*".into()],
+        event_buses: vec!["*".into()],
         own_prefix: String::new(),
         network: sundial_domain::egress::Egress::default(),
     };

@@ -92,7 +92,10 @@ fn the_functions_environment_is_complete() {
                 | "SUNDIAL_OPERATORS"
                 | "SUNDIAL_ALLOWED_LAMBDA"
                 | "SUNDIAL_ALLOWED_SQS"
-                | "SUNDIAL_ALLOWED_SNS" => "",
+                | "SUNDIAL_ALLOWED_SNS"
+                | "SUNDIAL_ALLOWED_STATE_MACHINES"
+                | "SUNDIAL_ALLOWED_ECS_CLUSTERS"
+                | "SUNDIAL_ALLOWED_EVENT_BUSES" => "",
                 _ => "placeholder",
             };
             (name.as_str(), value)

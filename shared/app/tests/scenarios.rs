@@ -360,7 +360,7 @@ async fn a_start_is_timed_from_its_write_and_a_long_admission_starts_nothing() {
 #[tokio::test]
 async fn malformed_messages_are_dead_lettered_and_dead_letters_fail_their_run() {
     let world = World::at(START);
-    let bad = RunMessage { job_id: "not-a-job".into(), run_key: "not-a-key".into(), attempt: 1 };
+    let bad = RunMessage { job_id: "not-a-job".into(), run_key: "not-a-key".into(), attempt: 1, look: None };
     let sent = world.queue.send(&[Dispatch { message: bad, delay_s: 0, tenant: "t".into() }]).await;
     assert!(sent.iter().all(Result::is_ok));
     assert_eq!(world.deliver().await, 1);
@@ -373,7 +373,8 @@ async fn malformed_messages_are_dead_lettered_and_dead_letters_fail_their_run() 
 
     let job = world.create(yearly("dead", json!({}))).await;
     let run_id = world.trigger(&job).await;
-    let body = RunMessage { job_id: job.id.to_string(), run_key: run_id.key.encode(), attempt: 1 };
+    let body =
+        RunMessage { job_id: job.id.to_string(), run_key: run_id.key.encode(), attempt: 1, look: None };
     let body = serde_json::to_string(&body).unwrap();
     let done = world.use_cases.worker.dead_lettered(&body, "received 16 times").await.unwrap();
     assert!(done.contains("FAILED"), "{done}");

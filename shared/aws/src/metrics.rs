@@ -131,15 +131,21 @@ pub struct Clients {
     pub ledger: Arc<Ledger>,
 }
 
-/// The SDK clients targets are called through: each call is one request, never repeated by the
-/// SDK's retry (an at-most-once attempt sends exactly one; a failed call is the run's retry
-/// policy's to repeat). Sundial's own tables, queues and topics keep the SDK's standard retry.
+/// The SDK clients targets are called through. Lambda, SQS, SNS and EventBridge requests are
+/// sent once, never repeated by the SDK's retry (an at-most-once attempt sends exactly one; a
+/// failed call is the run's retry policy's to repeat). Step Functions and ECS keep the SDK's
+/// standard retry: a start is named after its run and attempt (the execution's name, the task's
+/// client token), so a repeated start starts nothing twice, and looks and stops repeat
+/// harmlessly. Sundial's own tables, queues and topics keep the SDK's standard retry.
 #[derive(Debug, Clone)]
 pub struct TargetClients {
     pub sqs: aws_sdk_sqs::Client,
     pub sns: aws_sdk_sns::Client,
     /// Lambda targets; `AWS_ENDPOINT_URL_LAMBDA` points it elsewhere (`cargo lambda watch`).
     pub lambda: aws_sdk_lambda::Client,
+    pub sfn: aws_sdk_sfn::Client,
+    pub ecs: aws_sdk_ecs::Client,
+    pub events: aws_sdk_eventbridge::Client,
 }
 
 impl TargetClients {
@@ -160,17 +166,30 @@ impl TargetClients {
             aws_sdk_sqs::config::Builder::from(sdk).retry_config(once.clone()).interceptor(counter.clone());
         let mut sns =
             aws_sdk_sns::config::Builder::from(sdk).retry_config(once.clone()).interceptor(counter.clone());
-        let mut lambda = aws_sdk_lambda::config::Builder::from(sdk).retry_config(once).interceptor(counter);
+        let mut lambda = aws_sdk_lambda::config::Builder::from(sdk)
+            .retry_config(once.clone())
+            .interceptor(counter.clone());
+        let mut events =
+            aws_sdk_eventbridge::config::Builder::from(sdk).retry_config(once).interceptor(counter.clone());
+        let mut sfn = aws_sdk_sfn::config::Builder::from(sdk).interceptor(counter.clone());
+        let mut ecs = aws_sdk_ecs::config::Builder::from(sdk).interceptor(counter);
         // Only an endpoint given here replaces the configuration's own (the emulator's, locally).
         if let Some(endpoint) = endpoint {
-            sqs.set_endpoint_url(Some(endpoint.to_string()));
-            sns.set_endpoint_url(Some(endpoint.to_string()));
-            lambda.set_endpoint_url(Some(endpoint.to_string()));
+            let endpoint = Some(endpoint.to_string());
+            sqs.set_endpoint_url(endpoint.clone());
+            sns.set_endpoint_url(endpoint.clone());
+            lambda.set_endpoint_url(endpoint.clone());
+            events.set_endpoint_url(endpoint.clone());
+            sfn.set_endpoint_url(endpoint.clone());
+            ecs.set_endpoint_url(endpoint);
         }
         TargetClients {
             sqs: aws_sdk_sqs::Client::from_conf(sqs.build()),
             sns: aws_sdk_sns::Client::from_conf(sns.build()),
             lambda: aws_sdk_lambda::Client::from_conf(lambda.build()),
+            sfn: aws_sdk_sfn::Client::from_conf(sfn.build()),
+            ecs: aws_sdk_ecs::Client::from_conf(ecs.build()),
+            events: aws_sdk_eventbridge::Client::from_conf(events.build()),
         }
     }
 }

@@ -411,6 +411,9 @@ mod tests {
             output: None,
             callback: None,
             call_until: None,
+            handle: None,
+            followed_at: None,
+            looks: 0,
         }];
         let event = RunEvent::new(EventKind::Failed, 2, at("2026-11-22T10:01:31Z"));
         let n = Notification::new(Some(&j), &r, &event, Some("https://sundial.test/"));

@@ -246,6 +246,124 @@ pub enum TargetDocument {
         #[cfg_attr(feature = "openapi", schema(pattern = "^arn:"))]
         topic_arn: String,
     },
+    /// A Step Functions execution per attempt, named after the run and the attempt, followed to
+    /// its end: the run is RUNNING while the execution runs and ends as it ends.
+    #[serde(rename = "stepfunctions")]
+    StepFunctions {
+        /// `arn:<partition>:states:<region>:<account>:stateMachine:<name>`; must match the
+        /// configured allow-list.
+        #[cfg_attr(feature = "openapi", schema(pattern = "^arn:"))]
+        state_machine_arn: String,
+        /// What the execution receives: the run's envelope (run id, attempt, scheduled instant,
+        /// job id, `traceparent` and the payload), or the payload alone.
+        #[serde(default, skip_serializing_if = "ExecutionInput::is_envelope")]
+        input: ExecutionInput,
+    },
+    /// An ECS task per attempt (RunTask with the run and attempt as its client token), followed
+    /// to its end: succeeded when every container exits 0.
+    Ecs {
+        /// A cluster name or ARN; must match the configured allow-list.
+        #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 2048))]
+        cluster: String,
+        /// A task definition: `family`, `family:revision` or its ARN.
+        #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 2048))]
+        task_definition: String,
+        #[serde(default, skip_serializing_if = "LaunchType::is_fargate")]
+        launch_type: LaunchType,
+        /// Where an awsvpc task runs (required for FARGATE).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        network: Option<EcsNetwork>,
+        /// The container that receives the run: its environment gains `SUNDIAL_RUN_ID`,
+        /// `SUNDIAL_ATTEMPT`, `SUNDIAL_SCHEDULED_AT`, `SUNDIAL_JOB_ID`, `SUNDIAL_PAYLOAD` and
+        /// `TRACEPARENT`, and its command is replaced when one is given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        overrides: Option<EcsOverrides>,
+    },
+    /// An event put on an EventBridge bus per attempt, its detail the run's envelope;
+    /// fire-and-forget, as SQS and SNS are.
+    #[serde(rename = "eventbridge")]
+    EventBridge {
+        /// `arn:<partition>:events:<region>:<account>:event-bus/<name>`; must match the
+        /// configured allow-list.
+        #[cfg_attr(feature = "openapi", schema(pattern = "^arn:"))]
+        event_bus_arn: String,
+        /// The event's `detail-type`: 1 to 128 characters.
+        #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 128))]
+        detail_type: String,
+        /// The event's `source`: 1 to 256 characters, not starting with `aws.`.
+        #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 256))]
+        source: String,
+    },
+}
+
+/// What a Step Functions execution receives as its input.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutionInput {
+    /// The run's envelope, as SQS, SNS and Lambda targets receive it.
+    #[default]
+    Envelope,
+    /// The run's payload alone.
+    Payload,
+}
+
+impl ExecutionInput {
+    fn is_envelope(&self) -> bool {
+        *self == ExecutionInput::Envelope
+    }
+}
+
+/// How an ECS task is launched.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "UPPERCASE")]
+pub enum LaunchType {
+    #[default]
+    Fargate,
+    Ec2,
+}
+
+impl LaunchType {
+    fn is_fargate(&self) -> bool {
+        *self == LaunchType::Fargate
+    }
+
+    /// As ECS spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaunchType::Fargate => "FARGATE",
+            LaunchType::Ec2 => "EC2",
+        }
+    }
+}
+
+/// An awsvpc task's network: 1 to 16 subnets, at most 5 security groups.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EcsNetwork {
+    pub subnets: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub security_groups: Vec<String>,
+    #[serde(default)]
+    pub assign_public_ip: bool,
+}
+
+/// What the task's named container is given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct EcsOverrides {
+    /// The container's name in the task definition.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 255))]
+    pub container: String,
+    /// Replaces the container's command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Added to the container's environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub environment: BTreeMap<String, String>,
 }
 
 fn default_method() -> String {

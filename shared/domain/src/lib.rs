@@ -7,13 +7,15 @@
 //!   [`dst`]: a schedule's DST policy; [`calendar`]: business days, holidays and where a
 //!   holiday's instant moves; [`named_calendar`]: calendars kept under a name and shared by jobs;
 //! - [`validation`]: documents checked against [`limits`] (bounds and allow-lists), errors
-//!   naming the field; [`egress`]: where HTTP calls made for jobs may connect;
+//!   naming the field; [`egress`]: where HTTP calls made for jobs may connect; [`arn`]: ARNs
+//!   parsed strictly;
 //! - [`run`]: runs, their states, keys and ids, and the events recorded on them;
 //! - [`tick`]: what the tick decides: the minutes a pass walks, the instants it claims (with
 //!   catch-up);
 //! - [`catchup`]: how a job's catch-up policy decides a run that would start late;
 //! - [`run_limit`]: what `schedule.max_runs` counts, and how a claim pass counts against it;
-//! - [`run_queue`]: run messages and how long each stays invisible in the queue;
+//! - [`run_queue`]: run messages and how long each stays invisible in the queue; [`follow`]:
+//!   when work a target started is looked at again, to its end;
 //! - [`target`]: what a target receives, how deliveries are signed, what an answer means;
 //! - [`retry`]: exponential backoff with full jitter; [`due_index`]: due-index bucket and shard
 //!   maths;
@@ -38,6 +40,7 @@
 //!   [`audit`]: the record of every change made through the API, and how the trail is read;
 //! - [`ports`]: storage, queue, event bus, per-job topics and targets, as traits.
 
+pub mod arn;
 pub mod audit;
 pub mod auth;
 pub mod calendar;
@@ -51,6 +54,7 @@ pub mod events;
 pub mod fence;
 #[cfg(test)]
 mod fixtures;
+pub mod follow;
 pub mod forecast;
 pub mod group;
 pub mod health;

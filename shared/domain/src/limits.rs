@@ -57,7 +57,27 @@ pub const MAX_ALERT_AFTER_FAILURES: u32 = 100;
 /// Most endpoints of one kind in `notify`.
 pub const MAX_ENDPOINTS_PER_KIND: usize = 10;
 
-/// Which Lambda functions, SQS queues and SNS topics jobs may target.
+/// ECS's bound on a RunTask's overrides, as JSON (containers' names, commands and environment).
+pub const MAX_ECS_OVERRIDES_BYTES: usize = 8192;
+
+/// The size ECS counts of one container's overrides: its name, command and environment as the
+/// RunTask request's JSON spells them.
+pub fn ecs_overrides_bytes(
+    container: &str,
+    command: Option<&[String]>,
+    environment: &[(String, String)],
+) -> usize {
+    let environment: Vec<serde_json::Value> =
+        environment.iter().map(|(name, value)| serde_json::json!({"name": name, "value": value})).collect();
+    let mut one = serde_json::json!({"name": container, "environment": environment});
+    if let Some(command) = command {
+        one["command"] = serde_json::json!(command);
+    }
+    serde_json::json!({"containerOverrides": [one]}).to_string().len()
+}
+
+/// Which Lambda functions, SQS queues, SNS topics, state machines, ECS clusters and event buses
+/// jobs may target.
 ///
 /// Patterns are matched against the whole identifier as written in the job; `*` matches any
 /// run of characters. Anything containing Sundial's own resource prefix is refused whatever the
@@ -67,6 +87,12 @@ pub struct TargetAllowList {
     pub lambda: Vec<String>,
     pub sqs: Vec<String>,
     pub sns: Vec<String>,
+    /// State machine ARNs (Step Functions targets).
+    pub state_machines: Vec<String>,
+    /// ECS clusters, by the name or ARN jobs write.
+    pub ecs_clusters: Vec<String>,
+    /// EventBridge bus ARNs.
+    pub event_buses: Vec<String>,
     /// Names of Sundial's own resources start with this (the stack name and a dash).
     pub own_prefix: String,
     /// Where HTTP calls made for jobs may connect (targets, `notify.https`).
@@ -101,19 +127,9 @@ impl<'a> QueueArn<'a> {
     /// The parts of `arn`, if it is a queue ARN of an AWS partition (`aws`, `aws-cn`,
     /// `aws-us-gov`, …) with a region, a 12-digit account and a name.
     pub fn parse(arn: &'a str) -> Option<Self> {
-        let ["arn", partition, "sqs", region, account, name] = arn.split(':').collect::<Vec<_>>()[..] else {
-            return None;
-        };
-        let word = |text: &str| {
-            !text.is_empty()
-                && text.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        };
-        let ok = (partition == "aws" || partition.strip_prefix("aws-").is_some_and(word))
-            && word(region)
-            && account.len() == 12
-            && account.bytes().all(|b| b.is_ascii_digit())
-            && !name.is_empty();
-        ok.then_some(QueueArn { region, account, name })
+        let parsed = crate::arn::Arn::parse(arn, "sqs")?;
+        let name = parsed.resource;
+        (!name.contains(':')).then_some(QueueArn { region: parsed.region, account: parsed.account, name })
     }
 }
 

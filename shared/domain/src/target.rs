@@ -18,6 +18,15 @@ use sha2::Sha256;
 /// Longest output or error text kept per attempt.
 pub const MAX_OUTPUT_BYTES: usize = 4096;
 
+/// Longest handle (the ARN of an execution or a task) an attempt keeps: longer is refused as an
+/// answer Sundial could not follow.
+pub const MAX_HANDLE_BYTES: usize = 512;
+
+/// Longest Step Functions execution name.
+pub const MAX_EXECUTION_NAME: usize = 80;
+/// Longest ECS RunTask `clientToken`.
+pub const MAX_CLIENT_TOKEN: usize = 64;
+
 /// Headers Sundial sets on HTTP targets.
 pub mod headers {
     pub const RUN_ID: &str = "x-sundial-run-id";
@@ -120,9 +129,60 @@ pub fn envelope(inv: &Invocation<'_>) -> String {
     .to_string()
 }
 
+/// The name of the work attempt `attempt` of run `run_id` starts (a Step Functions execution's
+/// name, an ECS task's client token): the same for every send of the attempt, so that a re-sent
+/// start is recognised, and another for each attempt. The run id and attempt (`<run id>-<n>`,
+/// dots as dashes) when that fits in `max`; else `sundial-` and a digest of both.
+pub fn work_name(run_id: &str, attempt: u32, max: usize) -> String {
+    let readable = format!("{}-{attempt}", run_id.replace('.', "-"));
+    let fits = readable.len() <= max
+        && readable.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if fits {
+        return readable;
+    }
+    use sha2::Digest;
+    let digest = hex::encode(Sha256::digest(format!("{run_id}#{attempt}").as_bytes()));
+    let tail = format!("-{attempt}");
+    let room = max.saturating_sub("sundial-".len() + tail.len()).min(digest.len());
+    format!("sundial-{}{tail}", &digest[..room])
+}
+
+/// The environment the container an ECS target names receives: the run's context (as the
+/// envelope carries it, the payload as JSON) and then the job's own variables.
+pub fn ecs_environment(
+    inv: &Invocation<'_>,
+    own: &std::collections::BTreeMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut environment = vec![
+        ("SUNDIAL_RUN_ID".to_string(), inv.run_id.clone()),
+        ("SUNDIAL_ATTEMPT".to_string(), inv.attempt.to_string()),
+        ("SUNDIAL_SCHEDULED_AT".to_string(), inv.scheduled_at.to_rfc3339()),
+        ("SUNDIAL_JOB_ID".to_string(), inv.job.id.to_string()),
+        ("SUNDIAL_PAYLOAD".to_string(), inv.payload.to_string()),
+        ("TRACEPARENT".to_string(), crate::trace::traceparent(&inv.run_id, inv.attempt)),
+    ];
+    environment.extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+    environment
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn work_names_are_stable_per_attempt_and_fit_their_service() {
+        let id = "01jd5kqz8x7m3n4p5q6r7s8t9v.20261122T030405Z.s";
+        assert_eq!(work_name(id, 2, MAX_EXECUTION_NAME), "01jd5kqz8x7m3n4p5q6r7s8t9v-20261122T030405Z-s-2");
+        assert_ne!(work_name(id, 2, MAX_EXECUTION_NAME), work_name(id, 3, MAX_EXECUTION_NAME));
+        let manual = "01jd5kqz8x7m3n4p5q6r7s8t9v.20261122T030405Z.m.01jd5kqz8x7m3n4p5q6r7s8t9v";
+        let token = work_name(manual, 10, MAX_CLIENT_TOKEN);
+        assert!(
+            token.len() <= MAX_CLIENT_TOKEN && token.starts_with("sundial-") && token.ends_with("-10"),
+            "{token}"
+        );
+        assert_eq!(token, work_name(manual, 10, MAX_CLIENT_TOKEN), "the same for every send");
+        assert_ne!(token, work_name(manual, 11, MAX_CLIENT_TOKEN));
+    }
 
     #[test]
     fn the_envelope_carries_the_run_and_its_trace() {

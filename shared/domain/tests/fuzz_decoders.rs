@@ -772,6 +772,9 @@ fn allow_list() -> TargetAllowList {
         lambda: vec!["allowed-*".into()],
         sqs: vec!["http://127.0.0.1:4566/000000000000/allowed-*".into()],
         sns: vec!["arn:aws:sns:*:*:allowed-*".into()],
+        state_machines: vec!["arn:aws:states:*:*:stateMachine:allowed-*".into()],
+        ecs_clusters: vec!["allowed-*".into()],
+        event_buses: vec!["arn:aws:events:*:*:event-bus/allowed-*".into()],
         own_prefix: "sundial-test-".into(),
         network: sundial_domain::egress::Egress::default().allowing_loopback(),
     }

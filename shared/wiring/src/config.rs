@@ -237,6 +237,9 @@ fn targets(vars: &dyn Vars, stack: &str) -> Result<TargetAllowList, ConfigError>
         lambda: list(vars, "SUNDIAL_ALLOWED_LAMBDA"),
         sqs: list(vars, "SUNDIAL_ALLOWED_SQS"),
         sns: list(vars, "SUNDIAL_ALLOWED_SNS"),
+        state_machines: list(vars, "SUNDIAL_ALLOWED_STATE_MACHINES"),
+        ecs_clusters: list(vars, "SUNDIAL_ALLOWED_ECS_CLUSTERS"),
+        event_buses: list(vars, "SUNDIAL_ALLOWED_EVENT_BUSES"),
         own_prefix: format!("{stack}-"),
         network,
     })

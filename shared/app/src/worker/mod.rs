@@ -29,11 +29,12 @@ use sundial_domain::catchup::late_reason;
 use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::fence::{self, Verdict};
+use sundial_domain::follow;
 use sundial_domain::job::{ConcurrencyPolicy, Job};
 use sundial_domain::ports::store::{
     Catalogue, FenceStore, Race, Raced, RunHistory, RunWrites, StoreError, until_won,
 };
-use sundial_domain::ports::targets::{Answer, Caller, Invocation};
+use sundial_domain::ports::targets::{Answer, Caller, Invocation, Progress};
 use sundial_domain::run::transition::{
     self, DEFAULT_HEARTBEAT_WINDOW, Ending, Step, paused_reason, skip_reason,
 };
@@ -166,7 +167,11 @@ impl Worker {
             attempt = message.attempt,
             trace_id = %sundial_domain::trace::trace_id(&run_id)
         );
-        match self.process(&job_id, &key, message.attempt, worker).instrument(span).await {
+        let processed = match message.look {
+            Some(seen) => self.look(&job_id, &key, message.attempt, seen).instrument(span).await,
+            None => self.process(&job_id, &key, message.attempt, worker).instrument(span).await,
+        };
+        match processed {
             Ok(disposition) => disposition,
             Err(e) => {
                 // Storage trouble: try the message again later; nothing was half-done.
@@ -605,7 +610,118 @@ impl Worker {
                 self.recorder.apply(job, &started, &accept, now).await?;
                 Ok(Disposition::Delete)
             }
+            Answered::Started(handle) => self.follow(job, &started, handle, now).await,
             Answered::Ended(ending) => self.end(job, &started, ending, watched, now).await,
+        }
+    }
+
+    /// The attempt `started` started work `handle` (an execution, a task): it follows it, the
+    /// first look a moment later. If the run moved on meanwhile (cancelled), nobody will follow
+    /// the work: it is stopped.
+    async fn follow(
+        &self,
+        job: &Job,
+        started: &Run,
+        handle: String,
+        now: DateTime<Utc>,
+    ) -> Result<Disposition, StoreError> {
+        if handle.len() > sundial_domain::target::MAX_HANDLE_BYTES {
+            self.stop_work(&handle, "its ARN is too long to follow").await;
+            let error =
+                format!("the started work's ARN is {} bytes, longer than can be followed", handle.len());
+            return self.end(job, started, Ending::new(Outcome::Failed).because(error), false, now).await;
+        }
+        tracing::info!(%handle, "the target started work; the attempt follows it");
+        let track = Step::Track { handle: handle.clone(), seen: 0, window: follow::LEASE };
+        match self.recorder.apply(job, started, &track, now).await?.race() {
+            Race::Won(tracked) => Ok(Disposition::Replace(self.next_look(job, &tracked, 1, now))),
+            Race::Lost => {
+                self.stop_work(&handle, "the run moved on before its work was followed").await;
+                Ok(Disposition::Delete)
+            }
+        }
+    }
+
+    /// The message of look `seen` at the work of `run`'s open attempt, on the grid of looks and
+    /// never later than the attempt's deadline.
+    fn next_look(&self, job: &Job, run: &Run, seen: u32, now: DateTime<Utc>) -> Dispatch {
+        let started_at = run.attempts.last().map_or(now, |a| a.started_at);
+        let deadline = transition::attempt_deadline(job, run);
+        Dispatch::look(run, seen, follow::next_look(started_at, now, deadline))
+    }
+
+    /// A look at the work attempt `asked` of a run started, asked for when the attempt had
+    /// recorded `seen` looks ([`sundial_domain::follow`]): the attempt ends as the work ended,
+    /// or at its deadline (the work stopped); else the look is recorded and the next one sent.
+    /// An attempt closed meanwhile by a cancel, its timeout or its lost lease has its work
+    /// stopped. A stale look (another chain's, or one already recorded) does nothing.
+    async fn look(
+        &self,
+        job_id: &sundial_domain::job::JobId,
+        key: &RunKey,
+        asked: u32,
+        seen: u32,
+    ) -> Result<Disposition, StoreError> {
+        let Some(run) = self.history.get(job_id, key).await? else {
+            return Ok(Disposition::Delete);
+        };
+        let Some(attempt) = run.attempts.iter().find(|a| a.n == asked) else {
+            return Ok(Disposition::Delete);
+        };
+        let Some(handle) = attempt.handle.clone() else {
+            return Ok(Disposition::Delete);
+        };
+        if run.state != RunState::Running || run.attempt != asked {
+            let closed =
+                matches!(attempt.outcome, Some(Outcome::Cancelled | Outcome::TimedOut | Outcome::Lost));
+            if closed {
+                let why = attempt.error.clone().unwrap_or_else(|| "the attempt was closed".into());
+                self.stop_work(&handle, &why).await;
+            }
+            return Ok(Disposition::Delete);
+        }
+        if attempt.looks != seen {
+            return Ok(Disposition::Delete);
+        }
+        let now = self.clock.now();
+        let Some(job) = self.catalogue.get(&run.job_id).await? else {
+            // Its lease ends the attempt; nobody wants the work.
+            self.stop_work(&handle, "the job was deleted").await;
+            return Ok(Disposition::Delete);
+        };
+        if transition::attempt_deadline(&job, &run).is_some_and(|deadline| now >= deadline) {
+            let limit = job.document.timeout_s;
+            let error =
+                match self.caller.stop(&handle, &format!("no result within timeout_s ({limit} s)")).await {
+                    Ok(()) => format!("no result within {limit} s; the work was stopped"),
+                    Err(e) => format!("no result within {limit} s; stopping the work failed: {e}"),
+                };
+            return self.end(&job, &run, Ending::new(Outcome::TimedOut).because(error), false, now).await;
+        }
+        match self.caller.follow(&handle).await {
+            Progress::Ended(ending) => self.end(&job, &run, ending, false, now).await,
+            progress @ (Progress::Running | Progress::Unknown(_)) => {
+                if let Progress::Unknown(why) = progress {
+                    tracing::warn!(%handle, %why, "the work could not be looked at; looking again later");
+                }
+                let track = Step::Track { handle, seen, window: follow::LEASE };
+                match self.recorder.apply(&job, &run, &track, now).await?.race() {
+                    Race::Won(tracked) => {
+                        Ok(Disposition::Replace(self.next_look(&job, &tracked, seen + 1, now)))
+                    }
+                    // Another look was recorded first, or the run moved on: that one goes on.
+                    Race::Lost => Ok(Disposition::Delete),
+                }
+            }
+        }
+    }
+
+    /// Stops the work `handle` names, best effort: a failure is logged (the work ends by itself
+    /// or by its own timeout).
+    async fn stop_work(&self, handle: &str, reason: &str) {
+        match self.caller.stop(handle, reason).await {
+            Ok(()) => tracing::info!(%handle, %reason, "the work was stopped"),
+            Err(e) => tracing::warn!(%handle, %reason, error = %e, "the work could not be stopped"),
         }
     }
 
@@ -744,6 +860,8 @@ impl Worker {
 enum Answered {
     /// 202: the attempt stays open until the target calls back.
     Accepted(u16),
+    /// The target started work the attempt follows to its end.
+    Started(String),
     Ended(Ending),
 }
 
@@ -751,6 +869,7 @@ enum Answered {
 fn answered(answer: Answer, call_limit: Duration) -> Answered {
     Answered::Ended(match answer {
         Answer::Accepted { status } => return Answered::Accepted(status),
+        Answer::Started { handle } => return Answered::Started(handle),
         Answer::Succeeded { status, output } => Ending { status, output, ..Ending::new(Outcome::Succeeded) },
         Answer::TimedOut => {
             Ending::new(Outcome::TimedOut).because(format!("no answer within {} s", call_limit.num_seconds()))

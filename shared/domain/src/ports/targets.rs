@@ -1,6 +1,7 @@
 //! The targets port: one call of a job's target, and how it ended.
 
 use crate::job::Job;
+use crate::run::transition::Ending;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
@@ -33,6 +34,11 @@ pub enum Answer {
     Accepted {
         status: u16,
     },
+    /// The work started elsewhere (a Step Functions execution, an ECS task), named by `handle`
+    /// (its ARN): the attempt stays open and is followed to the work's end ([`Caller::follow`]).
+    Started {
+        handle: String,
+    },
     Failed {
         retryable: bool,
         status: Option<u16>,
@@ -46,8 +52,32 @@ pub enum Answer {
     },
 }
 
+/// Where work a target started ([`Answer::Started`]) stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Still running.
+    Running,
+    /// Over: how the attempt ends (succeeded, failed, timed out), with the work's output or
+    /// error.
+    Ended(Ending),
+    /// Could not be told this time (the describe call failed): look again later.
+    Unknown(String),
+}
+
 /// Calls targets.
 #[async_trait]
 pub trait Caller: Send + Sync + std::fmt::Debug {
     async fn call(&self, invocation: &Invocation<'_>) -> Answer;
+
+    /// Where the work `handle` (its ARN) names stands. A caller that never
+    /// answers [`Answer::Started`] is never asked.
+    async fn follow(&self, _handle: &str) -> Progress {
+        Progress::Unknown("this caller starts no work to follow".into())
+    }
+
+    /// Stops the work `handle` names (an attempt past its timeout, or cancelled); `Err` says why
+    /// it could not be stopped. Stopping work that has ended already is not an error.
+    async fn stop(&self, _handle: &str, _reason: &str) -> Result<(), String> {
+        Err("this caller starts no work to stop".into())
+    }
 }

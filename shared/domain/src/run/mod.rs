@@ -272,6 +272,22 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(ignore))]
     pub call_until: Option<DateTime<Utc>>,
+    /// The work the attempt started and follows to its end: a Step Functions execution's or an
+    /// ECS task's ARN.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+    /// When the started work was last looked at (each look renews the attempt's lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub followed_at: Option<DateTime<Utc>>,
+    /// How many looks at the started work were recorded: a look message asks for the next one,
+    /// so a duplicate chain of looks ends at its first stale message. Kept in storage only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
+    pub looks: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A run as stored.
@@ -333,7 +349,12 @@ impl Run {
 
     /// The message that asks for this run's next attempt.
     pub fn next_message(&self) -> RunMessage {
-        RunMessage { job_id: self.job_id.to_string(), run_key: self.key.encode(), attempt: self.attempt + 1 }
+        RunMessage {
+            job_id: self.job_id.to_string(),
+            run_key: self.key.encode(),
+            attempt: self.attempt + 1,
+            look: None,
+        }
     }
 
     /// When a QUEUED or RETRYING run's next attempt may start: its due time, or the end of its
@@ -380,6 +401,10 @@ pub struct RunMessage {
     pub job_id: String,
     pub run_key: String,
     pub attempt: u32,
+    /// A look at the work the open attempt started ([`crate::follow`]): the number of looks
+    /// the attempt had when this one was asked for. `None`: the message asks for an attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub look: Option<u32>,
 }
 
 #[cfg(test)]

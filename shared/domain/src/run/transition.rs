@@ -32,6 +32,11 @@ pub enum Step {
     /// The target answered 202: it reports back through callbacks, each keeping the lease alive
     /// for `window`, never past the attempt's timeout.
     Accept { status: u16, window: Duration },
+    /// The open attempt's target started work elsewhere (`handle`, an execution or a task) and
+    /// it was looked at, still running: the attempt follows it, its lease renewed for `window`
+    /// (never past its deadline). `seen` is the number of looks the attempt had when this one was
+    /// asked for: a look that is not the next one is refused ([`crate::follow`]).
+    Track { handle: String, seen: u32, window: Duration },
     /// The target of the open attempt says it is still working: the lease is extended by
     /// `window`, never past the attempt's timeout and never shortened.
     Heartbeat { window: Duration },
@@ -55,6 +60,7 @@ impl Step {
         match self {
             Step::Start { .. } => "start",
             Step::Accept { .. } => "accept",
+            Step::Track { .. } => "track",
             Step::Heartbeat { .. } => "heartbeat",
             Step::Finish { .. } => "finish",
             Step::Expire { .. } => "expire",
@@ -125,7 +131,9 @@ pub fn apply(job: &Job, run: &Run, step: &Step, now: DateTime<Utc>) -> Result<Ch
     let events = caused(job, run, &after, now);
     let mut after = after;
     after.events.extend(events.iter().cloned());
-    let fence = if matches!(step, Step::Expire { .. }) { Fence::Unchanged } else { Fence::StateAndAttempt };
+    // An expiry loses to a heartbeat written meanwhile; of two looks, one is written.
+    let unchanged = matches!(step, Step::Expire { .. } | Step::Track { .. });
+    let fence = if unchanged { Fence::Unchanged } else { Fence::StateAndAttempt };
     Ok(Change { run: after, events, fence })
 }
 
@@ -166,6 +174,19 @@ fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Resu
                 return Err(refuse("only a running attempt is accepted"));
             }
             accepted(run, *status, lease_for(job_of()?, run, *window, now), now)
+        }
+        Step::Track { handle, seen, window } => {
+            if !running {
+                return Err(refuse("only a running attempt follows its work"));
+            }
+            let last = run.attempts.last();
+            if last.is_none_or(|a| a.looks != *seen) {
+                return Err(refuse("another look was recorded first"));
+            }
+            if last.and_then(|a| a.handle.as_ref()).is_some_and(|h| h != handle) {
+                return Err(refuse("the attempt follows other work"));
+            }
+            tracked(run, handle, lease_for(job_of()?, run, *window, now), now)
         }
         Step::Heartbeat { window } => {
             if !running {
@@ -221,6 +242,18 @@ fn accepted(run: &Run, status: u16, lease: DateTime<Utc>, now: DateTime<Utc>) ->
     let mut after = Run { lease_until: Some(lease), updated_at: now, call_ended, ..run.clone() };
     if let Some(last) = after.attempts.last_mut() {
         last.status_code = Some(status);
+    }
+    after
+}
+
+/// `run` following `handle`, looked at `now`: the call that started it is over.
+fn tracked(run: &Run, handle: &str, lease: DateTime<Utc>, now: DateTime<Utc>) -> Run {
+    let call_ended = Some(run.attempt);
+    let mut after = Run { lease_until: Some(lease), updated_at: now, call_ended, ..run.clone() };
+    if let Some(last) = after.attempts.last_mut() {
+        last.handle = Some(handle.to_string());
+        last.followed_at = Some(now);
+        last.looks += 1;
     }
     after
 }
@@ -337,6 +370,9 @@ fn started(run: &Run, worker: &str, callback: &str, lease_until: DateTime<Utc>, 
         output: None,
         callback: Some(callback.to_string()),
         call_until: Some(lease_until),
+        handle: None,
+        followed_at: None,
+        looks: 0,
     });
     Run {
         state: RunState::Running,
@@ -379,7 +415,8 @@ pub fn abandoned(job: &Job, run: &Run, now: DateTime<Utc>) -> Option<Ending> {
     if run.state != RunState::Running || run.lease_until.is_some_and(|lease| lease > now) {
         return None;
     }
-    let accepted = run.attempts.last().is_some_and(|a| a.status_code == Some(202));
+    // Its target answered 202, or it follows work it started: past its deadline it timed out.
+    let accepted = run.attempts.last().is_some_and(|a| a.status_code == Some(202) || a.handle.is_some());
     let timed_out = accepted && attempt_deadline(job, run).is_some_and(|deadline| now >= deadline);
     Some(if timed_out {
         Ending::new(Outcome::TimedOut).because("no result within the attempt's timeout")
@@ -537,6 +574,7 @@ mod tests {
         vec![
             start(),
             Step::Accept { status: 202, window: Duration::seconds(60) },
+            Step::Track { handle: "arn:execution".into(), seen: 0, window: Duration::seconds(60) },
             Step::Heartbeat { window: Duration::seconds(60) },
             fail(),
             Step::Expire { jitter: 0.5 },
@@ -554,9 +592,11 @@ mod tests {
             Step::Start { .. } | Step::Skip { .. } | Step::DeadLetter { .. } => {
                 matches!(state, Queued | Retrying)
             }
-            Step::Accept { .. } | Step::Heartbeat { .. } | Step::Finish { .. } | Step::Expire { .. } => {
-                state == Running
-            }
+            Step::Accept { .. }
+            | Step::Track { .. }
+            | Step::Heartbeat { .. }
+            | Step::Finish { .. }
+            | Step::Expire { .. } => state == Running,
             Step::Cancel { .. } => !state.is_terminal(),
         }
     }
@@ -647,6 +687,35 @@ mod tests {
     }
 
     #[test]
+    fn each_look_at_started_work_is_recorded_once_and_renews_the_lease_up_to_the_timeout() {
+        let j = job(serde_json::json!({}));
+        let now = at("2026-11-22T10:00:00Z");
+        let running = in_state(&j, RunState::Running, now);
+        let window = Duration::seconds(30);
+        let look = |seen| Step::Track { handle: "arn:aws:states:x".into(), seen, window };
+        let first = apply(&j, &running, &look(0), now).unwrap();
+        assert_eq!(first.fence, Fence::Unchanged, "of two looks at once, one is written");
+        let first = first.run;
+        let attempt = &first.attempts[0];
+        assert_eq!((attempt.handle.as_deref(), attempt.looks), (Some("arn:aws:states:x"), 1));
+        assert_eq!((attempt.followed_at, first.lease_until), (Some(now), Some(now + window)));
+        assert_eq!(first.call_ended, Some(1), "the call that started the work is over");
+        let stale = apply(&j, &first, &look(0), now + Duration::seconds(5));
+        assert_eq!(stale.map_err(|r| r.why), Err("another look was recorded first"));
+        let other = Step::Track { handle: "arn:aws:states:y".into(), seen: 1, window };
+        assert_eq!(apply(&j, &first, &other, now).map_err(|r| r.why), Err("the attempt follows other work"));
+        let late = apply(&j, &first, &look(1), now + Duration::seconds(50)).unwrap().run;
+        assert_eq!(late.lease_until, Some(now + Duration::seconds(60)), "capped at the 60 s timeout");
+        assert_eq!(late.attempts[0].looks, 2);
+        let past = apply(&j, &late, &Step::Expire { jitter: 0.5 }, now + Duration::seconds(61)).unwrap();
+        assert_eq!(
+            past.run.attempts[0].outcome,
+            Some(Outcome::TimedOut),
+            "followed work past its deadline timed out"
+        );
+    }
+
+    #[test]
     fn a_cancel_closes_the_open_attempt_and_tells_a_missed_sla() {
         let j = job(serde_json::json!({"sla_s": 60}));
         let now = at("2026-11-22T10:00:00Z");
@@ -676,6 +745,11 @@ mod tests {
             }),
             (1i64..120).prop_map(|s| Step::Accept { status: 202, window: Duration::seconds(s) }),
             (1i64..120).prop_map(|s| Step::Heartbeat { window: Duration::seconds(s) }),
+            (0u32..3, 1i64..120).prop_map(|(seen, s)| Step::Track {
+                handle: "arn:execution".into(),
+                seen,
+                window: Duration::seconds(s)
+            }),
             (outcome, any::<bool>(), 0.0f64..1.0).prop_map(|(o, permanent, jitter)| Step::Finish {
                 ending: Ending { permanent, ..Ending::new(o) },
                 jitter

@@ -85,6 +85,7 @@ fn checked(
     if doc.payload_template {
         template_fits(&doc.payload, rules)?;
     }
+    target::payload_fits(doc)?;
     validate_durations(doc, rules)?;
     validate_window(doc, created_at, now)?;
     if let Some(n) = doc.alert_after_failures {
@@ -772,6 +773,9 @@ mod tests {
             lambda: vec!["allowed-*".into()],
             sqs: vec!["http://127.0.0.1:4566/000000000000/allowed-*".into()],
             sns: vec!["arn:aws:sns:*:*:allowed-*".into()],
+            state_machines: vec!["arn:aws:states:*:*:stateMachine:allowed-*".into()],
+            ecs_clusters: vec!["allowed-*".into()],
+            event_buses: vec!["arn:aws:events:*:*:event-bus/allowed-*".into()],
             own_prefix: "sundial-test-".into(),
             network: crate::egress::Egress::default().allowing_loopback(),
         };
@@ -1018,6 +1022,78 @@ mod tests {
                 "target.queue_url",
             ),
             (job(json!({"target": {"type": "sns", "topic_arn": "not-an-arn"}})), "target.topic_arn"),
+            (
+                job(
+                    json!({"target": {"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:activity:allowed-a"}}),
+                ),
+                "target.state_machine_arn",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:stateMachine:other"}}),
+                ),
+                "target.state_machine_arn",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:stateMachine:allowed-sundial-test-x"}}),
+                ),
+                "target.state_machine_arn",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "ecs", "cluster": "other", "task_definition": "t", "launch_type": "EC2"}}),
+                ),
+                "target.cluster",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "ecs", "cluster": "allowed-c", "task_definition": "t:0", "launch_type": "EC2"}}),
+                ),
+                "target.task_definition",
+            ),
+            (
+                job(json!({"target": {"type": "ecs", "cluster": "allowed-c", "task_definition": "t"}})),
+                "target.network",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "ecs", "cluster": "allowed-c", "task_definition": "t", "network": {"subnets": ["10.0.0.0/24"]}}}),
+                ),
+                "target.network.subnets",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "ecs", "cluster": "allowed-c", "task_definition": "t", "launch_type": "EC2",
+                    "overrides": {"container": "app", "environment": {"SUNDIAL_RUN_ID": "x"}}}}),
+                ),
+                "target.overrides.environment.SUNDIAL_RUN_ID",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "ecs", "cluster": "allowed-c", "task_definition": "t", "launch_type": "EC2",
+                    "overrides": {"container": "app"}}, "payload": {"blob": "x".repeat(8_000)}}),
+                ),
+                "payload",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "eventbridge", "event_bus_arn": "arn:aws:events:us-east-1:000000000000:rule/allowed-r", "detail_type": "d", "source": "s"}}),
+                ),
+                "target.event_bus_arn",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "eventbridge", "event_bus_arn": "arn:aws:events:us-east-1:000000000000:event-bus/allowed-b", "detail_type": "d", "source": "aws.states"}}),
+                ),
+                "target.source",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "eventbridge", "event_bus_arn": "arn:aws:events:us-east-1:000000000000:event-bus/allowed-b", "detail_type": "", "source": "s"}}),
+                ),
+                "target.detail_type",
+            ),
             (job(json!({"payload": {"blob": "x".repeat(70_000)}})), "payload"),
             (job(json!({"retry": {"max_attempts": 0}})), "retry.max_attempts"),
             (job(json!({"retry": {"max_attempts": 11}})), "retry.max_attempts"),
@@ -1127,6 +1203,12 @@ mod tests {
             json!({"type": "lambda", "function": "allowed-fn"}),
             json!({"type": "sqs", "queue_url": "http://127.0.0.1:4566/000000000000/allowed-q"}),
             json!({"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:000000000000:allowed-t"}),
+            json!({"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:stateMachine:allowed-sm"}),
+            json!({"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:stateMachine:allowed-sm", "input": "payload"}),
+            json!({"type": "ecs", "cluster": "allowed-c", "task_definition": "report:3", "network": {"subnets": ["subnet-0a1b"], "security_groups": ["sg-12ab"]},
+                "overrides": {"container": "app", "command": ["run", "report"], "environment": {"MODE": "full"}}}),
+            json!({"type": "ecs", "cluster": "allowed-c", "task_definition": "arn:aws:ecs:us-east-1:000000000000:task-definition/report:3", "launch_type": "EC2"}),
+            json!({"type": "eventbridge", "event_bus_arn": "arn:aws:events:us-east-1:000000000000:event-bus/allowed-bus", "detail_type": "report due", "source": "acme.reports"}),
             json!({"type": "http", "url": "http://127.0.0.1:9/x", "method": "put"}),
             json!({"type": "http", "url": "https://x.test/", "headers":
                 (0..50).map(|i| (format!("X-H{i}"), json!("a\tb"))).collect::<serde_json::Map<_, _>>()}),

@@ -1,11 +1,14 @@
 //! A job's target checked: [`validate_target`] hands each kind to its own file (`http`,
-//! `lambda`, `sqs`, `sns`), and the checks kinds share live here: what an http(s) URL must be,
+//! `lambda`, `sqs`, `sns`, `stepfunctions`, `ecs`, `eventbridge`), and the checks kinds share live here: what an http(s) URL must be,
 //! and an identifier matched against its allow-list. A new kind is a file and an arm.
 
+mod ecs;
+mod eventbridge;
 mod http;
 mod lambda;
 mod sns;
 mod sqs;
+mod stepfunctions;
 
 pub use http::{HTTP_METHODS, MAX_TARGET_HEADERS};
 
@@ -21,6 +24,24 @@ pub(super) fn validate_target(target: &mut TargetDocument, list: &TargetAllowLis
         TargetDocument::Lambda { function } => lambda::validate(function, list),
         TargetDocument::Sqs { queue_url } => sqs::validate(queue_url, list),
         TargetDocument::Sns { topic_arn } => sns::validate(topic_arn, list),
+        TargetDocument::StepFunctions { state_machine_arn, .. } => {
+            stepfunctions::validate(state_machine_arn, list)
+        }
+        TargetDocument::Ecs { cluster, task_definition, launch_type, network, overrides } => {
+            ecs::validate(cluster, task_definition, *launch_type, network.as_ref(), overrides.as_ref(), list)
+        }
+        TargetDocument::EventBridge { event_bus_arn, detail_type, source } => {
+            eventbridge::validate(event_bus_arn, detail_type, source, list)
+        }
+    }
+}
+
+/// The job's payload fits where its target carries it (an ECS container's environment, within
+/// ECS's bound on overrides); errors name `payload`.
+pub(super) fn payload_fits(doc: &crate::job::JobDocument) -> Result<()> {
+    match &doc.target {
+        TargetDocument::Ecs { overrides: Some(overrides), .. } => ecs::payload_fits(overrides, &doc.payload),
+        _ => Ok(()),
     }
 }
 
