@@ -173,6 +173,8 @@ def deploy(args):
         "CapacityLog": "1",
         # The stage's targets listen on loopback (the emulator's own port stays refused).
         "AllowedNetworks": "127.0.0.0/8",
+        # The state machines the stage's Step Functions job may start and follow.
+        "StateMachineTargetNames": "e2e-machine-*",
     }
     request = dict(
         StackName=stack, TemplateBody=text,

@@ -11,7 +11,8 @@
 //!   as part of its run, since each one-time run needs one.
 //! - **execution**: runs due now, executed by the workers against the loopback target, answered
 //!   200 (happy), 500 then 200 (one retry), or 202 then two heartbeats and a completion through
-//!   the callback use cases (what the API does for `/v1/runs/{id}/heartbeat|complete`).
+//!   the callback use cases (what the API does for `/v1/runs/{id}/heartbeat|complete`); or a
+//!   Step Functions execution of 25 s followed to its end by the worker's looks.
 
 use crate::lag::import;
 use crate::stack::{self, OWNER, Workers, per_run, reported_units};
@@ -270,10 +271,34 @@ async fn claim(kind: &Kind) -> anyhow::Result<(Share, Value)> {
     ))
 }
 
-/// Executing `n` runs due now whose target answers as `behaviour` says.
+/// How long the state machine of the Step Functions path runs: its looks at 2, 5, 10, 20 and
+/// 40 s see it running four times and ended the fifth.
+const EXECUTION_S: u64 = 25;
+
+/// A state machine that waits [`EXECUTION_S`] and succeeds; its ARN.
+async fn waiting_state_machine() -> anyhow::Result<String> {
+    let sfn = aws_sdk_sfn::Client::new(&sundial_wiring::config::aws_sdk_config().await);
+    let definition = json!({"StartAt": "Work", "States": {
+        "Work": {"Type": "Wait", "Seconds": EXECUTION_S, "Next": "Done"},
+        "Done": {"Type": "Succeed"}
+    }});
+    let made = sfn
+        .create_state_machine()
+        .name(format!("bench-machine-{}", stack::unique_suffix()))
+        .definition(definition.to_string())
+        .role_arn("arn:aws:iam::000000000000:role/bench-machine")
+        .send()
+        .await?;
+    Ok(made.state_machine_arn)
+}
+
+/// Executing `n` runs due now whose target answers as `behaviour` says (`stepfunctions`: a
+/// state machine's execution of [`EXECUTION_S`], followed to its end).
 async fn execute(execution: Execution, n: usize) -> anyhow::Result<(Share, Value)> {
     let Execution { behaviour, concurrency, .. } = execution;
-    let (services, clients) = stack::stack(&[], Arc::new(SystemClock), Capacity::Counted).await?;
+    let machines = [("SUNDIAL_ALLOWED_STATE_MACHINES", "arn:aws:states:*:*:stateMachine:bench-machine-*")];
+    let (services, clients) = stack::stack(&machines, Arc::new(SystemClock), Capacity::Counted).await?;
+    let machine = if behaviour == "stepfunctions" { Some(waiting_state_machine().await?) } else { None };
     let target = Target::start().await?;
     let now = Utc::now();
     let due = ceil_second(now) + Duration::seconds(3);
@@ -281,6 +306,9 @@ async fn execute(execution: Execution, n: usize) -> anyhow::Result<(Share, Value
         .map(|i| {
             let mut document = document(json!({"at": format_instant(due)}), &target.url(behaviour));
             document["concurrency"] = json!(concurrency);
+            if let Some(machine) = &machine {
+                document["target"] = json!({"type": "stepfunctions", "state_machine_arn": machine});
+            }
             stack::job(&format!("{behaviour}-{i:03}"), document, now, Some(due))
         })
         .collect::<anyhow::Result<_>>()?;
@@ -290,7 +318,10 @@ async fn execute(execution: Execution, n: usize) -> anyhow::Result<(Share, Value
     let workers = Workers::start(&services);
     let attempts = if behaviour == "fail-once" { 2 } else { 1 };
     let limit = std::time::Duration::from_secs(60);
-    let arrived = target.wait_until(limit, |hits| hits.len() >= n * attempts).await;
+    let arrived = match machine {
+        Some(_) => ended(&services, &jobs, limit + std::time::Duration::from_secs(EXECUTION_S)).await?,
+        None => target.wait_until(limit, |hits| hits.len() >= n * attempts).await,
+    };
     // The API's share: heartbeats and the completion of accepted runs, counted apart.
     let mut api_requests = 0.0;
     if behaviour == "accept" {
@@ -318,13 +349,44 @@ async fn execute(execution: Execution, n: usize) -> anyhow::Result<(Share, Value
     share.requests.remove("aws.SQS.DeleteMessage");
     share.requests.insert("aws.SQS.ReceiveMessage (event source)".into(), attempts as f64);
     share.requests.insert("aws.SQS.DeleteMessageBatch (event source)".into(), attempts as f64);
+    if machine.is_some() {
+        // Each look is a message the event source receives and deletes: one invocation each.
+        let looks = share.requests.get("aws.SFN.DescribeExecution").copied().unwrap_or_default();
+        share.requests.insert("aws.SQS.ReceiveMessage (event source)".into(), attempts as f64 + looks);
+        share.requests.insert("aws.SQS.DeleteMessageBatch (event source)".into(), attempts as f64 + looks);
+    }
     let worker_requests = share.requests.values().sum::<f64>() - api_requests;
     // At low load every attempt's message is a batch of its own: one invocation per attempt.
     let api_calls = if behaviour == "accept" { 3.0 } else { 0.0 };
-    share.invocations = attempts as f64 + api_calls;
+    let looks = share.requests.get("aws.SFN.DescribeExecution").copied().unwrap_or_default();
+    share.invocations = attempts as f64 + api_calls + looks;
     share.billed_ms =
         worker_requests * AWS_REQUEST_MS + attempts as f64 * TARGET_ANSWER_MS + api_requests * AWS_REQUEST_MS;
     Ok((share, json!({"runs": n, "all_arrived": arrived, "requests": target.hits().len()})))
+}
+
+/// Waits until every run of `jobs` has ended; whether they did within `limit`.
+async fn ended(
+    services: &sundial_wiring::services::Services,
+    jobs: &[Job],
+    limit: std::time::Duration,
+) -> anyhow::Result<bool> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let mut open = 0;
+        for job in jobs {
+            let page = services.ports.runs.list(&job.id, 10, None, None).await?;
+            open += page.items.iter().filter(|r| !r.state.is_terminal()).count()
+                + usize::from(page.items.is_empty());
+        }
+        if open == 0 {
+            return Ok(true);
+        }
+        if std::time::Instant::now() > deadline {
+            return Ok(false);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
 }
 
 /// Every path's cost per run.
@@ -381,6 +443,11 @@ pub async fn paths() -> anyhow::Result<Value> {
         Execution { path: "happy, forbid", behaviour: "ok", concurrency: "forbid" },
         Execution { path: "one retry", behaviour: "fail-once", concurrency: "allow" },
         Execution { path: "202 + 2 heartbeats", behaviour: "accept", concurrency: "allow" },
+        Execution {
+            path: "Step Functions, 25 s, followed",
+            behaviour: "stepfunctions",
+            concurrency: "allow",
+        },
     ];
     let mut executions = Vec::new();
     for execution in paths {

@@ -88,6 +88,7 @@ fn environment(runtime_api: SocketAddr, function: &str) -> Vec<(&'static str, St
         ("SUNDIAL_ALLOWED_SNS", ""),
         ("SUNDIAL_ALLOWED_STATE_MACHINES", ""),
         ("SUNDIAL_ALLOWED_ECS_CLUSTERS", ""),
+        ("SUNDIAL_ALLOWED_ECS_TASK_DEFINITIONS", ""),
         ("SUNDIAL_ALLOWED_EVENT_BUSES", ""),
         // The API's own (it refuses to start without the page token key); harmless to the others.
         ("SUNDIAL_API_KEY_HASHES", ""),

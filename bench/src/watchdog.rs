@@ -47,6 +47,7 @@ pub async fn passes(n: usize) -> anyhow::Result<Value> {
             handle: None,
             followed_at: None,
             looks: 0,
+            look_tag: None,
         }];
         services.ports.runs.insert(&run, None).await?;
         runs.push(run);

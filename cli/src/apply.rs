@@ -93,6 +93,7 @@ pub fn read(file: &str, text: &str) -> Result<Vec<Desired>, CliError> {
         sns: everything.clone(),
         state_machines: everything.clone(),
         ecs_clusters: everything.clone(),
+        ecs_task_definitions: everything.clone(),
         event_buses: everything,
         own_prefix: String::new(),
         network: sundial_domain::egress::Egress::new(&["0.0.0.0/0".into(), "::/0".into()], &[])

@@ -598,6 +598,7 @@ fn started(before: &Run, now: DateTime<Utc>) -> Run {
         handle: None,
         followed_at: None,
         looks: 0,
+        look_tag: None,
     });
     Run {
         state: RunState::Running,
@@ -1880,7 +1881,13 @@ impl Pace for RealPace {
 
 fn dispatch(tag: &str, delay_s: u32) -> Dispatch {
     Dispatch {
-        message: RunMessage { job_id: tag.to_string(), run_key: "k".into(), attempt: 1, look: None },
+        message: RunMessage {
+            job_id: tag.to_string(),
+            run_key: "k".into(),
+            attempt: 1,
+            look: None,
+            tag: None,
+        },
         delay_s,
         tenant: "owner-a".into(),
     }

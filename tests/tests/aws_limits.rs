@@ -82,6 +82,7 @@ async fn a_burst_is_sent_with_a_bounded_number_of_connections() {
                 run_key: "20300101T120000Z.s".into(),
                 attempt: 1,
                 look: None,
+                tag: None,
             },
             delay_s: 0,
             tenant: "alice".into(),
@@ -196,6 +197,7 @@ async fn run_pages_stay_under_lambdas_response_limit() {
                 handle: None,
                 followed_at: None,
                 looks: 0,
+                look_tag: None,
             })
             .collect();
         stack.services.ports.runs.insert(&run, None).await.unwrap();
@@ -259,6 +261,7 @@ async fn the_largest_run_fits_dynamodbs_item() {
             handle: Some("h".repeat(sundial_domain::target::MAX_HANDLE_BYTES)),
             followed_at: Some(instant),
             looks: 0,
+            look_tag: None,
         })
         .collect();
     stack.services.ports.runs.insert(&run, None).await.unwrap();

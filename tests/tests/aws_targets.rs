@@ -19,6 +19,7 @@ async fn stack() -> Stack {
     let mut options = Options::default();
     options.vars.insert("SUNDIAL_ALLOWED_STATE_MACHINES", "arn:aws:states:*:*:stateMachine:machine-*".into());
     options.vars.insert("SUNDIAL_ALLOWED_ECS_CLUSTERS", "cluster-*".into());
+    options.vars.insert("SUNDIAL_ALLOWED_ECS_TASK_DEFINITIONS", "report-*".into());
     options.vars.insert("SUNDIAL_ALLOWED_EVENT_BUSES", "arn:aws:events:*:*:event-bus/bus-*".into());
     Stack::with(options).await
 }
@@ -304,6 +305,9 @@ async fn ecs_stand_in(described: Value) -> (String, Arc<Mutex<Vec<(String, Value
             let answer = match operation.as_str() {
                 "RunTask" => json!({"tasks": [{"taskArn": "arn:aws:ecs:us-east-1:123456789012:task/cluster-a/0123abcd"}], "failures": []}),
                 "DescribeTasks" => described,
+                "DescribeTaskDefinition" => json!({"taskDefinition": {"containerDefinitions": [
+                    {"name": "app", "essential": true}, {"name": "sidecar", "essential": false}
+                ]}}),
                 _ => json!({}),
             };
             http::Response::builder()
@@ -328,8 +332,11 @@ async fn stand_in_targets(endpoint: &str) -> sundial_aws::targets::Targets {
         .await;
     let clients =
         sundial_aws::metrics::TargetClients::at(&sdk, sundial_aws::metrics::Ledger::new(), endpoint);
-    let allow =
-        sundial_domain::limits::TargetAllowList { ecs_clusters: vec!["*".into()], ..Default::default() };
+    let allow = sundial_domain::limits::TargetAllowList {
+        ecs_clusters: vec!["*".into()],
+        ecs_task_definitions: vec!["*".into()],
+        ..Default::default()
+    };
     sundial_aws::targets::Targets::new(clients, allow)
 }
 
@@ -414,6 +421,31 @@ async fn ecs_starts_carry_the_attempts_token_and_a_nonzero_exit_fails() {
     assert_eq!(ending.outcome, Outcome::Failed);
     let error = ending.error.unwrap();
     assert!(error.contains("app exited 3") && !error.contains("sidecar exited"), "{error}");
+}
+
+/// Only the essential containers decide: a task whose essential container exited 0 succeeded,
+/// though its sidecar was killed when the task stopped (137).
+#[tokio::test]
+async fn an_ecs_task_succeeds_by_its_essential_containers() {
+    let stopped = json!({"tasks": [{
+        "taskArn": "arn:aws:ecs:us-east-1:123456789012:task/cluster-a/0123abcd",
+        "taskDefinitionArn": "arn:aws:ecs:us-east-1:123456789012:task-definition/report:1",
+        "lastStatus": "STOPPED",
+        "stopCode": "EssentialContainerExited",
+        "containers": [{"name": "app", "exitCode": 0}, {"name": "sidecar", "exitCode": 137}]
+    }], "failures": []});
+    let (endpoint, seen) = ecs_stand_in(stopped).await;
+    let targets = stand_in_targets(&endpoint).await;
+    let progress = targets.follow("arn:aws:ecs:us-east-1:123456789012:task/cluster-a/0123abcd").await;
+    let Progress::Ended(ending) = progress else { panic!("{progress:?}") };
+    assert_eq!(ending.outcome, Outcome::Succeeded, "{ending:?}");
+    assert!(seen.lock().unwrap().iter().any(|(op, _)| op == "DescribeTaskDefinition"));
+    // A task ECS does not know (yet) is missing, not failed: the worker looks again within a
+    // grace after the start.
+    let (endpoint, _) = ecs_stand_in(json!({"tasks": [], "failures": [{"reason": "MISSING"}]})).await;
+    let task = "arn:aws:ecs:us-east-1:123456789012:task/cluster-a/0123abcd";
+    let progress = stand_in_targets(&endpoint).await.follow(task).await;
+    assert!(matches!(progress, Progress::Missing(_)), "{progress:?}");
 }
 
 /// ECS's bound on overrides (8 KiB, which only real AWS enforces): a run whose payload would

@@ -33,6 +33,9 @@ struct Deployed {
     sns: aws_sdk_sns::Client,
     runs_queue_url: String,
     events_topic_arn: String,
+    sfn: aws_sdk_sfn::Client,
+    /// The worker's role, as an existing role a state machine can name (the emulator checks).
+    worker_role_arn: String,
 }
 
 impl Deployed {
@@ -61,6 +64,17 @@ impl Deployed {
             sns: aws_sdk_sns::Client::new(&sdk),
             runs_queue_url: output("RunsQueueUrl"),
             events_topic_arn: output("EventsTopicArn"),
+            sfn: aws_sdk_sfn::Client::new(&sdk),
+            worker_role_arn: {
+                let account = output("EventsTopicArn").split(':').nth(4).unwrap().to_string();
+                let role = stack["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["logical_id"] == "WorkerRole")
+                    .unwrap_or_else(|| panic!("{path} lists no WorkerRole"));
+                format!("arn:aws:iam::{account}:role/{}", role["physical_id"].as_str().unwrap())
+            },
         }
     }
 
@@ -128,6 +142,34 @@ async fn runs_now(stack: &Deployed) {
     let run = stack.run_in(&id, "SUCCEEDED", "run now").await;
     assert!(run["attempts"][0]["worker"].as_str().is_some_and(|w| !w.is_empty()), "{run}");
     assert_eq!(target.hits().len(), 1);
+}
+
+/// A state machine job (the stage allows `e2e-machine-*`): the worker, under its role, starts an
+/// execution, looks at it until it ends, and records its output.
+async fn a_state_machine_job_follows_its_execution(stack: &Deployed) {
+    let name = format!("e2e-machine-{}", ulid::Ulid::generate().to_string().to_ascii_lowercase());
+    let definition =
+        json!({"StartAt": "Only", "States": {"Only": {"Type": "Pass", "Result": {"rows": 7}, "End": true}}});
+    let machine = stack
+        .sfn
+        .create_state_machine()
+        .name(&name)
+        .definition(definition.to_string())
+        .role_arn(&stack.worker_role_arn)
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn;
+    let mut document = job("machine", "http://127.0.0.1:9/unused", json!({}));
+    document["target"] = json!({"type": "stepfunctions", "state_machine_arn": machine});
+    let id = stack.create(&document).await;
+    let run = stack.run_in(&id, "SUCCEEDED", "state machine job").await;
+    let attempt = &run["attempts"][0];
+    assert!(attempt["handle"].as_str().is_some_and(|h| h.contains(":execution:")), "{run}");
+    assert_eq!(
+        serde_json::from_str::<Value>(attempt["output"].as_str().unwrap()).unwrap(),
+        json!({"rows": 7})
+    );
 }
 
 /// A cron job fires at its minute through EventBridge and the tick.
@@ -420,6 +462,7 @@ async fn deployed_stack_runs_jobs_end_to_end() {
         the_watchdog_flags_a_run_past_its_sla(&stack),
         capacity_scenarios(&stack),
         a_viewer_key_reads_and_is_refused_more(&stack),
+        a_state_machine_job_follows_its_execution(&stack),
     );
     println!("flows through the deployed stack took {:.0?}", started.elapsed());
 }

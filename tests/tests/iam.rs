@@ -1296,6 +1296,7 @@ async fn the_worker_role_grants_every_call_of_aws_targets() {
     // As the template sets them from the parameters below.
     options.vars.insert("SUNDIAL_ALLOWED_STATE_MACHINES", "arn:aws:states:*:*:stateMachine:machine-*".into());
     options.vars.insert("SUNDIAL_ALLOWED_ECS_CLUSTERS", "cluster-*".into());
+    options.vars.insert("SUNDIAL_ALLOWED_ECS_TASK_DEFINITIONS", "report-*".into());
     options.vars.insert("SUNDIAL_ALLOWED_EVENT_BUSES", "arn:aws:events:*:*:event-bus/bus-*".into());
     let stack = Stack::with(options).await;
     let (services, log) = recording(&stack).await;
@@ -1323,6 +1324,7 @@ async fn the_worker_role_grants_every_call_of_aws_targets() {
     let params = [
         ("StateMachineTargetNames", "machine-*"),
         ("EcsClusterTargetNames", "cluster-*"),
+        ("EcsTaskDefinitionNames", "report-*"),
         ("EventBusTargetNames", "bus-*"),
     ];
     let needed = assert_granted_with(&stack, "worker", "WorkerRole", &log, &params);

@@ -57,6 +57,7 @@ async fn targets(endpoint: &str) -> Targets {
         sns: vec!["*".into()],
         state_machines: vec!["*".into()],
         ecs_clusters: vec!["*".into()],
+        ecs_task_definitions: vec!["*".into()],
         event_buses: vec!["*".into()],
         own_prefix: String::new(),
         network: sundial_domain::egress::Egress::default(),

@@ -95,6 +95,7 @@ fn the_functions_environment_is_complete() {
                 | "SUNDIAL_ALLOWED_SNS"
                 | "SUNDIAL_ALLOWED_STATE_MACHINES"
                 | "SUNDIAL_ALLOWED_ECS_CLUSTERS"
+                | "SUNDIAL_ALLOWED_ECS_TASK_DEFINITIONS"
                 | "SUNDIAL_ALLOWED_EVENT_BUSES" => "",
                 _ => "placeholder",
             };

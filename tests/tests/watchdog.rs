@@ -97,6 +97,7 @@ async fn a_lost_worker_is_replaced() {
             handle: None,
             followed_at: None,
             looks: 0,
+            look_tag: None,
         }],
         lease_until: Some(now + Duration::seconds(60)),
         updated_at: now,

@@ -10,6 +10,17 @@ let refreshTimer = null;
 
 const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 const when = (t) => (t ? new Date(t).toLocaleString() : "—");
+/** The work an attempt started (an execution's or a task's ARN), linked to its page in the AWS console. */
+const workLink = (arn) => {
+  const [, partition, service, region, , resource = ""] = arn.split(":");
+  const host = partition === "aws" ? `https://${region}.console.aws.amazon.com` : null;
+  let url = null;
+  if (host && service === "states") url = `${host}/states/home?region=${region}#/v2/executions/details/${encodeURIComponent(arn)}`;
+  const task = resource.match(/^task\/([^/]+)\/([^/]+)$/);
+  if (host && service === "ecs" && task) url = `${host}/ecs/v2/clusters/${encodeURIComponent(task[1])}/tasks/${encodeURIComponent(task[2])}`;
+  const label = `<code>${esc(arn)}</code>`;
+  return url ? `<a href="${esc(url)}" target="_blank" rel="noopener">${label}</a>` : label;
+};
 const ms = (a, b) => (a && b ? new Date(b) - new Date(a) : null);
 const duration = (m) => (m == null ? "—" : m < 1000 ? `${m} ms` : m < 60000 ? `${(m / 1000).toFixed(1)} s` : `${Math.floor(m / 60000)} min ${Math.round((m % 60000) / 1000)} s`);
 const badge = (s) => `<span class="state ${esc(s)}">${esc(s)}</span>`;
@@ -612,6 +623,7 @@ async function runPage(id) {
     <h2>Attempts</h2><table><thead><tr><th>#</th><th>Started</th><th class="hide-narrow">Ended</th><th>Duration</th><th>Worker</th><th>Outcome</th><th>Status</th></tr></thead><tbody id="attempts">
     ${run.attempts.map((a) => `<tr><td>${a.n}</td><td>${when(a.started_at)}</td><td class="hide-narrow">${when(a.finished_at)}</td>
       <td>${duration(ms(a.started_at, a.finished_at))}</td><td><code>${esc(a.worker)}</code></td><td>${esc(a.outcome || "running")}</td><td>${esc(a.status_code ?? "—")}</td></tr>
+      ${a.handle ? `<tr><td></td><td colspan="6">Follows ${workLink(a.handle)}${a.followed_at ? `, last looked at ${when(a.followed_at)}` : ""}</td></tr>` : ""}
       ${a.error || a.output ? `<tr><td></td><td colspan="6">${a.error ? `<div class="error">${esc(a.error)}</div>` : ""}${a.output ? `<pre>${esc(a.output)}</pre>` : ""}</td></tr>` : ""}`).join("")
       || '<tr><td colspan="7" class="muted">No attempt yet.</td></tr>'}</tbody></table>
     <h2>Logs</h2><div id="logs" class="card"></div>`;

@@ -274,7 +274,7 @@ impl RunView {
             attempts: run
                 .attempts
                 .iter()
-                .map(|a| Attempt { callback: None, call_until: None, looks: 0, ..a.clone() })
+                .map(|a| Attempt { callback: None, call_until: None, looks: 0, look_tag: None, ..a.clone() })
                 .collect(),
             created_at: run.created_at,
             updated_at: run.updated_at,

@@ -187,6 +187,7 @@ mod tests {
                 handle: None,
                 followed_at: None,
                 looks: 0,
+                look_tag: None,
             }],
             job_version: 1,
             created_at: instant,

@@ -360,7 +360,13 @@ async fn a_start_is_timed_from_its_write_and_a_long_admission_starts_nothing() {
 #[tokio::test]
 async fn malformed_messages_are_dead_lettered_and_dead_letters_fail_their_run() {
     let world = World::at(START);
-    let bad = RunMessage { job_id: "not-a-job".into(), run_key: "not-a-key".into(), attempt: 1, look: None };
+    let bad = RunMessage {
+        job_id: "not-a-job".into(),
+        run_key: "not-a-key".into(),
+        attempt: 1,
+        look: None,
+        tag: None,
+    };
     let sent = world.queue.send(&[Dispatch { message: bad, delay_s: 0, tenant: "t".into() }]).await;
     assert!(sent.iter().all(Result::is_ok));
     assert_eq!(world.deliver().await, 1);
@@ -373,8 +379,13 @@ async fn malformed_messages_are_dead_lettered_and_dead_letters_fail_their_run() 
 
     let job = world.create(yearly("dead", json!({}))).await;
     let run_id = world.trigger(&job).await;
-    let body =
-        RunMessage { job_id: job.id.to_string(), run_key: run_id.key.encode(), attempt: 1, look: None };
+    let body = RunMessage {
+        job_id: job.id.to_string(),
+        run_key: run_id.key.encode(),
+        attempt: 1,
+        look: None,
+        tag: None,
+    };
     let body = serde_json::to_string(&body).unwrap();
     let done = world.use_cases.worker.dead_lettered(&body, "received 16 times").await.unwrap();
     assert!(done.contains("FAILED"), "{done}");
@@ -388,6 +399,113 @@ async fn malformed_messages_are_dead_lettered_and_dead_letters_fail_their_run() 
     // Its own message, delivered late, starts nothing.
     world.deliver().await;
     assert!(world.caller.calls().is_empty());
+}
+
+/// Work a target started (a Step Functions execution, an ECS task) is followed by one chain of
+/// looks. A look delivered three times (SQS delivers at least once) is recorded once; each copy
+/// finds it recorded under its own tag and sends its successor again (any of them may be the
+/// message whose successor was lost), and the successors meet at the next look: one is recorded
+/// and the others end. A look whose successor could not be sent comes back and sends it. The
+/// attempt ends as the work ended, with its output, and nothing is stopped.
+#[tokio::test]
+async fn started_work_is_followed_by_one_chain_of_looks_to_its_end() {
+    use sundial_domain::ports::targets::Progress;
+    use sundial_domain::run::transition::Ending;
+    let handle = "arn:aws:states:us-east-1:000000000000:execution:m:run-1";
+    let world = World::with(START, Settings::default().answer(Answer::Started { handle: handle.into() }));
+    let job = world.create(yearly("followed", json!({"retry": {"max_attempts": 1}, "timeout_s": 600}))).await;
+    let run_id = world.trigger(&job).await;
+    assert_eq!(world.deliver().await, 1);
+    let run = world.run(&run_id).await;
+    assert_eq!(run.state, RunState::Running);
+    let attempt = &run.attempts[0];
+    assert_eq!((attempt.handle.as_deref(), attempt.looks), (Some(handle), 1));
+    let bodies = world.queue.bodies();
+    assert_eq!(bodies.len(), 1, "the first look, and only it");
+    let look: RunMessage = serde_json::from_str(&bodies[0]).unwrap();
+    assert_eq!((look.attempt, look.look), (1, Some(1)));
+    // Two more copies of the same look.
+    let copy = Dispatch { message: look.clone(), delay_s: 2, tenant: OWNER.into() };
+    world.queue.send(&[copy.clone(), copy]).await;
+    world.pass(2);
+    assert_eq!(world.deliver().await, 3);
+    assert_eq!(world.caller.looks().len(), 1, "one look described the work");
+    assert_eq!(world.run(&run_id).await.attempts[0].looks, 2, "and was recorded");
+    assert_eq!(world.queue.depth(), 3, "each copy sent a successor");
+    world.pass(3);
+    assert_eq!(world.deliver().await, 3);
+    assert_eq!((world.caller.looks().len(), world.run(&run_id).await.attempts[0].looks), (2, 3));
+    assert_eq!(world.queue.depth(), 1, "the successors met: one chain goes on");
+    // The next look is recorded but its successor cannot be sent: the look comes back later
+    // and sends it.
+    world.pass(5);
+    world.queue.fail_sends(Some("the queue is down"));
+    world.deliver().await;
+    assert_eq!(world.run(&run_id).await.attempts[0].looks, 4);
+    world.queue.fail_sends(None);
+    let done = loop {
+        world.pass(1);
+        world.deliver().await;
+        if world.run(&run_id).await.attempts[0].looks == 5 {
+            break world.run(&run_id).await;
+        }
+        assert!(world.now() < t(START) + Duration::seconds(120), "the chain died");
+    };
+    assert_eq!(done.state, RunState::Running);
+    // The work succeeds at the next look.
+    world.caller.push_progress(Progress::Ended(Ending {
+        output: Some("{\"rows\":42}".into()),
+        ..Ending::new(Outcome::Succeeded)
+    }));
+    let done = world.drive(&run_id, 120).await;
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(done.attempts[0].output.as_deref(), Some("{\"rows\":42}"));
+    assert!(world.caller.stops().is_empty());
+    world.pass(120);
+    world.deliver().await;
+    assert_eq!(world.queue.depth(), 0, "the chain ended with the attempt");
+}
+
+/// Work still running at the attempt's deadline is stopped by the look due then, and the run
+/// times out (its first look's message sent by the start's own message, back after the send
+/// failed); a run cancelled while its work runs has the work stopped by its next look, which
+/// records that the work's end is known.
+#[tokio::test]
+async fn started_work_is_stopped_at_the_timeout_and_by_a_cancel() {
+    let handle = "arn:aws:ecs:us-east-1:000000000000:task/c/0123";
+    let world = World::with(START, Settings::default().answer(Answer::Started { handle: handle.into() }));
+    let slow = world.create(yearly("slow", json!({"retry": {"max_attempts": 1}, "timeout_s": 30}))).await;
+    let run_id = world.trigger(&slow).await;
+    // The start is recorded with its first look, whose message cannot be sent: the start's own
+    // message comes back and sends it.
+    world.queue.fail_sends(Some("the queue is down"));
+    world.deliver().await;
+    assert_eq!(world.run(&run_id).await.attempts[0].looks, 1);
+    world.queue.fail_sends(None);
+    let done = world.drive(&run_id, 60).await;
+    assert_eq!(done.state, RunState::TimedOut);
+    assert!(done.attempts[0].error.as_deref().unwrap().contains("the work was stopped"));
+    assert_eq!(done.attempts[0].finished_at, Some(done.attempts[0].started_at + Duration::seconds(30)));
+    assert_eq!(world.caller.stops().len(), 1);
+    let looks = world.caller.looks().len();
+    assert_eq!(
+        looks, 1,
+        "the start's message back after 10 s, then one look at 20 s; the deadline's stops it"
+    );
+
+    let cancelled = world.create(yearly("cancelled", json!({"timeout_s": 600}))).await;
+    let run_id = world.trigger(&cancelled).await;
+    world.deliver().await;
+    world.use_cases.run_control.cancel(&owner(), &run_id).await.unwrap();
+    assert_eq!(world.run(&run_id).await.state, RunState::Cancelled);
+    assert_eq!(world.caller.stops().len(), 1, "not before its next look");
+    world.pass(2);
+    world.deliver().await;
+    let stops = world.caller.stops();
+    assert_eq!(stops.len(), 2);
+    assert_eq!(stops[1].0, handle);
+    assert_eq!(world.queue.depth(), 0, "the chain ends there");
+    assert_eq!(world.run(&run_id).await.call_ended, Some(1), "the next run of the job need not wait");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -33,17 +33,32 @@ impl<'a> Arn<'a> {
             && account.len() == 12
             && account.bytes().all(|b| b.is_ascii_digit())
             && !resource.is_empty()
-            && resource.bytes().all(|b| b.is_ascii_graphic());
+            && resource.chars().all(|c| !c.is_control() && !c.is_whitespace());
         ok.then_some(Arn { partition, service: found, region, account, resource })
     }
 
     /// The name after `prefix` (`stateMachine:`, `event-bus/`), if the resource is of that type
-    /// and its name is 1 to `max` letters, digits, `-` and `_` (and `.` when `dots`).
-    pub fn resource_named(&self, prefix: &str, max: usize, dots: bool) -> Option<&'a str> {
+    /// and its name is 1 to `max` characters, each of which `allowed` accepts.
+    pub fn resource_named(
+        &self,
+        prefix: &str,
+        max: usize,
+        allowed: impl Fn(char) -> bool,
+    ) -> Option<&'a str> {
         let name = self.resource.strip_prefix(prefix)?;
-        let allowed = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (dots && b == b'.');
-        (!name.is_empty() && name.len() <= max && name.bytes().all(allowed)).then_some(name)
+        (!name.is_empty() && name.chars().count() <= max && name.chars().all(allowed)).then_some(name)
     }
+}
+
+/// A character of a word name: an ASCII letter or digit, `-` or `_`.
+pub fn word_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+/// A character Step Functions accepts in a state machine's or an execution's name: anything but
+/// whitespace, brackets, wildcards, control characters and `"#%\^|~`$&,;:/`.
+pub fn step_functions_name_char(c: char) -> bool {
+    !c.is_whitespace() && !c.is_control() && !"<>{}[]?*\"#%\\^|~`$&,;:/".contains(c)
 }
 
 /// A lower-case word of letters, digits and dashes: a region, a partition's suffix.
@@ -62,8 +77,11 @@ mod tests {
             (arn.partition, arn.region, arn.account, arn.resource),
             ("aws", "eu-west-1", "123456789012", "stateMachine:nightly")
         );
-        assert_eq!(arn.resource_named("stateMachine:", 80, false), Some("nightly"));
-        assert_eq!(arn.resource_named("event-bus/", 256, true), None);
+        assert_eq!(arn.resource_named("stateMachine:", 80, word_char), Some("nightly"));
+        assert_eq!(arn.resource_named("event-bus/", 256, word_char), None);
+        let wide =
+            Arn::parse("arn:aws:states:eu-west-1:123456789012:stateMachine:Report.v2+(EU)@night", "states");
+        assert!(wide.unwrap().resource_named("stateMachine:", 80, step_functions_name_char).is_some());
         assert!(Arn::parse("arn:aws-cn:events:cn-north-1:123456789012:event-bus/x", "events").is_some());
     }
 
@@ -79,13 +97,18 @@ mod tests {
             "arn:aws:states:eu-west-1:12345:stateMachine:x",
             "arn:aws:states:eu-west-1:123456789012:",
             "arn:aws:states:eu-west-1:123456789012:state Machine:x",
+            "arn:aws:states:eu-west-1:123456789012:stateMachine:a\tb",
             "ARN:aws:states:eu-west-1:123456789012:stateMachine:x",
         ] {
             assert_eq!(Arn::parse(text, "states"), None, "{text}");
         }
         let arn = Arn::parse("arn:aws:states:eu-west-1:123456789012:stateMachine:a/b", "states").unwrap();
-        assert_eq!(arn.resource_named("stateMachine:", 80, false), None, "a slash in a name");
+        assert_eq!(
+            arn.resource_named("stateMachine:", 80, step_functions_name_char),
+            None,
+            "a slash in a name"
+        );
         let long = format!("arn:aws:states:eu-west-1:123456789012:stateMachine:{}", "a".repeat(81));
-        assert_eq!(Arn::parse(&long, "states").unwrap().resource_named("stateMachine:", 80, false), None);
+        assert_eq!(Arn::parse(&long, "states").unwrap().resource_named("stateMachine:", 80, word_char), None);
     }
 }

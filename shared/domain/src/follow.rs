@@ -2,11 +2,15 @@
 //! the next look is due, and how long each look keeps the attempt's lease.
 //!
 //! A look is a message on the runs queue, asking for the open attempt with the number of looks
-//! the attempt had recorded when it was sent. The worker that takes it describes the work and
-//! either ends the attempt as the work ended or records the look (a write conditional on the
-//! run being unchanged) and sends the next. A look whose number is stale, or whose write loses,
-//! sends nothing: a chain of looks duplicated by a redelivery ends at its next look, and exactly
-//! one chain follows each attempt. Looks fall on one grid counted from the attempt's start
+//! the attempt had recorded when it was sent, and a tag of its own. The worker that takes it
+//! describes the work and either ends the attempt as the work ended or records the look with its
+//! tag (a write conditional on the run being unchanged) and sends the next. A look whose number
+//! is stale, or whose write loses, sends nothing: a chain of looks duplicated by a redelivery
+//! ends at its next look, and exactly one chain follows each attempt. A look that finds the last
+//! look recorded under its own tag was that look, back because its successor may never have been
+//! sent (a send that failed after the write, a worker that died between the two): it sends the
+//! successor again, and the two copies meet at the next write. The start's message stands for
+//! the first look ([`FIRST_LOOK_TAG`]). Looks fall on one grid counted from the attempt's start
 //! ([`FIRST_LOOKS_S`], then every [`LOOK_EVERY_S`]), never later than the attempt's deadline,
 //! where the work is stopped: a quick execution costs one look, a long one a look a minute.
 
@@ -20,6 +24,11 @@ pub const LOOK_EVERY_S: i64 = 60;
 /// How long each look keeps the attempt's lease: many look intervals, so that a backlog of the
 /// runs queue delays a look without the watchdog taking the attempt for lost.
 pub const LEASE: Duration = Duration::minutes(10);
+/// The tag of the first look, recorded by the attempt's start message.
+pub const FIRST_LOOK_TAG: &str = "start";
+/// How long after its start work may be unknown to its service's describe call (Step Functions
+/// and ECS read their own writes eventually) before it counts as gone.
+pub const MISSING_GRACE: Duration = Duration::seconds(60);
 
 /// Seconds from `now` until the next look at work started at `started_at`: the next point of the
 /// grid, or `deadline` if sooner; at least one second.

@@ -91,6 +91,8 @@ pub struct TargetAllowList {
     pub state_machines: Vec<String>,
     /// ECS clusters, by the name or ARN jobs write.
     pub ecs_clusters: Vec<String>,
+    /// ECS task definitions, by the family, `family:revision` or ARN jobs write.
+    pub ecs_task_definitions: Vec<String>,
     /// EventBridge bus ARNs.
     pub event_buses: Vec<String>,
     /// Names of Sundial's own resources start with this (the stack name and a dash).

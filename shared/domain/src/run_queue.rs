@@ -39,14 +39,16 @@ impl Dispatch {
         Dispatch { message: run.next_message(), delay_s, tenant: tenant_of(&run.owner) }
     }
 
-    /// The next look at the work `run`'s open attempt started, visible in `delay_s` seconds:
-    /// `seen` is the number of looks the attempt has recorded ([`crate::follow`]).
-    pub fn look(run: &Run, seen: u32, delay_s: u32) -> Dispatch {
+    /// The next look at the work `run`'s open attempt started, tagged `tag`, visible in
+    /// `delay_s` seconds: `seen` is the number of looks the attempt has recorded
+    /// ([`crate::follow`]).
+    pub fn look(run: &Run, seen: u32, tag: String, delay_s: u32) -> Dispatch {
         let message = RunMessage {
             job_id: run.job_id.to_string(),
             run_key: run.key.encode(),
             attempt: run.attempt,
             look: Some(seen),
+            tag: Some(tag),
         };
         Dispatch { message, delay_s, tenant: tenant_of(&run.owner) }
     }
@@ -54,8 +56,13 @@ impl Dispatch {
     /// The message asking for attempt `attempt` of the run `id` of `owner`, visible now: a
     /// waiter woken by the group slot handed to it (only its id and attempt are at hand).
     pub fn wake(id: &RunId, attempt: u32, owner: &str) -> Dispatch {
-        let message =
-            RunMessage { job_id: id.job_id.to_string(), run_key: id.key.encode(), attempt, look: None };
+        let message = RunMessage {
+            job_id: id.job_id.to_string(),
+            run_key: id.key.encode(),
+            attempt,
+            look: None,
+            tag: None,
+        };
         Dispatch { message, delay_s: 0, tenant: tenant_of(owner) }
     }
 }

@@ -774,6 +774,12 @@ fn allow_list() -> TargetAllowList {
         sns: vec!["arn:aws:sns:*:*:allowed-*".into()],
         state_machines: vec!["arn:aws:states:*:*:stateMachine:allowed-*".into()],
         ecs_clusters: vec!["allowed-*".into()],
+        ecs_task_definitions: vec![
+            "report*".into(),
+            "t".into(),
+            "t:*".into(),
+            "arn:aws:ecs:*:*:task-definition/report:*".into(),
+        ],
         event_buses: vec!["arn:aws:events:*:*:event-bus/allowed-*".into()],
         own_prefix: "sundial-test-".into(),
         network: sundial_domain::egress::Egress::default().allowing_loopback(),

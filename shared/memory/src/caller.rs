@@ -1,6 +1,7 @@
 //! A scripted target caller: [`ScriptedCaller`], a [`Caller`] that answers each call from a
 //! script (then a default answer) and records every call it was given, for tests of the worker
-//! without a target.
+//! without a target. Work it "started" ([`Answer::Started`]) is described from a second script
+//! (then as still running), and the looks and stops it was asked for are recorded.
 
 use crate::guard::lock;
 use async_trait::async_trait;
@@ -9,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 use sundial_domain::job::JobId;
-use sundial_domain::ports::targets::{Answer, Caller, Invocation};
+use sundial_domain::ports::targets::{Answer, Caller, Invocation, Progress};
 
 /// One call a target received.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +31,12 @@ struct State {
     script: VecDeque<Answer>,
     default: Answer,
     calls: Vec<Call>,
+    /// How looks at started work are answered, in order; then `Running`.
+    progress: VecDeque<Progress>,
+    /// The handles looked at, in order.
+    looks: Vec<String>,
+    /// The handles stopped, with the reason, in order.
+    stops: Vec<(String, String)>,
 }
 
 /// Answers calls by script.
@@ -41,7 +48,15 @@ pub struct ScriptedCaller {
 impl ScriptedCaller {
     /// A caller that answers every call with `default` once its script is spent.
     pub fn new(default: Answer) -> Self {
-        ScriptedCaller { state: Mutex::new(State { script: VecDeque::new(), default, calls: Vec::new() }) }
+        let state = State {
+            script: VecDeque::new(),
+            default,
+            calls: Vec::new(),
+            progress: VecDeque::new(),
+            looks: Vec::new(),
+            stops: Vec::new(),
+        };
+        ScriptedCaller { state: Mutex::new(state) }
     }
 
     /// A caller whose every call succeeds.
@@ -64,6 +79,21 @@ impl ScriptedCaller {
     pub fn calls(&self) -> Vec<Call> {
         lock(&self.state).calls.clone()
     }
+
+    /// Answers the next look at started work with `progress`.
+    pub fn push_progress(&self, progress: Progress) {
+        lock(&self.state).progress.push_back(progress);
+    }
+
+    /// The handles looked at so far, in order.
+    pub fn looks(&self) -> Vec<String> {
+        lock(&self.state).looks.clone()
+    }
+
+    /// The handles stopped so far, with their reasons, in order.
+    pub fn stops(&self) -> Vec<(String, String)> {
+        lock(&self.state).stops.clone()
+    }
 }
 
 #[async_trait]
@@ -82,6 +112,17 @@ impl Caller for ScriptedCaller {
         });
         let scripted = state.script.pop_front();
         scripted.unwrap_or_else(|| state.default.clone())
+    }
+
+    async fn follow(&self, handle: &str) -> Progress {
+        let mut state = lock(&self.state);
+        state.looks.push(handle.to_string());
+        state.progress.pop_front().unwrap_or(Progress::Running)
+    }
+
+    async fn stop(&self, handle: &str, reason: &str) -> Result<(), String> {
+        lock(&self.state).stops.push((handle.to_string(), reason.to_string()));
+        Ok(())
     }
 }
 

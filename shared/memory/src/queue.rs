@@ -284,7 +284,7 @@ mod tests {
     use sundial_domain::run::RunMessage;
 
     fn dispatch(attempt: u32, delay_s: u32) -> Dispatch {
-        let message = RunMessage { job_id: "j".into(), run_key: "k".into(), attempt, look: None };
+        let message = RunMessage { job_id: "j".into(), run_key: "k".into(), attempt, look: None, tag: None };
         Dispatch { message, delay_s, tenant: "t".into() }
     }
 

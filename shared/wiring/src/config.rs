@@ -239,6 +239,7 @@ fn targets(vars: &dyn Vars, stack: &str) -> Result<TargetAllowList, ConfigError>
         sns: list(vars, "SUNDIAL_ALLOWED_SNS"),
         state_machines: list(vars, "SUNDIAL_ALLOWED_STATE_MACHINES"),
         ecs_clusters: list(vars, "SUNDIAL_ALLOWED_ECS_CLUSTERS"),
+        ecs_task_definitions: list(vars, "SUNDIAL_ALLOWED_ECS_TASK_DEFINITIONS"),
         event_buses: list(vars, "SUNDIAL_ALLOWED_EVENT_BUSES"),
         own_prefix: format!("{stack}-"),
         network,

@@ -91,6 +91,7 @@ pub const VARIABLES: &[Variable] = &[
     var("SUNDIAL_ALLOWED_SNS", "empty (none allowed)", ALLOWED, Functions),
     var("SUNDIAL_ALLOWED_STATE_MACHINES", "empty (none allowed)", ALLOWED, Functions),
     var("SUNDIAL_ALLOWED_ECS_CLUSTERS", "empty (none allowed)", ALLOWED, Functions),
+    var("SUNDIAL_ALLOWED_ECS_TASK_DEFINITIONS", "empty (none allowed)", ALLOWED, Functions),
     var("SUNDIAL_ALLOWED_EVENT_BUSES", "empty (none allowed)", ALLOWED, Functions),
     var(
         "SUNDIAL_ALLOWED_NETWORKS",

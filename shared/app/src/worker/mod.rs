@@ -168,7 +168,10 @@ impl Worker {
             trace_id = %sundial_domain::trace::trace_id(&run_id)
         );
         let processed = match message.look {
-            Some(seen) => self.look(&job_id, &key, message.attempt, seen).instrument(span).await,
+            Some(seen) => {
+                let tag = message.tag.unwrap_or_default();
+                self.look(&job_id, &key, message.attempt, seen, &tag).instrument(span).await
+            }
             None => self.process(&job_id, &key, message.attempt, worker).instrument(span).await,
         };
         match processed {
@@ -240,9 +243,12 @@ impl Worker {
         now: DateTime<Utc>,
     ) -> Result<ControlFlow<Disposition, Run>, StoreError> {
         if run.lease_until.is_some_and(|lease| lease > now) {
-            // The attempt is someone's: its worker, its callbacks or, once the lease expires, the
-            // watchdog ends it. Nothing here to wait for.
-            return Ok(ControlFlow::Break(Disposition::Delete));
+            // The attempt is someone's: its worker, its callbacks, its looks or, once the lease
+            // expires, the watchdog ends it. Nothing here to wait for, unless this is the start's
+            // message back after it recorded the first look: that look's message may never have
+            // been sent.
+            let resent = self.resent_successor(&run, 0, follow::FIRST_LOOK_TAG, now);
+            return Ok(ControlFlow::Break(resent.unwrap_or(Disposition::Delete)));
         }
         let Some(job) = self.catalogue.get(&run.job_id).await? else {
             return self.cancel_for_deleted_job(&run, now).await.map(ControlFlow::Break);
@@ -632,35 +638,41 @@ impl Worker {
             return self.end(job, started, Ending::new(Outcome::Failed).because(error), false, now).await;
         }
         tracing::info!(%handle, "the target started work; the attempt follows it");
-        let track = Step::Track { handle: handle.clone(), seen: 0, window: follow::LEASE };
+        let tag = follow::FIRST_LOOK_TAG.to_string();
+        let track = Step::Track { handle: handle.clone(), seen: 0, tag, window: follow::LEASE };
         match self.recorder.apply(job, started, &track, now).await?.race() {
-            Race::Won(tracked) => Ok(Disposition::Replace(self.next_look(job, &tracked, 1, now))),
+            Race::Won(tracked) => Ok(Disposition::Replace(self.next_look(Some(job), &tracked, 1, now))),
             Race::Lost => {
-                self.stop_work(&handle, "the run moved on before its work was followed").await;
+                if self.stop_work(&handle, "the run moved on before its work was followed").await {
+                    self.note_call_ended(started).await;
+                }
                 Ok(Disposition::Delete)
             }
         }
     }
 
-    /// The message of look `seen` at the work of `run`'s open attempt, on the grid of looks and
-    /// never later than the attempt's deadline.
-    fn next_look(&self, job: &Job, run: &Run, seen: u32, now: DateTime<Utc>) -> Dispatch {
+    /// The message of look `seen` at the work of `run`'s open attempt, with a tag of its own, on
+    /// the grid of looks and never later than the attempt's deadline (when `job` is at hand).
+    fn next_look(&self, job: Option<&Job>, run: &Run, seen: u32, now: DateTime<Utc>) -> Dispatch {
         let started_at = run.attempts.last().map_or(now, |a| a.started_at);
-        let deadline = transition::attempt_deadline(job, run);
-        Dispatch::look(run, seen, follow::next_look(started_at, now, deadline))
+        let deadline = job.and_then(|job| transition::attempt_deadline(job, run));
+        let tag = format!("{:013x}", (self.entropy.unit() * (1u64 << 52) as f64) as u64);
+        Dispatch::look(run, seen, tag, follow::next_look(started_at, now, deadline))
     }
 
     /// A look at the work attempt `asked` of a run started, asked for when the attempt had
     /// recorded `seen` looks ([`sundial_domain::follow`]): the attempt ends as the work ended,
     /// or at its deadline (the work stopped); else the look is recorded and the next one sent.
     /// An attempt closed meanwhile by a cancel, its timeout or its lost lease has its work
-    /// stopped. A stale look (another chain's, or one already recorded) does nothing.
+    /// stopped. A stale look (another chain's, or one already recorded) does nothing, unless the
+    /// chain that recorded the later look has gone quiet: it then takes that chain's place.
     async fn look(
         &self,
         job_id: &sundial_domain::job::JobId,
         key: &RunKey,
         asked: u32,
         seen: u32,
+        tag: &str,
     ) -> Result<Disposition, StoreError> {
         let Some(run) = self.history.get(job_id, key).await? else {
             return Ok(Disposition::Delete);
@@ -672,18 +684,13 @@ impl Worker {
             return Ok(Disposition::Delete);
         };
         if run.state != RunState::Running || run.attempt != asked {
-            let closed =
-                matches!(attempt.outcome, Some(Outcome::Cancelled | Outcome::TimedOut | Outcome::Lost));
-            if closed {
-                let why = attempt.error.clone().unwrap_or_else(|| "the attempt was closed".into());
-                self.stop_work(&handle, &why).await;
-            }
-            return Ok(Disposition::Delete);
-        }
-        if attempt.looks != seen {
+            self.stop_if_closed(&run, asked).await;
             return Ok(Disposition::Delete);
         }
         let now = self.clock.now();
+        if attempt.looks != seen {
+            return Ok(self.resent_successor(&run, seen, tag, now).unwrap_or(Disposition::Delete));
+        }
         let Some(job) = self.catalogue.get(&run.job_id).await? else {
             // Its lease ends the attempt; nobody wants the work.
             self.stop_work(&handle, "the job was deleted").await;
@@ -698,30 +705,85 @@ impl Worker {
                 };
             return self.end(&job, &run, Ending::new(Outcome::TimedOut).because(error), false, now).await;
         }
-        match self.caller.follow(&handle).await {
+        let progress = match self.caller.follow(&handle).await {
+            // Just started, the work may not be readable yet (its service reads its own writes
+            // eventually): looked at again.
+            Progress::Missing(why) if now - attempt.started_at < follow::MISSING_GRACE => {
+                Progress::Unknown(why)
+            }
+            Progress::Missing(why) => Progress::Ended(Ending::new(Outcome::Failed).because(why)),
+            progress => progress,
+        };
+        match progress {
             Progress::Ended(ending) => self.end(&job, &run, ending, false, now).await,
-            progress @ (Progress::Running | Progress::Unknown(_)) => {
+            Progress::Running | Progress::Unknown(_) | Progress::Missing(_) => {
                 if let Progress::Unknown(why) = progress {
                     tracing::warn!(%handle, %why, "the work could not be looked at; looking again later");
                 }
-                let track = Step::Track { handle, seen, window: follow::LEASE };
+                let track = Step::Track { handle, seen, tag: tag.to_string(), window: follow::LEASE };
                 match self.recorder.apply(&job, &run, &track, now).await?.race() {
                     Race::Won(tracked) => {
-                        Ok(Disposition::Replace(self.next_look(&job, &tracked, seen + 1, now)))
+                        Ok(Disposition::Replace(self.next_look(Some(&job), &tracked, seen + 1, now)))
                     }
-                    // Another look was recorded first, or the run moved on: that one goes on.
-                    Race::Lost => Ok(Disposition::Delete),
+                    // Another look was recorded first (its chain goes on), or the attempt was
+                    // closed meanwhile (a cancel, the watchdog): its work is stopped.
+                    Race::Lost => {
+                        if let Some(fresh) = self.history.get(job_id, key).await? {
+                            self.stop_if_closed(&fresh, asked).await;
+                        }
+                        Ok(Disposition::Delete)
+                    }
                 }
             }
         }
     }
 
-    /// Stops the work `handle` names, best effort: a failure is logged (the work ends by itself
-    /// or by its own timeout).
-    async fn stop_work(&self, handle: &str, reason: &str) {
+    /// The successor of the look `seen` tagged `tag`, sent again, if the look recorded last at
+    /// `run`'s open attempt is that very look: it is back because its successor may never have
+    /// been sent (a send that failed after its write, a worker that died between the two). The
+    /// two successors, if both exist, meet at the next write. `None` for any other stale look.
+    fn resent_successor(&self, run: &Run, seen: u32, tag: &str, now: DateTime<Utc>) -> Option<Disposition> {
+        let attempt = run.attempts.last().filter(|a| a.finished_at.is_none())?;
+        let mine =
+            attempt.handle.is_some() && attempt.looks == seen + 1 && attempt.look_tag.as_deref() == Some(tag);
+        if !mine {
+            return None;
+        }
+        tracing::info!(looks = attempt.looks, "a recorded look is back: its successor is sent again");
+        Some(Disposition::Replace(self.next_look(None, run, attempt.looks, now)))
+    }
+
+    /// Stops the work attempt `asked` of `run` started, if the attempt was closed by someone else
+    /// than its work (cancelled, timed out, lost), and records that the work's end is known, so
+    /// that the next run of a `forbid` or `replace` job need not wait for its lease.
+    async fn stop_if_closed(&self, run: &Run, asked: u32) {
+        let Some(attempt) = run.attempts.iter().find(|a| a.n == asked) else { return };
+        let Some(handle) = attempt.handle.as_deref() else { return };
+        if !matches!(attempt.outcome, Some(Outcome::Cancelled | Outcome::TimedOut | Outcome::Lost)) {
+            return;
+        }
+        let why = attempt
+            .error
+            .clone()
+            .or_else(|| run.reason.clone())
+            .unwrap_or_else(|| "the attempt was closed".into());
+        if self.stop_work(handle, &why).await && run.attempt == asked {
+            self.note_call_ended(run).await;
+        }
+    }
+
+    /// Stops the work `handle` names, best effort: whether it is stopped (a failure is logged;
+    /// the work ends by itself or by its own timeout).
+    async fn stop_work(&self, handle: &str, reason: &str) -> bool {
         match self.caller.stop(handle, reason).await {
-            Ok(()) => tracing::info!(%handle, %reason, "the work was stopped"),
-            Err(e) => tracing::warn!(%handle, %reason, error = %e, "the work could not be stopped"),
+            Ok(()) => {
+                tracing::info!(%handle, %reason, "the work was stopped");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(%handle, %reason, error = %e, "the work could not be stopped");
+                false
+            }
         }
     }
 

@@ -1,6 +1,6 @@
 //! An ECS target: a task per attempt (RunTask, its client token named after the run and the
 //! attempt, so a repeated start starts one task), followed to its end by DescribeTasks
-//! (succeeded when every container exits 0) and stopped by StopTask.
+//! (succeeded when every essential container exits 0) and stopped by StopTask.
 
 use super::{Targets, aws_failure};
 use aws_sdk_ecs::types::{
@@ -132,18 +132,25 @@ impl Targets {
             }
         };
         let Some(task) = described.tasks().first() else {
-            let ending = Ending::new(Outcome::Failed).because(format!("the task {arn} no longer exists"));
-            return Progress::Ended(ending);
+            // MISSING: not (yet) known to ECS, which reads its own writes eventually.
+            return Progress::Missing(format!("ECS knows no task {arn}"));
         };
         if task.last_status() != Some("STOPPED") {
             return Progress::Running;
         }
         let reason = task.stopped_reason().unwrap_or("");
+        let essential = match task.task_definition_arn() {
+            Some(definition) => self.essential_containers(definition).await,
+            None => None,
+        };
         let exits: Vec<(String, Option<i32>)> =
             task.containers().iter().map(|c| (c.name().unwrap_or("?").to_string(), c.exit_code())).collect();
+        // The essential containers decide (a sidecar stopped with the task exits 137 or 143); all
+        // of them when the task definition could not be read.
+        let decides = |name: &str| essential.as_ref().is_none_or(|names| names.iter().any(|n| n == name));
         let failed: Vec<String> = exits
             .iter()
-            .filter(|(_, code)| *code != Some(0))
+            .filter(|(name, code)| decides(name) && *code != Some(0))
             .map(|(name, code)| match code {
                 Some(code) => format!("{name} exited {code}"),
                 None => format!("{name} never ran"),
@@ -163,6 +170,21 @@ impl Targets {
                 .because(truncate(&format!("task STOPPED: {}; {reason}", failed.join(", "))))
         };
         Progress::Ended(ending)
+    }
+
+    /// The names of the essential containers of the task definition `arn` (a container is
+    /// essential unless it says otherwise); `None` if it could not be read.
+    async fn essential_containers(&self, arn: &str) -> Option<Vec<String>> {
+        let definition = match self.ecs.describe_task_definition().task_definition(arn).send().await {
+            Ok(described) => described.task_definition?,
+            Err(e) => {
+                let error = aws_sdk_ecs::error::DisplayErrorContext(e).to_string();
+                tracing::warn!(task_definition = %arn, %error, "the task definition was not read; every container decides");
+                return None;
+            }
+        };
+        let essential = definition.container_definitions().iter().filter(|c| c.essential() != Some(false));
+        Some(essential.filter_map(|c| c.name().map(str::to_string)).collect())
     }
 
     /// Stops the task `arn`; one that has stopped already needs nothing.

@@ -127,6 +127,9 @@ impl Caller for Targets {
                 if self.allow.check(&self.allow.ecs_clusters, cluster).is_err() {
                     return refused(cluster);
                 }
+                if self.allow.check(&self.allow.ecs_task_definitions, task_definition).is_err() {
+                    return refused(task_definition);
+                }
                 let task = ecs::EcsTask {
                     cluster,
                     task_definition,

@@ -5,7 +5,9 @@
 //! execution with the same name and input with that execution, and refuses it with
 //! `ExecutionAlreadyExists` once the execution has ended (or, in an emulator, always). Either
 //! way the attempt's execution is the one its name gives, and it is followed; no second one
-//! starts.
+//! starts. A start whose answer was lost (a timeout, a 5xx) is followed by its name too: the
+//! looks find the execution, or find it missing once Step Functions should know it. An Express
+//! state machine's execution (its ARN `…:express:…`) cannot be described: it is started only.
 
 use super::{Targets, aws_failure};
 use aws_sdk_sfn::types::ExecutionStatus;
@@ -40,16 +42,28 @@ impl Targets {
         }
         let started =
             self.sfn.start_execution().state_machine_arn(state_machine_arn).name(&name).input(input).send();
+        // The execution this attempt's name gives: started before by this attempt, or perhaps
+        // by a call whose answer was lost. Its looks tell which.
+        let named = || match execution_arn(state_machine_arn, &name) {
+            Some(handle) => Answer::Started { handle },
+            None => Answer::Failed {
+                retryable: false,
+                status: None,
+                error: format!("`{state_machine_arn}` names no state machine"),
+            },
+        };
         match tokio::time::timeout(inv.timeout, started).await {
+            // An Express execution cannot be described or stopped: it is started, not followed.
+            Ok(Ok(out)) if out.execution_arn.contains(":express:") => Answer::Succeeded {
+                status: None,
+                output: Some(format!(
+                    "started the Express execution {} (Express executions are not followed)",
+                    out.execution_arn
+                )),
+            },
             Ok(Ok(out)) => Answer::Started { handle: out.execution_arn },
             Ok(Err(e)) => match e.as_service_error() {
-                // Started before, by this attempt: its execution is the one its name gives.
-                Some(s) if s.is_execution_already_exists() => match execution_arn(state_machine_arn, &name) {
-                    Some(handle) => Answer::Started { handle },
-                    None => {
-                        Answer::Failed { retryable: false, status: None, error: truncate(&s.to_string()) }
-                    }
-                },
+                Some(s) if s.is_execution_already_exists() => named(),
                 Some(s)
                     if s.is_state_machine_does_not_exist()
                         || s.is_state_machine_deleting()
@@ -65,9 +79,15 @@ impl Targets {
                 Some(s) if s.is_execution_limit_exceeded() => {
                     Answer::NotSent { error: truncate(&s.to_string()) }
                 }
-                _ => aws_failure(e),
+                _ => match aws_failure(e) {
+                    not_sent @ Answer::NotSent { .. } => not_sent,
+                    // It may have started: followed by its name, it ends as it ends, or as
+                    // missing once Step Functions should know it.
+                    _ => named(),
+                },
             },
-            Err(_) => Answer::TimedOut,
+            // The same: the start may have landed.
+            Err(_) => named(),
         }
     }
 
@@ -76,9 +96,7 @@ impl Targets {
         let described = match self.sfn.describe_execution().execution_arn(arn).send().await {
             Ok(described) => described,
             Err(e) if e.as_service_error().is_some_and(|s| s.is_execution_does_not_exist()) => {
-                let ending =
-                    Ending::new(Outcome::Failed).because(format!("the execution {arn} no longer exists"));
-                return Progress::Ended(ending);
+                return Progress::Missing(format!("Step Functions knows no execution {arn}"));
             }
             Err(e) => {
                 return Progress::Unknown(truncate(&aws_sdk_sfn::error::DisplayErrorContext(e).to_string()));

@@ -62,6 +62,8 @@ pub enum Progress {
     Ended(Ending),
     /// Could not be told this time (the describe call failed): look again later.
     Unknown(String),
+    /// The service does not know the work: gone, or (just after its start) not yet readable.
+    Missing(String),
 }
 
 /// Calls targets.

@@ -284,6 +284,10 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "is_zero")]
     #[cfg_attr(feature = "openapi", schema(ignore))]
     pub looks: u32,
+    /// The tag of the look recorded last. Kept in storage only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(ignore))]
+    pub look_tag: Option<String>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -354,6 +358,7 @@ impl Run {
             run_key: self.key.encode(),
             attempt: self.attempt + 1,
             look: None,
+            tag: None,
         }
     }
 
@@ -405,6 +410,9 @@ pub struct RunMessage {
     /// the attempt had when this one was asked for. `None`: the message asks for an attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub look: Option<u32>,
+    /// A look's own tag, recorded with it ([`crate::follow`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
 
 #[cfg(test)]

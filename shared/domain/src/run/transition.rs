@@ -36,7 +36,7 @@ pub enum Step {
     /// it was looked at, still running: the attempt follows it, its lease renewed for `window`
     /// (never past its deadline). `seen` is the number of looks the attempt had when this one was
     /// asked for: a look that is not the next one is refused ([`crate::follow`]).
-    Track { handle: String, seen: u32, window: Duration },
+    Track { handle: String, seen: u32, tag: String, window: Duration },
     /// The target of the open attempt says it is still working: the lease is extended by
     /// `window`, never past the attempt's timeout and never shortened.
     Heartbeat { window: Duration },
@@ -175,7 +175,7 @@ fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Resu
             }
             accepted(run, *status, lease_for(job_of()?, run, *window, now), now)
         }
-        Step::Track { handle, seen, window } => {
+        Step::Track { handle, seen, tag, window } => {
             if !running {
                 return Err(refuse("only a running attempt follows its work"));
             }
@@ -186,7 +186,7 @@ fn decide(job: Option<&Job>, run: &Run, step: &Step, now: DateTime<Utc>) -> Resu
             if last.and_then(|a| a.handle.as_ref()).is_some_and(|h| h != handle) {
                 return Err(refuse("the attempt follows other work"));
             }
-            tracked(run, handle, lease_for(job_of()?, run, *window, now), now)
+            tracked(run, handle, tag, lease_for(job_of()?, run, *window, now), now)
         }
         Step::Heartbeat { window } => {
             if !running {
@@ -246,14 +246,17 @@ fn accepted(run: &Run, status: u16, lease: DateTime<Utc>, now: DateTime<Utc>) ->
     after
 }
 
-/// `run` following `handle`, looked at `now`: the call that started it is over.
-fn tracked(run: &Run, handle: &str, lease: DateTime<Utc>, now: DateTime<Utc>) -> Run {
-    let call_ended = Some(run.attempt);
-    let mut after = Run { lease_until: Some(lease), updated_at: now, call_ended, ..run.clone() };
+/// `run` following `handle`, looked at `now`. The work runs on: the run after it in its job's
+/// start fence waits for it until `lease` (the attempt's `call_until`), or until a look marks
+/// its end (stopped after a cancel, or seen ended).
+fn tracked(run: &Run, handle: &str, tag: &str, lease: DateTime<Utc>, now: DateTime<Utc>) -> Run {
+    let mut after = Run { lease_until: Some(lease), updated_at: now, ..run.clone() };
     if let Some(last) = after.attempts.last_mut() {
         last.handle = Some(handle.to_string());
         last.followed_at = Some(now);
         last.looks += 1;
+        last.look_tag = Some(tag.to_string());
+        last.call_until = Some(lease);
     }
     after
 }
@@ -373,6 +376,7 @@ fn started(run: &Run, worker: &str, callback: &str, lease_until: DateTime<Utc>, 
         handle: None,
         followed_at: None,
         looks: 0,
+        look_tag: None,
     });
     Run {
         state: RunState::Running,
@@ -574,7 +578,12 @@ mod tests {
         vec![
             start(),
             Step::Accept { status: 202, window: Duration::seconds(60) },
-            Step::Track { handle: "arn:execution".into(), seen: 0, window: Duration::seconds(60) },
+            Step::Track {
+                handle: "arn:execution".into(),
+                seen: 0,
+                tag: "t".into(),
+                window: Duration::seconds(60),
+            },
             Step::Heartbeat { window: Duration::seconds(60) },
             fail(),
             Step::Expire { jitter: 0.5 },
@@ -692,17 +701,20 @@ mod tests {
         let now = at("2026-11-22T10:00:00Z");
         let running = in_state(&j, RunState::Running, now);
         let window = Duration::seconds(30);
-        let look = |seen| Step::Track { handle: "arn:aws:states:x".into(), seen, window };
+        let look =
+            |seen| Step::Track { handle: "arn:aws:states:x".into(), seen, tag: format!("t{seen}"), window };
         let first = apply(&j, &running, &look(0), now).unwrap();
         assert_eq!(first.fence, Fence::Unchanged, "of two looks at once, one is written");
         let first = first.run;
         let attempt = &first.attempts[0];
         assert_eq!((attempt.handle.as_deref(), attempt.looks), (Some("arn:aws:states:x"), 1));
+        assert_eq!(attempt.look_tag.as_deref(), Some("t0"), "recorded with its tag");
         assert_eq!((attempt.followed_at, first.lease_until), (Some(now), Some(now + window)));
-        assert_eq!(first.call_ended, Some(1), "the call that started the work is over");
+        assert_eq!(first.call_ended, None, "the work runs on: the next run of a forbid job waits for it");
+        assert_eq!(first.attempts[0].call_until, Some(now + window), "for as long as the lease");
         let stale = apply(&j, &first, &look(0), now + Duration::seconds(5));
         assert_eq!(stale.map_err(|r| r.why), Err("another look was recorded first"));
-        let other = Step::Track { handle: "arn:aws:states:y".into(), seen: 1, window };
+        let other = Step::Track { handle: "arn:aws:states:y".into(), seen: 1, tag: "t".into(), window };
         assert_eq!(apply(&j, &first, &other, now).map_err(|r| r.why), Err("the attempt follows other work"));
         let late = apply(&j, &first, &look(1), now + Duration::seconds(50)).unwrap().run;
         assert_eq!(late.lease_until, Some(now + Duration::seconds(60)), "capped at the 60 s timeout");
@@ -748,6 +760,7 @@ mod tests {
             (0u32..3, 1i64..120).prop_map(|(seen, s)| Step::Track {
                 handle: "arn:execution".into(),
                 seen,
+                tag: "t".into(),
                 window: Duration::seconds(s)
             }),
             (outcome, any::<bool>(), 0.0f64..1.0).prop_map(|(o, permanent, jitter)| Step::Finish {

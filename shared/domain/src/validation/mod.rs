@@ -775,6 +775,12 @@ mod tests {
             sns: vec!["arn:aws:sns:*:*:allowed-*".into()],
             state_machines: vec!["arn:aws:states:*:*:stateMachine:allowed-*".into()],
             ecs_clusters: vec!["allowed-*".into()],
+            ecs_task_definitions: vec![
+                "report*".into(),
+                "t".into(),
+                "t:*".into(),
+                "arn:aws:ecs:*:*:task-definition/report:*".into(),
+            ],
             event_buses: vec!["arn:aws:events:*:*:event-bus/allowed-*".into()],
             own_prefix: "sundial-test-".into(),
             network: crate::egress::Egress::default().allowing_loopback(),
@@ -1036,6 +1042,18 @@ mod tests {
             ),
             (
                 job(
+                    json!({"target": {"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:stateMachine:allowed-sm:prod"}}),
+                ),
+                "target.state_machine_arn",
+            ),
+            (
+                job(
+                    json!({"target": {"type": "ecs", "cluster": "allowed-c", "task_definition": "other:1", "launch_type": "EC2"}}),
+                ),
+                "target.task_definition",
+            ),
+            (
+                job(
                     json!({"target": {"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:stateMachine:allowed-sundial-test-x"}}),
                 ),
                 "target.state_machine_arn",
@@ -1205,6 +1223,7 @@ mod tests {
             json!({"type": "sns", "topic_arn": "arn:aws:sns:us-east-1:000000000000:allowed-t"}),
             json!({"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:stateMachine:allowed-sm"}),
             json!({"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:stateMachine:allowed-sm", "input": "payload"}),
+            json!({"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:000000000000:stateMachine:allowed-Report.v2+(EU)"}),
             json!({"type": "ecs", "cluster": "allowed-c", "task_definition": "report:3", "network": {"subnets": ["subnet-0a1b"], "security_groups": ["sg-12ab"]},
                 "overrides": {"container": "app", "command": ["run", "report"], "environment": {"MODE": "full"}}}),
             json!({"type": "ecs", "cluster": "allowed-c", "task_definition": "arn:aws:ecs:us-east-1:000000000000:task-definition/report:3", "launch_type": "EC2"}),

@@ -44,7 +44,10 @@ pub(super) fn validate(
     if let Some(overrides) = overrides {
         validate_overrides(overrides)?;
     }
-    allowed(list, &list.ecs_clusters, "target.cluster", cluster, "SUNDIAL_ALLOWED_ECS_CLUSTERS")
+    allowed(list, &list.ecs_clusters, "target.cluster", cluster, "SUNDIAL_ALLOWED_ECS_CLUSTERS")?;
+    // Any task definition on an allowed cluster would run any code under that definition's role.
+    let field = "target.task_definition";
+    allowed(list, &list.ecs_task_definitions, field, task_definition, "SUNDIAL_ALLOWED_ECS_TASK_DEFINITIONS")
 }
 
 /// The most the run's context (its id, attempt, instant, job id and `traceparent`) adds to a
@@ -75,7 +78,7 @@ pub(super) fn payload_fits(overrides: &EcsOverrides, payload: &serde_json::Value
 /// A name of 1 to `max` letters, digits, `-` and `_`, or an `ecs` ARN of that resource type.
 fn named_or_arn(text: &str, prefix: &str, max: usize) -> bool {
     match Arn::parse(text, "ecs") {
-        Some(arn) => arn.resource_named(prefix, max, false).is_some(),
+        Some(arn) => arn.resource_named(prefix, max, crate::arn::word_char).is_some(),
         None => !text.starts_with("arn:") && name_ok(text, max),
     }
 }

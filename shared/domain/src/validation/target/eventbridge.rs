@@ -2,7 +2,7 @@
 //! `detail-type` and `source` as PutEvents accepts them.
 
 use super::allowed;
-use crate::arn::Arn;
+use crate::arn::{Arn, word_char};
 use crate::limits::TargetAllowList;
 use crate::validation::{Result, ValidationError};
 
@@ -19,8 +19,9 @@ pub(super) fn validate(
     list: &TargetAllowList,
 ) -> Result<()> {
     let field = "target.event_bus_arn";
+    let bus_char = |c: char| word_char(c) || c == '.' || c == '/';
     let named =
-        Arn::parse(event_bus_arn, "events").and_then(|arn| arn.resource_named("event-bus/", 256, true));
+        Arn::parse(event_bus_arn, "events").and_then(|arn| arn.resource_named("event-bus/", 256, bus_char));
     if named.is_none() {
         return Err(ValidationError::new(
             field,
