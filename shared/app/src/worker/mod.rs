@@ -755,7 +755,8 @@ impl Worker {
 
     /// Stops the work attempt `asked` of `run` started, if the attempt was closed by someone else
     /// than its work (cancelled, timed out, lost), and records that the work's end is known, so
-    /// that the next run of a `forbid` or `replace` job need not wait for its lease.
+    /// that the next run of a `forbid` or `replace` job need not wait for its lease, and gives
+    /// its group's slot back.
     async fn stop_if_closed(&self, run: &Run, asked: u32) {
         let Some(attempt) = run.attempts.iter().find(|a| a.n == asked) else { return };
         let Some(handle) = attempt.handle.as_deref() else { return };
@@ -767,8 +768,16 @@ impl Worker {
             .clone()
             .or_else(|| run.reason.clone())
             .unwrap_or_else(|| "the attempt was closed".into());
-        if self.stop_work(handle, &why).await && run.attempt == asked {
+        if !self.stop_work(handle, &why).await {
+            return;
+        }
+        if run.attempt == asked {
             self.note_call_ended(run).await;
+        }
+        // The work is over: its group's slot is free again (held until now, so that no run of
+        // the group started beside work still running).
+        if let Ok(Some(job)) = self.catalogue.get(&run.job_id).await {
+            self.slots.release(&job, run, asked, self.clock.now()).await;
         }
     }
 
