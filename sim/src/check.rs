@@ -133,6 +133,9 @@ pub struct Summary {
     pub group: Option<(u32, usize)>,
     /// Calls refused before they left (the target never reached).
     pub refused_calls: usize,
+    /// Work calls started elsewhere (followed by looks): how many, how many a look saw end, and
+    /// how many were stopped.
+    pub works: (usize, usize, usize),
     /// Runs of `at_most_once` jobs, and how many of them ended `at_most_once:` (not repeated).
     pub at_most_once_runs: (usize, usize),
     /// Jobs whose schedule an advance ended at their `max_runs`.
@@ -349,6 +352,11 @@ impl Checker {
             runs: runs.len(),
             calls: observed.hits.len(),
             refused_calls: observed.hits.iter().filter(|h| h.answered == Answered::Refused).count(),
+            works: (
+                observed.works.len(),
+                observed.works.values().filter(|w| w.reported.is_some()).count(),
+                observed.works.values().filter(|w| w.stopped_at.is_some()).count(),
+            ),
             ..Summary::default()
         };
         summary.group =
@@ -393,6 +401,7 @@ impl Checker {
         self.workflows(world, &runs);
         self.at_most_once(&runs, &observed);
         self.waits_spend_nothing(&runs, &observed);
+        self.started_work_ends(&runs, &observed);
         self.within_max_runs(world, &runs, &observed);
         self.audited(world, &runs, &observed);
         for document in &world.workload.documents {
@@ -877,6 +886,23 @@ impl Checker {
                 let completed = |ok: bool| {
                     observed.completed.iter().any(|(r, n, s)| r == &id && *n == attempt.n && *s == ok)
                 };
+                // Started work ends as the work ended, read by a look: succeeded only if the
+                // work did, by itself.
+                let work = attempt.handle.as_ref().and_then(|h| observed.works.get(h));
+                if answers.contains(&Answered::Started) {
+                    let consistent = match attempt.outcome {
+                        Some(Outcome::Succeeded) => work.is_some_and(|w| w.reported == Some(true)),
+                        _ => true,
+                    };
+                    if !consistent {
+                        self.violations.push(violation(
+                            "no stale write",
+                            format!("run {id} attempt {} recorded SUCCEEDED but its work did not succeed: {work:?}", attempt.n),
+                            Some(run),
+                        ));
+                    }
+                    continue;
+                }
                 // A 202 is ended by its callback; any other call by its answer.
                 let consistent = match (attempt.outcome, answers.contains(&Answered::Accepted)) {
                     (Some(Outcome::Succeeded), true) => completed(true),
@@ -1001,6 +1027,46 @@ impl Checker {
                     ),
                     by_id.get(&start.run_id).copied(),
                 ));
+            }
+        }
+    }
+
+    /// Work a target started ends with its attempt: no work whose attempt was closed by someone
+    /// else than the work (a cancel, the timeout, a lost lease) runs on unstopped for more than a
+    /// few minutes after the close; an attempt that ended as its work ended did so on a look that saw it end. A work's own start crashing its worker before the attempt could
+    /// record it is the documented gap: nothing knows that work but its service.
+    fn started_work_ends(&mut self, runs: &[Run], observed: &Observed) {
+        const NAME: &str = "started work ends with its attempt";
+        const STOPPED_WITHIN: Duration = Duration::minutes(5);
+        let by_id: BTreeMap<String, &Run> = runs.iter().map(|r| (r.id().to_string(), r)).collect();
+        for (handle, work) in &observed.works {
+            let Some(run) = by_id.get(&work.run_id) else { continue };
+            let Some(attempt) = run.attempts.iter().find(|a| a.n == work.attempt) else { continue };
+            if attempt.handle.as_deref() != Some(handle.as_str()) {
+                // Never recorded: its start crashed its worker or lost its write.
+                continue;
+            }
+            let Some(finished) = attempt.finished_at else { continue };
+            let closed =
+                matches!(attempt.outcome, Some(Outcome::Cancelled | Outcome::TimedOut | Outcome::Lost));
+            // Stopped by the next look after the attempt was closed: within minutes of the close
+            // (as the closer's clock wrote it, off by up to 30 s), whatever the faults.
+            let stop_by = finished + Duration::seconds(30) + STOPPED_WITHIN;
+            let detail = if closed && work.stopped_at.is_none_or(|s| s > stop_by) && work.ends_at > stop_by {
+                Some(format!(
+                    "work {handle} of attempt {} runs on unstopped (until {}) after its attempt was closed {:?} at {finished}",
+                    work.attempt, work.ends_at, attempt.outcome
+                ))
+            } else if !closed && work.reported.is_none() {
+                Some(format!(
+                    "attempt {} ended {:?} at {finished} though no look saw its work {handle} end",
+                    work.attempt, attempt.outcome
+                ))
+            } else {
+                None
+            };
+            if let Some(detail) = detail {
+                self.violations.push(violation(NAME, detail, Some(run)));
             }
         }
     }

@@ -32,6 +32,23 @@ pub enum Answered {
     Crashed,
     /// The call never left (connection refused): `Answer::NotSent`; the target was not reached.
     Refused,
+    /// The call started work elsewhere (an execution), which the attempt follows to its end.
+    Started,
+}
+
+/// Work a call started (a Step Functions execution, an ECS task), as its service sees it.
+#[derive(Debug, Clone)]
+pub struct Work {
+    pub run_id: String,
+    pub attempt: u32,
+    pub started_at: DateTime<Utc>,
+    /// When it ends by itself, and whether it succeeds then.
+    pub ends_at: DateTime<Utc>,
+    pub succeeds: bool,
+    /// When it was stopped (`None`: never).
+    pub stopped_at: Option<DateTime<Utc>>,
+    /// How a look saw it end, if one did: succeeded or not.
+    pub reported: Option<bool>,
 }
 
 /// One call a target received.
@@ -114,6 +131,8 @@ pub struct Observed {
     pub backfilled: BTreeSet<(JobId, RunKey)>,
     /// When (global time) each run was created.
     pub created_at: BTreeMap<(JobId, RunKey), DateTime<Utc>>,
+    /// Work calls started, by handle.
+    pub works: BTreeMap<String, Work>,
 }
 
 /// An advance of a job the store accepted: the job as its claimer read it, and what it wrote.

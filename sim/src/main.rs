@@ -58,6 +58,7 @@ fn main() -> ExitCode {
     // runs of at-most-once jobs, and those it ended.
     let (mut groups, mut full, mut refused, mut once, mut once_ended) = (0, 0, 0, 0, 0);
     let (mut out_of_budget, mut ended_at_limit) = (0, 0);
+    let mut works = (0usize, 0usize, 0usize);
     let (mut unions, mut dst_policies, mut long_windows, mut far, mut far_started) = (0, 0, 0, 0, 0);
     let (mut calendars, mut named, mut copied) = (0, 0, 0);
     for seed in first..first + count {
@@ -85,6 +86,9 @@ fn main() -> ExitCode {
         copied += outcome.summary.named_calendars.1;
         far += outcome.summary.far_in_window.0;
         far_started += outcome.summary.far_in_window.1;
+        works.0 += outcome.summary.works.0;
+        works.1 += outcome.summary.works.1;
+        works.2 += outcome.summary.works.2;
         out_of_budget += outcome.faults.get(sundial_sim::world::OUT_OF_BUDGET).copied().unwrap_or(0);
         for line in &outcome.trace {
             println!("{line}");
@@ -110,5 +114,9 @@ fn main() -> ExitCode {
     );
     println!("{named} jobs naming a shared calendar, which its edits reached {copied} times");
     println!("{out_of_budget} tick passes stopped by their budget and continued by the next");
+    println!(
+        "{} works started elsewhere and followed: {} seen ending by a look, {} stopped",
+        works.0, works.1, works.2
+    );
     if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

@@ -1,7 +1,8 @@
 //! The targets: one [`SimTarget`] answers every job's calls as the job's profile says (succeed,
 //! fail, fail for good, hang past the timeout, answer 202 and call back later or never, crash
-//! the worker that called it, or refuse the connection so that the call never leaves), after a
-//! while of virtual time, and records every call it got. It also counts the synchronous calls of
+//! the worker that called it, refuse the connection so that the call never leaves, or start work
+//! elsewhere that the attempt follows, as a Step Functions execution is), after a while of
+//! virtual time, and records every call it got and every work it started, looked at or stopped. It also counts the synchronous calls of
 //! each concurrency group's jobs in flight at once, for the `group limit` invariant.
 
 use crate::executor::Sim;
@@ -10,8 +11,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 use sundial_domain::job::Job;
-use sundial_domain::ports::targets::{Answer, Caller, Invocation};
+use sundial_domain::ports::targets::{Answer, Caller, Invocation, Progress};
+use sundial_domain::run::Outcome;
 use sundial_domain::run::RunId;
+use sundial_domain::run::transition::Ending;
 
 /// How a job's target behaves: relative weights of its answers, and how long it works.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,6 +27,8 @@ pub struct Profile {
     pub crash: f64,
     /// The connection is refused: the request never leaves (`Answer::NotSent`).
     pub refused: f64,
+    /// Work is started elsewhere and followed (`Answer::Started`).
+    pub start: f64,
     /// The longest a call works before answering, in milliseconds.
     pub busy_ms: i64,
 }
@@ -41,6 +46,7 @@ impl Profile {
             accept: weight("accept"),
             crash: weight("crash"),
             refused: weight("refused"),
+            start: weight("start"),
             busy_ms: sim.and_then(|s| s.get("busy_ms")).and_then(Value::as_i64).unwrap_or(0),
         }
     }
@@ -49,7 +55,7 @@ impl Profile {
     pub fn to_payload(self) -> Value {
         serde_json::json!({"sim": {
             "ok": self.ok, "fail": self.fail, "permanent": self.permanent, "hang": self.hang,
-            "accept": self.accept, "crash": self.crash, "refused": self.refused,
+            "accept": self.accept, "crash": self.crash, "refused": self.refused, "start": self.start,
             "busy_ms": self.busy_ms,
         }})
     }
@@ -64,6 +70,7 @@ impl Profile {
             (self.accept, Answered::Accepted),
             (self.crash, Answered::Crashed),
             (self.refused, Answered::Refused),
+            (self.start, Answered::Started),
         ];
         let total: f64 = weights.iter().map(|(w, _)| w).sum();
         let mut at = draw * total;
@@ -162,7 +169,90 @@ impl Caller for SimTarget {
                 }
             }
             Answered::Refused => Answer::NotSent { error: "connection refused".into() },
+            Answered::Started => {
+                // Named after the run and the attempt, as an execution is: a start sent again
+                // finds the same work.
+                let handle = format!(
+                    "arn:aws:states:us-east-1:000000000000:execution:sim:{}-{}",
+                    inv.run_id, inv.attempt
+                );
+                let (lasts, succeeds) = {
+                    let mut core = self.sim.core();
+                    // Up to twice the attempt's timeout, or (one in three) an hour: some end by
+                    // themselves, some are stopped at the timeout or by a cancel.
+                    let lasts = match core.chance(0.3) {
+                        true => Duration::hours(1),
+                        false => Duration::milliseconds(
+                            core.between(500, 2 * timeout.num_milliseconds().max(1_000)),
+                        ),
+                    };
+                    (lasts, core.chance(0.8))
+                };
+                let now = self.sim.now();
+                let work = crate::ledger::Work {
+                    run_id: inv.run_id.clone(),
+                    attempt: inv.attempt,
+                    started_at: now,
+                    ends_at: now + lasts,
+                    succeeds,
+                    stopped_at: None,
+                    reported: None,
+                };
+                self.ledger.get().works.entry(handle.clone()).or_insert(work);
+                self.sim.yield_now().await;
+                Answer::Started { handle }
+            }
         }
+    }
+
+    async fn follow(&self, handle: &str) -> Progress {
+        self.sim.yield_now().await;
+        let now = self.sim.now();
+        // The describe call fails now and then.
+        if self.sim.core().chance(0.1) {
+            return Progress::Unknown("describe failed (injected)".into());
+        }
+        let Some(work) = self.ledger.get().works.get(handle).cloned() else {
+            return Progress::Missing(format!("no work {handle}"));
+        };
+        let ended = work.stopped_at.map_or(work.ends_at, |stopped| stopped.min(work.ends_at));
+        if now < ended {
+            return Progress::Running;
+        }
+        let ending = match (work.stopped_at.is_some_and(|s| s <= work.ends_at), work.succeeds) {
+            (true, _) => Ending { permanent: true, ..Ending::new(Outcome::Failed).because("aborted") },
+            (false, true) => Ending::new(Outcome::Succeeded),
+            (false, false) => Ending::new(Outcome::Failed).because("the work failed"),
+        };
+        if let Some(work) = self.ledger.get().works.get_mut(handle) {
+            work.reported = Some(ending.outcome == Outcome::Succeeded);
+        }
+        Progress::Ended(ending)
+    }
+
+    async fn stop(&self, handle: &str, reason: &str) -> Result<(), String> {
+        self.sim.yield_now().await;
+        let now = self.sim.now();
+        let stopped = {
+            let mut observed = self.ledger.get();
+            match observed.works.get_mut(handle) {
+                Some(work) => {
+                    if work.stopped_at.is_none() && now < work.ends_at {
+                        work.stopped_at = Some(now);
+                    }
+                    Ok(())
+                }
+                None => Err(format!("no work {handle}")),
+            }
+        };
+        let (step, at, actor) = {
+            let core = self.sim.core();
+            (core.step, core.now(), core.actor.clone())
+        };
+        let line =
+            Line { step, at, actor, what: format!("target: stop {handle}: {reason}"), job: None, run: None };
+        self.ledger.get().lines.push(line);
+        stopped
     }
 }
 

@@ -149,6 +149,7 @@ impl Workload {
                 accept: 0.1 * core.unit(),
                 crash: 0.04 * core.unit(),
                 refused: 0.0, // drawn apart, in `delivery_and_groups`
+                start: 0.1 * core.unit(),
                 busy_ms: core.between(0, 8_000),
             };
             let mut document = json!({
@@ -328,6 +329,7 @@ fn diamond(
             accept: 0.1 * core.unit(),
             crash: 0.04 * core.unit(),
             refused: 0.0,
+            start: 0.1 * core.unit(),
             busy_ms: core.between(0, 4_000),
         }
         .to_payload()

@@ -13,6 +13,7 @@ use chrono::{DateTime, Duration, Utc};
 use std::sync::Arc;
 use sundial_domain::audit::{AuditRecord, Stamp};
 use sundial_domain::clock::Clock;
+use sundial_domain::follow;
 use sundial_domain::job::{Job, Owner};
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{
@@ -188,6 +189,17 @@ impl RunControl {
                 // The accepted attempt is over: its group's slot is free again. A synchronous
                 // call may still run: its worker gives the slot back.
                 self.slots.release(job, &run, run.attempt, now).await;
+            }
+            if let (Race::Won(after), Some(followed)) =
+                (&cancelled, run.attempts.last().filter(|a| a.is_open() && a.handle.is_some()))
+            {
+                // Work the attempt started runs on: a look, sent now, finds the attempt closed and
+                // stops it (and gives its group's slot back), as the chain's next look would, were
+                // it not lost.
+                let look = Dispatch::look(after, followed.looks, follow::tag(self.entropy.unit()), 0);
+                if let Some(Err(e)) = self.queue.send(std::slice::from_ref(&look)).await.into_iter().next() {
+                    tracing::warn!(run_id = %run.id(), error = %e, "no look sent to stop the cancelled run's work; its own looks will");
+                }
             }
             // Lost: moved on under the cancel (or ended): read it again.
             Ok(cancelled)

@@ -10,7 +10,10 @@
 //! look recorded under its own tag was that look, back because its successor may never have been
 //! sent (a send that failed after the write, a worker that died between the two): it sends the
 //! successor again, and the two copies meet at the next write. The start's message stands for
-//! the first look ([`FIRST_LOOK_TAG`]). Looks fall on one grid counted from the attempt's start
+//! the first look ([`FIRST_LOOK_TAG`]). Should every message of a chain be lost all the same,
+//! the attempt's lease lapses with no look to renew it: whoever finds it so (the watchdog, a
+//! stray message of the attempt) sends a look at once instead of ending the attempt, and that
+//! look ends it as the work stands (stopping it past the deadline). Looks fall on one grid counted from the attempt's start
 //! ([`FIRST_LOOKS_S`], then every [`LOOK_EVERY_S`]), never later than the attempt's deadline,
 //! where the work is stopped: a quick execution costs one look, a long one a look a minute.
 
@@ -26,6 +29,11 @@ pub const LOOK_EVERY_S: i64 = 60;
 pub const LEASE: Duration = Duration::minutes(10);
 /// The tag of the first look, recorded by the attempt's start message.
 pub const FIRST_LOOK_TAG: &str = "start";
+
+/// A look's tag, from a number drawn in `[0, 1)`.
+pub fn tag(unit: f64) -> String {
+    format!("{:013x}", (unit * (1u64 << 52) as f64) as u64)
+}
 /// How long after its start work may be unknown to its service's describe call (Step Functions
 /// and ECS read their own writes eventually) before it counts as gone.
 pub const MISSING_GRACE: Duration = Duration::seconds(60);

@@ -109,12 +109,14 @@ pub struct Watchdog {
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn sundial_domain::entropy::Entropy>,
     meter: Arc<crate::meter::Meter>,
+    /// Stops the work of runs whose job was deleted.
+    caller: Arc<dyn sundial_domain::ports::targets::Caller>,
     settings: WatchdogSettings,
 }
 
 impl Watchdog {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WatchdogSettings) -> Self {
-        let Ports { jobs, runs, queue, tick_state, clock, entropy, meter, .. } = ports.clone();
+        let Ports { jobs, runs, queue, tick_state, clock, entropy, meter, caller, .. } = ports.clone();
         Watchdog {
             catalogue: jobs,
             history: runs.clone(),
@@ -127,6 +129,7 @@ impl Watchdog {
             clock,
             entropy,
             meter,
+            caller,
             settings,
         }
     }

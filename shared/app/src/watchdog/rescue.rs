@@ -1,9 +1,11 @@
 //! Attempts whose lease expired are ended (`timed_out` past an accepted attempt's timeout,
-//! `lost` otherwise) and their next attempt dispatched; runs of deleted jobs are cancelled once
-//! no attempt holds a live lease. Both act only on the run as read, so a heartbeat meanwhile wins.
+//! `lost` otherwise) and their next attempt dispatched, except those following work a target
+//! started, whose looks are taken up again; runs of deleted jobs are cancelled once no attempt
+//! holds a live lease, and their work stopped. Both act only on the run as read, so a heartbeat meanwhile wins.
 
 use super::{Watchdog, WatchdogReport};
 use chrono::{DateTime, Utc};
+use sundial_domain::follow;
 use sundial_domain::job::Job;
 use sundial_domain::ports::store::{Race, Raced, StoreError};
 use sundial_domain::run::transition::{self, Step, abandoned};
@@ -21,6 +23,15 @@ impl Watchdog {
         report: &mut WatchdogReport,
     ) -> Result<bool, StoreError> {
         let Some(ending) = abandoned(job, run, now) else { return Ok(false) };
+        if let Some(followed) = run.attempts.last().filter(|a| a.handle.is_some()) {
+            // Work followed by looks whose lease lapsed: every message of its chain was lost. A
+            // look, sent now, takes the chain up and ends the attempt as the work stands
+            // (stopping it past the deadline); ending the attempt here would leave the work
+            // running with nobody to stop it.
+            let look = Dispatch::look(run, followed.looks, follow::tag(self.entropy.unit()), 0);
+            self.dispatch(run, look, now, report).await?;
+            return Ok(true);
+        }
         let expire = Step::Expire { jitter: self.entropy.unit() };
         // Lost: a heartbeat extended the lease meanwhile, or the run moved on.
         let Race::Won(after) = self.recorder.apply(job, run, &expire, now).await?.race() else {
@@ -50,6 +61,12 @@ impl Watchdog {
             crate::record::persist(self.writes.as_ref(), run, &change, None).await.raced()?
         {
             report.cancelled += 1;
+            // Work its attempt started is wanted by nobody now.
+            if let Some(handle) = run.attempts.last().and_then(|a| a.handle.as_deref())
+                && let Err(e) = self.caller.stop(handle, "the job was deleted").await
+            {
+                tracing::warn!(%handle, error = %e, "the work of a deleted job's run could not be stopped");
+            }
         }
         Ok(())
     }

@@ -197,6 +197,9 @@ impl Worker {
         };
         if !run.answers_to(asked) {
             // Terminal, or past the attempt this message asks for (invariant: state moves forward).
+            // Work that attempt started and nobody stopped (its looks' messages lost, this one
+            // back after its first look's send failed) is stopped now.
+            self.stop_if_closed(&run, asked).await;
             return Ok(Disposition::Delete);
         }
         let now = self.clock.now();
@@ -249,6 +252,12 @@ impl Worker {
             // been sent.
             let resent = self.resent_successor(&run, 0, follow::FIRST_LOOK_TAG, now);
             return Ok(ControlFlow::Break(resent.unwrap_or(Disposition::Delete)));
+        }
+        if let Some(followed) = run.attempts.last().filter(|a| a.handle.is_some()) {
+            // Its looks went quiet (every message of the chain lost): a look, now, takes up the
+            // chain and ends the attempt as its work stands.
+            let look = Dispatch::look(&run, followed.looks, follow::tag(self.entropy.unit()), 0);
+            return Ok(ControlFlow::Break(Disposition::Replace(look)));
         }
         let Some(job) = self.catalogue.get(&run.job_id).await? else {
             return self.cancel_for_deleted_job(&run, now).await.map(ControlFlow::Break);
@@ -495,6 +504,8 @@ impl Worker {
         let mut other = other.clone();
         for _ in 0..3 {
             if let Race::Won(cancelled) = self.recorder.apply(job, &other, cancel, now).await?.race() {
+                // Work its attempt started is stopped now: this run waits for it to end.
+                self.stop_if_closed(&cancelled, cancelled.attempt).await;
                 return Ok(Some(cancelled));
             }
             match self.history.get(&other.job_id, &other.key).await? {
@@ -656,7 +667,7 @@ impl Worker {
     fn next_look(&self, job: Option<&Job>, run: &Run, seen: u32, now: DateTime<Utc>) -> Dispatch {
         let started_at = run.attempts.last().map_or(now, |a| a.started_at);
         let deadline = job.and_then(|job| transition::attempt_deadline(job, run));
-        let tag = format!("{:013x}", (self.entropy.unit() * (1u64 << 52) as f64) as u64);
+        let tag = follow::tag(self.entropy.unit());
         Dispatch::look(run, seen, tag, follow::next_look(started_at, now, deadline))
     }
 

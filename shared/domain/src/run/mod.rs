@@ -294,6 +294,13 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+impl Attempt {
+    /// Whether the attempt is still open (not finished).
+    pub fn is_open(&self) -> bool {
+        self.finished_at.is_none()
+    }
+}
+
 /// A run as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
