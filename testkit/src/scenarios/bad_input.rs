@@ -120,6 +120,43 @@ fn cases() -> Vec<(&'static str, Value, StatusCode, &'static str)> {
             "target.topic_arn",
         ),
         (
+            "state machine ARN malformed",
+            target(
+                json!({"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:1234:stateMachine:m"}),
+            ),
+            unprocessable,
+            "target.state_machine_arn",
+        ),
+        (
+            "state machine not allowed",
+            target(
+                json!({"type": "stepfunctions", "state_machine_arn": "arn:aws:states:us-east-1:123456789012:stateMachine:theirs"}),
+            ),
+            unprocessable,
+            "target.state_machine_arn",
+        ),
+        (
+            "ecs fargate without a network",
+            target(json!({"type": "ecs", "cluster": "c", "task_definition": "t"})),
+            unprocessable,
+            "target.network",
+        ),
+        (
+            "ecs launch type unknown",
+            target(json!({"type": "ecs", "cluster": "c", "task_definition": "t", "launch_type": "LAMBDA"})),
+            S::BAD_REQUEST,
+            "target",
+        ),
+        (
+            "event bus source reserved",
+            target(
+                json!({"type": "eventbridge", "event_bus_arn": "arn:aws:events:us-east-1:123456789012:event-bus/b",
+                "detail_type": "d", "source": "aws.ec2"}),
+            ),
+            unprocessable,
+            "target.source",
+        ),
+        (
             "payload too large",
             with(job("x"), "payload", json!({"blob": "x".repeat(66_000)})),
             unprocessable,
