@@ -206,6 +206,7 @@ impl Simulation {
             }),
             topics: Arc::new(FaultyTopics { inner: Arc::new(MemoryTopics::new()), faults: faults.clone() }),
             caller: Arc::new(SimTarget { sim: sim.clone(), ledger: ledger.clone() }),
+            spans: Arc::new(sundial_domain::ports::spans::NoSpans),
             clock: server,
             timer: Arc::new(SimTimer(sim.clone())),
             entropy: Arc::new(SimEntropy(sim.clone())),

@@ -179,6 +179,8 @@ pub struct World {
     pub topics: Arc<MemoryTopics>,
     /// Every target: answers by script, then with [`Settings::answer`].
     pub caller: Arc<ScriptedCaller>,
+    /// Every span of runs' traces.
+    pub spans: Arc<sundial_memory::MemorySpans>,
     pub ports: Ports,
     /// Every use case, over [`World::ports`].
     pub use_cases: UseCases,
@@ -214,6 +216,7 @@ impl World {
         let bus = Arc::new(MemoryEventBus::new());
         let topics = Arc::new(MemoryTopics::new());
         let caller = Arc::new(ScriptedCaller::new(settings.answer.clone()));
+        let spans = Arc::new(sundial_memory::MemorySpans::default());
         let ports = Ports {
             jobs: job_store.clone(),
             runs: runs.clone(),
@@ -227,6 +230,7 @@ impl World {
             bus: bus.clone(),
             topics: topics.clone(),
             caller: caller.clone(),
+            spans: spans.clone(),
             clock: clock.clone(),
             timer: match settings.pauses_move_clock {
                 true => Arc::new(ClockTimer(clock.clone())) as Arc<dyn Timer>,
@@ -259,6 +263,7 @@ impl World {
             bus,
             topics,
             caller,
+            spans,
             ports,
             use_cases,
             idempotency,

@@ -70,6 +70,74 @@ async fn every_attempt_carries_the_runs_idempotency_key_its_number_and_the_paylo
     assert!(!logs.contains("Some("), "a log field in Rust's debug form");
 }
 
+/// A run's trace reaches an OpenTelemetry collector (a loopback one receiving OTLP/HTTP JSON):
+/// the claim's span, the trace's root, and the attempt's span, its child, both in the run's
+/// trace, with the run, the job and the attempt as attributes; the target received
+/// `traceparent` naming that attempt span, so its own spans join the trace.
+#[tokio::test]
+async fn a_runs_trace_reaches_the_collector_from_claim_to_target() {
+    let received: Arc<std::sync::Mutex<Vec<Value>>> = Arc::default();
+    let seen = received.clone();
+    let collector = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push(serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null));
+                "{}"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, collector).await });
+    let mut options = Options::default();
+    options.vars.insert("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint);
+    let stack = Stack::with(options).await;
+    let target = TargetServer::start(|_| Answer::Status(200)).await;
+    let id = stack.api.create_job(ALICE, &job("traced", &target.url, json!({"max_attempts": 1}))).await;
+    let run_id = stack.trigger(&id).await;
+    let done = stack.drive(&stack.services.use_cases.worker, &run_id, 60).await;
+    assert_eq!(done.state, RunState::Succeeded);
+
+    let run = run_id.to_string();
+    let trace = sundial_domain::trace::trace_id(&run);
+    let spans: Vec<Value> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|body| body["resourceSpans"].as_array().cloned().unwrap_or_default())
+        .flat_map(|r| r["scopeSpans"].as_array().cloned().unwrap_or_default())
+        .flat_map(|s| s["spans"].as_array().cloned().unwrap_or_default())
+        .filter(|span| span["traceId"] == trace.as_str())
+        .collect();
+    let named = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} span in {spans:?}"))
+    };
+    let (claim, attempt) = (named("claim"), named("attempt"));
+    assert_eq!(claim["spanId"], sundial_domain::trace::span_id(&run, 0));
+    assert_eq!(attempt["parentSpanId"], claim["spanId"], "the attempt is the claim's child");
+    let attribute = |span: &Value, key: &str| {
+        span["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == key)
+            .map(|a| a["value"]["stringValue"].clone())
+    };
+    assert_eq!(attribute(&attempt, "sundial.run_id"), Some(json!(run)));
+    assert_eq!(attribute(&attempt, "sundial.job_id"), Some(json!(id)));
+    assert_eq!(attribute(&attempt, "sundial.attempt"), Some(json!("1")));
+    assert_eq!(attribute(&attempt, "sundial.outcome"), Some(json!("succeeded")));
+    // The target's own work joins: its parent is the exported attempt span.
+    let traceparent = target.hits()[0].headers[headers::TRACEPARENT].to_str().unwrap().to_string();
+    assert_eq!(traceparent, format!("00-{trace}-{}-01", attempt["spanId"].as_str().unwrap()));
+}
+
 /// A malformed message goes to the DLQ with its reason, without a panic; redrive brings it
 /// back; a run whose message was dead-lettered is recorded FAILED.
 #[tokio::test]

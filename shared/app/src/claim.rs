@@ -159,6 +159,8 @@ pub struct Claimer {
     clock: Arc<dyn Clock>,
     /// Waits for the instant an aligned send is made at.
     timer: Arc<dyn Timer>,
+    /// Where each claimed run's first span goes.
+    spans: Arc<dyn sundial_domain::ports::spans::Spans>,
     /// Whether runs due later are sent just after a whole second ([`aligned_send`]).
     aligned: bool,
     pub settings: ClaimSettings,
@@ -166,9 +168,21 @@ pub struct Claimer {
 
 impl Claimer {
     pub fn new(ports: &Ports, settings: ClaimSettings, public_url: Option<String>) -> Self {
-        let Ports { jobs, runs, queue, bus, clock, timer, .. } = ports.clone();
+        let Ports { jobs, runs, queue, bus, clock, timer, spans, .. } = ports.clone();
         let (writes, history) = (runs.clone(), runs);
-        Claimer { due: jobs, writes, history, queue, bus, public_url, clock, timer, aligned: false, settings }
+        Claimer {
+            due: jobs,
+            writes,
+            history,
+            queue,
+            bus,
+            public_url,
+            clock,
+            timer,
+            spans,
+            aligned: false,
+            settings,
+        }
     }
 
     /// The same claimer, sending the messages of runs due later just after a whole second, so
@@ -185,6 +199,24 @@ impl Claimer {
     /// The same claimer, sending every message as soon as it can ([`Claimer::new`]'s way).
     pub fn unaligned(&self) -> Self {
         Claimer { aligned: false, ..self.clone() }
+    }
+
+    /// Sends the spans that start the traces of `runs` (their claims), in one batch.
+    pub async fn trace(&self, runs: &[Run]) {
+        let spans: Vec<_> = runs
+            .iter()
+            .filter(|run| run.attempt == 0)
+            .map(|run| {
+                sundial_domain::trace::claim_span(
+                    &run.id().to_string(),
+                    &run.job_id.to_string(),
+                    run.created_at,
+                )
+            })
+            .collect();
+        if !spans.is_empty() {
+            self.spans.record(spans).await;
+        }
     }
 
     /// Sends the first-attempt messages of `runs`, each delayed until its run is due as of the
@@ -236,6 +268,9 @@ impl Claimer {
         let mut report = ClaimReport::default();
         let ready = self.prepare_all(jobs, reached, now, &mut report).await;
         let sent = self.send_all(ready, &mut report).await;
+        // Each run sent starts its trace: one batch of claim spans for the pass.
+        let claimed: Vec<Run> = sent.iter().flat_map(|p| p.messages.iter().cloned()).collect();
+        self.trace(&claimed).await;
         let advanced: Vec<ClaimReport> = futures::stream::iter(sent)
             .map(|p| self.advance(p))
             .buffer_unordered(self.settings.concurrency.max(1))

@@ -1190,7 +1190,10 @@ impl Jobs {
         let changes = run_input_changes(run.input.as_ref());
         let record = self.action_record(&job, now, run_target(&run), changes);
         let run = match self.writes.insert(&run, record.as_ref()).await? {
-            sundial_domain::ports::store::Inserted::Created => run,
+            sundial_domain::ports::store::Inserted::Created => {
+                self.claimer.trace(std::slice::from_ref(&run)).await;
+                run
+            }
             sundial_domain::ports::store::Inserted::Exists(existing) => *existing,
         };
         if run.is_unstarted() {

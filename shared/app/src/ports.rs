@@ -32,6 +32,8 @@ pub struct Ports {
     pub bus: Arc<dyn EventBus>,
     pub topics: Arc<dyn JobTopics>,
     pub caller: Arc<dyn Caller>,
+    /// Where the spans of runs' traces go (nowhere unless a collector is configured).
+    pub spans: Arc<dyn sundial_domain::ports::spans::Spans>,
     pub clock: Arc<dyn Clock>,
     pub timer: Arc<dyn Timer>,
     pub entropy: Arc<dyn Entropy>,

@@ -4,7 +4,11 @@
 //! watchdog, the API's callbacks) continues it without storing or passing anything; each attempt
 //! is a span of its own, whose id is derived from the run id and the attempt. HTTP targets receive
 //! `traceparent` naming the attempt's span; SQS, SNS and Lambda targets find it in the envelope.
+//! The claim's span (span id of "attempt 0") is the trace's root; each attempt's is its child
+//! ([`claim_span`], [`attempt_span`]), sent through the spans port when a collector is set.
 
+use crate::ports::spans::Span;
+use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 
 /// The version and flags of every `traceparent` Sundial writes: version 00, sampled.
@@ -27,6 +31,47 @@ pub fn span_id(run_id: &str, attempt: u32) -> String {
 /// The `traceparent` header of the run's attempt `attempt`: the target's work is a child of it.
 pub fn traceparent(run_id: &str, attempt: u32) -> String {
     format!("{VERSION}-{}-{}-{SAMPLED}", trace_id(run_id), span_id(run_id, attempt))
+}
+
+/// The span of the claim that made the run (the trace's root), at `at`.
+pub fn claim_span(run_id: &str, job_id: &str, at: DateTime<Utc>) -> Span {
+    Span {
+        trace_id: trace_id(run_id),
+        span_id: span_id(run_id, 0),
+        parent_span_id: None,
+        name: "claim",
+        start: at,
+        end: at,
+        attributes: vec![("sundial.run_id", run_id.to_string()), ("sundial.job_id", job_id.to_string())],
+        error: None,
+    }
+}
+
+/// The span of the run's attempt `attempt`, a child of the claim's: from its start to the
+/// target's answer, with its outcome (`error` when it failed).
+pub fn attempt_span(
+    run_id: &str,
+    job_id: &str,
+    attempt: u32,
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    outcome: &str,
+    error: Option<String>,
+) -> Span {
+    Span {
+        trace_id: trace_id(run_id),
+        span_id: span_id(run_id, attempt),
+        parent_span_id: Some(span_id(run_id, 0)),
+        name: "attempt",
+        start,
+        end,
+        attributes: vec![
+            ("sundial.run_id", run_id.to_string()),
+            ("sundial.job_id", job_id.to_string()),
+            ("sundial.attempt", attempt.to_string()),
+            ("sundial.outcome", outcome.to_string()),
+        ],
+        error,
+    }
 }
 
 /// `id`, or `…01` if it is all zeros (one digest in 2^64 or 2^128).

@@ -16,6 +16,7 @@
 //!   records into with their changes;
 //! - [`queue`]: [`MemoryQueue`], the runs queue and its dead-letter queue;
 //! - [`bus`]: [`MemoryEventBus`]; [`topics`]: [`MemoryTopics`]; [`caller`]: [`ScriptedCaller`];
+//!   [`spans`]: [`MemorySpans`];
 //! - [`guard`]: the one way this crate takes its locks.
 //!
 //! [`StoreError`]: sundial_domain::ports::store::StoreError
@@ -33,6 +34,7 @@ pub mod jobs;
 pub mod keys;
 pub mod queue;
 pub mod runs;
+pub mod spans;
 pub mod tick;
 pub mod topics;
 
@@ -47,5 +49,6 @@ pub use jobs::MemoryJobStore;
 pub use keys::MemoryKeyStore;
 pub use queue::MemoryQueue;
 pub use runs::MemoryRunStore;
+pub use spans::MemorySpans;
 pub use tick::MemoryTickStateStore;
 pub use topics::MemoryTopics;

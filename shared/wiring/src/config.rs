@@ -38,6 +38,8 @@ pub struct Config {
     pub heartbeat_window: Duration,
     /// Base URL of the dashboard, for links in notifications.
     pub public_url: Option<String>,
+    /// Where runs' spans are sent (an OTLP/HTTP collector's base URL); `None`: nowhere.
+    pub otlp_endpoint: Option<String>,
     /// How long audit records are kept, in days (`SUNDIAL_AUDIT_RETENTION_DAYS`).
     pub audit_retention_days: u32,
     pub watchdog: WatchdogSettings,
@@ -158,6 +160,7 @@ impl Config {
                 sundial_domain::run::transition::DEFAULT_HEARTBEAT_WINDOW,
             )?,
             public_url: vars.var("SUNDIAL_PUBLIC_URL"),
+            otlp_endpoint: vars.var("OTEL_EXPORTER_OTLP_ENDPOINT"),
             audit_retention_days: audit_retention_days(vars)?,
         })
     }

@@ -11,5 +11,6 @@
 pub mod config;
 pub mod logs;
 pub mod services;
+pub mod spans;
 pub mod telemetry;
 pub mod variables;

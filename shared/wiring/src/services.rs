@@ -35,6 +35,21 @@ pub struct Services {
     pub use_cases: UseCases,
 }
 
+/// Where runs' spans go: the configured collector, or nowhere (also when its exporter could not
+/// be built, which is logged).
+fn spans(config: &Config) -> Arc<dyn sundial_domain::ports::spans::Spans> {
+    let Some(endpoint) = config.otlp_endpoint.as_deref() else {
+        return Arc::new(sundial_domain::ports::spans::NoSpans);
+    };
+    match crate::spans::OtlpSpans::new(endpoint, &config.stack) {
+        Ok(spans) => Arc::new(spans),
+        Err(e) => {
+            tracing::error!(%endpoint, error = %e, "spans are not exported");
+            Arc::new(sundial_domain::ports::spans::NoSpans)
+        }
+    }
+}
+
 impl Services {
     /// The services of a deployed function: configuration from the environment, the real clock.
     pub async fn from_env() -> Result<Self, crate::config::ConfigError> {
@@ -85,6 +100,7 @@ impl Services {
             bus: Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn, names.clone())),
             topics: Arc::new(SnsJobTopics::new(clients.sns.clone(), names)),
             caller: Arc::new(Targets::new(clients.targets.clone(), config.targets.clone())),
+            spans: spans(&config),
             clock,
             timer: Arc::new(sundial_app::timer::TokioTimer),
             entropy: Arc::new(sundial_domain::entropy::OsEntropy),

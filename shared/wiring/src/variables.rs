@@ -143,6 +143,12 @@ pub const VARIABLES: &[Variable] = &[
         Functions,
     ),
     var(
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "unset (no spans sent)",
+        "base URL of an OpenTelemetry collector (OTLP over HTTP, JSON) that runs' spans are sent to",
+        Functions,
+    ),
+    var(
         "SUNDIAL_STALL_AFTER_MINUTES",
         "3",
         "the tick this many minutes behind is `scheduler_stalled`",

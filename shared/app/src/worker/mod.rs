@@ -93,6 +93,8 @@ pub struct Worker {
     fences: Arc<dyn FenceStore>,
     timer: Arc<dyn Timer>,
     caller: Arc<dyn Caller>,
+    /// Where each attempt's span goes.
+    spans: Arc<dyn sundial_domain::ports::spans::Spans>,
     recorder: Recorder,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
@@ -128,7 +130,7 @@ const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Worker {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WorkerSettings) -> Self {
-        let Ports { jobs, runs, groups, fences, queue, caller, clock, entropy, meter, timer, .. } =
+        let Ports { jobs, runs, groups, fences, queue, caller, clock, entropy, meter, timer, spans, .. } =
             ports.clone();
         let slots = Slots::new(groups, runs.clone(), queue, timer.clone());
         Worker {
@@ -138,6 +140,7 @@ impl Worker {
             fences,
             timer,
             caller,
+            spans,
             recorder,
             clock,
             entropy,
@@ -611,6 +614,7 @@ impl Worker {
         let watched = job.document.concurrency != ConcurrencyPolicy::Allow;
         let answer = if watched { self.unless_closed(call, &started).await } else { Some(call.await) };
         let now = self.clock.now();
+        self.record_attempt(job, &started, answer.as_ref(), now).await;
         let Some(answer) = answer else {
             // Closed under the call (cancelled): the call is stopped; the next run may start.
             tracing::info!("the attempt was closed under its call; the call is stopped");
@@ -790,6 +794,31 @@ impl Worker {
         if let Ok(Some(job)) = self.catalogue.get(&run.job_id).await {
             self.slots.release(&job, run, asked, self.clock.now()).await;
         }
+    }
+
+    /// Sends the span of `started`'s attempt, from its start to the target's `answer` (`None`:
+    /// closed under the call).
+    async fn record_attempt(&self, job: &Job, started: &Run, answer: Option<&Answer>, now: DateTime<Utc>) {
+        let start = started.attempts.last().map_or(now, |a| a.started_at);
+        let (outcome, error) = match answer {
+            None => ("cancelled", Some("closed under its call".to_string())),
+            Some(Answer::Succeeded { .. }) => ("succeeded", None),
+            Some(Answer::Accepted { .. }) => ("accepted", None),
+            Some(Answer::Started { .. }) => ("started", None),
+            Some(Answer::TimedOut) => ("timed_out", Some("no answer within the attempt's limit".to_string())),
+            Some(Answer::NotSent { error }) => ("not_sent", Some(error.clone())),
+            Some(Answer::Failed { error, .. }) => ("failed", Some(error.clone())),
+        };
+        let run_id = started.id().to_string();
+        let span = sundial_domain::trace::attempt_span(
+            &run_id,
+            &job.id.to_string(),
+            started.attempt,
+            (start, now),
+            outcome,
+            error,
+        );
+        self.spans.record(vec![span]).await;
     }
 
     /// Stops the work `handle` names, best effort: whether it is stopped (a failure is logged;

@@ -4,6 +4,7 @@
 
 pub mod bus;
 pub mod queue;
+pub mod spans;
 pub mod store;
 pub mod targets;
 pub mod topics;
