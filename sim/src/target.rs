@@ -233,6 +233,10 @@ impl Caller for SimTarget {
     async fn stop(&self, handle: &str, reason: &str) -> Result<(), String> {
         self.sim.yield_now().await;
         let now = self.sim.now();
+        // The stop call fails now and then (throttled, the service unavailable).
+        if self.sim.core().chance(0.1) {
+            return Err("stop failed (injected)".into());
+        }
         let stopped = {
             let mut observed = self.ledger.get();
             match observed.works.get_mut(handle) {

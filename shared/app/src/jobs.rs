@@ -1273,6 +1273,7 @@ impl Jobs {
             match self.writes.insert(&run, record.as_ref()).await? {
                 sundial_domain::ports::store::Inserted::Created => {
                     record = None;
+                    self.claimer.trace(std::slice::from_ref(&run)).await;
                     created.push(run);
                 }
                 sundial_domain::ports::store::Inserted::Exists(_) => existing += 1,

@@ -34,6 +34,11 @@ pub const FIRST_LOOK_TAG: &str = "start";
 pub fn tag(unit: f64) -> String {
     format!("{:013x}", (unit * (1u64 << 52) as f64) as u64)
 }
+/// How long after an attempt's deadline a failing stop of its work is tried again before the
+/// attempt is ended all the same (its error says the work may still run).
+pub const STOP_GRACE: Duration = Duration::minutes(15);
+/// How often the watchdog sends a look for followed work whose looks went quiet.
+pub const REVIVE_EVERY: Duration = Duration::minutes(2);
 /// How long after its start work may be unknown to its service's describe call (Step Functions
 /// and ECS read their own writes eventually) before it counts as gone.
 pub const MISSING_GRACE: Duration = Duration::seconds(60);

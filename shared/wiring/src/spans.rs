@@ -1,7 +1,8 @@
 //! Spans of runs' traces sent to an OpenTelemetry collector: OTLP over HTTP with JSON bodies
 //! (`<OTEL_EXPORTER_OTLP_ENDPOINT>/v1/traces`), through `opentelemetry-otlp`'s exporter and the
 //! workspace's reqwest client. Each batch is exported before `record` returns, so that a Lambda
-//! frozen after its invocation holds none back; a batch that fails is logged and dropped.
+//! frozen after its invocation holds none back, within [`EXPORT_TIMEOUT`] (a collector that is
+//! slow or gone costs each batch at most that); a batch that fails is logged and dropped.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -12,25 +13,33 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
 use std::time::{Duration, SystemTime};
 use sundial_domain::ports::spans::{Span, Spans};
-use tokio::sync::Mutex;
-
-/// How long one export may take.
+/// How long one export may take, connection included.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(2);
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Spans exported to an OTLP/HTTP collector.
 #[derive(Debug)]
 pub struct OtlpSpans {
-    /// The exporter takes one batch at a time.
-    exporter: Mutex<opentelemetry_otlp::SpanExporter>,
+    exporter: opentelemetry_otlp::SpanExporter,
 }
 
 impl OtlpSpans {
     /// Spans exported to the collector at `endpoint` (its base URL) as the service `service`.
     pub fn new(endpoint: &str, service: &str) -> Result<Self, String> {
         let url = format!("{}/v1/traces", endpoint.trim_end_matches('/'));
+        // reqwest's TLS takes the process's crypto provider: ring, as the SDK's client uses (an
+        // Err only says that one is installed already). The exporter's own timeout applies only
+        // to a client it builds: this one has its own.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .timeout(EXPORT_TIMEOUT)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .no_proxy()
+            .build()
+            .map_err(|e| format!("the HTTP client could not be built: {e}"))?;
         let mut exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_http_client(HttpClient(reqwest::Client::new()))
+            .with_http_client(HttpClient(client))
             .with_protocol(Protocol::HttpJson)
             .with_endpoint(url)
             .with_timeout(EXPORT_TIMEOUT)
@@ -38,7 +47,7 @@ impl OtlpSpans {
             .map_err(|e| e.to_string())?;
         let resource = Resource::builder_empty().with_service_name(service.to_string()).build();
         exporter.set_resource(&resource);
-        Ok(OtlpSpans { exporter: Mutex::new(exporter) })
+        Ok(OtlpSpans { exporter })
     }
 }
 
@@ -50,9 +59,10 @@ impl Spans for OtlpSpans {
             return;
         }
         let count = batch.len();
-        let exporter = self.exporter.lock().await;
-        if let Err(e) = exporter.export(batch).await {
-            tracing::warn!(spans = count, error = %e, "spans not exported");
+        match tokio::time::timeout(EXPORT_TIMEOUT, self.exporter.export(batch)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(spans = count, error = %e, "spans not exported"),
+            Err(_) => tracing::warn!(spans = count, "spans not exported within the export timeout"),
         }
     }
 }

@@ -17,7 +17,7 @@ fn readme_rows() -> BTreeMap<String, (String, String)> {
     let section = readme.split("## Configuration").nth(1).expect("a Configuration section");
     let section = section.split("\n## ").next().unwrap_or_default();
     let mut rows = BTreeMap::new();
-    for line in section.lines().filter(|l| l.starts_with("| `SUNDIAL_")) {
+    for line in section.lines().filter(|l| l.starts_with("| `SUNDIAL_") || l.starts_with("| `OTEL_")) {
         let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
         assert_eq!(cells.len(), 3, "a row of three cells: {line}");
         for name in cells[0].split(", ") {
@@ -77,8 +77,13 @@ fn the_configuration_reads_exactly_the_declared_variables() {
     ]);
     let vars = Asked { given, ..Asked::default() };
     Config::from_vars(&vars, None).expect("configured");
-    let asked: BTreeSet<String> =
-        vars.names.into_inner().unwrap().into_iter().filter(|n| n.starts_with("SUNDIAL_")).collect();
+    let asked: BTreeSet<String> = vars
+        .names
+        .into_inner()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with("SUNDIAL_") || n.starts_with("OTEL_"))
+        .collect();
     for name in &asked {
         let variable =
             declared(name).unwrap_or_else(|| panic!("the configuration reads {name}, which is not declared"));

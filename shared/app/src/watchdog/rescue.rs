@@ -24,6 +24,10 @@ impl Watchdog {
     ) -> Result<bool, StoreError> {
         let Some(ending) = abandoned(job, run, now) else { return Ok(false) };
         if let Some(followed) = run.attempts.last().filter(|a| a.handle.is_some()) {
+            // One look at a time: a backlog of the runs queue holds the last one.
+            if run.resent_at.is_some_and(|at| now - at < follow::REVIVE_EVERY) {
+                return Ok(true);
+            }
             // Work followed by looks whose lease lapsed: every message of its chain was lost. A
             // look, sent now, takes the chain up and ends the attempt as the work stands
             // (stopping it past the deadline); ending the attempt here would leave the work
@@ -61,11 +65,15 @@ impl Watchdog {
             crate::record::persist(self.writes.as_ref(), run, &change, None).await.raced()?
         {
             report.cancelled += 1;
-            // Work its attempt started is wanted by nobody now.
-            if let Some(handle) = run.attempts.last().and_then(|a| a.handle.as_deref())
+            // Work its attempt started is wanted by nobody now; a stop that fails is left to a
+            // look, which tries it again.
+            if let Some(attempt) = run.attempts.last().filter(|a| a.handle.is_some())
+                && let Some(handle) = attempt.handle.as_deref()
                 && let Err(e) = self.caller.stop(handle, "the job was deleted").await
             {
-                tracing::warn!(%handle, error = %e, "the work of a deleted job's run could not be stopped");
+                tracing::warn!(%handle, error = %e, "the work of a deleted job's run could not be stopped; a look will");
+                let look = Dispatch::look(run, attempt.looks, follow::tag(self.entropy.unit()), 0);
+                self.dispatch(run, look, now, report).await?;
             }
         }
         Ok(())

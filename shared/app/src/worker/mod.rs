@@ -201,9 +201,12 @@ impl Worker {
         if !run.answers_to(asked) {
             // Terminal, or past the attempt this message asks for (invariant: state moves forward).
             // Work that attempt started and nobody stopped (its looks' messages lost, this one
-            // back after its first look's send failed) is stopped now.
-            self.stop_if_closed(&run, asked).await;
-            return Ok(Disposition::Delete);
+            // back after its first look's send failed) is stopped now; a stop that failed is
+            // tried again with the message.
+            return Ok(match self.stop_if_closed(&run, asked).await {
+                true => Disposition::Delete,
+                false => Disposition::Retry,
+            });
         }
         let now = self.clock.now();
         if run.state == RunState::Running {
@@ -507,7 +510,8 @@ impl Worker {
         let mut other = other.clone();
         for _ in 0..3 {
             if let Race::Won(cancelled) = self.recorder.apply(job, &other, cancel, now).await?.race() {
-                // Work its attempt started is stopped now: this run waits for it to end.
+                // Work its attempt started is stopped now (or, should that fail, by its next
+                // look): this run waits for it to end.
                 self.stop_if_closed(&cancelled, cancelled.attempt).await;
                 return Ok(Some(cancelled));
             }
@@ -699,8 +703,11 @@ impl Worker {
             return Ok(Disposition::Delete);
         };
         if run.state != RunState::Running || run.attempt != asked {
-            self.stop_if_closed(&run, asked).await;
-            return Ok(Disposition::Delete);
+            // A stop that failed is tried again with this message.
+            return Ok(match self.stop_if_closed(&run, asked).await {
+                true => Disposition::Delete,
+                false => Disposition::Retry,
+            });
         }
         let now = self.clock.now();
         if attempt.looks != seen {
@@ -711,13 +718,22 @@ impl Worker {
             self.stop_work(&handle, "the job was deleted").await;
             return Ok(Disposition::Delete);
         };
-        if transition::attempt_deadline(&job, &run).is_some_and(|deadline| now >= deadline) {
+        if let Some(deadline) = transition::attempt_deadline(&job, &run).filter(|deadline| now >= *deadline) {
             let limit = job.document.timeout_s;
-            let error =
-                match self.caller.stop(&handle, &format!("no result within timeout_s ({limit} s)")).await {
-                    Ok(()) => format!("no result within {limit} s; the work was stopped"),
-                    Err(e) => format!("no result within {limit} s; stopping the work failed: {e}"),
-                };
+            let error = match self
+                .caller
+                .stop(&handle, &format!("no result within timeout_s ({limit} s)"))
+                .await
+            {
+                Ok(()) => format!("no result within {limit} s; the work was stopped"),
+                // The attempt stays open and its work is stopped again with this message, for a
+                // while: a retry must not start beside work still running.
+                Err(e) if now < deadline + follow::STOP_GRACE => {
+                    tracing::warn!(%handle, error = %e, "the work past its timeout was not stopped; trying again");
+                    return Ok(Disposition::Retry);
+                }
+                Err(e) => format!("no result within {limit} s; stopping the work failed: {e}"),
+            };
             return self.end(&job, &run, Ending::new(Outcome::TimedOut).because(error), false, now).await;
         }
         let progress = match self.caller.follow(&handle).await {
@@ -742,12 +758,10 @@ impl Worker {
                     }
                     // Another look was recorded first (its chain goes on), or the attempt was
                     // closed meanwhile (a cancel, the watchdog): its work is stopped.
-                    Race::Lost => {
-                        if let Some(fresh) = self.history.get(job_id, key).await? {
-                            self.stop_if_closed(&fresh, asked).await;
-                        }
-                        Ok(Disposition::Delete)
-                    }
+                    Race::Lost => match self.history.get(job_id, key).await? {
+                        Some(fresh) if !self.stop_if_closed(&fresh, asked).await => Ok(Disposition::Retry),
+                        _ => Ok(Disposition::Delete),
+                    },
                 }
             }
         }
@@ -771,12 +785,12 @@ impl Worker {
     /// Stops the work attempt `asked` of `run` started, if the attempt was closed by someone else
     /// than its work (cancelled, timed out, lost), and records that the work's end is known, so
     /// that the next run of a `forbid` or `replace` job need not wait for its lease, and gives
-    /// its group's slot back.
-    async fn stop_if_closed(&self, run: &Run, asked: u32) {
-        let Some(attempt) = run.attempts.iter().find(|a| a.n == asked) else { return };
-        let Some(handle) = attempt.handle.as_deref() else { return };
+    /// its group's slot back. `false` only when a stop was asked for and failed.
+    async fn stop_if_closed(&self, run: &Run, asked: u32) -> bool {
+        let Some(attempt) = run.attempts.iter().find(|a| a.n == asked) else { return true };
+        let Some(handle) = attempt.handle.as_deref() else { return true };
         if !matches!(attempt.outcome, Some(Outcome::Cancelled | Outcome::TimedOut | Outcome::Lost)) {
-            return;
+            return true;
         }
         let why = attempt
             .error
@@ -784,7 +798,7 @@ impl Worker {
             .or_else(|| run.reason.clone())
             .unwrap_or_else(|| "the attempt was closed".into());
         if !self.stop_work(handle, &why).await {
-            return;
+            return false;
         }
         if run.attempt == asked {
             self.note_call_ended(run).await;
@@ -794,6 +808,7 @@ impl Worker {
         if let Ok(Some(job)) = self.catalogue.get(&run.job_id).await {
             self.slots.release(&job, run, asked, self.clock.now()).await;
         }
+        true
     }
 
     /// Sends the span of `started`'s attempt, from its start to the target's `answer` (`None`:

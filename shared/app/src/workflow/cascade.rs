@@ -145,7 +145,11 @@ impl Cascade {
                 .map_err(|refused| StoreError::Rejected(format!("a new run cannot be skipped: {refused}")))?
                 .run;
         }
-        Ok(match self.writes.insert(&new, None).await? {
+        let inserted = self.writes.insert(&new, None).await?;
+        if matches!(inserted, Inserted::Created) {
+            self.claimer.trace(std::slice::from_ref(&new)).await;
+        }
+        Ok(match inserted {
             Inserted::Created if new.state.is_terminal() => Claimed::Ended(new),
             Inserted::Created => Claimed::Queued(new),
             Inserted::Exists(_) => Claimed::Nothing,
