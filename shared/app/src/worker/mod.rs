@@ -95,6 +95,8 @@ pub struct Worker {
     caller: Arc<dyn Caller>,
     /// Where each attempt's span goes.
     spans: Arc<dyn sundial_domain::ports::spans::Spans>,
+    /// Where a look is sent to stop work again, outside a message's own disposition.
+    queue: Arc<dyn sundial_domain::ports::queue::RunQueue>,
     recorder: Recorder,
     clock: Arc<dyn Clock>,
     entropy: Arc<dyn Entropy>,
@@ -132,7 +134,7 @@ impl Worker {
     pub fn new(ports: &Ports, recorder: Recorder, settings: WorkerSettings) -> Self {
         let Ports { jobs, runs, groups, fences, queue, caller, clock, entropy, meter, timer, spans, .. } =
             ports.clone();
-        let slots = Slots::new(groups, runs.clone(), queue, timer.clone());
+        let slots = Slots::new(groups, runs.clone(), queue.clone(), timer.clone());
         Worker {
             catalogue: jobs,
             history: runs.clone(),
@@ -141,6 +143,7 @@ impl Worker {
             timer,
             caller,
             spans,
+            queue,
             recorder,
             clock,
             entropy,
@@ -198,15 +201,21 @@ impl Worker {
             tracing::info!(job_id = %job_id, run_key = %key.encode(), "message for a run that does not exist; dropped");
             return Ok(Disposition::Delete);
         };
+        if run.state == RunState::Running && run.attempt == asked + 1 {
+            // The message of an attempt that just ended also starts the next: this one started
+            // the open attempt, whose first look's message may never have been sent.
+            let resent = self.resent_successor(&run, 0, follow::FIRST_LOOK_TAG, self.clock.now());
+            return Ok(resent.unwrap_or(Disposition::Delete));
+        }
         if !run.answers_to(asked) {
             // Terminal, or past the attempt this message asks for (invariant: state moves forward).
-            // Work that attempt started and nobody stopped (its looks' messages lost, this one
+            // Work the attempt it started and nobody stopped (its looks' messages lost, this one
             // back after its first look's send failed) is stopped now; a stop that failed is
-            // tried again with the message.
-            return Ok(match self.stop_if_closed(&run, asked).await {
-                true => Disposition::Delete,
-                false => Disposition::Retry,
-            });
+            // tried again with the message. A message asking for attempt n started n, or n + 1
+            // (the message of an attempt that just ended also starts the next).
+            let stopped =
+                self.stop_if_closed(&run, asked).await && self.stop_if_closed(&run, asked + 1).await;
+            return Ok(if stopped { Disposition::Delete } else { Disposition::Retry });
         }
         let now = self.clock.now();
         if run.state == RunState::Running {
@@ -510,9 +519,11 @@ impl Worker {
         let mut other = other.clone();
         for _ in 0..3 {
             if let Race::Won(cancelled) = self.recorder.apply(job, &other, cancel, now).await?.race() {
-                // Work its attempt started is stopped now (or, should that fail, by its next
-                // look): this run waits for it to end.
-                self.stop_if_closed(&cancelled, cancelled.attempt).await;
+                // Work its attempt started is stopped now: this run waits for it to end. Should
+                // the stop fail, a look tries it again (the attempt's own looks may be gone).
+                if !self.stop_if_closed(&cancelled, cancelled.attempt).await {
+                    self.send_look(&cancelled).await;
+                }
                 return Ok(Some(cancelled));
             }
             match self.history.get(&other.job_id, &other.key).await? {
@@ -780,6 +791,16 @@ impl Worker {
         }
         tracing::info!(looks = attempt.looks, "a recorded look is back: its successor is sent again");
         Some(Disposition::Replace(self.next_look(None, run, attempt.looks, now)))
+    }
+
+    /// Sends a look at the work of `run`'s last attempt now, best effort: it stops the work of a
+    /// closed attempt, trying again until it can.
+    async fn send_look(&self, run: &Run) {
+        let Some(attempt) = run.attempts.last().filter(|a| a.handle.is_some()) else { return };
+        let look = Dispatch::look(run, attempt.looks, follow::tag(self.entropy.unit()), 0);
+        if let Some(Err(e)) = self.queue.send(std::slice::from_ref(&look)).await.into_iter().next() {
+            tracing::warn!(error = %e, "no look sent to stop the work again");
+        }
     }
 
     /// Stops the work attempt `asked` of `run` started, if the attempt was closed by someone else
