@@ -28,6 +28,20 @@ async fn sdk() -> aws_config::SdkConfig {
     sundial_wiring::config::aws_sdk_config().await
 }
 
+/// Polls the runs queue until run `id`'s first attempt has started its work; the work's ARN.
+async fn started_work(stack: &Stack, id: &sundial_domain::run::RunId) -> String {
+    let worker = &stack.services.use_cases.worker;
+    let (queue, inbox) = (stack.services.ports.queue.as_ref(), stack.services.inbox.as_ref());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(handle) = stack.run(id).await.attempts.first().and_then(|a| a.handle.clone()) {
+            return handle;
+        }
+        sundial_app::worker::poll::poll_once(worker, queue, inbox, "test-worker", 1).await.unwrap();
+        assert!(std::time::Instant::now() < deadline, "the work never started");
+    }
+}
+
 fn job(name: &str, target: Value, extra: Value) -> Value {
     let mut job = json!({
         "name": name,
@@ -138,12 +152,7 @@ async fn a_cancelled_run_has_its_execution_stopped() {
     let run_id = stack.trigger(&id).await;
     let worker = &stack.services.use_cases.worker;
     let (queue, inbox) = (stack.services.ports.queue.as_ref(), stack.services.inbox.as_ref());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while stack.run(&run_id).await.attempts.first().and_then(|a| a.handle.clone()).is_none() {
-        sundial_app::worker::poll::poll_once(worker, queue, inbox, "test-worker", 1).await.unwrap();
-        assert!(std::time::Instant::now() < deadline, "the execution never started");
-    }
-    let execution = stack.run(&run_id).await.attempts[0].handle.clone().unwrap();
+    let execution = started_work(&stack, &run_id).await;
     let cancel = sundial_tests::Call::new(http::Method::POST, format!("/v1/runs/{run_id}/cancel")).key(ALICE);
     assert_eq!(stack.api.call(cancel).await.status, http::StatusCode::OK);
     // The next look finds the attempt cancelled and stops its execution.
@@ -213,12 +222,7 @@ async fn an_ecs_job_runs_one_task_per_attempt_followed_until_it_stops() {
     let run_id = stack.trigger(&id).await;
     let worker = &stack.services.use_cases.worker;
     let (queue, inbox) = (stack.services.ports.queue.as_ref(), stack.services.inbox.as_ref());
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while stack.run(&run_id).await.attempts.first().and_then(|a| a.handle.clone()).is_none() {
-        sundial_app::worker::poll::poll_once(worker, queue, inbox, "test-worker", 1).await.unwrap();
-        assert!(std::time::Instant::now() < deadline, "the task never started");
-    }
-    let task_arn = stack.run(&run_id).await.attempts[0].handle.clone().unwrap();
+    let task_arn = started_work(&stack, &run_id).await;
     let tasks = ecs.list_tasks().cluster(&cluster).send().await.unwrap();
     assert_eq!(tasks.task_arns(), std::slice::from_ref(&task_arn), "one task for the attempt");
     let described = ecs
