@@ -260,8 +260,8 @@ async fn the_largest_run_fits_dynamodbs_item() {
             call_until: Some(instant),
             handle: Some("h".repeat(sundial_domain::target::MAX_HANDLE_BYTES)),
             followed_at: Some(instant),
-            looks: 0,
-            look_tag: None,
+            looks: u32::MAX,
+            look_tag: Some(sundial_domain::follow::tag(0.999_999)),
         })
         .collect();
     stack.services.ports.runs.insert(&run, None).await.unwrap();
