@@ -48,6 +48,7 @@ pub async fn passes(n: usize) -> anyhow::Result<Value> {
             followed_at: None,
             looks: 0,
             look_tag: None,
+            logs_url: None,
         }];
         services.ports.runs.insert(&run, None).await?;
         runs.push(run);

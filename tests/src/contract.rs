@@ -599,6 +599,7 @@ fn started(before: &Run, now: DateTime<Utc>) -> Run {
         followed_at: None,
         looks: 0,
         look_tag: None,
+        logs_url: None,
     });
     Run {
         state: RunState::Running,

@@ -28,7 +28,8 @@ pub async fn state_machine(state: Value) -> String {
     made.state_machine_arn
 }
 
-/// A cluster `cluster-…` and a task definition of one container, `app`: (cluster, family).
+/// A cluster `cluster-…` and a task definition of one container, `app`, logging to CloudWatch
+/// (group `/ecs/sundial-tests`, stream prefix `report`): (cluster, family).
 pub async fn ecs_cluster_and_task() -> (String, String) {
     let ecs = aws_sdk_ecs::Client::new(&sdk().await);
     let cluster = unique("cluster");
@@ -38,6 +39,14 @@ pub async fn ecs_cluster_and_task() -> (String, String) {
         .name("app")
         .image("public.ecr.aws/docker/library/busybox:latest")
         .essential(true)
+        .log_configuration(
+            aws_sdk_ecs::types::LogConfiguration::builder()
+                .log_driver(aws_sdk_ecs::types::LogDriver::Awslogs)
+                .options("awslogs-group", "/ecs/sundial-tests")
+                .options("awslogs-stream-prefix", "report")
+                .build()
+                .unwrap(),
+        )
         .build();
     ecs.register_task_definition().family(&family).container_definitions(container).send().await.unwrap();
     (cluster, family)

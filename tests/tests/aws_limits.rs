@@ -198,6 +198,7 @@ async fn run_pages_stay_under_lambdas_response_limit() {
                 followed_at: None,
                 looks: 0,
                 look_tag: None,
+                logs_url: None,
             })
             .collect();
         stack.services.ports.runs.insert(&run, None).await.unwrap();
@@ -262,6 +263,7 @@ async fn the_largest_run_fits_dynamodbs_item() {
             followed_at: Some(instant),
             looks: u32::MAX,
             look_tag: Some(sundial_domain::follow::tag(0.999_999)),
+            logs_url: None,
         })
         .collect();
     stack.services.ports.runs.insert(&run, None).await.unwrap();

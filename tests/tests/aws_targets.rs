@@ -248,6 +248,9 @@ async fn an_ecs_job_runs_one_task_per_attempt_followed_until_it_stops() {
     let done = stack.drive(worker, &run_id, 90).await;
     assert_eq!(done.state, RunState::Succeeded, "{done:?}");
     assert!(done.attempts[0].output.as_deref().unwrap().contains("app: 0"));
+    let logs = done.attempts[0].logs_url.clone().unwrap_or_default();
+    let task_id = task_arn.rsplit('/').next().unwrap();
+    assert!(logs.ends_with(&format!("log-events/report$252Fapp$252F{task_id}")), "{logs}");
 
     // Past its timeout, the task is stopped and the run TIMED_OUT.
     let slow = stack.api.create_job(ALICE, &job("ecs-slow", target, json!({"timeout_s": 4}))).await;
@@ -310,7 +313,9 @@ async fn ecs_stand_in(described: Value) -> (String, Arc<Mutex<Vec<(String, Value
                 "RunTask" => json!({"tasks": [{"taskArn": "arn:aws:ecs:us-east-1:123456789012:task/cluster-a/0123abcd"}], "failures": []}),
                 "DescribeTasks" => described,
                 "DescribeTaskDefinition" => json!({"taskDefinition": {"containerDefinitions": [
-                    {"name": "app", "essential": true}, {"name": "sidecar", "essential": false}
+                    {"name": "app", "essential": true, "logConfiguration": {"logDriver": "awslogs",
+                        "options": {"awslogs-group": "/ecs/report", "awslogs-stream-prefix": "report"}}},
+                    {"name": "sidecar", "essential": false}
                 ]}}),
                 _ => json!({}),
             };
@@ -444,6 +449,10 @@ async fn an_ecs_task_succeeds_by_its_essential_containers() {
     let Progress::Ended(ending) = progress else { panic!("{progress:?}") };
     assert_eq!(ending.outcome, Outcome::Succeeded, "{ending:?}");
     assert!(seen.lock().unwrap().iter().any(|(op, _)| op == "DescribeTaskDefinition"));
+    // Its log stream, linked: `<prefix>/<container>/<task id>` in the group its container names.
+    let logs = ending.logs_url.unwrap_or_default();
+    assert!(logs.starts_with("https://us-east-1.console.aws.amazon.com/cloudwatch/"), "{logs}");
+    assert!(logs.ends_with("log-group/$252Fecs$252Freport/log-events/report$252Fapp$252F0123abcd"), "{logs}");
     // A task ECS does not know (yet) is missing, not failed: the worker looks again within a
     // grace after the start.
     let (endpoint, _) = ecs_stand_in(json!({"tasks": [], "failures": [{"reason": "MISSING"}]})).await;

@@ -98,6 +98,7 @@ async fn a_lost_worker_is_replaced() {
             followed_at: None,
             looks: 0,
             look_tag: None,
+            logs_url: None,
         }],
         lease_until: Some(now + Duration::seconds(60)),
         updated_at: now,

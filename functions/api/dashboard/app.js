@@ -623,7 +623,7 @@ async function runPage(id) {
     <h2>Attempts</h2><table><thead><tr><th>#</th><th>Started</th><th class="hide-narrow">Ended</th><th>Duration</th><th>Worker</th><th>Outcome</th><th>Status</th></tr></thead><tbody id="attempts">
     ${run.attempts.map((a) => `<tr><td>${a.n}</td><td>${when(a.started_at)}</td><td class="hide-narrow">${when(a.finished_at)}</td>
       <td>${duration(ms(a.started_at, a.finished_at))}</td><td><code>${esc(a.worker)}</code></td><td>${esc(a.outcome || "running")}</td><td>${esc(a.status_code ?? "—")}</td></tr>
-      ${a.handle ? `<tr><td></td><td colspan="6">Follows ${workLink(a.handle)}${a.followed_at ? `, last looked at ${when(a.followed_at)}` : ""}</td></tr>` : ""}
+      ${a.handle ? `<tr><td></td><td colspan="6">Follows ${workLink(a.handle)}${a.followed_at ? `, last looked at ${when(a.followed_at)}` : ""}${a.logs_url ? ` · <a href="${esc(a.logs_url)}" target="_blank" rel="noopener">its logs</a>` : ""}</td></tr>` : ""}
       ${a.error || a.output ? `<tr><td></td><td colspan="6">${a.error ? `<div class="error">${esc(a.error)}</div>` : ""}${a.output ? `<pre>${esc(a.output)}</pre>` : ""}</td></tr>` : ""}`).join("")
       || '<tr><td colspan="7" class="muted">No attempt yet.</td></tr>'}</tbody></table>
     <h2>Logs</h2><div id="logs" class="card"></div>`;

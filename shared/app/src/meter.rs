@@ -188,6 +188,7 @@ mod tests {
                 followed_at: None,
                 looks: 0,
                 look_tag: None,
+                logs_url: None,
             }],
             job_version: 1,
             created_at: instant,

@@ -268,8 +268,15 @@ impl RunControl {
         let outcome = if completion.succeeded { Outcome::Succeeded } else { Outcome::Failed };
         let output = completion.output.map(|o| sundial_domain::target::truncate(&o));
         let error = completion.error.map(|e| sundial_domain::target::truncate(&e));
-        let ending =
-            Ending { outcome, status: None, error, output, permanent: completion.permanent, unsent: false };
+        let ending = Ending {
+            outcome,
+            status: None,
+            error,
+            output,
+            permanent: completion.permanent,
+            unsent: false,
+            logs_url: None,
+        };
         let finish = Step::Finish { ending, jitter: self.entropy.unit() };
         let said = if completion.succeeded { "succeeded" } else { "failed" };
         let changes =

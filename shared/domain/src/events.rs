@@ -415,6 +415,7 @@ mod tests {
             followed_at: None,
             looks: 0,
             look_tag: None,
+            logs_url: None,
         }];
         let event = RunEvent::new(EventKind::Failed, 2, at("2026-11-22T10:01:31Z"));
         let n = Notification::new(Some(&j), &r, &event, Some("https://sundial.test/"));

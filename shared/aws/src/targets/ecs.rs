@@ -139,10 +139,12 @@ impl Targets {
             return Progress::Running;
         }
         let reason = task.stopped_reason().unwrap_or("");
-        let essential = match task.task_definition_arn() {
-            Some(definition) => self.essential_containers(definition).await,
+        let definition = match task.task_definition_arn() {
+            Some(definition) => self.containers(definition).await,
             None => None,
         };
+        let essential = definition.as_ref().map(|d| d.essential.clone());
+        let logs_url = definition.as_ref().and_then(|d| d.logs_url(arn));
         let exits: Vec<(String, Option<i32>)> =
             task.containers().iter().map(|c| (c.name().unwrap_or("?").to_string(), c.exit_code())).collect();
         // The essential containers decide (a sidecar stopped with the task exits 137 or 143); all
@@ -169,12 +171,11 @@ impl Targets {
             Ending::new(Outcome::Failed)
                 .because(truncate(&format!("task STOPPED: {}; {reason}", failed.join(", "))))
         };
-        Progress::Ended(ending)
+        Progress::Ended(Ending { logs_url, ..ending })
     }
 
-    /// The names of the essential containers of the task definition `arn` (a container is
-    /// essential unless it says otherwise); `None` if it could not be read.
-    async fn essential_containers(&self, arn: &str) -> Option<Vec<String>> {
+    /// What the task definition `arn` says of its containers; `None` if it could not be read.
+    async fn containers(&self, arn: &str) -> Option<Containers> {
         let definition = match self.ecs.describe_task_definition().task_definition(arn).send().await {
             Ok(described) => described.task_definition?,
             Err(e) => {
@@ -183,8 +184,20 @@ impl Targets {
                 return None;
             }
         };
-        let essential = definition.container_definitions().iter().filter(|c| c.essential() != Some(false));
-        Some(essential.filter_map(|c| c.name().map(str::to_string)).collect())
+        let containers = definition.container_definitions();
+        // A container is essential unless it says otherwise.
+        let essential = containers.iter().filter(|c| c.essential() != Some(false));
+        let logs = essential.clone().find_map(|c| {
+            let config = c.log_configuration().filter(|l| l.log_driver().as_str() == "awslogs")?;
+            let options = config.options()?;
+            Some(AwsLogs {
+                container: c.name()?.to_string(),
+                group: options.get("awslogs-group")?.clone(),
+                region: options.get("awslogs-region").cloned(),
+                prefix: options.get("awslogs-stream-prefix")?.clone(),
+            })
+        });
+        Some(Containers { essential: essential.filter_map(|c| c.name().map(str::to_string)).collect(), logs })
     }
 
     /// Stops the task `arn`; one that has stopped already needs nothing.
@@ -196,6 +209,43 @@ impl Targets {
             Ok(_) => Ok(()),
             Err(e) => Err(truncate(&aws_sdk_ecs::error::DisplayErrorContext(e).to_string())),
         }
+    }
+}
+
+/// What a task definition says of its containers.
+struct Containers {
+    /// The essential ones' names: they decide the task's success.
+    essential: Vec<String>,
+    /// Where the first essential container that logs to CloudWatch logs.
+    logs: Option<AwsLogs>,
+}
+
+/// An `awslogs` log configuration: the task's stream is `<prefix>/<container>/<task id>`.
+struct AwsLogs {
+    container: String,
+    group: String,
+    region: Option<String>,
+    prefix: String,
+}
+
+impl Containers {
+    /// The console page of the log stream of the task `task_arn`, if its containers log to
+    /// CloudWatch with a stream prefix.
+    fn logs_url(&self, task_arn: &str) -> Option<String> {
+        let logs = self.logs.as_ref()?;
+        let arn = Arn::parse(task_arn, "ecs")?;
+        let task_id = arn.resource.rsplit('/').next()?;
+        let region = logs.region.as_deref().unwrap_or(arn.region);
+        let stream = format!("{}/{}/{task_id}", logs.prefix, logs.container);
+        // The console's own escaping: each name URL-encoded, its `%` written `$25`.
+        let escape = |text: &str| {
+            url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>().replace('%', "$25")
+        };
+        Some(format!(
+            "https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#logsV2:log-groups/log-group/{}/log-events/{}",
+            escape(&logs.group),
+            escape(&stream)
+        ))
     }
 }
 
@@ -212,6 +262,29 @@ fn cluster_of(task_arn: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tasks_log_stream_is_linked_as_the_console_writes_it() {
+        let containers = Containers {
+            essential: vec!["app".into()],
+            logs: Some(AwsLogs {
+                container: "app".into(),
+                group: "/ecs/report".into(),
+                region: None,
+                prefix: "report".into(),
+            }),
+        };
+        assert_eq!(
+            containers.logs_url("arn:aws:ecs:eu-west-1:123456789012:task/reports/0123abcd").as_deref(),
+            Some(
+                "https://eu-west-1.console.aws.amazon.com/cloudwatch/home?region=eu-west-1#logsV2:log-groups/log-group/$252Fecs$252Freport/log-events/report$252Fapp$252F0123abcd"
+            )
+        );
+        assert_eq!(
+            Containers { logs: None, ..containers }.logs_url("arn:aws:ecs:eu-west-1:123456789012:task/r/1"),
+            None
+        );
+    }
 
     #[test]
     fn a_tasks_cluster_is_read_from_its_arn() {

@@ -284,6 +284,9 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "is_zero")]
     #[cfg_attr(feature = "openapi", schema(ignore))]
     pub looks: u32,
+    /// Where the work the attempt started kept its logs: an ECS task's log stream, in the console.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logs_url: Option<String>,
     /// The tag of the look recorded last. Kept in storage only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(ignore))]

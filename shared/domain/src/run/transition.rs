@@ -83,11 +83,21 @@ pub struct Ending {
     /// The request certainly never left (connection refused, a name that does not resolve): even
     /// an at-most-once run may try again.
     pub unsent: bool,
+    /// Where the work's logs are (an ECS task's log stream in the console).
+    pub logs_url: Option<String>,
 }
 
 impl Ending {
     pub fn new(outcome: Outcome) -> Self {
-        Ending { outcome, status: None, error: None, output: None, permanent: false, unsent: false }
+        Ending {
+            outcome,
+            status: None,
+            error: None,
+            output: None,
+            permanent: false,
+            unsent: false,
+            logs_url: None,
+        }
     }
 
     pub fn because(mut self, error: impl Into<String>) -> Self {
@@ -377,6 +387,7 @@ fn started(run: &Run, worker: &str, callback: &str, lease_until: DateTime<Utc>, 
         followed_at: None,
         looks: 0,
         look_tag: None,
+        logs_url: None,
     });
     Run {
         state: RunState::Running,
@@ -440,6 +451,9 @@ pub fn finished(job: &Job, run: &Run, ending: Ending, now: DateTime<Utc>, unit: 
         last.status_code = ending.status.or(last.status_code);
         last.error = ending.error;
         last.output = ending.output;
+        if ending.logs_url.is_some() {
+            last.logs_url = ending.logs_url;
+        }
     }
     let policy = &job.document.retry;
     let at_most_once = job.document.delivery == Delivery::AtMostOnce && !ending.unsent;
