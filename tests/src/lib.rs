@@ -26,6 +26,29 @@ use sundial_wiring::services::Services;
 
 pub use sundial_testkit::api::{ALICE, API_KEYS, Api, BOB, Call, Reply, job};
 
+/// A stored job of Alice's made of `document` (a job document as JSON) as of now, for calling a
+/// target directly, without a stack.
+pub fn stored_job(document: Value) -> sundial_domain::job::Job {
+    let now = chrono::Utc::now();
+    sundial_domain::job::Job {
+        id: sundial_domain::job::JobId::generate(),
+        owner: "alice".into(),
+        document: serde_json::from_value(document).expect("a job document"),
+        version: 1,
+        created_at: now,
+        updated_at: now,
+        next_run_at: None,
+        signing_secret: "secret".into(),
+        pauses: Vec::new(),
+        children: Vec::new(),
+        gaps: Vec::new(),
+        skips: Vec::new(),
+        counted: Default::default(),
+        baseline: None,
+        versions: Vec::new(),
+    }
+}
+
 /// One test's resources and the API over them.
 #[derive(Debug)]
 pub struct Stack {

@@ -350,25 +350,8 @@ async fn stand_in_targets(endpoint: &str) -> sundial_aws::targets::Targets {
 }
 
 fn ecs_job(overrides: Value) -> sundial_domain::job::Job {
-    let now = chrono::Utc::now();
     let target = json!({"type": "ecs", "cluster": "cluster-a", "task_definition": "report:1", "launch_type": "EC2", "overrides": overrides});
-    sundial_domain::job::Job {
-        id: sundial_domain::job::JobId::generate(),
-        owner: "alice".into(),
-        document: serde_json::from_value(json!({"name": "ecs", "target": target})).unwrap(),
-        version: 1,
-        created_at: now,
-        updated_at: now,
-        next_run_at: None,
-        signing_secret: "secret".into(),
-        pauses: Vec::new(),
-        children: Vec::new(),
-        gaps: Vec::new(),
-        skips: Vec::new(),
-        counted: Default::default(),
-        baseline: None,
-        versions: Vec::new(),
-    }
+    sundial_tests::stored_job(json!({"name": "ecs", "target": target}))
 }
 
 fn invocation(job: &sundial_domain::job::Job, attempt: u32, payload: Value) -> Invocation<'_> {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use sundial_aws::metrics::{Ledger, TargetClients};
 use sundial_aws::targets::Targets;
-use sundial_domain::job::{Job, JobId};
+use sundial_domain::job::Job;
 use sundial_domain::limits::TargetAllowList;
 use sundial_domain::ports::targets::{Answer, Caller, Invocation};
 
@@ -66,27 +66,7 @@ async fn targets(endpoint: &str) -> Targets {
 }
 
 fn job(target: serde_json::Value) -> Job {
-    let now = Utc::now();
-    Job {
-        id: JobId::generate(),
-        owner: "alice".into(),
-        document: serde_json::from_value(
-            json!({"name": "once", "target": target, "delivery": "at_most_once"}),
-        )
-        .unwrap(),
-        version: 1,
-        created_at: now,
-        updated_at: now,
-        next_run_at: None,
-        signing_secret: "secret".into(),
-        pauses: Vec::new(),
-        children: Vec::new(),
-        gaps: Vec::new(),
-        skips: Vec::new(),
-        counted: Default::default(),
-        baseline: None,
-        versions: Vec::new(),
-    }
+    sundial_tests::stored_job(json!({"name": "once", "target": target, "delivery": "at_most_once"}))
 }
 
 fn kinds(endpoint: &str) -> [(&'static str, Job); 3] {
