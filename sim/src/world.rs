@@ -205,6 +205,8 @@ impl Simulation {
                 sim: sim.clone(),
             }),
             topics: Arc::new(FaultyTopics { inner: Arc::new(MemoryTopics::new()), faults: faults.clone() }),
+            // The workload names no alert channel.
+            channels: Arc::new(sundial_memory::channels::MemoryChannels::default()),
             caller: Arc::new(SimTarget { sim: sim.clone(), ledger: ledger.clone() }),
             spans: Arc::new(sundial_domain::ports::spans::NoSpans),
             clock: server,
@@ -476,6 +478,7 @@ fn settings() -> use_cases::Settings {
             page_tokens: PageTokens::new(&[7u8; 64]).expect("a 64-byte key"),
         },
         public_url: None,
+        pagerduty_url: sundial_domain::channels::PAGERDUTY_EVENTS_URL.to_string(),
         audit_retention_days: sundial_domain::audit::DEFAULT_RETENTION_DAYS,
     }
 }

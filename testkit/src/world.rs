@@ -181,6 +181,8 @@ pub struct World {
     pub caller: Arc<ScriptedCaller>,
     /// Every span of runs' traces.
     pub spans: Arc<sundial_memory::MemorySpans>,
+    /// Every alert posted to a Slack webhook or PagerDuty, by URL.
+    pub channels: Arc<sundial_memory::channels::MemoryChannels>,
     pub ports: Ports,
     /// Every use case, over [`World::ports`].
     pub use_cases: UseCases,
@@ -217,6 +219,7 @@ impl World {
         let topics = Arc::new(MemoryTopics::new());
         let caller = Arc::new(ScriptedCaller::new(settings.answer.clone()));
         let spans = Arc::new(sundial_memory::MemorySpans::default());
+        let channels = Arc::new(sundial_memory::channels::MemoryChannels::default());
         let ports = Ports {
             jobs: job_store.clone(),
             runs: runs.clone(),
@@ -228,6 +231,7 @@ impl World {
             tick_state: tick_state.clone(),
             queue: queue.clone(),
             bus: bus.clone(),
+            channels: channels.clone(),
             topics: topics.clone(),
             caller: caller.clone(),
             spans: spans.clone(),
@@ -264,6 +268,7 @@ impl World {
             topics,
             caller,
             spans,
+            channels,
             ports,
             use_cases,
             idempotency,

@@ -16,6 +16,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use sundial_domain::channels::{Channel, ChannelMark};
 use sundial_domain::clock::{Clock, ManualClock};
 use sundial_domain::due_index::{bucket, due_bucket, shard_of};
 use sundial_domain::fence::Fence;
@@ -818,7 +819,8 @@ async fn an_event_recorded_after_the_end_puts_the_run_back_in_flight(store: &dyn
     store.record_event(&succeeded, &recovered).await.unwrap();
     assert_eq!(in_flight_of(store, t, shards, &[&job]).await, [queued.id()], "back until it is told");
     let fresh = stored(store, &succeeded).await;
-    let published = Published { sent: vec![recovered.id.clone()], shared_only: Vec::new() };
+    let published =
+        Published { sent: vec![recovered.id.clone()], shared_only: Vec::new(), ..Default::default() };
     store.mark_events_sent(&fresh, &published, true).await.unwrap();
     assert_eq!(in_flight_of(store, t, shards, &[&job]).await, [], "told and settled");
 }
@@ -850,7 +852,7 @@ async fn the_in_flight_index_holds_runs_until_their_events_are_sent(store: &dyn 
         [queued.id()],
         "an ended run stays in the index while an event is unsent"
     );
-    let sent = Published { sent: vec!["succeeded".into()], shared_only: vec![] };
+    let sent = Published { sent: vec!["succeeded".into()], shared_only: vec![], ..Default::default() };
     store.mark_events_sent(&succeeded, &sent, false).await.unwrap();
     assert!(stored(store, &queued).await.events.iter().all(|e| e.sent), "marked events read as sent");
     assert_eq!(
@@ -869,7 +871,7 @@ async fn the_in_flight_index_holds_runs_until_their_events_are_sent(store: &dyn 
     );
     assert_eq!(in_flight_of(store, t, shards, &jobs).await, [queued.id()], "so the run stays in flight");
     late = stored(store, &queued).await;
-    let sla_sent = Published { sent: vec!["sla_missed".into()], shared_only: vec![] };
+    let sla_sent = Published { sent: vec!["sla_missed".into()], shared_only: vec![], ..Default::default() };
     store.mark_events_sent(&late, &sla_sent, true).await.unwrap();
     assert!(in_flight_of(store, t, shards, &jobs).await.is_empty(), "settled, it leaves the index");
 
@@ -906,7 +908,7 @@ async fn the_in_flight_index_holds_runs_until_their_events_are_sent(store: &dyn 
         Err(StoreError::Conflict),
         "a run that has not ended cannot settle"
     );
-    let skipped_sent = Published { sent: vec!["skipped".into()], shared_only: vec![] };
+    let skipped_sent = Published { sent: vec!["skipped".into()], shared_only: vec![], ..Default::default() };
     store.mark_events_sent(&skipped, &skipped_sent, true).await.unwrap();
     assert_eq!(
         in_flight_of(store, t + Duration::minutes(3), shards, &jobs).await,
@@ -979,7 +981,8 @@ async fn events_are_recorded_taken_and_marked_once(store: &dyn RunStore) {
     let unknown = event(EventKind::Failed, 1, t);
     assert_eq!(store.take_event(&running, &unknown, t).await, Err(StoreError::Conflict), "no such event");
 
-    let marks = Published { sent: vec![late.id.clone()], shared_only: vec![sla.id.clone()] };
+    let marks =
+        Published { sent: vec![late.id.clone()], shared_only: vec![sla.id.clone()], ..Default::default() };
     store.mark_events_sent(&running, &marks, false).await.unwrap();
     let events = stored(store, &running).await.events;
     let late_read = events.iter().find(|e| e.id == late.id).unwrap();
@@ -991,6 +994,37 @@ async fn events_are_recorded_taken_and_marked_once(store: &dyn RunStore) {
         Err(StoreError::Conflict),
         "a sent event cannot be taken over"
     );
+
+    // Channels: each delivery's mark kept on its event, one write at a time, the topics' mark
+    // with them; a later mark of one channel replaces its earlier one and leaves the other.
+    let at = t + Duration::seconds(30);
+    let busy = sundial_domain::channels::DeliveryError::Unavailable("HTTP 503".into());
+    let pending = ChannelMark::after(2, &Err(busy), at);
+    let delivered = ChannelMark::after(1, &Ok(()), at);
+    let round = Published {
+        topics_only: vec![sla.id.clone()],
+        channels: vec![
+            (sla.id.clone(), Channel::Slack, delivered.clone()),
+            (sla.id.clone(), Channel::PagerDuty, pending.clone()),
+        ],
+        ..Default::default()
+    };
+    store.mark_events_sent(&running, &round, false).await.unwrap();
+    let sla_read = stored(store, &running).await.events.into_iter().find(|e| e.id == sla.id).unwrap();
+    assert!(sla_read.topics_sent && !sla_read.sent, "both topics told, a channel still owed");
+    assert_eq!(sla_read.channels.get(&Channel::Slack), Some(&delivered));
+    assert_eq!(sla_read.channels.get(&Channel::PagerDuty), Some(&pending));
+    let now_delivered = ChannelMark::after(3, &Ok(()), at + Duration::seconds(120));
+    let second = Published {
+        sent: vec![sla.id.clone()],
+        channels: vec![(sla.id.clone(), Channel::PagerDuty, now_delivered.clone())],
+        ..Default::default()
+    };
+    store.mark_events_sent(&running, &second, false).await.unwrap();
+    let sla_read = stored(store, &running).await.events.into_iter().find(|e| e.id == sla.id).unwrap();
+    assert!(sla_read.sent);
+    assert_eq!(sla_read.channels.get(&Channel::PagerDuty), Some(&now_delivered), "the later mark replaces");
+    assert_eq!(sla_read.channels.get(&Channel::Slack), Some(&delivered), "the other channel's mark stays");
 
     let resend = t + Duration::minutes(3) + Duration::milliseconds(5);
     store.mark_resent(&running, resend).await.unwrap();

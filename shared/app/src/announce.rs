@@ -5,16 +5,26 @@
 //! first, so overlapping passes never both publish it, and a publish that reached the shared
 //! topic but not the job's is marked so, so that a retry sends it to the job's topic only.
 //!
+//! Then each of the job's alert channels the event goes to ([`sundial_domain::channels`]) is
+//! delivered to, a few tries at most; each delivery's mark is written with the rest, and an event
+//! is sent once every channel is delivered or given up, so a retry delivers only what is owed.
+//!
 //! The `downstream` event is not told to anyone: it is handed to the [`Cascade`], which claims
 //! the runs of the job's children, and is marked sent once it has. Children's runs it writes
 //! ended (skipped) are announced in turn.
 
+use crate::emf::{Record, names};
+use crate::meter::Meter;
+use crate::timer::Timer;
 use crate::workflow::cascade::{Cascade, HandOver};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
+use sundial_domain::channels::{self, ChannelMark, Delivery, DeliveryState};
+use sundial_domain::clock::Clock;
 use sundial_domain::events::{Notification, wants};
 use sundial_domain::job::Job;
 use sundial_domain::ports::bus::EventBus;
+use sundial_domain::ports::channels::AlertChannels;
 use sundial_domain::ports::store::{Race, Raced, RunOutbox, StoreError};
 use sundial_domain::run::{Published, Run, RunEvent, RunEventKind};
 
@@ -26,6 +36,18 @@ pub struct Announcer {
     public_url: Option<String>,
     /// Where `downstream` events go: a constructor argument, so that no process can lack it.
     cascade: Cascade,
+    alerts: Alerts,
+}
+
+/// What delivering to alert channels takes: where to post, the pause between tries, where
+/// PagerDuty's events go, and where a given-up delivery is counted.
+#[derive(Debug, Clone)]
+pub struct Alerts {
+    pub channels: Arc<dyn AlertChannels>,
+    pub timer: Arc<dyn Timer>,
+    pub meter: Arc<Meter>,
+    pub clock: Arc<dyn Clock>,
+    pub pagerduty_url: String,
 }
 
 /// Whether `run` has ended and each of its events was sent before or is in `sent`.
@@ -41,8 +63,9 @@ impl Announcer {
         outbox: Arc<dyn RunOutbox>,
         public_url: Option<String>,
         cascade: Cascade,
+        alerts: Alerts,
     ) -> Self {
-        Announcer { bus, outbox, public_url, cascade }
+        Announcer { bus, outbox, public_url, cascade, alerts }
     }
 
     pub fn bus(&self) -> &Arc<dyn EventBus> {
@@ -106,26 +129,77 @@ impl Announcer {
         published.sent.len()
     }
 
-    /// Publishes one event where it goes, noting in `published` how far it got.
+    /// Publishes one event where it goes, noting in `published` how far it got: the shared
+    /// topic, the job's topic, then the job's alert channels.
     async fn publish(&self, job: Option<&Job>, run: &Run, event: &RunEvent, published: &mut Published) {
         let notification = Notification::new(job, run, event, self.public_url.as_deref());
-        if !event.shared_sent
-            && let Err(e) = self.bus.publish(&notification).await
-        {
-            tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent");
-            return;
-        }
-        if let Some(kind) = event.kind.told()
-            && job.is_some_and(|j| wants(j, kind))
-            && let Err(e) = self.bus.publish_to_job(&notification).await
-        {
-            tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent to the job's topic");
-            if !event.shared_sent {
-                published.shared_only.push(event.id.clone());
+        if !event.topics_sent {
+            if !event.shared_sent
+                && let Err(e) = self.bus.publish(&notification).await
+            {
+                tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent");
+                return;
             }
-            return;
+            if let Some(kind) = event.kind.told()
+                && job.is_some_and(|j| wants(j, kind))
+                && let Err(e) = self.bus.publish_to_job(&notification).await
+            {
+                tracing::warn!(run_id = %run.id(), event = %event.id, error = %e, "event left unsent to the job's topic");
+                if !event.shared_sent {
+                    published.shared_only.push(event.id.clone());
+                }
+                return;
+            }
         }
-        published.sent.push(event.id.clone());
+        let deliveries =
+            job.map(|j| channels::deliveries(j, run, event, &notification, &self.alerts.pagerduty_url));
+        let mut owed = false;
+        for delivery in deliveries.unwrap_or_default() {
+            let before = event.channels.get(&delivery.channel);
+            if before.is_some_and(ChannelMark::is_final) {
+                continue;
+            }
+            let mark = self.deliver(&delivery, before.map_or(0, |m| m.tries)).await;
+            match mark.state {
+                DeliveryState::Delivered => {}
+                DeliveryState::Pending => owed = true,
+                DeliveryState::Failed => {
+                    tracing::warn!(run_id = %run.id(), event = %event.id, channel = delivery.channel.as_str(),
+                        error = mark.error.as_deref().unwrap_or_default(), "alert given up");
+                    let now = self.alerts.clock.now();
+                    self.alerts
+                        .meter
+                        .observe(&Record::new("announcer", now).count(names::ALERTS_UNDELIVERED, 1));
+                }
+            }
+            published.channels.push((event.id.clone(), delivery.channel, mark));
+        }
+        match owed {
+            true if !event.topics_sent => published.topics_only.push(event.id.clone()),
+            true => {}
+            false => published.sent.push(event.id.clone()),
+        }
+    }
+
+    /// Posts `delivery`'s requests, up to [`channels::TRIES_PER_ROUND`] times (`tried` before):
+    /// the mark of how far it got.
+    async fn deliver(&self, delivery: &Delivery, tried: u32) -> ChannelMark {
+        let mut tries = tried;
+        loop {
+            tries += 1;
+            let mut outcome = Ok(());
+            for body in &delivery.requests {
+                outcome = self.alerts.channels.post(&delivery.url, body).await;
+                if outcome.is_err() {
+                    break;
+                }
+            }
+            let mark = ChannelMark::after(tries, &outcome, self.alerts.clock.now());
+            if mark.is_final() || tries - tried >= channels::TRIES_PER_ROUND {
+                return mark;
+            }
+            self.alerts.timer.sleep(std::time::Duration::from_millis(channels::PAUSE_MS)).await;
+        }
     }
 
     /// Marks `published` in one write, with which an ended run whose events are all sent

@@ -29,6 +29,8 @@ pub mod names {
     pub const ATTEMPTS_LOST: &str = "AttemptsLost";
     pub const RUNS_REDISPATCHED: &str = "RunsRedispatched";
     pub const EVENTS_REPUBLISHED: &str = "EventsRepublished";
+    /// Deliveries to an alert channel (Slack, PagerDuty) given up: refused, or out of tries.
+    pub const ALERTS_UNDELIVERED: &str = "AlertsUndelivered";
     /// Messages the worker took from the dead-letter queue (the dead-letter alarm's input: the
     /// queue itself is drained by the worker, so its depth stays 0).
     pub const RUNS_DEAD_LETTERED: &str = "RunsDeadLettered";
@@ -46,7 +48,7 @@ pub mod names {
 
     /// Every metric with its unit: the families `/metrics` names from the start, before any
     /// has a value.
-    pub const ALL: [(&str, super::Unit); 22] = {
+    pub const ALL: [(&str, super::Unit); 23] = {
         use super::Unit::{Count, Milliseconds};
         [
             (RUNS_CLAIMED, Count),
@@ -63,6 +65,7 @@ pub mod names {
             (ATTEMPTS_LOST, Count),
             (RUNS_REDISPATCHED, Count),
             (EVENTS_REPUBLISHED, Count),
+            (ALERTS_UNDELIVERED, Count),
             (RUNS_DEAD_LETTERED, Count),
             (DISPATCH_LAG, Milliseconds),
             (RUN_DURATION, Milliseconds),

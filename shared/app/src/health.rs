@@ -99,7 +99,7 @@ impl Health {
         now: DateTime<Utc>,
         told: &mut Vec<RunEvent>,
     ) -> Result<(), StoreError> {
-        let threshold = job.document.alert_after_failures;
+        let threshold = job.document.failing_threshold();
         let rates = job.document.health_alerts != Some(false);
         if threshold.is_none() && !rates {
             return Ok(());

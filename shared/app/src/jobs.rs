@@ -332,15 +332,15 @@ impl Jobs {
         let record = self.recording.record(&after.owner, after.updated_at, target)?;
         let old = before.map_or_else(|| serde_json::json!({}), |b| redacted_value(&b.document));
         let mut changes = sundial_domain::versions::changes(&old, &redacted_value(&after.document));
-        // A secret header's value changed: named, never shown.
+        // A write-only value changed: named, never shown.
         let secrets = before.map(|b| b.document.secrets_changed(&after.document)).unwrap_or_default();
-        for name in secrets {
-            let field = format!("target.headers.{name}.value");
-            // Already named if the whole target, its headers or this header changed.
-            let covering =
-                ["target".to_string(), "target.headers".to_string(), format!("target.headers.{name}")];
-            let named = |c: &FieldChange| covering.contains(&c.field);
-            if !changes.iter().any(named) {
+        for field in secrets {
+            // Already named if the field or one holding it changed.
+            let holding = |c: &FieldChange| {
+                field == c.field
+                    || field.strip_prefix(c.field.as_str()).is_some_and(|rest| rest.starts_with('.'))
+            };
+            if !changes.iter().any(holding) {
                 let secret = Some(serde_json::json!("<secret>"));
                 changes.push(FieldChange { field, old: secret.clone(), new: secret });
             }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use sundial_domain::clock::Clock;
 use sundial_domain::entropy::Entropy;
 use sundial_domain::ports::bus::EventBus;
+use sundial_domain::ports::channels::AlertChannels;
 use sundial_domain::ports::queue::RunQueue;
 use sundial_domain::ports::store::{
     AuditTrail, CalendarStore, FenceStore, GroupStore, JobStore, KeyStore, RunStore, TickStateStore,
@@ -30,6 +31,8 @@ pub struct Ports {
     pub tick_state: Arc<dyn TickStateStore>,
     pub queue: Arc<dyn RunQueue>,
     pub bus: Arc<dyn EventBus>,
+    /// The alert channels Sundial posts to itself (Slack, PagerDuty).
+    pub channels: Arc<dyn AlertChannels>,
     pub topics: Arc<dyn JobTopics>,
     pub caller: Arc<dyn Caller>,
     /// Where the spans of runs' traces go (nowhere unless a collector is configured).

@@ -2,7 +2,7 @@
 //! over the AWS adapters and the scenario tests over the in-memory ones assemble them the same
 //! way.
 
-use crate::announce::Announcer;
+use crate::announce::{Alerts, Announcer};
 use crate::audit::{AuditLog, Recording};
 use crate::calendars::Calendars;
 use crate::claim::{ClaimSettings, Claimer};
@@ -33,6 +33,8 @@ pub struct Settings {
     pub jobs: JobsSettings,
     /// Where links in notifications point (the dashboard), if anywhere.
     pub public_url: Option<String>,
+    /// Where PagerDuty's events go (its Events API v2, or a stand-in).
+    pub pagerduty_url: String,
     /// How long audit records are kept, in days.
     pub audit_retention_days: u32,
 }
@@ -61,7 +63,15 @@ impl UseCases {
     pub fn new(ports: &Ports, settings: Settings) -> Self {
         let claimer = Claimer::new(ports, settings.claim, settings.public_url.clone());
         let cascade = Cascade::new(ports, claimer.clone());
-        let announcer = Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url, cascade);
+        let alerts = Alerts {
+            channels: ports.channels.clone(),
+            timer: ports.timer.clone(),
+            meter: ports.meter.clone(),
+            clock: ports.clock.clone(),
+            pagerduty_url: settings.pagerduty_url,
+        };
+        let announcer =
+            Announcer::new(ports.bus.clone(), ports.runs.clone(), settings.public_url, cascade, alerts);
         let recorder =
             Recorder::new(ports.jobs.clone(), ports.runs.clone(), announcer.clone(), ports.timer.clone());
         // Nobody's, until a request's stamp makes them act for it (`UseCases::acting`).

@@ -11,6 +11,7 @@
 //! - [`provision`]: creating the tables, queues and topic declared in `infra/template.yaml`.
 
 pub mod capacity;
+pub mod channels;
 pub mod dynamo;
 pub mod errors;
 pub mod metrics;

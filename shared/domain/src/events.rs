@@ -123,9 +123,20 @@ impl Notification {
         if let Some(error) = &self.error {
             text.push_str(&format!("\nError: {error}"));
         }
+        if let Some(detail) = self.detail_text() {
+            text.push_str(&format!("\n{detail}"));
+        }
+        if let Some(link) = &self.link {
+            text.push_str(&format!("\n{link}"));
+        }
+        text
+    }
+
+    /// The numbers the event was decided on, in words (`failure_rate`, `recovered`).
+    pub fn detail_text(&self) -> Option<String> {
         match &self.detail {
-            Some(EventDetail::FailureRate(rate)) => text.push_str(&format!(
-                "\nFailure rate: {} of the latest {} ended runs failed ({} %; told at {} %).",
+            Some(EventDetail::FailureRate(rate)) => Some(format!(
+                "Failure rate: {} of the latest {} ended runs failed ({} %; told at {} %).",
                 rate.failed, rate.ended, rate.percent, rate.threshold_percent
             )),
             Some(EventDetail::Recovered(recovery)) => {
@@ -136,14 +147,10 @@ impl Notification {
                         format!("{} (told {})", trouble.as_str(), mark.told_at.to_rfc3339())
                     })
                     .collect();
-                text.push_str(&format!("\nRecovered from: {}.", from.join(", ")));
+                Some(format!("Recovered from: {}.", from.join(", ")))
             }
-            None => {}
+            None => None,
         }
-        if let Some(link) = &self.link {
-            text.push_str(&format!("\n{link}"));
-        }
-        text
     }
 
     /// The body for a phone (SMS): one short line.
@@ -163,7 +170,8 @@ pub fn dashboard_link(base: &str, run_id: &str) -> String {
     format!("{}/ui/index.html#/runs/{run_id}", base.trim_end_matches('/'))
 }
 
-fn human_duration(ms: i64) -> String {
+/// A duration in words: `850 ms`, `4.2 s`, `3 min 5 s`.
+pub fn human_duration(ms: i64) -> String {
     match ms {
         ms if ms < 1_000 => format!("{ms} ms"),
         ms if ms < 60_000 => format!("{:.1} s", ms as f64 / 1000.0),
@@ -171,7 +179,8 @@ fn human_duration(ms: i64) -> String {
     }
 }
 
-fn truncate_chars(text: &mut String, max: usize) {
+/// Cuts `text` to at most `max` characters.
+pub fn truncate_chars(text: &mut String, max: usize) {
     if let Some((cut, _)) = text.char_indices().nth(max) {
         text.truncate(cut);
     }

@@ -123,7 +123,9 @@ pub struct JobDocument {
     /// from its latest outcomes (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_alerts: Option<bool>,
-    /// Publish `failing` after this many failed runs in a row.
+    /// Publish `failing` after this many failed runs in a row (unset: never, except for a job with
+    /// a PagerDuty channel, which is told at the first failure so that its incident is resolved
+    /// by `recovered`; see [`JobDocument::failing_threshold`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
     pub alert_after_failures: Option<u32>,
@@ -538,6 +540,12 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Whether the event is trouble with one run's timing (`sla_missed`, `late_start`,
+    /// `duration_anomaly`), as opposed to its job's health or its end.
+    pub fn is_run_trouble(self) -> bool {
+        matches!(self, EventKind::SlaMissed | EventKind::LateStart | EventKind::DurationAnomaly)
+    }
+
     /// The wire name (`timed_out`), as serde writes it.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -583,6 +591,61 @@ pub struct NotifySettings {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "openapi", schema(max_items = 10))]
     pub sqs: Vec<String>,
+    /// A Slack incoming webhook Sundial posts each event to, formatted for Slack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slack: Option<SlackChannel>,
+    /// A PagerDuty service (Events API v2) whose incidents Sundial opens and resolves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pagerduty: Option<PagerDutyChannel>,
+}
+
+/// A Slack incoming webhook. Its URL is write-only: responses show `{}` (a PUT gives it again; a
+/// merge patch that leaves `notify.slack` out keeps it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SlackChannel {
+    /// `https://hooks.slack.com/services/...`; write-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
+}
+
+/// A PagerDuty service's Events API v2 integration. Its routing key is write-only: responses
+/// leave it out (a PUT gives it again; a merge patch that leaves it out keeps it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PagerDutyChannel {
+    /// The integration's 32-character routing key; write-only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_key: Option<String>,
+    /// The severity of the incidents opened (default `error`).
+    #[serde(default)]
+    pub severity: Severity,
+}
+
+/// A PagerDuty event's severity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Critical,
+    #[default]
+    Error,
+    Warning,
+    Info,
+}
+
+impl Severity {
+    /// The wire name, as PagerDuty reads it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
 }
 
 fn default_notify_on() -> Vec<EventKind> {
@@ -600,9 +663,18 @@ fn default_notify_on() -> Vec<EventKind> {
 }
 
 impl JobDocument {
-    /// The document as responses show it: secret header values removed.
+    /// The document as responses show it: secret header values, the Slack webhook's URL and the
+    /// PagerDuty routing key removed.
     pub fn redacted(&self) -> JobDocument {
         let mut doc = self.clone();
+        if let Some(notify) = &mut doc.notify {
+            if let Some(slack) = &mut notify.slack {
+                slack.webhook_url = None;
+            }
+            if let Some(pagerduty) = &mut notify.pagerduty {
+                pagerduty.routing_key = None;
+            }
+        }
         if let TargetDocument::Http { headers, .. } = &mut doc.target {
             for value in headers.values_mut() {
                 if let HeaderValue::Secret(secret) = value {
@@ -613,25 +685,43 @@ impl JobDocument {
         doc
     }
 
-    /// The names of the HTTP target's headers whose secret values differ from `self` to
-    /// `other` (a secret value set, changed or removed), which [`JobDocument::redacted`]
-    /// documents cannot show: the audit trail names them without their values.
+    /// After how many failed runs in a row `failing` is told: `alert_after_failures`, or 1 for a
+    /// job with a PagerDuty channel (the incident a failure opens is resolved by the `recovered`
+    /// that only a told `failing` leads to), or never.
+    pub fn failing_threshold(&self) -> Option<u32> {
+        let paged = self.notify.as_ref().is_some_and(|n| n.pagerduty.is_some());
+        self.alert_after_failures.or(paged.then_some(1))
+    }
+
+    /// The fields holding write-only values that differ from `self` to `other` (set, changed or
+    /// removed): `target.headers.<name>.value`, `notify.slack.webhook_url`,
+    /// `notify.pagerduty.routing_key`. [`JobDocument::redacted`] documents cannot show them, so
+    /// the audit trail names them without their values.
     pub fn secrets_changed(&self, other: &JobDocument) -> Vec<String> {
-        let secrets = |doc: &JobDocument| -> std::collections::BTreeMap<String, Option<String>> {
-            match &doc.target {
-                TargetDocument::Http { headers, .. } => headers
-                    .iter()
-                    .filter_map(|(name, value)| match value {
-                        HeaderValue::Secret(secret) => Some((name.clone(), secret.value.clone())),
-                        HeaderValue::Plain(_) => None,
-                    })
-                    .collect(),
-                _ => Default::default(),
+        let secrets = |doc: &JobDocument| -> BTreeMap<String, Option<String>> {
+            let mut secrets = BTreeMap::new();
+            if let TargetDocument::Http { headers, .. } = &doc.target {
+                for (name, value) in headers {
+                    if let HeaderValue::Secret(secret) = value {
+                        secrets.insert(format!("target.headers.{name}.value"), secret.value.clone());
+                    }
+                }
             }
+            if let Some(notify) = &doc.notify {
+                let slack = notify.slack.as_ref().and_then(|c| c.webhook_url.clone());
+                let pagerduty = notify.pagerduty.as_ref().and_then(|c| c.routing_key.clone());
+                secrets.insert("notify.slack.webhook_url".to_string(), slack);
+                secrets.insert("notify.pagerduty.routing_key".to_string(), pagerduty);
+            }
+            secrets
         };
         let (before, after) = (secrets(self), secrets(other));
-        let names: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
-        names.into_iter().filter(|name| before.get(*name) != after.get(*name)).cloned().collect()
+        let fields: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+        fields
+            .into_iter()
+            .filter(|field| before.get(*field).cloned().flatten() != after.get(*field).cloned().flatten())
+            .cloned()
+            .collect()
     }
 }
 

@@ -26,6 +26,7 @@ pub mod audit;
 pub mod bus;
 pub mod calendars;
 pub mod caller;
+pub mod channels;
 pub mod fences;
 pub mod groups;
 pub mod guard;

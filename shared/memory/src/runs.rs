@@ -437,16 +437,14 @@ impl RunOutbox for MemoryRunStore {
         if published.is_empty() && !settle {
             return Ok(());
         }
-        let marks: Vec<(&str, bool)> = published
-            .sent
-            .iter()
-            .map(|id| (id.as_str(), true))
-            .chain(published.shared_only.iter().map(|id| (id.as_str(), false)))
-            .collect();
-        // `events.<id>.sent` and `events.<id>.shared_sent` are distinct paths; one id twice in
-        // the same list is not.
+        // `events.<id>.sent`, `.shared_sent`, `.topics_sent` and each channel's mark are distinct
+        // paths; one id twice in the same list is not.
         distinct(published.sent.iter().map(String::as_str))?;
         distinct(published.shared_only.iter().map(String::as_str))?;
+        distinct(published.topics_only.iter().map(String::as_str))?;
+        let channel_paths: Vec<String> =
+            published.channels.iter().map(|(id, channel, _)| format!("{id}.{}", channel.as_str())).collect();
+        distinct(channel_paths.iter().map(String::as_str))?;
         let mut state = lock(&self.state);
         let Some(stored) = state.runs.get_mut(&key_of(&run.job_id, &run.key)) else {
             return Err(StoreError::Conflict);
@@ -459,20 +457,19 @@ impl RunOutbox for MemoryRunStore {
         if settle && stored.run.events.len() != run.events.len() {
             return Err(StoreError::Conflict);
         }
-        if let Some((missing, _)) =
-            marks.iter().find(|(id, _)| !stored.run.events.iter().any(|e| e.id == *id))
-        {
+        let ids = published.sent.iter().chain(&published.shared_only).chain(&published.topics_only);
+        let mut ids = ids.chain(published.channels.iter().map(|(id, _, _)| id));
+        if let Some(missing) = ids.find(|id| !stored.run.events.iter().any(|e| e.id == **id)) {
             return Err(StoreError::Rejected(format!(
                 "The document path provided in the update expression is invalid for update: events.{missing}"
             )));
         }
-        for (id, everywhere) in marks {
-            if let Some(event) = stored.run.events.iter_mut().find(|e| e.id == id) {
-                if everywhere {
-                    event.sent = true;
-                } else {
-                    event.shared_sent = true;
-                }
+        for event in stored.run.events.iter_mut() {
+            event.sent |= published.sent.contains(&event.id);
+            event.shared_sent |= published.shared_only.contains(&event.id);
+            event.topics_sent |= published.topics_only.contains(&event.id);
+            for (_, channel, mark) in published.channels.iter().filter(|(id, _, _)| *id == event.id) {
+                event.channels.insert(*channel, mark.clone());
             }
         }
         if settle {

@@ -38,6 +38,9 @@ pub struct Config {
     pub heartbeat_window: Duration,
     /// Base URL of the dashboard, for links in notifications.
     pub public_url: Option<String>,
+    /// Where PagerDuty's events go: its Events API v2 unless `SUNDIAL_PAGERDUTY_URL` says
+    /// otherwise (a stand-in, in tests).
+    pub pagerduty_url: String,
     /// Where runs' spans are sent (an OTLP/HTTP collector's base URL); `None`: nowhere.
     pub otlp_endpoint: Option<String>,
     /// How long audit records are kept, in days (`SUNDIAL_AUDIT_RETENTION_DAYS`).
@@ -160,6 +163,9 @@ impl Config {
                 sundial_domain::run::transition::DEFAULT_HEARTBEAT_WINDOW,
             )?,
             public_url: vars.var("SUNDIAL_PUBLIC_URL"),
+            pagerduty_url: vars
+                .var("SUNDIAL_PAGERDUTY_URL")
+                .unwrap_or_else(|| sundial_domain::channels::PAGERDUTY_EVENTS_URL.to_string()),
             otlp_endpoint: vars.var("OTEL_EXPORTER_OTLP_ENDPOINT"),
             audit_retention_days: audit_retention_days(vars)?,
         })
@@ -329,6 +335,7 @@ impl Config {
                 page_tokens: self.page_tokens.clone(),
             },
             public_url: self.public_url.clone(),
+            pagerduty_url: self.pagerduty_url.clone(),
             audit_retention_days: self.audit_retention_days,
         }
     }

@@ -5,6 +5,7 @@ use crate::config::Config;
 use std::sync::Arc;
 use sundial_app::ports::Ports;
 use sundial_app::use_cases::UseCases;
+use sundial_aws::channels::HttpChannels;
 use sundial_aws::dynamo::{
     DynamoCalendarStore, DynamoFenceStore, DynamoGroupStore, DynamoIdempotencyStore, DynamoJobStore,
     DynamoKeyStore, DynamoRunStore, DynamoTickStateStore,
@@ -14,6 +15,7 @@ use sundial_aws::sns::bus::SnsEventBus;
 use sundial_aws::sns::topics::{SnsJobTopics, TopicNames};
 use sundial_aws::sqs::SqsRunQueue;
 use sundial_aws::targets::Targets;
+use sundial_aws::targets::outbound::{Outbound, SystemLookup};
 use sundial_domain::clock::Clock;
 use sundial_domain::ports::queue::RunInbox;
 use sundial_domain::ports::store::IdempotencyStore;
@@ -98,6 +100,10 @@ impl Services {
             tick_state: Arc::new(DynamoTickStateStore::new(dynamo.clone(), &r.jobs_table)),
             queue: sqs_queue.clone(),
             bus: Arc::new(SnsEventBus::new(clients.sns.clone(), &r.events_topic_arn, names.clone())),
+            channels: Arc::new(HttpChannels::new(Outbound::new(
+                config.targets.network.clone(),
+                Arc::new(SystemLookup),
+            ))),
             topics: Arc::new(SnsJobTopics::new(clients.sns.clone(), names)),
             caller: Arc::new(Targets::new(clients.targets.clone(), config.targets.clone())),
             spans: spans(&config),

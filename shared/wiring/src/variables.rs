@@ -143,6 +143,12 @@ pub const VARIABLES: &[Variable] = &[
         Functions,
     ),
     var(
+        "SUNDIAL_PAGERDUTY_URL",
+        "`https://events.pagerduty.com/v2/enqueue`",
+        "where `notify.pagerduty` events are posted (through the egress guard)",
+        Functions,
+    ),
+    var(
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "unset (no spans sent)",
         "base URL of an OpenTelemetry collector (OTLP over HTTP, JSON) that runs' spans are sent to",

@@ -20,9 +20,10 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update as TransactUpdate};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use sundial_domain::audit::AuditRecord;
+use sundial_domain::channels::{Channel, ChannelMark};
 use sundial_domain::due_index::{format_instant, parse_instant};
 use sundial_domain::health::{Trouble, TroubleMark, Troubles};
 use sundial_domain::job::JobId;
@@ -304,6 +305,14 @@ fn event_value(event: &RunEvent) -> AttributeValue {
     if event.shared_sent {
         fields.insert("shared_sent".to_string(), AttributeValue::Bool(true));
     }
+    if event.topics_sent {
+        fields.insert("topics_sent".to_string(), AttributeValue::Bool(true));
+    }
+    for (channel, mark) in &event.channels {
+        if let Ok(text) = serde_json::to_string(mark) {
+            fields.insert(format!("{CHANNEL_PREFIX}{}", channel.as_str()), s(text));
+        }
+    }
     if let Some(at) = event.taken_at {
         fields.insert("taken_at".to_string(), s(at.to_rfc3339()));
     }
@@ -312,6 +321,28 @@ fn event_value(event: &RunEvent) -> AttributeValue {
         fields.insert("detail".to_string(), s(detail));
     }
     AttributeValue::M(fields)
+}
+
+/// The prefix of an event's attributes holding a channel's mark (`channel_slack`).
+const CHANNEL_PREFIX: &str = "channel_";
+
+/// The channel marks among an event's attributes; one this build cannot read (a channel or a
+/// shape of a later build) is left out rather than the run made unreadable.
+fn channel_marks(id: &str, fields: &HashMap<String, AttributeValue>) -> BTreeMap<Channel, ChannelMark> {
+    let mut marks = BTreeMap::new();
+    for (name, value) in fields {
+        let (Some(channel), AttributeValue::S(text)) = (name.strip_prefix(CHANNEL_PREFIX), value) else {
+            continue;
+        };
+        let channel = serde_json::from_value(serde_json::Value::String(channel.to_string()));
+        match (channel, serde_json::from_str(text)) {
+            (Ok(channel), Ok(mark)) => {
+                marks.insert(channel, mark);
+            }
+            _ => tracing::warn!(event = %id, attribute = %name, "a channel mark does not decode; left out"),
+        }
+    }
+    marks
 }
 
 fn events_of(item: &Item) -> StoreResult<Vec<RunEvent>> {
@@ -330,6 +361,8 @@ fn events_of(item: &Item) -> StoreResult<Vec<RunEvent>> {
                 .ok_or_else(|| StoreError::Corrupt(format!("event {id} time")))?,
             sent: matches!(fields.get("sent"), Some(AttributeValue::Bool(true))),
             shared_sent: matches!(fields.get("shared_sent"), Some(AttributeValue::Bool(true))),
+            topics_sent: matches!(fields.get("topics_sent"), Some(AttributeValue::Bool(true))),
+            channels: channel_marks(id, fields),
             taken_at: get_opt_s(fields, "taken_at").and_then(parse_instant),
             // Numbers this build cannot read (written by a later one) leave the event without
             // them rather than the run unreadable: its events are still published.
@@ -723,12 +756,20 @@ impl RunOutbox for DynamoRunStore {
             return Ok(());
         }
         let mut update = Update::new();
-        let marks = published.sent.iter().map(|id| (id, "sent"));
-        let marks = marks.chain(published.shared_only.iter().map(|id| (id, "shared_sent")));
-        for (i, (id, mark)) in marks.enumerate() {
+        let flag = |id: &String, mark: &str| (id.clone(), mark.to_string(), AttributeValue::Bool(true));
+        let marks = published.sent.iter().map(|id| flag(id, "sent"));
+        let marks = marks.chain(published.shared_only.iter().map(|id| flag(id, "shared_sent")));
+        let marks = marks.chain(published.topics_only.iter().map(|id| flag(id, "topics_sent")));
+        // A channel's mark is the domain's own shape, kept as its JSON text.
+        let marks = marks.chain(published.channels.iter().map(|(id, channel, mark)| {
+            let text = serde_json::to_string(mark).unwrap_or_default();
+            (id.clone(), format!("{CHANNEL_PREFIX}{}", channel.as_str()), s(text))
+        }));
+        for (i, (id, mark, value)) in marks.enumerate() {
             update = update
-                .set(format!("events.#id{i}.{mark}"), ":true", AttributeValue::Bool(true))
-                .name(format!("#id{i}"), id);
+                .set(format!("events.#id{i}.#m{i}"), &format!(":m{i}"), value)
+                .name(format!("#id{i}"), id)
+                .name(format!("#m{i}"), mark);
         }
         let mut condition = "attribute_exists(run_key)".to_string();
         if settle {

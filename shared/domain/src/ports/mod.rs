@@ -3,6 +3,7 @@
 //! in `sundial-memory`; one contract suite holds both to the same promises.
 
 pub mod bus;
+pub mod channels;
 pub mod queue;
 pub mod spans;
 pub mod store;

@@ -1,9 +1,11 @@
 //! The events recorded on a run: each is written, unsent, in the same conditional write as the
 //! change that causes it, and marked sent once published (invariant: one alert per event).
 
+use crate::delivery::{Channel, ChannelMark};
 use crate::job::EventKind;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What a run event is: an event told to people, or the run's end handed to the jobs that run
 /// after its job. The hand-over is told to no one; it is recorded with the ending like the
@@ -67,6 +69,10 @@ pub struct RunEvent {
     pub sent: bool,
     /// Published to the shared topic while the job's topic still owes it (a partial publish).
     pub shared_sent: bool,
+    /// Published to both topics while one of the job's alert channels still owes it.
+    pub topics_sent: bool,
+    /// How far its delivery to each of the job's alert channels got ([`crate::delivery`]).
+    pub channels: BTreeMap<Channel, ChannelMark>,
     /// When a watchdog pass last took the publishing of the event over (`None`: only its
     /// recorder, at `at`, has).
     pub taken_at: Option<DateTime<Utc>>,
@@ -94,7 +100,17 @@ impl RunEvent {
             RunEventKind::Told(EventKind::Retrying) => format!("{name}#{attempt}"),
             _ => name.to_string(),
         };
-        RunEvent { id, kind, at, sent: false, shared_sent: false, taken_at: None, detail: None }
+        RunEvent {
+            id,
+            kind,
+            at,
+            sent: false,
+            shared_sent: false,
+            topics_sent: false,
+            channels: BTreeMap::new(),
+            taken_at: None,
+            detail: None,
+        }
     }
 
     /// The event with the numbers it was decided on.
@@ -116,11 +132,18 @@ pub struct Published {
     pub sent: Vec<String>,
     /// Events published to the shared topic only: the job's topic failed.
     pub shared_only: Vec<String>,
+    /// Events published to both topics while a channel still owes them.
+    pub topics_only: Vec<String>,
+    /// How far each delivery to a channel got: (event, channel, its mark).
+    pub channels: Vec<(String, Channel, ChannelMark)>,
 }
 
 impl Published {
     pub fn is_empty(&self) -> bool {
-        self.sent.is_empty() && self.shared_only.is_empty()
+        self.sent.is_empty()
+            && self.shared_only.is_empty()
+            && self.topics_only.is_empty()
+            && self.channels.is_empty()
     }
 }
 

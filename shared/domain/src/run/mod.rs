@@ -297,6 +297,14 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+impl Run {
+    /// Whether an event of trouble with this run's timing was recorded on it
+    /// ([`EventKind::is_run_trouble`](crate::job::EventKind::is_run_trouble)).
+    pub fn told_run_trouble(&self) -> bool {
+        self.events.iter().any(|e| e.kind.told().is_some_and(crate::job::EventKind::is_run_trouble))
+    }
+}
+
 impl Attempt {
     /// Whether the attempt is still open (not finished).
     pub fn is_open(&self) -> bool {

@@ -272,7 +272,8 @@ fn tracked(run: &Run, handle: &str, tag: &str, lease: DateTime<Utc>, now: DateTi
 }
 
 /// The events a change of `before` into `after` causes, `now` being when it happens.
-/// `succeeded` only when the job's notification settings ask for it; `sla_missed` when the run
+/// `succeeded` only when the job's notification settings ask for it, or its run's PagerDuty
+/// incident needs resolving (see `channels::pagerduty`); `sla_missed` when the run
 /// ends past its SLA and nobody recorded it yet; `downstream` when a run of a job with children
 /// ends (its end is passed on to them, see [`crate::workflow`]); `too_fast` when it succeeds in a
 /// small fraction of its job's learned time ([`crate::health::too_fast`]). Deadlines count from
@@ -282,9 +283,11 @@ pub fn caused(job: &Job, before: &Run, after: &Run, now: DateTime<Utc>) -> Vec<R
     if after.state != before.state || after.attempt != before.attempt {
         let kind = match after.state {
             RunState::Succeeded => {
-                let asked =
-                    job.document.notify.as_ref().is_some_and(|n| n.on.contains(&EventKind::Succeeded));
-                asked.then_some(EventKind::Succeeded)
+                let notify = job.document.notify.as_ref();
+                let asked = notify.is_some_and(|n| n.on.contains(&EventKind::Succeeded));
+                // The run's own PagerDuty incident is resolved by its success.
+                let paged = notify.is_some_and(|n| n.pagerduty.is_some()) && before.told_run_trouble();
+                (asked || paged).then_some(EventKind::Succeeded)
             }
             RunState::Retrying => Some(EventKind::Retrying),
             RunState::Failed => Some(EventKind::Failed),

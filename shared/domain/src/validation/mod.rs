@@ -734,6 +734,48 @@ fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()
     if notify.on.is_empty() {
         return Err(ValidationError::new("notify.on", "must name at least one event"));
     }
+    if let Some(slack) = &notify.slack {
+        validate_slack_webhook(slack.webhook_url.as_deref(), list)?;
+    }
+    if let Some(pagerduty) = &notify.pagerduty {
+        let field = "notify.pagerduty.routing_key";
+        let key = pagerduty.routing_key.as_deref().ok_or_else(|| {
+            ValidationError::new(
+                field,
+                "needs the integration's routing key (write-only: a PUT gives it again)",
+            )
+        })?;
+        if key.len() != 32 || !key.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(ValidationError::new(
+                field,
+                "must be the 32-character routing key of a PagerDuty Events API v2 integration",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A Slack webhook's URL: https, or plain http to an address the deployment's allow-list opened
+/// (a stand-in on a private network); never echoed in the error, since the URL is the secret.
+fn validate_slack_webhook(url: Option<&str>, list: &TargetAllowList) -> Result<()> {
+    let field = "notify.slack.webhook_url";
+    let text = url.ok_or_else(|| {
+        ValidationError::new(field, "needs the incoming webhook's URL (write-only: a PUT gives it again)")
+    })?;
+    let url = target::http_url(field, text, false)
+        .map_err(|_| ValidationError::new(field, "is not an https URL with a host"))?;
+    list.network.check_url(&url).map_err(|refused| ValidationError::new(field, refused.to_string()))?;
+    let inside = match url.host() {
+        Some(url::Host::Ipv4(ip)) => crate::egress::class(ip.into()).is_some(),
+        Some(url::Host::Ipv6(ip)) => crate::egress::class(ip.into()).is_some(),
+        _ => false,
+    };
+    if url.scheme() == "http" && !inside {
+        return Err(ValidationError::new(
+            field,
+            "must be https (plain http only to an address the deployment's SUNDIAL_ALLOWED_NETWORKS opens)",
+        ));
+    }
     Ok(())
 }
 

@@ -1,0 +1,193 @@
+//! Alert channels Sundial delivers to itself (Slack, PagerDuty), over the use cases in memory:
+//! what each event sends where, one delivery per event and channel however the announcement is
+//! retried, and a channel that keeps failing given up, counted and shown on the run.
+
+use serde_json::{Value, json};
+use sundial_domain::channels::{Channel, DeliveryError, DeliveryState, MAX_TRIES, PAGERDUTY_EVENTS_URL};
+use sundial_domain::job::Job;
+use sundial_domain::ports::targets::Answer;
+use sundial_domain::run::RunId;
+use sundial_testkit::world::{Settings, World, job};
+
+const START: &str = "2026-11-27T10:00:00Z";
+const SLACK: &str = "https://hooks.slack.test/services/T000/B000/XXXX";
+const ROUTING_KEY: &str = "R0UTINGKEY0123456789abcdefABCDEF";
+
+fn failed() -> Answer {
+    Answer::Failed { retryable: true, status: Some(500), error: "HTTP 500".into() }
+}
+
+fn succeeded() -> Answer {
+    Answer::Succeeded { status: Some(200), output: None }
+}
+
+/// A yearly job whose alerts go to Slack and PagerDuty, one attempt per run.
+async fn paged_job(world: &World) -> Job {
+    let notify = json!({"slack": {"webhook_url": SLACK}, "pagerduty": {"routing_key": ROUTING_KEY}});
+    let extra = json!({"retry": {"max_attempts": 1}, "notify": notify});
+    world.create(job("nightly", json!({"cron": "0 0 1 1 *"}), extra)).await
+}
+
+/// One triggered run answering `answer`, delivered.
+async fn run_answering(world: &World, job: &Job, answer: Answer) -> RunId {
+    world.caller.push(answer);
+    let id = world.trigger(job).await;
+    world.deliver().await;
+    world.pass(1);
+    id
+}
+
+fn pagerduty_actions(world: &World) -> Vec<(String, String)> {
+    let taken = world.channels.taken(PAGERDUTY_EVENTS_URL);
+    taken
+        .iter()
+        .map(|e| (e["event_action"].as_str().unwrap().into(), e["dedup_key"].as_str().unwrap().into()))
+        .collect()
+}
+
+fn slack_headers(world: &World) -> Vec<String> {
+    let taken = world.channels.taken(SLACK);
+    taken.iter().map(|m| m["blocks"][0]["text"]["text"].as_str().unwrap().to_string()).collect()
+}
+
+/// A failure opens the job's incident and tells Slack; the next success recovers: the incident
+/// is resolved and Slack told, each once.
+#[tokio::test]
+async fn a_failure_and_its_recovery_reach_slack_and_pagerduty_once_each() {
+    let world = World::with(START, Settings::default().pauses_move_clock());
+    let job = paged_job(&world).await;
+    let failing = run_answering(&world, &job, failed()).await;
+    let incident = format!("sundial/job/{}", job.id);
+    let trigger = ("trigger".to_string(), incident.clone());
+    assert_eq!(
+        pagerduty_actions(&world),
+        [trigger.clone(), trigger.clone()],
+        "failed, then failing: one incident"
+    );
+    let first = &world.channels.taken(PAGERDUTY_EVENTS_URL)[0];
+    assert_eq!(first["routing_key"], ROUTING_KEY);
+    assert_eq!(first["payload"]["custom_details"]["run_id"], failing.to_string());
+    assert_eq!(slack_headers(&world), [":red_circle: nightly: failed", ":red_circle: nightly: failing"]);
+
+    run_answering(&world, &job, succeeded()).await;
+    assert_eq!(pagerduty_actions(&world).last(), Some(&("resolve".to_string(), incident)));
+    assert_eq!(
+        slack_headers(&world).last().map(String::as_str),
+        Some(":large_green_circle: nightly: recovered")
+    );
+    assert_eq!(world.channels.taken(SLACK).len(), 3);
+    let ended = world.run(&failing).await;
+    for event in &ended.events {
+        assert!(event.sent, "{event:?}");
+        let marks: Vec<DeliveryState> = event.channels.values().map(|m| m.state).collect();
+        assert!(marks.iter().all(|s| *s == DeliveryState::Delivered) && !marks.is_empty(), "{event:?}");
+    }
+}
+
+/// A channel failing for now is retried by the watchdog's republish, which delivers only what
+/// is owed: the channel that took the event gets it once.
+#[tokio::test]
+async fn a_retried_announcement_delivers_only_what_a_channel_still_owes() {
+    let world = World::with(START, Settings::default().pauses_move_clock());
+    let job = paged_job(&world).await;
+    let busy = || Err(DeliveryError::Unavailable("HTTP 503".into()));
+    // Both tries of the first announcement of `failed`.
+    world.channels.answer(SLACK, [busy(), busy()]);
+    let run = run_answering(&world, &job, failed()).await;
+    let stored = world.run(&run).await;
+    let failed_event = stored.events.iter().find(|e| e.id == "failed").unwrap();
+    assert!(!failed_event.sent && failed_event.topics_sent, "{failed_event:?}");
+    assert_eq!(failed_event.channels[&Channel::Slack].state, DeliveryState::Pending);
+    assert_eq!(failed_event.channels[&Channel::Slack].tries, 2);
+    assert_eq!(failed_event.channels[&Channel::PagerDuty].state, DeliveryState::Delivered);
+    let published = world.bus.published().len();
+    let paged = world.channels.taken(PAGERDUTY_EVENTS_URL).len();
+
+    // Past the watchdog's publish grace.
+    world.pass(121);
+    assert_eq!(world.use_cases.watchdog.run().await.unwrap().republished, 1);
+    let stored = world.run(&run).await;
+    let failed_event = stored.events.iter().find(|e| e.id == "failed").unwrap();
+    assert!(failed_event.sent);
+    assert_eq!(failed_event.channels[&Channel::Slack].tries, 3);
+    assert_eq!(world.bus.published().len(), published, "the topics are not told again");
+    assert_eq!(world.channels.taken(PAGERDUTY_EVENTS_URL).len(), paged, "PagerDuty is not told again");
+    let failed_messages = slack_headers(&world).iter().filter(|h| h.ends_with("failed")).count();
+    assert_eq!(failed_messages, 1);
+}
+
+/// A channel that never takes an event is given up after its tries: marked failed on the run,
+/// counted, and the run settles.
+#[tokio::test]
+async fn a_channel_failing_every_try_is_given_up_counted_and_shown() {
+    let world = World::with(START, Settings::default().pauses_move_clock());
+    let notify = json!({"on": ["failed"], "slack": {"webhook_url": SLACK}});
+    let extra = json!({"retry": {"max_attempts": 1}, "notify": notify});
+    let nightly = world.create(job("nightly", json!({"cron": "0 0 1 1 *"}), extra)).await;
+    world
+        .channels
+        .answer(SLACK, (0..MAX_TRIES + 2).map(|_| Err(DeliveryError::Unavailable("HTTP 503".into()))));
+    let run = run_answering(&world, &nightly, failed()).await;
+    for _ in 0..4 {
+        world.pass(121);
+        world.use_cases.watchdog.run().await.unwrap();
+    }
+    assert_eq!(world.channels.tries(SLACK), MAX_TRIES as usize, "bounded");
+    let stored = world.run(&run).await;
+    let mark = &stored.events[0].channels[&Channel::Slack];
+    assert_eq!(
+        (mark.state, mark.tries, mark.error.as_deref()),
+        (DeliveryState::Failed, MAX_TRIES, Some("HTTP 503"))
+    );
+    assert!(stored.events[0].sent, "given up: owed no more");
+    assert!(!world.runs.is_in_flight(&run.job_id, &run.key), "the run settles");
+    let metrics = world.ports.meter.prometheus();
+    let line = metrics.lines().find(|l| l.starts_with("sundial_alerts_undelivered") && !l.starts_with('#'));
+    assert!(line.is_some_and(|l| l.ends_with(" 1")), "{metrics}");
+
+    // A refusal is final at once.
+    let refused = json!({"on": ["failed"], "slack": {"webhook_url": "https://hooks.slack.test/gone"}});
+    let other = world
+        .create(sundial_testkit::world::job(
+            "other",
+            json!({"cron": "0 0 1 1 *"}),
+            json!({"retry": {"max_attempts": 1}, "notify": refused}),
+        ))
+        .await;
+    world.channels.answer(
+        "https://hooks.slack.test/gone",
+        [Err(DeliveryError::Refused("HTTP 404: no_service".into()))],
+    );
+    let run = run_answering(&world, &other, failed()).await;
+    let mark = world.run(&run).await.events[0].channels[&Channel::Slack].clone();
+    assert_eq!((mark.state, mark.tries), (DeliveryState::Failed, 1));
+}
+
+/// A run past its SLA opens an incident of its own, resolved by its success even though the job
+/// never asked for `succeeded`.
+#[tokio::test]
+async fn a_runs_sla_incident_is_resolved_by_its_success() {
+    let world = World::with(START, Settings::default().pauses_move_clock());
+    let notify = json!({"pagerduty": {"routing_key": ROUTING_KEY, "severity": "warning"}});
+    let extra = json!({"sla_s": 30, "notify": notify});
+    let job = world.create(job("slow", json!({"cron": "0 0 1 1 *"}), extra)).await;
+    world.caller.push(Answer::Accepted { status: 202 });
+    let run = world.trigger(&job).await;
+    world.deliver().await;
+    world.pass(45);
+    world.use_cases.watchdog.run().await.unwrap();
+    let key = format!("sundial/run/{run}");
+    assert_eq!(pagerduty_actions(&world), [("trigger".to_string(), key.clone())]);
+    assert_eq!(world.channels.taken(PAGERDUTY_EVENTS_URL)[0]["payload"]["severity"], "warning");
+    complete(&world, &run).await;
+    assert_eq!(pagerduty_actions(&world).last(), Some(&("resolve".to_string(), key)));
+    let told: Vec<Value> = world.bus.published().iter().map(|n| json!(n.event)).collect();
+    assert!(told.contains(&json!("succeeded")), "recorded to resolve the incident: {told:?}");
+}
+
+async fn complete(world: &World, run: &RunId) {
+    let token = world.caller.calls().last().map(|c| c.callback_token.clone()).expect("a call");
+    let done =
+        sundial_app::run_control::Completion { succeeded: true, output: None, error: None, permanent: false };
+    world.use_cases.run_control.complete(run, &token, done).await.expect("completed");
+}
