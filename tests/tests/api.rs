@@ -18,6 +18,12 @@ async fn every_change_is_recorded_with_who_what_and_when() {
     audit::every_change_is_recorded_with_who_what_and_when::<Stack>().await;
 }
 
+/// A job's Slack webhook and PagerDuty routing key are stored in DynamoDB and shown nowhere.
+#[tokio::test]
+async fn alert_channel_secrets_are_write_only() {
+    audit::alert_channel_secrets_are_write_only::<Stack>().await;
+}
+
 /// Racing edits each land with exactly their own record, in one transaction each.
 #[tokio::test]
 async fn racing_edits_each_land_with_their_own_record() {

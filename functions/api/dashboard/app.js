@@ -626,6 +626,9 @@ async function runPage(id) {
       ${a.handle ? `<tr><td></td><td colspan="6">Follows ${workLink(a.handle)}${a.followed_at ? `, last looked at ${when(a.followed_at)}` : ""}${a.logs_url ? ` · <a href="${esc(a.logs_url)}" target="_blank" rel="noopener">its logs</a>` : ""}</td></tr>` : ""}
       ${a.error || a.output ? `<tr><td></td><td colspan="6">${a.error ? `<div class="error">${esc(a.error)}</div>` : ""}${a.output ? `<pre>${esc(a.output)}</pre>` : ""}</td></tr>` : ""}`).join("")
       || '<tr><td colspan="7" class="muted">No attempt yet.</td></tr>'}</tbody></table>
+    ${run.alerts?.length ? `<h2>Alerts</h2><table id="alerts"><thead><tr><th>Event</th><th>Channel</th><th>State</th><th>Tries</th><th>At</th></tr></thead><tbody>
+      ${run.alerts.map((d) => `<tr><td>${esc(d.event)}</td><td>${esc(d.channel)}</td><td>${d.state === "failed" ? '<span class="error">failed</span>' : esc(d.state)}</td><td>${esc(d.tries)}</td><td>${when(d.at)}</td></tr>
+      ${d.error ? `<tr><td></td><td colspan="4"><div class="error">${esc(d.error)}</div></td></tr>` : ""}`).join("")}</tbody></table>` : ""}
     <h2>Logs</h2><div id="logs" class="card"></div>`;
   const logs = document.getElementById("logs");
   if (run.logs.url && run.logs.url.startsWith("/v1/")) {

@@ -234,6 +234,10 @@ pub struct RunView {
     pub updated_at: DateTime<Utc>,
     /// Whether the run went past its SLA (`sla_missed` was recorded).
     pub sla_missed: bool,
+    /// Each delivery of the run's events to the job's alert channels (Slack, PagerDuty): where
+    /// it stands, how many tries it took, why the last one failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alerts: Vec<AlertDelivery>,
     /// For a run of a workflow started by hand: the job whose trigger started it. Parents' and
     /// children's runs for the same instant have this run's key (`GET /v1/jobs/{id}/graph`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -252,6 +256,16 @@ pub struct RunView {
     /// full); shown by `GET /v1/runs/{id}`, absent from listings.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<Wait>,
+}
+
+/// One event's delivery to one alert channel.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AlertDelivery {
+    /// The event (`failed`, `recovered`, ...).
+    pub event: &'static str,
+    pub channel: sundial_domain::delivery::Channel,
+    #[serde(flatten)]
+    pub mark: sundial_domain::delivery::ChannelMark,
 }
 
 /// One page of runs.
@@ -279,6 +293,17 @@ impl RunView {
             created_at: run.created_at,
             updated_at: run.updated_at,
             sla_missed: run.events.iter().any(|e| e.kind == sundial_domain::job::EventKind::SlaMissed),
+            alerts: run
+                .events
+                .iter()
+                .flat_map(|e| {
+                    e.channels.iter().map(|(channel, mark)| AlertDelivery {
+                        event: e.kind.as_str(),
+                        channel: *channel,
+                        mark: mark.clone(),
+                    })
+                })
+                .collect(),
             workflow: run.workflow.as_ref().map(|root| root.to_string()),
             backfill: run.backfill,
             payload: run.input.clone(),

@@ -599,8 +599,8 @@ pub struct NotifySettings {
     pub pagerduty: Option<PagerDutyChannel>,
 }
 
-/// A Slack incoming webhook. Its URL is write-only: responses show `{}` (a PUT gives it again; a
-/// merge patch that leaves `notify.slack` out keeps it).
+/// A Slack incoming webhook. Its URL is write-only: responses show `{}` (a merge patch that leaves
+/// `notify.slack.webhook_url` out keeps it).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -611,7 +611,7 @@ pub struct SlackChannel {
 }
 
 /// A PagerDuty service's Events API v2 integration. Its routing key is write-only: responses
-/// leave it out (a PUT gives it again; a merge patch that leaves it out keeps it).
+/// leave it out (a merge patch that leaves it out keeps it).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
@@ -1198,6 +1198,31 @@ mod tests {
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(shown.contains("visible"));
         assert!(serde_json::to_string(&doc).unwrap().contains("s3cret"));
+    }
+
+    #[test]
+    fn channel_secrets_are_redacted_and_named_when_changed() {
+        let doc = |hook: &str, key: &str| -> JobDocument {
+            serde_json::from_value(json!({
+                "name": "n",
+                "target": {"type": "http", "url": "https://x.test/"},
+                "notify": {"slack": {"webhook_url": hook}, "pagerduty": {"routing_key": key}},
+            }))
+            .unwrap()
+        };
+        let before = doc("https://hooks.slack.test/T/B/s3cret", "k3y0000000000000000000000000000a");
+        let shown = serde_json::to_value(before.redacted()).unwrap();
+        assert_eq!(shown["notify"]["slack"], json!({}));
+        assert_eq!(shown["notify"]["pagerduty"], json!({"severity": "error"}));
+        let after = doc("https://hooks.slack.test/T/B/other", "k3y0000000000000000000000000000a");
+        assert_eq!(before.secrets_changed(&after), ["notify.slack.webhook_url"]);
+        assert!(before.secrets_changed(&before).is_empty());
+        assert_eq!(before.failing_threshold(), Some(1), "paged: told at the first failure");
+        let quiet: JobDocument = serde_json::from_value(
+            json!({"name": "n", "target": {"type": "http", "url": "https://x.test/"}}),
+        )
+        .unwrap();
+        assert_eq!(quiet.failing_threshold(), None);
     }
 
     #[test]

@@ -226,10 +226,71 @@ pub async fn racing_edits_each_land_with_their_own_record<H: Harness>() {
     assert_eq!(job["version"], 1 + won as u64, "{job}");
 }
 
+/// A job's Slack webhook and PagerDuty routing key are write-only: no response shows them, a
+/// merge patch that leaves them out keeps them, a document without them is refused naming the field,
+/// and the trail names a changed one without its value.
+pub async fn alert_channel_secrets_are_write_only<H: Harness>() {
+    let deployment = H::deploy_at("2030-01-01T12:00:00Z", &[]).await;
+    let api = deployment.api();
+    let (hook, key) = ("https://hooks.slack.test/services/T0/B0/w3bh00k", "r0ut1ngk3y000000000000000000000a");
+    let mut body = job("paged");
+    body["notify"] = json!({"slack": {"webhook_url": hook}, "pagerduty": {"routing_key": key}});
+    let created = api.post(ALICE, "/v1/jobs", &body).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let id = created.body["id"].as_str().unwrap_or_default().to_string();
+    let shown = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body;
+    assert_eq!(shown["notify"]["slack"], json!({}), "{shown}");
+    assert_eq!(shown["notify"]["pagerduty"], json!({"severity": "error"}), "{shown}");
+    for reply in [&created.body, &shown] {
+        let text = reply.to_string();
+        assert!(!text.contains("w3bh00k") && !text.contains("r0ut1ngk3y"), "{text}");
+    }
+
+    // A merge patch of `notify.on` keeps both secrets; one of a new webhook changes it.
+    let patched = api.patch(ALICE, &format!("/v1/jobs/{id}"), &json!({"notify": {"on": ["failed"]}})).await;
+    assert_eq!(patched.status, StatusCode::OK, "{}", patched.body);
+    let new_hook = "https://hooks.slack.test/services/T0/B0/n3wh00k";
+    let patch = json!({"notify": {"slack": {"webhook_url": new_hook}}});
+    assert_eq!(api.patch(ALICE, &format!("/v1/jobs/{id}"), &patch).await.status, StatusCode::OK);
+    let stored = deployment.stored_job(&id).await.and_then(|j| j.document.notify).unwrap_or_default();
+    assert_eq!(stored.slack.and_then(|s| s.webhook_url).as_deref(), Some(new_hook));
+    assert_eq!(stored.pagerduty.and_then(|p| p.routing_key).as_deref(), Some(key));
+    assert_eq!(stored.on, [sundial_domain::job::EventKind::Failed]);
+
+    // What a GET showed, created anew, lacks the secrets: refused, naming the field; so is a
+    // patch that removes one. Nothing changes.
+    let mut copy = job("copy");
+    copy["notify"] = api.get(ALICE, &format!("/v1/jobs/{id}")).await.body["notify"].clone();
+    let refused = api.post(ALICE, "/v1/jobs", &copy).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+    assert_eq!(refused.body["error"]["field"], "notify.slack.webhook_url", "{}", refused.body);
+    let removing = json!({"notify": {"pagerduty": {"routing_key": null}}});
+    let refused = api.patch(ALICE, &format!("/v1/jobs/{id}"), &removing).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", refused.body);
+    assert_eq!(refused.body["error"]["field"], "notify.pagerduty.routing_key", "{}", refused.body);
+    let kept = deployment.stored_job(&id).await.and_then(|j| j.document.notify).unwrap_or_default();
+    assert_eq!(kept.pagerduty.and_then(|p| p.routing_key).as_deref(), Some(key));
+
+    let records = trail(&deployment, ALICE, &format!("job={id}")).await;
+    let text = serde_json::to_string(&records).unwrap_or_default();
+    assert!(!text.contains("h00k") && !text.contains("r0ut1ngk3y"), "no secret in the trail: {text}");
+    let named = records[0]["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["field"] == "notify.slack.webhook_url");
+    assert_eq!(
+        named.map(|c| (&c["old"], &c["new"])),
+        Some((&json!("<secret>"), &json!("<secret>"))),
+        "{records:?}"
+    );
+}
+
 #[macro_export]
 macro_rules! audit_scenarios {
     ($harness:ty) => {
         $crate::instantiate!($harness => audit {
+            alert_channel_secrets_are_write_only,
             every_change_is_recorded_with_who_what_and_when,
             racing_edits_each_land_with_their_own_record
         });

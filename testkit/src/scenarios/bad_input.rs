@@ -206,6 +206,32 @@ fn cases() -> Vec<(&'static str, Value, StatusCode, &'static str)> {
             S::BAD_REQUEST,
             "notify.on[0]",
         ),
+        (
+            "slack webhook over plain http",
+            with(
+                job("x"),
+                "notify",
+                json!({"slack": {"webhook_url": "http://hooks.slack.com/services/T/B/x"}}),
+            ),
+            unprocessable,
+            "notify.slack.webhook_url",
+        ),
+        (
+            "pagerduty routing key too short",
+            with(job("x"), "notify", json!({"pagerduty": {"routing_key": "abc"}})),
+            unprocessable,
+            "notify.pagerduty.routing_key",
+        ),
+        (
+            "unknown pagerduty severity",
+            with(
+                job("x"),
+                "notify",
+                json!({"pagerduty": {"routing_key": "k3y0000000000000000000000000000a", "severity": "loud"}}),
+            ),
+            S::BAD_REQUEST,
+            "notify.pagerduty.severity",
+        ),
         ("body is an array", json!([job("x")]), S::BAD_REQUEST, "body"),
     ]
 }

@@ -742,7 +742,7 @@ fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()
         let key = pagerduty.routing_key.as_deref().ok_or_else(|| {
             ValidationError::new(
                 field,
-                "needs the integration's routing key (write-only: a PUT gives it again)",
+                "needs the integration's routing key (write-only: responses never show it)",
             )
         })?;
         if key.len() != 32 || !key.bytes().all(|b| b.is_ascii_alphanumeric()) {
@@ -760,7 +760,7 @@ fn validate_notify(notify: &NotifySettings, list: &TargetAllowList) -> Result<()
 fn validate_slack_webhook(url: Option<&str>, list: &TargetAllowList) -> Result<()> {
     let field = "notify.slack.webhook_url";
     let text = url.ok_or_else(|| {
-        ValidationError::new(field, "needs the incoming webhook's URL (write-only: a PUT gives it again)")
+        ValidationError::new(field, "needs the incoming webhook's URL (write-only: responses never show it)")
     })?;
     let url = target::http_url(field, text, false)
         .map_err(|_| ValidationError::new(field, "is not an https URL with a host"))?;
@@ -1191,6 +1191,21 @@ mod tests {
             ),
             (job(json!({"alert_after_failures": 0})), "alert_after_failures"),
             (job(json!({"notify": {"email": ["nobody"]}})), "notify.email[0]"),
+            (job(json!({"notify": {"slack": {}}})), "notify.slack.webhook_url"),
+            (
+                job(json!({"notify": {"slack": {"webhook_url": "hooks.slack.com/x"}}})),
+                "notify.slack.webhook_url",
+            ),
+            (
+                job(json!({"notify": {"slack": {"webhook_url": "http://hooks.slack.com/x"}}})),
+                "notify.slack.webhook_url",
+            ),
+            (
+                job(json!({"notify": {"slack": {"webhook_url": "https://10.0.0.1/x"}}})),
+                "notify.slack.webhook_url",
+            ),
+            (job(json!({"notify": {"pagerduty": {}}})), "notify.pagerduty.routing_key"),
+            (job(json!({"notify": {"pagerduty": {"routing_key": "short"}}})), "notify.pagerduty.routing_key"),
             (job(json!({"notify": {"sms": ["555-1234"]}})), "notify.sms[0]"),
             (job(json!({"notify": {"https": ["http://plain.test/"]}})), "notify.https[0]"),
             (job(json!({"notify": {"sqs": ["https://queue"]}})), "notify.sqs[0]"),
