@@ -999,8 +999,8 @@ async fn events_are_recorded_taken_and_marked_once(store: &dyn RunStore) {
     // with them; a later mark of one channel replaces its earlier one and leaves the other.
     let at = t + Duration::seconds(30);
     let busy = sundial_domain::channels::DeliveryError::Unavailable("HTTP 503".into());
-    let pending = ChannelMark::after(2, &Err(busy), at);
-    let delivered = ChannelMark::after(1, &Ok(()), at);
+    let pending = ChannelMark::after(Channel::PagerDuty, 1, &Err(busy), at);
+    let delivered = ChannelMark::after(Channel::Slack, 1, &Ok(()), at);
     let round = Published {
         topics_only: vec![sla.id.clone()],
         channels: vec![
@@ -1014,7 +1014,7 @@ async fn events_are_recorded_taken_and_marked_once(store: &dyn RunStore) {
     assert!(sla_read.topics_sent && !sla_read.sent, "both topics told, a channel still owed");
     assert_eq!(sla_read.channels.get(&Channel::Slack), Some(&delivered));
     assert_eq!(sla_read.channels.get(&Channel::PagerDuty), Some(&pending));
-    let now_delivered = ChannelMark::after(3, &Ok(()), at + Duration::seconds(120));
+    let now_delivered = ChannelMark::after(Channel::PagerDuty, 2, &Ok(()), at + Duration::seconds(120));
     let second = Published {
         sent: vec![sla.id.clone()],
         channels: vec![(sla.id.clone(), Channel::PagerDuty, now_delivered.clone())],

@@ -19,7 +19,7 @@ use crate::timer::Timer;
 use crate::workflow::cascade::{Cascade, HandOver};
 use chrono::{DateTime, Utc};
 use std::sync::Arc;
-use sundial_domain::channels::{self, ChannelMark, Delivery, DeliveryState};
+use sundial_domain::channels::{self, Channel, ChannelMark, Delivery, DeliveryError, DeliveryState};
 use sundial_domain::clock::Clock;
 use sundial_domain::events::{Notification, wants};
 use sundial_domain::job::Job;
@@ -91,15 +91,17 @@ impl Announcer {
         let (handed, told): (Vec<&RunEvent>, Vec<&RunEvent>) =
             unsent.into_iter().partition(|e| e.kind == RunEventKind::DOWNSTREAM);
         let mut published = Published::default();
+        // Channels are tried only within this budget; the rest are left to the watchdog.
+        let deadline = std::time::Instant::now() + channels::ANNOUNCE_BUDGET;
         for event in told {
-            self.publish(job, run, event, &mut published).await;
+            self.publish(job, run, event, deadline, &mut published).await;
         }
         let told_count = published.sent.len();
         if handed.is_empty() {
             self.mark(run, &published, settles(run, &published.sent)).await;
             return told_count;
         }
-        if !published.sent.is_empty() || !published.shared_only.is_empty() {
+        if !published.is_empty() {
             self.mark(run, &published, false).await;
         }
         // The hand-over's mark repeats what the first marked (harmless if it held; if it failed,
@@ -131,7 +133,14 @@ impl Announcer {
 
     /// Publishes one event where it goes, noting in `published` how far it got: the shared
     /// topic, the job's topic, then the job's alert channels.
-    async fn publish(&self, job: Option<&Job>, run: &Run, event: &RunEvent, published: &mut Published) {
+    async fn publish(
+        &self,
+        job: Option<&Job>,
+        run: &Run,
+        event: &RunEvent,
+        deadline: std::time::Instant,
+        published: &mut Published,
+    ) {
         let notification = Notification::new(job, run, event, self.public_url.as_deref());
         if !event.topics_sent {
             if !event.shared_sent
@@ -151,26 +160,33 @@ impl Announcer {
                 return;
             }
         }
-        let deliveries =
-            job.map(|j| channels::deliveries(j, run, event, &notification, &self.alerts.pagerduty_url));
         let mut owed = false;
-        for delivery in deliveries.unwrap_or_default() {
+        let Some(job) = job else {
+            // The job is gone, and its channels with it: what they were owed is given up.
+            for (channel, mark) in event.channels.iter().filter(|(_, m)| !m.is_final()) {
+                let gone = Err(DeliveryError::Refused("the job was deleted".to_string()));
+                let given_up = ChannelMark::after(*channel, mark.tries, &gone, self.alerts.clock.now());
+                self.given_up(run, event, *channel, &given_up);
+                published.channels.push((event.id.clone(), *channel, given_up));
+            }
+            published.sent.push(event.id.clone());
+            return;
+        };
+        let deliveries = channels::deliveries(job, run, event, &notification, &self.alerts.pagerduty_url);
+        for delivery in deliveries {
             let before = event.channels.get(&delivery.channel);
             if before.is_some_and(ChannelMark::is_final) {
                 continue;
             }
-            let mark = self.deliver(&delivery, before.map_or(0, |m| m.tries)).await;
+            if std::time::Instant::now() >= deadline {
+                owed = true;
+                continue;
+            }
+            let mark = self.deliver(&delivery, before.map_or(0, |m| m.tries), deadline).await;
             match mark.state {
                 DeliveryState::Delivered => {}
                 DeliveryState::Pending => owed = true,
-                DeliveryState::Failed => {
-                    tracing::warn!(run_id = %run.id(), event = %event.id, channel = delivery.channel.as_str(),
-                        error = mark.error.as_deref().unwrap_or_default(), "alert given up");
-                    let now = self.alerts.clock.now();
-                    self.alerts
-                        .meter
-                        .observe(&Record::new("announcer", now).count(names::ALERTS_UNDELIVERED, 1));
-                }
+                DeliveryState::Failed => self.given_up(run, event, delivery.channel, &mark),
             }
             published.channels.push((event.id.clone(), delivery.channel, mark));
         }
@@ -181,9 +197,9 @@ impl Announcer {
         }
     }
 
-    /// Posts `delivery`'s requests, up to [`channels::TRIES_PER_ROUND`] times (`tried` before):
-    /// the mark of how far it got.
-    async fn deliver(&self, delivery: &Delivery, tried: u32) -> ChannelMark {
+    /// Posts `delivery`'s requests, up to [`channels::TRIES_PER_ROUND`] times (`tried` before),
+    /// no try begun after `deadline`: the mark of how far it got.
+    async fn deliver(&self, delivery: &Delivery, tried: u32, deadline: std::time::Instant) -> ChannelMark {
         let mut tries = tried;
         loop {
             tries += 1;
@@ -194,12 +210,22 @@ impl Announcer {
                     break;
                 }
             }
-            let mark = ChannelMark::after(tries, &outcome, self.alerts.clock.now());
-            if mark.is_final() || tries - tried >= channels::TRIES_PER_ROUND {
+            let mark = ChannelMark::after(delivery.channel, tries, &outcome, self.alerts.clock.now());
+            let round_over =
+                tries - tried >= channels::TRIES_PER_ROUND || std::time::Instant::now() >= deadline;
+            if mark.is_final() || round_over {
                 return mark;
             }
             self.alerts.timer.sleep(std::time::Duration::from_millis(channels::PAUSE_MS)).await;
         }
+    }
+
+    /// Logs and counts a delivery given up.
+    fn given_up(&self, run: &Run, event: &RunEvent, channel: Channel, mark: &ChannelMark) {
+        let error = mark.error.as_deref().unwrap_or_default();
+        tracing::warn!(run_id = %run.id(), event = %event.id, channel = channel.as_str(), error, "alert given up");
+        let now = self.alerts.clock.now();
+        self.alerts.meter.observe(&Record::new("announcer", now).count(names::ALERTS_UNDELIVERED, 1));
     }
 
     /// Marks `published` in one write, with which an ended run whose events are all sent

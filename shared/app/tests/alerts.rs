@@ -3,10 +3,13 @@
 //! retried, and a channel that keeps failing given up, counted and shown on the run.
 
 use serde_json::{Value, json};
+use sundial_app::ports::Ports;
+use sundial_app::worker::poll::poll_once;
 use sundial_domain::channels::{Channel, DeliveryError, DeliveryState, MAX_TRIES, PAGERDUTY_EVENTS_URL};
 use sundial_domain::job::Job;
 use sundial_domain::ports::targets::Answer;
 use sundial_domain::run::RunId;
+use sundial_testkit::faults::{Faulty, Rule, Script, unavailable};
 use sundial_testkit::world::{Settings, World, job};
 
 const START: &str = "2026-11-27T10:00:00Z";
@@ -190,4 +193,91 @@ async fn complete(world: &World, run: &RunId) {
     let done =
         sundial_app::run_control::Completion { succeeded: true, output: None, error: None, permanent: false };
     world.use_cases.run_control.complete(run, &token, done).await.expect("completed");
+}
+
+/// A job with a threshold of its own is paged at `failing`, not at each failure; its next
+/// success resolves the incident.
+#[tokio::test]
+async fn a_job_with_its_own_threshold_is_paged_at_failing() {
+    let world = World::with(START, Settings::default().pauses_move_clock());
+    let notify = json!({"pagerduty": {"routing_key": ROUTING_KEY}});
+    let extra = json!({"retry": {"max_attempts": 1}, "alert_after_failures": 2, "notify": notify});
+    let job = world.create(job("nightly", json!({"cron": "0 0 1 1 *"}), extra)).await;
+    run_answering(&world, &job, failed()).await;
+    assert!(pagerduty_actions(&world).is_empty(), "one failure of two: no page");
+    run_answering(&world, &job, failed()).await;
+    let incident = format!("sundial/job/{}", job.id);
+    assert_eq!(pagerduty_actions(&world), [("trigger".to_string(), incident.clone())]);
+    run_answering(&world, &job, succeeded()).await;
+    assert_eq!(pagerduty_actions(&world).last(), Some(&("resolve".to_string(), incident)));
+}
+
+/// A parent whose end could not be handed to its children (the hand-over failed) still has its
+/// deliveries' marks written: the watchdog's pass continues from them rather than starting over.
+#[tokio::test]
+async fn a_parents_channel_marks_are_kept_when_its_hand_over_fails() {
+    let world = World::with(START, Settings::default().pauses_move_clock());
+    let notify = json!({"on": ["succeeded"], "slack": {"webhook_url": SLACK}});
+    let a = world.create(job("a", json!({"cron": "0 0 1 1 *"}), json!({"notify": notify}))).await;
+    let child = json!({"name": "c", "depends_on": ["a"], "target": {"type": "http", "url": sundial_testkit::world::TARGET}});
+    world.create(child).await;
+    world.channels.answer(SLACK, (0..MAX_TRIES).map(|_| Err(DeliveryError::Unavailable("HTTP 503".into()))));
+    // The worker's hand-over cannot read the children.
+    let script = Script::new();
+    script.add(Rule::every("Catalogue::get_many").refuse(unavailable("get_many")));
+    let ports = Ports { jobs: Faulty::new(world.ports.jobs.clone(), &script), ..world.ports.clone() };
+    let worker = world.rewired(&ports, |_| {}).worker;
+    world.caller.push(succeeded());
+    let run = world.trigger(&a).await;
+    poll_once(&worker, world.queue.as_ref(), world.queue.as_ref(), "w", 0).await.unwrap();
+    let events = world.run(&run).await.events;
+    assert!(events.iter().any(|e| e.id == "downstream" && !e.sent), "not handed over: {events:?}");
+    let mark =
+        events.iter().find(|e| e.id == "succeeded").and_then(|e| e.channels.get(&Channel::Slack).cloned());
+    assert_eq!(
+        mark.map(|m| (m.state, m.tries)),
+        Some((DeliveryState::Pending, 2)),
+        "the first round's mark is kept"
+    );
+    world.pass(121);
+    world.use_cases.watchdog.run().await.unwrap();
+    assert_eq!(world.channels.tries(SLACK), 4, "the second round continues from the first");
+    let events = world.run(&run).await.events;
+    let mark =
+        events.iter().find(|e| e.id == "succeeded").and_then(|e| e.channels.get(&Channel::Slack).cloned());
+    assert_eq!(mark.map(|m| m.tries), Some(4));
+}
+
+/// A job deleted while a channel still owes one of its runs' events: the delivery is given up
+/// (the channel is gone with the job), counted, and the run settles.
+#[tokio::test]
+async fn a_deleted_jobs_owed_deliveries_are_given_up() {
+    let world = World::with(START, Settings::default().pauses_move_clock());
+    let notify = json!({"on": ["failed"], "slack": {"webhook_url": SLACK}});
+    let extra = json!({"retry": {"max_attempts": 1}, "notify": notify});
+    let nightly = world.create(job("nightly", json!({"cron": "0 0 1 1 *"}), extra)).await;
+    world.channels.answer(
+        SLACK,
+        [
+            Err(DeliveryError::Unavailable("HTTP 503".into())),
+            Err(DeliveryError::Unavailable("HTTP 503".into())),
+        ],
+    );
+    let run = run_answering(&world, &nightly, failed()).await;
+    world.use_cases.jobs.delete(&nightly.owner, &nightly.id).await.unwrap();
+    world.pass(121);
+    world.use_cases.watchdog.run().await.unwrap();
+    let stored = world.run(&run).await;
+    let mark = &stored.events[0].channels[&Channel::Slack];
+    assert_eq!((mark.state, mark.error.as_deref()), (DeliveryState::Failed, Some("the job was deleted")));
+    assert!(stored.events[0].sent);
+    assert_eq!(world.channels.tries(SLACK), 2, "nothing posted for a deleted job");
+    assert!(
+        world
+            .ports
+            .meter
+            .prometheus()
+            .lines()
+            .any(|l| l.starts_with("sundial_alerts_undelivered") && l.ends_with(" 1"))
+    );
 }

@@ -9,10 +9,10 @@ use std::time::Duration;
 use sundial_domain::channels::DeliveryError;
 use sundial_domain::ports::channels::AlertChannels;
 
-/// How long one post may take, connecting included.
-const POST_TIMEOUT: Duration = Duration::from_secs(5);
-/// The most of an answer's body kept in an error.
-const ANSWER_CHARS: usize = 200;
+/// How long one post may take, the name's lookup and connecting included.
+const POST_TIMEOUT: Duration = Duration::from_secs(3);
+/// The most of an answer's body read and kept in an error.
+const ANSWER_BYTES: usize = 200;
 
 /// Posts alerts over HTTP(S), only to destinations the deployment's egress policy allows.
 #[derive(Debug, Clone)]
@@ -29,6 +29,18 @@ impl HttpChannels {
 #[async_trait]
 impl AlertChannels for HttpChannels {
     async fn post(&self, url: &str, body: &serde_json::Value) -> Result<(), DeliveryError> {
+        // One limit over the whole post: the name's lookup, connecting, sending, the answer.
+        match tokio::time::timeout(POST_TIMEOUT, self.post_once(url, body)).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                Err(DeliveryError::Unavailable(format!("no answer within {} s", POST_TIMEOUT.as_secs())))
+            }
+        }
+    }
+}
+
+impl HttpChannels {
+    async fn post_once(&self, url: &str, body: &serde_json::Value) -> Result<(), DeliveryError> {
         let url = url::Url::parse(url).map_err(|e| DeliveryError::Refused(format!("not a URL: {e}")))?;
         // The URL is a secret (a Slack webhook's path): errors name its host only.
         let host = url.host_str().unwrap_or_default().to_string();
@@ -40,8 +52,8 @@ impl AlertChannels for HttpChannels {
             }
         }
         let client = self.outbound.client().map_err(|e| DeliveryError::Unavailable(e.to_string()))?;
-        let sent = client.post(url).json(body).timeout(POST_TIMEOUT).send().await;
-        let answer = match sent {
+        let sent = client.post(url).json(body).send().await;
+        let mut answer = match sent {
             Ok(answer) => answer,
             Err(e) => {
                 return Err(match refusal_in(&e) {
@@ -54,10 +66,16 @@ impl AlertChannels for HttpChannels {
         if status.is_success() {
             return Ok(());
         }
-        let mut text = answer.text().await.unwrap_or_default();
-        if let Some((cut, _)) = text.char_indices().nth(ANSWER_CHARS) {
-            text.truncate(cut);
+        // The start of the answer only: a hostile endpoint's body is never read whole.
+        let mut head = Vec::new();
+        while head.len() < ANSWER_BYTES {
+            match answer.chunk().await {
+                Ok(Some(chunk)) => head.extend_from_slice(&chunk),
+                _ => break,
+            }
         }
+        head.truncate(ANSWER_BYTES);
+        let text = String::from_utf8_lossy(&head);
         let error = format!("{host} answered HTTP {}: {}", status.as_u16(), text.trim());
         match status.as_u16() {
             429 | 500..=599 => Err(DeliveryError::Unavailable(error)),

@@ -5,11 +5,15 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-/// Tries of one delivery in all (over the announcement and the watchdog's republishes) before
-/// it is given up.
+/// Tries of one Slack delivery in all (over the announcement and the watchdog's republishes)
+/// before it is given up.
 pub const MAX_TRIES: u32 = 6;
-/// The longest error kept on a mark.
-const MAX_ERROR_CHARS: usize = 300;
+/// Tries of one PagerDuty delivery: one announcement's, never a republish minutes later, whose
+/// trigger could reopen an incident a later event has resolved (or whose resolve could close one
+/// a later failure opened).
+pub const PAGERDUTY_TRIES: u32 = 2;
+/// The longest error kept on a mark, in bytes.
+const MAX_ERROR_BYTES: usize = 300;
 
 /// A channel of a job's `notify` settings that Sundial delivers to itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -23,6 +27,14 @@ pub enum Channel {
 
 impl Channel {
     pub const ALL: [Channel; 2] = [Channel::Slack, Channel::PagerDuty];
+
+    /// Tries of one delivery before it is given up.
+    pub fn max_tries(self) -> u32 {
+        match self {
+            Channel::Slack => MAX_TRIES,
+            Channel::PagerDuty => PAGERDUTY_TRIES,
+        }
+    }
 
     /// The wire name (`pagerduty`), as serde writes it.
     pub fn as_str(self) -> &'static str {
@@ -41,7 +53,7 @@ pub enum DeliveryState {
     Delivered,
     /// Failed for now: the watchdog's republish tries again.
     Pending,
-    /// Refused, or failing after [`MAX_TRIES`]: given up.
+    /// Refused, or failing after its channel's tries ([`Channel::max_tries`]): given up.
     Failed,
 }
 
@@ -65,19 +77,28 @@ impl ChannelMark {
         self.state != DeliveryState::Pending
     }
 
-    /// The mark of a round that made `tries` in all and ended with `outcome`.
-    pub fn after(tries: u32, outcome: &Result<(), DeliveryError>, at: DateTime<Utc>) -> Self {
+    /// The mark of a delivery to `channel` that made `tries` in all and ended with `outcome`.
+    pub fn after(
+        channel: Channel,
+        tries: u32,
+        outcome: &Result<(), DeliveryError>,
+        at: DateTime<Utc>,
+    ) -> Self {
         let (state, error) = match outcome {
             Ok(()) => (DeliveryState::Delivered, None),
             Err(DeliveryError::Refused(e)) => (DeliveryState::Failed, Some(e)),
-            Err(DeliveryError::Unavailable(e)) if tries >= MAX_TRIES => (DeliveryState::Failed, Some(e)),
+            Err(DeliveryError::Unavailable(e)) if tries >= channel.max_tries() => {
+                (DeliveryState::Failed, Some(e))
+            }
             Err(DeliveryError::Unavailable(e)) => (DeliveryState::Pending, Some(e)),
         };
         let error = error.map(|e| {
             let mut e = e.clone();
-            if let Some((cut, _)) = e.char_indices().nth(MAX_ERROR_CHARS) {
-                e.truncate(cut);
+            let mut cut = MAX_ERROR_BYTES.min(e.len());
+            while !e.is_char_boundary(cut) {
+                cut -= 1;
             }
+            e.truncate(cut);
             e
         });
         ChannelMark { state, tries, error, at }
@@ -104,14 +125,22 @@ mod tests {
     fn a_mark_is_final_once_delivered_refused_or_out_of_tries() {
         let t = at("2026-11-27T10:00:00Z");
         let busy = Err(DeliveryError::Unavailable("HTTP 503".into()));
-        assert_eq!(ChannelMark::after(1, &Ok(()), t).state, DeliveryState::Delivered);
-        assert_eq!(ChannelMark::after(2, &busy, t).state, DeliveryState::Pending);
-        assert_eq!(ChannelMark::after(MAX_TRIES, &busy, t).state, DeliveryState::Failed);
-        let refused = ChannelMark::after(1, &Err(DeliveryError::Refused("HTTP 404".into())), t);
+        assert_eq!(ChannelMark::after(Channel::Slack, 1, &Ok(()), t).state, DeliveryState::Delivered);
+        assert_eq!(ChannelMark::after(Channel::Slack, 2, &busy, t).state, DeliveryState::Pending);
+        assert_eq!(ChannelMark::after(Channel::Slack, MAX_TRIES, &busy, t).state, DeliveryState::Failed);
+        let refused =
+            ChannelMark::after(Channel::Slack, 1, &Err(DeliveryError::Refused("HTTP 404".into())), t);
         assert_eq!((refused.state, refused.error.as_deref()), (DeliveryState::Failed, Some("HTTP 404")));
-        assert!(refused.is_final() && !ChannelMark::after(1, &busy, t).is_final());
-        let long = ChannelMark::after(1, &Err(DeliveryError::Refused("x".repeat(5_000))), t);
-        assert_eq!(long.error.map(|e| e.len()), Some(MAX_ERROR_CHARS));
+        assert!(refused.is_final() && !ChannelMark::after(Channel::Slack, 1, &busy, t).is_final());
+        let long = ChannelMark::after(Channel::Slack, 1, &Err(DeliveryError::Refused("x".repeat(5_000))), t);
+        assert_eq!(long.error.map(|e| e.len()), Some(MAX_ERROR_BYTES));
+        let busy_pager = ChannelMark::after(
+            Channel::PagerDuty,
+            PAGERDUTY_TRIES,
+            &Err(DeliveryError::Unavailable("x".into())),
+            t,
+        );
+        assert_eq!(busy_pager.state, DeliveryState::Failed, "PagerDuty: one announcement's tries");
     }
 
     #[test]

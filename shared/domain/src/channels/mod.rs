@@ -12,15 +12,19 @@
 pub mod pagerduty;
 pub mod slack;
 
-pub use crate::delivery::{Channel, ChannelMark, DeliveryError, DeliveryState, MAX_TRIES};
+pub use crate::delivery::{Channel, ChannelMark, DeliveryError, DeliveryState, MAX_TRIES, PAGERDUTY_TRIES};
 use crate::events::Notification;
-use crate::job::Job;
+use crate::job::{EventKind, Job};
 use crate::run::{Run, RunEvent};
 
 /// Tries of one delivery within one announcement.
 pub const TRIES_PER_ROUND: u32 = 2;
 /// The pause between two tries of one announcement, in milliseconds.
-pub const PAUSE_MS: u64 = 500;
+pub const PAUSE_MS: u64 = 300;
+/// How long one announcement may spend on channels before it leaves the rest to the watchdog:
+/// with [`TRIES_PER_ROUND`] and each post's own limit, an announcement ends well inside the
+/// API's 29 s (a callback announces its run's end) and the watchdog's publish grace.
+pub const ANNOUNCE_BUDGET: std::time::Duration = std::time::Duration::from_secs(8);
 /// Where PagerDuty's Events API v2 takes events (`SUNDIAL_PAGERDUTY_URL` overrides it).
 pub const PAGERDUTY_EVENTS_URL: &str = "https://events.pagerduty.com/v2/enqueue";
 
@@ -53,7 +57,10 @@ pub fn deliveries(
     if let Some(settings) = &notify.pagerduty
         && let Some(key) = &settings.routing_key
     {
-        let requests = pagerduty::requests(settings.severity, key, asked, run, kind, n);
+        // With a threshold of its own, a job is paged at `failing`, not at each failure.
+        let each_failure = job.document.alert_after_failures.is_none();
+        let triggers = asked && (each_failure || !matches!(kind, EventKind::Failed | EventKind::TimedOut));
+        let requests = pagerduty::requests(settings.severity, key, triggers, run, kind, n);
         if !requests.is_empty() {
             deliveries.push(Delivery {
                 channel: Channel::PagerDuty,

@@ -1,13 +1,17 @@
 //! The events PagerDuty's Events API v2 is sent for a run's event, and which incident each is
 //! about. Two kinds of incident:
 //!
-//! - **the job's** (`sundial/job/<job id>`): opened by `failed`, `timed_out`, `failing` and
-//!   `failure_rate`, so that a job failing every minute is one incident, not one per run;
-//!   resolved by `recovered` (a job with a PagerDuty channel is told `failing` at its first
-//!   failure, see [`crate::job::JobDocument::failing_threshold`], so its next success recovers);
+//! - **the job's** (`sundial/job/<job id>`): opened by `failing` and `failure_rate`, and by each
+//!   `failed` and `timed_out` unless the job set `alert_after_failures` (then it is paged only
+//!   once that many failed in a row), so that a job failing every minute is one incident, not
+//!   one per run; resolved by `recovered` (a job with a PagerDuty channel and no threshold is
+//!   told `failing` at its first failure, see [`crate::job::JobDocument::failing_threshold`], so
+//!   its next success recovers);
 //! - **a run's** (`sundial/run/<run id>`): opened by `sla_missed`, `late_start` and
 //!   `duration_anomaly`; resolved when that run ends (its `succeeded` is recorded for this,
-//!   asked for or not, and its `failed` moves the trouble to the job's incident). A run-level
+//!   asked for or not; its `skipped` resolves it too, and its `failed` moves the trouble to the
+//!   job's incident). A cancelled run records no event, so its incident is left to whoever
+//!   cancelled it. A run-level
 //!   event told of a run that has already ended is opened and resolved at once: on the record,
 //!   without paging anyone for work that is over.
 //!
@@ -59,7 +63,7 @@ pub fn requests(
             false => vec![trigger(&this_run)],
             true => vec![trigger(&this_run), resolve(&this_run)],
         },
-        EventKind::Succeeded if run.told_run_trouble() => vec![resolve(&this_run)],
+        EventKind::Succeeded | EventKind::Skipped if run.told_run_trouble() => vec![resolve(&this_run)],
         // Good news and passing states (`retrying`, `skipped`, `too_fast`) open nothing.
         _ => Vec::new(),
     };

@@ -799,14 +799,45 @@ pub fn decode<T: DeserializeOwned>(value: serde_json::Value) -> std::result::Res
             _ if field.is_empty() => "body".to_string(),
             _ => field,
         };
-        ValidationError::new(field, reason)
+        ValidationError::new(&field, without_secrets(&field, reason))
     })
+}
+
+/// Fields whose values are write-only: an error about them never quotes what was sent.
+const WRITE_ONLY: [&str; 2] = ["notify.slack", "notify.pagerduty"];
+
+/// `reason`, with a quoted value cut out when `field` is (or is inside) a write-only field: serde
+/// quotes a mistyped string (`invalid type: string "https://hooks..."`).
+fn without_secrets(field: &str, reason: String) -> String {
+    if !WRITE_ONLY.iter().any(|w| field == *w || field.starts_with(&format!("{w}."))) {
+        return reason;
+    }
+    match (reason.find('"'), reason.rfind('"')) {
+        (Some(open), Some(close)) if close > open => {
+            format!("{}<value not shown>{}", &reason[..open], &reason[close + 1..])
+        }
+        _ => reason,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_mistyped_channel_secret_is_not_quoted_back() {
+        let hook = "https://hooks.slack.com/services/T0/B0/s3cret";
+        for notify in
+            [json!({"slack": hook}), json!({"pagerduty": "r0utingk3y"}), json!({"slack": {"webhook_url": 5}})]
+        {
+            let doc =
+                json!({"name": "n", "target": {"type": "http", "url": "https://x.test/"}, "notify": notify});
+            let error = decode::<JobDocument>(doc).unwrap_err();
+            assert!(error.field.starts_with("notify."), "{error:?}");
+            assert!(!error.reason.contains("s3cret") && !error.reason.contains("r0utingk3y"), "{error:?}");
+        }
+    }
 
     fn check(doc: serde_json::Value) -> std::result::Result<Option<Schedule>, ValidationError> {
         let mut doc: JobDocument = serde_json::from_value(doc).unwrap();
