@@ -226,8 +226,9 @@ fn item_bytes(item: &std::collections::HashMap<String, aws_sdk_dynamodb::types::
 }
 
 /// The largest run: its own payload at the most a run may carry, ten attempts each with the most
-/// output and error a target's answer leaves, all of it quotes (escaped twice as JSON): its item
-/// stays under DynamoDB's 400 KB.
+/// output and error a target's answer leaves, every event with both alert channels' marks at
+/// their longest error, all of it quotes (escaped twice as JSON): its item stays under
+/// DynamoDB's 400 KB.
 #[tokio::test]
 async fn the_largest_run_fits_dynamodbs_item() {
     use sundial_domain::limits::RUN_INPUT_BYTES;
@@ -264,6 +265,34 @@ async fn the_largest_run_fits_dynamodbs_item() {
             looks: u32::MAX,
             look_tag: Some(sundial_domain::follow::tag(0.999_999)),
             logs_url: None,
+        })
+        .collect();
+    // Every event a run can carry (a `retrying` per attempt), each with both channels' marks at
+    // their longest error.
+    use sundial_domain::delivery::{Channel, ChannelMark, DeliveryError};
+    use sundial_domain::job::EventKind;
+    let longest = Err(DeliveryError::Refused("\"".repeat(10_000)));
+    let kinds = [
+        EventKind::Succeeded,
+        EventKind::Failed,
+        EventKind::TimedOut,
+        EventKind::SlaMissed,
+        EventKind::LateStart,
+        EventKind::Skipped,
+        EventKind::Failing,
+        EventKind::DurationAnomaly,
+        EventKind::TooFast,
+        EventKind::FailureRate,
+        EventKind::Recovered,
+    ];
+    let events = kinds.iter().map(|k| (*k, 1)).chain((1..=10).map(|n| (EventKind::Retrying, n)));
+    run.events = events
+        .map(|(kind, attempt)| {
+            let mut event = sundial_domain::run::RunEvent::new(kind, attempt, instant);
+            for channel in Channel::ALL {
+                event.channels.insert(channel, ChannelMark::after(channel, u32::MAX, &longest, instant));
+            }
+            event
         })
         .collect();
     stack.services.ports.runs.insert(&run, None).await.unwrap();
