@@ -592,7 +592,7 @@ async fn list_jobs(client: &Client, filter: &[(&str, String)], json_output: bool
     Ok(())
 }
 
-/// `sundial run ID`: the run and its attempts.
+/// `sundial run ID`: the run, its attempts, and its alerts' deliveries to Slack and PagerDuty.
 async fn show_run(client: &Client, id: &str, json_output: bool) -> Result<(), CliError> {
     let run = client.get(&format!("/v1/runs/{id}")).await?;
     print(json_output, &run, || {
@@ -612,13 +612,34 @@ async fn show_run(client: &Client, id: &str, json_output: bool) -> Result<(), Cl
                 ]
             })
             .collect();
-        format!(
+        let alerts: Vec<Vec<String>> = run["alerts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| {
+                vec![
+                    text(&d["event"]),
+                    text(&d["channel"]),
+                    text(&d["state"]),
+                    text(&d["tries"]),
+                    text(&d["error"]),
+                ]
+            })
+            .collect();
+        let mut shown = format!(
             "{} {}\nscheduled {}\n\n{}",
             text(&run["id"]),
             text(&run["state"]),
             text(&run["scheduled_at"]),
             table(&["#", "STARTED", "ENDED", "WORKER", "OUTCOME", "STATUS", "ERROR"], &attempts)
-        )
+        );
+        if !alerts.is_empty() {
+            shown.push_str(&format!(
+                "\n\nalerts\n{}",
+                table(&["EVENT", "CHANNEL", "STATE", "TRIES", "ERROR"], &alerts)
+            ));
+        }
+        shown
     });
     Ok(())
 }
