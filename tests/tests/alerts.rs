@@ -76,7 +76,14 @@ fn assert_pagerduty_event(body: &Value) -> (String, String) {
     (action, key)
 }
 
-fn bodies(server: &TargetServer) -> Vec<Value> {
+/// The bodies `server` received, once it has received `n` (the announcement may still be
+/// posting when the run reads ended); panics after 30 s.
+async fn bodies(server: &TargetServer, n: usize) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while server.hits().len() < n {
+        assert!(std::time::Instant::now() < deadline, "{} of {n} posts after 30 s", server.hits().len());
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     server.hits().iter().map(|h| serde_json::from_slice(&h.body).unwrap()).collect()
 }
 
@@ -104,10 +111,11 @@ async fn a_failure_and_its_recovery_reach_slack_and_pagerduty_in_their_shapes() 
     let failed = stack.trigger(&id).await;
     assert_eq!(stack.drive(worker, &failed, 60).await.state.as_str(), "FAILED");
     let incident = format!("sundial/job/{id}");
-    let told: Vec<(String, String)> = bodies(&pagerduty).iter().map(assert_pagerduty_event).collect();
+    let told: Vec<(String, String)> =
+        bodies(&pagerduty, 2).await.iter().map(assert_pagerduty_event).collect();
     let trigger = ("trigger".to_string(), incident.clone());
     assert_eq!(told, [trigger.clone(), trigger], "failed, then failing: one incident");
-    let messages = bodies(&slack);
+    let messages = bodies(&slack, 3).await;
     messages.iter().for_each(assert_slack_message);
     let headers: Vec<&str> =
         messages.iter().map(|m| m["blocks"][0]["text"]["text"].as_str().unwrap()).collect();
@@ -120,7 +128,15 @@ async fn a_failure_and_its_recovery_reach_slack_and_pagerduty_in_their_shapes() 
     assert_eq!(messages[1]["blocks"].as_array().unwrap().last().unwrap()["elements"][0]["url"], json!(link));
 
     // The run shows each delivery.
-    let shown = stack.api.get(ALICE, &format!("/v1/runs/{failed}")).await.body;
+    // Marked once the announcement has posted all it had to.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let shown = loop {
+        let shown = stack.api.get(ALICE, &format!("/v1/runs/{failed}")).await.body;
+        if shown["alerts"].as_array().is_some_and(|a| a.len() >= 4) || std::time::Instant::now() > deadline {
+            break shown;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     let alerts = shown["alerts"].as_array().unwrap();
     let slack_failed = alerts.iter().find(|a| a["event"] == "failed" && a["channel"] == "slack").unwrap();
     assert_eq!((&slack_failed["state"], &slack_failed["tries"]), (&json!("delivered"), &json!(2)), "{shown}");
@@ -129,10 +145,11 @@ async fn a_failure_and_its_recovery_reach_slack_and_pagerduty_in_their_shapes() 
     // The next success recovers: the incident is resolved, Slack told.
     let recovered = stack.trigger(&id).await;
     assert_eq!(stack.drive(worker, &recovered, 60).await.state.as_str(), "SUCCEEDED");
-    let told: Vec<(String, String)> = bodies(&pagerduty).iter().map(assert_pagerduty_event).collect();
+    let told: Vec<(String, String)> =
+        bodies(&pagerduty, 3).await.iter().map(assert_pagerduty_event).collect();
     assert_eq!(told.last(), Some(&("resolve".to_string(), incident)));
     assert_eq!(told.len(), 3);
-    let messages = bodies(&slack);
+    let messages = bodies(&slack, 4).await;
     messages.iter().for_each(assert_slack_message);
     assert_eq!(messages.len(), 4);
     assert_eq!(messages[3]["blocks"][0]["text"]["text"], ":large_green_circle: nightly: recovered");
