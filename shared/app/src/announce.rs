@@ -98,11 +98,16 @@ impl Announcer {
         }
         let told_count = published.sent.len();
         if handed.is_empty() {
-            self.mark(run, &published, settles(run, &published.sent)).await;
+            if self.mark(run, &published, settles(run, &published.sent)).await {
+                self.count_given_up(&published);
+            }
             return told_count;
         }
-        if !published.is_empty() {
-            self.mark(run, &published, false).await;
+        // Counted once, with the first write that holds the marks.
+        let mut counted = false;
+        if !published.is_empty() && self.mark(run, &published, false).await {
+            self.count_given_up(&published);
+            counted = true;
         }
         // The hand-over's mark repeats what the first marked (harmless if it held; if it failed,
         // the run must not leave the in-flight index with those marks missing).
@@ -122,8 +127,11 @@ impl Announcer {
                 }
             }
         }
-        if published.sent.len() > told_count {
-            self.mark(run, &published, settles(run, &published.sent)).await;
+        if published.sent.len() > told_count
+            && self.mark(run, &published, settles(run, &published.sent)).await
+            && !counted
+        {
+            self.count_given_up(&published);
         }
         for (child, ended) in ended_children {
             Box::pin(self.announce(Some(&child), &ended, &ended.events)).await;
@@ -166,29 +174,41 @@ impl Announcer {
             for (channel, mark) in event.channels.iter().filter(|(_, m)| !m.is_final()) {
                 let gone = Err(DeliveryError::Refused("the job was deleted".to_string()));
                 let given_up = ChannelMark::after(*channel, mark.tries, &gone, self.alerts.clock.now());
-                self.given_up(run, event, *channel, &given_up);
+                log_given_up(run, event, *channel, &given_up);
                 published.channels.push((event.id.clone(), *channel, given_up));
             }
             published.sent.push(event.id.clone());
             return;
         };
         let deliveries = channels::deliveries(job, run, event, &notification, &self.alerts.pagerduty_url);
-        for delivery in deliveries {
+        for delivery in &deliveries {
             let before = event.channels.get(&delivery.channel);
             if before.is_some_and(ChannelMark::is_final) {
                 continue;
             }
-            if std::time::Instant::now() >= deadline {
-                owed = true;
-                continue;
-            }
-            let mark = self.deliver(&delivery, before.map_or(0, |m| m.tries), deadline).await;
+            let tried = before.map_or(0, |m| m.tries);
+            let mark = match std::time::Instant::now() >= deadline {
+                // No time left in this announcement: owed to the next, or (PagerDuty) given up.
+                true => {
+                    ChannelMark::after(delivery.channel, tried, &Err(out_of_time()), self.alerts.clock.now())
+                }
+                false => self.deliver(delivery, tried, deadline).await,
+            };
+            let mark = mark.closing_announcement(delivery.channel);
             match mark.state {
                 DeliveryState::Delivered => {}
                 DeliveryState::Pending => owed = true,
-                DeliveryState::Failed => self.given_up(run, event, delivery.channel, &mark),
+                DeliveryState::Failed => log_given_up(run, event, delivery.channel, &mark),
             }
             published.channels.push((event.id.clone(), delivery.channel, mark));
+        }
+        // A channel owed the event but since taken off the job (or no longer asking for it).
+        let current: Vec<Channel> = deliveries.iter().map(|d| d.channel).collect();
+        for (channel, mark) in event.channels.iter().filter(|(c, m)| !m.is_final() && !current.contains(c)) {
+            let gone = Err(DeliveryError::Refused("no longer among the job's channels".to_string()));
+            let given_up = ChannelMark::after(*channel, mark.tries, &gone, self.alerts.clock.now());
+            log_given_up(run, event, *channel, &given_up);
+            published.channels.push((event.id.clone(), *channel, given_up));
         }
         match owed {
             true if !event.topics_sent => published.topics_only.push(event.id.clone()),
@@ -220,25 +240,32 @@ impl Announcer {
         }
     }
 
-    /// Logs and counts a delivery given up.
-    fn given_up(&self, run: &Run, event: &RunEvent, channel: Channel, mark: &ChannelMark) {
-        let error = mark.error.as_deref().unwrap_or_default();
-        tracing::warn!(run_id = %run.id(), event = %event.id, channel = channel.as_str(), error, "alert given up");
-        let now = self.alerts.clock.now();
-        self.alerts.meter.observe(&Record::new("announcer", now).count(names::ALERTS_UNDELIVERED, 1));
+    /// Counts the deliveries `published` gives up, once its marks are written.
+    fn count_given_up(&self, published: &Published) {
+        let failed = published.channels.iter().filter(|(_, _, m)| m.state == DeliveryState::Failed).count();
+        if failed > 0 {
+            let now = self.alerts.clock.now();
+            self.alerts
+                .meter
+                .observe(&Record::new("announcer", now).count(names::ALERTS_UNDELIVERED, failed));
+        }
     }
 
     /// Marks `published` in one write, with which an ended run whose events are all sent
     /// leaves the in-flight index (`settle`).
-    async fn mark(&self, run: &Run, published: &Published, settle: bool) {
+    async fn mark(&self, run: &Run, published: &Published, settle: bool) -> bool {
         let mut marked = self.outbox.mark_events_sent(run, published, settle).await;
         if settle && matches!(marked, Err(StoreError::Conflict)) {
             // The store holds an event this copy lacks: marked without settling, the run stays
             // in flight for the watchdog, which reads it whole.
             marked = self.outbox.mark_events_sent(run, published, false).await;
         }
-        if let Err(e) = marked {
-            tracing::warn!(run_id = %run.id(), error = %e, "published events not marked sent");
+        match marked {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(run_id = %run.id(), error = %e, "published events not marked sent");
+                false
+            }
         }
     }
 
@@ -272,4 +299,15 @@ impl Announcer {
         }
         Ok(self.announce(job, run, &taken).await)
     }
+}
+
+/// Logs a delivery given up (counted once its mark is written).
+fn log_given_up(run: &Run, event: &RunEvent, channel: Channel, mark: &ChannelMark) {
+    let error = mark.error.as_deref().unwrap_or_default();
+    tracing::warn!(run_id = %run.id(), event = %event.id, channel = channel.as_str(), error, "alert given up");
+}
+
+/// Why a delivery was not tried: its announcement's channel budget was spent.
+fn out_of_time() -> DeliveryError {
+    DeliveryError::Unavailable("not tried: its announcement's time for channels was spent".to_string())
 }

@@ -282,3 +282,48 @@ async fn a_deleted_jobs_owed_deliveries_are_given_up() {
             .any(|l| l.starts_with("sundial_alerts_undelivered") && l.ends_with(" 1"))
     );
 }
+
+/// PagerDuty is tried within its announcement only: a delivery still failing at its end is given
+/// up, never tried minutes later (when a later event may have moved the incident on).
+#[tokio::test]
+async fn pagerduty_is_given_up_at_the_end_of_its_announcement() {
+    let world = World::with(START, Settings::default().pauses_move_clock());
+    let job = paged_job(&world).await;
+    let busy = || Err(DeliveryError::Unavailable("HTTP 503".into()));
+    world.channels.answer(PAGERDUTY_EVENTS_URL, [busy(), busy()]);
+    let run = run_answering(&world, &job, failed()).await;
+    let stored = world.run(&run).await;
+    let mark = &stored.events.iter().find(|e| e.id == "failed").unwrap().channels[&Channel::PagerDuty];
+    assert_eq!((mark.state, mark.tries), (DeliveryState::Failed, 2));
+    world.pass(121);
+    world.use_cases.watchdog.run().await.unwrap();
+    assert_eq!(
+        world.channels.tries(PAGERDUTY_EVENTS_URL),
+        3,
+        "two for `failed`, one for `failing`; no retry later"
+    );
+}
+
+/// A channel taken off the job while it still owed an event is given up at the next pass.
+#[tokio::test]
+async fn a_channel_taken_off_the_job_is_owed_nothing() {
+    let world = World::with(START, Settings::default().pauses_move_clock());
+    let notify = json!({"on": ["failed"], "slack": {"webhook_url": SLACK}});
+    let extra = json!({"retry": {"max_attempts": 1}, "notify": notify});
+    let nightly = world.create(job("nightly", json!({"cron": "0 0 1 1 *"}), extra)).await;
+    let busy = || Err(DeliveryError::Unavailable("HTTP 503".into()));
+    world.channels.answer(SLACK, [busy(), busy()]);
+    let run = run_answering(&world, &nightly, failed()).await;
+    let patch = json!({"notify": {"slack": null, "email": ["ops@example.com"]}});
+    world.use_cases.jobs.patch(&nightly.owner, &nightly.id, &patch, Default::default()).await.unwrap();
+    world.pass(121);
+    world.use_cases.watchdog.run().await.unwrap();
+    let stored = world.run(&run).await;
+    let mark = &stored.events[0].channels[&Channel::Slack];
+    assert_eq!(
+        (mark.state, mark.error.as_deref()),
+        (DeliveryState::Failed, Some("no longer among the job's channels"))
+    );
+    assert!(stored.events[0].sent);
+    assert_eq!(world.channels.tries(SLACK), 2);
+}

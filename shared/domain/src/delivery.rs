@@ -28,6 +28,13 @@ pub enum Channel {
 impl Channel {
     pub const ALL: [Channel; 2] = [Channel::Slack, Channel::PagerDuty];
 
+    /// Whether a delivery still owed at the end of an announcement is tried again by the
+    /// watchdog: Slack's messages, yes; PagerDuty's triggers and resolves, no (minutes later
+    /// they could undo what a later event did to the incident).
+    pub fn retried_later(self) -> bool {
+        self == Channel::Slack
+    }
+
     /// Tries of one delivery before it is given up.
     pub fn max_tries(self) -> u32 {
         match self {
@@ -72,6 +79,17 @@ pub struct ChannelMark {
 }
 
 impl ChannelMark {
+    /// The mark as its announcement leaves it: a delivery still owed to a channel that is not
+    /// retried later is given up.
+    pub fn closing_announcement(self, channel: Channel) -> Self {
+        match self.state {
+            DeliveryState::Pending if !channel.retried_later() => {
+                ChannelMark { state: DeliveryState::Failed, ..self }
+            }
+            _ => self,
+        }
+    }
+
     /// Whether the channel is owed nothing more.
     pub fn is_final(&self) -> bool {
         self.state != DeliveryState::Pending
