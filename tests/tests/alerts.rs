@@ -142,7 +142,10 @@ async fn a_failure_and_its_recovery_reach_slack_and_pagerduty_in_their_shapes() 
     assert_eq!((&slack_failed["state"], &slack_failed["tries"]), (&json!("delivered"), &json!(2)), "{shown}");
     assert_eq!(alerts.len(), 4, "two events, two channels each: {shown}");
 
-    // The next success recovers: the incident is resolved, Slack told.
+    // The next success recovers: the incident is resolved, Slack told. It must be scheduled
+    // after the failure (a success of the same second says nothing of the job since): a
+    // trigger's instant is the next whole second, so a second and a bit later.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     let recovered = stack.trigger(&id).await;
     assert_eq!(stack.drive(worker, &recovered, 60).await.state.as_str(), "SUCCEEDED");
     let told: Vec<(String, String)> =
